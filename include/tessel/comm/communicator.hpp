@@ -1,0 +1,82 @@
+// Communicator: the typed collectives every distributed mode uses (MPI on host memory, NCCL
+// on device memory).
+#pragma once
+
+#include "tessel/core/tensor.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessel::comm {
+
+enum class ReduceOp { sum, max, min };
+
+// Collectives over raw buffers tagged by dtype; the templates below give the typed forms.
+// Every call is collective: all ranks call it in the same order. Counts are in elements.
+// bytes_sent() counts the payload this rank sent to *other* ranks, for reporting.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  virtual void allreduce(void* buffer, std::int64_t count, DType dtype, ReduceOp op) = 0;
+  virtual void broadcast(void* buffer, std::int64_t count, DType dtype, int root) = 0;
+  // recv holds size() * count elements: rank r's contribution at r * count.
+  virtual void allgather(const void* send, std::int64_t count, void* recv, DType dtype) = 0;
+  // send_counts[r] elements go to rank r, taken consecutively from send; recv_counts[r]
+  // elements arrive from rank r, stored consecutively in rank order.
+  virtual void alltoallv(const void* send, std::span<const std::int64_t> send_counts, void* recv,
+                         std::span<const std::int64_t> recv_counts, DType dtype) = 0;
+  virtual void barrier() = 0;
+  // Sub-communicator of the ranks with the same color, ordered by key.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  std::int64_t bytes_sent() const { return bytes_sent_; }
+  void reset_bytes_sent() { bytes_sent_ = 0; }
+
+  // ---- typed helpers ----
+  template <class T>
+  void allreduce(std::span<T> values, ReduceOp op = ReduceOp::sum) {
+    allreduce(values.data(), static_cast<std::int64_t>(values.size()), dtype_of<T>(), op);
+  }
+  template <class T>
+  T allreduce_value(T value, ReduceOp op = ReduceOp::sum) {
+    allreduce(&value, 1, dtype_of<T>(), op);
+    return value;
+  }
+  template <class T>
+  void broadcast(std::span<T> values, int root) {
+    broadcast(values.data(), static_cast<std::int64_t>(values.size()), dtype_of<T>(), root);
+  }
+  template <class T>
+  std::vector<T> allgather_value(T value) {
+    std::vector<T> out(static_cast<std::size_t>(size()));
+    allgather(&value, 1, out.data(), dtype_of<T>());
+    return out;
+  }
+  // Exchanges counts first, then the payload. recv_counts (optional) receives per-source counts.
+  template <class T>
+  std::vector<T> alltoallv(std::span<const T> send, std::span<const std::int64_t> send_counts,
+                           std::vector<std::int64_t>* recv_counts_out = nullptr) {
+    std::vector<std::int64_t> recv_counts = exchange_counts(send_counts);
+    std::int64_t total = 0;
+    for (auto c : recv_counts) total += c;
+    std::vector<T> recv(static_cast<std::size_t>(total));
+    alltoallv(send.data(), send_counts, recv.data(), recv_counts, dtype_of<T>());
+    if (recv_counts_out) *recv_counts_out = std::move(recv_counts);
+    return recv;
+  }
+  // Each rank tells every other how many elements it will send it.
+  std::vector<std::int64_t> exchange_counts(std::span<const std::int64_t> send_counts);
+
+ protected:
+  std::int64_t bytes_sent_ = 0;
+};
+
+}  // namespace tessel::comm

@@ -1,0 +1,130 @@
+// Dense row-major tensor (rank 1 or 2) with shared storage on the CPU or a CUDA device.
+#pragma once
+
+#include "tessel/core/error.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tessel {
+
+enum class DType : std::uint8_t { f32, f64, i32, i64, u8 };
+
+std::size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::i32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::u8;
+  else static_assert(sizeof(T) == 0, "unsupported tensor element type");
+}
+
+struct Device {
+  enum class Kind : std::uint8_t { cpu, cuda };
+  Kind kind = Kind::cpu;
+  int index = 0;
+
+  static Device cpu() { return {Kind::cpu, 0}; }
+  static Device cuda(int index = 0) { return {Kind::cuda, index}; }
+  bool is_cpu() const { return kind == Kind::cpu; }
+  bool is_cuda() const { return kind == Kind::cuda; }
+  bool operator==(const Device&) const = default;
+  std::string str() const;
+};
+
+// Raw memory owned by one device; freed when the last Tensor viewing it goes away.
+class Storage {
+ public:
+  Storage(std::size_t bytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  Device device_;
+};
+
+// A view of Storage: shape (rank 1 or 2), dtype, byte offset. Copying a Tensor shares the
+// storage; clone() copies the data. Row slices of a row-major tensor are views.
+class Tensor {
+ public:
+  Tensor() = default;
+
+  static Tensor empty(std::vector<std::int64_t> shape, DType dtype, Device device = Device::cpu());
+  static Tensor zeros(std::vector<std::int64_t> shape, DType dtype, Device device = Device::cpu());
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, std::vector<std::int64_t> shape = {});
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  int dim() const { return static_cast<int>(shape_.size()); }
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  std::int64_t size(int d) const { return shape_.at(static_cast<std::size_t>(d)); }
+  std::int64_t rows() const { return shape_.empty() ? 0 : shape_[0]; }
+  std::int64_t cols() const { return shape_.size() < 2 ? 1 : shape_[1]; }
+  std::int64_t numel() const;
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+
+  void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
+  template <class T>
+  T* data() const {
+    check_dtype(dtype_of<T>());
+    return static_cast<T*>(raw());
+  }
+
+  // Rows [begin, end) as a view sharing storage.
+  Tensor rows_slice(std::int64_t begin, std::int64_t end) const;
+  // Same storage, new shape with the same number of elements.
+  Tensor reshape(std::vector<std::int64_t> shape) const;
+  Tensor clone() const;
+  Tensor to(Device device) const;
+  // Copies src's elements into this tensor (same shape and dtype, any devices).
+  void copy_from(const Tensor& src);
+  void fill_zero();
+  std::string describe() const;
+
+ private:
+  void check_dtype(DType want) const;
+
+  std::shared_ptr<Storage> storage_;
+  std::size_t offset_ = 0;
+  std::vector<std::int64_t> shape_;
+  DType dtype_ = DType::f32;
+  Device device_;
+};
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& values, std::vector<std::int64_t> shape) {
+  if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
+  Tensor t = empty(std::move(shape), dtype_of<T>());
+  TESSEL_EXPECTS(static_cast<std::size_t>(t.numel()) == values.size(),
+                 "Tensor::from_vector: {} values do not fill shape {}", values.size(),
+                 t.describe());
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+
+// Device memory primitives; the CUDA versions exist only in builds with TESSEL_WITH_CUDA.
+namespace device_memory {
+void* allocate(std::size_t bytes, Device device);
+void release(void* ptr, Device device) noexcept;
+void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+void zero(void* ptr, Device device, std::size_t bytes);
+bool cuda_available();  // built with CUDA and at least one device is visible
+}  // namespace device_memory
+
+}  // namespace tessel

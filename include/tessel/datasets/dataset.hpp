@@ -1,0 +1,62 @@
+// The in-memory dataset (graph, features, labels, splits) and the HDF5 dataset store API.
+#pragma once
+
+#include "tessel/core/csr.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tessel::datasets {
+
+constexpr const char* kStoreFormat = "tessel-dataset";
+constexpr int kStoreVersion = 1;
+
+// A whole graph dataset. graph is the in-neighbor CSR (row v lists u for every stored edge
+// u -> v). When directed is false the source stores each undirected edge once (as OGB's
+// undirected datasets do) unless it was symmetrized; consumers that need both directions
+// symmetrize. features is row-major [num_nodes, feature_dim] (empty when not loaded).
+struct Dataset {
+  std::string name;
+  std::int64_t num_nodes = 0;
+  std::int64_t num_classes = 0;
+  std::int64_t feature_dim = 0;
+  bool directed = false;
+  Csr graph;
+  std::vector<float> features;
+  std::vector<std::int64_t> labels;  // -1 = unlabeled
+  std::vector<NodeId> train, valid, test;
+
+  std::int64_t num_edges() const { return graph.num_edges(); }
+  // Throws InputError naming `what` if any size, index or label is inconsistent.
+  void validate(const std::string& what) const;
+};
+
+// Summary of a store read from its attributes and small datasets only.
+struct DatasetInfo {
+  std::string name;
+  std::int64_t num_nodes = 0, num_edges = 0, num_classes = 0, feature_dim = 0;
+  bool directed = false;
+  std::int64_t num_train = 0, num_valid = 0, num_test = 0;
+  int version = 0;
+};
+
+// Writes `data` to `path` atomically (a temporary file in the same folder, renamed at the end;
+// removed on any error).
+void write_store(const Dataset& data, const std::filesystem::path& path);
+
+struct ReadOptions {
+  bool features = true;  // false: leave Dataset::features empty
+};
+// Reads and validates a whole store.
+Dataset read_store(const std::filesystem::path& path, const ReadOptions& options = {});
+DatasetInfo read_store_info(const std::filesystem::path& path);
+// Rows [begin, end) of /node/feat, row-major, without reading the rest of the file.
+std::vector<float> read_feature_rows(const std::filesystem::path& path, std::int64_t begin,
+                                     std::int64_t end);
+
+// The graph with both directions of every edge, self-loops and duplicates removed, rows sorted.
+Csr symmetrize(const Csr& graph);
+
+}  // namespace tessel::datasets

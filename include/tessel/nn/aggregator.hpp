@@ -1,0 +1,40 @@
+// Aggregator: how a GNN layer reaches neighbor rows, independent of the training mode.
+#pragma once
+
+#include "tessel/core/tensor.hpp"
+#include "tessel/core/types.hpp"
+
+#include <cstdint>
+#include <span>
+
+namespace tessel::nn {
+
+// Edge weights an aggregation applies.
+enum class Norm {
+  // GCN: out[v] = sum over u in N(v) + {v} of x[u] / sqrt((deg(u) + 1) (deg(v) + 1)),
+  // deg = in-degree in the whole graph (so every rank count computes the same numbers).
+  gcn,
+  // GraphSAGE mean: out[v] = mean over u in N(v) of x[u] (0 when v has no neighbors).
+  mean,
+};
+
+// One message-passing step from num_src() source rows to num_dst() destination rows. The
+// destinations are the first num_dst() sources (full-batch: dst == src == owned nodes;
+// sampled: the block's destination nodes come first among its sources).
+// Full-batch implementations exchange halo rows inside aggregate() and send halo gradients
+// back to their owners inside aggregate_backward(): both are collective calls there.
+class Aggregator {
+ public:
+  virtual ~Aggregator() = default;
+  virtual std::int64_t num_src() const = 0;
+  virtual std::int64_t num_dst() const = 0;
+  // Ids of the source rows that do not depend on the rank count (the source dataset's node
+  // ids): dropout masks and other counter-based draws are keyed by them.
+  virtual std::span<const NodeId> src_ids() const = 0;
+  // x: [num_src, F] f32 -> [num_dst, F].
+  virtual Tensor aggregate(const Tensor& x, Norm norm) = 0;
+  // grad_out: [num_dst, F] -> gradient with respect to x, [num_src, F].
+  virtual Tensor aggregate_backward(const Tensor& grad_out, Norm norm) = 0;
+};
+
+}  // namespace tessel::nn

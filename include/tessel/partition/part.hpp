@@ -1,0 +1,72 @@
+// A partition folder (partition.json + part-<p>.h5): the manifest and one part as the training
+// modes load it.
+#pragma once
+
+#include "tessel/core/csr.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tessel::partition {
+
+constexpr const char* kManifestFormat = "tessel-partition";
+constexpr int kManifestVersion = 1;
+
+// partition.json. Part p owns the relabeled global ids [offsets[p], offsets[p+1]).
+struct Manifest {
+  std::string dataset;
+  int num_parts = 0;
+  std::string method;
+  std::uint64_t seed = 0;
+  std::int64_t num_nodes = 0;
+  std::int64_t num_edges = 0;       // edges of the training graph (after symmetrization)
+  std::int64_t feature_dim = 0;
+  std::int64_t num_classes = 0;
+  bool symmetrized = true;
+  std::int64_t num_train = 0, num_valid = 0, num_test = 0;  // whole-graph split sizes
+  std::vector<NodeId> offsets;  // num_parts + 1 entries
+  nlohmann::json raw;           // the whole file (statistics, timings, ...)
+
+  // Part that owns relabeled global id g (binary search over offsets).
+  int owner_of(NodeId g) const;
+};
+
+Manifest read_manifest(const std::filesystem::path& dir);
+
+// One part. Local ids: owned nodes [0, num_owned), halo nodes [num_owned, num_owned + num_halo).
+// Owned local id i is relabeled global id offset + i. Halo node h (local num_owned + h) is
+// owned by part halo_owner[h] with local id halo_owner_local[h] there.
+struct Part {
+  int part_id = 0;
+  int num_parts = 0;
+  std::int64_t num_owned = 0;
+  std::int64_t num_halo = 0;
+  NodeId offset = 0;
+  std::int64_t feature_dim = 0;
+  std::int64_t num_classes = 0;
+  std::vector<NodeId> orig_id;          // [owned + halo] id in the source dataset
+  std::vector<std::int64_t> degree;     // [owned + halo] in-degree in the whole training graph
+  std::vector<std::int32_t> halo_owner;        // [halo]
+  std::vector<std::int32_t> halo_owner_local;  // [halo]
+  LocalCsr graph;  // rows: owned; cols: owned + halo; row v = in-neighbors of v
+  std::vector<float> features;          // [owned, feature_dim], empty if not loaded
+  std::vector<std::int64_t> labels;     // [owned], -1 = unlabeled
+  std::vector<LocalId> train, valid, test;
+
+  std::int64_t num_local() const { return num_owned + num_halo; }
+  // Relabeled global id of local id l (owned or halo).
+  NodeId global_id(LocalId l, const Manifest& manifest) const;
+};
+
+struct LoadOptions {
+  bool features = true;
+};
+// Reads and validates part p (sizes, index ranges, owners) of the folder.
+Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest,
+               const LoadOptions& options = {});
+
+}  // namespace tessel::partition

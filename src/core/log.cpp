@@ -1,0 +1,49 @@
+// Rank-aware logging to stderr.
+#include "tessel/core/log.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace tessel::log {
+namespace {
+int g_rank = 0;
+int g_size = 1;
+Level g_level = [] {
+  const char* env = std::getenv("TESSEL_LOG");
+  if (!env) return Level::info;
+  const std::string v(env);
+  if (v == "debug") return Level::debug;
+  if (v == "warn") return Level::warn;
+  if (v == "error") return Level::error;
+  if (v == "quiet") return Level::quiet;
+  return Level::info;
+}();
+std::mutex g_mutex;
+}  // namespace
+
+void set_rank(int rank, int size) {
+  g_rank = rank;
+  g_size = size;
+}
+int rank() { return g_rank; }
+int size() { return g_size; }
+void set_level(Level level) { g_level = level; }
+Level level() { return g_level; }
+bool stderr_is_tty() { return isatty(STDERR_FILENO) == 1; }
+
+void write(Level lvl, bool all_ranks, const std::string& message) {
+  if (lvl < g_level) return;
+  if (!all_ranks && g_rank != 0) return;
+  const char* tag = lvl == Level::error ? "error: " : lvl == Level::warn ? "warning: " : "";
+  std::lock_guard lock(g_mutex);
+  if (g_size > 1 && all_ranks)
+    std::fprintf(stderr, "[rank %d] %s%s\n", g_rank, tag, message.c_str());
+  else
+    std::fprintf(stderr, "%s%s\n", tag, message.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace tessel::log

@@ -1,0 +1,89 @@
+// MPI environment, error strings and whole-job abort.
+#include "tessel/core/mpi.hpp"
+
+#include "tessel/core/log.hpp"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+namespace tessel::mpi {
+
+std::string error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+Environment::Environment(int* argc, char*** argv) {
+  int provided = 0;
+  TESSEL_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  TESSEL_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  TESSEL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  TESSEL_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  log::set_rank(rank_, size_);
+}
+
+Environment::~Environment() {
+  // While an exception unwinds, a collective MPI_Finalize could wait forever for ranks that
+  // are still working; the handler up the stack aborts the job instead.
+  if (std::uncaught_exceptions() > 0) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+bool initialized() {
+  int flag = 0, finalized = 0;
+  MPI_Initialized(&flag);
+  MPI_Finalized(&finalized);
+  return flag && !finalized;
+}
+
+int world_rank() {
+  if (!initialized()) return 0;
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  if (!initialized()) return 1;
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+std::string hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
+  return name;
+}
+
+void abort_job(const std::string& message, int exit_code) {
+  const int size = world_size();
+  if (size > 1)
+    std::fprintf(stderr, "tessel: error on rank %d of %d (host %s): %s\n", world_rank(), size,
+                 hostname().c_str(), message.c_str());
+  else
+    std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (size > 1) {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  } else if (initialized()) {
+    MPI_Finalize();
+  }
+  std::_Exit(exit_code);
+}
+
+int as_count(std::int64_t n, const char* what) {
+  TESSEL_EXPECTS(n >= 0 && n <= INT_MAX, "{} of {} elements exceeds what one MPI call can carry",
+                 what, n);
+  return static_cast<int>(n);
+}
+
+}  // namespace tessel::mpi

@@ -1,0 +1,40 @@
+// Phase accumulation and process memory readings.
+#include "tessel/core/timer.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace tessel {
+
+void PhaseTimes::add(const std::string& phase, double seconds) { seconds_[phase] += seconds; }
+
+double PhaseTimes::get(const std::string& phase) const {
+  const auto it = seconds_.find(phase);
+  return it == seconds_.end() ? 0.0 : it->second;
+}
+
+double PhaseTimes::total() const {
+  double sum = 0;
+  for (const auto& [name, s] : seconds_) sum += s;
+  return sum;
+}
+
+std::int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::int64_t current_rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long total = 0, resident = 0;
+  const int n = std::fscanf(f, "%ld %ld", &total, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<std::int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+}  // namespace tessel

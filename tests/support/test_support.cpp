@@ -1,0 +1,95 @@
+// Shared test helpers.
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <sys/wait.h>
+
+namespace tessel::test {
+
+TempDir::TempDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "none";
+  for (auto& c : name)
+    if (c == '/') c = '_';
+  path_ = std::filesystem::path(TESSEL_BINARY_DIR) / "test-tmp" /
+          (name + "." + tag + "." + std::to_string(getpid()) + "." + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!std::getenv("TESSEL_KEEP_TEST_FILES")) std::filesystem::remove_all(path_, ec);
+}
+
+std::optional<std::filesystem::path> shared_dataset(const std::string& name) {
+  const char* env = std::getenv("TESSEL_SHARED_DATASETS");
+  std::filesystem::path root = env && *env ? std::filesystem::path(env)
+                                           : std::filesystem::path(TESSEL_SOURCE_DIR) / ".." /
+                                                 "shared" / "datasets";
+  auto dir = root / name;
+  if (!std::filesystem::exists(dir)) {
+    std::fprintf(stderr, "shared dataset %s not found at %s\n", name.c_str(), dir.c_str());
+    return std::nullopt;
+  }
+  return dir;
+}
+
+std::filesystem::path tessel_binary() {
+  return std::filesystem::path(TESSEL_BINARY_DIR) / "src" / "cli" / "tessel";
+}
+
+int run_command(const std::string& command, std::string* output) {
+  const std::string full = command + " 2>&1";
+  FILE* pipe = popen(full.c_str(), "r");
+  if (!pipe) return -1;
+  std::array<char, 4096> buf{};
+  std::string text;
+  while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe)) text += buf.data();
+  const int status = pclose(pipe);
+  if (output) *output = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<std::pair<NodeId, NodeId>> path_edges(NodeId n) {
+  std::vector<std::pair<NodeId, NodeId>> e;
+  for (NodeId i = 0; i + 1 < n; ++i) e.emplace_back(i, i + 1);
+  return e;
+}
+
+std::vector<std::pair<NodeId, NodeId>> cycle_edges(NodeId n) {
+  auto e = path_edges(n);
+  if (n > 2) e.emplace_back(0, n - 1);
+  return e;
+}
+
+std::vector<std::pair<NodeId, NodeId>> two_cliques_edges(NodeId k) {
+  std::vector<std::pair<NodeId, NodeId>> e;
+  for (NodeId base : {NodeId{0}, k})
+    for (NodeId i = 0; i < k; ++i)
+      for (NodeId j = i + 1; j < k; ++j) e.emplace_back(base + i, base + j);
+  e.emplace_back(k - 1, k);
+  return e;
+}
+
+Csr symmetric_csr(NodeId n, const std::vector<std::pair<NodeId, NodeId>>& edges) {
+  std::vector<NodeId> src, dst;
+  for (auto [u, v] : edges) {
+    src.push_back(u);
+    dst.push_back(v);
+    src.push_back(v);
+    dst.push_back(u);
+  }
+  Csr csr = Csr::from_edges(n, n, src, dst);
+  csr.sort_rows();
+  return csr;
+}
+
+}  // namespace tessel::test

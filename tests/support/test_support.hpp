@@ -1,0 +1,45 @@
+// Shared test helpers: temporary folders, tiny graphs, the shared dataset location.
+#pragma once
+
+#include "tessel/core/csr.hpp"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::test {
+
+// A fresh empty folder under the build tree, removed when the object dies.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "tmp");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// The folder with Cora etc. (../shared/datasets beside the source tree), or nullopt with the
+// reason printed when it is absent.
+std::optional<std::filesystem::path> shared_dataset(const std::string& name);
+
+// Path to the built `tessel` binary.
+std::filesystem::path tessel_binary();
+
+// Runs a shell command, returns its exit status; stdout+stderr go to *output if given.
+int run_command(const std::string& command, std::string* output = nullptr);
+
+// Tiny graphs as undirected edge lists (each edge once, u < v).
+std::vector<std::pair<NodeId, NodeId>> path_edges(NodeId n);
+std::vector<std::pair<NodeId, NodeId>> cycle_edges(NodeId n);
+// Two cliques of size k joined by one edge (k-1 -- k).
+std::vector<std::pair<NodeId, NodeId>> two_cliques_edges(NodeId k);
+// Symmetric in-neighbor CSR of an undirected edge list.
+Csr symmetric_csr(NodeId n, const std::vector<std::pair<NodeId, NodeId>>& edges);
+
+}  // namespace tessel::test
