@@ -1,0 +1,59 @@
+// GNN models (GCN, GraphSAGE) as stacks of layers with hand-written backward passes.
+#pragma once
+
+#include "tessel/core/rng.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/nn/aggregator.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessel::nn {
+
+// A trainable tensor and its gradient (same shape, f32).
+struct Parameter {
+  std::string name;  // "layer0.weight", "layer1.self_weight", ...
+  Tensor value;
+  Tensor grad;
+};
+
+struct ModelConfig {
+  std::string kind = "gcn";  // "gcn" or "sage"
+  std::int64_t in_dim = 0;
+  std::int64_t hidden = 16;
+  std::int64_t out_dim = 0;
+  int layers = 2;
+  float dropout = 0.5f;  // applied to the input of every layer while training
+  std::uint64_t seed = 0;
+  Device device = Device::cpu();
+};
+
+// Layer l reads aggregators[l]; ReLU between layers, none after the last (logits out).
+// Dropout masks come from dropout_key with layer = l and are keyed by the aggregator's
+// src_ids(), so they do not depend on the rank count.
+class Model {
+ public:
+  explicit Model(const ModelConfig& config);  // Glorot-uniform weights, zero biases, from seed
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  const ModelConfig& config() const;
+  // x: [aggregators[0]->num_src(), in_dim] -> logits [aggregators.back()->num_dst(), out_dim].
+  Tensor forward(const Tensor& x, std::span<Aggregator* const> aggregators,
+                 const rng::Key& dropout_key, bool training);
+  // Accumulates parameter gradients from d loss / d logits (call zero_grad() first). Uses the
+  // aggregators and activations of the last forward().
+  void backward(const Tensor& grad_logits);
+  std::vector<Parameter*> parameters();
+  void zero_grad();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessel::nn
