@@ -46,6 +46,13 @@ std::filesystem::path tessel_binary() {
   return std::filesystem::path(TESSEL_BINARY_DIR) / "src" / "cli" / "tessel";
 }
 
+std::string mpirun(int np, int threads) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=" +
+         std::to_string(threads) + " " + std::string(TESSEL_MPIEXEC) +
+         " --oversubscribe --bind-to none -np " + std::to_string(np) + " ";
+}
+
 int run_command(const std::string& command, std::string* output) {
   const std::string full = command + " 2>&1";
   FILE* pipe = popen(full.c_str(), "r");

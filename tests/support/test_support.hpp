@@ -31,6 +31,10 @@ std::optional<std::filesystem::path> shared_dataset(const std::string& name);
 // Path to the built `tessel` binary.
 std::filesystem::path tessel_binary();
 
+// "mpirun ... -np N" with the flags and environment Tessel's tests need (root, oversubscription,
+// one OpenMP thread per rank unless threads > 0).
+std::string mpirun(int np, int threads = 1);
+
 // Runs a shell command, returns its exit status; stdout+stderr go to *output if given.
 int run_command(const std::string& command, std::string* output = nullptr);
 
