@@ -1,0 +1,97 @@
+// Block construction (source dedup in first-seen order) and whole-graph multi-layer sampling.
+#include "tessel/sampling/block.hpp"
+
+#include "tessel/core/error.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace tessel::sampling {
+
+void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> offsets,
+                         std::span<const NodeId> neighbors, Block& out) {
+  const auto num_dst = static_cast<std::int64_t>(dst.size());
+  const auto num_edges = static_cast<std::int64_t>(neighbors.size());
+  TESSEL_EXPECTS(static_cast<std::int64_t>(offsets.size()) == num_dst + 1,
+                 "build_block: {} offsets for {} destinations, expected {}", offsets.size(),
+                 num_dst, num_dst + 1);
+  TESSEL_EXPECTS(offsets.front() == 0 && offsets.back() == num_edges,
+                 "build_block: offsets run from {} to {}, expected 0 to {} (the neighbor count)",
+                 offsets.front(), offsets.back(), num_edges);
+  TESSEL_EXPECTS(num_dst + num_edges < std::numeric_limits<LocalId>::max(),
+                 "build_block: {} destinations + {} neighbors exceed the 32-bit block-local ids",
+                 num_dst, num_edges);
+  for (std::int64_t i = 0; i < num_dst; ++i)
+    TESSEL_EXPECTS(offsets[i] <= offsets[i + 1], "build_block: offsets decrease at {} ({} > {})",
+                   i, offsets[i], offsets[i + 1]);
+
+  // Most batches repeat sources heavily; start the table for a fraction of the edges and let it
+  // grow, so its used range stays small and cache-resident.
+  map_.reset(num_dst + num_edges / 4);
+  out.dst.assign(dst.begin(), dst.end());
+  out.src.assign(dst.begin(), dst.end());
+  bool inserted = false;
+  for (std::int64_t i = 0; i < num_dst; ++i) {
+    map_.insert(dst[i], static_cast<LocalId>(i), inserted);
+    TESSEL_EXPECTS(inserted, "build_block: destination {} appears twice, expected distinct ids",
+                   dst[i]);
+  }
+
+  LocalCsr& adj = out.adj;
+  adj.num_rows = num_dst;
+  adj.indptr.assign(offsets.begin(), offsets.end());
+  adj.indices.resize(static_cast<std::size_t>(num_edges));
+  adj.values.clear();
+  // The probes are random accesses; prefetching a few keys ahead hides part of their latency.
+  constexpr std::int64_t kPrefetchDistance = 8;
+  for (std::int64_t e = 0; e < num_edges; ++e) {
+    if (e + kPrefetchDistance < num_edges) map_.prefetch(neighbors[e + kPrefetchDistance]);
+    const NodeId id = neighbors[e];
+    const LocalId local = map_.insert(id, static_cast<LocalId>(out.src.size()), inserted);
+    if (inserted) out.src.push_back(id);
+    adj.indices[e] = local;
+  }
+  adj.num_cols = static_cast<std::int64_t>(out.src.size());
+}
+
+BlockSampler::BlockSampler(const Csr& graph, std::span<const NodeId> node_key)
+    : graph_(graph), node_key_(node_key) {
+  TESSEL_EXPECTS(node_key.empty() || static_cast<std::int64_t>(node_key.size()) == graph.num_rows,
+                 "BlockSampler: {} node keys for a graph of {} nodes, expected one per node",
+                 node_key.size(), graph.num_rows);
+  TESSEL_EXPECTS(graph.num_rows == graph.num_cols,
+                 "BlockSampler: graph is {}x{}, expected a square whole-graph CSR",
+                 graph.num_rows, graph.num_cols);
+}
+
+void BlockSampler::sample(std::span<const NodeId> seeds, std::span<const int> fanouts,
+                          const rng::Key& base_key, std::vector<Block>& blocks) {
+  TESSEL_EXPECTS(!fanouts.empty(), "sample_blocks: no fanouts, expected one per layer");
+  const auto num_layers = static_cast<std::int64_t>(fanouts.size());
+  blocks.resize(static_cast<std::size_t>(num_layers));
+  std::span<const NodeId> frontier = seeds;
+  for (std::int64_t l = num_layers - 1; l >= 0; --l) {
+    std::span<const NodeId> keys = frontier;
+    if (!node_key_.empty()) {
+      map_ids(frontier, node_key_, row_keys_);
+      keys = row_keys_;
+    }
+    rng::Key key = base_key;
+    key.layer = static_cast<std::uint32_t>(l);
+    sample_neighbors(graph_, frontier, keys, fanouts[static_cast<std::size_t>(l)], key, sampled_);
+    Block& block = blocks[static_cast<std::size_t>(l)];
+    builder_.build(frontier, sampled_.offsets, sampled_.neighbors, block);
+    frontier = block.src;
+  }
+}
+
+std::vector<Block> sample_blocks(const Csr& graph, std::span<const NodeId> seeds,
+                                 std::span<const int> fanouts, const rng::Key& base_key,
+                                 std::span<const NodeId> node_key) {
+  BlockSampler sampler(graph, node_key);
+  std::vector<Block> blocks;
+  sampler.sample(seeds, fanouts, base_key, blocks);
+  return blocks;
+}
+
+}  // namespace tessel::sampling

@@ -1,0 +1,134 @@
+// Feature cache: policy ranking, budget, presample counting, lookups and batched gathers.
+#include "tessel/sampling/feature_cache.hpp"
+
+#include "tessel/core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tessel::sampling {
+
+CachePolicy parse_cache_policy(std::string_view name) {
+  if (name == "degree") return CachePolicy::degree;
+  if (name == "presample") return CachePolicy::presample;
+  TESSEL_FAIL("--cache-policy: '{}' is not a policy, expected 'degree' or 'presample'", name);
+}
+
+const char* cache_policy_name(CachePolicy policy) {
+  return policy == CachePolicy::degree ? "degree" : "presample";
+}
+
+std::int64_t CacheBudget::capacity_rows(std::int64_t num_candidates, std::int64_t row_bytes) const {
+  TESSEL_EXPECTS(!(size_mb >= 0 && ratio >= 0),
+                 "feature cache: both --cache-size-mb ({}) and --cache-ratio ({}) set, expected "
+                 "at most one", size_mb, ratio);
+  TESSEL_EXPECTS(ratio <= 1.0, "feature cache: --cache-ratio {} is outside [0, 1]", ratio);
+  TESSEL_EXPECTS(row_bytes > 0, "feature cache: row size {} bytes, expected > 0", row_bytes);
+  std::int64_t rows = 0;
+  if (size_mb >= 0) {
+    rows = static_cast<std::int64_t>(std::floor(size_mb * 1048576.0 / static_cast<double>(row_bytes)));
+  } else if (ratio >= 0) {
+    rows = static_cast<std::int64_t>(std::floor(ratio * static_cast<double>(num_candidates)));
+  }
+  return std::clamp<std::int64_t>(rows, 0, num_candidates);
+}
+
+std::vector<NodeId> rank_candidates(std::span<const NodeId> candidates,
+                                    std::span<const std::int64_t> score) {
+  TESSEL_EXPECTS(candidates.size() == score.size(),
+                 "rank_candidates: {} candidates but {} scores, expected one score each",
+                 candidates.size(), score.size());
+  std::vector<std::int64_t> order(candidates.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return score[a] != score[b] ? score[a] > score[b] : candidates[a] < candidates[b];
+  });
+  std::vector<NodeId> ranked(candidates.size());
+  for (std::size_t k = 0; k < order.size(); ++k) ranked[k] = candidates[order[k]];
+  return ranked;
+}
+
+AccessCounter::AccessCounter(std::span<const NodeId> candidates) : counts_(candidates.size(), 0) {
+  index_.reset(static_cast<std::int64_t>(candidates.size()));
+  bool inserted = false;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    index_.insert(candidates[i], static_cast<std::int32_t>(i), inserted);
+    TESSEL_EXPECTS(inserted, "AccessCounter: candidate {} appears twice, expected distinct ids",
+                   candidates[i]);
+  }
+}
+
+void AccessCounter::add(std::span<const NodeId> ids) {
+  for (NodeId id : ids) {
+    const std::int32_t i = index_.find(id);
+    if (i != IdHashMap::kAbsent) ++counts_[static_cast<std::size_t>(i)];
+  }
+}
+
+FeatureCache::FeatureCache(std::vector<NodeId> ids, std::int64_t feature_dim)
+    : ids_(std::move(ids)), feature_dim_(feature_dim) {
+  TESSEL_EXPECTS(feature_dim > 0, "FeatureCache: feature_dim {}, expected > 0", feature_dim);
+  rows_.assign(static_cast<std::size_t>(size() * feature_dim_), 0.0f);
+  index_.reset(size());
+  bool inserted = false;
+  for (std::int64_t s = 0; s < size(); ++s) {
+    index_.insert(ids_[s], static_cast<std::int32_t>(s), inserted);
+    TESSEL_EXPECTS(inserted, "FeatureCache: node {} listed twice, expected distinct ids", ids_[s]);
+  }
+  reset_stats();
+}
+
+FeatureCache FeatureCache::build(std::span<const NodeId> candidates,
+                                 std::span<const std::int64_t> score, const CacheBudget& budget,
+                                 std::int64_t feature_dim) {
+  TESSEL_EXPECTS(feature_dim > 0, "FeatureCache::build: feature_dim {}, expected > 0",
+                 feature_dim);
+  const std::int64_t capacity = budget.capacity_rows(
+      static_cast<std::int64_t>(candidates.size()), feature_dim * static_cast<std::int64_t>(sizeof(float)));
+  std::vector<NodeId> ranked = rank_candidates(candidates, score);
+  ranked.resize(static_cast<std::size_t>(capacity));
+  return FeatureCache(std::move(ranked), feature_dim);
+}
+
+void FeatureCache::fill(std::span<const float> rows) {
+  TESSEL_EXPECTS(static_cast<std::int64_t>(rows.size()) == size() * feature_dim_,
+                 "FeatureCache::fill: {} values, expected {} rows x {} features", rows.size(),
+                 size(), feature_dim_);
+  std::copy(rows.begin(), rows.end(), rows_.begin());
+}
+
+void FeatureCache::set_row(std::int32_t slot, std::span<const float> values) {
+  TESSEL_EXPECTS(slot >= 0 && slot < size(), "FeatureCache::set_row: slot {} outside [0, {})",
+                 slot, size());
+  TESSEL_EXPECTS(static_cast<std::int64_t>(values.size()) == feature_dim_,
+                 "FeatureCache::set_row: {} values, expected {}", values.size(), feature_dim_);
+  std::copy(values.begin(), values.end(),
+            rows_.begin() + static_cast<std::int64_t>(slot) * feature_dim_);
+}
+
+void FeatureCache::gather(std::span<const NodeId> ids, std::span<float> out,
+                          std::vector<std::int64_t>& miss_positions) {
+  const auto n = static_cast<std::int64_t>(ids.size());
+  TESSEL_EXPECTS(static_cast<std::int64_t>(out.size()) == n * feature_dim_,
+                 "FeatureCache::gather: output holds {} values, expected {} rows x {} features",
+                 out.size(), n, feature_dim_);
+  slots_.resize(static_cast<std::size_t>(n));
+  const auto dim = static_cast<std::size_t>(feature_dim_);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t slot = index_.find(ids[i]);
+    slots_[i] = slot;
+    if (slot != IdHashMap::kAbsent)
+      std::copy_n(rows_.data() + static_cast<std::size_t>(slot) * dim, dim,
+                  out.data() + static_cast<std::size_t>(i) * dim);
+  }
+  miss_positions.clear();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (slots_[i] == IdHashMap::kAbsent) miss_positions.push_back(i);
+  const auto misses = static_cast<std::int64_t>(miss_positions.size());
+  stats_.hits += n - misses;
+  stats_.misses += misses;
+}
+
+}  // namespace tessel::sampling
