@@ -1,0 +1,55 @@
+// Dense ops: GEMM, bias, row gather/scatter, activations, dropout, row normalization, axpy.
+#pragma once
+
+#include "tessel/core/rng.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/core/types.hpp"
+#include "tessel/kernels/context.hpp"
+
+#include <span>
+
+namespace tessel::kernels {
+
+// c = alpha op(a) op(b) + beta c, row-major f32 rank-2 tensors on one device; op(a) is
+// [m, k], op(b) is [k, n], c is [m, n] (allocated by the caller; with beta == 0 its old
+// contents are ignored, NaNs included). OpenBLAS on CPU, cuBLAS on CUDA.
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+          float alpha = 1.0f, float beta = 0.0f, Context* ctx = nullptr);
+
+// y[i, :] += bias for every row. y: f32 [n, F]; bias: f32 [F].
+void add_bias(Tensor& y, const Tensor& bias, Context* ctx = nullptr);
+// out[j] = sum_i x[i, j] (+ out[j] when accumulate). x: f32 [n, F]; out: f32 [F].
+void column_sums(const Tensor& x, Tensor& out, bool accumulate, Context* ctx = nullptr);
+
+// out[i, :] = src[index[i], :]. src: f32 [n, F]; index: i32 or i64 [m], each in [0, n);
+// out: f32 [m, F]. Packs rows for a halo send.
+void gather_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx = nullptr);
+// out[index[i], :] += src[i, :]. src: f32 [m, F]; index: i32 or i64 [m] (repeats allowed,
+// they sum); out: f32 [n, F]. Unpacks halo gradients into their owners' rows.
+void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out,
+                      Context* ctx = nullptr);
+
+// y = max(x, 0). x, y: f32, same shape (y may be x).
+void relu_forward(const Tensor& x, Tensor& y, Context* ctx = nullptr);
+// grad_x = grad_y where y > 0, else 0. y is the forward output. grad_x may be grad_y.
+void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Context* ctx = nullptr);
+
+// Inverted dropout: keep[i, j] = uniform(row_ids[i], j) >= p, y = x * keep / (1 - p).
+// The draw for (row, column j) is word j % 4 of key.block(row_ids[i], j / 4), a pure
+// function of (key, node id, column): masks do not depend on row order or rank count.
+// x, y: f32 [n, F] (y may be x); row_ids: host span of n node ids; mask: u8 [n, F] on x's
+// device, written with 1 = kept. 0 <= p < 1.
+void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
+                     float p, Tensor& y, Tensor& mask, Context* ctx = nullptr);
+// grad_x = grad_y * mask / (1 - p). grad_x may be grad_y.
+void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
+                      Context* ctx = nullptr);
+
+// Divides each row of x (f32 [n, F]) by the sum of its absolute values; all-zero rows stay
+// zero. For non-negative features (bag of words) this is the usual row normalization.
+void normalize_rows(Tensor& x, Context* ctx = nullptr);
+
+// y += alpha x (f32, same shape).
+void axpy(float alpha, const Tensor& x, Tensor& y, Context* ctx = nullptr);
+
+}  // namespace tessel::kernels

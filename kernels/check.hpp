@@ -1,0 +1,77 @@
+// Argument checks shared by the dispatch entry points: every message names the op.
+#pragma once
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/tensor.hpp"
+
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace tessel::kernels::detail {
+
+// t is defined, has dtype `dtype` and rank `rank`.
+inline void expect_tensor(const char* op, const char* name, const Tensor& t, DType dtype,
+                          int rank) {
+  TESSEL_EXPECTS(t.defined(), "{}: {} is undefined", op, name);
+  TESSEL_EXPECTS(t.dtype() == dtype && t.dim() == rank, "{}: {} must be {} of rank {}, got {}", op,
+                 name, dtype_name(dtype), rank, t.describe());
+}
+
+inline void expect_shape(const char* op, const char* name, const Tensor& t,
+                         std::initializer_list<std::int64_t> shape) {
+  TESSEL_EXPECTS(t.shape() == std::vector<std::int64_t>(shape), "{}: {} has shape {}, expected {}",
+                 op, name, t.describe(), fmt::join(shape, "x"));
+}
+
+inline void expect_device(const char* op, const char* name, const Tensor& t, Device device) {
+  TESSEL_EXPECTS(t.device() == device, "{}: {} is on {}, expected {} like the other operands", op,
+                 name, t.device().str(), device.str());
+}
+
+inline void expect_same_shape(const char* op, const char* a_name, const Tensor& a,
+                              const char* b_name, const Tensor& b) {
+  TESSEL_EXPECTS(a.shape() == b.shape(), "{}: {} is {} but {} is {}", op, a_name, a.describe(),
+                 b_name, b.describe());
+}
+
+// Thrown when a CUDA tensor reaches an op in a build without CUDA, or a device kind has no twin.
+[[noreturn]] inline void unsupported_device(const char* op, Device device) {
+  TESSEL_FAIL("{}: no implementation for device {} (built {} CUDA)", op, device.str(),
+#ifdef TESSEL_WITH_CUDA
+              "with"
+#else
+              "without"
+#endif
+  );
+}
+
+}  // namespace tessel::kernels::detail
+
+// Runs the CPU statement or the CUDA statement for `device`, else reports the op as unsupported.
+#ifdef TESSEL_WITH_CUDA
+#define TESSEL_KERNEL_DISPATCH(op, device, context, cpu_call, cuda_call)                    \
+  do {                                                                                      \
+    if ((device).is_cpu()) {                                                                \
+      cpu_call;                                                                             \
+      return;                                                                               \
+    }                                                                                       \
+    if ((device).is_cuda()) {                                                               \
+      auto& r = (context).cuda_resources();                                                 \
+      cuda_call;                                                                            \
+      return;                                                                               \
+    }                                                                                       \
+    ::tessel::kernels::detail::unsupported_device(op, device);                              \
+  } while (0)
+#else
+#define TESSEL_KERNEL_DISPATCH(op, device, context, cpu_call, cuda_call)                    \
+  do {                                                                                      \
+    (void)(context);                                                                        \
+    if ((device).is_cpu()) {                                                                \
+      cpu_call;                                                                             \
+      return;                                                                               \
+    }                                                                                       \
+    ::tessel::kernels::detail::unsupported_device(op, device);                              \
+  } while (0)
+#endif

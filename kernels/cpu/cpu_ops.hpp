@@ -1,0 +1,58 @@
+// CPU twins of the kernels: raw-pointer loops (OpenMP, OpenBLAS) called by the dispatch layer.
+#pragma once
+
+#include "tessel/core/rng.hpp"
+#include "tessel/core/types.hpp"
+
+#include <cstdint>
+
+namespace tessel::kernels::cpu {
+
+// y[rows, f] = A x; values may be null (pattern: weight 1). Two variants, see sparse.hpp.
+void spmm_simple(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                 const float* values, const float* x, std::int64_t f, float* y);
+void spmm_blocked(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                  const float* values, const float* x, std::int64_t f, float* y);
+
+void gcn_edge_weights(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                      const std::int64_t* row_degree, const std::int64_t* col_degree,
+                      float* values);
+void mean_edge_weights(std::int64_t rows, const EdgeId* indptr, float* values);
+
+// Row-major sgemm: c[m, n] = alpha op(a) op(b) + beta c.
+void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+          float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+          float beta, float* c, std::int64_t ldc);
+
+void add_bias(std::int64_t n, std::int64_t f, const float* bias, float* y);
+void column_sums(std::int64_t n, std::int64_t f, const float* x, float* out, bool accumulate);
+
+template <class Index>
+void gather_rows(std::int64_t m, std::int64_t f, const float* src, const Index* index, float* out);
+template <class Index>
+void scatter_add_rows(std::int64_t m, std::int64_t f, const float* src, const Index* index,
+                      float* out);
+
+void relu_forward(std::int64_t count, const float* x, float* y);
+void relu_backward(std::int64_t count, const float* grad_y, const float* y, float* grad_x);
+void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
+                     const rng::Key& key, float p, float* y, std::uint8_t* mask);
+void dropout_backward(std::int64_t count, const float* grad_y, const std::uint8_t* mask, float p,
+                      float* grad_x);
+void normalize_rows(std::int64_t n, std::int64_t f, float* x);
+void axpy(std::int64_t count, float alpha, const float* x, float* y);
+
+double softmax_cross_entropy(std::int64_t n, std::int64_t c, const float* logits, std::int64_t k,
+                             const LocalId* rows, const std::int64_t* labels, double scale,
+                             float* grad);
+std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k,
+                           const LocalId* rows, const std::int64_t* labels);
+
+// step_size = lr / (1 - b1^t); bias2_sqrt = sqrt(1 - b2^t).
+void adam_update(std::int64_t count, float* param, const float* grad, float* m, float* v,
+                 float beta1, float beta2, float eps, float weight_decay, float step_size,
+                 float bias2_sqrt);
+void sgd_update(std::int64_t count, float* param, const float* grad, float* momentum_buf,
+                float lr, float momentum, float weight_decay);
+
+}  // namespace tessel::kernels::cpu

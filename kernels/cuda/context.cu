@@ -1,0 +1,63 @@
+// CUDA context resources: a blocking stream with cuBLAS and cuSPARSE handles bound to it.
+#include "cuda_ops.hpp"
+#include "resources.cuh"
+
+namespace tessel::kernels::cuda {
+
+Resources::Resources(int device_index) : device(device_index) {
+  TESSEL_CHECK_CUDA(cudaSetDevice(device));
+  // A blocking stream stays ordered with the legacy default stream that Tensor copies use.
+  TESSEL_CHECK_CUDA(cudaStreamCreate(&stream));
+  try {
+    TESSEL_CHECK_CUBLAS(cublasCreate(&cublas));
+    TESSEL_CHECK_CUBLAS(cublasSetStream(cublas, stream));
+    TESSEL_CHECK_CUSPARSE(cusparseCreate(&cusparse));
+    TESSEL_CHECK_CUSPARSE(cusparseSetStream(cusparse, stream));
+  } catch (...) {
+    if (cublas) cublasDestroy(cublas);
+    cudaStreamDestroy(stream);
+    throw;
+  }
+}
+
+Resources::~Resources() {
+  // Destructors do not throw: teardown errors are not actionable.
+  cudaSetDevice(device);
+  if (scratch) cudaFree(scratch);
+  if (workspace) cudaFree(workspace);
+  if (cusparse) cusparseDestroy(cusparse);
+  if (cublas) cublasDestroy(cublas);
+  if (stream) cudaStreamDestroy(stream);
+}
+
+namespace {
+void* grow(cudaStream_t stream, void*& buffer, std::size_t& capacity, std::size_t bytes) {
+  if (bytes <= capacity && buffer) return buffer;
+  const std::size_t grown = bytes > 2 * capacity ? bytes : 2 * capacity;
+  if (buffer) {
+    TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
+    TESSEL_CHECK_CUDA(cudaFree(buffer));
+    buffer = nullptr;
+    capacity = 0;
+  }
+  TESSEL_CHECK_CUDA(cudaMalloc(&buffer, grown > 0 ? grown : 256));
+  capacity = grown > 0 ? grown : 256;
+  return buffer;
+}
+}  // namespace
+
+void* Resources::scratch_at_least(std::size_t bytes) {
+  return grow(stream, scratch, scratch_bytes, bytes);
+}
+
+void* Resources::workspace_at_least(std::size_t bytes) {
+  return grow(stream, workspace, workspace_bytes, bytes);
+}
+
+Resources* create_resources(int device) { return new Resources(device); }
+
+void destroy_resources(Resources* resources) noexcept { delete resources; }
+
+void synchronize(Resources& r) { TESSEL_CHECK_CUDA(cudaStreamSynchronize(r.stream)); }
+
+}  // namespace tessel::kernels::cuda

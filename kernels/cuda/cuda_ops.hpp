@@ -1,0 +1,68 @@
+// CUDA twins of the kernels as host functions (declared for g++, defined in the .cu files).
+#pragma once
+
+#include "tessel/core/rng.hpp"
+#include "tessel/core/types.hpp"
+#include "tessel/kernels/context.hpp"
+
+#include <cstdint>
+
+namespace tessel::kernels::cuda {
+
+Resources* create_resources(int device);
+void destroy_resources(Resources* resources) noexcept;
+void synchronize(Resources& resources);
+
+// Device pointers unless named host_*. All enqueue on the context's stream.
+void spmm_warp_row(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                   const float* values, const float* x, std::int64_t f, float* y);
+void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int64_t nnz,
+                   const EdgeId* indptr, const LocalId* indices, const float* values,
+                   const float* x, std::int64_t f, float* y);
+
+void gcn_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr,
+                      const LocalId* indices, const std::int64_t* row_degree,
+                      const std::int64_t* col_degree, float* values);
+void mean_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, float* values);
+
+void gemm(Resources& r, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+          std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+          std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+void add_bias(Resources& r, std::int64_t n, std::int64_t f, const float* bias, float* y);
+void column_sums(Resources& r, std::int64_t n, std::int64_t f, const float* x, float* out,
+                 bool accumulate);
+
+void gather_rows(Resources& r, std::int64_t m, std::int64_t f, const float* src,
+                 const std::int32_t* index, float* out);
+void gather_rows(Resources& r, std::int64_t m, std::int64_t f, const float* src,
+                 const std::int64_t* index, float* out);
+void scatter_add_rows(Resources& r, std::int64_t m, std::int64_t f, const float* src,
+                      const std::int32_t* index, float* out);
+void scatter_add_rows(Resources& r, std::int64_t m, std::int64_t f, const float* src,
+                      const std::int64_t* index, float* out);
+
+void relu_forward(Resources& r, std::int64_t count, const float* x, float* y);
+void relu_backward(Resources& r, std::int64_t count, const float* grad_y, const float* y,
+                   float* grad_x);
+void dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* x,
+                     const NodeId* host_row_ids, const rng::Key& key, float p, float* y,
+                     std::uint8_t* mask);
+void dropout_backward(Resources& r, std::int64_t count, const float* grad_y,
+                      const std::uint8_t* mask, float p, float* grad_x);
+void normalize_rows(Resources& r, std::int64_t n, std::int64_t f, float* x);
+void axpy(Resources& r, std::int64_t count, float alpha, const float* x, float* y);
+
+double softmax_cross_entropy(Resources& r, std::int64_t n, std::int64_t c, const float* logits,
+                             std::int64_t k, const LocalId* host_rows,
+                             const std::int64_t* host_labels, double scale, float* grad);
+std::int64_t count_correct(Resources& r, std::int64_t c, const float* logits, std::int64_t k,
+                           const LocalId* host_rows, const std::int64_t* host_labels);
+
+void adam_update(Resources& r, std::int64_t count, float* param, const float* grad, float* m,
+                 float* v, float beta1, float beta2, float eps, float weight_decay,
+                 float step_size, float bias2_sqrt);
+void sgd_update(Resources& r, std::int64_t count, float* param, const float* grad,
+                float* momentum_buf, float lr, float momentum, float weight_decay);
+
+}  // namespace tessel::kernels::cuda

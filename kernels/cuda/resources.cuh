@@ -1,0 +1,67 @@
+// The CUDA state behind a kernels::Context: stream, cuBLAS/cuSPARSE handles, scratch (nvcc only).
+#pragma once
+
+#include "tessel/core/cuda_check.cuh"
+#include "tessel/kernels/context.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessel::kernels::cuda {
+
+struct Resources {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cusparseHandle_t cusparse = nullptr;
+  // Grow-only scratch for uploads of host spans and library workspaces. Work on the stream
+  // is ordered, so one op's use cannot overlap the next one's; growing frees the old block
+  // with cudaFree, which waits for the device.
+  void* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
+  // Separate grow-only workspace for library calls (cuSPARSE buffers), whose size is known
+  // only after operands already placed in scratch have been described.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+
+  explicit Resources(int device_index);
+  ~Resources();
+  Resources(const Resources&) = delete;
+  Resources& operator=(const Resources&) = delete;
+
+  // At least `bytes` of scratch, 256-byte aligned.
+  void* scratch_at_least(std::size_t bytes);
+  void* workspace_at_least(std::size_t bytes);
+};
+
+// Launch geometry helpers: a 1-D grid over `count` items, capped so a grid-stride loop covers
+// the rest.
+constexpr int kThreads = 256;
+inline unsigned int blocks_for(std::int64_t count, int threads = kThreads) {
+  const std::int64_t blocks = (count + threads - 1) / threads;
+  return static_cast<unsigned int>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
+
+// Carves consecutive 256-byte-aligned pieces out of the scratch buffer.
+class ScratchCarver {
+ public:
+  explicit ScratchCarver(Resources& r, std::size_t total_bytes)
+      : base_(static_cast<char*>(r.scratch_at_least(total_bytes))) {}
+  template <class T>
+  T* take(std::int64_t count) {
+    T* p = reinterpret_cast<T*>(base_ + used_);
+    used_ += (static_cast<std::size_t>(count) * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+  // Bytes `take` would use for `count` elements of T (for sizing the carver).
+  template <class T>
+  static std::size_t bytes(std::int64_t count) {
+    return (static_cast<std::size_t>(count) * sizeof(T) + 255) / 256 * 256;
+  }
+
+ private:
+  char* base_;
+  std::size_t used_ = 0;
+};
+
+}  // namespace tessel::kernels::cuda

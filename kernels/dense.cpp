@@ -1,0 +1,237 @@
+// Dispatch of the dense ops: GEMM, bias, row gather/scatter, ReLU, dropout, normalization, axpy.
+#include "tessel/kernels/dense.hpp"
+
+#include "check.hpp"
+#include "cpu/cpu_ops.hpp"
+#ifdef TESSEL_WITH_CUDA
+#include "cuda/cuda_ops.hpp"
+#endif
+
+namespace tessel::kernels {
+
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+          float alpha, float beta, Context* ctx) {
+  constexpr const char* kOp = "gemm";
+  detail::expect_tensor(kOp, "a", a, DType::f32, 2);
+  detail::expect_tensor(kOp, "b", b, DType::f32, 2);
+  detail::expect_tensor(kOp, "c", c, DType::f32, 2);
+  const Device device = c.device();
+  detail::expect_device(kOp, "a", a, device);
+  detail::expect_device(kOp, "b", b, device);
+  const std::int64_t m = transpose_a ? a.cols() : a.rows();
+  const std::int64_t k = transpose_a ? a.rows() : a.cols();
+  const std::int64_t kb = transpose_b ? b.cols() : b.rows();
+  const std::int64_t n = transpose_b ? b.rows() : b.cols();
+  TESSEL_EXPECTS(k == kb, "{}: inner dimensions differ: op(a) is {}x{} ({}), op(b) is {}x{} ({})",
+                 kOp, m, k, a.describe(), kb, n, b.describe());
+  detail::expect_shape(kOp, "c", c, {m, n});
+  Context& context = resolve_context(ctx, device, kOp);
+  if (m == 0 || n == 0) return;
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.cols(),
+                b.data<float>(), b.cols(), beta, c.data<float>(), n),
+      cuda::gemm(r, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.cols(),
+                 b.data<float>(), b.cols(), beta, c.data<float>(), n));
+}
+
+void add_bias(Tensor& y, const Tensor& bias, Context* ctx) {
+  constexpr const char* kOp = "add_bias";
+  detail::expect_tensor(kOp, "y", y, DType::f32, 2);
+  detail::expect_tensor(kOp, "bias", bias, DType::f32, 1);
+  detail::expect_shape(kOp, "bias", bias, {y.cols()});
+  const Device device = y.device();
+  detail::expect_device(kOp, "bias", bias, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (y.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::add_bias(y.rows(), y.cols(), bias.data<float>(), y.data<float>()),
+                         cuda::add_bias(r, y.rows(), y.cols(), bias.data<float>(), y.data<float>()));
+}
+
+void column_sums(const Tensor& x, Tensor& out, bool accumulate, Context* ctx) {
+  constexpr const char* kOp = "column_sums";
+  detail::expect_tensor(kOp, "x", x, DType::f32, 2);
+  detail::expect_tensor(kOp, "out", out, DType::f32, 1);
+  detail::expect_shape(kOp, "out", out, {x.cols()});
+  const Device device = x.device();
+  detail::expect_device(kOp, "out", out, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (out.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::column_sums(x.rows(), x.cols(), x.data<float>(), out.data<float>(), accumulate),
+      cuda::column_sums(r, x.rows(), x.cols(), x.data<float>(), out.data<float>(), accumulate));
+}
+
+namespace {
+void expect_row_op(const char* op, const Tensor& src, const Tensor& index, const Tensor& out) {
+  detail::expect_tensor(op, "src", src, DType::f32, 2);
+  detail::expect_tensor(op, "out", out, DType::f32, 2);
+  TESSEL_EXPECTS(index.defined() && index.dim() == 1 &&
+                     (index.dtype() == DType::i32 || index.dtype() == DType::i64),
+                 "{}: index must be i32 or i64 of rank 1, got {}", op,
+                 index.defined() ? index.describe() : std::string("undefined"));
+  TESSEL_EXPECTS(src.cols() == out.cols(), "{}: src {} and out {} differ in columns", op,
+                 src.describe(), out.describe());
+  detail::expect_device(op, "index", index, src.device());
+  detail::expect_device(op, "out", out, src.device());
+}
+}  // namespace
+
+void gather_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx) {
+  constexpr const char* kOp = "gather_rows";
+  expect_row_op(kOp, src, index, out);
+  TESSEL_EXPECTS(out.rows() == index.numel(), "{}: out {} for {} indices", kOp, out.describe(),
+                 index.numel());
+  const Device device = src.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  if (out.numel() == 0) return;
+  const std::int64_t m = out.rows(), f = out.cols();
+  if (index.dtype() == DType::i32) {
+    TESSEL_KERNEL_DISPATCH(
+        kOp, device, context,
+        cpu::gather_rows(m, f, src.data<float>(), index.data<std::int32_t>(), out.data<float>()),
+        cuda::gather_rows(r, m, f, src.data<float>(), index.data<std::int32_t>(),
+                          out.data<float>()));
+  } else {
+    TESSEL_KERNEL_DISPATCH(
+        kOp, device, context,
+        cpu::gather_rows(m, f, src.data<float>(), index.data<std::int64_t>(), out.data<float>()),
+        cuda::gather_rows(r, m, f, src.data<float>(), index.data<std::int64_t>(),
+                          out.data<float>()));
+  }
+}
+
+void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx) {
+  constexpr const char* kOp = "scatter_add_rows";
+  expect_row_op(kOp, src, index, out);
+  TESSEL_EXPECTS(src.rows() == index.numel(), "{}: src {} for {} indices", kOp, src.describe(),
+                 index.numel());
+  const Device device = src.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  if (src.numel() == 0) return;
+  const std::int64_t m = src.rows(), f = src.cols();
+  if (index.dtype() == DType::i32) {
+    TESSEL_KERNEL_DISPATCH(
+        kOp, device, context,
+        cpu::scatter_add_rows(m, f, src.data<float>(), index.data<std::int32_t>(),
+                              out.data<float>()),
+        cuda::scatter_add_rows(r, m, f, src.data<float>(), index.data<std::int32_t>(),
+                               out.data<float>()));
+  } else {
+    TESSEL_KERNEL_DISPATCH(
+        kOp, device, context,
+        cpu::scatter_add_rows(m, f, src.data<float>(), index.data<std::int64_t>(),
+                              out.data<float>()),
+        cuda::scatter_add_rows(r, m, f, src.data<float>(), index.data<std::int64_t>(),
+                               out.data<float>()));
+  }
+}
+
+void relu_forward(const Tensor& x, Tensor& y, Context* ctx) {
+  constexpr const char* kOp = "relu_forward";
+  detail::expect_tensor(kOp, "x", x, DType::f32, x.defined() ? x.dim() : 1);
+  detail::expect_tensor(kOp, "y", y, DType::f32, x.dim());
+  detail::expect_same_shape(kOp, "x", x, "y", y);
+  const Device device = x.device();
+  detail::expect_device(kOp, "y", y, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (x.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::relu_forward(x.numel(), x.data<float>(), y.data<float>()),
+                         cuda::relu_forward(r, x.numel(), x.data<float>(), y.data<float>()));
+}
+
+void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Context* ctx) {
+  constexpr const char* kOp = "relu_backward";
+  detail::expect_tensor(kOp, "y", y, DType::f32, y.defined() ? y.dim() : 1);
+  detail::expect_tensor(kOp, "grad_y", grad_y, DType::f32, y.dim());
+  detail::expect_tensor(kOp, "grad_x", grad_x, DType::f32, y.dim());
+  detail::expect_same_shape(kOp, "grad_y", grad_y, "y", y);
+  detail::expect_same_shape(kOp, "grad_x", grad_x, "y", y);
+  const Device device = y.device();
+  detail::expect_device(kOp, "grad_y", grad_y, device);
+  detail::expect_device(kOp, "grad_x", grad_x, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (y.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::relu_backward(y.numel(), grad_y.data<float>(), y.data<float>(), grad_x.data<float>()),
+      cuda::relu_backward(r, y.numel(), grad_y.data<float>(), y.data<float>(),
+                          grad_x.data<float>()));
+}
+
+void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
+                     float p, Tensor& y, Tensor& mask, Context* ctx) {
+  constexpr const char* kOp = "dropout_forward";
+  detail::expect_tensor(kOp, "x", x, DType::f32, 2);
+  detail::expect_tensor(kOp, "y", y, DType::f32, 2);
+  detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
+  detail::expect_same_shape(kOp, "x", x, "y", y);
+  detail::expect_same_shape(kOp, "x", x, "mask", mask);
+  TESSEL_EXPECTS(static_cast<std::int64_t>(row_ids.size()) == x.rows(),
+                 "{}: {} row ids for {} rows", kOp, row_ids.size(), x.rows());
+  TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
+  const Device device = x.device();
+  detail::expect_device(kOp, "y", y, device);
+  detail::expect_device(kOp, "mask", mask, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (x.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::dropout_forward(x.rows(), x.cols(), x.data<float>(), row_ids.data(), key, p,
+                           y.data<float>(), mask.data<std::uint8_t>()),
+      cuda::dropout_forward(r, x.rows(), x.cols(), x.data<float>(), row_ids.data(), key, p,
+                            y.data<float>(), mask.data<std::uint8_t>()));
+}
+
+void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
+                      Context* ctx) {
+  constexpr const char* kOp = "dropout_backward";
+  detail::expect_tensor(kOp, "grad_y", grad_y, DType::f32, 2);
+  detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
+  detail::expect_tensor(kOp, "grad_x", grad_x, DType::f32, 2);
+  detail::expect_same_shape(kOp, "grad_y", grad_y, "mask", mask);
+  detail::expect_same_shape(kOp, "grad_y", grad_y, "grad_x", grad_x);
+  TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
+  const Device device = grad_y.device();
+  detail::expect_device(kOp, "mask", mask, device);
+  detail::expect_device(kOp, "grad_x", grad_x, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (grad_y.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::dropout_backward(grad_y.numel(), grad_y.data<float>(),
+                                               mask.data<std::uint8_t>(), p,
+                                               grad_x.data<float>()),
+                         cuda::dropout_backward(r, grad_y.numel(), grad_y.data<float>(),
+                                                mask.data<std::uint8_t>(), p,
+                                                grad_x.data<float>()));
+}
+
+void normalize_rows(Tensor& x, Context* ctx) {
+  constexpr const char* kOp = "normalize_rows";
+  detail::expect_tensor(kOp, "x", x, DType::f32, 2);
+  const Device device = x.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  if (x.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::normalize_rows(x.rows(), x.cols(), x.data<float>()),
+                         cuda::normalize_rows(r, x.rows(), x.cols(), x.data<float>()));
+}
+
+void axpy(float alpha, const Tensor& x, Tensor& y, Context* ctx) {
+  constexpr const char* kOp = "axpy";
+  detail::expect_tensor(kOp, "x", x, DType::f32, x.defined() ? x.dim() : 1);
+  detail::expect_tensor(kOp, "y", y, DType::f32, x.dim());
+  detail::expect_same_shape(kOp, "x", x, "y", y);
+  const Device device = x.device();
+  detail::expect_device(kOp, "y", y, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (x.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::axpy(x.numel(), alpha, x.data<float>(), y.data<float>()),
+                         cuda::axpy(r, x.numel(), alpha, x.data<float>(), y.data<float>()));
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,83 @@
+// SparseMatrix construction, transfer and transposition, and the self-loop helper.
+#include "tessel/kernels/sparse.hpp"
+
+#include "check.hpp"
+
+#include <algorithm>
+
+namespace tessel::kernels {
+
+SparseMatrix SparseMatrix::from_csr(const LocalCsr& csr, Device device) {
+  csr.validate("SparseMatrix::from_csr");
+  SparseMatrix a;
+  a.num_rows = csr.num_rows;
+  a.num_cols = csr.num_cols;
+  a.indptr = Tensor::from_vector(csr.indptr).to(device);
+  a.indices = Tensor::from_vector(csr.indices).to(device);
+  if (!csr.values.empty()) a.values = Tensor::from_vector(csr.values).to(device);
+  return a;
+}
+
+LocalCsr SparseMatrix::to_csr() const {
+  LocalCsr csr;
+  csr.num_rows = num_rows;
+  csr.num_cols = num_cols;
+  const Tensor host_indptr = indptr.to(Device::cpu());
+  const Tensor host_indices = indices.to(Device::cpu());
+  csr.indptr.assign(host_indptr.data<EdgeId>(), host_indptr.data<EdgeId>() + host_indptr.numel());
+  csr.indices.assign(host_indices.data<LocalId>(),
+                     host_indices.data<LocalId>() + host_indices.numel());
+  if (weighted()) {
+    const Tensor host_values = values.to(Device::cpu());
+    csr.values.assign(host_values.data<float>(), host_values.data<float>() + host_values.numel());
+  }
+  return csr;
+}
+
+SparseMatrix SparseMatrix::to(Device device) const {
+  SparseMatrix a = *this;
+  a.indptr = indptr.to(device);
+  a.indices = indices.to(device);
+  if (weighted()) a.values = values.to(device);
+  return a;
+}
+
+SparseMatrix SparseMatrix::transpose() const {
+  return from_csr(to_csr().transpose(), device());
+}
+
+SparseMatrix SparseMatrix::with_values(Tensor new_values) const {
+  detail::expect_tensor("SparseMatrix::with_values", "values", new_values, DType::f32, 1);
+  TESSEL_EXPECTS(new_values.numel() == nnz() && new_values.device() == device(),
+                 "SparseMatrix::with_values: values {} for {} entries on {}",
+                 new_values.describe(), nnz(), device().str());
+  SparseMatrix a = *this;
+  a.values = std::move(new_values);
+  return a;
+}
+
+LocalCsr add_self_loops(const LocalCsr& csr) {
+  const std::int64_t diagonal = std::min(csr.num_rows, csr.num_cols);
+  LocalCsr out;
+  out.num_rows = csr.num_rows;
+  out.num_cols = csr.num_cols;
+  out.indptr.assign(static_cast<std::size_t>(csr.num_rows) + 1, 0);
+  out.indices.reserve(csr.indices.size() + static_cast<std::size_t>(diagonal));
+  const bool weighted = !csr.values.empty();
+  for (std::int64_t v = 0; v < csr.num_rows; ++v) {
+    bool has_loop = false;
+    for (EdgeId e = csr.indptr[v]; e < csr.indptr[v + 1]; ++e) {
+      out.indices.push_back(csr.indices[e]);
+      if (weighted) out.values.push_back(csr.values[e]);
+      has_loop = has_loop || csr.indices[e] == v;
+    }
+    if (!has_loop && v < diagonal) {
+      out.indices.push_back(static_cast<LocalId>(v));
+      if (weighted) out.values.push_back(1.0f);
+    }
+    out.indptr[v + 1] = static_cast<EdgeId>(out.indices.size());
+  }
+  return out;
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,148 @@
+// SpMM dispatch (Y = A X) and the GCN / mean edge-weight ops.
+#include "tessel/kernels/sparse.hpp"
+
+#include "check.hpp"
+#include "cpu/cpu_ops.hpp"
+#ifdef TESSEL_WITH_CUDA
+#include "cuda/cuda_ops.hpp"
+#endif
+
+namespace tessel::kernels {
+
+namespace {
+// The matrix arrays agree with its shape and live on one device.
+void expect_matrix(const char* op, const SparseMatrix& a) {
+  detail::expect_tensor(op, "indptr", a.indptr, DType::i64, 1);
+  detail::expect_tensor(op, "indices", a.indices, DType::i32, 1);
+  TESSEL_EXPECTS(a.indptr.numel() == a.num_rows + 1, "{}: indptr {} for {} rows", op,
+                 a.indptr.describe(), a.num_rows);
+  detail::expect_device(op, "indices", a.indices, a.device());
+  if (a.weighted()) {
+    detail::expect_tensor(op, "values", a.values, DType::f32, 1);
+    TESSEL_EXPECTS(a.values.numel() == a.nnz(), "{}: {} values for {} entries", op,
+                   a.values.numel(), a.nnz());
+    detail::expect_device(op, "values", a.values, a.device());
+  }
+}
+}  // namespace
+
+void spmm(const SparseMatrix& a, const Tensor& x, Tensor& y, Context* ctx,
+          SpmmAlgorithm algorithm) {
+  constexpr const char* kOp = "spmm";
+  expect_matrix(kOp, a);
+  detail::expect_tensor(kOp, "x", x, DType::f32, 2);
+  detail::expect_tensor(kOp, "y", y, DType::f32, 2);
+  const Device device = a.device();
+  detail::expect_device(kOp, "x", x, device);
+  detail::expect_device(kOp, "y", y, device);
+  const std::int64_t f = x.cols();
+  TESSEL_EXPECTS(x.rows() == a.num_cols, "{}: x {} must have {} rows (matrix columns)", kOp,
+                 x.describe(), a.num_cols);
+  detail::expect_shape(kOp, "y", y, {a.num_rows, f});
+  Context& context = resolve_context(ctx, device, kOp);
+  if (y.numel() == 0) return;
+  const float* values = a.weighted() ? a.values.data<float>() : nullptr;
+  if (device.is_cpu()) {
+    switch (algorithm) {
+      case SpmmAlgorithm::cpu_row_simple:
+        cpu::spmm_simple(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
+                         x.data<float>(), f, y.data<float>());
+        return;
+      case SpmmAlgorithm::automatic:
+      case SpmmAlgorithm::cpu_row_blocked:
+        cpu::spmm_blocked(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
+                          x.data<float>(), f, y.data<float>());
+        return;
+      default:
+        TESSEL_FAIL("{}: algorithm {} is not a CPU algorithm", kOp, static_cast<int>(algorithm));
+    }
+  }
+#ifdef TESSEL_WITH_CUDA
+  if (device.is_cuda()) {
+    auto& r = context.cuda_resources();
+    switch (algorithm) {
+      case SpmmAlgorithm::cuda_cusparse:
+        TESSEL_EXPECTS(a.weighted(), "{}: cuSPARSE needs a weighted matrix", kOp);
+        cuda::spmm_cusparse(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.data<EdgeId>(),
+                            a.indices.data<LocalId>(), values, x.data<float>(), f,
+                            y.data<float>());
+        return;
+      case SpmmAlgorithm::automatic:
+      case SpmmAlgorithm::cuda_warp_row:
+        cuda::spmm_warp_row(r, a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(),
+                            values, x.data<float>(), f, y.data<float>());
+        return;
+      default:
+        TESSEL_FAIL("{}: algorithm {} is not a CUDA algorithm", kOp, static_cast<int>(algorithm));
+    }
+  }
+#endif
+  (void)context;
+  detail::unsupported_device(kOp, device);
+}
+
+Tensor spmm(const SparseMatrix& a, const Tensor& x, Context* ctx) {
+  Tensor y = Tensor::empty({a.num_rows, x.cols()}, DType::f32, x.device());
+  spmm(a, x, y, ctx);
+  return y;
+}
+
+void gcn_edge_weights(const SparseMatrix& a, const Tensor& row_degree, const Tensor& col_degree,
+                      Tensor& values, Context* ctx) {
+  constexpr const char* kOp = "gcn_edge_weights";
+  expect_matrix(kOp, a);
+  const Device device = a.device();
+  detail::expect_tensor(kOp, "row_degree", row_degree, DType::i64, 1);
+  detail::expect_tensor(kOp, "col_degree", col_degree, DType::i64, 1);
+  detail::expect_tensor(kOp, "values", values, DType::f32, 1);
+  detail::expect_shape(kOp, "row_degree", row_degree, {a.num_rows});
+  detail::expect_shape(kOp, "col_degree", col_degree, {a.num_cols});
+  detail::expect_shape(kOp, "values", values, {a.nnz()});
+  detail::expect_device(kOp, "row_degree", row_degree, device);
+  detail::expect_device(kOp, "col_degree", col_degree, device);
+  detail::expect_device(kOp, "values", values, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (a.nnz() == 0) return;
+  if (device.is_cpu()) {
+    cpu::gcn_edge_weights(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(),
+                          row_degree.data<std::int64_t>(), col_degree.data<std::int64_t>(),
+                          values.data<float>());
+    return;
+  }
+#ifdef TESSEL_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::gcn_edge_weights(context.cuda_resources(), a.num_rows, a.indptr.data<EdgeId>(),
+                           a.indices.data<LocalId>(), row_degree.data<std::int64_t>(),
+                           col_degree.data<std::int64_t>(), values.data<float>());
+    return;
+  }
+#endif
+  (void)context;
+  detail::unsupported_device(kOp, device);
+}
+
+void mean_edge_weights(const SparseMatrix& a, Tensor& values, Context* ctx) {
+  constexpr const char* kOp = "mean_edge_weights";
+  expect_matrix(kOp, a);
+  const Device device = a.device();
+  detail::expect_tensor(kOp, "values", values, DType::f32, 1);
+  detail::expect_shape(kOp, "values", values, {a.nnz()});
+  detail::expect_device(kOp, "values", values, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (a.nnz() == 0) return;
+  if (device.is_cpu()) {
+    cpu::mean_edge_weights(a.num_rows, a.indptr.data<EdgeId>(), values.data<float>());
+    return;
+  }
+#ifdef TESSEL_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::mean_edge_weights(context.cuda_resources(), a.num_rows, a.indptr.data<EdgeId>(),
+                            values.data<float>());
+    return;
+  }
+#endif
+  (void)context;
+  detail::unsupported_device(kOp, device);
+}
+
+}  // namespace tessel::kernels
