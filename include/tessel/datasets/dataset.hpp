@@ -40,7 +40,18 @@ struct DatasetInfo {
   bool directed = false;
   std::int64_t num_train = 0, num_valid = 0, num_test = 0;
   int version = 0;
+  std::int64_t file_bytes = 0;  // size of the store file
 };
+
+// Row-length statistics of a CSR: for the in-neighbor CSR, in-degrees; for a symmetrized
+// graph, degrees.
+struct DegreeStats {
+  std::int64_t min = 0;
+  std::int64_t max = 0;
+  double mean = 0;
+  std::int64_t zero = 0;  // rows with no entries (isolated nodes once symmetrized)
+};
+DegreeStats degree_stats(const Csr& graph);
 
 // Writes `data` to `path` atomically (a temporary file in the same folder, renamed at the end;
 // removed on any error).
@@ -57,6 +68,11 @@ std::vector<float> read_feature_rows(const std::filesystem::path& path, std::int
                                      std::int64_t end);
 
 // The graph with both directions of every edge, self-loops and duplicates removed, rows sorted.
+// graph must be square; edge values are dropped. Parallel (OpenMP); the result does not depend
+// on the thread count. Peak memory: the input plus about 2x its indices.
 Csr symmetrize(const Csr& graph);
+
+// Chunk height of /node/feat: rows per HDF5 chunk (about 1 MiB per chunk).
+std::int64_t feature_chunk_rows(std::int64_t feature_dim);
 
 }  // namespace tessel::datasets

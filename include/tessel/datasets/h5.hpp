@@ -57,7 +57,11 @@ class File {
 
   const std::filesystem::path& path() const { return path_; }
   hid_t id() const { return handle_.get(); }
-  void close() { handle_.reset(); }
+  // Closes the file (flushing it); every object opened through it is closed too.
+  void close() {
+    open_dataset_.reset();
+    handle_.reset();
+  }
 
   bool exists(const std::string& object) const;
   void create_group(const std::string& group);
@@ -80,20 +84,40 @@ class File {
     write(name, data.data(), {static_cast<std::int64_t>(data.size())}, description);
   }
 
+  // Creates a 1-D or 2-D dataset without writing it, for data written in row blocks with
+  // write_rows (features streamed from a parser, parts written piece by piece).
+  template <class T>
+  void create_dataset(const std::string& name, std::vector<std::int64_t> dims,
+                      const std::string& description, std::int64_t chunk_rows = 0,
+                      int deflate = 0);
+  // Writes rows [begin, begin + rows) of a dataset made by create_dataset (or write); data
+  // holds rows * (columns) elements, row-major.
+  template <class T>
+  void write_rows(const std::string& name, std::int64_t begin, const T* data, std::int64_t rows);
+
   // Shape of a dataset; throws InputError naming the file if it is missing.
   std::vector<std::int64_t> dims(const std::string& name) const;
   // Reads a whole dataset, checking the stored element type converts to T and, when
   // expect_dims is non-empty, that the shape matches.
   template <class T>
   std::vector<T> read(const std::string& name, std::vector<std::int64_t> expect_dims = {}) const;
+  // Like read, into caller memory of exactly the dataset's size (no temporary copy).
+  template <class T>
+  void read_into(const std::string& name, T* out, std::int64_t count) const;
   // Reads rows [begin, end) of a 1-D or 2-D dataset into out (resized).
   template <class T>
   void read_rows(const std::string& name, std::int64_t begin, std::int64_t end,
                  std::vector<T>& out) const;
 
  private:
+  // Opens a dataset, reusing the one write_rows used last so its chunk cache survives
+  // between row blocks.
+  hid_t open_dataset(const std::string& name) const;
+
   std::filesystem::path path_;
   Handle handle_;
+  mutable std::string open_name_;
+  mutable Handle open_dataset_;
 };
 
 }  // namespace tessel::h5

@@ -1,0 +1,427 @@
+// HDF5 files through RAII handles: typed dataset and attribute I/O whose errors name file and object.
+#include "tessel/datasets/h5.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace tessel::h5 {
+
+namespace {
+
+// HDF5 prints its whole error stack to stderr by default; Tessel reports one line itself.
+void quiet_hdf5_errors() {
+  static const bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+// The on-disk element type for T: little-endian standard types, so files are portable.
+template <class T>
+hid_t file_type() {
+  if constexpr (std::is_same_v<T, float>) return H5T_IEEE_F32LE;
+  else if constexpr (std::is_same_v<T, double>) return H5T_IEEE_F64LE;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_STD_I32LE;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_STD_I64LE;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return H5T_STD_U8LE;
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return H5T_STD_U32LE;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return H5T_STD_U64LE;
+  else static_assert(sizeof(T) == 0, "unsupported HDF5 element type");
+}
+
+template <class T>
+const char* type_word() {
+  if constexpr (std::is_floating_point_v<T>) return "floating-point";
+  else return "integer";
+}
+
+std::string parent_of(const std::string& name) {
+  const auto pos = name.rfind('/');
+  if (pos == std::string::npos || pos == 0) return "/";
+  return name.substr(0, pos);
+}
+
+// Creation properties that leave timestamps out, so the same data gives the same file bytes.
+Handle no_times_plist(hid_t cls) {
+  Handle plist(TESSEL_CHECK_HDF5(H5Pcreate(cls)));
+  TESSEL_CHECK_HDF5(H5Pset_obj_track_times(plist.get(), false));
+  return plist;
+}
+
+std::int64_t product(const std::vector<std::int64_t>& dims) {
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+std::string dims_string(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void Handle::reset() noexcept {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: H5Idec_ref(id_); break;  // already closed with its file, or an unusual kind
+  }
+  id_ = H5I_INVALID_HID;
+}
+
+template <> hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
+template <> hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
+template <> hid_t native_type<std::int32_t>() { return H5T_NATIVE_INT32; }
+template <> hid_t native_type<std::int64_t>() { return H5T_NATIVE_INT64; }
+template <> hid_t native_type<std::uint8_t>() { return H5T_NATIVE_UINT8; }
+template <> hid_t native_type<std::uint32_t>() { return H5T_NATIVE_UINT32; }
+template <> hid_t native_type<std::uint64_t>() { return H5T_NATIVE_UINT64; }
+
+File File::create(const std::filesystem::path& path) {
+  quiet_hdf5_errors();
+  const auto parent = path.parent_path();
+  TESSEL_EXPECTS(parent.empty() || std::filesystem::is_directory(parent),
+                 "cannot create {}: folder {} does not exist", path.string(), parent.string());
+  Handle fcpl = no_times_plist(H5P_FILE_CREATE);
+  Handle fapl(TESSEL_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS)));
+  // Strong close: closing the file closes every object still open in it, so close() really
+  // flushes before the caller renames the file into place.
+  TESSEL_CHECK_HDF5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG));
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
+  TESSEL_EXPECTS(id >= 0, "cannot create HDF5 file {} (is the folder writable?)", path.string());
+  File f;
+  f.path_ = path;
+  f.handle_ = Handle(id);
+  return f;
+}
+
+File File::open_read(const std::filesystem::path& path) {
+  quiet_hdf5_errors();
+  std::error_code ec;
+  TESSEL_EXPECTS(std::filesystem::exists(path, ec), "{}: no such file", path.string());
+  TESSEL_EXPECTS(std::filesystem::is_regular_file(path, ec), "{}: not a regular file",
+                 path.string());
+  TESSEL_EXPECTS(H5Fis_hdf5(path.c_str()) > 0, "{}: not an HDF5 file", path.string());
+  Handle fapl(TESSEL_CHECK_HDF5(H5Pcreate(H5P_FILE_ACCESS)));
+  TESSEL_CHECK_HDF5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG));
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  TESSEL_EXPECTS(id >= 0, "{}: cannot open the HDF5 file (truncated or corrupt?)", path.string());
+  File f;
+  f.path_ = path;
+  f.handle_ = Handle(id);
+  return f;
+}
+
+bool File::exists(const std::string& object) const {
+  if (object.empty() || object == "/") return true;
+  // H5Lexists fails rather than answering false when an intermediate group is missing, so
+  // walk the path one component at a time.
+  std::string prefix;
+  std::size_t start = object[0] == '/' ? 1 : 0;
+  while (start <= object.size()) {
+    auto end = object.find('/', start);
+    if (end == std::string::npos) end = object.size();
+    if (end > start) {
+      prefix += "/" + object.substr(start, end - start);
+      if (H5Lexists(id(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+void File::create_group(const std::string& group) {
+  if (exists(group)) return;
+  const auto parent = parent_of(group);
+  if (!exists(parent)) create_group(parent);
+  Handle gcpl = no_times_plist(H5P_GROUP_CREATE);
+  const hid_t g = H5Gcreate2(id(), group.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT);
+  if (g < 0) TESSEL_LIB_FAIL("{}: cannot create group {}", path_.string(), group);
+  Handle owned(g);
+}
+
+namespace {
+
+Handle open_object(const File& file, const std::string& object) {
+  TESSEL_EXPECTS(file.exists(object), "{}: missing object {}", file.path().string(), object);
+  const hid_t id = H5Oopen(file.id(), object.c_str(), H5P_DEFAULT);
+  if (id < 0) TESSEL_FAIL("{}: cannot open object {}", file.path().string(), object);
+  return Handle(id);
+}
+
+// Creates attribute `name` on `object`, replacing an existing one.
+Handle fresh_attr(const File& file, const std::string& object, const std::string& name,
+                  hid_t type) {
+  Handle obj = open_object(file, object);
+  if (H5Aexists(obj.get(), name.c_str()) > 0) TESSEL_CHECK_HDF5(H5Adelete(obj.get(), name.c_str()));
+  Handle space(TESSEL_CHECK_HDF5(H5Screate(H5S_SCALAR)));
+  const hid_t a = H5Acreate2(obj.get(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT);
+  if (a < 0) TESSEL_LIB_FAIL("{}: cannot create attribute {} on {}", file.path().string(), name, object);
+  return Handle(a);
+}
+
+Handle open_attr(const File& file, const std::string& object, const std::string& name) {
+  Handle obj = open_object(file, object);
+  TESSEL_EXPECTS(H5Aexists(obj.get(), name.c_str()) > 0, "{}: {} has no attribute \"{}\"",
+                 file.path().string(), object, name);
+  const hid_t a = H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT);
+  if (a < 0) TESSEL_FAIL("{}: cannot open attribute {} of {}", file.path().string(), name, object);
+  return Handle(a);
+}
+
+}  // namespace
+
+void File::set_attr(const std::string& name, const std::string& value, const std::string& object) {
+  // Variable-length UTF-8 strings read back as str in h5py and print plainly in h5dump.
+  Handle type(TESSEL_CHECK_HDF5(H5Tcopy(H5T_C_S1)));
+  TESSEL_CHECK_HDF5(H5Tset_size(type.get(), H5T_VARIABLE));
+  TESSEL_CHECK_HDF5(H5Tset_cset(type.get(), H5T_CSET_UTF8));
+  Handle attr = fresh_attr(*this, object, name, type.get());
+  const char* text = value.c_str();
+  TESSEL_CHECK_HDF5(H5Awrite(attr.get(), type.get(), &text));
+}
+
+void File::set_attr(const std::string& name, std::int64_t value, const std::string& object) {
+  Handle attr = fresh_attr(*this, object, name, H5T_STD_I64LE);
+  TESSEL_CHECK_HDF5(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value));
+}
+
+void File::set_attr(const std::string& name, double value, const std::string& object) {
+  Handle attr = fresh_attr(*this, object, name, H5T_IEEE_F64LE);
+  TESSEL_CHECK_HDF5(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value));
+}
+
+bool File::has_attr(const std::string& name, const std::string& object) const {
+  if (!exists(object)) return false;
+  return H5Aexists_by_name(id(), object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::string File::attr_string(const std::string& name, const std::string& object) const {
+  Handle attr = open_attr(*this, object, name);
+  Handle type(TESSEL_CHECK_HDF5(H5Aget_type(attr.get())));
+  TESSEL_EXPECTS(H5Tget_class(type.get()) == H5T_STRING,
+                 "{}: attribute \"{}\" of {} is not a string", path_.string(), name, object);
+  Handle space(TESSEL_CHECK_HDF5(H5Aget_space(attr.get())));
+  TESSEL_EXPECTS(H5Sget_simple_extent_npoints(space.get()) == 1,
+                 "{}: attribute \"{}\" of {} is not a single string", path_.string(), name, object);
+  if (H5Tis_variable_str(type.get()) > 0) {
+    Handle mem(TESSEL_CHECK_HDF5(H5Tcopy(H5T_C_S1)));
+    TESSEL_CHECK_HDF5(H5Tset_size(mem.get(), H5T_VARIABLE));
+    TESSEL_CHECK_HDF5(H5Tset_cset(mem.get(), H5Tget_cset(type.get())));
+    char* text = nullptr;
+    TESSEL_CHECK_HDF5(H5Aread(attr.get(), mem.get(), &text));
+    std::string value = text ? text : "";
+    H5free_memory(text);
+    return value;
+  }
+  const std::size_t size = H5Tget_size(type.get());
+  std::string value(size, '\0');
+  Handle mem(TESSEL_CHECK_HDF5(H5Tcopy(type.get())));
+  TESSEL_CHECK_HDF5(H5Aread(attr.get(), mem.get(), value.data()));
+  while (!value.empty() && (value.back() == '\0' || value.back() == ' ')) value.pop_back();
+  return value;
+}
+
+std::int64_t File::attr_int(const std::string& name, const std::string& object) const {
+  Handle attr = open_attr(*this, object, name);
+  Handle type(TESSEL_CHECK_HDF5(H5Aget_type(attr.get())));
+  TESSEL_EXPECTS(H5Tget_class(type.get()) == H5T_INTEGER,
+                 "{}: attribute \"{}\" of {} is not an integer", path_.string(), name, object);
+  Handle space(TESSEL_CHECK_HDF5(H5Aget_space(attr.get())));
+  TESSEL_EXPECTS(H5Sget_simple_extent_npoints(space.get()) == 1,
+                 "{}: attribute \"{}\" of {} is not a single integer", path_.string(), name, object);
+  std::int64_t value = 0;
+  TESSEL_CHECK_HDF5(H5Aread(attr.get(), H5T_NATIVE_INT64, &value));
+  return value;
+}
+
+template <class T>
+void File::create_dataset(const std::string& name, std::vector<std::int64_t> dims,
+                          const std::string& description, std::int64_t chunk_rows, int deflate) {
+  TESSEL_ASSERT(dims.size() == 1 || dims.size() == 2, "{}: dataset {} must be 1-D or 2-D",
+                path_.string(), name);
+  for (auto d : dims) TESSEL_ASSERT(d >= 0, "{}: negative dimension for {}", path_.string(), name);
+  create_group(parent_of(name));
+  std::vector<hsize_t> hdims(dims.begin(), dims.end());
+  Handle space(TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(hdims.size()), hdims.data(), nullptr)));
+  Handle dcpl = no_times_plist(H5P_DATASET_CREATE);
+  // Nothing is ever read before it is written: skip writing fill values.
+  TESSEL_CHECK_HDF5(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));
+  const bool nonempty = product(dims) > 0;
+  if (nonempty && (chunk_rows > 0 || deflate > 0)) {
+    std::vector<hsize_t> chunk = hdims;
+    chunk[0] = static_cast<hsize_t>(std::min(chunk_rows > 0 ? chunk_rows : dims[0], dims[0]));
+    TESSEL_CHECK_HDF5(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
+    if (deflate > 0) {
+      TESSEL_CHECK_HDF5(H5Pset_shuffle(dcpl.get()));
+      TESSEL_CHECK_HDF5(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate)));
+    }
+  }
+  const hid_t d = H5Dcreate2(id(), name.c_str(), file_type<T>(), space.get(), H5P_DEFAULT,
+                             dcpl.get(), H5P_DEFAULT);
+  if (d < 0) TESSEL_LIB_FAIL("{}: cannot create dataset {} {}", path_.string(), name, dims_string(dims));
+  Handle dataset(d);
+  if (!description.empty()) set_attr("description", description, name);
+}
+
+hid_t File::open_dataset(const std::string& name) const {
+  if (open_dataset_.valid() && open_name_ == name) return open_dataset_.get();
+  open_dataset_.reset();
+  open_name_.clear();
+  TESSEL_EXPECTS(exists(name), "{}: missing dataset {}", path_.string(), name);
+  // A chunk cache larger than the default 1 MiB keeps partially written chunks in memory
+  // between row blocks instead of rereading them from disk.
+  Handle dapl(TESSEL_CHECK_HDF5(H5Pcreate(H5P_DATASET_ACCESS)));
+  TESSEL_CHECK_HDF5(H5Pset_chunk_cache(dapl.get(), 1021, 32u << 20, 1.0));
+  const hid_t d = H5Dopen2(id(), name.c_str(), dapl.get());
+  TESSEL_EXPECTS(d >= 0, "{}: {} is not a dataset", path_.string(), name);
+  open_dataset_ = Handle(d);
+  open_name_ = name;
+  return d;
+}
+
+namespace {
+
+// Checks that data stored in `dataset` can be read as T without changing its meaning: no
+// integer <-> float mixups and no narrowing of integers.
+template <class T>
+void check_readable_as(const File& file, const std::string& name, hid_t dataset) {
+  Handle type(TESSEL_CHECK_HDF5(H5Dget_type(dataset)));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const bool want_float = std::is_floating_point_v<T>;
+  TESSEL_EXPECTS((want_float && cls == H5T_FLOAT) || (!want_float && cls == H5T_INTEGER),
+                 "{}: dataset {} does not hold {} values", file.path().string(), name,
+                 type_word<T>());
+  if (!want_float)
+    TESSEL_EXPECTS(H5Tget_size(type.get()) <= sizeof(T),
+                   "{}: dataset {} holds {}-byte integers; reading them as {}-byte would truncate",
+                   file.path().string(), name, H5Tget_size(type.get()), sizeof(T));
+}
+
+std::vector<std::int64_t> dataset_dims(const File& file, const std::string& name, hid_t dataset) {
+  Handle space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  TESSEL_EXPECTS(rank >= 0 && rank <= 8, "{}: dataset {} has an unreadable shape",
+                 file.path().string(), name);
+  std::vector<hsize_t> d(static_cast<std::size_t>(rank));
+  TESSEL_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), d.data(), nullptr));
+  return {d.begin(), d.end()};
+}
+
+}  // namespace
+
+template <class T>
+void File::write(const std::string& name, const T* data, std::vector<std::int64_t> dims,
+                 const std::string& description, std::int64_t chunk_rows, int deflate) {
+  create_dataset<T>(name, dims, description, chunk_rows, deflate);
+  if (product(dims) > 0) write_rows<T>(name, 0, data, dims[0]);
+}
+
+template <class T>
+void File::write_rows(const std::string& name, std::int64_t begin, const T* data,
+                      std::int64_t rows) {
+  if (rows == 0) return;
+  const hid_t dataset = open_dataset(name);
+  const auto dims = dataset_dims(*this, name, dataset);
+  TESSEL_ASSERT(begin >= 0 && rows >= 0 && begin + rows <= dims.at(0),
+                "{}: rows [{}, {}) outside dataset {} {}", path_.string(), begin, begin + rows,
+                name, dims_string(dims));
+  std::vector<hsize_t> start(dims.size(), 0), count(dims.begin(), dims.end());
+  start[0] = static_cast<hsize_t>(begin);
+  count[0] = static_cast<hsize_t>(rows);
+  Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
+  TESSEL_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                        count.data(), nullptr));
+  Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
+  if (H5Dwrite(dataset, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, data) < 0)
+    TESSEL_LIB_FAIL("{}: writing rows [{}, {}) of {} failed (disk full?)", path_.string(), begin,
+                    begin + rows, name);
+}
+
+std::vector<std::int64_t> File::dims(const std::string& name) const {
+  return dataset_dims(*this, name, open_dataset(name));
+}
+
+template <class T>
+std::vector<T> File::read(const std::string& name, std::vector<std::int64_t> expect_dims) const {
+  const hid_t dataset = open_dataset(name);
+  const auto shape = dataset_dims(*this, name, dataset);
+  if (!expect_dims.empty())
+    TESSEL_EXPECTS(shape == expect_dims, "{}: dataset {} has shape {}, expected {}",
+                   path_.string(), name, dims_string(shape), dims_string(expect_dims));
+  std::vector<T> out(static_cast<std::size_t>(product(shape)));
+  read_into<T>(name, out.data(), static_cast<std::int64_t>(out.size()));
+  return out;
+}
+
+template <class T>
+void File::read_into(const std::string& name, T* out, std::int64_t count) const {
+  const hid_t dataset = open_dataset(name);
+  check_readable_as<T>(*this, name, dataset);
+  const auto shape = dataset_dims(*this, name, dataset);
+  TESSEL_EXPECTS(product(shape) == count, "{}: dataset {} has {} elements, expected {}",
+                 path_.string(), name, product(shape), count);
+  if (count == 0) return;
+  if (H5Dread(dataset, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+    TESSEL_FAIL("{}: reading dataset {} failed (truncated or corrupt file?)", path_.string(), name);
+}
+
+template <class T>
+void File::read_rows(const std::string& name, std::int64_t begin, std::int64_t end,
+                     std::vector<T>& out) const {
+  const hid_t dataset = open_dataset(name);
+  check_readable_as<T>(*this, name, dataset);
+  const auto shape = dataset_dims(*this, name, dataset);
+  TESSEL_EXPECTS(!shape.empty() && shape.size() <= 2, "{}: dataset {} is not 1-D or 2-D",
+                 path_.string(), name);
+  TESSEL_EXPECTS(begin >= 0 && begin <= end && end <= shape[0],
+                 "{}: rows [{}, {}) are outside dataset {} with {} rows", path_.string(), begin,
+                 end, name, shape[0]);
+  const std::int64_t cols = shape.size() == 2 ? shape[1] : 1;
+  out.resize(static_cast<std::size_t>((end - begin) * cols));
+  if (out.empty()) return;
+  std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+  start[0] = static_cast<hsize_t>(begin);
+  count[0] = static_cast<hsize_t>(end - begin);
+  Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
+  TESSEL_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                        count.data(), nullptr));
+  Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
+  if (H5Dread(dataset, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT,
+              out.data()) < 0)
+    TESSEL_FAIL("{}: reading rows [{}, {}) of {} failed (truncated or corrupt file?)",
+                path_.string(), begin, end, name);
+}
+
+#define TESSEL_H5_INSTANTIATE(T)                                                              \
+  template void File::create_dataset<T>(const std::string&, std::vector<std::int64_t>,      \
+                                        const std::string&, std::int64_t, int);             \
+  template void File::write<T>(const std::string&, const T*, std::vector<std::int64_t>,     \
+                               const std::string&, std::int64_t, int);                      \
+  template void File::write_rows<T>(const std::string&, std::int64_t, const T*, std::int64_t); \
+  template std::vector<T> File::read<T>(const std::string&, std::vector<std::int64_t>) const; \
+  template void File::read_into<T>(const std::string&, T*, std::int64_t) const;             \
+  template void File::read_rows<T>(const std::string&, std::int64_t, std::int64_t,          \
+                                   std::vector<T>&) const;
+
+TESSEL_H5_INSTANTIATE(float)
+TESSEL_H5_INSTANTIATE(double)
+TESSEL_H5_INSTANTIATE(std::int32_t)
+TESSEL_H5_INSTANTIATE(std::int64_t)
+TESSEL_H5_INSTANTIATE(std::uint8_t)
+TESSEL_H5_INSTANTIATE(std::uint32_t)
+TESSEL_H5_INSTANTIATE(std::uint64_t)
+
+#undef TESSEL_H5_INSTANTIATE
+
+}  // namespace tessel::h5

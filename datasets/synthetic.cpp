@@ -1,0 +1,206 @@
+// Planted-partition graphs with Chung-Lu degrees and Gaussian class features, generated in
+// parallel from counter-based random draws so every thread count gives the same dataset.
+#include "csr_build.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/rng.hpp"
+#include "tessel/datasets/synthetic.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tessel::datasets {
+
+namespace {
+
+// Independent draw families of one seed; the key's layer field tells them apart.
+enum Stage : std::uint32_t { kClass = 1, kWeight, kEdgeCount, kEdges, kCentroid, kFeature, kSplit };
+
+rng::Key key_for(std::uint64_t seed, Stage stage) {
+  rng::Key key;
+  key.seed = seed;
+  key.stream = rng::Stream::synthetic;
+  key.layer = stage;
+  return key;
+}
+
+double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0); }
+
+void check_options(const SyntheticOptions& o) {
+  TESSEL_EXPECTS(o.num_nodes >= 2 && o.num_nodes < (std::int64_t{1} << 40),
+                 "synthetic: --nodes must be at least 2 (got {})", o.num_nodes);
+  TESSEL_EXPECTS(o.num_classes >= 1 && o.num_classes <= o.num_nodes,
+                 "synthetic: --classes must be in [1, nodes] (got {})", o.num_classes);
+  TESSEL_EXPECTS(o.feature_dim >= 1 && o.feature_dim <= (1 << 20),
+                 "synthetic: --feat-dim must be in [1, 1048576] (got {})", o.feature_dim);
+  TESSEL_EXPECTS(std::isfinite(o.avg_degree) && o.avg_degree >= 0 &&
+                     o.avg_degree <= static_cast<double>(o.num_nodes - 1),
+                 "synthetic: --avg-degree must be in [0, nodes - 1] (got {})", o.avg_degree);
+  TESSEL_EXPECTS(o.homophily >= 0 && o.homophily <= 1, "synthetic: homophily must be in [0, 1]");
+  TESSEL_EXPECTS(o.locality >= 0 && o.locality <= 1, "synthetic: locality must be in [0, 1]");
+  TESSEL_EXPECTS(o.degree_exponent > 2 && o.degree_exponent < 100,
+                 "synthetic: the degree exponent must be in (2, 100) (got {})", o.degree_exponent);
+  TESSEL_EXPECTS(std::isfinite(o.feature_signal) && o.feature_signal >= 0,
+                 "synthetic: the feature signal must be >= 0");
+  TESSEL_EXPECTS(o.train_frac >= 0 && o.valid_frac >= 0 && o.train_frac + o.valid_frac <= 1,
+                 "synthetic: --train-frac and --valid-frac must be >= 0 with a sum <= 1 (got {} "
+                 "and {})",
+                 o.train_frac, o.valid_frac);
+}
+
+template <class Id>
+Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) {
+  const std::int64_t n = o.num_nodes;
+  const std::int64_t num_classes = o.num_classes;
+  // Weights: Pareto with x_min = 1, capped so the largest hub stays a small share of the graph.
+  const double alpha = o.degree_exponent;
+  const double cap = std::max(4.0, std::sqrt(static_cast<double>(n)) / 4.0);
+  std::vector<double> weight(static_cast<std::size_t>(n));
+  const rng::Key weight_key = key_for(o.seed, kWeight);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t v = 0; v < n; ++v) {
+    const double u = unit(weight_key.u64(static_cast<std::uint64_t>(v), 0));
+    weight[static_cast<std::size_t>(v)] = std::min(cap, std::pow(1.0 - u, -1.0 / (alpha - 1.0)));
+  }
+  // Blocked sum: the same additions in the same order for any thread count.
+  constexpr std::int64_t kBlock = 1 << 16;
+  const std::int64_t num_blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<std::size_t>(num_blocks), 0.0);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < num_blocks; ++b) {
+    double s = 0;
+    for (std::int64_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); ++v) s += weight[static_cast<std::size_t>(v)];
+    partial[static_cast<std::size_t>(b)] = s;
+  }
+  double total_weight = 0;
+  for (double s : partial) total_weight += s;
+  const double mean_weight = total_weight / static_cast<double>(n);
+
+  // Class member lists in id order, with cumulative weights for weighted range sampling.
+  std::vector<std::int64_t> class_begin(static_cast<std::size_t>(num_classes) + 1, 0);
+  for (std::int64_t v = 0; v < n; ++v) ++class_begin[static_cast<std::size_t>(cls[static_cast<std::size_t>(v)]) + 1];
+  for (std::int64_t c = 0; c < num_classes; ++c) class_begin[static_cast<std::size_t>(c) + 1] += class_begin[static_cast<std::size_t>(c)];
+  std::vector<std::int64_t> members(static_cast<std::size_t>(n)), position(static_cast<std::size_t>(n));
+  {
+    std::vector<std::int64_t> fill(class_begin.begin(), class_begin.end() - 1);
+    for (std::int64_t v = 0; v < n; ++v) {
+      const auto k = fill[static_cast<std::size_t>(cls[static_cast<std::size_t>(v)])]++;
+      members[static_cast<std::size_t>(k)] = v;
+      position[static_cast<std::size_t>(v)] = k;
+    }
+  }
+  std::vector<double> cum(static_cast<std::size_t>(n) + 1, 0.0);
+  for (std::int64_t k = 0; k < n; ++k)
+    cum[static_cast<std::size_t>(k) + 1] = cum[static_cast<std::size_t>(k)] + weight[static_cast<std::size_t>(members[static_cast<std::size_t>(k)])];
+
+  // Edges drawn by each node: expected avg_degree/2 * w/mean(w), rounded at random.
+  std::vector<EdgeId> offset(static_cast<std::size_t>(n) + 1, 0);
+  const rng::Key count_key = key_for(o.seed, kEdgeCount);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t v = 0; v < n; ++v) {
+    const double expect = o.avg_degree / 2.0 * weight[static_cast<std::size_t>(v)] / mean_weight;
+    const double base = std::floor(expect);
+    const double u = unit(count_key.u64(static_cast<std::uint64_t>(v), 0));
+    offset[static_cast<std::size_t>(v) + 1] = static_cast<EdgeId>(base) + (u < expect - base ? 1 : 0);
+  }
+  for (std::int64_t v = 0; v < n; ++v) offset[static_cast<std::size_t>(v) + 1] += offset[static_cast<std::size_t>(v)];
+  const EdgeId m = offset[static_cast<std::size_t>(n)];
+  std::vector<double>().swap(weight);
+
+  const std::int64_t window = std::max<std::int64_t>(8, static_cast<std::int64_t>(2 * o.avg_degree));
+  std::vector<Id> src(static_cast<std::size_t>(m)), dst(static_cast<std::size_t>(m));
+  const rng::Key edge_key = key_for(o.seed, kEdges);
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (std::int64_t v = 0; v < n; ++v) {
+    rng::Sequence draw(edge_key, static_cast<std::uint64_t>(v));
+    const std::int64_t c = cls[static_cast<std::size_t>(v)];
+    for (EdgeId e = offset[static_cast<std::size_t>(v)]; e < offset[static_cast<std::size_t>(v) + 1]; ++e) {
+      std::int64_t target_class = c;
+      std::int64_t lo, hi;
+      const bool stay = num_classes == 1 || draw.next_double() < o.homophily;
+      if (!stay) target_class = (c + 1 + static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(num_classes - 1)))) % num_classes;
+      lo = class_begin[static_cast<std::size_t>(target_class)];
+      hi = class_begin[static_cast<std::size_t>(target_class) + 1];
+      if (stay && draw.next_double() < o.locality) {
+        const std::int64_t pos = position[static_cast<std::size_t>(v)];
+        lo = std::max(lo, pos - window);
+        hi = std::min(hi, pos + window + 1);
+      }
+      // Weighted pick among member positions [lo, hi).
+      const double x = cum[static_cast<std::size_t>(lo)] +
+                       draw.next_double() * (cum[static_cast<std::size_t>(hi)] - cum[static_cast<std::size_t>(lo)]);
+      auto k = static_cast<std::int64_t>(std::upper_bound(cum.begin() + lo, cum.begin() + hi + 1, x) - cum.begin()) - 1;
+      k = std::clamp(k, lo, hi - 1);
+      const std::int64_t t = members[static_cast<std::size_t>(k)];
+      // Undirected edges stored once, as u -> v with u < v; a self-loop is dropped later.
+      src[static_cast<std::size_t>(e)] = static_cast<Id>(std::min(v, t));
+      dst[static_cast<std::size_t>(e)] = static_cast<Id>(std::max(v, t));
+    }
+  }
+  return detail::csr_from_edges(n, src.data(), dst.data(), m, true, true);
+}
+
+}  // namespace
+
+Dataset make_synthetic(const SyntheticOptions& o) {
+  check_options(o);
+  const std::int64_t n = o.num_nodes;
+  const std::int64_t f = o.feature_dim;
+  Dataset data;
+  data.name = o.name;
+  data.num_nodes = n;
+  data.num_classes = o.num_classes;
+  data.feature_dim = f;
+  data.directed = false;
+
+  data.labels.resize(static_cast<std::size_t>(n));
+  const rng::Key class_key = key_for(o.seed, kClass);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t v = 0; v < n; ++v)
+    data.labels[static_cast<std::size_t>(v)] =
+        static_cast<std::int64_t>(class_key.below(static_cast<std::uint64_t>(v), 0, static_cast<std::uint64_t>(o.num_classes)));
+
+  data.graph = n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max())
+                   ? make_graph<std::uint32_t>(o, data.labels)
+                   : make_graph<std::int64_t>(o, data.labels);
+
+  // Class centroids, then features: centroid plus unit Gaussian noise.
+  std::vector<float> centroid(static_cast<std::size_t>(o.num_classes * f));
+  const double spread = o.feature_signal / std::sqrt(static_cast<double>(f));
+  const rng::Key centroid_key = key_for(o.seed, kCentroid);
+  for (std::int64_t c = 0; c < o.num_classes; ++c) {
+    rng::Sequence draw(centroid_key, static_cast<std::uint64_t>(c));
+    for (std::int64_t j = 0; j < f; ++j)
+      centroid[static_cast<std::size_t>(c * f + j)] = static_cast<float>(spread * draw.next_normal());
+  }
+  data.features.resize(static_cast<std::size_t>(n * f));
+  const rng::Key feature_key = key_for(o.seed, kFeature);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t v = 0; v < n; ++v) {
+    rng::Sequence draw(feature_key, static_cast<std::uint64_t>(v));
+    const float* mu = centroid.data() + data.labels[static_cast<std::size_t>(v)] * f;
+    float* x = data.features.data() + v * f;
+    // Box-Muller gives two normals per pair of uniforms.
+    for (std::int64_t j = 0; j < f; j += 2) {
+      double u1 = draw.next_double();
+      const double u2 = draw.next_double();
+      if (u1 < 1e-300) u1 = 1e-300;
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      const double angle = 6.283185307179586 * u2;
+      x[j] = mu[j] + static_cast<float>(r * std::cos(angle));
+      if (j + 1 < f) x[j + 1] = mu[j + 1] + static_cast<float>(r * std::sin(angle));
+    }
+  }
+
+  const rng::Key split_key = key_for(o.seed, kSplit);
+  for (std::int64_t v = 0; v < n; ++v) {
+    const double u = unit(split_key.u64(static_cast<std::uint64_t>(v), 0));
+    (u < o.train_frac ? data.train : u < o.train_frac + o.valid_frac ? data.valid : data.test).push_back(v);
+  }
+  return data;
+}
+
+}  // namespace tessel::datasets

@@ -1,0 +1,46 @@
+// Synthetic node classification datasets: planted-partition graphs with power-law-ish degrees
+// and class-correlated features, deterministic from a seed.
+#pragma once
+
+#include "tessel/datasets/dataset.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::datasets {
+
+// The model, per node v (every draw keyed by (seed, v), so the result does not depend on the
+// thread count):
+//   class c(v) uniform in [0, num_classes); label = c(v).
+//   weight w(v) from a Pareto law with exponent degree_exponent (capped), so expected degrees
+//   are proportional to w(v): a few hubs, many low-degree nodes.
+//   v draws about avg_degree/2 * w(v)/mean(w) edges. Each picks its other end with probability
+//   proportional to weight (Chung-Lu): with probability homophily inside c(v) -- half of those
+//   (locality) among v's neighbours in the class's id order, so the graph also has small
+//   communities that a partitioner can keep together -- else in a uniformly chosen other class.
+//   Self-loops and repeated pairs are dropped; each undirected edge is stored once (u < v,
+//   edge u -> v, directed = false).
+//   features: x(v) = mu(c(v)) + N(0, I), class centroids mu(c) ~ N(0, feature_signal^2 / F I),
+//   so two centroids are about feature_signal * sqrt(2) noise units apart: features alone
+//   classify far above chance yet imperfectly, and averaging over same-class neighbours helps.
+//   split: train with probability train_frac, valid with valid_frac, else test
+//   (default 10% / 10% / 80%).
+struct SyntheticOptions {
+  std::int64_t num_nodes = 100000;
+  double avg_degree = 16;  // mean degree once symmetrized (about num_nodes * avg_degree / 2 edges)
+  std::int64_t num_classes = 16;
+  std::int64_t feature_dim = 64;
+  std::uint64_t seed = 1;
+  double homophily = 0.8;
+  double locality = 0.5;
+  double degree_exponent = 2.5;
+  double feature_signal = 1.0;
+  double train_frac = 0.1;
+  double valid_frac = 0.1;
+  std::string name = "synthetic";
+};
+
+// Builds the dataset in memory. Throws InputError for options out of range.
+Dataset make_synthetic(const SyntheticOptions& options);
+
+}  // namespace tessel::datasets
