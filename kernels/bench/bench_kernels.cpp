@@ -151,10 +151,22 @@ int main(int argc, char** argv) {
         {"spmm.simple.pattern", &pattern, kernels::SpmmAlgorithm::cpu_row_simple},
         {"spmm.blocked.pattern", &pattern, kernels::SpmmAlgorithm::cpu_row_blocked},
     };
-    for (const auto& variant : variants) {
-      const Timing t = time_reps(reps, [&] {
-        kernels::spmm(*variant.matrix, x, y, nullptr, variant.algorithm);
-      });
+    // Rounds interleave the variants, so load from other processes on a shared machine hits
+    // them alike; best-of-rounds is the figure compared (medians are shown for spread).
+    constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
+    std::vector<std::vector<double>> seconds(kVariants);
+    for (const auto& variant : variants)
+      kernels::spmm(*variant.matrix, x, y, nullptr, variant.algorithm);  // warm-up
+    for (int round = 0; round < reps; ++round)
+      for (int v = 0; v < kVariants; ++v) {
+        Stopwatch watch;
+        kernels::spmm(*variants[v].matrix, x, y, nullptr, variants[v].algorithm);
+        seconds[v].push_back(watch.seconds());
+      }
+    for (int v = 0; v < kVariants; ++v) {
+      const auto& variant = variants[v];
+      std::sort(seconds[v].begin(), seconds[v].end());
+      const Timing t{seconds[v].front(), seconds[v][seconds[v].size() / 2]};
       const double bytes = static_cast<double>(nodes + 1) * 8 + static_cast<double>(nnz) * 4 +
                            (variant.matrix->weighted() ? static_cast<double>(nnz) * 4 : 0.0) +
                            static_cast<double>(nnz) * static_cast<double>(feat) * 4 +

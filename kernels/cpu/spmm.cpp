@@ -20,6 +20,11 @@ namespace tessel::kernels::cpu {
 
 namespace {
 
+#ifndef TESSEL_SPMM_BLOCK
+#define TESSEL_SPMM_BLOCK 128
+#endif
+constexpr int kSpmmBlock = TESSEL_SPMM_BLOCK;
+
 // First row of each thread's range, so that every thread gets about the same number of
 // nonzeros plus rows (a row costs a store of F floats even when empty). Static and
 // contiguous: neighboring rows share X rows in a locality-ordered graph.
@@ -41,28 +46,43 @@ void balanced_row_bounds(std::int64_t rows, const EdgeId* indptr, int threads,
   bounds[threads] = rows;
 }
 
-// One block of kWidth output columns of row v, accumulated in registers: the output row
-// segment is written once, and each edge streams kWidth contiguous floats of an X row.
+// 16 floats as one value: GCC/Clang lower it to one zmm, two ymm or four xmm operations
+// depending on the clone, so the same source serves every ISA. The unaligned, may_alias twin
+// loads X rows at any float offset.
+typedef float Vec16 __attribute__((vector_size(64)));
+typedef float Vec16Unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+constexpr int kVecFloats = 16;
+
+// One block of kWidth output columns of a row, accumulated in kWidth / 16 vector registers:
+// the output segment is written once, and each edge streams kWidth contiguous floats of an
+// X row. (Plain arrays here are not kept in registers by GCC: it vectorizes across edges
+// instead and spills every accumulator, measured 5x slower.)
 template <int kWidth, bool kWeighted>
 inline __attribute__((always_inline)) void row_block(EdgeId begin, EdgeId end,
                                                      const LocalId* __restrict indices,
                                                      const float* __restrict values,
                                                      const float* __restrict x, std::int64_t f,
                                                      std::int64_t col, float* __restrict y_row) {
-  float acc[kWidth] = {};
+  constexpr int kVectors = kWidth / kVecFloats;
+  Vec16 acc[kVectors];
+#pragma GCC unroll 16
+  for (int k = 0; k < kVectors; ++k) acc[k] = Vec16{};
   for (EdgeId e = begin; e < end; ++e) {
-    const float* __restrict x_row = x + static_cast<std::int64_t>(indices[e]) * f + col;
+    const float* x_row = x + static_cast<std::int64_t>(indices[e]) * f + col;
     if constexpr (kWeighted) {
       const float w = values[e];
 #pragma GCC unroll 16
-      for (int j = 0; j < kWidth; ++j) acc[j] += w * x_row[j];
+      for (int k = 0; k < kVectors; ++k)
+        acc[k] += w * *reinterpret_cast<const Vec16Unaligned*>(x_row + k * kVecFloats);
     } else {
 #pragma GCC unroll 16
-      for (int j = 0; j < kWidth; ++j) acc[j] += x_row[j];
+      for (int k = 0; k < kVectors; ++k)
+        acc[k] += *reinterpret_cast<const Vec16Unaligned*>(x_row + k * kVecFloats);
     }
   }
 #pragma GCC unroll 16
-  for (int j = 0; j < kWidth; ++j) y_row[col + j] = acc[j];
+  for (int k = 0; k < kVectors; ++k)
+    *reinterpret_cast<Vec16Unaligned*>(y_row + col + k * kVecFloats) = acc[k];
 }
 
 template <bool kWeighted>
@@ -91,10 +111,14 @@ inline __attribute__((always_inline)) void blocked_rows(std::int64_t row_begin,
     const EdgeId begin = indptr[v], end = indptr[v + 1];
     float* __restrict y_row = y + v * f;
     std::int64_t col = 0;
-    // 64 columns = 4 AVX-512 / 8 AVX2 accumulators: enough independent FMA chains to hide
-    // latency without spilling; F = 128 takes two passes over the (L1-resident) indices.
-    for (; col + 64 <= f; col += 64)
-      row_block<64, kWeighted>(begin, end, indices, values, x, f, col, y_row);
+    for (; col + kSpmmBlock <= f; col += kSpmmBlock)
+      row_block<kSpmmBlock, kWeighted>(begin, end, indices, values, x, f, col, y_row);
+    if constexpr (kSpmmBlock > 64) {
+      if (col + 64 <= f) {
+        row_block<64, kWeighted>(begin, end, indices, values, x, f, col, y_row);
+        col += 64;
+      }
+    }
     if (col + 32 <= f) {
       row_block<32, kWeighted>(begin, end, indices, values, x, f, col, y_row);
       col += 32;
@@ -102,10 +126,6 @@ inline __attribute__((always_inline)) void blocked_rows(std::int64_t row_begin,
     if (col + 16 <= f) {
       row_block<16, kWeighted>(begin, end, indices, values, x, f, col, y_row);
       col += 16;
-    }
-    if (col + 8 <= f) {
-      row_block<8, kWeighted>(begin, end, indices, values, x, f, col, y_row);
-      col += 8;
     }
     if (col < f) row_tail<kWeighted>(begin, end, indices, values, x, f, col, y_row);
   }
