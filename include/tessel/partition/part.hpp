@@ -69,4 +69,16 @@ struct LoadOptions {
 Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest,
                const LoadOptions& options = {});
 
+// Format header of part-<p>.h5 (root attributes "format" and "version").
+constexpr const char* kPartFormat = "tessel-part";
+constexpr int kPartVersion = 1;
+
+// "part-<p>.h5".
+std::string part_file_name(int p);
+
+// Writes one part file (the layout load_part reads; features may be empty only when
+// feature_dim is 0). `dataset` is recorded as an attribute. Not atomic by itself: the
+// partitioner writes into a temporary folder that is renamed when complete.
+void write_part(const Part& part, const std::string& dataset, const std::filesystem::path& file);
+
 }  // namespace tessel::partition

@@ -1,0 +1,190 @@
+// Assigning nodes to parts: METIS k-way with multi-constraint vertex weights, or seeded random.
+#include "steps.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/core/rng.hpp"
+
+#include <metis.h>
+
+#include <algorithm>
+#include <numeric>
+#include <type_traits>
+
+namespace tessel::partition::detail {
+
+static_assert(
+    std::is_same_v<idx_t, std::int32_t>,
+    "Tessel passes its 32-bit node ids to METIS directly; build METIS with IDXTYPEWIDTH 32");
+
+namespace {
+
+const char* metis_status_name(int status) {
+  switch (status) {
+  case METIS_ERROR_INPUT:
+    return "METIS_ERROR_INPUT (erroneous inputs or options)";
+  case METIS_ERROR_MEMORY:
+    return "METIS_ERROR_MEMORY (insufficient memory)";
+  case METIS_ERROR:
+    return "METIS_ERROR";
+  default:
+    return "an unknown status";
+  }
+}
+
+} // namespace
+
+std::vector<std::int32_t> assign_random(std::int64_t num_nodes, int num_parts, std::uint64_t seed) {
+  TESSEL_ASSERT(num_parts >= 1 && num_parts <= num_nodes, "assign_random: {} parts for {} nodes",
+                num_parts, num_nodes);
+  std::vector<std::int32_t> order(static_cast<std::size_t>(num_nodes));
+  std::iota(order.begin(), order.end(), 0);
+  // Fisher-Yates driven by the counter-based generator: the same on every platform.
+  rng::Sequence draws(rng::Key{seed, rng::Stream::partition}, 0);
+  for (std::int64_t i = num_nodes - 1; i > 0; --i)
+    std::swap(order[i], order[draws.next_below(static_cast<std::uint64_t>(i) + 1)]);
+  std::vector<std::int32_t> part(static_cast<std::size_t>(num_nodes));
+  for (std::int64_t i = 0; i < num_nodes; ++i)
+    part[order[i]] = static_cast<std::int32_t>(i * num_parts / num_nodes);
+  return part;
+}
+
+MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
+                         const std::vector<std::uint8_t>& is_train, const Balance& balance,
+                         int num_parts, std::uint64_t seed, double imbalance,
+                         std::int64_t max_index) {
+  const std::int64_t n = symmetric.num_rows;
+  const std::int64_t m = symmetric.num_edges();
+  // Refuse before any METIS array exists: xadj holds edge offsets and adjncy node ids as idx_t.
+  TESSEL_EXPECTS(n <= max_index,
+                 "graph has {} nodes; METIS (32-bit idx_t) takes at most {} (use --method random)",
+                 n, max_index);
+  TESSEL_EXPECTS(m <= max_index,
+                 "symmetrized graph has {} directed edges; METIS (32-bit idx_t) takes at most {} "
+                 "(use --method random)",
+                 m, max_index);
+  TESSEL_ASSERT(training.num_rows == n && static_cast<std::int64_t>(is_train.size()) == n,
+                "assign_metis: sizes disagree");
+  TESSEL_ASSERT(num_parts >= 2 && num_parts <= n, "assign_metis: {} parts for {} nodes", num_parts,
+                n);
+
+  // One weight column per constraint with a non-zero total (METIS divides by the totals).
+  std::vector<std::vector<idx_t>> columns;
+  MetisResult result;
+  if (balance.nodes) {
+    columns.emplace_back(static_cast<std::size_t>(n), 1);
+    result.constraints.emplace_back("nodes");
+  }
+  if (balance.train) {
+    if (std::find(is_train.begin(), is_train.end(), 1) != is_train.end()) {
+      columns.emplace_back(is_train.begin(), is_train.end());
+      result.constraints.emplace_back("train");
+    } else {
+      log::info("partition: no training nodes; not balancing them");
+    }
+  }
+  if (balance.edges) {
+    if (training.num_edges() > 0) {
+      std::vector<idx_t> degree(static_cast<std::size_t>(n));
+      for (std::int64_t v = 0; v < n; ++v)
+        degree[v] = static_cast<idx_t>(training.degree(v));
+      columns.push_back(std::move(degree));
+      result.constraints.emplace_back("edges");
+    } else {
+      log::info("partition: graph has no edges; not balancing them");
+    }
+  }
+  if (columns.empty()) {
+    columns.emplace_back(static_cast<std::size_t>(n), 1);
+    result.constraints.emplace_back("nodes");
+  }
+  idx_t ncon = static_cast<idx_t>(columns.size());
+  std::vector<idx_t> vwgt(static_cast<std::size_t>(n) * columns.size());
+  for (std::int64_t v = 0; v < n; ++v)
+    for (std::size_t c = 0; c < columns.size(); ++c)
+      vwgt[v * columns.size() + c] = columns[c][v];
+  columns.clear();
+  columns.shrink_to_fit();
+
+  std::vector<idx_t> xadj(static_cast<std::size_t>(n) + 1);
+  for (std::int64_t v = 0; v <= n; ++v)
+    xadj[v] = static_cast<idx_t>(symmetric.indptr[v]);
+
+  idx_t options[METIS_NOPTIONS];
+  int status = METIS_SetDefaultOptions(options);
+  if (status != METIS_OK)
+    TESSEL_LIB_FAIL("METIS_SetDefaultOptions returned {}", metis_status_name(status));
+  options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7fffffffu);
+  options[METIS_OPTION_NUMBERING] = 0;
+  std::vector<real_t> ubvec(static_cast<std::size_t>(ncon), static_cast<real_t>(1.0 + imbalance));
+
+  idx_t nvtxs = static_cast<idx_t>(n);
+  idx_t nparts = num_parts;
+  idx_t objval = 0;
+  std::vector<idx_t> part(static_cast<std::size_t>(n));
+  // METIS reads adjncy without writing it; the int32 rows are passed as they are, no copy.
+  auto* adjncy = const_cast<idx_t*>(symmetric.indices.data());
+  idx_t empty_adjncy = 0;
+  if (m == 0) adjncy = &empty_adjncy;
+  status = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy, vwgt.data(), nullptr, nullptr,
+                               &nparts, nullptr, ubvec.data(), options, &objval, part.data());
+  if (status != METIS_OK)
+    TESSEL_LIB_FAIL(
+        "METIS_PartGraphKway ({} nodes, {} edges, {} parts, {} constraints) returned {}", n, m,
+        num_parts, ncon, metis_status_name(status));
+  for (std::int64_t v = 0; v < n; ++v)
+    if (part[v] < 0 || part[v] >= num_parts)
+      TESSEL_LIB_FAIL("METIS_PartGraphKway put node {} in part {} of {}", v, part[v], num_parts);
+  result.part = std::move(part);
+  result.objval = objval;
+  return result;
+}
+
+int fill_empty_parts(std::vector<std::int32_t>& part, int num_parts) {
+  std::vector<std::int64_t> size(static_cast<std::size_t>(num_parts), 0);
+  for (auto p : part)
+    ++size[p];
+  int moved = 0;
+  for (int q = 0; q < num_parts; ++q) {
+    if (size[q] > 0) continue;
+    const auto largest =
+        static_cast<std::int32_t>(std::max_element(size.begin(), size.end()) - size.begin());
+    TESSEL_ASSERT(size[largest] > 1, "fill_empty_parts: more parts than nodes");
+    // The largest part's highest-numbered node: deterministic.
+    for (std::int64_t v = static_cast<std::int64_t>(part.size()) - 1; v >= 0; --v) {
+      if (part[v] == largest) {
+        part[v] = q;
+        break;
+      }
+    }
+    --size[largest];
+    ++size[q];
+    ++moved;
+  }
+  return moved;
+}
+
+Relabeling relabel(std::vector<std::int32_t> part, int num_parts) {
+  Relabeling r;
+  r.num_parts = num_parts;
+  const auto n = static_cast<std::int64_t>(part.size());
+  r.offsets.assign(static_cast<std::size_t>(num_parts) + 1, 0);
+  for (auto p : part) {
+    TESSEL_ASSERT(p >= 0 && p < num_parts, "relabel: part {} out of [0, {})", p, num_parts);
+    ++r.offsets[static_cast<std::size_t>(p) + 1];
+  }
+  for (int p = 0; p < num_parts; ++p)
+    r.offsets[p + 1] += r.offsets[p];
+  std::vector<NodeId> cursor(r.offsets.begin(), r.offsets.end() - 1);
+  r.new_id.resize(static_cast<std::size_t>(n));
+  r.orig_of.resize(static_cast<std::size_t>(n));
+  for (std::int64_t v = 0; v < n; ++v) {
+    const auto g = static_cast<std::int32_t>(cursor[part[v]]++);
+    r.new_id[v] = g;
+    r.orig_of[g] = static_cast<std::int32_t>(v);
+  }
+  r.part = std::move(part);
+  return r;
+}
+
+} // namespace tessel::partition::detail

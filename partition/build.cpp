@@ -1,0 +1,249 @@
+// Building one part in memory (owned nodes, halo, local CSR, labels, splits), gathering its
+// feature rows, and the source checksums.
+#include "steps.hpp"
+
+#include "tessel/core/error.hpp"
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace tessel::partition::detail {
+
+namespace {
+
+std::vector<LocalId> local_split(const std::vector<NodeId>& ids, const Relabeling& r, NodeId lo,
+                                 NodeId hi) {
+  std::vector<LocalId> local;
+  for (const NodeId v : ids) {
+    const NodeId g = r.new_id[v];
+    if (g >= lo && g < hi) local.push_back(static_cast<LocalId>(g - lo));
+  }
+  std::sort(local.begin(), local.end());
+  return local;
+}
+
+} // namespace
+
+Part build_part(int p, const GraphCsr& graph, const Relabeling& r, const datasets::Dataset& data,
+                BuildScratch& scratch) {
+  const std::int64_t n = graph.num_rows;
+  if (static_cast<std::int64_t>(scratch.is_halo.size()) != n) {
+    scratch.is_halo.assign(static_cast<std::size_t>(n), 0);
+    scratch.halo_local.assign(static_cast<std::size_t>(n), 0);
+  }
+  const NodeId lo = r.offsets[p], hi = r.offsets[p + 1];
+  const std::int64_t num_owned = hi - lo;
+
+  Part part;
+  part.part_id = p;
+  part.num_parts = r.num_parts;
+  part.num_owned = num_owned;
+  part.offset = lo;
+  part.feature_dim = data.feature_dim;
+  part.num_classes = data.num_classes;
+
+  // Halo: in-neighbors of owned nodes owned elsewhere, flagged by relabeled id...
+  auto& is_halo = scratch.is_halo;
+#pragma omp parallel for schedule(dynamic, 1024)
+  for (std::int64_t i = 0; i < num_owned; ++i) {
+    const auto v = r.orig_of[lo + i];
+    for (EdgeId e = graph.indptr[v]; e < graph.indptr[v + 1]; ++e) {
+      const NodeId g = r.new_id[graph.indices[e]];
+      if (g < lo || g >= hi)
+        std::atomic_ref<std::uint8_t>(is_halo[g]).store(1, std::memory_order_relaxed);
+    }
+  }
+  // ...then listed in relabeled order, which groups them by owner (and clears the flags).
+  std::vector<std::int32_t> halo;
+  for (const auto& [begin, end] : {std::pair<NodeId, NodeId>{0, lo}, {hi, n}}) {
+    for (NodeId g = begin; g < end; ++g) {
+      if (!is_halo[g]) continue;
+      is_halo[g] = 0;
+      scratch.halo_local[g] =
+          static_cast<std::int32_t>(num_owned + static_cast<std::int64_t>(halo.size()));
+      halo.push_back(static_cast<std::int32_t>(g));
+    }
+  }
+  part.num_halo = static_cast<std::int64_t>(halo.size());
+  const std::int64_t num_local = part.num_local();
+
+  part.orig_id.resize(static_cast<std::size_t>(num_local));
+  part.degree.resize(static_cast<std::size_t>(num_local));
+  for (std::int64_t i = 0; i < num_owned; ++i)
+    part.orig_id[i] = r.orig_of[lo + i];
+  part.halo_owner.resize(halo.size());
+  part.halo_owner_local.resize(halo.size());
+  for (std::size_t h = 0; h < halo.size(); ++h) {
+    const std::int32_t v = r.orig_of[halo[h]];
+    const std::int32_t owner = r.part[v];
+    part.orig_id[num_owned + static_cast<std::int64_t>(h)] = v;
+    part.halo_owner[h] = owner;
+    part.halo_owner_local[h] = static_cast<std::int32_t>(halo[h] - r.offsets[owner]);
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t l = 0; l < num_local; ++l)
+    part.degree[l] = graph.degree(part.orig_id[l]);
+
+  LocalCsr& local = part.graph;
+  local.num_rows = num_owned;
+  local.num_cols = num_local;
+  local.indptr.assign(static_cast<std::size_t>(num_owned) + 1, 0);
+  for (std::int64_t i = 0; i < num_owned; ++i)
+    local.indptr[i + 1] = local.indptr[i] + part.degree[i];
+  local.indices.resize(static_cast<std::size_t>(local.indptr[num_owned]));
+  const auto& halo_local = scratch.halo_local;
+#pragma omp parallel for schedule(dynamic, 1024)
+  for (std::int64_t i = 0; i < num_owned; ++i) {
+    const auto v = r.orig_of[lo + i];
+    EdgeId out = local.indptr[i];
+    for (EdgeId e = graph.indptr[v]; e < graph.indptr[v + 1]; ++e) {
+      const NodeId g = r.new_id[graph.indices[e]];
+      local.indices[out++] = (g >= lo && g < hi) ? static_cast<LocalId>(g - lo) : halo_local[g];
+    }
+    std::sort(local.indices.begin() + local.indptr[i], local.indices.begin() + out);
+  }
+
+  part.labels.assign(static_cast<std::size_t>(num_owned), -1);
+  if (!data.labels.empty())
+    for (std::int64_t i = 0; i < num_owned; ++i)
+      part.labels[i] = data.labels[r.orig_of[lo + i]];
+  part.train = local_split(data.train, r, lo, hi);
+  part.valid = local_split(data.valid, r, lo, hi);
+  part.test = local_split(data.test, r, lo, hi);
+  return part;
+}
+
+PartStats part_stats(const Part& part) {
+  PartStats s;
+  s.owned = part.num_owned;
+  s.halo = part.num_halo;
+  s.edges = part.graph.num_edges();
+  const auto owned = static_cast<LocalId>(part.num_owned);
+  s.cut_edges = std::count_if(part.graph.indices.begin(), part.graph.indices.end(),
+                              [owned](LocalId c) { return c >= owned; });
+  s.train = static_cast<std::int64_t>(part.train.size());
+  s.valid = static_cast<std::int64_t>(part.valid.size());
+  s.test = static_cast<std::int64_t>(part.test.size());
+  return s;
+}
+
+void FeatureSource::gather(std::span<const std::int32_t> ids, float* out) {
+  const std::int64_t d = dim();
+  if (d == 0 || ids.empty()) return;
+  const auto count = static_cast<std::int64_t>(ids.size());
+  const auto row_bytes = static_cast<std::size_t>(d) * sizeof(float);
+  std::int64_t i = 0;
+  while (i < count) {
+    // Rows [ids[i], ids[j - 1]] lie within one block: read just that range.
+    const std::int64_t first = ids[i];
+    std::int64_t j = i;
+    while (j < count && ids[j] < first + block_rows())
+      ++j;
+    const float* block = rows(first, ids[j - 1] + 1);
+    for (std::int64_t x = i; x < j; ++x)
+      std::memcpy(out + x * d, block + (ids[x] - first) * d, row_bytes);
+    i = j;
+  }
+}
+
+const float* StoreFeatures::rows(std::int64_t begin, std::int64_t end) {
+  buffer_ = datasets::read_feature_rows(store_, begin, end);
+  TESSEL_ASSERT(static_cast<std::int64_t>(buffer_.size()) == (end - begin) * dim_,
+                "read_feature_rows returned {} values for rows [{}, {})", buffer_.size(), begin,
+                end);
+  return buffer_.data();
+}
+
+void write_part_features(FeatureSource& features, const Relabeling& r,
+                         std::vector<h5::File>& files) {
+  const std::int64_t d = features.dim();
+  const auto n = static_cast<std::int64_t>(r.part.size());
+  if (d == 0 || n == 0) return;
+  const int k = r.num_parts;
+  const std::int64_t block = features.block_rows();
+  // written[p]: rows of part p written so far. Part p's owned nodes ascend in original id, so
+  // those inside one source block are the next rows of its feature matrix.
+  std::vector<std::int64_t> written(static_cast<std::size_t>(k), 0);
+  std::vector<float> staging;
+  for (std::int64_t begin = 0; begin < n; begin += block) {
+    const std::int64_t end = std::min(n, begin + block);
+    const float* rows = features.rows(begin, end);
+    for (int p = 0; p < k; ++p) {
+      const NodeId lo = r.offsets[p], owned = r.offsets[p + 1] - lo;
+      std::int64_t stop = written[p];
+      while (stop < owned && r.orig_of[lo + stop] < end)
+        ++stop;
+      const std::int64_t count = stop - written[p];
+      if (count == 0) continue;
+      staging.resize(static_cast<std::size_t>(count * d));
+      const std::int32_t* ids = r.orig_of.data() + lo + written[p];
+#pragma omp parallel for schedule(static) if (count * d > (1 << 16))
+      for (std::int64_t x = 0; x < count; ++x)
+        std::memcpy(staging.data() + x * d, rows + (ids[x] - begin) * d,
+                    static_cast<std::size_t>(d) * sizeof(float));
+      files[p].write_rows("/node/feat", written[p], staging.data(), count);
+      written[p] = stop;
+    }
+  }
+  for (int p = 0; p < k; ++p)
+    TESSEL_ASSERT(written[p] == r.offsets[p + 1] - r.offsets[p],
+                  "write_part_features: part {} got {} feature rows of {}", p, written[p],
+                  r.offsets[p + 1] - r.offsets[p]);
+}
+
+namespace {
+
+void crc_update(uLong& crc, const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const Bytef*>(data);
+  while (bytes > 0) {
+    const auto step = static_cast<uInt>(std::min<std::size_t>(bytes, std::size_t{1} << 30));
+    crc = crc32(crc, p, step);
+    p += step;
+    bytes -= step;
+  }
+}
+
+template <class T> void crc_vector(uLong& crc, const std::vector<T>& v) {
+  crc_update(crc, v.data(), v.size() * sizeof(T));
+}
+
+std::string crc_string(uLong crc) {
+  return fmt::format("crc32:{:08x}", static_cast<std::uint32_t>(crc));
+}
+
+} // namespace
+
+std::string file_checksum(const std::filesystem::path& file) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
+  TESSEL_EXPECTS(f != nullptr, "{}: cannot open for reading", file.string());
+  std::vector<unsigned char> buffer(std::size_t{4} << 20);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (true) {
+    const std::size_t got = std::fread(buffer.data(), 1, buffer.size(), f.get());
+    crc_update(crc, buffer.data(), got);
+    if (got < buffer.size()) break;
+  }
+  TESSEL_EXPECTS(!std::ferror(f.get()), "{}: read error while computing its checksum",
+                 file.string());
+  return crc_string(crc);
+}
+
+std::string content_checksum(const datasets::Dataset& data) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc_vector(crc, data.graph.indptr);
+  crc_vector(crc, data.graph.indices);
+  crc_vector(crc, data.features);
+  crc_vector(crc, data.labels);
+  crc_vector(crc, data.train);
+  crc_vector(crc, data.valid);
+  crc_vector(crc, data.test);
+  return crc_string(crc);
+}
+
+} // namespace tessel::partition::detail

@@ -1,0 +1,258 @@
+// Reading partition.json and part files (validating everything before use) and writing parts.
+#include "tessel/partition/part.hpp"
+
+#include "steps.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/h5.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+
+namespace tessel::partition {
+
+namespace {
+
+template <class T>
+T manifest_field(const nlohmann::json& json, const char* key, const std::filesystem::path& file) {
+  const auto it = json.find(key);
+  TESSEL_EXPECTS(it != json.end(), "{}: missing \"{}\"", file.string(), key);
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    TESSEL_FAIL("{}: \"{}\" has the wrong type ({})", file.string(), key, it->dump());
+  }
+}
+
+template <class T>
+void check_range(const std::vector<T>& values, std::int64_t lo, std::int64_t hi,
+                 const std::string& what) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    TESSEL_EXPECTS(values[i] >= lo && values[i] < hi, "{}[{}] = {} is outside [{}, {})", what, i,
+                   static_cast<std::int64_t>(values[i]), lo, hi);
+}
+
+} // namespace
+
+std::string part_file_name(int p) {
+  return fmt::format("part-{}.h5", p);
+}
+
+int Manifest::owner_of(NodeId g) const {
+  TESSEL_EXPECTS(g >= 0 && g < num_nodes, "node {} is outside [0, {})", g, num_nodes);
+  const auto it = std::upper_bound(offsets.begin(), offsets.end(), g);
+  return static_cast<int>(it - offsets.begin()) - 1;
+}
+
+NodeId Part::global_id(LocalId l, const Manifest& manifest) const {
+  TESSEL_EXPECTS(l >= 0 && l < num_local(), "local id {} is outside [0, {}) of part {}", l,
+                 num_local(), part_id);
+  if (l < num_owned) return offset + l;
+  const auto h = static_cast<std::size_t>(l - num_owned);
+  return manifest.offsets[halo_owner[h]] + halo_owner_local[h];
+}
+
+Manifest read_manifest(const std::filesystem::path& dir) {
+  const auto file = dir / "partition.json";
+  TESSEL_EXPECTS(std::filesystem::is_directory(dir), "{}: not a directory", dir.string());
+  std::ifstream in(file);
+  TESSEL_EXPECTS(in.good(), "{}: cannot open (not a partition folder?)", file.string());
+  Manifest m;
+  try {
+    m.raw = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    TESSEL_FAIL("{}: not valid JSON: {}", file.string(), e.what());
+  }
+  TESSEL_EXPECTS(m.raw.is_object(), "{}: expected a JSON object", file.string());
+  const auto format = manifest_field<std::string>(m.raw, "format", file);
+  TESSEL_EXPECTS(format == kManifestFormat, "{}: format is \"{}\", expected \"{}\"", file.string(),
+                 format, kManifestFormat);
+  const auto version = manifest_field<int>(m.raw, "version", file);
+  TESSEL_EXPECTS(version == kManifestVersion, "{}: version {} is not supported (this is {})",
+                 file.string(), version, kManifestVersion);
+  m.dataset = manifest_field<std::string>(m.raw, "dataset", file);
+  m.num_parts = manifest_field<int>(m.raw, "num_parts", file);
+  m.method = manifest_field<std::string>(m.raw, "method", file);
+  m.seed = manifest_field<std::uint64_t>(m.raw, "seed", file);
+  m.num_nodes = manifest_field<std::int64_t>(m.raw, "num_nodes", file);
+  m.num_edges = manifest_field<std::int64_t>(m.raw, "num_edges", file);
+  m.feature_dim = manifest_field<std::int64_t>(m.raw, "feature_dim", file);
+  m.num_classes = manifest_field<std::int64_t>(m.raw, "num_classes", file);
+  m.symmetrized = manifest_field<bool>(m.raw, "symmetrized", file);
+  m.num_train = manifest_field<std::int64_t>(m.raw, "num_train", file);
+  m.num_valid = manifest_field<std::int64_t>(m.raw, "num_valid", file);
+  m.num_test = manifest_field<std::int64_t>(m.raw, "num_test", file);
+  m.offsets = manifest_field<std::vector<NodeId>>(m.raw, "offsets", file);
+
+  TESSEL_EXPECTS(m.num_parts >= 1, "{}: num_parts is {}", file.string(), m.num_parts);
+  TESSEL_EXPECTS(
+      m.num_nodes >= m.num_parts && m.num_edges >= 0 && m.feature_dim >= 0 && m.num_classes >= 0,
+      "{}: inconsistent sizes ({} nodes, {} edges, {} features, {} classes, {} parts)",
+      file.string(), m.num_nodes, m.num_edges, m.feature_dim, m.num_classes, m.num_parts);
+  TESSEL_EXPECTS(static_cast<int>(m.offsets.size()) == m.num_parts + 1,
+                 "{}: {} offsets for {} parts (expected parts + 1)", file.string(),
+                 m.offsets.size(), m.num_parts);
+  TESSEL_EXPECTS(m.offsets.front() == 0 && m.offsets.back() == m.num_nodes,
+                 "{}: offsets run from {} to {}, expected 0 to {}", file.string(),
+                 m.offsets.front(), m.offsets.back(), m.num_nodes);
+  for (int p = 0; p < m.num_parts; ++p)
+    TESSEL_EXPECTS(m.offsets[p] < m.offsets[p + 1],
+                   "{}: part {} is empty or offsets decrease ({} -> {})", file.string(), p,
+                   m.offsets[p], m.offsets[p + 1]);
+  return m;
+}
+
+Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest,
+               const LoadOptions& options) {
+  TESSEL_EXPECTS(p >= 0 && p < manifest.num_parts, "part {} is outside [0, {})", p,
+                 manifest.num_parts);
+  const auto path = dir / part_file_name(p);
+  const std::string name = path.string();
+  const auto file = h5::File::open_read(path);
+
+  const auto format = file.attr_string("format");
+  TESSEL_EXPECTS(format == kPartFormat, "{}: format is \"{}\", expected \"{}\"", name, format,
+                 kPartFormat);
+  const auto version = file.attr_int("version");
+  TESSEL_EXPECTS(version == kPartVersion, "{}: version {} is not supported (this is {})", name,
+                 version, kPartVersion);
+
+  Part part;
+  part.part_id = static_cast<int>(file.attr_int("part_id"));
+  part.num_parts = static_cast<int>(file.attr_int("num_parts"));
+  part.num_owned = file.attr_int("num_owned");
+  part.num_halo = file.attr_int("num_halo");
+  part.offset = file.attr_int("offset");
+  part.feature_dim = file.attr_int("feature_dim");
+  part.num_classes = file.attr_int("num_classes");
+  TESSEL_EXPECTS(part.part_id == p && part.num_parts == manifest.num_parts,
+                 "{}: says it is part {} of {}, expected part {} of {}", name, part.part_id,
+                 part.num_parts, p, manifest.num_parts);
+  const NodeId lo = manifest.offsets[p], hi = manifest.offsets[p + 1];
+  TESSEL_EXPECTS(part.offset == lo && part.num_owned == hi - lo,
+                 "{}: owns {} nodes from {}, but partition.json gives [{}, {})", name,
+                 part.num_owned, part.offset, lo, hi);
+  TESSEL_EXPECTS(part.num_halo >= 0 && part.num_halo <= manifest.num_nodes - part.num_owned,
+                 "{}: {} halo nodes for {} nodes outside the part", name, part.num_halo,
+                 manifest.num_nodes - part.num_owned);
+  TESSEL_EXPECTS(part.num_local() <= std::numeric_limits<LocalId>::max(),
+                 "{}: {} local nodes do not fit 32-bit local ids", name, part.num_local());
+  TESSEL_EXPECTS(part.feature_dim == manifest.feature_dim &&
+                     part.num_classes == manifest.num_classes,
+                 "{}: {} features and {} classes, partition.json says {} and {}", name,
+                 part.feature_dim, part.num_classes, manifest.feature_dim, manifest.num_classes);
+
+  const std::int64_t owned = part.num_owned, halo = part.num_halo, local = part.num_local();
+  part.orig_id = file.read<NodeId>("/nodes/orig_id", {local});
+  check_range(part.orig_id, 0, manifest.num_nodes, name + ": /nodes/orig_id");
+  part.degree = file.read<std::int64_t>("/nodes/degree", {local});
+  check_range(part.degree, 0, manifest.num_nodes, name + ": /nodes/degree");
+  part.halo_owner = file.read<std::int32_t>("/halo/owner", {halo});
+  part.halo_owner_local = file.read<std::int32_t>("/halo/owner_local", {halo});
+  for (std::int64_t h = 0; h < halo; ++h) {
+    const auto owner = part.halo_owner[h];
+    TESSEL_EXPECTS(owner >= 0 && owner < manifest.num_parts && owner != p,
+                   "{}: halo node {} has owner {} (expected another part in [0, {}))", name, h,
+                   owner, manifest.num_parts);
+    const auto owner_size = manifest.offsets[owner + 1] - manifest.offsets[owner];
+    TESSEL_EXPECTS(part.halo_owner_local[h] >= 0 && part.halo_owner_local[h] < owner_size,
+                   "{}: halo node {} has owner-local id {}, part {} owns {} nodes", name, h,
+                   part.halo_owner_local[h], owner, owner_size);
+  }
+
+  LocalCsr& graph = part.graph;
+  graph.num_rows = owned;
+  graph.num_cols = local;
+  graph.indptr = file.read<EdgeId>("/graph/indptr", {owned + 1});
+  const auto nnz = file.dims("/graph/indices");
+  TESSEL_EXPECTS(nnz.size() == 1, "{}: /graph/indices has rank {}, expected 1", name, nnz.size());
+  graph.indices = file.read<LocalId>("/graph/indices", {nnz[0]});
+  graph.validate(name + ": /graph");
+
+  part.labels = file.read<std::int64_t>("/node/label", {owned});
+  check_range(part.labels, -1, std::max<std::int64_t>(manifest.num_classes, 0),
+              name + ": /node/label");
+  part.train = file.read<LocalId>("/split/train");
+  part.valid = file.read<LocalId>("/split/valid");
+  part.test = file.read<LocalId>("/split/test");
+  check_range(part.train, 0, owned, name + ": /split/train");
+  check_range(part.valid, 0, owned, name + ": /split/valid");
+  check_range(part.test, 0, owned, name + ": /split/test");
+
+  const auto feat_dims = file.dims("/node/feat");
+  TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({owned, manifest.feature_dim}),
+                 "{}: /node/feat has shape {}, expected [{}, {}]", name,
+                 fmt::format("[{}]", fmt::join(feat_dims, ", ")), owned, manifest.feature_dim);
+  if (options.features && manifest.feature_dim > 0)
+    part.features = file.read<float>("/node/feat", {owned, manifest.feature_dim});
+  return part;
+}
+
+namespace detail {
+
+void write_part_layout(h5::File& file, const Part& part, const std::string& dataset) {
+  TESSEL_ASSERT(part.graph.num_rows == part.num_owned && part.graph.num_cols == part.num_local(),
+                "write_part: graph is {}x{} for {} owned and {} local nodes", part.graph.num_rows,
+                part.graph.num_cols, part.num_owned, part.num_local());
+  file.set_attr("format", std::string(kPartFormat));
+  file.set_attr("version", std::int64_t{kPartVersion});
+  file.set_attr("dataset", dataset);
+  file.set_attr("part_id", std::int64_t{part.part_id});
+  file.set_attr("num_parts", std::int64_t{part.num_parts});
+  file.set_attr("num_owned", part.num_owned);
+  file.set_attr("num_halo", part.num_halo);
+  file.set_attr("offset", part.offset);
+  file.set_attr("num_edges", part.graph.num_edges());
+  file.set_attr("feature_dim", part.feature_dim);
+  file.set_attr("num_classes", part.num_classes);
+  file.set_attr("description",
+                std::string("One part of a Tessel partition: owned nodes are local ids [0, "
+                            "num_owned) = relabeled ids [offset, offset + num_owned); halo nodes "
+                            "follow. See partition.json beside this file."));
+  for (const char* group : {"/nodes", "/halo", "/graph", "/node", "/split"})
+    file.create_group(group);
+
+  const std::int64_t owned = part.num_owned, local = part.num_local();
+  file.write("/nodes/orig_id", part.orig_id.data(), {local},
+             "[owned + halo] i64: id of each local node in the source dataset");
+  file.write("/nodes/degree", part.degree.data(), {local},
+             "[owned + halo] i64: in-degree in the whole training graph");
+  file.write("/halo/owner", part.halo_owner.data(), {part.num_halo},
+             "[halo] i32: part owning halo node num_owned + h");
+  file.write("/halo/owner_local", part.halo_owner_local.data(), {part.num_halo},
+             "[halo] i32: local id of halo node num_owned + h in its owner");
+  file.write("/graph/indptr", part.graph.indptr.data(), {owned + 1},
+             "[owned + 1] i64: row offsets of the local in-neighbor CSR (rows = owned nodes)");
+  file.write("/graph/indices", part.graph.indices.data(), {part.graph.num_edges()},
+             "[edges] i32: local ids (owned or halo) of in-neighbors, rows sorted ascending");
+  file.write("/node/label", part.labels.data(), {owned},
+             "[owned] i64: labels of owned nodes, -1 = unlabeled");
+  file.write("/split/train", part.train.data(), {static_cast<std::int64_t>(part.train.size())},
+             "i32: local ids of owned training nodes, ascending");
+  file.write("/split/valid", part.valid.data(), {static_cast<std::int64_t>(part.valid.size())},
+             "i32: local ids of owned validation nodes, ascending");
+  file.write("/split/test", part.test.data(), {static_cast<std::int64_t>(part.test.size())},
+             "i32: local ids of owned test nodes, ascending");
+  // Row chunks of about 1 MiB, like the dataset store, so a reader can fetch a row range.
+  file.create_dataset<float>(
+      "/node/feat", {owned, part.feature_dim}, "[owned, feature_dim] f32: features of owned nodes",
+      std::max<std::int64_t>(1, (std::int64_t{1} << 20) /
+                                    (4 * std::max<std::int64_t>(part.feature_dim, 1))));
+}
+
+} // namespace detail
+
+void write_part(const Part& part, const std::string& dataset, const std::filesystem::path& path) {
+  TESSEL_ASSERT(static_cast<std::int64_t>(part.features.size()) ==
+                    part.num_owned * part.feature_dim,
+                "write_part: {} feature values for {} x {}", part.features.size(), part.num_owned,
+                part.feature_dim);
+  auto file = h5::File::create(path);
+  detail::write_part_layout(file, part, dataset);
+  if (part.feature_dim > 0) file.write_rows("/node/feat", 0, part.features.data(), part.num_owned);
+  file.close();
+}
+
+} // namespace tessel::partition

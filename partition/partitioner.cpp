@@ -1,0 +1,466 @@
+// The partition pipeline: read, symmetrize, assign (METIS or random), relabel, build and write
+// each part, write partition.json, then move the finished folder into place.
+#include "tessel/partition/partitioner.hpp"
+
+#include "steps.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/partition/part.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <future>
+#include <numeric>
+#include <sstream>
+
+namespace tessel::partition {
+
+Method parse_method(const std::string& name) {
+  if (name == "metis") return Method::metis;
+  if (name == "random") return Method::random;
+  TESSEL_FAIL("unknown partition method \"{}\" (expected metis or random)", name);
+}
+
+std::string to_string(Method method) {
+  return method == Method::metis ? "metis" : "random";
+}
+
+Balance parse_balance(const std::string& list) {
+  Balance balance{false, false, false};
+  std::stringstream in(list);
+  std::string item;
+  int count = 0;
+  while (std::getline(in, item, ',')) {
+    if (item == "nodes")
+      balance.nodes = true;
+    else if (item == "train")
+      balance.train = true;
+    else if (item == "edges")
+      balance.edges = true;
+    else
+      TESSEL_FAIL("unknown balance constraint \"{}\" in \"{}\" (expected a comma-separated subset "
+                  "of nodes,train,edges)",
+                  item, list);
+    ++count;
+  }
+  TESSEL_EXPECTS(count > 0, "--balance needs at least one of nodes,train,edges");
+  return balance;
+}
+
+std::string to_string(const Balance& balance) {
+  std::vector<std::string> names;
+  if (balance.nodes) names.emplace_back("nodes");
+  if (balance.train) names.emplace_back("train");
+  if (balance.edges) names.emplace_back("edges");
+  return fmt::format("{}", fmt::join(names, ","));
+}
+
+namespace {
+
+using namespace detail;
+namespace fs = std::filesystem;
+
+// The output folder: checked up front, written as a hidden temporary sibling and renamed into
+// place by commit(); the temporary is removed if anything fails before that.
+class OutputDir {
+public:
+  OutputDir(fs::path out, bool force) : out_(std::move(out)) {
+    if (!out_.has_filename()) out_ = out_.parent_path(); // "parts/" -> "parts"
+    const auto name = out_.filename().string();
+    TESSEL_EXPECTS(!name.empty() && name != "." && name != "..",
+                   "output directory \"{}\" must name a folder (like parts/)", out_.string());
+    std::error_code ec;
+    if (fs::exists(out_, ec)) {
+      TESSEL_EXPECTS(fs::is_directory(out_, ec), "output {} exists and is not a directory",
+                     out_.string());
+      TESSEL_EXPECTS(force || fs::is_empty(out_, ec),
+                     "output directory {} exists and is not empty (use --force to replace it)",
+                     out_.string());
+    }
+    parent_ = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
+    fs::create_directories(parent_, ec);
+    TESSEL_EXPECTS(!ec && fs::is_directory(parent_), "cannot create {}: {}", parent_.string(),
+                   ec.message());
+    temp_ = parent_ / fmt::format(".{}.partial-{}", name, getpid());
+    fs::remove_all(temp_, ec);
+    fs::create_directory(temp_, ec);
+    TESSEL_EXPECTS(!ec, "cannot create {}: {}", temp_.string(), ec.message());
+  }
+  ~OutputDir() {
+    std::error_code ec;
+    if (!committed_) fs::remove_all(temp_, ec);
+  }
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+
+  const fs::path& path() const { return out_; }
+  const fs::path& temp() const { return temp_; }
+
+  // Refuses to replace a folder that holds the input (it would be deleted with the old parts).
+  void check_not_inside(const fs::path& input) const {
+    std::error_code ec;
+    const auto in = fs::weakly_canonical(input, ec).string();
+    const auto out = fs::weakly_canonical(out_, ec).string() + "/";
+    TESSEL_EXPECTS(in.rfind(out, 0) != 0, "input {} is inside the output directory {}",
+                   input.string(), out_.string());
+  }
+
+  void commit() {
+    std::error_code ec;
+    if (fs::exists(out_)) {
+      const auto old = parent_ / fmt::format(".{}.old-{}", out_.filename().string(), getpid());
+      fs::remove_all(old, ec);
+      fs::rename(out_, old, ec);
+      TESSEL_EXPECTS(!ec, "cannot move the old {} aside: {}", out_.string(), ec.message());
+      fs::rename(temp_, out_, ec);
+      TESSEL_EXPECTS(!ec, "cannot rename {} to {}: {}", temp_.string(), out_.string(),
+                     ec.message());
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(temp_, out_, ec);
+      TESSEL_EXPECTS(!ec, "cannot rename {} to {}: {}", temp_.string(), out_.string(),
+                     ec.message());
+    }
+    committed_ = true;
+  }
+
+private:
+  fs::path out_, parent_, temp_;
+  bool committed_ = false;
+};
+
+struct Checksum {
+  std::string value;
+  std::string of;
+  double seconds = 0;
+};
+
+void check_options(const PartitionOptions& o) {
+  TESSEL_EXPECTS(o.num_parts >= 1, "--parts must be at least 1, got {}", o.num_parts);
+  TESSEL_EXPECTS(o.imbalance > 0 && o.imbalance < 10, "imbalance tolerance {} is not in (0, 10)",
+                 o.imbalance);
+  TESSEL_EXPECTS(o.balance.nodes || o.balance.train || o.balance.edges,
+                 "--balance needs at least one of nodes,train,edges");
+}
+
+void check_num_parts(const PartitionOptions& o, std::int64_t num_nodes) {
+  TESSEL_EXPECTS(o.num_parts <= num_nodes, "--parts {} is more than the {} nodes of the graph",
+                 o.num_parts, num_nodes);
+}
+
+// What is used from a dataset must be consistent; store contents were validated by read_store.
+void check_dataset(const datasets::Dataset& data, bool features_in_memory) {
+  const std::int64_t n = data.num_nodes;
+  TESSEL_EXPECTS(data.graph.num_rows == n && data.graph.num_cols == n,
+                 "dataset {}: graph is {}x{} for {} nodes", data.name, data.graph.num_rows,
+                 data.graph.num_cols, n);
+  data.graph.validate("dataset " + data.name + ": graph");
+  TESSEL_EXPECTS(data.labels.empty() || static_cast<std::int64_t>(data.labels.size()) == n,
+                 "dataset {}: {} labels for {} nodes", data.name, data.labels.size(), n);
+  for (const auto* split : {&data.train, &data.valid, &data.test})
+    for (const NodeId v : *split)
+      TESSEL_EXPECTS(v >= 0 && v < n, "dataset {}: split node {} is outside [0, {})", data.name, v,
+                     n);
+  if (features_in_memory)
+    TESSEL_EXPECTS(static_cast<std::int64_t>(data.features.size()) == n * data.feature_dim,
+                   "dataset {}: {} feature values for {} nodes x {} features", data.name,
+                   data.features.size(), n, data.feature_dim);
+}
+
+double max_over_mean(const std::vector<PartStats>& parts, std::int64_t PartStats::*field) {
+  std::int64_t total = 0, largest = 0;
+  for (const auto& s : parts) {
+    total += s.*field;
+    largest = std::max(largest, s.*field);
+  }
+  if (total == 0) return 1.0;
+  return static_cast<double>(largest) * static_cast<double>(parts.size()) /
+         static_cast<double>(total);
+}
+
+PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
+                            std::future<Checksum> checksum, std::string source_name, OutputDir& out,
+                            const PartitionOptions& o, PhaseTimes& times, Stopwatch& total) {
+  PartitionStats stats;
+  stats.dataset = data.name;
+  stats.source_name = std::move(source_name);
+  stats.num_parts = o.num_parts;
+  stats.method = o.method;
+  stats.seed = o.seed;
+  stats.balance = o.balance;
+  stats.source_directed = data.directed;
+  stats.num_nodes = data.num_nodes;
+  stats.feature_dim = data.feature_dim;
+  stats.num_classes = data.num_classes;
+  stats.num_train = static_cast<std::int64_t>(data.train.size());
+  stats.num_valid = static_cast<std::int64_t>(data.valid.size());
+  stats.num_test = static_cast<std::int64_t>(data.test.size());
+  const int k = o.num_parts;
+
+  // Training graph: symmetrized unless the dataset is directed and --no-symmetrize was given.
+  const bool store_symmetric = o.symmetrize || !data.directed;
+  if (!o.symmetrize && !data.directed)
+    log::info("partition: {} is undirected (each edge stored once); symmetrizing it anyway",
+              data.name);
+  stats.symmetrized = store_symmetric;
+  GraphCsr training;
+  GraphCsr metis_input; // only when the training graph is directed and METIS runs
+  {
+    ScopedPhase phase(times, "symmetrize");
+    training = clean_graph(data.graph, store_symmetric, o.max_index);
+    data.graph = Csr{}; // the source graph is no longer needed
+    if (o.method == Method::metis && k > 1 && !store_symmetric)
+      metis_input = clean_graph(training, true, o.max_index);
+  }
+  stats.num_edges = training.num_edges();
+  log::info("partition: training graph {} nodes, {} edges ({})", stats.num_nodes, stats.num_edges,
+            store_symmetric ? "symmetrized" : "directed");
+
+  std::vector<std::int32_t> assignment;
+  {
+    ScopedPhase phase(times, to_string(o.method));
+    if (k == 1) {
+      assignment.assign(static_cast<std::size_t>(data.num_nodes), 0);
+    } else if (o.method == Method::metis) {
+      std::vector<std::uint8_t> is_train(static_cast<std::size_t>(data.num_nodes), 0);
+      for (const NodeId v : data.train)
+        is_train[v] = 1;
+      log::info("partition: METIS k-way into {} parts", k);
+      auto result = assign_metis(store_symmetric ? training : metis_input, training, is_train,
+                                 o.balance, k, o.seed, o.imbalance, o.max_index);
+      metis_input = GraphCsr{};
+      assignment = std::move(result.part);
+      stats.metis_objval = result.objval;
+      stats.metis_constraints = std::move(result.constraints);
+    } else {
+      assignment = assign_random(data.num_nodes, k, o.seed);
+    }
+    const int moved = fill_empty_parts(assignment, k);
+    if (moved > 0) log::warn("partition: {} parts were empty; moved one node into each", moved);
+  }
+
+  Relabeling relabeling;
+  {
+    ScopedPhase phase(times, "build");
+    relabeling = relabel(std::move(assignment), k);
+  }
+  stats.offsets = relabeling.offsets;
+
+  // Parts are built one at a time; their files stay open until the single pass over the
+  // source features has written every part's rows.
+  BuildScratch scratch;
+  std::vector<h5::File> files;
+  files.reserve(static_cast<std::size_t>(k));
+  for (int p = 0; p < k; ++p) {
+    Part part;
+    {
+      ScopedPhase phase(times, "build");
+      part = build_part(p, training, relabeling, data, scratch);
+    }
+    {
+      ScopedPhase phase(times, "write");
+      files.push_back(h5::File::create(out.temp() / part_file_name(p)));
+      write_part_layout(files.back(), part, data.name);
+    }
+    stats.parts.push_back(part_stats(part));
+    log::info("partition: part {}/{}: {} owned, {} halo, {} edges", p + 1, k, part.num_owned,
+              part.num_halo, part.graph.num_edges());
+  }
+  scratch = {};
+  training = GraphCsr{};
+  {
+    ScopedPhase phase(times, "features");
+    write_part_features(features, relabeling, files);
+  }
+  {
+    ScopedPhase phase(times, "write");
+    for (auto& file : files)
+      file.close();
+    files.clear();
+  }
+
+  for (const auto& s : stats.parts)
+    stats.edge_cut += s.cut_edges;
+  stats.edge_cut_fraction = stats.num_edges > 0 ? static_cast<double>(stats.edge_cut) /
+                                                      static_cast<double>(stats.num_edges)
+                                                : 0.0;
+  stats.node_balance = max_over_mean(stats.parts, &PartStats::owned);
+  stats.train_balance = max_over_mean(stats.parts, &PartStats::train);
+  stats.edge_balance = max_over_mean(stats.parts, &PartStats::edges);
+  std::int64_t local_total = 0;
+  for (const auto& s : stats.parts)
+    local_total += s.owned + s.halo;
+  stats.replication_factor = static_cast<double>(local_total) /
+                             static_cast<double>(std::max<std::int64_t>(stats.num_nodes, 1));
+
+  const Checksum sum = checksum.get();
+  stats.source_checksum = sum.value;
+  stats.source_checksum_of = sum.of;
+  times.add("checksum", sum.seconds);
+
+  {
+    ScopedPhase phase(times, "write");
+    stats.times = times;
+    stats.times.add("total", total.seconds());
+    stats.peak_rss_bytes = peak_rss_bytes();
+    std::ofstream json(out.temp() / "partition.json");
+    json << stats.to_json().dump(2) << "\n";
+    json.close();
+    TESSEL_EXPECTS(json.good(), "cannot write {}", (out.temp() / "partition.json").string());
+    out.commit();
+  }
+  // Final figures include the manifest write and the rename.
+  stats.times = times;
+  stats.times.add("total", total.seconds());
+  stats.peak_rss_bytes = peak_rss_bytes();
+  return stats;
+}
+
+} // namespace
+
+nlohmann::json PartitionStats::to_json() const {
+  using nlohmann::json;
+  json parts_json = json::array();
+  json halo_sizes = json::array();
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const auto& s = parts[p];
+    parts_json.push_back({{"file", part_file_name(static_cast<int>(p))},
+                          {"owned", s.owned},
+                          {"halo", s.halo},
+                          {"edges", s.edges},
+                          {"cut_edges", s.cut_edges},
+                          {"train", s.train},
+                          {"valid", s.valid},
+                          {"test", s.test},
+                          {"replication", s.owned > 0 ? static_cast<double>(s.owned + s.halo) /
+                                                            static_cast<double>(s.owned)
+                                                      : 1.0}});
+    halo_sizes.push_back(s.halo);
+  }
+  json timings = json::object();
+  for (const auto& [phase, seconds] : times.all())
+    timings[phase] = seconds;
+  json j = {
+      {"format", kManifestFormat},
+      {"version", kManifestVersion},
+      {"dataset", dataset},
+      {"source",
+       {{"file", source_name}, {"checksum", source_checksum}, {"checksum_of", source_checksum_of}}},
+      {"num_parts", num_parts},
+      {"method", to_string(method)},
+      {"seed", seed},
+      {"balance_constraints", to_string(balance)},
+      {"symmetrized", symmetrized},
+      {"source_directed", source_directed},
+      {"num_nodes", num_nodes},
+      {"num_edges", num_edges},
+      {"feature_dim", feature_dim},
+      {"num_classes", num_classes},
+      {"num_train", num_train},
+      {"num_valid", num_valid},
+      {"num_test", num_test},
+      {"offsets", offsets},
+      {"parts", parts_json},
+      {"edge_cut", {{"edges", edge_cut}, {"fraction", edge_cut_fraction}}},
+      {"balance", {{"nodes", node_balance}, {"train", train_balance}, {"edges", edge_balance}}},
+      {"replication_factor", replication_factor},
+      {"halo_sizes", halo_sizes},
+      {"timings_s", timings},
+      {"peak_rss_bytes", peak_rss_bytes}};
+  if (metis_objval >= 0)
+    j["metis"] = {{"objval", metis_objval}, {"constraints", metis_constraints}};
+  return j;
+}
+
+std::string PartitionStats::summary() const {
+  std::string s =
+      fmt::format("{}: {} nodes, {} edges ({}), {} features -> {} parts ({}, seed {})\n", dataset,
+                  num_nodes, num_edges, symmetrized ? "symmetrized" : "directed", feature_dim,
+                  num_parts, to_string(method), seed);
+  s += fmt::format("  {:>5} {:>12} {:>12} {:>14} {:>14} {:>10} {:>8}\n", "part", "owned", "halo",
+                   "edges", "cut edges", "train", "repl");
+  constexpr std::size_t kMaxRows = 32;
+  for (std::size_t p = 0; p < parts.size() && p < kMaxRows; ++p) {
+    const auto& ps = parts[p];
+    s += fmt::format("  {:>5} {:>12} {:>12} {:>14} {:>14} {:>10} {:>8.3f}\n", p, ps.owned, ps.halo,
+                     ps.edges, ps.cut_edges, ps.train,
+                     static_cast<double>(ps.owned + ps.halo) /
+                         static_cast<double>(std::max<std::int64_t>(ps.owned, 1)));
+  }
+  if (parts.size() > kMaxRows) s += fmt::format("  ... {} more parts\n", parts.size() - kMaxRows);
+  s += fmt::format("edge cut: {} of {} edges ({:.2f}%)", edge_cut, num_edges,
+                   100.0 * edge_cut_fraction);
+  if (metis_objval >= 0) s += fmt::format(", METIS objective {}", metis_objval);
+  s += fmt::format("\nbalance (max/mean): nodes {:.3f}, train {:.3f}, edges {:.3f}; replication "
+                   "factor {:.3f}\n",
+                   node_balance, train_balance, edge_balance, replication_factor);
+  std::string phases;
+  for (const char* phase :
+       {"read", "checksum", "symmetrize", "metis", "random", "build", "features", "write"}) {
+    if (times.all().count(phase)) phases += fmt::format(" {} {:.2f}s,", phase, times.get(phase));
+  }
+  s += fmt::format("time:{} total {:.2f}s; peak RSS {:.1f} MiB\n", phases, times.get("total"),
+                   static_cast<double>(peak_rss_bytes) / (1024.0 * 1024.0));
+  s += fmt::format("source {} {}\n", source_checksum_of, source_checksum);
+  return s;
+}
+
+PartitionStats partition_dataset(datasets::Dataset data, const fs::path& out_dir,
+                                 const PartitionOptions& options) {
+  Stopwatch total;
+  check_options(options);
+  check_num_parts(options, data.num_nodes);
+  OutputDir out(out_dir, options.force);
+  PhaseTimes times;
+  std::promise<Checksum> checksum;
+  {
+    ScopedPhase phase(times, "read");
+    check_dataset(data, true);
+  }
+  {
+    Stopwatch watch;
+    std::string value = content_checksum(data);
+    checksum.set_value({std::move(value), "content", watch.seconds()});
+  }
+  // The rows live outside `data` from here, so the pipeline can free the graph on its own.
+  std::vector<float> feature_rows = std::move(data.features);
+  data.features = {};
+  MemoryFeatures features(feature_rows, data.feature_dim);
+  return run_pipeline(std::move(data), features, checksum.get_future(), "", out, options, times,
+                      total);
+}
+
+PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
+                               const PartitionOptions& options) {
+  Stopwatch total;
+  check_options(options);
+  OutputDir out(out_dir, options.force);
+  if (options.force) out.check_not_inside(store);
+  PhaseTimes times;
+  datasets::Dataset data;
+  {
+    ScopedPhase phase(times, "read");
+    const auto info = datasets::read_store_info(store);
+    check_num_parts(options, info.num_nodes);
+    log::info("partition: reading {} ({} nodes, {} edges)", store.string(), info.num_nodes,
+              info.num_edges);
+    datasets::ReadOptions read;
+    read.features = false;
+    data = datasets::read_store(store, read);
+    check_dataset(data, false);
+  }
+  // The file checksum runs beside the partitioning (METIS is single-threaded).
+  auto checksum = std::async(std::launch::async, [store] {
+    Stopwatch watch;
+    std::string value = file_checksum(store);
+    return Checksum{std::move(value), "file", watch.seconds()};
+  });
+  StoreFeatures features(store, data.feature_dim);
+  return run_pipeline(std::move(data), features, std::move(checksum), store.filename().string(),
+                      out, options, times, total);
+}
+
+} // namespace tessel::partition

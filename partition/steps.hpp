@@ -1,0 +1,138 @@
+// The partitioner's steps (graph cleaning, assignment, relabeling, building one part), exposed
+// to the layer's own sources and tests.
+#pragma once
+
+#include "tessel/core/csr.hpp"
+#include "tessel/datasets/dataset.hpp"
+#include "tessel/datasets/h5.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/partition/partitioner.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessel::partition::detail {
+
+// The whole graph with 32-bit node ids (METIS and the part format need them) and 64-bit offsets.
+using GraphCsr = CsrT<std::int32_t>;
+
+// The training graph of `graph` (square, in-neighbor rows): rows sorted ascending, self-loops
+// and duplicate edges dropped; with symmetrize, u is in row v iff v is in row u. Throws
+// InputError if the graph has more than max_nodes nodes. Parallel (OpenMP); extra memory is one
+// int64 per node beyond the result.
+template <class Index>
+GraphCsr clean_graph(const CsrT<Index>& graph, bool symmetrize,
+                     std::int64_t max_nodes = std::numeric_limits<std::int32_t>::max());
+
+// Balanced random assignment: a seeded permutation cut into num_parts near-equal blocks.
+std::vector<std::int32_t> assign_random(std::int64_t num_nodes, int num_parts, std::uint64_t seed);
+
+struct MetisResult {
+  std::vector<std::int32_t> part;       // [N] in [0, num_parts)
+  std::int64_t objval = 0;              // METIS's edge cut (undirected edges)
+  std::vector<std::string> constraints; // the vertex weights it balanced
+};
+// METIS_PartGraphKway on `symmetric` (the METIS input) with one vertex weight per balance
+// constraint: 1 (nodes), is_train[v] (train) and the in-degree in `training` (edges).
+// Constraints with zero total weight are dropped. Throws InputError if the graph has more nodes
+// or edges than max_index, before allocating anything for METIS; LibraryError naming the status
+// if METIS fails.
+MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
+                         const std::vector<std::uint8_t>& is_train, const Balance& balance,
+                         int num_parts, std::uint64_t seed, double imbalance,
+                         std::int64_t max_index);
+
+// Gives every empty part one node from the largest part (num_parts <= N). Returns nodes moved.
+int fill_empty_parts(std::vector<std::int32_t>& part, int num_parts);
+
+// Relabeled ids: part p owns [offsets[p], offsets[p+1]), in increasing original id order.
+struct Relabeling {
+  int num_parts = 0;
+  std::vector<NodeId> offsets;       // [num_parts + 1]
+  std::vector<std::int32_t> part;    // [N] part of original node v
+  std::vector<std::int32_t> new_id;  // [N] relabeled id of original node v
+  std::vector<std::int32_t> orig_of; // [N] original id of relabeled node g
+};
+Relabeling relabel(std::vector<std::int32_t> part, int num_parts);
+
+// Feature rows of the source, read in contiguous row blocks by original id.
+class FeatureSource {
+public:
+  virtual ~FeatureSource() = default;
+  virtual std::int64_t dim() const = 0;
+  // Rows per block that rows() is called with at most.
+  virtual std::int64_t block_rows() const = 0;
+  // Rows [begin, end), row-major; valid until the next call.
+  virtual const float* rows(std::int64_t begin, std::int64_t end) = 0;
+  // Rows ids[0], ids[1], ... (ascending) into out, row-major [ids.size(), dim()].
+  void gather(std::span<const std::int32_t> ids, float* out);
+};
+
+// Rows of an in-memory row-major matrix [N, dim] (no copies).
+class MemoryFeatures final : public FeatureSource {
+public:
+  MemoryFeatures(const std::vector<float>& features, std::int64_t dim)
+      : features_(features), dim_(dim) {}
+  std::int64_t dim() const override { return dim_; }
+  std::int64_t block_rows() const override { return std::int64_t{1} << 16; }
+  const float* rows(std::int64_t begin, std::int64_t end) override {
+    return features_.data() + begin * dim_;
+  }
+
+private:
+  const std::vector<float>& features_;
+  std::int64_t dim_;
+};
+
+// Rows of /node/feat of a dataset store, in blocks of about block_bytes.
+class StoreFeatures final : public FeatureSource {
+public:
+  StoreFeatures(std::filesystem::path store, std::int64_t dim,
+                std::int64_t block_bytes = std::int64_t{32} << 20)
+      : store_(std::move(store)), dim_(dim),
+        block_rows_(std::max<std::int64_t>(1, block_bytes / std::max<std::int64_t>(4 * dim, 1))) {}
+  std::int64_t dim() const override { return dim_; }
+  std::int64_t block_rows() const override { return block_rows_; }
+  const float* rows(std::int64_t begin, std::int64_t end) override;
+
+private:
+  std::filesystem::path store_;
+  std::int64_t dim_;
+  std::int64_t block_rows_;
+  std::vector<float> buffer_;
+};
+
+// Scratch arrays over all nodes, reused from one part to the next.
+struct BuildScratch {
+  std::vector<std::uint8_t> is_halo;    // [N] by relabeled id, all 0 between parts
+  std::vector<std::int32_t> halo_local; // [N] by relabeled id, valid where is_halo
+};
+
+// Builds part p without features: owned nodes, halo (sorted by relabeled id, so grouped by
+// owner), local CSR with rows sorted by local id, degrees, labels, splits (sorted local ids).
+// `data` supplies labels, splits, num_classes and feature_dim; its graph is not used.
+Part build_part(int p, const GraphCsr& graph, const Relabeling& relabeling,
+                const datasets::Dataset& data, BuildScratch& scratch);
+
+// Writes everything of a part file except the feature values, and creates /node/feat for
+// write_rows (part.features is ignored).
+void write_part_layout(h5::File& file, const Part& part, const std::string& dataset);
+
+// One pass over the source's feature rows in blocks, each row written to /node/feat of the part
+// owning it (files[p] is part p's open file, made by write_part_layout).
+void write_part_features(FeatureSource& features, const Relabeling& relabeling,
+                         std::vector<h5::File>& files);
+
+PartStats part_stats(const Part& part);
+
+// CRC-32 (zlib) of a file's bytes, as "crc32:<8 hex digits>".
+std::string file_checksum(const std::filesystem::path& file);
+// CRC-32 of an in-memory dataset's graph, features, labels and splits.
+std::string content_checksum(const datasets::Dataset& data);
+
+} // namespace tessel::partition::detail

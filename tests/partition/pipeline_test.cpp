@@ -1,0 +1,422 @@
+// End-to-end tests of partition_dataset / partition_store and check_partition: invariants of the
+// written folder, determinism, refusals, and detection of corrupted folders.
+#include "tessel/partition/partitioner.hpp"
+
+#include "partition_testing.hpp"
+#include "steps.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/dataset.hpp"
+#include "tessel/partition/part.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+namespace tessel::partition {
+namespace {
+
+namespace fs = std::filesystem;
+
+PartitionOptions options_for(int k, Method method, std::uint64_t seed = 0) {
+  PartitionOptions o;
+  o.num_parts = k;
+  o.method = method;
+  o.seed = seed;
+  return o;
+}
+
+// Names in `dir` that start with a dot (temporaries left behind).
+std::vector<std::string> hidden_entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto name = entry.path().filename().string();
+    if (!name.empty() && name[0] == '.') names.push_back(name);
+  }
+  return names;
+}
+
+template <class F> std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct InvariantCase {
+  int k;
+  Method method;
+  bool directed;   // the dataset's edges are directed
+  bool symmetrize; // --symmetrize / --no-symmetrize
+};
+
+std::string case_name(const ::testing::TestParamInfo<InvariantCase>& info) {
+  const auto& c = info.param;
+  return fmt::format("k{}_{}_{}_{}", c.k, to_string(c.method),
+                     c.directed ? "directed" : "undirected", c.symmetrize ? "sym" : "nosym");
+}
+
+class PartitionInvariants : public ::testing::TestWithParam<InvariantCase> {};
+
+TEST_P(PartitionInvariants, FolderMatchesSource) {
+  const auto c = GetParam();
+  test::PlantedOptions po;
+  po.num_nodes = 600;
+  po.directed = c.directed;
+  const auto data = test::planted_dataset(po);
+  test::TempDir tmp;
+  auto o = options_for(c.k, c.method, 11);
+  o.symmetrize = c.symmetrize;
+  const auto stats = partition_dataset(data, tmp / "parts", o);
+  const bool symmetrized = c.symmetrize || !c.directed;
+  EXPECT_EQ(stats.symmetrized, symmetrized);
+  std::int64_t cut = -1;
+  test::verify_partition(tmp / "parts", data, symmetrized, &cut);
+  EXPECT_EQ(stats.edge_cut, cut);
+  EXPECT_EQ(static_cast<int>(stats.parts.size()), c.k);
+  if (c.k == 1) {
+    EXPECT_EQ(cut, 0);
+    EXPECT_EQ(stats.parts[0].halo, 0);
+  }
+  // The checker agrees, alone and against the source.
+  const auto report = check_partition(tmp / "parts");
+  EXPECT_EQ(report.edge_cut, cut);
+  CheckOptions with_source;
+  with_source.source_data = &data;
+  EXPECT_TRUE(check_partition(tmp / "parts", with_source).compared_with_source);
+  EXPECT_TRUE(hidden_entries(tmp.path()).empty());
+}
+
+std::vector<InvariantCase> invariant_cases() {
+  std::vector<InvariantCase> cases;
+  for (int k : {1, 2, 3, 8})
+    for (Method m : {Method::metis, Method::random}) {
+      cases.push_back({k, m, false, true});
+      cases.push_back({k, m, true, true});
+      cases.push_back({k, m, true, false});
+    }
+  cases.push_back({4, Method::metis, false, false}); // undirected: symmetrized anyway
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Planted, PartitionInvariants, ::testing::ValuesIn(invariant_cases()),
+                         case_name);
+
+TEST(Partition, ManifestRecordsStatistics) {
+  test::PlantedOptions po;
+  po.num_nodes = 800;
+  const auto data = test::planted_dataset(po);
+  test::TempDir tmp;
+  const auto stats = partition_dataset(data, tmp / "parts", options_for(4, Method::metis, 3));
+  const auto m = read_manifest(tmp / "parts");
+  EXPECT_EQ(m.dataset, "planted");
+  EXPECT_EQ(m.num_parts, 4);
+  EXPECT_EQ(m.method, "metis");
+  EXPECT_EQ(m.seed, 3u);
+  EXPECT_EQ(m.num_train, static_cast<std::int64_t>(data.train.size()));
+  EXPECT_EQ(m.offsets, stats.offsets);
+  const auto& j = m.raw;
+  for (const char* key : {"edge_cut", "balance", "replication_factor", "halo_sizes", "timings_s",
+                          "peak_rss_bytes", "source", "parts", "metis"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  for (const char* phase : {"read", "symmetrize", "metis", "build", "features", "write", "total"})
+    EXPECT_TRUE(j["timings_s"].contains(phase)) << phase;
+  EXPECT_EQ(j["source"]["checksum_of"], "content");
+  EXPECT_EQ(j["source"]["checksum"].get<std::string>().rfind("crc32:", 0), 0u);
+  std::int64_t local = 0;
+  for (const auto& p : stats.parts)
+    local += p.owned + p.halo;
+  EXPECT_DOUBLE_EQ(j["replication_factor"].get<double>(), static_cast<double>(local) / 800.0);
+  EXPECT_GE(j["balance"]["nodes"].get<double>(), 1.0);
+  EXPECT_LT(j["balance"]["nodes"].get<double>(), 1.1);
+  EXPECT_FALSE(stats.summary().empty());
+}
+
+TEST(Partition, MetisCutsPlantedGraphBelowHalfOfRandom) {
+  test::PlantedOptions po;
+  po.num_nodes = 4000;
+  po.blocks = 8;
+  po.avg_degree = 16;
+  const auto data = test::planted_dataset(po);
+  for (int k : {4, 8}) {
+    test::TempDir tmp;
+    const auto metis = partition_dataset(data, tmp / "metis", options_for(k, Method::metis));
+    const auto random = partition_dataset(data, tmp / "random", options_for(k, Method::random));
+    EXPECT_LT(2 * metis.edge_cut, random.edge_cut) << "k = " << k;
+    EXPECT_LT(metis.replication_factor, random.replication_factor);
+  }
+}
+
+TEST(Partition, SameSeedGivesByteIdenticalParts) {
+  test::PlantedOptions po;
+  po.num_nodes = 1500;
+  const auto data = test::planted_dataset(po);
+  for (Method method : {Method::metis, Method::random}) {
+    test::TempDir tmp;
+    partition_dataset(data, tmp / "a", options_for(3, method, 9));
+    partition_dataset(data, tmp / "b", options_for(3, method, 9));
+    for (int p = 0; p < 3; ++p) {
+      const auto a = test::file_bytes(tmp / "a" / part_file_name(p));
+      const auto b = test::file_bytes(tmp / "b" / part_file_name(p));
+      ASSERT_FALSE(a.empty());
+      EXPECT_TRUE(a == b) << to_string(method) << " part " << p << " differs";
+    }
+  }
+}
+
+TEST(Partition, NumPartsEqualToNodesWorks) {
+  test::PlantedOptions po;
+  po.num_nodes = 24;
+  po.avg_degree = 4;
+  const auto data = test::planted_dataset(po);
+  for (Method method : {Method::metis, Method::random}) {
+    test::TempDir tmp;
+    partition_dataset(data, tmp / "parts", options_for(24, method));
+    test::verify_partition(tmp / "parts", data, true);
+  }
+}
+
+TEST(Partition, GraphWithoutEdges) {
+  datasets::Dataset data;
+  data.name = "isolated";
+  data.num_nodes = 10;
+  data.graph.num_rows = data.graph.num_cols = 10;
+  data.graph.indptr.assign(11, 0);
+  data.labels.assign(10, 0);
+  data.num_classes = 1;
+  test::TempDir tmp;
+  const auto stats = partition_dataset(data, tmp / "parts", options_for(3, Method::metis));
+  EXPECT_EQ(stats.edge_cut, 0);
+  test::verify_partition(tmp / "parts", data, true);
+  EXPECT_EQ(check_partition(tmp / "parts").num_edges, 0);
+}
+
+TEST(Partition, FromStoreReadsFeatureRowsAndRecordsFileChecksum) {
+  test::PlantedOptions po;
+  po.num_nodes = 700;
+  po.feature_dim = 9;
+  const auto data = test::planted_dataset(po);
+  test::TempDir tmp;
+  const auto store = tmp / "planted.h5";
+  datasets::write_store(data, store);
+  const auto stats = partition_store(store, tmp / "parts", options_for(3, Method::metis, 1));
+  EXPECT_EQ(stats.source_checksum_of, "file");
+  EXPECT_EQ(stats.source_checksum, detail::file_checksum(store));
+  test::verify_partition(tmp / "parts", data, true);
+  CheckOptions with_store;
+  with_store.source_store = store;
+  EXPECT_TRUE(check_partition(tmp / "parts", with_store).compared_with_source);
+  const auto m = read_manifest(tmp / "parts");
+  EXPECT_EQ(m.raw["source"]["file"], "planted.h5");
+
+  // Small blocks: rows are fetched across many block boundaries.
+  detail::StoreFeatures features(store, 9, 9 * 4 * 7);
+  EXPECT_EQ(features.block_rows(), 7);
+  const std::vector<std::int32_t> ids = {0, 3, 6, 7, 20, 21, 699};
+  std::vector<float> got(ids.size() * 9);
+  features.gather(ids, got.data());
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    for (int j = 0; j < 9; ++j)
+      EXPECT_EQ(got[i * 9 + j], data.features[ids[i] * 9 + j]);
+}
+
+TEST(PartitionRefusals, NumPartsBelowOne) {
+  const auto data = test::planted_dataset({});
+  test::TempDir tmp;
+  const auto msg = input_error_of(
+      [&] { partition_dataset(data, tmp / "parts", options_for(0, Method::metis)); });
+  EXPECT_NE(msg.find("--parts must be at least 1"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "parts"));
+  EXPECT_TRUE(hidden_entries(tmp.path()).empty());
+}
+
+TEST(PartitionRefusals, MorePartsThanNodes) {
+  test::PlantedOptions po;
+  po.num_nodes = 30;
+  const auto data = test::planted_dataset(po);
+  test::TempDir tmp;
+  const auto msg = input_error_of(
+      [&] { partition_dataset(data, tmp / "parts", options_for(31, Method::metis)); });
+  EXPECT_NE(msg.find("more than the 30 nodes"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "parts"));
+  EXPECT_TRUE(hidden_entries(tmp.path()).empty());
+}
+
+TEST(PartitionRefusals, NonEmptyOutputWithoutForce) {
+  const auto data = test::planted_dataset({});
+  test::TempDir tmp;
+  fs::create_directories(tmp / "parts");
+  std::ofstream(tmp / "parts" / "keep.txt") << "mine";
+  const auto msg = input_error_of(
+      [&] { partition_dataset(data, tmp / "parts", options_for(2, Method::metis)); });
+  EXPECT_NE(msg.find("exists and is not empty"), std::string::npos) << msg;
+  EXPECT_TRUE(fs::exists(tmp / "parts" / "keep.txt"));
+  EXPECT_TRUE(hidden_entries(tmp.path()).empty());
+
+  // An empty folder is fine; --force replaces a non-empty one.
+  fs::create_directories(tmp / "empty");
+  partition_dataset(data, tmp / "empty", options_for(2, Method::metis));
+  EXPECT_TRUE(fs::exists(tmp / "empty" / "partition.json"));
+  auto forced = options_for(2, Method::metis);
+  forced.force = true;
+  partition_dataset(data, tmp / "parts/", forced);
+  EXPECT_FALSE(fs::exists(tmp / "parts" / "keep.txt"));
+  test::verify_partition(tmp / "parts", data, true);
+  EXPECT_TRUE(hidden_entries(tmp.path()).empty());
+}
+
+TEST(PartitionRefusals, OutputIsAFile) {
+  const auto data = test::planted_dataset({});
+  test::TempDir tmp;
+  std::ofstream(tmp / "parts") << "not a folder";
+  auto o = options_for(2, Method::metis);
+  o.force = true;
+  const auto msg = input_error_of([&] { partition_dataset(data, tmp / "parts", o); });
+  EXPECT_NE(msg.find("not a directory"), std::string::npos) << msg;
+}
+
+TEST(PartitionRefusals, GraphTooLargeForMetisLeavesNothing) {
+  const auto data = test::planted_dataset({});
+  test::TempDir tmp;
+  auto o = options_for(2, Method::metis);
+  o.max_index = 100; // stands in for 2^31 - 1: the same check, reachable in a test
+  auto msg = input_error_of([&] { partition_dataset(data, tmp / "parts", o); });
+  EXPECT_NE(msg.find("nodes; partitioning needs node ids that fit in 32 bits"), std::string::npos)
+      << msg;
+  o.max_index = 1000; // nodes fit (400), edges do not
+  msg = input_error_of([&] { partition_dataset(data, tmp / "parts", o); });
+  EXPECT_NE(msg.find("METIS (32-bit idx_t) takes at most 1000"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "parts"));
+  EXPECT_TRUE(hidden_entries(tmp.path()).empty());
+}
+
+TEST(PartitionRefusals, BadMethodAndBalance) {
+  EXPECT_NE(input_error_of([] { parse_method("kahip"); }).find("expected metis or random"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([] { parse_balance("nodes,weight"); }).find("\"weight\""),
+            std::string::npos);
+  EXPECT_FALSE(input_error_of([] { parse_balance(""); }).empty());
+  const auto b = parse_balance("train,edges");
+  EXPECT_FALSE(b.nodes);
+  EXPECT_TRUE(b.train && b.edges);
+  EXPECT_EQ(to_string(b), "train,edges");
+}
+
+// A partition folder of 3 parts to corrupt, and its source.
+class CheckDetects : public ::testing::Test {
+protected:
+  void SetUp() override {
+    test::PlantedOptions po;
+    po.num_nodes = 500;
+    data_ = test::planted_dataset(po);
+    partition_dataset(data_, dir(), options_for(3, Method::metis, 2));
+    ASSERT_NO_THROW(check_partition(dir()));
+    manifest_ = read_manifest(dir());
+  }
+  fs::path dir() const { return tmp_ / "parts"; }
+  Part load(int p) const { return load_part(dir(), p, manifest_); }
+  void save(const Part& part) const {
+    write_part(part, manifest_.dataset, dir() / part_file_name(part.part_id));
+  }
+  std::string check_error(bool with_source = false) const {
+    CheckOptions o;
+    if (with_source) o.source_data = &data_;
+    return input_error_of([&] { check_partition(dir(), o); });
+  }
+
+  test::TempDir tmp_;
+  datasets::Dataset data_;
+  Manifest manifest_;
+};
+
+TEST_F(CheckDetects, RewrittenPartUnchangedPasses) {
+  save(load(1));
+  EXPECT_EQ(check_error(true), "");
+}
+
+TEST_F(CheckDetects, TamperedEdgeIndex) {
+  Part part = load(1);
+  // Point the last edge of some row at a different (still valid, still larger) local id.
+  for (std::int64_t i = 0; i < part.num_owned; ++i) {
+    const auto b = part.graph.indptr[i], e = part.graph.indptr[i + 1];
+    if (e > b && part.graph.indices[e - 1] + 1 < part.num_local() &&
+        part.graph.indices[e - 1] + 1 != i) {
+      ++part.graph.indices[e - 1];
+      break;
+    }
+  }
+  save(part);
+  EXPECT_FALSE(check_error().empty());
+}
+
+TEST_F(CheckDetects, TamperedHaloOwnerLocal) {
+  Part part = load(2);
+  // Point one halo node at its owner's previous node, keeping the (owner, local) order intact.
+  bool tampered = false;
+  for (std::int64_t h = 0; h < part.num_halo && !tampered; ++h) {
+    const auto moved = std::pair(part.halo_owner[h], part.halo_owner_local[h] - 1);
+    if (moved.second >= 0 &&
+        (h == 0 || std::pair(part.halo_owner[h - 1], part.halo_owner_local[h - 1]) < moved)) {
+      part.halo_owner_local[h] = moved.second;
+      tampered = true;
+    }
+  }
+  ASSERT_TRUE(tampered);
+  save(part);
+  const auto msg = check_error();
+  EXPECT_NE(msg.find("its owner"), std::string::npos) << msg;
+}
+
+TEST_F(CheckDetects, NodeOwnedTwice) {
+  Part part = load(0);
+  part.orig_id[1] = load(1).orig_id[0];
+  save(part);
+  const auto msg = check_error();
+  EXPECT_NE(msg.find("owned by another part"), std::string::npos) << msg;
+}
+
+TEST_F(CheckDetects, DroppedEdge) {
+  Part part = load(0);
+  // Remove the first edge of row 0 (and fix indptr and the degree so the file is well-formed).
+  ASSERT_GT(part.graph.degree(0), 0);
+  part.graph.indices.erase(part.graph.indices.begin());
+  for (std::size_t i = 1; i < part.graph.indptr.size(); ++i)
+    --part.graph.indptr[i];
+  --part.degree[0];
+  save(part);
+  EXPECT_FALSE(check_error().empty());
+}
+
+TEST_F(CheckDetects, ChangedLabelAgainstSource) {
+  Part part = load(1);
+  part.labels[0] = (part.labels[0] + 1) % manifest_.num_classes;
+  save(part);
+  EXPECT_EQ(check_error(false), ""); // labels are only known to the source
+  EXPECT_NE(check_error(true).find("label"), std::string::npos);
+}
+
+TEST_F(CheckDetects, ChangedFeaturesAgainstSource) {
+  Part part = load(2);
+  part.features[3] += 1.0f;
+  save(part);
+  EXPECT_NE(check_error(true).find("features"), std::string::npos);
+}
+
+TEST_F(CheckDetects, EditedManifestEdgeCut) {
+  auto j = manifest_.raw;
+  j["edge_cut"]["edges"] = j["edge_cut"]["edges"].get<std::int64_t>() + 2;
+  std::ofstream(dir() / "partition.json") << j.dump(2);
+  EXPECT_NE(check_error().find("edge cut"), std::string::npos);
+}
+
+TEST_F(CheckDetects, MissingPartFile) {
+  fs::remove(dir() / part_file_name(2));
+  EXPECT_NE(check_error().find("part-2.h5"), std::string::npos);
+}
+
+} // namespace
+} // namespace tessel::partition

@@ -1,0 +1,226 @@
+// Tests of the partitioner's steps: graph cleaning, random and METIS assignment, relabeling,
+// building one part in memory.
+#include "steps.hpp"
+
+#include "partition_testing.hpp"
+#include "tessel/core/error.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace tessel::partition {
+namespace {
+
+using detail::GraphCsr;
+
+// Rows of a cleaned graph as (src, dst) pairs.
+std::vector<std::pair<NodeId, NodeId>> edges_of(const GraphCsr& g) {
+  std::vector<std::pair<NodeId, NodeId>> edges;
+  for (NodeId v = 0; v < g.num_rows; ++v)
+    for (auto e = g.indptr[v]; e < g.indptr[v + 1]; ++e)
+      edges.emplace_back(g.indices[e], v);
+  std::sort(edges.begin(), edges.end());
+  return edges;
+}
+
+std::int64_t directed_cut(const GraphCsr& g, const std::vector<std::int32_t>& part) {
+  std::int64_t cut = 0;
+  for (NodeId v = 0; v < g.num_rows; ++v)
+    for (auto e = g.indptr[v]; e < g.indptr[v + 1]; ++e)
+      cut += part[g.indices[e]] != part[v];
+  return cut;
+}
+
+TEST(CleanGraph, SymmetrizesDropsSelfLoopsAndDuplicates) {
+  // Edges 0->1, 1->2 (twice), 2->2 (self-loop), 3->0, 1->0.
+  const Csr g = [] {
+    Csr c = Csr::from_edges(4, 4, {0, 1, 1, 2, 3, 1}, {1, 2, 2, 2, 0, 0});
+    c.sort_rows();
+    return c;
+  }();
+  const GraphCsr sym = detail::clean_graph(g, true);
+  sym.validate("sym");
+  const std::vector<std::pair<NodeId, NodeId>> want_sym = {{0, 1}, {0, 3}, {1, 0},
+                                                           {1, 2}, {2, 1}, {3, 0}};
+  EXPECT_EQ(edges_of(sym), want_sym);
+  const GraphCsr directed = detail::clean_graph(g, false);
+  const std::vector<std::pair<NodeId, NodeId>> want_directed = {{0, 1}, {1, 0}, {1, 2}, {3, 0}};
+  EXPECT_EQ(edges_of(directed), want_directed);
+  // Rows come out sorted, and cleaning a 32-bit graph gives the same result.
+  for (NodeId v = 0; v < sym.num_rows; ++v)
+    EXPECT_TRUE(std::is_sorted(sym.indices.begin() + sym.indptr[v],
+                               sym.indices.begin() + sym.indptr[v + 1]));
+  EXPECT_EQ(edges_of(detail::clean_graph(directed, true)), want_sym);
+}
+
+TEST(CleanGraph, MatchesPlainSetComputationOnSyntheticGraph) {
+  test::PlantedOptions o;
+  o.num_nodes = 3000;
+  o.avg_degree = 12;
+  const auto data = test::planted_dataset(o);
+  for (bool symmetrize : {true, false}) {
+    const GraphCsr g = detail::clean_graph(data.graph, symmetrize);
+    g.validate("clean");
+    EXPECT_EQ(edges_of(g), test::expected_edges(data, symmetrize));
+  }
+}
+
+TEST(CleanGraph, RefusesTooManyNodes) {
+  const Csr g = test::symmetric_csr(10, test::path_edges(10));
+  try {
+    detail::clean_graph(g, true, 9);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("10 nodes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AssignRandom, BalancedSeededAndDeterministic) {
+  const auto a = detail::assign_random(1003, 8, 42);
+  const auto b = detail::assign_random(1003, 8, 42);
+  const auto c = detail::assign_random(1003, 8, 43);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  std::vector<int> size(8, 0);
+  for (auto p : a)
+    ++size[p];
+  EXPECT_LE(
+      *std::max_element(size.begin(), size.end()) - *std::min_element(size.begin(), size.end()), 1);
+  // Not just contiguous blocks of ids.
+  EXPECT_FALSE(std::is_sorted(a.begin(), a.end()));
+}
+
+TEST(FillEmptyParts, MovesOneNodeIntoEachEmptyPart) {
+  std::vector<std::int32_t> part = {0, 0, 0, 0, 2, 2};
+  EXPECT_EQ(detail::fill_empty_parts(part, 4), 2);
+  std::vector<int> size(4, 0);
+  for (auto p : part)
+    ++size[p];
+  for (int p = 0; p < 4; ++p)
+    EXPECT_GE(size[p], 1);
+}
+
+TEST(Relabel, ContiguousRangesInOriginalOrder) {
+  const auto r = detail::relabel({1, 0, 1, 2, 0, 1}, 3);
+  EXPECT_EQ(r.offsets, (std::vector<NodeId>{0, 2, 5, 6}));
+  EXPECT_EQ(r.orig_of, (std::vector<std::int32_t>{1, 4, 0, 2, 5, 3}));
+  for (std::int32_t v = 0; v < 6; ++v)
+    EXPECT_EQ(r.orig_of[r.new_id[v]], v);
+}
+
+TEST(AssignMetis, SplitsTwoCliquesAtTheirBridge) {
+  const Csr g = test::symmetric_csr(20, test::two_cliques_edges(10));
+  const GraphCsr sym = detail::clean_graph(g, true);
+  std::vector<std::uint8_t> is_train(20, 0);
+  for (int v = 0; v < 20; v += 3)
+    is_train[v] = 1;
+  const auto result = detail::assign_metis(sym, sym, is_train, Balance{}, 2, 1, 0.03, 1 << 30);
+  EXPECT_EQ(result.objval, 1);
+  EXPECT_EQ(directed_cut(sym, result.part), 2);
+  EXPECT_EQ(result.constraints, (std::vector<std::string>{"nodes", "train", "edges"}));
+}
+
+TEST(AssignMetis, DropsConstraintsWithZeroWeight) {
+  const Csr g = test::symmetric_csr(12, test::cycle_edges(12));
+  const GraphCsr sym = detail::clean_graph(g, true);
+  const std::vector<std::uint8_t> no_train(12, 0);
+  const auto result = detail::assign_metis(sym, sym, no_train, Balance{}, 3, 0, 0.03, 1 << 30);
+  EXPECT_EQ(result.constraints, (std::vector<std::string>{"nodes", "edges"}));
+  std::vector<int> size(3, 0);
+  for (auto p : result.part)
+    ++size[p];
+  for (int p = 0; p < 3; ++p)
+    EXPECT_EQ(size[p], 4);
+}
+
+TEST(AssignMetis, SameSeedSameAnswer) {
+  test::PlantedOptions o;
+  o.num_nodes = 2000;
+  const auto data = test::planted_dataset(o);
+  const GraphCsr sym = detail::clean_graph(data.graph, true);
+  std::vector<std::uint8_t> is_train(2000, 0);
+  for (auto v : data.train)
+    is_train[v] = 1;
+  const auto a = detail::assign_metis(sym, sym, is_train, Balance{}, 4, 5, 0.03, 1 << 30);
+  const auto b = detail::assign_metis(sym, sym, is_train, Balance{}, 4, 5, 0.03, 1 << 30);
+  EXPECT_EQ(a.part, b.part);
+}
+
+TEST(AssignMetis, RefusesGraphsBeyond32BitIndexBeforeBuildingArrays) {
+  const Csr g = test::symmetric_csr(50, test::cycle_edges(50));
+  const GraphCsr sym = detail::clean_graph(g, true);
+  const std::vector<std::uint8_t> is_train(50, 0);
+  // 100 directed edges against a limit of 99: the edge check fires.
+  try {
+    detail::assign_metis(sym, sym, is_train, Balance{}, 2, 0, 0.03, 99);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("32-bit idx_t"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("100 directed edges"), std::string::npos) << e.what();
+  }
+  try {
+    detail::assign_metis(sym, sym, is_train, Balance{}, 2, 0, 0.03, 49);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("50 nodes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AssignMetis, CutsPlantedPartitionFarBelowRandom) {
+  test::PlantedOptions o;
+  o.num_nodes = 4000;
+  o.blocks = 8;
+  o.avg_degree = 16;
+  o.inside = 0.9;
+  const auto data = test::planted_dataset(o);
+  const GraphCsr sym = detail::clean_graph(data.graph, true);
+  std::vector<std::uint8_t> is_train(static_cast<std::size_t>(o.num_nodes), 0);
+  for (auto v : data.train)
+    is_train[v] = 1;
+  for (int k : {2, 4, 8}) {
+    const auto metis = detail::assign_metis(sym, sym, is_train, Balance{}, k, 0, 0.03, 1 << 30);
+    const auto random = detail::assign_random(o.num_nodes, k, 0);
+    const auto metis_cut = directed_cut(sym, metis.part);
+    const auto random_cut = directed_cut(sym, random);
+    EXPECT_EQ(metis_cut, 2 * metis.objval);
+    EXPECT_LT(2 * metis_cut, random_cut) << "k = " << k;
+  }
+}
+
+TEST(BuildPart, HaloSortedByOwnerAndRowsSorted) {
+  test::PlantedOptions o;
+  o.num_nodes = 500;
+  const auto data = test::planted_dataset(o);
+  const GraphCsr sym = detail::clean_graph(data.graph, true);
+  const auto r = detail::relabel(detail::assign_random(500, 4, 3), 4);
+  detail::BuildScratch scratch;
+  for (int p = 0; p < 4; ++p) {
+    const Part part = detail::build_part(p, sym, r, data, scratch);
+    part.graph.validate("part");
+    for (std::int64_t h = 1; h < part.num_halo; ++h)
+      EXPECT_LT(std::pair(part.halo_owner[h - 1], part.halo_owner_local[h - 1]),
+                std::pair(part.halo_owner[h], part.halo_owner_local[h]));
+    for (std::int64_t i = 0; i < part.num_owned; ++i)
+      EXPECT_TRUE(std::is_sorted(part.graph.indices.begin() + part.graph.indptr[i],
+                                 part.graph.indices.begin() + part.graph.indptr[i + 1]));
+    EXPECT_TRUE(std::all_of(scratch.is_halo.begin(), scratch.is_halo.end(),
+                            [](std::uint8_t x) { return x == 0; }));
+  }
+}
+
+TEST(FeatureSource, GatherReadsRequestedRows) {
+  std::vector<float> rows(10 * 3);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    rows[i] = static_cast<float>(i);
+  detail::MemoryFeatures source(rows, 3);
+  const std::vector<std::int32_t> ids = {1, 4, 9};
+  std::vector<float> out(9);
+  source.gather(ids, out.data());
+  EXPECT_EQ(out, (std::vector<float>{3, 4, 5, 12, 13, 14, 27, 28, 29}));
+}
+
+} // namespace
+} // namespace tessel::partition
