@@ -1,0 +1,172 @@
+// `tessel convert`: OGB raw folder or synthetic generator -> HDF5 dataset store.
+#include "command.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/datasets/ogb.hpp"
+#include "tessel/datasets/synthetic.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+struct OgbArgs {
+  std::string dir;
+  std::string out;
+  datasets::OgbOptions options;
+  bool json = false;
+};
+
+struct SyntheticArgs {
+  std::string out;
+  datasets::SyntheticOptions options;
+  bool ogb = false;
+};
+
+std::string megabytes(std::int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
+
+std::string split_sizes(const datasets::DatasetInfo& info) {
+  return fmt::format("{}/{}/{}", info.num_train, info.num_valid, info.num_test);
+}
+
+void run_ogb(const OgbArgs& args) {
+  const auto report = datasets::convert_ogb_folder(args.dir, args.out, args.options);
+  const auto& info = report.info;
+  const double mb_per_s = static_cast<double>(report.text_bytes) / 1e6 / std::max(report.seconds, 1e-9);
+  const std::int64_t peak = peak_rss_bytes();
+  if (args.json) {
+    nlohmann::json j;
+    j["input"] = args.dir;
+    j["output"] = args.out;
+    j["name"] = info.name;
+    j["num_nodes"] = info.num_nodes;
+    j["num_edges"] = info.num_edges;
+    j["directed"] = info.directed;
+    j["symmetrized"] = args.options.symmetrize;
+    j["feature_dim"] = info.feature_dim;
+    j["num_classes"] = info.num_classes;
+    j["split"] = {{"name", report.split}, {"train", info.num_train}, {"valid", info.num_valid},
+                  {"test", info.num_test}};
+    j["layout"] = report.npz ? "npz" : "csv";
+    j["seconds"] = report.seconds;
+    j["text_bytes"] = report.text_bytes;
+    j["input_bytes"] = report.input_bytes;
+    j["text_mb_per_s"] = mb_per_s;
+    j["output_bytes"] = info.file_bytes;
+    j["peak_rss_bytes"] = peak;
+    nlohmann::json phases = nlohmann::json::object();
+    for (const auto& [name, s] : report.phases) phases[name] = s;
+    j["phases"] = phases;
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("{}: {} nodes, {} edges ({}), {} features, {} classes, split {} {}\n", args.out,
+             info.num_nodes, info.num_edges,
+             args.options.symmetrize ? "symmetrized"
+             : info.directed         ? "directed"
+                                     : "undirected, each stored once",
+             info.feature_dim, info.num_classes, report.split, split_sizes(info));
+  std::string phases;
+  for (const auto& [name, s] : report.phases) phases += fmt::format("{}{} {:.2f} s", phases.empty() ? "" : ", ", name, s);
+  fmt::print("  read {} of {} in {:.2f} s ({:.0f} MB/s), wrote {}, peak memory {}\n  phases: {}\n",
+             megabytes(report.text_bytes), report.npz ? "npz arrays" : "CSV text", report.seconds,
+             mb_per_s, megabytes(info.file_bytes), megabytes(peak), phases);
+}
+
+void run_synthetic(const SyntheticArgs& args) {
+  TESSEL_EXPECTS(!args.out.empty(), "convert synthetic: missing the output path (OUT.h5)");
+  Stopwatch watch;
+  const auto data = datasets::make_synthetic(args.options);
+  const double generate_s = watch.seconds();
+  watch.reset();
+  if (args.ogb) {
+    datasets::OgbWriteOptions options;
+    options.split_name = "random";
+    datasets::write_ogb_folder(data, args.out, options);
+  } else {
+    datasets::write_store(data, args.out);
+  }
+  fmt::print("{}: {} nodes, {} edges (undirected, each stored once), {} features, {} classes, "
+             "split {}/{}/{}; generated in {:.2f} s, written in {:.2f} s\n",
+             args.out, data.num_nodes, data.num_edges(), data.feature_dim, data.num_classes,
+             data.train.size(), data.valid.size(), data.test.size(), generate_s, watch.seconds());
+}
+
+const Registrar registrar{Command{
+    "convert",
+    "Make an HDF5 dataset store: from an OGB raw folder (`convert ogb`) or a synthetic "
+    "planted-partition graph (`convert synthetic`)",
+    false,
+    [](CLI::App& sub) -> std::function<void()> {
+      sub.require_subcommand(1);
+      auto ogb = std::make_shared<OgbArgs>();
+      CLI::App* ogb_cmd = sub.add_subcommand(
+          "ogb",
+          "Convert an OGB raw folder (raw/edge.csv.gz, raw/num-node-list.csv.gz, "
+          "raw/num-edge-list.csv.gz, raw/node-feat.csv.gz, raw/node-label.csv.gz, "
+          "split/<name>/{train,valid,test}.csv.gz; plain .csv accepted; or papers100M's "
+          "raw/data.npz + raw/node-label.npz) into a store. Features stream to the file in row "
+          "blocks; the output appears only when complete.");
+      ogb_cmd->add_option("dir", ogb->dir, "OGB dataset folder (the one holding raw/ and split/)")
+          ->required();
+      ogb_cmd->add_option("out", ogb->out, "Output store (.h5); replaced if it exists")->required();
+      ogb_cmd->add_option("--split", ogb->options.split,
+                          "Split folder under split/ (default: the only one there)");
+      ogb_cmd->add_flag("--symmetrize", ogb->options.symmetrize,
+                        "Store both directions of every edge (self-loops and duplicates "
+                        "removed); the result is marked undirected");
+      ogb_cmd->add_flag("--directed", ogb->options.directed,
+                        "The edges are directed (e.g. ogbn-arxiv); default: undirected, each "
+                        "edge stored once as in products/proteins");
+      ogb_cmd->add_option("--name", ogb->options.name, "Dataset name (default: the folder's name)");
+      ogb_cmd->add_flag("--json", ogb->json,
+                        "Print one JSON object (counts, seconds, MB/s, peak memory, phases)");
+
+      auto syn = std::make_shared<SyntheticArgs>();
+      auto& o = syn->options;
+      CLI::App* syn_cmd = sub.add_subcommand(
+          "synthetic",
+          "Generate a planted-partition graph: power-law-ish degrees, homophilous edges, "
+          "Gaussian class-correlated features, a random 10%/10%/80% train/valid/test split "
+          "(see --train-frac, --valid-frac). Deterministic from --seed, for any thread count.");
+      syn_cmd->add_option("out", syn->out, "Output store (.h5), or folder with --ogb")->required();
+      syn_cmd->add_option("--nodes", o.num_nodes, "Number of nodes")->capture_default_str();
+      syn_cmd->add_option("--avg-degree", o.avg_degree,
+                          "Mean degree once symmetrized (about nodes * degree / 2 edges)")
+          ->capture_default_str();
+      syn_cmd->add_option("--classes", o.num_classes, "Number of classes")->capture_default_str();
+      syn_cmd->add_option("--feat-dim", o.feature_dim, "Feature dimension")->capture_default_str();
+      syn_cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+      syn_cmd->add_option("--train-frac", o.train_frac, "Fraction of nodes in the training set")
+          ->capture_default_str();
+      syn_cmd->add_option("--valid-frac", o.valid_frac,
+                          "Fraction in the validation set (the rest is test)")
+          ->capture_default_str();
+      syn_cmd->add_option("--homophily", o.homophily,
+                          "Fraction of edges that join nodes of the same class")
+          ->capture_default_str();
+      syn_cmd->add_option("--feature-signal", o.feature_signal,
+                          "Class centroid spread in noise units (0: features carry no class "
+                          "information)")
+          ->capture_default_str();
+      syn_cmd->add_option("--degree-exponent", o.degree_exponent,
+                          "Power-law exponent of the expected degrees (> 2)")
+          ->capture_default_str();
+      syn_cmd->add_option("--name", o.name, "Dataset name")->capture_default_str();
+      syn_cmd->add_flag("--ogb", syn->ogb,
+                        "Write an OGB raw folder (gzip CSV) at OUT instead of a store, e.g. to "
+                        "benchmark `convert ogb`");
+      return [ogb_cmd, syn_cmd, ogb, syn] {
+        if (ogb_cmd->parsed()) run_ogb(*ogb);
+        if (syn_cmd->parsed()) run_synthetic(*syn);
+      };
+    },
+    10}};
+
+}  // namespace
+}  // namespace tessel::cli
