@@ -1,0 +1,123 @@
+// Layers with explicit forward/backward: Linear, GCN, GraphSAGE, ReLU, dropout; Glorot init.
+#pragma once
+
+#include "tessel/core/rng.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/nn/aggregator.hpp"
+#include "tessel/nn/model.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessel::nn {
+
+// f32 [fan_in, fan_out] on `device`, uniform in +-sqrt(6 / (fan_in + fan_out)), drawn in
+// row-major order from Philox item `item` of `key`: the same on every rank and process count.
+Tensor glorot_uniform(std::int64_t fan_in, std::int64_t fan_out, const rng::Key& key,
+                      std::uint64_t item, Device device = Device::cpu());
+
+// Every layer keeps what its backward needs from the last forward; backward adds the
+// parameter gradients into Parameter::grad (zero them first) and returns the gradient with
+// respect to the input, or an undefined Tensor when need_input_grad is false.
+
+// y = x W + b; W: [in, out], b: [out].
+class Linear {
+ public:
+  Linear(const std::string& name, std::int64_t in_dim, std::int64_t out_dim, const rng::Key& key,
+         Device device);
+  Tensor forward(const Tensor& x);
+  Tensor backward(const Tensor& grad_out, bool need_input_grad);
+  std::vector<Parameter*> parameters() { return {&weight_, &bias_}; }
+
+ private:
+  Parameter weight_, bias_;
+  Tensor input_;
+};
+
+// A layer that reads neighbors through an Aggregator.
+class GraphLayer {
+ public:
+  virtual ~GraphLayer() = default;
+  // x: [agg.num_src(), in_dim] -> [agg.num_dst(), out_dim]. Keeps &agg for backward.
+  virtual Tensor forward(const Tensor& x, Aggregator& agg) = 0;
+  // grad_out: [num_dst, out_dim] -> [num_src, in_dim] (or undefined).
+  virtual Tensor backward(const Tensor& grad_out, bool need_input_grad) = 0;
+  virtual std::vector<Parameter*> parameters() = 0;
+  virtual std::int64_t in_dim() const = 0;
+  virtual std::int64_t out_dim() const = 0;
+};
+
+// GCN: out = Â X W + b with Â per Norm::gcn. Aggregates the narrower side: transforms
+// first ((X W) then Â) when out_dim < in_dim, else aggregates first (Â X then W); both the
+// SpMM and the halo exchange then move min(in, out) columns.
+class GcnLayer final : public GraphLayer {
+ public:
+  GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
+           const rng::Key& key, Device device);
+  Tensor forward(const Tensor& x, Aggregator& agg) override;
+  Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
+  std::int64_t in_dim() const override { return weight_.value.rows(); }
+  std::int64_t out_dim() const override { return weight_.value.cols(); }
+  bool transforms_first() const { return out_dim() < in_dim(); }
+
+ private:
+  Parameter weight_, bias_;
+  Aggregator* agg_ = nullptr;
+  Tensor input_;       // X
+  Tensor aggregated_;  // Â X (aggregate-first only)
+};
+
+// GraphSAGE (mean): out = X_dst W_self + mean_agg(X) W_neigh + b, X_dst = the first num_dst
+// rows of X. Same order rule as GcnLayer for the neighbor term.
+class SageLayer final : public GraphLayer {
+ public:
+  SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
+            const rng::Key& key, Device device);
+  Tensor forward(const Tensor& x, Aggregator& agg) override;
+  Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override {
+    return {&self_weight_, &neigh_weight_, &bias_};
+  }
+  std::int64_t in_dim() const override { return self_weight_.value.rows(); }
+  std::int64_t out_dim() const override { return self_weight_.value.cols(); }
+  bool transforms_first() const { return out_dim() < in_dim(); }
+
+ private:
+  Parameter self_weight_, neigh_weight_, bias_;
+  Aggregator* agg_ = nullptr;
+  Tensor input_;
+  Tensor aggregated_;  // mean_agg(X) (aggregate-first only)
+};
+
+class Relu {
+ public:
+  Tensor forward(const Tensor& x);
+  Tensor backward(const Tensor& grad_out);
+
+ private:
+  Tensor output_;
+};
+
+// Inverted dropout keyed by (key, row id, column); identity when p == 0 or not training.
+class Dropout {
+ public:
+  explicit Dropout(float p) : p_(p) {}
+  Tensor forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
+                 bool training);
+  Tensor backward(const Tensor& grad_out);
+  const Tensor& mask() const { return mask_; }  // u8, 1 = kept (undefined when inactive)
+
+ private:
+  float p_;
+  bool active_ = false;
+  Tensor mask_;
+};
+
+// Divides each row of `features` (f32 [n, F], any device) by its absolute sum (row-normalized
+// input features, as in Kipf & Welling); all-zero rows stay zero.
+void normalize_rows(Tensor& features);
+
+}  // namespace tessel::nn

@@ -1,0 +1,225 @@
+// Forward and backward of Linear, GCN, GraphSAGE, ReLU and dropout, and Glorot initialization.
+#include "tessel/nn/layers.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/kernels/kernels.hpp"
+
+#include <cmath>
+
+namespace tessel::nn {
+
+namespace {
+
+Tensor new_like(std::int64_t rows, std::int64_t cols, Device device) {
+  return Tensor::empty({rows, cols}, DType::f32, device);
+}
+
+Parameter make_parameter(std::string name, Tensor value) {
+  Parameter p;
+  p.name = std::move(name);
+  p.grad = Tensor::zeros(value.shape(), DType::f32, value.device());
+  p.value = std::move(value);
+  return p;
+}
+
+Parameter make_bias(std::string name, std::int64_t dim, Device device) {
+  return make_parameter(std::move(name), Tensor::zeros({dim}, DType::f32, device));
+}
+
+// out[num_rows, W.cols] = x W (+ out when accumulate).
+void matmul(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
+  kernels::gemm(x, false, w, false, out, 1.0f, accumulate ? 1.0f : 0.0f);
+}
+
+void expect_input(const char* layer, const Tensor& x, std::int64_t rows, std::int64_t in_dim,
+                  Device device) {
+  TESSEL_EXPECTS(x.defined() && x.dtype() == DType::f32 && x.dim() == 2, "{}: input must be f32 of rank 2, got {}",
+                 layer, x.defined() ? x.describe() : std::string("undefined"));
+  TESSEL_EXPECTS(x.rows() == rows && x.cols() == in_dim, "{}: input {} expected [{}, {}]", layer,
+                 x.describe(), rows, in_dim);
+  TESSEL_EXPECTS(x.device() == device, "{}: input on {}, parameters on {}", layer,
+                 x.device().str(), device.str());
+}
+
+}  // namespace
+
+Tensor glorot_uniform(std::int64_t fan_in, std::int64_t fan_out, const rng::Key& key,
+                      std::uint64_t item, Device device) {
+  Tensor w = Tensor::empty({fan_in, fan_out}, DType::f32);
+  const double limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  rng::Sequence draws(key, item);
+  float* data = w.data<float>();
+  for (std::int64_t i = 0; i < w.numel(); ++i)
+    data[i] = static_cast<float>((2.0 * draws.next_double() - 1.0) * limit);
+  return device.is_cpu() ? w : w.to(device);
+}
+
+// ---- Linear ----
+
+Linear::Linear(const std::string& name, std::int64_t in_dim, std::int64_t out_dim,
+               const rng::Key& key, Device device)
+    : weight_(make_parameter(name + ".weight", glorot_uniform(in_dim, out_dim, key, 0, device))),
+      bias_(make_bias(name + ".bias", out_dim, device)) {}
+
+Tensor Linear::forward(const Tensor& x) {
+  expect_input("Linear", x, x.rows(), weight_.value.rows(), weight_.value.device());
+  input_ = x;
+  Tensor y = new_like(x.rows(), weight_.value.cols(), x.device());
+  matmul(x, weight_.value, y, false);
+  kernels::add_bias(y, bias_.value);
+  return y;
+}
+
+Tensor Linear::backward(const Tensor& grad_out, bool need_input_grad) {
+  TESSEL_ASSERT(input_.defined(), "Linear::backward before forward");
+  kernels::gemm(input_, true, grad_out, false, weight_.grad, 1.0f, 1.0f);
+  kernels::column_sums(grad_out, bias_.grad, true);
+  if (!need_input_grad) return {};
+  Tensor grad_in = new_like(input_.rows(), input_.cols(), input_.device());
+  kernels::gemm(grad_out, false, weight_.value, true, grad_in);
+  return grad_in;
+}
+
+// ---- GCN ----
+
+GcnLayer::GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
+                   const rng::Key& key, Device device)
+    : weight_(make_parameter(prefix + ".weight", glorot_uniform(in_dim, out_dim, key, 0, device))),
+      bias_(make_bias(prefix + ".bias", out_dim, device)) {}
+
+Tensor GcnLayer::forward(const Tensor& x, Aggregator& agg) {
+  expect_input("GcnLayer", x, agg.num_src(), in_dim(), weight_.value.device());
+  agg_ = &agg;
+  input_ = x;
+  Tensor out;
+  if (transforms_first()) {
+    Tensor transformed = new_like(x.rows(), out_dim(), x.device());
+    matmul(x, weight_.value, transformed, false);
+    out = agg.aggregate(transformed, Norm::gcn);
+    aggregated_ = Tensor();
+  } else {
+    aggregated_ = agg.aggregate(x, Norm::gcn);
+    out = new_like(agg.num_dst(), out_dim(), x.device());
+    matmul(aggregated_, weight_.value, out, false);
+  }
+  kernels::add_bias(out, bias_.value);
+  return out;
+}
+
+Tensor GcnLayer::backward(const Tensor& grad_out, bool need_input_grad) {
+  TESSEL_ASSERT(agg_ != nullptr, "GcnLayer::backward before forward");
+  kernels::column_sums(grad_out, bias_.grad, true);
+  if (transforms_first()) {
+    // out = Â (X W): d/d(XW) = Âᵀ G, then dW = Xᵀ (Âᵀ G), dX = (Âᵀ G) Wᵀ.
+    const Tensor grad_transformed = agg_->aggregate_backward(grad_out, Norm::gcn);
+    kernels::gemm(input_, true, grad_transformed, false, weight_.grad, 1.0f, 1.0f);
+    if (!need_input_grad) return {};
+    Tensor grad_in = new_like(input_.rows(), in_dim(), input_.device());
+    kernels::gemm(grad_transformed, false, weight_.value, true, grad_in);
+    return grad_in;
+  }
+  // out = (Â X) W: dW = (Â X)ᵀ G, dX = Âᵀ (G Wᵀ). Layer 0 skips the aggregation backward.
+  kernels::gemm(aggregated_, true, grad_out, false, weight_.grad, 1.0f, 1.0f);
+  if (!need_input_grad) return {};
+  Tensor grad_aggregated = new_like(grad_out.rows(), in_dim(), grad_out.device());
+  kernels::gemm(grad_out, false, weight_.value, true, grad_aggregated);
+  return agg_->aggregate_backward(grad_aggregated, Norm::gcn);
+}
+
+// ---- GraphSAGE ----
+
+SageLayer::SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
+                     const rng::Key& key, Device device)
+    : self_weight_(make_parameter(prefix + ".self_weight",
+                                  glorot_uniform(in_dim, out_dim, key, 0, device))),
+      neigh_weight_(make_parameter(prefix + ".neigh_weight",
+                                   glorot_uniform(in_dim, out_dim, key, 1, device))),
+      bias_(make_bias(prefix + ".bias", out_dim, device)) {}
+
+Tensor SageLayer::forward(const Tensor& x, Aggregator& agg) {
+  expect_input("SageLayer", x, agg.num_src(), in_dim(), self_weight_.value.device());
+  TESSEL_EXPECTS(agg.num_dst() <= agg.num_src(), "SageLayer: {} destinations but {} sources",
+                 agg.num_dst(), agg.num_src());
+  agg_ = &agg;
+  input_ = x;
+  const Tensor x_dst = x.rows_slice(0, agg.num_dst());
+  Tensor out;
+  if (transforms_first()) {
+    Tensor transformed = new_like(x.rows(), out_dim(), x.device());
+    matmul(x, neigh_weight_.value, transformed, false);
+    out = agg.aggregate(transformed, Norm::mean);
+    aggregated_ = Tensor();
+    matmul(x_dst, self_weight_.value, out, true);
+  } else {
+    aggregated_ = agg.aggregate(x, Norm::mean);
+    out = new_like(agg.num_dst(), out_dim(), x.device());
+    matmul(x_dst, self_weight_.value, out, false);
+    matmul(aggregated_, neigh_weight_.value, out, true);
+  }
+  kernels::add_bias(out, bias_.value);
+  return out;
+}
+
+Tensor SageLayer::backward(const Tensor& grad_out, bool need_input_grad) {
+  TESSEL_ASSERT(agg_ != nullptr, "SageLayer::backward before forward");
+  const std::int64_t num_dst = grad_out.rows();
+  const Tensor x_dst = input_.rows_slice(0, num_dst);
+  kernels::column_sums(grad_out, bias_.grad, true);
+  kernels::gemm(x_dst, true, grad_out, false, self_weight_.grad, 1.0f, 1.0f);
+  Tensor grad_in;
+  if (transforms_first()) {
+    const Tensor grad_transformed = agg_->aggregate_backward(grad_out, Norm::mean);
+    kernels::gemm(input_, true, grad_transformed, false, neigh_weight_.grad, 1.0f, 1.0f);
+    if (!need_input_grad) return {};
+    grad_in = new_like(input_.rows(), in_dim(), input_.device());
+    kernels::gemm(grad_transformed, false, neigh_weight_.value, true, grad_in);
+  } else {
+    kernels::gemm(aggregated_, true, grad_out, false, neigh_weight_.grad, 1.0f, 1.0f);
+    if (!need_input_grad) return {};
+    Tensor grad_aggregated = new_like(num_dst, in_dim(), grad_out.device());
+    kernels::gemm(grad_out, false, neigh_weight_.value, true, grad_aggregated);
+    grad_in = agg_->aggregate_backward(grad_aggregated, Norm::mean);
+  }
+  // The self term reaches only the destination rows, which are the first sources.
+  Tensor grad_in_dst = grad_in.rows_slice(0, num_dst);
+  kernels::gemm(grad_out, false, self_weight_.value, true, grad_in_dst, 1.0f, 1.0f);
+  return grad_in;
+}
+
+// ---- ReLU, dropout ----
+
+Tensor Relu::forward(const Tensor& x) {
+  output_ = Tensor::empty(x.shape(), DType::f32, x.device());
+  kernels::relu_forward(x, output_);
+  return output_;
+}
+
+Tensor Relu::backward(const Tensor& grad_out) {
+  Tensor grad_in = Tensor::empty(grad_out.shape(), DType::f32, grad_out.device());
+  kernels::relu_backward(grad_out, output_, grad_in);
+  return grad_in;
+}
+
+Tensor Dropout::forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
+                        bool training) {
+  active_ = training && p_ > 0.0f;
+  if (!active_) {
+    mask_ = Tensor();
+    return x;
+  }
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  mask_ = Tensor::empty(x.shape(), DType::u8, x.device());
+  kernels::dropout_forward(x, row_ids, key, p_, y, mask_);
+  return y;
+}
+
+Tensor Dropout::backward(const Tensor& grad_out) {
+  if (!active_) return grad_out;
+  Tensor grad_in = Tensor::empty(grad_out.shape(), DType::f32, grad_out.device());
+  kernels::dropout_backward(grad_out, mask_, p_, grad_in);
+  return grad_in;
+}
+
+void normalize_rows(Tensor& features) { kernels::normalize_rows(features); }
+
+}  // namespace tessel::nn
