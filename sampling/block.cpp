@@ -8,6 +8,49 @@
 
 namespace tessel::sampling {
 
+namespace {
+
+// The builder's loop, for either map type.
+template <class Map>
+void build_block(Map& map, std::span<const NodeId> dst, std::span<const EdgeId> offsets,
+                 std::span<const NodeId> neighbors, Block& out) {
+  const auto num_dst = static_cast<std::int64_t>(dst.size());
+  const auto num_edges = static_cast<std::int64_t>(neighbors.size());
+  // Most batches repeat sources heavily; start a hash table for a fraction of the edges and let
+  // it grow, so its used range stays small and cache-resident.
+  map.reset(num_dst + num_edges / 4);
+  out.dst.assign(dst.begin(), dst.end());
+  out.src.assign(dst.begin(), dst.end());
+  bool inserted = false;
+  for (std::int64_t i = 0; i < num_dst; ++i) {
+    map.insert(dst[i], static_cast<LocalId>(i), inserted);
+    TESSEL_EXPECTS(inserted, "build_block: destination {} appears twice, expected distinct ids",
+                   dst[i]);
+  }
+
+  LocalCsr& adj = out.adj;
+  adj.num_rows = num_dst;
+  adj.indptr.assign(offsets.begin(), offsets.end());
+  adj.indices.resize(static_cast<std::size_t>(num_edges));
+  adj.values.clear();
+  // The probes are random accesses; prefetching well ahead hides most of their latency.
+  constexpr std::int64_t kPrefetchDistance = 32;
+  for (std::int64_t e = 0; e < num_edges; ++e) {
+    if (e + kPrefetchDistance < num_edges) map.prefetch(neighbors[e + kPrefetchDistance]);
+    const NodeId id = neighbors[e];
+    const LocalId local = map.insert(id, static_cast<LocalId>(out.src.size()), inserted);
+    if (inserted) out.src.push_back(id);
+    adj.indices[e] = local;
+  }
+  adj.num_cols = static_cast<std::int64_t>(out.src.size());
+}
+
+}  // namespace
+
+BlockBuilder::BlockBuilder(std::int64_t id_bound)
+    : dense_(id_bound > 0 && id_bound <= kDenseMaxIds ? id_bound : 0),
+      use_dense_(id_bound > 0 && id_bound <= kDenseMaxIds) {}
+
 void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> offsets,
                          std::span<const NodeId> neighbors, Block& out) {
   const auto num_dst = static_cast<std::int64_t>(dst.size());
@@ -24,38 +67,23 @@ void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> of
   for (std::int64_t i = 0; i < num_dst; ++i)
     TESSEL_EXPECTS(offsets[i] <= offsets[i + 1], "build_block: offsets decrease at {} ({} > {})",
                    i, offsets[i], offsets[i + 1]);
-
-  // Most batches repeat sources heavily; start the table for a fraction of the edges and let it
-  // grow, so its used range stays small and cache-resident.
-  map_.reset(num_dst + num_edges / 4);
-  out.dst.assign(dst.begin(), dst.end());
-  out.src.assign(dst.begin(), dst.end());
-  bool inserted = false;
-  for (std::int64_t i = 0; i < num_dst; ++i) {
-    map_.insert(dst[i], static_cast<LocalId>(i), inserted);
-    TESSEL_EXPECTS(inserted, "build_block: destination {} appears twice, expected distinct ids",
-                   dst[i]);
+  if (!use_dense_) {
+    build_block(map_, dst, offsets, neighbors, out);
+    return;
   }
-
-  LocalCsr& adj = out.adj;
-  adj.num_rows = num_dst;
-  adj.indptr.assign(offsets.begin(), offsets.end());
-  adj.indices.resize(static_cast<std::size_t>(num_edges));
-  adj.values.clear();
-  // The probes are random accesses; prefetching a few keys ahead hides part of their latency.
-  constexpr std::int64_t kPrefetchDistance = 8;
-  for (std::int64_t e = 0; e < num_edges; ++e) {
-    if (e + kPrefetchDistance < num_edges) map_.prefetch(neighbors[e + kPrefetchDistance]);
-    const NodeId id = neighbors[e];
-    const LocalId local = map_.insert(id, static_cast<LocalId>(out.src.size()), inserted);
-    if (inserted) out.src.push_back(id);
-    adj.indices[e] = local;
-  }
-  adj.num_cols = static_cast<std::int64_t>(out.src.size());
+  const NodeId bound = dense_.bound();
+  auto outside = [bound](NodeId id) { return id < 0 || id >= bound; };
+  const auto bad_dst = std::find_if(dst.begin(), dst.end(), outside);
+  TESSEL_EXPECTS(bad_dst == dst.end(), "build_block: destination {} outside the id bound [0, {})",
+                 bad_dst == dst.end() ? 0 : *bad_dst, bound);
+  const auto bad = std::find_if(neighbors.begin(), neighbors.end(), outside);
+  TESSEL_EXPECTS(bad == neighbors.end(), "build_block: neighbor {} outside the id bound [0, {})",
+                 bad == neighbors.end() ? 0 : *bad, bound);
+  build_block(dense_, dst, offsets, neighbors, out);
 }
 
 BlockSampler::BlockSampler(const Csr& graph, std::span<const NodeId> node_key)
-    : graph_(graph), node_key_(node_key) {
+    : graph_(graph), node_key_(node_key), builder_(graph.num_rows) {
   TESSEL_EXPECTS(node_key.empty() || static_cast<std::int64_t>(node_key.size()) == graph.num_rows,
                  "BlockSampler: {} node keys for a graph of {} nodes, expected one per node",
                  node_key.size(), graph.num_rows);

@@ -15,7 +15,8 @@ constexpr int kThreads = 256;
 
 int blocks_for(std::int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
-// counts[i] = number of draws for request i; a row out of range raises *bad_row (host reports).
+// counts[i] = number of draws for request i; a row out of range sets *bad_row = 1, a row too long
+// to draw from sets 2 (the host reports either).
 template <class Index>
 __global__ void count_kernel(const EdgeId* indptr, std::int64_t num_graph_rows, const Index* rows,
                              std::int64_t n, int fanout, EdgeId* counts, int* bad_row) {
@@ -27,11 +28,14 @@ __global__ void count_kernel(const EdgeId* indptr, std::int64_t num_graph_rows, 
     counts[i] = 0;
     return;
   }
-  counts[i] = sample_count(indptr[r + 1] - indptr[r], fanout);
+  const EdgeId degree = indptr[r + 1] - indptr[r];
+  const EdgeId count = sample_count(degree, fanout);
+  if (count < degree && degree >= (EdgeId{1} << 32)) *bad_row = 2;  // NodeDraws bounds are 32-bit
+  counts[i] = count;
 }
 
-// One thread per request. Positions are chosen in the output slot itself (sorted Floyd, as on
-// the CPU), then replaced by the neighbors they point at; a whole row is copied.
+// One thread per request. Positions are chosen in the output slot itself (Floyd, the same draws
+// as the CPU twin), then replaced by the neighbors they point at; a whole row is copied.
 template <class Index>
 __global__ void sample_kernel(const EdgeId* indptr, const Index* indices, const Index* rows,
                               const NodeId* row_keys, std::int64_t n, rng::Key key,
@@ -48,7 +52,7 @@ __global__ void sample_kernel(const EdgeId* indptr, const Index* indices, const 
     for (EdgeId k = 0; k < degree; ++k) slot[k] = row[k];
     return;
   }
-  floyd_sorted_positions(key, static_cast<std::uint64_t>(row_keys[i]), degree, count, slot);
+  floyd_positions(key, static_cast<std::uint64_t>(row_keys[i]), degree, count, slot);
   for (EdgeId k = 0; k < count; ++k) slot[k] = row[slot[k]];
 }
 
@@ -85,8 +89,10 @@ void run(const Tensor& indptr, const Tensor& indices, const Tensor& rows, const 
   TESSEL_CHECK_CUDA(cudaMemcpyAsync(&bad_row, flag.raw(), sizeof(std::int32_t),
                                     cudaMemcpyDeviceToHost, stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
-  TESSEL_EXPECTS(bad_row == 0, "sample_neighbors: a requested row is outside [0, {}) on {}",
+  TESSEL_EXPECTS(bad_row != 1, "sample_neighbors: a requested row is outside [0, {}) on {}",
                  num_graph_rows, device.str());
+  TESSEL_EXPECTS(bad_row != 2, "sample_neighbors: a requested row has 2^32 or more neighbors on {}",
+                 device.str());
 
   neighbors = Tensor::empty({total}, indices.dtype(), device);
   if (n > 0 && total > 0) {

@@ -27,9 +27,17 @@ struct Block {
   std::int64_t num_edges() const { return adj.num_edges(); }
 };
 
-// Builds blocks from sampled neighbor lists, deduplicating sources with a reused hash map.
+// Builds blocks from sampled neighbor lists, deduplicating sources with a reused id map.
 class BlockBuilder {
  public:
+  // Largest id space for which a dense map is allowed (8 bytes per possible id: 128 MiB).
+  static constexpr std::int64_t kDenseMaxIds = std::int64_t{1} << 24;
+
+  // id_bound > 0 promises every id is in [0, id_bound): up to kDenseMaxIds a dense array
+  // replaces the hash map (about twice as fast while it stays in cache); ids are then checked
+  // against the bound. 0 (or a larger bound) uses the hash map: any int64 ids.
+  explicit BlockBuilder(std::int64_t id_bound = 0);
+
   // dst: distinct destination ids [n]; offsets [n + 1] and neighbors [offsets[n]]: the drawn
   // neighbors of dst[i] are neighbors[offsets[i], offsets[i+1]) (same id space as dst).
   // Sources are the destinations followed by every other neighbor in first-seen order (so the
@@ -47,6 +55,8 @@ class BlockBuilder {
 
  private:
   IdHashMap map_;
+  DenseIdMap dense_;
+  bool use_dense_ = false;
 };
 
 // Multi-layer sampling on one whole graph (the P = 1 reference the distributed sampler must

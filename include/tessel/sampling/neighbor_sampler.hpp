@@ -30,8 +30,8 @@ template <class Index>
 bool rows_sorted_by_key(const CsrT<Index>& graph, std::span<const NodeId> col_key);
 
 // The neighbors drawn for a list of rows, CSR-like: the draws for request i are
-// neighbors[offsets[i], offsets[i+1]), column ids of the sampled graph, ascending in the row's
-// canonical order (so ascending by original id).
+// neighbors[offsets[i], offsets[i+1]), column ids of the sampled graph, in draw order (a whole
+// row, fanout >= degree, comes in canonical order). Both orders are the same on every rank.
 template <class Index>
 struct SampledNeighborsT {
   std::vector<EdgeId> offsets{0};  // [num_requests + 1]
