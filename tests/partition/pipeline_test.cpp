@@ -6,6 +6,7 @@
 #include "steps.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/dataset.hpp"
+#include "tessel/datasets/ogb.hpp"
 #include "tessel/partition/part.hpp"
 #include "test_support.hpp"
 
@@ -105,6 +106,33 @@ std::vector<InvariantCase> invariant_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Planted, PartitionInvariants, ::testing::ValuesIn(invariant_cases()),
                          case_name);
+
+// Cora (OGB raw layout, undirected, each edge once): every invariant for K = 1, 2, 3, 8.
+TEST(PartitionCora, InvariantsHold) {
+  const auto cora = test::shared_dataset("cora");
+  if (!cora) GTEST_SKIP() << "shared dataset cora not found";
+  const auto data = datasets::read_ogb_folder(*cora);
+  ASSERT_EQ(data.num_nodes, 2708);
+  for (int k : {1, 2, 3, 8}) {
+    for (Method method : {Method::metis, Method::random}) {
+      if (k == 1 && method == Method::random) continue;
+      test::TempDir tmp;
+      const auto stats = partition_dataset(data, tmp / "parts", options_for(k, method, 1));
+      EXPECT_EQ(stats.num_edges, 10556);
+      std::int64_t cut = -1;
+      test::verify_partition(tmp / "parts", data, true, &cut);
+      EXPECT_EQ(stats.edge_cut, cut);
+      CheckOptions with_source;
+      with_source.source_data = &data;
+      EXPECT_EQ(check_partition(tmp / "parts", with_source).edge_cut, cut);
+      if (k > 1 && method == Method::metis) {
+        EXPECT_LT(stats.edge_cut_fraction, 0.25) << "k = " << k;
+        EXPECT_LT(stats.node_balance, 1.1);
+        EXPECT_LT(stats.train_balance, 1.25);
+      }
+    }
+  }
+}
 
 TEST(Partition, ManifestRecordsStatistics) {
   test::PlantedOptions po;

@@ -1,0 +1,97 @@
+// `tessel partition`: METIS (or random) k-way partitioning of a dataset store into a partition
+// folder, and `--check` to re-verify a folder.
+#include "command.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/partition/partitioner.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+struct PartitionArgs {
+  std::string input;
+  std::string out;
+  std::string check;
+  int parts = 0;
+  std::string method = "metis";
+  std::string balance = "nodes,train,edges";
+  std::uint64_t seed = 0;
+  bool symmetrize = true;
+  bool force = false;
+};
+
+void run_check(const PartitionArgs& args) {
+  partition::CheckOptions options;
+  options.source_store = args.input;
+  const auto report = partition::check_partition(args.check, options);
+  fmt::print("{}: OK: {} parts, {} nodes, {} edges, edge cut {}, {} halo nodes{}\n", args.check,
+             report.num_parts, report.num_nodes, report.num_edges, report.edge_cut,
+             report.total_halo,
+             report.compared_with_source ? fmt::format("; matches {}", args.input) : "");
+}
+
+void run_partition(const PartitionArgs& args, bool parts_given) {
+  TESSEL_EXPECTS(!args.input.empty(), "partition: missing the input dataset store (IN.h5)");
+  TESSEL_EXPECTS(parts_given, "partition: missing --parts K");
+  TESSEL_EXPECTS(!args.out.empty(), "partition: missing --out DIR");
+  partition::PartitionOptions options;
+  options.num_parts = args.parts;
+  options.method = partition::parse_method(args.method);
+  options.balance = partition::parse_balance(args.balance);
+  options.seed = args.seed;
+  options.symmetrize = args.symmetrize;
+  options.force = args.force;
+  const auto stats = partition::partition_store(args.input, args.out, options);
+  fmt::print("{}wrote {}\n", stats.summary(), args.out);
+}
+
+const Registrar registrar{Command{
+    "partition",
+    "Split a dataset store into K parts (METIS k-way or random) with 1-hop halos, one HDF5 file "
+    "per part plus partition.json; or verify a partition folder with --check",
+    false,
+    [](CLI::App& sub) -> std::function<void()> {
+      auto args = std::make_shared<PartitionArgs>();
+      sub.add_option("input", args->input,
+                     "Dataset store (.h5) to partition; with --check, the store to compare the "
+                     "partition against (optional)");
+      auto* parts =
+          sub.add_option("--parts,-k", args->parts, "Number of parts K (1 <= K <= nodes)");
+      sub.add_option("--out,-o", args->out,
+                     "Partition folder to write (created; must be empty "
+                     "unless --force)");
+      sub.add_option("--method", args->method,
+                     "metis: k-way with balanced weights; random: "
+                     "balanced random baseline")
+          ->capture_default_str();
+      sub.add_option("--balance", args->balance,
+                     "What METIS keeps balanced across parts: comma-separated subset of "
+                     "nodes,train,edges")
+          ->capture_default_str();
+      sub.add_option("--seed", args->seed, "Seed for METIS and for random")->capture_default_str();
+      sub.add_flag("--symmetrize,!--no-symmetrize", args->symmetrize,
+                   "Store the symmetrized graph (default). --no-symmetrize keeps a directed "
+                   "dataset's edge directions (METIS still sees the symmetrized graph)");
+      sub.add_flag("--force", args->force, "Replace a non-empty output folder");
+      sub.add_option("--check", args->check,
+                     "Verify the partition folder DIR (every invariant; against IN.h5 too when "
+                     "given) instead of partitioning");
+      return [args, parts] {
+        if (!args->check.empty()) {
+          TESSEL_EXPECTS(parts->count() == 0 && args->out.empty(),
+                         "partition: --check takes a folder (and optionally the source store), "
+                         "not --parts or --out");
+          run_check(*args);
+        } else {
+          run_partition(*args, parts->count() > 0);
+        }
+      };
+    },
+    20}};
+
+} // namespace
+} // namespace tessel::cli

@@ -1,0 +1,179 @@
+// `tessel partition` through the built binary: every refusal (exit code and one-line message),
+// a successful run with its summary, and --check on good, tampered and foreign folders.
+#include "partition_testing.hpp"
+#include "tessel/datasets/dataset.hpp"
+#include "tessel/partition/part.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace tessel::partition {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result tessel(const std::string& args) {
+  Result r;
+  r.code = test::run_command(test::tessel_binary().string() + " " + args, &r.output);
+  return r;
+}
+
+std::string quoted(const fs::path& p) {
+  return "'" + p.string() + "'";
+}
+
+class PartitionCli : public ::testing::Test {
+protected:
+  void SetUp() override {
+    test::PlantedOptions po;
+    po.num_nodes = 300;
+    data_ = test::planted_dataset(po);
+    store_ = tmp_ / "planted.h5";
+    datasets::write_store(data_, store_);
+  }
+  // Runs a command that must be refused: exit code 2 and one "tessel: error:" line containing
+  // `expect`.
+  void expect_refused(const std::string& args, const std::string& expect) {
+    const auto r = tessel(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("tessel: error: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << "wanted \"" << expect << "\" in\n"
+                                                        << r.output;
+  }
+
+  test::TempDir tmp_;
+  datasets::Dataset data_;
+  fs::path store_;
+};
+
+TEST_F(PartitionCli, PartitionsPrintsSummaryAndChecks) {
+  const auto out = tmp_ / "parts";
+  auto r = tessel("partition " + quoted(store_) + " --parts 3 --out " + quoted(out) + " --seed 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* what : {"edge cut", "balance (max/mean)", "replication", "peak RSS", "metis"})
+    EXPECT_NE(r.output.find(what), std::string::npos) << what << " in\n" << r.output;
+  test::verify_partition(out, data_, true);
+
+  r = tessel("partition --check " + quoted(out));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK: 3 parts"), std::string::npos) << r.output;
+  r = tessel("partition --check " + quoted(out) + " " + quoted(store_));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("matches"), std::string::npos) << r.output;
+
+  r = tessel("partition " + quoted(store_) +
+             " --parts 2 --method random --balance nodes "
+             "--no-symmetrize --out " +
+             quoted(tmp_ / "random"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_manifest(tmp_ / "random").method, "random");
+}
+
+TEST_F(PartitionCli, RefusesPartsBelowOne) {
+  expect_refused("partition " + quoted(store_) + " --parts 0 --out " + quoted(tmp_ / "p"),
+                 "--parts must be at least 1, got 0");
+  expect_refused("partition " + quoted(store_) + " --parts -3 --out " + quoted(tmp_ / "p"),
+                 "--parts must be at least 1, got -3");
+  EXPECT_FALSE(fs::exists(tmp_ / "p"));
+}
+
+TEST_F(PartitionCli, RefusesMorePartsThanNodes) {
+  expect_refused("partition " + quoted(store_) + " --parts 301 --out " + quoted(tmp_ / "p"),
+                 "--parts 301 is more than the 300 nodes");
+  EXPECT_FALSE(fs::exists(tmp_ / "p"));
+}
+
+TEST_F(PartitionCli, RefusesNonEmptyOutputWithoutForce) {
+  fs::create_directories(tmp_ / "p");
+  std::ofstream(tmp_ / "p" / "notes.txt") << "keep me";
+  expect_refused("partition " + quoted(store_) + " --parts 2 --out " + quoted(tmp_ / "p"),
+                 "exists and is not empty (use --force");
+  EXPECT_TRUE(fs::exists(tmp_ / "p" / "notes.txt"));
+  const auto r =
+      tessel("partition " + quoted(store_) + " --parts 2 --force --out " + quoted(tmp_ / "p"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(tmp_ / "p" / "notes.txt"));
+  EXPECT_TRUE(fs::exists(tmp_ / "p" / "part-1.h5"));
+}
+
+TEST_F(PartitionCli, RefusesToReplaceAFolderHoldingTheInput) {
+  fs::create_directories(tmp_ / "p");
+  fs::copy_file(store_, tmp_ / "p" / "in.h5");
+  expect_refused("partition " + quoted(tmp_ / "p" / "in.h5") + " --parts 2 --force --out " +
+                     quoted(tmp_ / "p"),
+                 "is inside the output directory");
+  EXPECT_TRUE(fs::exists(tmp_ / "p" / "in.h5"));
+}
+
+TEST_F(PartitionCli, RefusesBadArguments) {
+  const auto in = quoted(store_), out = quoted(tmp_ / "p");
+  expect_refused("partition " + in + " --parts 2 --method kahip --out " + out,
+                 "unknown partition method \"kahip\"");
+  expect_refused("partition " + in + " --parts 2 --balance nodes,vertices --out " + out,
+                 "unknown balance constraint \"vertices\"");
+  expect_refused("partition " + in + " --out " + out, "missing --parts");
+  expect_refused("partition " + in + " --parts 2", "missing --out");
+  expect_refused("partition --parts 2 --out " + out, "missing the input dataset store");
+  expect_refused("partition " + quoted(tmp_ / "absent.h5") + " --parts 2 --out " + out,
+                 "absent.h5");
+  expect_refused("partition --check " + quoted(tmp_.path()) + " --parts 2",
+                 "--check takes a folder");
+  EXPECT_FALSE(fs::exists(tmp_ / "p"));
+}
+
+TEST_F(PartitionCli, CheckRejectsCorruptedAndForeignFolders) {
+  const auto out = tmp_ / "parts";
+  ASSERT_EQ(tessel("partition " + quoted(store_) + " --parts 3 --out " + quoted(out)).code, 0);
+  const auto m = read_manifest(out);
+  Part part = load_part(out, 1, m);
+  // Tamper with one index: point an edge at another local node.
+  for (std::int64_t i = 0; i < part.num_owned; ++i) {
+    const auto b = part.graph.indptr[i], e = part.graph.indptr[i + 1];
+    if (e > b && part.graph.indices[e - 1] + 1 < part.num_local() &&
+        part.graph.indices[e - 1] + 1 != i) {
+      ++part.graph.indices[e - 1];
+      break;
+    }
+  }
+  write_part(part, m.dataset, out / part_file_name(1));
+  expect_refused("partition --check " + quoted(out), ""); // which check fires depends on the edge
+
+  expect_refused("partition --check " + quoted(tmp_.path()), "partition.json: cannot open");
+  std::ofstream(out / "partition.json") << "{ not json";
+  expect_refused("partition --check " + quoted(out), "not valid JSON");
+}
+
+TEST_F(PartitionCli, HelpListsOptions) {
+  const auto r = tessel("partition --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* option : {"--parts", "--out", "--method", "--balance", "--seed",
+                             "--no-symmetrize", "--force", "--check"})
+    EXPECT_NE(r.output.find(option), std::string::npos) << option;
+}
+
+// Cora in the OGB raw layout, converted by `tessel convert ogb`, partitioned by the CLI.
+TEST(PartitionCliCora, ConvertPartitionCheck) {
+  const auto cora = test::shared_dataset("cora");
+  if (!cora) GTEST_SKIP() << "shared dataset cora not found";
+  test::TempDir tmp;
+  const auto store = tmp / "cora.h5";
+  auto r = tessel("convert ogb " + quoted(*cora) + " " + quoted(store));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = tessel("partition " + quoted(store) + " --parts 4 --out " + quoted(tmp / "parts"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = tessel("partition --check " + quoted(tmp / "parts") + " " + quoted(store));
+  EXPECT_EQ(r.code, 0) << r.output;
+  const auto m = read_manifest(tmp / "parts");
+  EXPECT_EQ(m.num_nodes, 2708);
+  EXPECT_EQ(m.num_edges, 10556);
+}
+
+} // namespace
+} // namespace tessel::partition
