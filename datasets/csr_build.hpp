@@ -10,6 +10,10 @@
 
 namespace tessel::datasets::detail {
 
+// Loops shorter than this run on one thread: a parallel region costs more than it saves, and
+// far more when the machine is oversubscribed.
+constexpr std::int64_t kParallelMin = 1 << 14;
+
 // Exclusive prefix sum of counts[0..n) into offsets[0..n] (offsets may alias counts only if
 // it is a different array). Sequential: memory-bound and cheap next to the edge passes.
 inline void exclusive_scan(const std::vector<EdgeId>& counts, std::vector<EdgeId>& offsets) {
@@ -36,7 +40,7 @@ Csr csr_from_edges(std::int64_t n, const Id* src, const Id* dst, std::int64_t m,
   Csr csr;
   csr.num_rows = csr.num_cols = n;
   std::vector<EdgeId> counts(static_cast<std::size_t>(n), 0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m > kParallelMin)
   for (std::int64_t e = 0; e < m; ++e)
     std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(dst[e])])
         .fetch_add(1, std::memory_order_relaxed);
@@ -44,7 +48,7 @@ Csr csr_from_edges(std::int64_t n, const Id* src, const Id* dst, std::int64_t m,
   // Reuse counts as the fill cursor.
   std::copy(csr.indptr.begin(), csr.indptr.end() - 1, counts.begin());
   csr.indices.resize(static_cast<std::size_t>(m));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m > kParallelMin)
   for (std::int64_t e = 0; e < m; ++e) {
     const EdgeId pos = std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(dst[e])])
                            .fetch_add(1, std::memory_order_relaxed);

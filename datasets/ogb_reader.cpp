@@ -21,6 +21,8 @@
 
 namespace tessel::datasets {
 
+using detail::kParallelMin;
+
 namespace fs = std::filesystem;
 using detail::FieldKind;
 using detail::LineChunkReader;
@@ -438,7 +440,7 @@ Csr read_edges_npz(const OgbInputs& in, detail::NpzArchive& archive, std::int64_
     const std::int64_t k = std::min<std::int64_t>(static_cast<std::int64_t>(block.size()), total - done);
     array.read(block.data(), k);
     std::int64_t bad = -1;
-#pragma omp parallel for reduction(max : bad) schedule(static)
+#pragma omp parallel for reduction(max : bad) schedule(static) if (k > kParallelMin)
     for (std::int64_t i = 0; i < k; ++i) {
       const std::int64_t e = done + i;
       const std::int64_t v = block[static_cast<std::size_t>(i)];
@@ -507,7 +509,7 @@ std::int64_t read_features_npz(detail::NpzArchive& archive, std::int64_t n, Sink
     array.read(block.data(), k * f);
     std::int64_t bad = -1;
     const auto count = static_cast<std::int64_t>(block.size());
-#pragma omp parallel for reduction(max : bad) schedule(static)
+#pragma omp parallel for reduction(max : bad) schedule(static) if (count > kParallelMin)
     for (std::int64_t i = 0; i < count; ++i)
       if (!std::isfinite(block[static_cast<std::size_t>(i)])) bad = std::max(bad, i);
     if (bad >= 0)
@@ -573,7 +575,7 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
 
   auto labels = in.npz ? read_labels_npz(in, n, report) : read_labels_csv(in, n, report);
   std::int64_t max_label = -1;
-#pragma omp parallel for reduction(max : max_label) schedule(static)
+#pragma omp parallel for reduction(max : max_label) schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) max_label = std::max(max_label, labels[static_cast<std::size_t>(v)]);
   info.num_classes = max_label + 1;
   sink.labels(std::move(labels));

@@ -1,6 +1,8 @@
 // The HDF5 dataset store: writing it atomically, reading and validating it, row-range reads.
 #include "store_writer.hpp"
 
+#include "csr_build.hpp"
+
 #include "tessel/core/error.hpp"
 
 #include <omp.h>
@@ -9,6 +11,8 @@
 #include <limits>
 
 namespace tessel::datasets {
+
+using detail::kParallelMin;
 
 namespace {
 
@@ -40,7 +44,7 @@ std::string split_description(const std::string& which) {
 template <class T>
 std::int64_t first_outside(const T* values, std::int64_t n, std::int64_t lo, std::int64_t hi) {
   std::int64_t first = std::numeric_limits<std::int64_t>::max();
-#pragma omp parallel for reduction(min : first) schedule(static)
+#pragma omp parallel for reduction(min : first) schedule(static) if (n > kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) {
     const auto v = static_cast<std::int64_t>(values[i]);
     if (v < lo || v >= hi) first = std::min(first, i);
@@ -274,7 +278,7 @@ DegreeStats degree_stats(const Csr& graph) {
   if (graph.num_rows == 0) return s;
   std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0, zero = 0;
   const std::int64_t n = graph.num_rows;
-#pragma omp parallel for reduction(min : lo) reduction(max : hi) reduction(+ : zero) schedule(static)
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) reduction(+ : zero) schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     const std::int64_t d = graph.indptr[v + 1] - graph.indptr[v];
     lo = std::min(lo, d);

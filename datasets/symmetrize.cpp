@@ -10,6 +10,8 @@
 
 namespace tessel::datasets {
 
+using detail::kParallelMin;
+
 namespace detail {
 
 void sort_rows(Csr& csr, bool dedupe, bool drop_diagonal) {
@@ -17,13 +19,13 @@ void sort_rows(Csr& csr, bool dedupe, bool drop_diagonal) {
   NodeId* idx = csr.indices.data();
   const EdgeId* ptr = csr.indptr.data();
   if (!dedupe && !drop_diagonal) {
-#pragma omp parallel for schedule(dynamic, 512)
+#pragma omp parallel for schedule(dynamic, 512) if (n > kParallelMin)
     for (std::int64_t v = 0; v < n; ++v) std::sort(idx + ptr[v], idx + ptr[v + 1]);
     return;
   }
   // Each row is sorted and deduplicated at its own start; then the rows are packed together.
   std::vector<EdgeId> kept(static_cast<std::size_t>(n));
-#pragma omp parallel for schedule(dynamic, 512)
+#pragma omp parallel for schedule(dynamic, 512) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     NodeId* b = idx + ptr[v];
     NodeId* e = idx + ptr[v + 1];
@@ -72,7 +74,7 @@ Csr symmetrize(const Csr& graph) {
   const NodeId* idx = graph.indices.data();
   // Pass 1: row v receives its own entries and one entry per appearance of v elsewhere.
   std::vector<EdgeId> counts(static_cast<std::size_t>(n), 0);
-#pragma omp parallel
+#pragma omp parallel if (n > kParallelMin)
   {
 #pragma omp for schedule(dynamic, 1024)
     for (std::int64_t v = 0; v < n; ++v) {
@@ -94,7 +96,7 @@ Csr symmetrize(const Csr& graph) {
   std::copy(out.indptr.begin(), out.indptr.end() - 1, counts.begin());
   NodeId* dst = out.indices.data();
   // Pass 2: fill both directions; order within a row is arbitrary until the sort below.
-#pragma omp parallel for schedule(dynamic, 1024)
+#pragma omp parallel for schedule(dynamic, 1024) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e) {
       const NodeId u = idx[e];

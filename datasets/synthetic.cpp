@@ -14,6 +14,8 @@
 
 namespace tessel::datasets {
 
+using detail::kParallelMin;
+
 namespace {
 
 // Independent draw families of one seed; the key's layer field tells them apart.
@@ -60,7 +62,7 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   const double cap = std::max(4.0, std::sqrt(static_cast<double>(n)) / 4.0);
   std::vector<double> weight(static_cast<std::size_t>(n));
   const rng::Key weight_key = key_for(o.seed, kWeight);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     const double u = unit(weight_key.u64(static_cast<std::uint64_t>(v), 0));
     weight[static_cast<std::size_t>(v)] = std::min(cap, std::pow(1.0 - u, -1.0 / (alpha - 1.0)));
@@ -69,7 +71,7 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   constexpr std::int64_t kBlock = 1 << 16;
   const std::int64_t num_blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(static_cast<std::size_t>(num_blocks), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (num_blocks * kBlock > kParallelMin)
   for (std::int64_t b = 0; b < num_blocks; ++b) {
     double s = 0;
     for (std::int64_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); ++v) s += weight[static_cast<std::size_t>(v)];
@@ -99,7 +101,7 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   // Edges drawn by each node: expected avg_degree/2 * w/mean(w), rounded at random.
   std::vector<EdgeId> offset(static_cast<std::size_t>(n) + 1, 0);
   const rng::Key count_key = key_for(o.seed, kEdgeCount);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     const double expect = o.avg_degree / 2.0 * weight[static_cast<std::size_t>(v)] / mean_weight;
     const double base = std::floor(expect);
@@ -113,7 +115,7 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   const std::int64_t window = std::max<std::int64_t>(8, static_cast<std::int64_t>(2 * o.avg_degree));
   std::vector<Id> src(static_cast<std::size_t>(m)), dst(static_cast<std::size_t>(m));
   const rng::Key edge_key = key_for(o.seed, kEdges);
-#pragma omp parallel for schedule(dynamic, 4096)
+#pragma omp parallel for schedule(dynamic, 4096) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     rng::Sequence draw(edge_key, static_cast<std::uint64_t>(v));
     const std::int64_t c = cls[static_cast<std::size_t>(v)];
@@ -158,7 +160,7 @@ Dataset make_synthetic(const SyntheticOptions& o) {
 
   data.labels.resize(static_cast<std::size_t>(n));
   const rng::Key class_key = key_for(o.seed, kClass);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v)
     data.labels[static_cast<std::size_t>(v)] =
         static_cast<std::int64_t>(class_key.below(static_cast<std::uint64_t>(v), 0, static_cast<std::uint64_t>(o.num_classes)));
@@ -178,7 +180,7 @@ Dataset make_synthetic(const SyntheticOptions& o) {
   }
   data.features.resize(static_cast<std::size_t>(n * f));
   const rng::Key feature_key = key_for(o.seed, kFeature);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     rng::Sequence draw(feature_key, static_cast<std::uint64_t>(v));
     const float* mu = centroid.data() + data.labels[static_cast<std::size_t>(v)] * f;

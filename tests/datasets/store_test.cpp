@@ -1,0 +1,178 @@
+// Tests of the dataset store: round trip, row-range reads, reproducible bytes, atomic writes,
+// and one clear error for each kind of damaged file.
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/dataset.hpp"
+
+#include "dataset_fixtures.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace tessel {
+namespace {
+
+using datasets::Dataset;
+
+std::string store_error(const std::filesystem::path& path) {
+  try {
+    (void)datasets::read_store(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_same(const Dataset& a, const Dataset& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.num_nodes, b.num_nodes);
+  EXPECT_EQ(a.num_classes, b.num_classes);
+  EXPECT_EQ(a.feature_dim, b.feature_dim);
+  EXPECT_EQ(a.directed, b.directed);
+  EXPECT_EQ(a.graph.indptr, b.graph.indptr);
+  EXPECT_EQ(a.graph.indices, b.graph.indices);
+  EXPECT_EQ(a.features, b.features);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.train, b.train);
+  EXPECT_EQ(a.valid, b.valid);
+  EXPECT_EQ(a.test, b.test);
+}
+
+TEST(Store, RoundTrip) {
+  test::TempDir dir;
+  Dataset data = test::small_dataset();
+  data.labels[3] = -1;  // an unlabeled node survives
+  datasets::write_store(data, dir / "s.h5");
+  expect_same(datasets::read_store(dir / "s.h5"), data);
+  EXPECT_EQ(test::list_dir(dir.path()), std::vector<std::string>{"s.h5"});  // no temporaries left
+}
+
+TEST(Store, InfoAndGraphOnly) {
+  test::TempDir dir;
+  const Dataset data = test::small_dataset();
+  datasets::write_store(data, dir / "s.h5");
+  const auto info = datasets::read_store_info(dir / "s.h5");
+  EXPECT_EQ(info.num_nodes, data.num_nodes);
+  EXPECT_EQ(info.num_edges, data.num_edges());
+  EXPECT_EQ(info.num_classes, data.num_classes);
+  EXPECT_EQ(info.feature_dim, data.feature_dim);
+  EXPECT_EQ(info.num_train, static_cast<std::int64_t>(data.train.size()));
+  EXPECT_EQ(info.num_valid, static_cast<std::int64_t>(data.valid.size()));
+  EXPECT_EQ(info.num_test, static_cast<std::int64_t>(data.test.size()));
+  EXPECT_EQ(info.version, datasets::kStoreVersion);
+  EXPECT_GT(info.file_bytes, 0);
+  datasets::ReadOptions options;
+  options.features = false;
+  const auto graph_only = datasets::read_store(dir / "s.h5", options);
+  EXPECT_TRUE(graph_only.features.empty());
+  EXPECT_EQ(graph_only.graph.indices, data.graph.indices);
+}
+
+TEST(Store, FeatureRowRange) {
+  test::TempDir dir;
+  const Dataset data = test::small_dataset(1000);
+  datasets::write_store(data, dir / "s.h5");
+  const std::int64_t f = data.feature_dim;
+  for (auto [b, e] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {17, 400}, {999, 1000}, {0, 1000}, {500, 500}}) {
+    const auto rows = datasets::read_feature_rows(dir / "s.h5", b, e);
+    const std::vector<float> expect(data.features.begin() + b * f, data.features.begin() + e * f);
+    EXPECT_EQ(rows, expect) << b << ".." << e;
+  }
+  EXPECT_THROW((void)datasets::read_feature_rows(dir / "s.h5", 900, 1001), InputError);
+  EXPECT_THROW((void)datasets::read_feature_rows(dir / "s.h5", 5, 4), InputError);
+}
+
+TEST(Store, SameDataSameBytes) {
+  test::TempDir dir;
+  const Dataset data = test::small_dataset();
+  datasets::write_store(data, dir / "a.h5");
+  datasets::write_store(data, dir / "b.h5");
+  EXPECT_EQ(test::read_file_bytes(dir / "a.h5"), test::read_file_bytes(dir / "b.h5"));
+}
+
+TEST(Store, WriteRefusesInvalidDataAndLeavesNothing) {
+  test::TempDir dir;
+  Dataset data = test::small_dataset();
+  data.graph.indices[0] = data.num_nodes;  // out of range
+  EXPECT_THROW(datasets::write_store(data, dir / "bad.h5"), InputError);
+  EXPECT_TRUE(test::list_dir(dir.path()).empty());
+  EXPECT_THROW(datasets::write_store(test::small_dataset(), dir / "missing" / "x.h5"), InputError);
+}
+
+TEST(Store, AtomicOutputRemovesTemporaryOnError) {
+  test::TempDir dir;
+  try {
+    datasets::AtomicOutput out(dir / "x.bin");
+    std::ofstream(out.temp_path()) << "half";
+    EXPECT_EQ(test::list_dir(dir.path()).size(), 1u);
+    throw std::runtime_error("writer failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_TRUE(test::list_dir(dir.path()).empty());
+  {
+    datasets::AtomicOutput out(dir / "x.bin");
+    std::ofstream(out.temp_path()) << "whole";
+    out.commit();
+  }
+  EXPECT_EQ(test::list_dir(dir.path()), std::vector<std::string>{"x.bin"});
+  EXPECT_EQ(test::read_file_bytes(dir / "x.bin"), "whole");
+}
+
+TEST(Store, UndamagedFixtureReads) {
+  test::TempDir dir;
+  const Dataset data = test::small_dataset();
+  test::write_damaged_store(dir / "ok.h5", data, test::StoreDamage::none);
+  expect_same(datasets::read_store(dir / "ok.h5"), data);
+}
+
+TEST(Store, MissingDataset) {
+  test::TempDir dir;
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::missing_label);
+  const auto msg = store_error(dir / "d.h5");
+  EXPECT_NE(msg.find("d.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("/node/label"), std::string::npos) << msg;
+}
+
+TEST(Store, NonMonotoneIndptr) {
+  test::TempDir dir;
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::non_monotone_indptr);
+  const auto msg = store_error(dir / "d.h5");
+  EXPECT_NE(msg.find("d.h5 /graph"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not monotone at row 3"), std::string::npos) << msg;
+}
+
+TEST(Store, IndexOutOfRange) {
+  test::TempDir dir;
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::index_out_of_range);
+  const auto msg = store_error(dir / "d.h5");
+  EXPECT_NE(msg.find("d.h5 /graph"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("outside [0, 300)"), std::string::npos) << msg;
+}
+
+TEST(Store, LabelOutOfRange) {
+  test::TempDir dir;
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::label_out_of_range);
+  const auto msg = store_error(dir / "d.h5");
+  EXPECT_NE(msg.find("d.h5: /node/label[7] = 4 is outside [-1, 4)"), std::string::npos) << msg;
+}
+
+TEST(Store, SplitOutOfRange) {
+  test::TempDir dir;
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::split_out_of_range);
+  const auto msg = store_error(dir / "d.h5");
+  EXPECT_NE(msg.find("/split/test"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("300 is not a node id"), std::string::npos) << msg;
+}
+
+TEST(Store, WrongFormatOrNewerVersion) {
+  test::TempDir dir;
+  test::write_damaged_store(dir / "f.h5", test::small_dataset(), test::StoreDamage::wrong_format);
+  EXPECT_NE(store_error(dir / "f.h5").find("format is \"something-else\""), std::string::npos);
+  test::write_damaged_store(dir / "v.h5", test::small_dataset(), test::StoreDamage::newer_version);
+  EXPECT_NE(store_error(dir / "v.h5").find("version 99 is not supported"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,166 @@
+// Tests of the synthetic generator: determinism (seed, thread count), shape, and proxies for
+// "a GNN can learn it" and "a good partitioner beats random".
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/synthetic.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+
+namespace tessel {
+namespace {
+
+using datasets::Dataset;
+using datasets::SyntheticOptions;
+
+SyntheticOptions options(std::int64_t n = 20000) {
+  SyntheticOptions o;
+  o.num_nodes = n;
+  o.avg_degree = 12;
+  o.num_classes = 8;
+  o.feature_dim = 32;
+  o.seed = 42;
+  return o;
+}
+
+bool same(const Dataset& a, const Dataset& b) {
+  return a.graph.indptr == b.graph.indptr && a.graph.indices == b.graph.indices &&
+         a.features == b.features && a.labels == b.labels && a.train == b.train &&
+         a.valid == b.valid && a.test == b.test;
+}
+
+// Accuracy of the nearest class centroid (centroids from the training nodes) on test nodes.
+double centroid_accuracy(const Dataset& d, const std::vector<float>& x) {
+  const std::int64_t f = d.feature_dim, c = d.num_classes;
+  std::vector<double> centroid(static_cast<std::size_t>(c * f), 0.0);
+  std::vector<double> count(static_cast<std::size_t>(c), 0.0);
+  for (NodeId v : d.train) {
+    const auto y = d.labels[v];
+    count[y] += 1;
+    for (std::int64_t j = 0; j < f; ++j) centroid[y * f + j] += x[v * f + j];
+  }
+  for (std::int64_t k = 0; k < c; ++k)
+    for (std::int64_t j = 0; j < f; ++j) centroid[k * f + j] /= std::max(1.0, count[k]);
+  std::int64_t right = 0;
+  for (NodeId v : d.test) {
+    std::int64_t best = 0;
+    double best_d = 1e300;
+    for (std::int64_t k = 0; k < c; ++k) {
+      double dist = 0;
+      for (std::int64_t j = 0; j < f; ++j) dist += std::pow(x[v * f + j] - centroid[k * f + j], 2);
+      if (dist < best_d) best_d = dist, best = k;
+    }
+    right += best == d.labels[v];
+  }
+  return static_cast<double>(right) / static_cast<double>(d.test.size());
+}
+
+TEST(Synthetic, SameSeedSameDataDifferentSeedDifferent) {
+  const Dataset a = datasets::make_synthetic(options());
+  const Dataset b = datasets::make_synthetic(options());
+  EXPECT_TRUE(same(a, b));
+  auto o = options();
+  o.seed = 43;
+  EXPECT_FALSE(same(a, datasets::make_synthetic(o)));
+}
+
+TEST(Synthetic, ThreadCountDoesNotMatter) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Dataset one = datasets::make_synthetic(options());
+  omp_set_num_threads(3);
+  const Dataset three = datasets::make_synthetic(options());
+  omp_set_num_threads(saved);
+  EXPECT_TRUE(same(one, three));
+}
+
+TEST(Synthetic, ValidShapeAndSizes) {
+  const auto o = options();
+  const Dataset d = datasets::make_synthetic(o);
+  EXPECT_NO_THROW(d.validate("synthetic"));
+  EXPECT_FALSE(d.directed);
+  const double mean_degree = 2.0 * static_cast<double>(d.num_edges()) / static_cast<double>(d.num_nodes);
+  EXPECT_GT(mean_degree, 0.75 * o.avg_degree);
+  EXPECT_LT(mean_degree, 1.1 * o.avg_degree);
+  // Each undirected edge once, as u -> v with u < v, no repeats.
+  for (NodeId v = 0; v < d.num_nodes; ++v)
+    for (EdgeId e = d.graph.indptr[v]; e < d.graph.indptr[v + 1]; ++e) {
+      ASSERT_LT(d.graph.indices[e], v);
+      if (e > d.graph.indptr[v]) ASSERT_LT(d.graph.indices[e - 1], d.graph.indices[e]);
+    }
+  const double n = static_cast<double>(d.num_nodes);
+  EXPECT_NEAR(static_cast<double>(d.train.size()) / n, 0.1, 0.02);
+  EXPECT_NEAR(static_cast<double>(d.valid.size()) / n, 0.1, 0.02);
+  EXPECT_EQ(d.train.size() + d.valid.size() + d.test.size(), static_cast<std::size_t>(d.num_nodes));
+}
+
+TEST(Synthetic, PowerLawishDegrees) {
+  const Dataset d = datasets::make_synthetic(options(50000));
+  const auto s = datasets::degree_stats(datasets::symmetrize(d.graph));
+  EXPECT_GT(static_cast<double>(s.max), 6 * s.mean) << "no hubs";
+  EXPECT_LT(s.min, s.mean / 2) << "no low-degree nodes";
+}
+
+TEST(Synthetic, LearnableWellAboveChance) {
+  const Dataset d = datasets::make_synthetic(options());
+  const double chance = 1.0 / static_cast<double>(d.num_classes);
+  // Homophily: most edges join nodes of the same class.
+  std::int64_t same_class = 0;
+  for (NodeId v = 0; v < d.num_nodes; ++v)
+    for (EdgeId e = d.graph.indptr[v]; e < d.graph.indptr[v + 1]; ++e)
+      same_class += d.labels[d.graph.indices[e]] == d.labels[v];
+  EXPECT_GT(static_cast<double>(same_class) / static_cast<double>(d.num_edges()), 0.7);
+  // Features alone: far above chance, far from perfect.
+  const double raw = centroid_accuracy(d, d.features);
+  EXPECT_GT(raw, 2.5 * chance);
+  EXPECT_LT(raw, 0.9);
+  // One round of mean aggregation over the symmetric graph (what a GCN layer does) helps a lot.
+  const Csr sym = datasets::symmetrize(d.graph);
+  const std::int64_t f = d.feature_dim;
+  std::vector<float> agg(d.features.size());
+  for (NodeId v = 0; v < d.num_nodes; ++v) {
+    const double k = static_cast<double>(sym.degree(v) + 1);
+    for (std::int64_t j = 0; j < f; ++j) {
+      double s = d.features[v * f + j];
+      for (EdgeId e = sym.indptr[v]; e < sym.indptr[v + 1]; ++e) s += d.features[sym.indices[e] * f + j];
+      agg[v * f + j] = static_cast<float>(s / k);
+    }
+  }
+  const double smoothed = centroid_accuracy(d, agg);
+  EXPECT_GT(smoothed, raw + 0.2) << "raw " << raw << " smoothed " << smoothed;
+}
+
+TEST(Synthetic, CommunityPartitionCutsFarFewerEdgesThanRandom) {
+  const Dataset d = datasets::make_synthetic(options());
+  const int parts = 4;
+  std::int64_t cut_class = 0, cut_random = 0;
+  for (NodeId v = 0; v < d.num_nodes; ++v)
+    for (EdgeId e = d.graph.indptr[v]; e < d.graph.indptr[v + 1]; ++e) {
+      const NodeId u = d.graph.indices[e];
+      cut_class += d.labels[u] % parts != d.labels[v] % parts;
+      cut_random += (u * 2654435761u >> 7) % parts != (v * 2654435761u >> 7) % parts;
+    }
+  EXPECT_LT(static_cast<double>(cut_class), 0.4 * static_cast<double>(cut_random));
+}
+
+TEST(Synthetic, RejectsBadOptions) {
+  auto o = options();
+  o.num_nodes = 1;
+  EXPECT_THROW((void)datasets::make_synthetic(o), InputError);
+  o = options();
+  o.train_frac = 0.8;
+  o.valid_frac = 0.3;
+  EXPECT_THROW((void)datasets::make_synthetic(o), InputError);
+  o = options();
+  o.num_classes = 0;
+  EXPECT_THROW((void)datasets::make_synthetic(o), InputError);
+  o = options();
+  o.degree_exponent = 1.5;
+  EXPECT_THROW((void)datasets::make_synthetic(o), InputError);
+}
+
+}  // namespace
+}  // namespace tessel
