@@ -115,7 +115,7 @@ void FeatureCache::gather(std::span<const NodeId> ids, std::span<float> out,
                  out.size(), n, feature_dim_);
   slots_.resize(static_cast<std::size_t>(n));
   const auto dim = static_cast<std::size_t>(feature_dim_);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * feature_dim_ >= 65536)
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t slot = index_.find(ids[i]);
     slots_[i] = slot;

@@ -7,11 +7,13 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <numeric>
 #include <sstream>
 #include <vector>
@@ -62,13 +64,6 @@ Csr make_power_law_graph(std::int64_t num_nodes, std::int64_t num_edges, std::ui
   return graph;
 }
 
-struct Totals {
-  double sample_s = 0, build_s = 0;
-  std::int64_t edges = 0, batches = 0;
-  std::vector<std::int64_t> src_per_layer;
-  std::vector<double> batch_s;
-};
-
 // CPU seconds of the whole process: unlike wall time, not inflated when other processes share
 // the cores, so edges per CPU-second is the steadier figure on a busy machine.
 double process_cpu_seconds() {
@@ -82,6 +77,107 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// How a batch is sampled.
+enum class Variant {
+  block_sampler,  // BlockSampler on the whole graph: the P = 1 reference (dense id map)
+  per_hop,        // sample_neighbors on the int64 graph + BlockBuilder with the hash map
+  owner_local,    // what owners + requester do: int32 LocalCsr, map_ids to global, hash map
+};
+const char* variant_name(Variant v) {
+  switch (v) {
+    case Variant::block_sampler: return "block_sampler";
+    case Variant::per_hop: return "per_hop";
+    case Variant::owner_local: return "owner_local";
+  }
+  return "?";
+}
+
+struct Result {
+  std::int64_t edges = 0, batches = 0;
+  double wall_s = 0, cpu_s = 0, draw_s = 0, map_s = 0, build_s = 0;
+  std::vector<double> batch_s;
+  std::vector<std::int64_t> src_per_layer;
+  std::vector<std::vector<NodeId>> last_src;  // of the last batch, to cross-check variants
+};
+
+struct Setup {
+  const Csr& graph;
+  const LocalCsr& local_graph;      // the same graph with 32-bit ids
+  const std::vector<NodeId>& ids;   // local id -> global id (identity here)
+  std::vector<int> fanouts;
+  std::function<std::span<const NodeId>(std::int64_t)> seeds_of;
+  std::uint64_t seed;
+  std::int64_t batches, warmup;
+};
+
+Result run(const Setup& setup, Variant variant) {
+  const auto num_layers = static_cast<std::int64_t>(setup.fanouts.size());
+  Result r;
+  r.src_per_layer.assign(static_cast<std::size_t>(num_layers), 0);
+  sampling::BlockSampler sampler(setup.graph);
+  sampling::BlockBuilder builder;
+  sampling::SampledGlobalNeighbors sampled;
+  sampling::SampledNeighbors sampled_local;
+  std::vector<LocalId> rows_local;
+  std::vector<NodeId> mapped;
+  std::vector<sampling::Block> blocks(static_cast<std::size_t>(num_layers));
+  double cpu_start = 0;
+  for (std::int64_t b = -setup.warmup; b < setup.batches; ++b) {
+    if (b == 0) cpu_start = process_cpu_seconds();
+    const std::int64_t step = b + setup.warmup;
+    const rng::Key base{setup.seed, rng::Stream::sampling, 0, static_cast<std::uint32_t>(step)};
+    double draw_s = 0, map_s = 0, build_s = 0;
+    Stopwatch batch_watch;
+    if (variant == Variant::block_sampler) {
+      sampler.sample(setup.seeds_of(step), setup.fanouts, base, blocks);
+    } else {
+      std::span<const NodeId> frontier = setup.seeds_of(step);
+      for (std::int64_t l = num_layers - 1; l >= 0; --l) {
+        rng::Key key = base;
+        key.layer = static_cast<std::uint32_t>(l);
+        Stopwatch watch;
+        std::span<const EdgeId> offsets;
+        std::span<const NodeId> neighbors;
+        if (variant == Variant::per_hop) {
+          sampling::sample_neighbors(setup.graph, frontier, frontier, setup.fanouts[l], key, sampled);
+          offsets = sampled.offsets;
+          neighbors = sampled.neighbors;
+          draw_s += watch.seconds();
+        } else {
+          rows_local.assign(frontier.begin(), frontier.end());  // global -> local (identity)
+          sampling::sample_neighbors(setup.local_graph, rows_local, frontier, setup.fanouts[l], key,
+                                     sampled_local);
+          draw_s += watch.seconds();
+          watch.reset();
+          sampling::map_ids(sampled_local.neighbors, setup.ids, mapped);
+          offsets = sampled_local.offsets;
+          neighbors = mapped;
+          map_s += watch.seconds();
+        }
+        watch.reset();
+        builder.build(frontier, offsets, neighbors, blocks[l]);
+        build_s += watch.seconds();
+        frontier = blocks[l].src;
+      }
+    }
+    const double batch_s = batch_watch.seconds();
+    if (b < 0) continue;
+    for (std::int64_t l = 0; l < num_layers; ++l) {
+      r.edges += blocks[l].num_edges();
+      r.src_per_layer[l] += blocks[l].num_src();
+    }
+    r.wall_s += batch_s;
+    r.draw_s += draw_s;
+    r.map_s += map_s;
+    r.build_s += build_s;
+    r.batch_s.push_back(batch_s);
+    ++r.batches;
+  }
+  r.cpu_s = process_cpu_seconds() - cpu_start;
+  for (const auto& block : blocks) r.last_src.push_back(block.src);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,32 +186,60 @@ int main(int argc, char** argv) {
   std::string fanouts_text = "15,10,5";
   std::int64_t batch_size = 1024, batches = 100, warmup = 5;
   std::vector<int> threads_list{1, 2};
+  std::vector<std::string> variant_names{"block_sampler", "per_hop", "owner_local"};
   std::uint64_t seed = 1;
+  bool json = false;
   app.add_option("--nodes", num_nodes, "nodes of the synthetic graph")->capture_default_str();
   app.add_option("--edges", num_edges, "undirected edges of the synthetic graph")
       ->capture_default_str();
   app.add_option("--fanouts", fanouts_text, "per-layer fanouts, input layer first (-1 = all)")
       ->capture_default_str();
   app.add_option("--batch-size", batch_size, "seeds per batch")->capture_default_str();
-  app.add_option("--batches", batches, "timed batches per thread count")->capture_default_str();
+  app.add_option("--batches", batches, "timed batches per run")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed batches first")->capture_default_str();
   app.add_option("--threads", threads_list, "OpenMP thread counts to run")->capture_default_str();
+  app.add_option("--variants", variant_names,
+                 "block_sampler (whole graph, dense id map), per_hop (sample_neighbors + hash-map "
+                 "BlockBuilder), owner_local (int32 LocalCsr + map_ids + hash map)")
+      ->capture_default_str();
   app.add_option("--seed", seed, "graph and sampling seed")->capture_default_str();
+  app.add_flag("--json", json, "also print one JSON line per run");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<int> fanouts;
-  {
+  try {
     std::stringstream in(fanouts_text);
     std::string item;
     while (std::getline(in, item, ',')) fanouts.push_back(std::stoi(item));
+  } catch (const std::exception&) {
+    fanouts.clear();
   }
-  if (fanouts.empty() || num_nodes < batch_size || batch_size < 1) {
-    std::fprintf(stderr, "bench_sampling: need fanouts and 1 <= batch-size <= nodes\n");
+  if (fanouts.empty() || num_nodes < batch_size || batch_size < 1 || batches < 1) {
+    std::fprintf(stderr, "bench_sampling: expected --fanouts like 15,10,5, 1 <= --batch-size <= "
+                         "--nodes and --batches >= 1\n");
     return 2;
+  }
+  std::vector<Variant> variants;
+  for (const auto& name : variant_names) {
+    if (name == "block_sampler") variants.push_back(Variant::block_sampler);
+    else if (name == "per_hop") variants.push_back(Variant::per_hop);
+    else if (name == "owner_local") variants.push_back(Variant::owner_local);
+    else {
+      std::fprintf(stderr, "bench_sampling: --variants: unknown '%s', expected block_sampler, "
+                           "per_hop or owner_local\n", name.c_str());
+      return 2;
+    }
   }
 
   Stopwatch gen_watch;
   const Csr graph = make_power_law_graph(num_nodes, num_edges, seed);
+  LocalCsr local_graph;
+  local_graph.num_rows = graph.num_rows;
+  local_graph.num_cols = graph.num_cols;
+  local_graph.indptr = graph.indptr;
+  local_graph.indices.assign(graph.indices.begin(), graph.indices.end());
+  std::vector<NodeId> ids(static_cast<std::size_t>(num_nodes));
+  std::iota(ids.begin(), ids.end(), 0);
   EdgeId max_degree = 0;
   for (std::int64_t v = 0; v < graph.num_rows; ++v) max_degree = std::max(max_degree, graph.degree(v));
   std::printf("graph: %lld nodes, %lld directed edges (%lld undirected), max in-degree %lld, "
@@ -131,81 +255,69 @@ int main(int argc, char** argv) {
   for (std::int64_t i = num_nodes - 1; i > 0; --i)
     std::swap(order[i], order[shuffle.next_below(static_cast<std::uint64_t>(i) + 1)]);
   const std::int64_t batches_per_pass = num_nodes / batch_size;
-  auto seeds_of = [&](std::int64_t b) {
-    const auto start = (b % batches_per_pass) * batch_size;
-    return std::span<const NodeId>(order.data() + start, static_cast<std::size_t>(batch_size));
-  };
+  Setup setup{graph, local_graph, ids, fanouts,
+              [&](std::int64_t b) {
+                const auto start = (b % batches_per_pass) * batch_size;
+                return std::span<const NodeId>(order.data() + start,
+                                               static_cast<std::size_t>(batch_size));
+              },
+              seed, batches, warmup};
 
-  std::printf("fanouts %s (input layer first), batch %lld, %lld batches\n", fanouts_text.c_str(),
-              static_cast<long long>(batch_size), static_cast<long long>(batches));
+  std::printf("fanouts %s (input layer first), batch %lld, %lld timed batches per run\n",
+              fanouts_text.c_str(), static_cast<long long>(batch_size),
+              static_cast<long long>(batches));
   const auto num_layers = static_cast<std::int64_t>(fanouts.size());
+  std::vector<std::vector<NodeId>> reference_src;
   for (int threads : threads_list) {
     omp_set_num_threads(threads);
-    // The loop of BlockSampler::sample spelled out with the public per-hop primitives, so the
-    // two phases (draw neighbors, build the block) are timed separately. Its builder uses the
-    // hash map, as a distributed sampler over a large id space would; BlockSampler below knows
-    // the graph's size and uses the dense map.
-    sampling::SampledGlobalNeighbors sampled;
-    sampling::BlockBuilder builder;
-    std::vector<sampling::Block> blocks(static_cast<std::size_t>(num_layers));
-    Totals totals;
-    totals.src_per_layer.assign(static_cast<std::size_t>(num_layers), 0);
-    double cpu_start = 0;
-    for (std::int64_t b = -warmup; b < batches; ++b) {
-      if (b == 0) cpu_start = process_cpu_seconds();
-      const rng::Key base{seed, rng::Stream::sampling, 0, static_cast<std::uint32_t>(b + warmup)};
-      std::span<const NodeId> frontier = seeds_of(b + warmup);
-      double sample_s = 0, build_s = 0;
-      std::int64_t edges = 0;
-      for (std::int64_t l = num_layers - 1; l >= 0; --l) {
-        rng::Key key = base;
-        key.layer = static_cast<std::uint32_t>(l);
-        Stopwatch watch;
-        sampling::sample_neighbors(graph, frontier, frontier, fanouts[l], key, sampled);
-        sample_s += watch.seconds();
-        watch.reset();
-        builder.build(frontier, sampled.offsets, sampled.neighbors, blocks[l]);
-        build_s += watch.seconds();
-        edges += blocks[l].num_edges();
-        frontier = blocks[l].src;
-      }
-      if (b < 0) continue;
-      totals.sample_s += sample_s;
-      totals.build_s += build_s;
-      totals.edges += edges;
-      totals.batch_s.push_back(sample_s + build_s);
-      ++totals.batches;
-      for (std::int64_t l = 0; l < num_layers; ++l) totals.src_per_layer[l] += blocks[l].num_src();
-    }
-    const double cpu_s = process_cpu_seconds() - cpu_start;
-    // The packaged sampler must give the same blocks as the spelled-out loop.
-    sampling::BlockSampler sampler(graph);
-    std::vector<sampling::Block> check;
-    Stopwatch packaged_watch;
-    for (std::int64_t b = 0; b < batches; ++b) {
-      const rng::Key base{seed, rng::Stream::sampling, 0, static_cast<std::uint32_t>(b + warmup)};
-      sampler.sample(seeds_of(b + warmup), fanouts, base, check);
-    }
-    const double packaged_s = packaged_watch.seconds();
-    for (std::int64_t l = 0; l < num_layers; ++l)
-      if (check[l].src != blocks[l].src || check[l].adj.indices != blocks[l].adj.indices) {
-        std::fprintf(stderr, "bench_sampling: BlockSampler disagrees with the per-hop loop\n");
+    for (Variant variant : variants) {
+      const Result r = run(setup, variant);
+      // Every variant and thread count must produce the same blocks.
+      if (reference_src.empty()) reference_src = r.last_src;
+      if (r.last_src != reference_src) {
+        std::fprintf(stderr, "bench_sampling: %s with %d threads gave other blocks\n",
+                     variant_name(variant), threads);
         return 1;
       }
-    const double total_s = totals.sample_s + totals.build_s;
-    std::string srcs;
-    for (std::int64_t l = 0; l < num_layers; ++l)
-      srcs += fmt::format("{}{:.0f}", l ? "," : "",
-                          static_cast<double>(totals.src_per_layer[l]) / totals.batches);
-    const double edges_per_batch = static_cast<double>(totals.edges) / totals.batches;
-    std::printf(
-        "threads %d: %.2f M sampled edges/s wall (%.2f M at the median batch), %.2f M per "
-        "CPU-second; %.0f edges/batch, %.3f ms/batch mean (draw %.3f + build %.3f), median "
-        "%.3f ms; BlockSampler %.2f M edges/s; mean sources per layer [%s]\n",
-        threads, totals.edges / total_s / 1e6, edges_per_batch / median(totals.batch_s) / 1e6,
-        totals.edges / cpu_s / 1e6, edges_per_batch, 1e3 * total_s / totals.batches,
-        1e3 * totals.sample_s / totals.batches, 1e3 * totals.build_s / totals.batches,
-        1e3 * median(totals.batch_s), totals.edges / packaged_s / 1e6, srcs.c_str());
+      std::string srcs;
+      for (std::int64_t l = 0; l < num_layers; ++l)
+        srcs += fmt::format("{}{:.0f}", l ? "," : "",
+                            static_cast<double>(r.src_per_layer[l]) / r.batches);
+      const double per_batch_ms = 1e3 / static_cast<double>(r.batches);
+      const double edges_per_s = static_cast<double>(r.edges) / r.wall_s;
+      const double edges_per_cpu_s = static_cast<double>(r.edges) / r.cpu_s;
+      const double median_edges_per_s =
+          static_cast<double>(r.edges) / static_cast<double>(r.batches) / median(r.batch_s);
+      std::printf("%-13s threads %d: %6.2f M edges/s wall (median batch %6.2f M), %6.2f M per "
+                  "CPU-s; %.0f edges/batch; ms/batch %.2f",
+                  variant_name(variant), threads, edges_per_s / 1e6, median_edges_per_s / 1e6,
+                  edges_per_cpu_s / 1e6, static_cast<double>(r.edges) / r.batches,
+                  r.wall_s * per_batch_ms);
+      if (variant != Variant::block_sampler)
+        std::printf(" (draw %.2f, map %.2f, build %.2f)", r.draw_s * per_batch_ms,
+                    r.map_s * per_batch_ms, r.build_s * per_batch_ms);
+      std::printf("; sources per layer [%s]\n", srcs.c_str());
+      if (json) {
+        const nlohmann::json line{{"bench", "sampling"},
+                                  {"variant", variant_name(variant)},
+                                  {"threads", threads},
+                                  {"nodes", num_nodes},
+                                  {"undirected_edges", num_edges},
+                                  {"fanouts", fanouts},
+                                  {"batch_size", batch_size},
+                                  {"batches", r.batches},
+                                  {"sampled_edges", r.edges},
+                                  {"wall_s", r.wall_s},
+                                  {"cpu_s", r.cpu_s},
+                                  {"edges_per_s", edges_per_s},
+                                  {"median_batch_edges_per_s", median_edges_per_s},
+                                  {"edges_per_cpu_s", edges_per_cpu_s},
+                                  {"draw_s", r.draw_s},
+                                  {"map_s", r.map_s},
+                                  {"build_s", r.build_s}};
+        std::printf("%s\n", line.dump().c_str());
+      }
+    }
   }
   return 0;
 }

@@ -14,9 +14,11 @@ namespace tessel::sampling {
 //   1. route_by_owner(owner of each frontier node) -> counts/displacements for an alltoallv and
 //      `order`; send gather_by_order(frontier, order) (and the rows' keys if owners lack them).
 //   2. each owner turns received ids into local rows and calls sample_neighbors(part.graph,
-//      rows, orig ids of rows, fanout, key) — the draws depend only on the key and the original
-//      id — maps the drawn local ids to global ids (map_ids) and answers per request: the count
-//      (offsets[i+1] - offsets[i]) and the ids, in the order the requests arrived.
+//      rows, orig ids of rows, fanouts[l], key with key.layer = l) — the draws depend only on the
+//      key and the original id — maps the drawn local ids to global ids (map_ids) and answers per
+//      request: the count (offsets[i+1] - offsets[i]) and the ids, in the order the requests
+//      arrived. Use the layer numbering of BlockSampler (l = 0 is the input layer, sampled last)
+//      so P ranks reproduce sample_blocks exactly.
 //   3. the requester calls merge_answers to put the answers back in frontier order, then
 //      BlockBuilder::build(frontier, merged.offsets, merged.neighbors).
 struct OwnerRouting {
