@@ -1,0 +1,241 @@
+// Tests of `tessel convert` and `tessel info` through the binary: the Cora check, synthetic
+// data, and for every kind of bad input one error line naming the file, exit code 2 and no
+// output left behind.
+#include "tessel/datasets/dataset.hpp"
+
+#include "dataset_fixtures.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+
+Result tessel(const std::string& args) {
+  Result r;
+  r.code = test::run_command(quote(test::tessel_binary()) + " " + args, &r.output);
+  return r;
+}
+
+// The failure contract: exit code 2, exactly one line "tessel: error: ..." holding every
+// expected piece, and an output folder with nothing in it.
+void expect_clean_failure(const Result& r, const std::vector<std::string>& pieces,
+                          const fs::path& out_dir) {
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("tessel: error: ", 0), 0u) << r.output;
+  for (const auto& piece : pieces) EXPECT_NE(r.output.find(piece), std::string::npos) << "missing \"" << piece << "\" in: " << r.output;
+  EXPECT_TRUE(test::list_dir(out_dir).empty()) << "output left behind in " << out_dir;
+}
+
+// A tiny OGB folder with one file broken, converted into an empty output folder.
+struct BrokenConvert {
+  test::TempDir dir;
+  fs::path out_dir;
+  Result result;
+  explicit BrokenConvert(const test::TinyOgb& tiny, const std::string& extra = "") {
+    test::write_tiny_ogb(dir / "tiny", tiny);
+    out_dir = dir / "out";
+    fs::create_directories(out_dir);
+    result = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(out_dir / "tiny.h5") + " " + extra);
+  }
+};
+
+TEST(CliConvert, CoraCheck) {
+  const auto cora = test::shared_dataset("cora");
+  if (!cora) GTEST_SKIP() << "shared dataset cora not found (../shared/datasets/cora)";
+  test::TempDir dir;
+  const auto store = dir / "cora.h5";
+  auto r = tessel("convert ogb " + quote(*cora) + " " + quote(store));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = tessel("info " + quote(store) + " --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["num_nodes"], 2708);
+  EXPECT_EQ(j["num_edges"], 5278);
+  EXPECT_EQ(j["edge_layout"], "undirected, each edge stored once");
+  EXPECT_EQ(j["num_edges_symmetrized"], 10556);
+  EXPECT_EQ(j["feature_dim"], 1433);
+  EXPECT_EQ(j["num_classes"], 7);
+  EXPECT_EQ(j["split"]["train"], 140);
+  EXPECT_EQ(j["split"]["valid"], 500);
+  EXPECT_EQ(j["split"]["test"], 1000);
+  EXPECT_EQ(j["directed"], false);
+  r = tessel("info " + quote(store));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("nodes         2708"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("10556 directed edges"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train 140, valid 500, test 1000"), std::string::npos) << r.output;
+  // The store itself: features are Cora's binary bag of words.
+  const auto rows = datasets::read_feature_rows(store, 0, 2708);
+  EXPECT_TRUE(std::all_of(rows.begin(), rows.end(), [](float x) { return x == 0.0f || x == 1.0f; }));
+}
+
+TEST(CliConvert, HelpTexts) {
+  for (const char* args : {"convert --help", "convert ogb --help", "convert synthetic --help", "info --help"}) {
+    const auto r = tessel(args);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("OPTIONS"), std::string::npos) << r.output;
+  }
+}
+
+TEST(CliConvert, SyntheticIsReproducibleAndRoundTripsThroughOgb) {
+  test::TempDir dir;
+  const std::string opts = "--nodes 3000 --avg-degree 10 --classes 5 --feat-dim 8 --seed 9";
+  ASSERT_EQ(tessel("convert synthetic " + opts + " " + quote(dir / "a.h5")).code, 0);
+  const auto r = tessel("convert synthetic " + opts + " " + quote(dir / "b.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(test::read_file_bytes(dir / "a.h5"), test::read_file_bytes(dir / "b.h5"));
+  ASSERT_EQ(tessel("convert synthetic " + opts + " --ogb " + quote(dir / "folder")).code, 0);
+  const auto c = tessel("convert ogb " + quote(dir / "folder") + " " + quote(dir / "c.h5") + " --name synthetic --json");
+  ASSERT_EQ(c.code, 0) << c.output;
+  const auto j = nlohmann::json::parse(c.output);
+  EXPECT_EQ(j["num_nodes"], 3000);
+  EXPECT_GT(j["text_bytes"].get<std::int64_t>(), 0);
+  EXPECT_GT(j["peak_rss_bytes"].get<std::int64_t>(), 0);
+  EXPECT_EQ(test::read_file_bytes(dir / "a.h5"), test::read_file_bytes(dir / "c.h5"));
+  const auto info = tessel("info " + quote(dir / "a.h5"));
+  EXPECT_EQ(info.code, 0) << info.output;
+  EXPECT_NE(info.output.find("nodes         3000"), std::string::npos) << info.output;
+}
+
+TEST(CliConvert, SymmetrizeFlag) {
+  test::TempDir dir;
+  test::write_tiny_ogb(dir / "tiny");
+  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "t.h5") + " --symmetrize");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(datasets::read_store_info(dir / "t.h5").num_edges, 10);
+}
+
+// ---- bad input ----
+
+TEST(CliBadInput, MissingFile) {
+  test::TempDir dir;
+  test::write_tiny_ogb(dir / "tiny");
+  fs::remove(dir / "tiny" / "raw" / "edge.csv.gz");
+  fs::create_directories(dir / "out");
+  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
+  expect_clean_failure(r, {"raw/edge.csv.gz: no such file"}, dir / "out");
+}
+
+TEST(CliBadInput, TruncatedGzip) {
+  test::TempDir dir;
+  test::TinyOgb tiny;
+  test::write_tiny_ogb(dir / "tiny", tiny);
+  const auto feat = dir / "tiny" / "raw" / "node-feat.csv.gz";
+  const auto bytes = test::read_file_bytes(feat);
+  test::write_text(feat, bytes.substr(0, bytes.size() - 10));
+  fs::create_directories(dir / "out");
+  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
+  expect_clean_failure(r, {"node-feat.csv.gz: truncated gzip"}, dir / "out");
+}
+
+TEST(CliBadInput, RaggedRow) {
+  test::TinyOgb tiny;
+  tiny.feat = "0.5,1\n1.5,2\n2.5,3\n3.5,4,9\n4.5,5\n5.5,6\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result, {"node-feat.csv.gz line 4", "3 comma-separated values, expected 2"}, b.out_dir);
+}
+
+TEST(CliBadInput, NonNumber) {
+  test::TinyOgb tiny;
+  tiny.feat = "0.5,1\n1.5,2\n2.5,abc\n3.5,4\n4.5,5\n5.5,6\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result, {"node-feat.csv.gz line 3", "\"abc\" is not a finite number"}, b.out_dir);
+}
+
+TEST(CliBadInput, EndpointOutOfRange) {
+  test::TinyOgb tiny;
+  tiny.edges = "0,1\n1,2\n2,3\n3,4\n4,17\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result, {"edge.csv.gz line 5", "endpoint 17 is not a node id"}, b.out_dir);
+}
+
+TEST(CliBadInput, EdgeCountDisagrees) {
+  test::TinyOgb tiny;
+  tiny.num_edges = "7\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result, {"edge.csv.gz: 5 edges", "num-edge-list.csv.gz says 7"}, b.out_dir);
+}
+
+TEST(CliBadInput, NodeCountDisagrees) {
+  test::TinyOgb tiny;
+  tiny.feat = "0.5,1\n1.5,2\n2.5,3\n3.5,4\n4.5,5\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result, {"node-feat.csv.gz: 5 rows", "num-node-list.csv.gz says 6 nodes"}, b.out_dir);
+}
+
+TEST(CliBadInput, SplitIdOutOfRange) {
+  test::TinyOgb tiny;
+  tiny.test = "3\n4\n6\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result, {"test.csv.gz line 3", "node id 6 is out of range"}, b.out_dir);
+}
+
+TEST(CliBadInput, SeveralSplitsWithoutChoice) {
+  test::TempDir dir;
+  test::write_tiny_ogb(dir / "tiny");
+  test::TinyOgb other;
+  other.split_name = "b";
+  test::write_tiny_ogb(dir / "tiny", other);
+  fs::create_directories(dir / "out");
+  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
+  expect_clean_failure(r, {"several splits (b, tiny)", "--split"}, dir / "out");
+}
+
+TEST(CliBadInput, OutputFolderMissing) {
+  test::TempDir dir;
+  test::write_tiny_ogb(dir / "tiny");
+  fs::create_directories(dir / "out");
+  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "no" / "t.h5"));
+  expect_clean_failure(r, {"does not exist"}, dir / "out");
+}
+
+TEST(CliBadInput, SyntheticBadOptions) {
+  test::TempDir dir;
+  const auto r = tessel("convert synthetic --nodes 100 --train-frac 0.9 --valid-frac 0.5 " + quote(dir / "s.h5"));
+  expect_clean_failure(r, {"--train-frac"}, dir.path());
+}
+
+// Damaged stores, read by `tessel info`.
+void expect_info_failure(test::StoreDamage damage, const std::vector<std::string>& pieces) {
+  test::TempDir dir;
+  fs::create_directories(dir / "in");
+  test::write_damaged_store(dir / "in" / "d.h5", test::small_dataset(), damage);
+  fs::create_directories(dir / "out");
+  auto all = pieces;
+  all.push_back("d.h5");
+  expect_clean_failure(tessel("info " + quote(dir / "in" / "d.h5")), all, dir / "out");
+}
+
+TEST(CliBadInput, StoreMissingDataset) {
+  expect_info_failure(test::StoreDamage::missing_label, {"/node/label"});
+}
+
+TEST(CliBadInput, StoreNonMonotoneIndptr) {
+  expect_info_failure(test::StoreDamage::non_monotone_indptr, {"/graph", "not monotone at row 3"});
+}
+
+TEST(CliBadInput, StoreIndexOutOfRange) {
+  expect_info_failure(test::StoreDamage::index_out_of_range, {"/graph", "outside [0, 300)"});
+}
+
+TEST(CliBadInput, InfoMissingFile) {
+  test::TempDir dir;
+  expect_clean_failure(tessel("info " + quote(dir / "none.h5")), {"none.h5: no such file"}, dir.path());
+}
+
+}  // namespace
+}  // namespace tessel
