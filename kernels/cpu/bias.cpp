@@ -9,7 +9,7 @@
 namespace tessel::kernels::cpu {
 
 void add_bias(std::int64_t n, std::int64_t f, const float* bias, float* y) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n * f))
   for (std::int64_t i = 0; i < n; ++i) {
     float* __restrict row = y + i * f;
     for (std::int64_t j = 0; j < f; ++j) row[j] += bias[j];
@@ -22,7 +22,7 @@ void column_sums(std::int64_t n, std::int64_t f, const float* x, float* out, boo
   constexpr std::int64_t kBlockRows = 4096;
   const std::int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
   std::vector<double> partial(static_cast<std::size_t>(blocks * f), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n * f))
   for (std::int64_t b = 0; b < blocks; ++b) {
     double* __restrict sum = partial.data() + b * f;
     const std::int64_t end = std::min(n, (b + 1) * kBlockRows);

@@ -8,6 +8,11 @@
 
 namespace tessel::kernels::cpu {
 
+// Below this many elements an op runs on one thread: waking a team costs more than it saves,
+// and far more when the cores are shared with other processes (threads wait for a slice).
+constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 15;
+inline bool parallel_worth(std::int64_t work) { return work >= kParallelMinWork; }
+
 // y[rows, f] = A x; values may be null (pattern: weight 1). Two variants, see sparse.hpp.
 void spmm_simple(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                  const float* values, const float* x, std::int64_t f, float* y);

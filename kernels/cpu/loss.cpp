@@ -14,7 +14,7 @@ double softmax_cross_entropy(std::int64_t n, std::int64_t c, const float* logits
   if (n * c > 0) std::memset(grad, 0, static_cast<std::size_t>(n * c) * sizeof(float));
   // Per-row losses are summed afterwards in row order: the total does not depend on threads.
   std::vector<double> row_loss(static_cast<std::size_t>(k));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(k * c))
   for (std::int64_t i = 0; i < k; ++i) {
     const float* z = logits + static_cast<std::int64_t>(rows[i]) * c;
     float* g = grad + static_cast<std::int64_t>(rows[i]) * c;
@@ -37,7 +37,7 @@ double softmax_cross_entropy(std::int64_t n, std::int64_t c, const float* logits
 std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k,
                            const LocalId* rows, const std::int64_t* labels) {
   std::int64_t correct = 0;
-#pragma omp parallel for schedule(static) reduction(+ : correct)
+#pragma omp parallel for schedule(static) reduction(+ : correct) if (parallel_worth(k * c))
   for (std::int64_t i = 0; i < k; ++i) {
     const float* z = logits + static_cast<std::int64_t>(rows[i]) * c;
     std::int64_t best = 0;

@@ -6,7 +6,7 @@
 namespace tessel::kernels::cpu {
 
 void normalize_rows(std::int64_t n, std::int64_t f, float* x) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n * f))
   for (std::int64_t i = 0; i < n; ++i) {
     float* __restrict row = x + i * f;
     double sum = 0.0;
@@ -18,7 +18,7 @@ void normalize_rows(std::int64_t n, std::int64_t f, float* x) {
 }
 
 void axpy(std::int64_t count, float alpha, const float* x, float* y) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(count))
   for (std::int64_t i = 0; i < count; ++i) y[i] += alpha * x[i];
 }
 

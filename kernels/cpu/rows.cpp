@@ -10,7 +10,7 @@ namespace tessel::kernels::cpu {
 
 template <class Index>
 void gather_rows(std::int64_t m, std::int64_t f, const float* src, const Index* index, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(m * f))
   for (std::int64_t i = 0; i < m; ++i)
     std::memcpy(out + i * f, src + static_cast<std::int64_t>(index[i]) * f,
                 static_cast<std::size_t>(f) * sizeof(float));
@@ -22,8 +22,11 @@ void scatter_add_rows(std::int64_t m, std::int64_t f, const float* src, const In
   // Repeated indices make row-parallel adds race, so threads split the columns instead: each
   // owns a column range of every row, rows are visited in order, and no atomics are needed.
   constexpr std::int64_t kMinColumns = 16;
-  const int threads = static_cast<int>(
-      std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), f / kMinColumns)));
+  const int threads =
+      parallel_worth(m * f)
+          ? static_cast<int>(std::max<std::int64_t>(
+                1, std::min<std::int64_t>(omp_get_max_threads(), f / kMinColumns)))
+          : 1;
 #pragma omp parallel num_threads(threads)
   {
     const int team = omp_get_num_threads();

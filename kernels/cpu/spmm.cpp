@@ -4,26 +4,24 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-// x86-64 builds carry AVX-512 / AVX2 clones of the row loop, picked at load time, so a
-// portable binary still uses the wide registers where the CPU has them.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define TESSEL_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// On x86-64 with GCC the row loop is compiled three times, for AVX-512, AVX2 and SSE, and the
+// widest one the CPU supports is picked at run time: a portable build still uses the wide
+// registers where they exist.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TESSEL_SPMM_X86_DISPATCH 1
+#define TESSEL_TARGET(arch) __attribute__((target(arch)))
 #else
-#define TESSEL_SIMD_CLONES
+#define TESSEL_SPMM_X86_DISPATCH 0
+#define TESSEL_TARGET(arch)
 #endif
 
 namespace tessel::kernels::cpu {
 
 namespace {
-
-#ifndef TESSEL_SPMM_BLOCK
-#define TESSEL_SPMM_BLOCK 128
-#endif
-constexpr int kSpmmBlock = TESSEL_SPMM_BLOCK;
 
 // First row of each thread's range, so that every thread gets about the same number of
 // nonzeros plus rows (a row costs a store of F floats even when empty). Static and
@@ -46,45 +44,65 @@ void balanced_row_bounds(std::int64_t rows, const EdgeId* indptr, int threads,
   bounds[threads] = rows;
 }
 
-// 16 floats as one value: GCC/Clang lower it to one zmm, two ymm or four xmm operations
-// depending on the clone, so the same source serves every ISA. The unaligned, may_alias twin
-// loads X rows at any float offset.
+// Vectors of floats as values (GCC/Clang vector extensions), one type per register width: a
+// 64-byte vector lowered to AVX2 or SSE goes through the stack (measured), so every ISA
+// uses its native width.
 typedef float Vec16 __attribute__((vector_size(64)));
-typedef float Vec16Unaligned __attribute__((vector_size(64), aligned(4), may_alias));
-constexpr int kVecFloats = 16;
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec4 __attribute__((vector_size(16)));
 
-// One block of kWidth output columns of a row, accumulated in kWidth / 16 vector registers:
-// the output segment is written once, and each edge streams kWidth contiguous floats of an
-// X row. (Plain arrays here are not kept in registers by GCC: it vectorizes across edges
-// instead and spills every accumulator, measured 5x slower.)
-template <int kWidth, bool kWeighted>
+// Unaligned loads and stores through memcpy (compiled to vmovups / FMA memory operands). A
+// reduced-alignment typedef would not survive being a template argument: GCC drops its
+// attributes and emitted aligned stores, which fault on rows at odd offsets.
+// (References, not values: passing a wide vector by value outside its ISA changes the ABI.)
+template <class Vec>
+inline __attribute__((always_inline)) void load_unaligned(Vec& v, const float* p) {
+  std::memcpy(&v, p, sizeof(Vec));
+}
+template <class Vec>
+inline __attribute__((always_inline)) void store_unaligned(float* p, const Vec& v) {
+  std::memcpy(p, &v, sizeof(Vec));
+}
+
+// One block of kVectors * lanes output columns of a row, accumulated in kVectors registers:
+// the output segment is written once, and each edge streams a contiguous piece of its X row
+// with one FMA per register. (A plain float array here is not kept in registers by GCC: it
+// vectorizes across edges and spills every accumulator, measured 5x slower.)
+template <class Vec, int kVectors, bool kWeighted>
 inline __attribute__((always_inline)) void row_block(EdgeId begin, EdgeId end,
                                                      const LocalId* __restrict indices,
                                                      const float* __restrict values,
                                                      const float* __restrict x, std::int64_t f,
                                                      std::int64_t col, float* __restrict y_row) {
-  constexpr int kVectors = kWidth / kVecFloats;
-  Vec16 acc[kVectors];
+  constexpr int kLanes = static_cast<int>(sizeof(Vec) / sizeof(float));
+  Vec acc[kVectors];
 #pragma GCC unroll 16
-  for (int k = 0; k < kVectors; ++k) acc[k] = Vec16{};
+  for (int k = 0; k < kVectors; ++k) acc[k] = Vec{};
   for (EdgeId e = begin; e < end; ++e) {
     const float* x_row = x + static_cast<std::int64_t>(indices[e]) * f + col;
     if constexpr (kWeighted) {
       const float w = values[e];
 #pragma GCC unroll 16
-      for (int k = 0; k < kVectors; ++k)
-        acc[k] += w * *reinterpret_cast<const Vec16Unaligned*>(x_row + k * kVecFloats);
+      for (int k = 0; k < kVectors; ++k) {
+        Vec x_part;
+        load_unaligned(x_part, x_row + k * kLanes);
+        acc[k] += w * x_part;
+      }
     } else {
 #pragma GCC unroll 16
-      for (int k = 0; k < kVectors; ++k)
-        acc[k] += *reinterpret_cast<const Vec16Unaligned*>(x_row + k * kVecFloats);
+      for (int k = 0; k < kVectors; ++k) {
+        Vec x_part;
+        load_unaligned(x_part, x_row + k * kLanes);
+        acc[k] += x_part;
+      }
     }
   }
 #pragma GCC unroll 16
   for (int k = 0; k < kVectors; ++k)
-    *reinterpret_cast<Vec16Unaligned*>(y_row + col + k * kVecFloats) = acc[k];
+    store_unaligned(y_row + col + k * kLanes, acc[k]);
 }
 
+// Columns past the last full vector.
 template <bool kWeighted>
 inline __attribute__((always_inline)) void row_tail(EdgeId begin, EdgeId end,
                                                     const LocalId* __restrict indices,
@@ -99,7 +117,10 @@ inline __attribute__((always_inline)) void row_tail(EdgeId begin, EdgeId end,
   }
 }
 
-template <bool kWeighted>
+// Rows [row_begin, row_end): 8 accumulator registers per pass (8 zmm = 128 columns on
+// AVX-512, 8 ymm = 64 on AVX2, 8 xmm = 32 on SSE), leaving registers for the weight
+// broadcast; narrower passes then a scalar tail cover any F.
+template <class Vec, bool kWeighted>
 inline __attribute__((always_inline)) void blocked_rows(std::int64_t row_begin,
                                                         std::int64_t row_end,
                                                         const EdgeId* __restrict indptr,
@@ -107,42 +128,115 @@ inline __attribute__((always_inline)) void blocked_rows(std::int64_t row_begin,
                                                         const float* __restrict values,
                                                         const float* __restrict x, std::int64_t f,
                                                         float* __restrict y) {
+  constexpr int kLanes = static_cast<int>(sizeof(Vec) / sizeof(float));
   for (std::int64_t v = row_begin; v < row_end; ++v) {
     const EdgeId begin = indptr[v], end = indptr[v + 1];
     float* __restrict y_row = y + v * f;
     std::int64_t col = 0;
-    for (; col + kSpmmBlock <= f; col += kSpmmBlock)
-      row_block<kSpmmBlock, kWeighted>(begin, end, indices, values, x, f, col, y_row);
-    if constexpr (kSpmmBlock > 64) {
-      if (col + 64 <= f) {
-        row_block<64, kWeighted>(begin, end, indices, values, x, f, col, y_row);
-        col += 64;
-      }
+    for (; col + 8 * kLanes <= f; col += 8 * kLanes)
+      row_block<Vec, 8, kWeighted>(begin, end, indices, values, x, f, col, y_row);
+    if (col + 4 * kLanes <= f) {
+      row_block<Vec, 4, kWeighted>(begin, end, indices, values, x, f, col, y_row);
+      col += 4 * kLanes;
     }
-    if (col + 32 <= f) {
-      row_block<32, kWeighted>(begin, end, indices, values, x, f, col, y_row);
-      col += 32;
+    if (col + 2 * kLanes <= f) {
+      row_block<Vec, 2, kWeighted>(begin, end, indices, values, x, f, col, y_row);
+      col += 2 * kLanes;
     }
-    if (col + 16 <= f) {
-      row_block<16, kWeighted>(begin, end, indices, values, x, f, col, y_row);
-      col += 16;
+    if (col + kLanes <= f) {
+      row_block<Vec, 1, kWeighted>(begin, end, indices, values, x, f, col, y_row);
+      col += kLanes;
     }
     if (col < f) row_tail<kWeighted>(begin, end, indices, values, x, f, col, y_row);
   }
 }
 
-TESSEL_SIMD_CLONES
-void blocked_range(std::int64_t row_begin, std::int64_t row_end, const EdgeId* indptr,
-                   const LocalId* indices, const float* values, const float* x, std::int64_t f,
-                   float* y) {
-  if (values) blocked_rows<true>(row_begin, row_end, indptr, indices, values, x, f, y);
-  else blocked_rows<false>(row_begin, row_end, indptr, indices, values, x, f, y);
+template <class Vec>
+inline __attribute__((always_inline)) void blocked_range(std::int64_t row_begin,
+                                                         std::int64_t row_end,
+                                                         const EdgeId* indptr,
+                                                         const LocalId* indices,
+                                                         const float* values, const float* x,
+                                                         std::int64_t f, float* y) {
+  if (values)
+    blocked_rows<Vec, true>(row_begin, row_end, indptr, indices, values, x, f, y);
+  else
+    blocked_rows<Vec, false>(row_begin, row_end, indptr, indices, values, x, f, y);
 }
 
-TESSEL_SIMD_CLONES
+using RangeFn = void (*)(std::int64_t, std::int64_t, const EdgeId*, const LocalId*, const float*,
+                         const float*, std::int64_t, float*);
+
+void blocked_range_128bit(std::int64_t row_begin, std::int64_t row_end, const EdgeId* indptr,
+                          const LocalId* indices, const float* values, const float* x,
+                          std::int64_t f, float* y) {
+  blocked_range<Vec4>(row_begin, row_end, indptr, indices, values, x, f, y);
+}
+
+#if TESSEL_SPMM_X86_DISPATCH
+TESSEL_TARGET("arch=x86-64-v3")
+void blocked_range_avx2(std::int64_t row_begin, std::int64_t row_end, const EdgeId* indptr,
+                        const LocalId* indices, const float* values, const float* x,
+                        std::int64_t f, float* y) {
+  blocked_range<Vec8>(row_begin, row_end, indptr, indices, values, x, f, y);
+}
+
+TESSEL_TARGET("arch=x86-64-v4")
+void blocked_range_avx512(std::int64_t row_begin, std::int64_t row_end, const EdgeId* indptr,
+                          const LocalId* indices, const float* values, const float* x,
+                          std::int64_t f, float* y) {
+  blocked_range<Vec16>(row_begin, row_end, indptr, indices, values, x, f, y);
+}
+#endif
+
+enum class Isa { sse, avx2, avx512 };
+
+// The widest instruction set the CPU has, lowered by TESSEL_CPU_ISA=sse|avx2 (tests run the
+// narrower paths this way on wide machines).
+Isa cpu_isa() {
+  static const Isa isa = [] {
+    Isa best = Isa::sse;
+#if TESSEL_SPMM_X86_DISPATCH
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = Isa::avx2;
+    if (best == Isa::avx2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq"))
+      best = Isa::avx512;
+#endif
+    const char* requested = std::getenv("TESSEL_CPU_ISA");
+    if (requested && std::strcmp(requested, "sse") == 0) return Isa::sse;
+    if (requested && std::strcmp(requested, "avx2") == 0 && best != Isa::sse) return Isa::avx2;
+    return best;
+  }();
+  return isa;
+}
+
+RangeFn pick_blocked_range() {
+#if TESSEL_SPMM_X86_DISPATCH
+  if (cpu_isa() == Isa::avx512) return blocked_range_avx512;
+  if (cpu_isa() == Isa::avx2) return blocked_range_avx2;
+#endif
+  return blocked_range_128bit;
+}
+
+// The first-cut kernel, kept as the reference variant: accumulate into the output row in
+// memory (L1-resident), one auto-vectorized pass over F per edge.
+TESSEL_TARGET("arch=x86-64-v3")
 void simple_row(EdgeId begin, EdgeId end, const LocalId* __restrict indices,
                 const float* __restrict values, const float* __restrict x, std::int64_t f,
                 float* __restrict y_row) {
+  std::memset(y_row, 0, static_cast<std::size_t>(f) * sizeof(float));
+  for (EdgeId e = begin; e < end; ++e) {
+    const float w = values ? values[e] : 1.0f;
+    const float* __restrict x_row = x + static_cast<std::int64_t>(indices[e]) * f;
+    for (std::int64_t j = 0; j < f; ++j) y_row[j] += w * x_row[j];
+  }
+}
+
+void simple_row_portable(EdgeId begin, EdgeId end, const LocalId* __restrict indices,
+                         const float* __restrict values, const float* __restrict x,
+                         std::int64_t f, float* __restrict y_row) {
   std::memset(y_row, 0, static_cast<std::size_t>(f) * sizeof(float));
   for (EdgeId e = begin; e < end; ++e) {
     const float w = values ? values[e] : 1.0f;
@@ -155,29 +249,29 @@ void simple_row(EdgeId begin, EdgeId end, const LocalId* __restrict indices,
 
 void spmm_simple(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                  const float* values, const float* x, std::int64_t f, float* y) {
-#pragma omp parallel for schedule(dynamic, 256)
-  for (std::int64_t v = 0; v < rows; ++v)
-    simple_row(indptr[v], indptr[v + 1], indices, values, x, f, y + v * f);
+  const bool has_avx2 = TESSEL_SPMM_X86_DISPATCH && cpu_isa() != Isa::sse;
+#pragma omp parallel for schedule(dynamic, 256) if (parallel_worth((indptr[rows] + rows) * f))
+  for (std::int64_t v = 0; v < rows; ++v) {
+    if (has_avx2) simple_row(indptr[v], indptr[v + 1], indices, values, x, f, y + v * f);
+    else simple_row_portable(indptr[v], indptr[v + 1], indices, values, x, f, y + v * f);
+  }
 }
 
 void spmm_blocked(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                   const float* values, const float* x, std::int64_t f, float* y) {
-  const int threads = static_cast<int>(std::min<std::int64_t>(omp_get_max_threads(),
-                                                               std::max<std::int64_t>(rows, 1)));
-  std::int64_t bounds_storage[257];
-  std::vector<std::int64_t> bounds_heap;
-  std::int64_t* bounds = bounds_storage;
-  if (threads > 256) {
-    bounds_heap.resize(static_cast<std::size_t>(threads) + 1);
-    bounds = bounds_heap.data();
-  }
-  balanced_row_bounds(rows, indptr, threads, bounds);
+  static const RangeFn range_fn = pick_blocked_range();
+  const std::int64_t work = (indptr[rows] + rows) * f;
+  const int threads = static_cast<int>(std::clamp<std::int64_t>(
+      std::min<std::int64_t>(omp_get_max_threads(), work / kParallelMinWork), 1,
+      std::max<std::int64_t>(rows, 1)));
+  std::vector<std::int64_t> bounds(static_cast<std::size_t>(threads) + 1);
+  balanced_row_bounds(rows, indptr, threads, bounds.data());
 #pragma omp parallel num_threads(threads)
   {
     // A team smaller than requested (nested regions, OMP_DYNAMIC) still covers every range.
     const int team = omp_get_num_threads();
     for (int part = omp_get_thread_num(); part < threads; part += team)
-      blocked_range(bounds[part], bounds[part + 1], indptr, indices, values, x, f, y);
+      range_fn(bounds[part], bounds[part + 1], indptr, indices, values, x, f, y);
   }
 }
 

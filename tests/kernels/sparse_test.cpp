@@ -51,7 +51,8 @@ INSTANTIATE_TEST_SUITE_P(
                       SpmmCase{200, 150, 12, 17, false}, SpmmCase{100, 100, 8, 64, true},
                       SpmmCase{80, 90, 40, 100, true}, SpmmCase{120, 120, 10, 128, false},
                       SpmmCase{120, 120, 10, 128, true}, SpmmCase{60, 50, 7, 130, true},
-                      SpmmCase{10, 10, 3, 200, false}, SpmmCase{7, 0, 0, 16, true},
+                      SpmmCase{10, 10, 3, 200, false}, SpmmCase{3000, 2500, 20, 33, true},
+                      SpmmCase{2000, 2000, 30, 64, false}, SpmmCase{7, 0, 0, 16, true},
                       SpmmCase{0, 10, 3, 16, true}));
 
 TEST(Spmm, AllocatingFormAndShapeErrorsNameTheOp) {
