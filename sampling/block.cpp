@@ -45,7 +45,7 @@ void build_block(Map& map, std::span<const NodeId> dst, std::span<const EdgeId> 
   adj.num_cols = static_cast<std::int64_t>(out.src.size());
 }
 
-}  // namespace
+} // namespace
 
 BlockBuilder::BlockBuilder(std::int64_t id_bound)
     : dense_(id_bound > 0 && id_bound <= kDenseMaxIds ? id_bound : 0),
@@ -65,8 +65,8 @@ void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> of
                  "build_block: {} destinations + {} neighbors exceed the 32-bit block-local ids",
                  num_dst, num_edges);
   for (std::int64_t i = 0; i < num_dst; ++i)
-    TESSEL_EXPECTS(offsets[i] <= offsets[i + 1], "build_block: offsets decrease at {} ({} > {})",
-                   i, offsets[i], offsets[i + 1]);
+    TESSEL_EXPECTS(offsets[i] <= offsets[i + 1], "build_block: offsets decrease at {} ({} > {})", i,
+                   offsets[i], offsets[i + 1]);
   if (!use_dense_) {
     build_block(map_, dst, offsets, neighbors, out);
     return;
@@ -88,8 +88,8 @@ BlockSampler::BlockSampler(const Csr& graph, std::span<const NodeId> node_key)
                  "BlockSampler: {} node keys for a graph of {} nodes, expected one per node",
                  node_key.size(), graph.num_rows);
   TESSEL_EXPECTS(graph.num_rows == graph.num_cols,
-                 "BlockSampler: graph is {}x{}, expected a square whole-graph CSR",
-                 graph.num_rows, graph.num_cols);
+                 "BlockSampler: graph is {}x{}, expected a square whole-graph CSR", graph.num_rows,
+                 graph.num_cols);
 }
 
 void BlockSampler::sample(std::span<const NodeId> seeds, std::span<const int> fanouts,
@@ -122,4 +122,4 @@ std::vector<Block> sample_blocks(const Csr& graph, std::span<const NodeId> seeds
   return blocks;
 }
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

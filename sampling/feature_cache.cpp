@@ -22,12 +22,14 @@ const char* cache_policy_name(CachePolicy policy) {
 std::int64_t CacheBudget::capacity_rows(std::int64_t num_candidates, std::int64_t row_bytes) const {
   TESSEL_EXPECTS(!(size_mb >= 0 && ratio >= 0),
                  "feature cache: both --cache-size-mb ({}) and --cache-ratio ({}) set, expected "
-                 "at most one", size_mb, ratio);
+                 "at most one",
+                 size_mb, ratio);
   TESSEL_EXPECTS(ratio <= 1.0, "feature cache: --cache-ratio {} is outside [0, 1]", ratio);
   TESSEL_EXPECTS(row_bytes > 0, "feature cache: row size {} bytes, expected > 0", row_bytes);
   std::int64_t rows = 0;
   if (size_mb >= 0) {
-    rows = static_cast<std::int64_t>(std::floor(size_mb * 1048576.0 / static_cast<double>(row_bytes)));
+    rows =
+        static_cast<std::int64_t>(std::floor(size_mb * 1048576.0 / static_cast<double>(row_bytes)));
   } else if (ratio >= 0) {
     rows = static_cast<std::int64_t>(std::floor(ratio * static_cast<double>(num_candidates)));
   }
@@ -45,7 +47,8 @@ std::vector<NodeId> rank_candidates(std::span<const NodeId> candidates,
     return score[a] != score[b] ? score[a] > score[b] : candidates[a] < candidates[b];
   });
   std::vector<NodeId> ranked(candidates.size());
-  for (std::size_t k = 0; k < order.size(); ++k) ranked[k] = candidates[order[k]];
+  for (std::size_t k = 0; k < order.size(); ++k)
+    ranked[k] = candidates[order[k]];
   return ranked;
 }
 
@@ -82,10 +85,10 @@ FeatureCache::FeatureCache(std::vector<NodeId> ids, std::int64_t feature_dim)
 FeatureCache FeatureCache::build(std::span<const NodeId> candidates,
                                  std::span<const std::int64_t> score, const CacheBudget& budget,
                                  std::int64_t feature_dim) {
-  TESSEL_EXPECTS(feature_dim > 0, "FeatureCache::build: feature_dim {}, expected > 0",
-                 feature_dim);
-  const std::int64_t capacity = budget.capacity_rows(
-      static_cast<std::int64_t>(candidates.size()), feature_dim * static_cast<std::int64_t>(sizeof(float)));
+  TESSEL_EXPECTS(feature_dim > 0, "FeatureCache::build: feature_dim {}, expected > 0", feature_dim);
+  const std::int64_t capacity =
+      budget.capacity_rows(static_cast<std::int64_t>(candidates.size()),
+                           feature_dim * static_cast<std::int64_t>(sizeof(float)));
   std::vector<NodeId> ranked = rank_candidates(candidates, score);
   ranked.resize(static_cast<std::size_t>(capacity));
   return FeatureCache(std::move(ranked), feature_dim);
@@ -99,8 +102,8 @@ void FeatureCache::fill(std::span<const float> rows) {
 }
 
 void FeatureCache::set_row(std::int32_t slot, std::span<const float> values) {
-  TESSEL_EXPECTS(slot >= 0 && slot < size(), "FeatureCache::set_row: slot {} outside [0, {})",
-                 slot, size());
+  TESSEL_EXPECTS(slot >= 0 && slot < size(), "FeatureCache::set_row: slot {} outside [0, {})", slot,
+                 size());
   TESSEL_EXPECTS(static_cast<std::int64_t>(values.size()) == feature_dim_,
                  "FeatureCache::set_row: {} values, expected {}", values.size(), feature_dim_);
   std::copy(values.begin(), values.end(),
@@ -131,4 +134,4 @@ void FeatureCache::gather(std::span<const NodeId> ids, std::span<float> out,
   stats_.misses += misses;
 }
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

@@ -13,8 +13,7 @@
 
 namespace tessel::sampling {
 
-template <class Index>
-void sort_rows_by_key(CsrT<Index>& graph, std::span<const NodeId> col_key) {
+template <class Index> void sort_rows_by_key(CsrT<Index>& graph, std::span<const NodeId> col_key) {
   TESSEL_EXPECTS(static_cast<std::int64_t>(col_key.size()) == graph.num_cols,
                  "sort_rows_by_key: {} column keys for a graph with {} columns", col_key.size(),
                  graph.num_cols);
@@ -25,7 +24,7 @@ void sort_rows_by_key(CsrT<Index>& graph, std::span<const NodeId> col_key) {
   };
 #pragma omp parallel
   {
-    std::vector<std::pair<Index, float>> row;  // per thread, only for weighted graphs
+    std::vector<std::pair<Index, float>> row; // per thread, only for weighted graphs
 #pragma omp for schedule(dynamic, 1024)
     for (std::int64_t v = 0; v < graph.num_rows; ++v) {
       const EdgeId b = graph.indptr[v], e = graph.indptr[v + 1];
@@ -34,10 +33,12 @@ void sort_rows_by_key(CsrT<Index>& graph, std::span<const NodeId> col_key) {
         continue;
       }
       row.clear();
-      for (EdgeId i = b; i < e; ++i) row.emplace_back(graph.indices[i], graph.values[i]);
+      for (EdgeId i = b; i < e; ++i)
+        row.emplace_back(graph.indices[i], graph.values[i]);
       std::sort(row.begin(), row.end(),
                 [&](const auto& x, const auto& y) { return less(x.first, y.first); });
-      for (EdgeId i = b; i < e; ++i) std::tie(graph.indices[i], graph.values[i]) = row[i - b];
+      for (EdgeId i = b; i < e; ++i)
+        std::tie(graph.indices[i], graph.values[i]) = row[i - b];
     }
   }
 }
@@ -60,16 +61,15 @@ void sample_neighbors(const CsrT<Index>& graph, std::span<const std::type_identi
                       std::span<const NodeId> row_keys, int fanout, const rng::Key& key,
                       SampledNeighborsT<Index>& out) {
   TESSEL_EXPECTS(rows.size() == row_keys.size(),
-                 "sample_neighbors: {} rows but {} row keys, expected one key per row",
-                 rows.size(), row_keys.size());
+                 "sample_neighbors: {} rows but {} row keys, expected one key per row", rows.size(),
+                 row_keys.size());
   TESSEL_EXPECTS(fanout >= kAllNeighbors,
                  "sample_neighbors: fanout {} is invalid, expected >= 0 or -1 (all neighbors)",
                  fanout);
   const auto n = static_cast<std::int64_t>(rows.size());
   out.offsets.resize(static_cast<std::size_t>(n) + 1);
-  const EdgeId total = cpu::sample_offsets("sample_neighbors", graph.indptr.data(),
-                                           graph.num_rows, rows.data(), n, fanout,
-                                           out.offsets.data());
+  const EdgeId total = cpu::sample_offsets("sample_neighbors", graph.indptr.data(), graph.num_rows,
+                                           rows.data(), n, fanout, out.offsets.data());
   out.neighbors.resize(static_cast<std::size_t>(total));
   cpu::sample_fill(graph.indptr.data(), graph.indices.data(), rows.data(), row_keys.data(), n,
                    fanout, key, out.offsets.data(), out.neighbors.data());
@@ -83,9 +83,9 @@ SampledTensors sample_tensors_cpu(const Tensor& indptr, const Tensor& indices, c
   const std::int64_t n = rows.numel();
   SampledTensors out;
   out.offsets = Tensor::empty({n + 1}, DType::i64);
-  const EdgeId total = cpu::sample_offsets("sample_neighbors", indptr.data<EdgeId>(),
-                                           indptr.numel() - 1, rows.data<Index>(), n, fanout,
-                                           out.offsets.data<EdgeId>());
+  const EdgeId total =
+      cpu::sample_offsets("sample_neighbors", indptr.data<EdgeId>(), indptr.numel() - 1,
+                          rows.data<Index>(), n, fanout, out.offsets.data<EdgeId>());
   out.neighbors = Tensor::empty({total}, indices.dtype());
   cpu::sample_fill(indptr.data<EdgeId>(), indices.data<Index>(), rows.data<Index>(),
                    row_keys.data<NodeId>(), n, fanout, key, out.offsets.data<EdgeId>(),
@@ -93,16 +93,15 @@ SampledTensors sample_tensors_cpu(const Tensor& indptr, const Tensor& indices, c
   return out;
 }
 
-}  // namespace
+} // namespace
 
 SampledTensors sample_neighbors(const Tensor& indptr, const Tensor& indices, const Tensor& rows,
                                 const Tensor& row_keys, int fanout, const rng::Key& key) {
   TESSEL_EXPECTS(indptr.dim() == 1 && indptr.dtype() == DType::i64 && indptr.numel() >= 1,
                  "sample_neighbors: indptr is {}, expected i64 [rows + 1]", indptr.describe());
-  TESSEL_EXPECTS(indices.dim() == 1 && (indices.dtype() == DType::i32 ||
-                                        indices.dtype() == DType::i64),
-                 "sample_neighbors: indices is {}, expected i32 or i64 [edges]",
-                 indices.describe());
+  TESSEL_EXPECTS(
+      indices.dim() == 1 && (indices.dtype() == DType::i32 || indices.dtype() == DType::i64),
+      "sample_neighbors: indices is {}, expected i32 or i64 [edges]", indices.describe());
   TESSEL_EXPECTS(rows.dim() == 1 && rows.dtype() == indices.dtype(),
                  "sample_neighbors: rows is {}, expected a vector of the indices' dtype {}",
                  rows.describe(), dtype_name(indices.dtype()));
@@ -116,9 +115,8 @@ SampledTensors sample_neighbors(const Tensor& indptr, const Tensor& indices, con
   const Device device = indptr.device();
   TESSEL_EXPECTS(indices.device() == device && rows.device() == device &&
                      row_keys.device() == device,
-                 "sample_neighbors: tensors on {}, {}, {}, {}, expected one device",
-                 device.str(), indices.device().str(), rows.device().str(),
-                 row_keys.device().str());
+                 "sample_neighbors: tensors on {}, {}, {}, {}, expected one device", device.str(),
+                 indices.device().str(), rows.device().str(), row_keys.device().str());
   if (device.is_cpu()) {
     return indices.dtype() == DType::i32
                ? sample_tensors_cpu<LocalId>(indptr, indices, rows, row_keys, fanout, key)
@@ -126,12 +124,10 @@ SampledTensors sample_neighbors(const Tensor& indptr, const Tensor& indices, con
   }
 #if defined(TESSEL_WITH_CUDA)
   SampledTensors out;
-  cuda::sample_neighbors(indptr, indices, rows, row_keys, fanout, key, out.offsets,
-                         out.neighbors);
+  cuda::sample_neighbors(indptr, indices, rows, row_keys, fanout, key, out.offsets, out.neighbors);
   return out;
 #else
-  TESSEL_FAIL("sample_neighbors: device {} is not supported in a build without CUDA",
-              device.str());
+  TESSEL_FAIL("sample_neighbors: device {} is not supported in a build without CUDA", device.str());
 #endif
 }
 
@@ -155,14 +151,13 @@ void map_ids_impl(std::span<const Index> ids, std::span<const NodeId> table,
   TESSEL_EXPECTS(bad < 0, "map_ids: id {} at position {} is outside the table [0, {})",
                  bad < 0 ? 0 : static_cast<std::int64_t>(ids[bad]), bad, size);
 }
-}  // namespace
+} // namespace
 
 void map_ids(std::span<const LocalId> ids, std::span<const NodeId> table,
              std::vector<NodeId>& out) {
   map_ids_impl(ids, table, out);
 }
-void map_ids(std::span<const NodeId> ids, std::span<const NodeId> table,
-             std::vector<NodeId>& out) {
+void map_ids(std::span<const NodeId> ids, std::span<const NodeId> table, std::vector<NodeId>& out) {
   map_ids_impl(ids, table, out);
 }
 
@@ -177,4 +172,4 @@ template void sample_neighbors(const CsrT<NodeId>&, std::span<const NodeId>,
                                std::span<const NodeId>, int, const rng::Key&,
                                SampledNeighborsT<NodeId>&);
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

@@ -47,7 +47,7 @@ Csr make_power_law_graph(std::int64_t num_nodes, std::int64_t num_edges, std::ui
     std::sort(pairs.begin(), pairs.end());
     pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   }
-  pairs.resize(static_cast<std::size_t>(num_edges));  // sorted, so this drops the largest pairs
+  pairs.resize(static_cast<std::size_t>(num_edges)); // sorted, so this drops the largest pairs
   std::vector<NodeId> src, dst;
   src.reserve(pairs.size() * 2);
   dst.reserve(pairs.size() * 2);
@@ -60,7 +60,7 @@ Csr make_power_law_graph(std::int64_t num_nodes, std::int64_t num_edges, std::ui
     dst.push_back(u);
   }
   Csr graph = Csr::from_edges(num_nodes, num_nodes, src, dst);
-  graph.sort_rows();  // canonical order for identity keys
+  graph.sort_rows(); // canonical order for identity keys
   return graph;
 }
 
@@ -79,15 +79,18 @@ double median(std::vector<double> v) {
 
 // How a batch is sampled.
 enum class Variant {
-  block_sampler,  // BlockSampler on the whole graph: the P = 1 reference (dense id map)
-  per_hop,        // sample_neighbors on the int64 graph + BlockBuilder with the hash map
-  owner_local,    // what owners + requester do: int32 LocalCsr, map_ids to global, hash map
+  block_sampler, // BlockSampler on the whole graph: the P = 1 reference (dense id map)
+  per_hop,       // sample_neighbors on the int64 graph + BlockBuilder with the hash map
+  owner_local,   // what owners + requester do: int32 LocalCsr, map_ids to global, hash map
 };
 const char* variant_name(Variant v) {
   switch (v) {
-    case Variant::block_sampler: return "block_sampler";
-    case Variant::per_hop: return "per_hop";
-    case Variant::owner_local: return "owner_local";
+  case Variant::block_sampler:
+    return "block_sampler";
+  case Variant::per_hop:
+    return "per_hop";
+  case Variant::owner_local:
+    return "owner_local";
   }
   return "?";
 }
@@ -97,13 +100,13 @@ struct Result {
   double wall_s = 0, cpu_s = 0, draw_s = 0, map_s = 0, build_s = 0;
   std::vector<double> batch_s;
   std::vector<std::int64_t> src_per_layer;
-  std::vector<std::vector<NodeId>> last_src;  // of the last batch, to cross-check variants
+  std::vector<std::vector<NodeId>> last_src; // of the last batch, to cross-check variants
 };
 
 struct Setup {
   const Csr& graph;
-  const LocalCsr& local_graph;      // the same graph with 32-bit ids
-  const std::vector<NodeId>& ids;   // local id -> global id (identity here)
+  const LocalCsr& local_graph;    // the same graph with 32-bit ids
+  const std::vector<NodeId>& ids; // local id -> global id (identity here)
   std::vector<int> fanouts;
   std::function<std::span<const NodeId>(std::int64_t)> seeds_of;
   std::uint64_t seed;
@@ -139,12 +142,13 @@ Result run(const Setup& setup, Variant variant) {
         std::span<const EdgeId> offsets;
         std::span<const NodeId> neighbors;
         if (variant == Variant::per_hop) {
-          sampling::sample_neighbors(setup.graph, frontier, frontier, setup.fanouts[l], key, sampled);
+          sampling::sample_neighbors(setup.graph, frontier, frontier, setup.fanouts[l], key,
+                                     sampled);
           offsets = sampled.offsets;
           neighbors = sampled.neighbors;
           draw_s += watch.seconds();
         } else {
-          rows_local.assign(frontier.begin(), frontier.end());  // global -> local (identity)
+          rows_local.assign(frontier.begin(), frontier.end()); // global -> local (identity)
           sampling::sample_neighbors(setup.local_graph, rows_local, frontier, setup.fanouts[l], key,
                                      sampled_local);
           draw_s += watch.seconds();
@@ -174,11 +178,12 @@ Result run(const Setup& setup, Variant variant) {
     ++r.batches;
   }
   r.cpu_s = process_cpu_seconds() - cpu_start;
-  for (const auto& block : blocks) r.last_src.push_back(block.src);
+  for (const auto& block : blocks)
+    r.last_src.push_back(block.src);
   return r;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Tessel sampling micro-benchmark: multi-layer neighbor sampling throughput"};
@@ -210,7 +215,8 @@ int main(int argc, char** argv) {
   try {
     std::stringstream in(fanouts_text);
     std::string item;
-    while (std::getline(in, item, ',')) fanouts.push_back(std::stoi(item));
+    while (std::getline(in, item, ','))
+      fanouts.push_back(std::stoi(item));
   } catch (const std::exception&) {
     fanouts.clear();
   }
@@ -221,12 +227,17 @@ int main(int argc, char** argv) {
   }
   std::vector<Variant> variants;
   for (const auto& name : variant_names) {
-    if (name == "block_sampler") variants.push_back(Variant::block_sampler);
-    else if (name == "per_hop") variants.push_back(Variant::per_hop);
-    else if (name == "owner_local") variants.push_back(Variant::owner_local);
+    if (name == "block_sampler")
+      variants.push_back(Variant::block_sampler);
+    else if (name == "per_hop")
+      variants.push_back(Variant::per_hop);
+    else if (name == "owner_local")
+      variants.push_back(Variant::owner_local);
     else {
-      std::fprintf(stderr, "bench_sampling: --variants: unknown '%s', expected block_sampler, "
-                           "per_hop or owner_local\n", name.c_str());
+      std::fprintf(stderr,
+                   "bench_sampling: --variants: unknown '%s', expected block_sampler, "
+                   "per_hop or owner_local\n",
+                   name.c_str());
       return 2;
     }
   }
@@ -241,7 +252,8 @@ int main(int argc, char** argv) {
   std::vector<NodeId> ids(static_cast<std::size_t>(num_nodes));
   std::iota(ids.begin(), ids.end(), 0);
   EdgeId max_degree = 0;
-  for (std::int64_t v = 0; v < graph.num_rows; ++v) max_degree = std::max(max_degree, graph.degree(v));
+  for (std::int64_t v = 0; v < graph.num_rows; ++v)
+    max_degree = std::max(max_degree, graph.degree(v));
   std::printf("graph: %lld nodes, %lld directed edges (%lld undirected), max in-degree %lld, "
               "built in %.2f s\n",
               static_cast<long long>(graph.num_rows), static_cast<long long>(graph.num_edges()),
@@ -255,13 +267,18 @@ int main(int argc, char** argv) {
   for (std::int64_t i = num_nodes - 1; i > 0; --i)
     std::swap(order[i], order[shuffle.next_below(static_cast<std::uint64_t>(i) + 1)]);
   const std::int64_t batches_per_pass = num_nodes / batch_size;
-  Setup setup{graph, local_graph, ids, fanouts,
+  Setup setup{graph,
+              local_graph,
+              ids,
+              fanouts,
               [&](std::int64_t b) {
                 const auto start = (b % batches_per_pass) * batch_size;
                 return std::span<const NodeId>(order.data() + start,
                                                static_cast<std::size_t>(batch_size));
               },
-              seed, batches, warmup};
+              seed,
+              batches,
+              warmup};
 
   std::printf("fanouts %s (input layer first), batch %lld, %lld timed batches per run\n",
               fanouts_text.c_str(), static_cast<long long>(batch_size),

@@ -47,27 +47,27 @@ void floyd_bitmap(const rng::Key& key, NodeId node_key, const Index* row, EdgeId
   for (EdgeId i = 0; i < count; ++i) {
     const auto bound = static_cast<std::uint32_t>(degree - count + i + 1);
     EdgeId pick = draws.next(static_cast<std::uint32_t>(i), bound);
-    if (bitmap[pick >> 6] & (std::uint64_t{1} << (pick & 63))) pick = static_cast<EdgeId>(bound - 1);
+    if (bitmap[pick >> 6] & (std::uint64_t{1} << (pick & 63)))
+      pick = static_cast<EdgeId>(bound - 1);
     bitmap[pick >> 6] |= std::uint64_t{1} << (pick & 63);
     slot[i] = static_cast<Index>(pick);
   }
   for (EdgeId k = 0; k < count; ++k) {
     const auto pick = static_cast<EdgeId>(slot[k]);
-    bitmap[pick >> 6] = 0;  // restores the all-zero invariant
+    bitmap[pick >> 6] = 0; // restores the all-zero invariant
     slot[k] = row[pick];
   }
 }
 
-}  // namespace
+} // namespace
 
 template <class Index>
 EdgeId sample_offsets(const char* op, const EdgeId* indptr, std::int64_t num_graph_rows,
                       const Index* rows, std::int64_t n, int fanout, EdgeId* offsets) {
-  std::int64_t bad = -1;             // a request whose row is out of range
-  EdgeId too_wide = -1;              // a degree whose positions do not fit Index
+  std::int64_t bad = -1; // a request whose row is out of range
+  EdgeId too_wide = -1;  // a degree whose positions do not fit Index
   constexpr auto kIndexMax = static_cast<EdgeId>(std::numeric_limits<Index>::max());
-#pragma omp parallel for schedule(static) reduction(max : bad, too_wide) \
-    if (n >= kParallelMinRequests)
+#pragma omp parallel for reduction(max : bad, too_wide) if (n >= kParallelMinRequests)
   for (std::int64_t i = 0; i < n; ++i) {
     const Index r = rows[i];
     if (r < 0 || r >= num_graph_rows) {
@@ -87,7 +87,8 @@ EdgeId sample_offsets(const char* op, const EdgeId* indptr, std::int64_t num_gra
                  "{}: cannot draw from a row of degree {}, expected < 2^32 and {}-byte positions",
                  op, too_wide, sizeof(Index));
   offsets[0] = 0;
-  for (std::int64_t i = 0; i < n; ++i) offsets[i + 1] += offsets[i];
+  for (std::int64_t i = 0; i < n; ++i)
+    offsets[i + 1] += offsets[i];
   return offsets[n];
 }
 
@@ -103,8 +104,10 @@ void sample_fill(const EdgeId* indptr, const Index* indices, const Index* rows,
     // Request i draws; request i - kMapLag, drawn earlier, maps its positions to neighbors.
     for (std::int64_t i = lo; i < hi + kMapLag; ++i) {
       if (i < hi) {
-        if (i + 2 * kPrefetchDistance < n) __builtin_prefetch(indptr + rows[i + 2 * kPrefetchDistance]);
-        if (i + kPrefetchDistance < n) __builtin_prefetch(indices + indptr[rows[i + kPrefetchDistance]]);
+        if (i + 2 * kPrefetchDistance < n)
+          __builtin_prefetch(indptr + rows[i + 2 * kPrefetchDistance]);
+        if (i + kPrefetchDistance < n)
+          __builtin_prefetch(indices + indptr[rows[i + kPrefetchDistance]]);
         const Index r = rows[i];
         const EdgeId begin = indptr[r];
         const EdgeId degree = indptr[r + 1] - begin;
@@ -116,7 +119,8 @@ void sample_fill(const EdgeId* indptr, const Index* indices, const Index* rows,
         } else if (count <= kFilteredFloydMaxDraws) {
           // Positions go into the output slot now and are replaced by neighbors kMapLag later.
           floyd_positions(key, static_cast<std::uint64_t>(row_keys[i]), degree, count, slot);
-          for (EdgeId k = 0; k < count; ++k) __builtin_prefetch(row + slot[k]);
+          for (EdgeId k = 0; k < count; ++k)
+            __builtin_prefetch(row + slot[k]);
         } else {
           floyd_bitmap(key, row_keys[i], row, degree, count, slot);
         }
@@ -126,10 +130,11 @@ void sample_fill(const EdgeId* indptr, const Index* indices, const Index* rows,
       const Index r = rows[m];
       const EdgeId degree = indptr[r + 1] - indptr[r];
       const EdgeId count = offsets[m + 1] - offsets[m];
-      if (count == degree || count > kFilteredFloydMaxDraws) continue;  // already neighbors
+      if (count == degree || count > kFilteredFloydMaxDraws) continue; // already neighbors
       const Index* row = indices + indptr[r];
       Index* slot = out + offsets[m];
-      for (EdgeId k = 0; k < count; ++k) slot[k] = row[slot[k]];
+      for (EdgeId k = 0; k < count; ++k)
+        slot[k] = row[slot[k]];
     }
   }
 }
@@ -140,7 +145,7 @@ template EdgeId sample_offsets(const char*, const EdgeId*, std::int64_t, const N
                                std::int64_t, int, EdgeId*);
 template void sample_fill(const EdgeId*, const LocalId*, const LocalId*, const NodeId*,
                           std::int64_t, int, const rng::Key&, const EdgeId*, LocalId*);
-template void sample_fill(const EdgeId*, const NodeId*, const NodeId*, const NodeId*,
-                          std::int64_t, int, const rng::Key&, const EdgeId*, NodeId*);
+template void sample_fill(const EdgeId*, const NodeId*, const NodeId*, const NodeId*, std::int64_t,
+                          int, const rng::Key&, const EdgeId*, NodeId*);
 
-}  // namespace tessel::sampling::cpu
+} // namespace tessel::sampling::cpu

@@ -21,4 +21,4 @@ void sample_fill(const EdgeId* indptr, const Index* indices, const Index* rows,
                  const NodeId* row_keys, std::int64_t n, int fanout, const rng::Key& key,
                  const EdgeId* offsets, Index* out);
 
-}  // namespace tessel::sampling::cpu
+} // namespace tessel::sampling::cpu

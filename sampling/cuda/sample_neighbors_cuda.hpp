@@ -12,4 +12,4 @@ void sample_neighbors(const Tensor& indptr, const Tensor& indices, const Tensor&
                       const Tensor& row_keys, int fanout, const rng::Key& key, Tensor& offsets,
                       Tensor& neighbors);
 
-}  // namespace tessel::sampling::cuda
+} // namespace tessel::sampling::cuda

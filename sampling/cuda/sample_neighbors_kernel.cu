@@ -13,7 +13,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-int blocks_for(std::int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+int blocks_for(std::int64_t n) {
+  return static_cast<int>((n + kThreads - 1) / kThreads);
+}
 
 // counts[i] = number of draws for request i; a row out of range sets *bad_row = 1, a row too long
 // to draw from sets 2 (the host reports either).
@@ -30,7 +32,7 @@ __global__ void count_kernel(const EdgeId* indptr, std::int64_t num_graph_rows, 
   }
   const EdgeId degree = indptr[r + 1] - indptr[r];
   const EdgeId count = sample_count(degree, fanout);
-  if (count < degree && degree >= (EdgeId{1} << 32)) *bad_row = 2;  // NodeDraws bounds are 32-bit
+  if (count < degree && degree >= (EdgeId{1} << 32)) *bad_row = 2; // NodeDraws bounds are 32-bit
   counts[i] = count;
 }
 
@@ -49,11 +51,13 @@ __global__ void sample_kernel(const EdgeId* indptr, const Index* indices, const 
   const Index* row = indices + begin;
   Index* slot = out + offsets[i];
   if (count == degree) {
-    for (EdgeId k = 0; k < degree; ++k) slot[k] = row[k];
+    for (EdgeId k = 0; k < degree; ++k)
+      slot[k] = row[k];
     return;
   }
   floyd_positions(key, static_cast<std::uint64_t>(row_keys[i]), degree, count, slot);
-  for (EdgeId k = 0; k < count; ++k) slot[k] = row[slot[k]];
+  for (EdgeId k = 0; k < count; ++k)
+    slot[k] = row[slot[k]];
 }
 
 template <class Index>
@@ -63,7 +67,7 @@ void run(const Tensor& indptr, const Tensor& indices, const Tensor& rows, const 
   TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
   const std::int64_t n = rows.numel();
   const std::int64_t num_graph_rows = indptr.numel() - 1;
-  cudaStream_t stream = nullptr;  // the default stream; the entry point is synchronous
+  cudaStream_t stream = nullptr; // the default stream; the entry point is synchronous
 
   offsets = Tensor::empty({n + 1}, DType::i64, device);
   EdgeId* d_offsets = offsets.data<EdgeId>();
@@ -84,10 +88,10 @@ void run(const Tensor& indptr, const Tensor& indices, const Tensor& rows, const 
   }
   EdgeId total = 0;
   std::int32_t bad_row = 0;
-  TESSEL_CHECK_CUDA(cudaMemcpyAsync(&total, d_offsets + n, sizeof(EdgeId),
-                                    cudaMemcpyDeviceToHost, stream));
-  TESSEL_CHECK_CUDA(cudaMemcpyAsync(&bad_row, flag.raw(), sizeof(std::int32_t),
-                                    cudaMemcpyDeviceToHost, stream));
+  TESSEL_CHECK_CUDA(
+      cudaMemcpyAsync(&total, d_offsets + n, sizeof(EdgeId), cudaMemcpyDeviceToHost, stream));
+  TESSEL_CHECK_CUDA(
+      cudaMemcpyAsync(&bad_row, flag.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
   TESSEL_EXPECTS(bad_row != 1, "sample_neighbors: a requested row is outside [0, {}) on {}",
                  num_graph_rows, device.str());
@@ -97,14 +101,14 @@ void run(const Tensor& indptr, const Tensor& indices, const Tensor& rows, const 
   neighbors = Tensor::empty({total}, indices.dtype(), device);
   if (n > 0 && total > 0) {
     sample_kernel<Index><<<blocks_for(n), kThreads, 0, stream>>>(
-        indptr.data<EdgeId>(), indices.data<Index>(), rows.data<Index>(),
-        row_keys.data<NodeId>(), n, key, d_offsets, neighbors.data<Index>());
+        indptr.data<EdgeId>(), indices.data<Index>(), rows.data<Index>(), row_keys.data<NodeId>(),
+        n, key, d_offsets, neighbors.data<Index>());
     TESSEL_CHECK_LAUNCH();
   }
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
 }
 
-}  // namespace
+} // namespace
 
 void sample_neighbors(const Tensor& indptr, const Tensor& indices, const Tensor& rows,
                       const Tensor& row_keys, int fanout, const rng::Key& key, Tensor& offsets,
@@ -115,4 +119,4 @@ void sample_neighbors(const Tensor& indptr, const Tensor& indices, const Tensor&
     run<NodeId>(indptr, indices, rows, row_keys, fanout, key, offsets, neighbors);
 }
 
-}  // namespace tessel::sampling::cuda
+} // namespace tessel::sampling::cuda

@@ -25,11 +25,13 @@ TEST(IdHashMap, InsertFindGrowAndReset) {
   EXPECT_EQ(map.size(), 5000);
   EXPECT_EQ(map.insert(5 * 1000003 - 77, 99, inserted), 5);
   EXPECT_FALSE(inserted);
-  for (NodeId id = 0; id < 5000; ++id) EXPECT_EQ(map.find(id * 1000003 - 77), id);
+  for (NodeId id = 0; id < 5000; ++id)
+    EXPECT_EQ(map.find(id * 1000003 - 77), id);
   EXPECT_EQ(map.find(1), IdHashMap::kAbsent);
-  map.reset(2);  // a smaller batch after a big one: nothing of the old contents survives
+  map.reset(2); // a smaller batch after a big one: nothing of the old contents survives
   EXPECT_EQ(map.size(), 0);
-  for (NodeId id = 0; id < 5000; ++id) ASSERT_EQ(map.find(id * 1000003 - 77), IdHashMap::kAbsent);
+  for (NodeId id = 0; id < 5000; ++id)
+    ASSERT_EQ(map.find(id * 1000003 - 77), IdHashMap::kAbsent);
   map.insert(42, 7, inserted);
   EXPECT_EQ(map.find(42), 7);
 }
@@ -51,7 +53,7 @@ TEST(BlockBuilder, DestinationsFirstThenSourcesInFirstSeenOrder) {
 
 TEST(BlockBuilder, RandomBlocksMapBackToTheirEdges) {
   rng::Sequence draw(rng::Key{5, rng::Stream::synthetic}, 0);
-  BlockBuilder builder;  // reused across sizes, as a training loop does
+  BlockBuilder builder; // reused across sizes, as a training loop does
   Block b;
   for (int trial = 0; trial < 20; ++trial) {
     const auto num_dst = static_cast<std::int64_t>(draw.next_below(2000));
@@ -75,7 +77,8 @@ TEST(BlockBuilder, RandomBlocksMapBackToTheirEdges) {
     EXPECT_EQ(unique_src, expected_src);
     b.adj.validate("random block");
     EXPECT_EQ(b.adj.indptr, offsets);
-    for (std::size_t e = 0; e < neighbors.size(); ++e) ASSERT_EQ(b.src[b.adj.indices[e]], neighbors[e]);
+    for (std::size_t e = 0; e < neighbors.size(); ++e)
+      ASSERT_EQ(b.src[b.adj.indices[e]], neighbors[e]);
   }
 }
 
@@ -107,18 +110,19 @@ void expect_same_blocks(const std::vector<Block>& a, const std::vector<Block>& b
   }
 }
 
-}  // namespace
+} // namespace
 
 TEST(SampleBlocks, LayerOrderFanoutsAndRealEdges) {
   const Csr g = test::skewed_graph(3000, 20000, 300, 21);
   const auto perm = test::random_permutation(g.num_rows, 3);
   const std::vector<NodeId> seeds(perm.begin(), perm.begin() + 64);
-  const std::vector<int> fanouts{7, 4, kAllNeighbors};  // input layer first
+  const std::vector<int> fanouts{7, 4, kAllNeighbors}; // input layer first
   const rng::Key key{9, rng::Stream::sampling, 2, 5};
   const auto blocks = sample_blocks(g, seeds, fanouts, key);
   ASSERT_EQ(blocks.size(), 3u);
   EXPECT_EQ(blocks[2].dst, seeds);
-  for (std::size_t l = 0; l + 1 < blocks.size(); ++l) EXPECT_EQ(blocks[l].dst, blocks[l + 1].src);
+  for (std::size_t l = 0; l + 1 < blocks.size(); ++l)
+    EXPECT_EQ(blocks[l].dst, blocks[l + 1].src);
   for (std::size_t l = 0; l < blocks.size(); ++l) {
     const Block& b = blocks[l];
     b.adj.validate("sampled block");
@@ -127,7 +131,8 @@ TEST(SampleBlocks, LayerOrderFanoutsAndRealEdges) {
       const NodeId v = b.dst[i];
       const auto want = fanouts[l] < 0 ? g.degree(v) : std::min<EdgeId>(fanouts[l], g.degree(v));
       ASSERT_EQ(b.adj.degree(i), want);
-      const std::set<NodeId> row(g.indices.begin() + g.indptr[v], g.indices.begin() + g.indptr[v + 1]);
+      const std::set<NodeId> row(g.indices.begin() + g.indptr[v],
+                                 g.indices.begin() + g.indptr[v + 1]);
       for (EdgeId e = b.adj.indptr[i]; e < b.adj.indptr[i + 1]; ++e)
         ASSERT_TRUE(row.count(b.src[b.adj.indices[e]]));
     }
@@ -152,9 +157,10 @@ TEST(SampleBlocks, NodeKeysDecideTheDraws) {
   // Relabel the whole graph: sampling the relabeled graph with node_key = original ids gives
   // blocks that map back to the original-graph blocks exactly.
   const Csr g = test::skewed_graph(1500, 9000, 200, 22);
-  const auto new_of = test::random_permutation(g.num_rows, 4);  // original -> new
+  const auto new_of = test::random_permutation(g.num_rows, 4); // original -> new
   std::vector<NodeId> orig_of(static_cast<std::size_t>(g.num_rows));
-  for (NodeId v = 0; v < g.num_rows; ++v) orig_of[new_of[v]] = v;
+  for (NodeId v = 0; v < g.num_rows; ++v)
+    orig_of[new_of[v]] = v;
   std::vector<NodeId> src, dst;
   for (NodeId v = 0; v < g.num_rows; ++v)
     for (EdgeId e = g.indptr[v]; e < g.indptr[v + 1]; ++e) {
@@ -165,14 +171,17 @@ TEST(SampleBlocks, NodeKeysDecideTheDraws) {
   sort_rows_by_key(relabeled, orig_of);
   const std::vector<NodeId> seeds{5, 17, 300, 1200};
   std::vector<NodeId> new_seeds;
-  for (NodeId s : seeds) new_seeds.push_back(new_of[s]);
+  for (NodeId s : seeds)
+    new_seeds.push_back(new_of[s]);
   const std::vector<int> fanouts{3, 5};
   const rng::Key key{1, rng::Stream::sampling, 4, 4};
   const auto want = sample_blocks(g, seeds, fanouts, key);
   auto got = sample_blocks(relabeled, new_seeds, fanouts, key, orig_of);
   for (auto& b : got) {
-    for (auto& id : b.dst) id = orig_of[id];
-    for (auto& id : b.src) id = orig_of[id];
+    for (auto& id : b.dst)
+      id = orig_of[id];
+    for (auto& id : b.src)
+      id = orig_of[id];
   }
   expect_same_blocks(want, got);
 }
@@ -191,7 +200,8 @@ TEST(SampleBlocks, DistributedHopsOnPPartsEqualTheWholeGraph) {
 
   for (int num_parts : {1, 2, 4}) {
     std::vector<int> owner(static_cast<std::size_t>(whole.num_rows));
-    for (NodeId v = 0; v < whole.num_rows; ++v) owner[v] = static_cast<int>((v * 7 + v / 3) % num_parts);
+    for (NodeId v = 0; v < whole.num_rows; ++v)
+      owner[v] = static_cast<int>((v * 7 + v / 3) % num_parts);
     const auto parts = test::simulate_parts(whole, owner, num_parts, 40 + num_parts);
     std::vector<Block> got(fanouts.size());
     BlockBuilder builder;
@@ -202,13 +212,14 @@ TEST(SampleBlocks, DistributedHopsOnPPartsEqualTheWholeGraph) {
       rng::Key key = base;
       key.layer = static_cast<std::uint32_t>(l);
       std::vector<int> frontier_owner;
-      for (NodeId v : frontier) frontier_owner.push_back(owner[v]);
+      for (NodeId v : frontier)
+        frontier_owner.push_back(owner[v]);
       route_by_owner(frontier_owner, num_parts, routing);
       std::vector<NodeId> requests;
       gather_by_order(frontier, routing.order, requests);
       std::vector<std::int64_t> answer_counts;
       std::vector<NodeId> answer_ids;
-      for (int p = 0; p < num_parts; ++p) {  // "owner p" serves its slice of the requests
+      for (int p = 0; p < num_parts; ++p) { // "owner p" serves its slice of the requests
         const auto& part = parts[static_cast<std::size_t>(p)];
         std::vector<LocalId> rows;
         std::vector<NodeId> keys;

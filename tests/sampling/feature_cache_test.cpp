@@ -82,7 +82,8 @@ TEST(FeatureCache, PresampleCountsFavourFrequentInputsAndBeatNothing) {
   // counts must hit more than a cache of the same size holding the least counted nodes.
   const Csr g = test::skewed_graph(4000, 30000, 400, 31);
   std::vector<NodeId> candidates;
-  for (NodeId v = g.num_rows / 2; v < g.num_rows; ++v) candidates.push_back(v);
+  for (NodeId v = g.num_rows / 2; v < g.num_rows; ++v)
+    candidates.push_back(v);
   AccessCounter counter(candidates);
   BlockSampler sampler(g);
   std::vector<Block> blocks;
@@ -98,15 +99,16 @@ TEST(FeatureCache, PresampleCountsFavourFrequentInputsAndBeatNothing) {
   ASSERT_EQ(counts.size(), candidates.size());
   const auto top = rank_candidates(candidates, counts).front();
   EXPECT_GT(counts[static_cast<std::size_t>(top - g.num_rows / 2)], 0);
-  EXPECT_EQ(top, g.num_rows / 2);  // the hub of skewed_graph, drawn by nearly every batch
+  EXPECT_EQ(top, g.num_rows / 2); // the hub of skewed_graph, drawn by nearly every batch
 
   FeatureCache hot = FeatureCache::build(candidates, counts, CacheBudget{.ratio = 0.1}, 4);
   std::vector<std::int64_t> negated(counts.size());
-  for (std::size_t i = 0; i < counts.size(); ++i) negated[i] = -counts[i];
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    negated[i] = -counts[i];
   FeatureCache cold = FeatureCache::build(candidates, negated, CacheBudget{.ratio = 0.1}, 4);
   std::vector<float> out;
   std::vector<std::int64_t> misses;
-  for (std::uint32_t step = 10; step < 20; ++step) {  // fresh batches, not the presampled ones
+  for (std::uint32_t step = 10; step < 20; ++step) { // fresh batches, not the presampled ones
     const std::span<const NodeId> seeds(perm.data() + step * 64, 64);
     sampler.sample(seeds, fanouts, rng::Key{3, rng::Stream::sampling, 0, step}, blocks);
     std::vector<NodeId> remote;

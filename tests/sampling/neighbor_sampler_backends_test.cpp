@@ -10,8 +10,7 @@ using namespace tessel::sampling;
 
 namespace {
 
-template <class T>
-std::vector<T> to_vector(const Tensor& t) {
+template <class T> std::vector<T> to_vector(const Tensor& t) {
   const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
   if (host.numel() == 0) return {};
   return std::vector<T>(host.data<T>(), host.data<T>() + host.numel());
@@ -38,28 +37,30 @@ const Case kCases[] = {{0, {7, rng::Stream::sampling, 0, 0, 0}},
                        {300, {8, rng::Stream::sampling, 0, 5, 2}},
                        {kAllNeighbors, {7, rng::Stream::sampling, 0, 0, 0}}};
 
-}  // namespace
+} // namespace
 
 TEST(NeighborSamplerBackends, CpuTensorsMatchTheVectorSampler) {
   const Csr g = test::skewed_graph(1500, 9000, 400, 11);
   const LocalCsr lg = to_local(g);
   std::vector<NodeId> rows64;
-  for (NodeId v = 0; v < g.num_rows; v += 3) rows64.push_back(v);
-  rows64.push_back(g.num_rows / 2);  // the hub, for the bitmap path
+  for (NodeId v = 0; v < g.num_rows; v += 3)
+    rows64.push_back(v);
+  rows64.push_back(g.num_rows / 2); // the hub, for the bitmap path
   std::vector<LocalId> rows32(rows64.begin(), rows64.end());
   std::vector<NodeId> keys(rows64);
-  for (auto& k : keys) k = k * 7919 + 13;  // keys need not equal the row ids
+  for (auto& k : keys)
+    k = k * 7919 + 13; // keys need not equal the row ids
   for (const Case& c : kCases) {
     const auto want64 = sample_neighbors(g, rows64, keys, c.fanout, c.key);
-    const auto got64 = sample_neighbors(Tensor::from_vector(g.indptr), Tensor::from_vector(g.indices),
-                                        Tensor::from_vector(rows64), Tensor::from_vector(keys),
-                                        c.fanout, c.key);
+    const auto got64 =
+        sample_neighbors(Tensor::from_vector(g.indptr), Tensor::from_vector(g.indices),
+                         Tensor::from_vector(rows64), Tensor::from_vector(keys), c.fanout, c.key);
     EXPECT_EQ(to_vector<EdgeId>(got64.offsets), want64.offsets);
     EXPECT_EQ(to_vector<NodeId>(got64.neighbors), want64.neighbors);
     const auto want32 = sample_neighbors(lg, rows32, keys, c.fanout, c.key);
-    const auto got32 = sample_neighbors(Tensor::from_vector(lg.indptr), Tensor::from_vector(lg.indices),
-                                        Tensor::from_vector(rows32), Tensor::from_vector(keys),
-                                        c.fanout, c.key);
+    const auto got32 =
+        sample_neighbors(Tensor::from_vector(lg.indptr), Tensor::from_vector(lg.indices),
+                         Tensor::from_vector(rows32), Tensor::from_vector(keys), c.fanout, c.key);
     EXPECT_EQ(to_vector<LocalId>(got32.neighbors), want32.neighbors);
     // 32- and 64-bit graphs with the same ids draw the same neighbors.
     EXPECT_TRUE(std::equal(want32.neighbors.begin(), want32.neighbors.end(),
@@ -74,7 +75,8 @@ TEST(NeighborSamplerBackends, CudaMatchesCpu) {
   const Csr g = test::skewed_graph(5000, 40000, 1000, 12);
   const LocalCsr lg = to_local(g);
   std::vector<NodeId> rows64;
-  for (NodeId v = 0; v < g.num_rows; ++v) rows64.push_back((v * 37) % g.num_rows);
+  for (NodeId v = 0; v < g.num_rows; ++v)
+    rows64.push_back((v * 37) % g.num_rows);
   std::vector<LocalId> rows32(rows64.begin(), rows64.end());
   const std::vector<NodeId> keys(rows64);
   const Device gpu = Device::cuda(0);
@@ -115,6 +117,7 @@ TEST(NeighborSamplerBackends, BadTensorsAreInputErrors) {
   EXPECT_THROW(sample_neighbors(indices.reshape({static_cast<std::int64_t>(g.indices.size()), 1}),
                                 indices, rows, keys, 2, key),
                InputError);
-  EXPECT_THROW(sample_neighbors(Tensor::from_vector(std::vector<float>{0.f}), indices, rows, keys, 2, key),
-               InputError);
+  EXPECT_THROW(
+      sample_neighbors(Tensor::from_vector(std::vector<float>{0.f}), indices, rows, keys, 2, key),
+      InputError);
 }

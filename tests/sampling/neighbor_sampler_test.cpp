@@ -24,7 +24,7 @@ std::vector<NodeId> all_nodes(const Csr& g) {
   return v;
 }
 
-}  // namespace
+} // namespace
 
 TEST(NeighborSampler, DrawsAreDistinctRealNeighborsOfExactCount) {
   const Csr g = test::skewed_graph(600, 3000, 400, 1);
@@ -34,10 +34,14 @@ TEST(NeighborSampler, DrawsAreDistinctRealNeighborsOfExactCount) {
     ASSERT_EQ(out.num_requests(), g.num_rows);
     for (NodeId v = 0; v < g.num_rows; ++v) {
       const auto drawn = out.of(v);
-      const std::int64_t want = fanout < 0 ? g.degree(v) : std::min<std::int64_t>(fanout, g.degree(v));
-      ASSERT_EQ(static_cast<std::int64_t>(drawn.size()), want) << "node " << v << " fanout " << fanout;
-      const std::set<NodeId> row(g.indices.begin() + g.indptr[v], g.indices.begin() + g.indptr[v + 1]);
-      for (NodeId u : drawn) EXPECT_TRUE(row.count(u)) << u << " is not an in-neighbor of " << v;
+      const std::int64_t want =
+          fanout < 0 ? g.degree(v) : std::min<std::int64_t>(fanout, g.degree(v));
+      ASSERT_EQ(static_cast<std::int64_t>(drawn.size()), want)
+          << "node " << v << " fanout " << fanout;
+      const std::set<NodeId> row(g.indices.begin() + g.indptr[v],
+                                 g.indices.begin() + g.indptr[v + 1]);
+      for (NodeId u : drawn)
+        EXPECT_TRUE(row.count(u)) << u << " is not an in-neighbor of " << v;
       EXPECT_EQ(std::set<NodeId>(drawn.begin(), drawn.end()).size(), drawn.size())
           << "repeated draw for node " << v << " fanout " << fanout;
     }
@@ -85,7 +89,8 @@ TEST(NeighborSampler, ThreadCountDoesNotChangeDraws) {
     results.push_back(sample_neighbors(g, rows, rows, 200, sampling_key()).neighbors);
   }
   omp_set_num_threads(saved);
-  for (std::size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]);
+  for (std::size_t i = 2; i < results.size(); ++i)
+    EXPECT_EQ(results[i], results[i % 2]);
 }
 
 TEST(NeighborSampler, BitmapPathDrawsWhatLinearFloydDraws) {
@@ -99,9 +104,10 @@ TEST(NeighborSampler, BitmapPathDrawsWhatLinearFloydDraws) {
     const auto got = sample_neighbors(g, rows, rows, fanout, sampling_key());
     std::vector<EdgeId> pos(static_cast<std::size_t>(fanout));
     floyd_positions(sampling_key(), static_cast<std::uint64_t>(hub), g.degree(hub), fanout,
-                           pos.data());
+                    pos.data());
     std::vector<NodeId> want;
-    for (EdgeId p : pos) want.push_back(g.indices[g.indptr[hub] + p]);
+    for (EdgeId p : pos)
+      want.push_back(g.indices[g.indptr[hub] + p]);
     EXPECT_EQ(got.neighbors, want) << "fanout " << fanout;
   }
 }
@@ -116,7 +122,8 @@ TEST(NeighborSampler, InvariantUnderRowOrderRelabelingAndPartitioning) {
     for (int num_parts : {1, 2, 4}) {
       std::vector<int> owner(static_cast<std::size_t>(whole.num_rows));
       const auto perm = test::random_permutation(whole.num_rows, 10 + num_parts);
-      for (NodeId v = 0; v < whole.num_rows; ++v) owner[v] = static_cast<int>(perm[v] % num_parts);
+      for (NodeId v = 0; v < whole.num_rows; ++v)
+        owner[v] = static_cast<int>(perm[v] % num_parts);
       const auto parts = test::simulate_parts(whole, owner, num_parts, 20 + num_parts);
       for (const auto& part : parts) {
         ASSERT_TRUE(rows_sorted_by_key(part.graph, part.orig_id));
@@ -143,7 +150,8 @@ TEST(NeighborSampler, EachNeighborAndPairIsChosenUniformly) {
   // each pair C(18,3)/C(20,5) * 20000 ~ 1052.6 times. Chi-square thresholds are far in the tail
   // (19 dof: p ~ 1e-5 at 46; 189 dof: p ~ 1e-5 at ~270), so the fixed seed passes with margin.
   std::vector<std::pair<NodeId, NodeId>> star;
-  for (NodeId u = 1; u <= 20; ++u) star.emplace_back(0, u);
+  for (NodeId u = 1; u <= 20; ++u)
+    star.emplace_back(0, u);
   const Csr g = test::symmetric_csr(21, star);
   const std::vector<NodeId> rows{0};
   constexpr int kKeys = 20000;
@@ -159,20 +167,23 @@ TEST(NeighborSampler, EachNeighborAndPairIsChosenUniformly) {
     }
   }
   double chi_single = 0;
-  for (NodeId u = 1; u <= 20; ++u) chi_single += (single[u] - 5000.0) * (single[u] - 5000.0) / 5000.0;
+  for (NodeId u = 1; u <= 20; ++u)
+    chi_single += (single[u] - 5000.0) * (single[u] - 5000.0) / 5000.0;
   std::printf("chi-square per neighbor %.2f (19 dof)\n", chi_single);
   EXPECT_LT(chi_single, 46.0);
   ASSERT_EQ(pairs.size(), 190u);
   const double pair_expect = kKeys * 816.0 / 15504.0;
   double chi_pairs = 0;
-  for (const auto& [pair, count] : pairs) chi_pairs += (count - pair_expect) * (count - pair_expect) / pair_expect;
+  for (const auto& [pair, count] : pairs)
+    chi_pairs += (count - pair_expect) * (count - pair_expect) / pair_expect;
   std::printf("chi-square per pair %.2f (189 dof)\n", chi_pairs);
   EXPECT_LT(chi_pairs, 270.0);
 }
 
 TEST(NeighborSampler, BitmapPathIsUniformToo) {
   std::vector<std::pair<NodeId, NodeId>> star;
-  for (NodeId u = 1; u <= 400; ++u) star.emplace_back(0, u);
+  for (NodeId u = 1; u <= 400; ++u)
+    star.emplace_back(0, u);
   const Csr g = test::symmetric_csr(401, star);
   const std::vector<NodeId> rows{0};
   std::vector<double> count(401, 0);
@@ -180,11 +191,13 @@ TEST(NeighborSampler, BitmapPathIsUniformToo) {
   constexpr int kKeys = 4000;
   for (int s = 0; s < kKeys; ++s) {
     sample_neighbors(g, rows, rows, 200, sampling_key(1, static_cast<std::uint32_t>(s)), out);
-    for (NodeId u : out.neighbors) count[u] += 1;
+    for (NodeId u : out.neighbors)
+      count[u] += 1;
   }
   const double expect = kKeys * 200.0 / 400.0;
   double chi = 0;
-  for (NodeId u = 1; u <= 400; ++u) chi += (count[u] - expect) * (count[u] - expect) / expect;
+  for (NodeId u = 1; u <= 400; ++u)
+    chi += (count[u] - expect) * (count[u] - expect) / expect;
   // 399 dof; draws without replacement only shrink the variance. p ~ 1e-5 near 530.
   std::printf("chi-square per neighbor, bitmap path %.2f (399 dof)\n", chi);
   EXPECT_LT(chi, 530.0);
@@ -205,14 +218,16 @@ TEST(NeighborSampler, NodeDrawsAreInRangeDeterministicAndUnbiasedNearTheRejectio
     sum += x;
     distinct.insert(x);
   }
-  const double mean = sum / kDraws / kBound;  // ~0.5, standard error ~0.002
+  const double mean = sum / kDraws / kBound; // ~0.5, standard error ~0.002
   EXPECT_NEAR(mean, 0.5, 0.01);
   EXPECT_GT(distinct.size(), kDraws - 5);
   // Small bounds: every value reachable, nothing outside.
   NodeDraws c(key, 5);
   std::vector<int> hits(7, 0);
-  for (std::uint32_t i = 0; i < 7000; ++i) ++hits[c.next(i, 7)];
-  for (int h : hits) EXPECT_GT(h, 850);
+  for (std::uint32_t i = 0; i < 7000; ++i)
+    ++hits[c.next(i, 7)];
+  for (int h : hits)
+    EXPECT_GT(h, 850);
 }
 
 TEST(NeighborSampler, SortRowsByKeyCarriesValuesAndChecksSizes) {

@@ -26,7 +26,7 @@ inline Csr skewed_graph(NodeId n, std::int64_t edges, std::int64_t hub_degree, s
     if (u == v) continue;
     unique.emplace(std::min(u, v), std::max(u, v));
   }
-  const NodeId hub = n / 2;  // nodes n-3.. n-1 stay isolated
+  const NodeId hub = n / 2; // nodes n-3.. n-1 stay isolated
   for (NodeId v = 0; v < std::min<NodeId>(hub_degree + 1, n - 3); ++v)
     if (v != hub) unique.emplace(std::min(v, hub), std::max(v, hub));
   return symmetric_csr(n, {unique.begin(), unique.end()});
@@ -46,8 +46,8 @@ inline std::vector<NodeId> random_permutation(NodeId n, std::uint64_t seed) {
 // ids [0, owned) in a scrambled order, halo nodes follow; rows are stored scrambled and then put
 // in canonical order with sort_rows_by_key, as a loader would.
 struct SimPart {
-  std::vector<NodeId> orig_id;          // local -> original
-  std::vector<LocalId> local_of;        // original -> local, -1 if absent
+  std::vector<NodeId> orig_id;   // local -> original
+  std::vector<LocalId> local_of; // original -> local, -1 if absent
   std::int64_t num_owned = 0;
   LocalCsr graph;
 };
@@ -85,7 +85,7 @@ inline std::vector<SimPart> simulate_parts(const Csr& whole, const std::vector<i
       const auto start = g.indices.size();
       for (EdgeId e = whole.indptr[v]; e < whole.indptr[v + 1]; ++e)
         g.indices.push_back(part.local_of[whole.indices[e]]);
-      for (auto k = g.indices.size() - 1; k > start; --k)  // scramble the stored row order
+      for (auto k = g.indices.size() - 1; k > start; --k) // scramble the stored row order
         std::swap(g.indices[k], g.indices[start + draw.next_below(k - start + 1)]);
       g.indptr.push_back(static_cast<EdgeId>(g.indices.size()));
     }
@@ -94,4 +94,4 @@ inline std::vector<SimPart> simulate_parts(const Csr& whole, const std::vector<i
   return parts;
 }
 
-}  // namespace tessel::test
+} // namespace tessel::test

@@ -18,9 +18,9 @@ namespace tessel::sampling {
 // first among the sources in the same order (src[i] == dst[i] for i < num_dst), so a layer's
 // self term for dst[i] is row i of its input.
 struct Block {
-  std::vector<NodeId> dst;  // [num_dst]
-  std::vector<NodeId> src;  // [num_src], num_src >= num_dst
-  LocalCsr adj;             // num_dst x num_src; row i = drawn in-neighbors of dst[i]
+  std::vector<NodeId> dst; // [num_dst]
+  std::vector<NodeId> src; // [num_src], num_src >= num_dst
+  LocalCsr adj;            // num_dst x num_src; row i = drawn in-neighbors of dst[i]
 
   std::int64_t num_dst() const { return static_cast<std::int64_t>(dst.size()); }
   std::int64_t num_src() const { return static_cast<std::int64_t>(src.size()); }
@@ -29,7 +29,7 @@ struct Block {
 
 // Builds blocks from sampled neighbor lists, deduplicating sources with a reused id map.
 class BlockBuilder {
- public:
+public:
   // Largest id space for which a dense map is allowed (8 bytes per possible id: 128 MiB).
   static constexpr std::int64_t kDenseMaxIds = std::int64_t{1} << 24;
 
@@ -53,7 +53,7 @@ class BlockBuilder {
     return out;
   }
 
- private:
+private:
   IdHashMap map_;
   DenseIdMap dense_;
   bool use_dense_ = false;
@@ -68,7 +68,7 @@ class BlockBuilder {
 // DGL: fanouts "15,10,5" give the input layer 15 draws per node and the seeds 5.
 // Keeps its buffers between calls, so a training loop allocates only while batches grow.
 class BlockSampler {
- public:
+public:
   // graph: a whole graph whose rows are in canonical order for node_key (sort_rows_by_key).
   // node_key[v]: v's key for the RNG (its original id); empty means v itself. Both are
   // referenced, not copied: they must outlive the sampler.
@@ -76,10 +76,10 @@ class BlockSampler {
 
   // seeds: distinct node ids of graph; fanouts: one per layer, each >= 0 or -1 (all);
   // base_key: seed/stream/epoch/step of this batch (layer is set per block). Fills `blocks`.
-  void sample(std::span<const NodeId> seeds, std::span<const int> fanouts,
-              const rng::Key& base_key, std::vector<Block>& blocks);
+  void sample(std::span<const NodeId> seeds, std::span<const int> fanouts, const rng::Key& base_key,
+              std::vector<Block>& blocks);
 
- private:
+private:
   const Csr& graph_;
   std::span<const NodeId> node_key_;
   SampledGlobalNeighbors sampled_;
@@ -92,4 +92,4 @@ std::vector<Block> sample_blocks(const Csr& graph, std::span<const NodeId> seeds
                                  std::span<const int> fanouts, const rng::Key& base_key,
                                  std::span<const NodeId> node_key = {});
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

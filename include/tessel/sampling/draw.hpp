@@ -26,14 +26,14 @@ TESSEL_HD inline std::int64_t sample_count(std::int64_t degree, int fanout) {
 // still a pure function of (key, node_key, i, bound). This is the contract every sampler twin
 // follows: same key, node and bound sequence, same positions.
 class NodeDraws {
- public:
+public:
   TESSEL_HD NodeDraws(const rng::Key& key, std::uint64_t node_key) : key_(key), node_(node_key) {}
 
   TESSEL_HD std::uint32_t next(std::uint32_t i, std::uint32_t bound) {
     if ((i & 3u) == 0) block_ = key_.block(node_, i >> 2);
     std::uint64_t m = static_cast<std::uint64_t>(block_[i & 3u]) * bound;
     if (static_cast<std::uint32_t>(m) < bound) {
-      const std::uint32_t threshold = (0u - bound) % bound;  // 2^32 mod bound
+      const std::uint32_t threshold = (0u - bound) % bound; // 2^32 mod bound
       for (std::uint32_t r = 0; static_cast<std::uint32_t>(m) < threshold; ++r) {
         const auto extra = key_.block(node_, 0x80000000u + 8u * i + (r >> 2));
         m = static_cast<std::uint64_t>(extra[r & 3u]) * bound;
@@ -42,7 +42,7 @@ class NodeDraws {
     return static_cast<std::uint32_t>(m >> 32);
   }
 
- private:
+private:
   rng::Key key_;
   std::uint64_t node_;
   std::array<std::uint32_t, 4> block_{};
@@ -68,13 +68,14 @@ TESSEL_HD inline void floyd_positions(const rng::Key& key, std::uint64_t node_ke
   std::uint64_t seen[4] = {0, 0, 0, 0};
   const bool filter_is_exact = degree <= 256;
   for (std::int64_t i = 0; i < count; ++i) {
-    const auto bound = static_cast<std::uint32_t>(degree - count + i + 1);  // j + 1
+    const auto bound = static_cast<std::uint32_t>(degree - count + i + 1); // j + 1
     const T t = static_cast<T>(draws.next(static_cast<std::uint32_t>(i), bound));
     const auto bit = static_cast<std::uint32_t>(t) & 255u;
     bool taken = ((seen[bit >> 6] >> (bit & 63u)) & 1u) != 0;
     if (taken && !filter_is_exact) {
       taken = false;
-      for (std::int64_t k = 0; k < i; ++k) taken |= (pos[k] == t);
+      for (std::int64_t k = 0; k < i; ++k)
+        taken |= (pos[k] == t);
     }
     const T pick = taken ? static_cast<T>(bound - 1) : t;
     const auto pick_bit = static_cast<std::uint32_t>(pick) & 255u;
@@ -83,4 +84,4 @@ TESSEL_HD inline void floyd_positions(const rng::Key& key, std::uint64_t node_ke
   }
 }
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

@@ -13,8 +13,8 @@ namespace tessel::sampling {
 
 // How remote nodes are ranked for the cache (--cache-policy).
 enum class CachePolicy : std::uint8_t {
-  degree,     // highest in-degree first: hubs are drawn most often by uniform sampling
-  presample,  // most frequent input nodes over a few presampled epochs (AccessCounter)
+  degree,    // highest in-degree first: hubs are drawn most often by uniform sampling
+  presample, // most frequent input nodes over a few presampled epochs (AccessCounter)
 };
 // "degree" or "presample"; InputError naming the accepted values otherwise.
 CachePolicy parse_cache_policy(std::string_view name);
@@ -22,8 +22,8 @@ const char* cache_policy_name(CachePolicy policy);
 
 // The cache size, from --cache-size-mb or --cache-ratio (set at most one; neither = no cache).
 struct CacheBudget {
-  double size_mb = -1;  // MiB of feature rows; < 0 = unset
-  double ratio = -1;    // fraction in [0, 1] of the remote candidates; < 0 = unset
+  double size_mb = -1; // MiB of feature rows; < 0 = unset
+  double ratio = -1;   // fraction in [0, 1] of the remote candidates; < 0 = unset
 
   // Rows the cache may hold: floor(size_mb * 2^20 / row_bytes) or floor(ratio * candidates),
   // never more than num_candidates. Throws InputError if both are set or ratio > 1.
@@ -39,13 +39,13 @@ std::vector<NodeId> rank_candidates(std::span<const NodeId> candidates,
 // add the input nodes of each presampled batch (blocks.front().src, or the remote part of it);
 // ids that are not candidates are ignored.
 class AccessCounter {
- public:
+public:
   explicit AccessCounter(std::span<const NodeId> candidates);
   void add(std::span<const NodeId> ids);
   // counts()[i] belongs to candidates[i].
   const std::vector<std::int64_t>& counts() const { return counts_; }
 
- private:
+private:
   IdHashMap index_;
   std::vector<std::int64_t> counts_;
 };
@@ -56,17 +56,18 @@ struct CacheStats {
   std::int64_t row_bytes = 0;
 
   double hit_rate() const {
-    return hits + misses == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(hits + misses);
+    return hits + misses == 0 ? 0.0
+                              : static_cast<double>(hits) / static_cast<double>(hits + misses);
   }
   std::int64_t bytes_saved() const { return hits * row_bytes; }     // fetches the cache avoided
-  std::int64_t bytes_fetched() const { return misses * row_bytes; }  // fetches still needed
+  std::int64_t bytes_fetched() const { return misses * row_bytes; } // fetches still needed
 };
 
 // Feature rows (f32, feature_dim wide, host memory) of a fixed set of remote nodes, addressed by
 // slot. Built once (ids chosen by a policy), filled once from the owners, then consulted every
 // step: a hit skips the remote fetch.
 class FeatureCache {
- public:
+public:
   FeatureCache() = default;
   // Caches `ids` (distinct global ids; slot s holds ids[s]); rows start zeroed until fill().
   FeatureCache(std::vector<NodeId> ids, std::int64_t feature_dim);
@@ -78,7 +79,7 @@ class FeatureCache {
   std::int64_t feature_dim() const { return feature_dim_; }
   std::int64_t row_bytes() const { return feature_dim_ * static_cast<std::int64_t>(sizeof(float)); }
   std::int64_t bytes() const { return size() * row_bytes(); }
-  std::span<const NodeId> ids() const { return ids_; }  // slot -> global id
+  std::span<const NodeId> ids() const { return ids_; } // slot -> global id
 
   // Slot of `id`, or -1. Does not touch the statistics; safe to call from many threads.
   std::int32_t lookup(NodeId id) const { return index_.find(id); }
@@ -99,13 +100,13 @@ class FeatureCache {
   const CacheStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {0, 0, row_bytes()}; }
 
- private:
+private:
   std::vector<NodeId> ids_;
   std::int64_t feature_dim_ = 0;
   std::vector<float> rows_;
   IdHashMap index_;
   CacheStats stats_;
-  std::vector<std::int32_t> slots_;  // gather scratch
+  std::vector<std::int32_t> slots_; // gather scratch
 };
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

@@ -22,9 +22,9 @@ namespace tessel::sampling {
 //   3. the requester calls merge_answers to put the answers back in frontier order, then
 //      BlockBuilder::build(frontier, merged.offsets, merged.neighbors).
 struct OwnerRouting {
-  std::vector<std::int64_t> counts;  // [num_parts] requests going to each owner
-  std::vector<std::int64_t> displs;  // [num_parts + 1] start of each owner's group
-  std::vector<std::int64_t> order;   // [frontier] order[k] = frontier position of request k
+  std::vector<std::int64_t> counts; // [num_parts] requests going to each owner
+  std::vector<std::int64_t> displs; // [num_parts + 1] start of each owner's group
+  std::vector<std::int64_t> order;  // [frontier] order[k] = frontier position of request k
 };
 
 // Groups frontier positions by owner (stable: within an owner, frontier order). owner[i] is in
@@ -36,7 +36,8 @@ template <class T>
 void gather_by_order(std::span<const T> values, std::span<const std::int64_t> order,
                      std::vector<T>& out) {
   out.resize(order.size());
-  for (std::size_t k = 0; k < order.size(); ++k) out[k] = values[static_cast<std::size_t>(order[k])];
+  for (std::size_t k = 0; k < order.size(); ++k)
+    out[k] = values[static_cast<std::size_t>(order[k])];
 }
 
 // Answers in routed order — answer_counts[k] ids for request k, concatenated in answer_ids —
@@ -45,4 +46,4 @@ void gather_by_order(std::span<const T> values, std::span<const std::int64_t> or
 void merge_answers(const OwnerRouting& routing, std::span<const std::int64_t> answer_counts,
                    std::span<const NodeId> answer_ids, SampledGlobalNeighbors& out);
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

@@ -15,7 +15,7 @@ namespace tessel::sampling {
 // also shrinks the *used* range so a small batch probes a small, cache-resident range.
 // Not thread-safe for writers; find() may run concurrently with other find()s.
 class IdHashMap {
- public:
+public:
   static constexpr std::int32_t kAbsent = -1;
 
   // Empties the map and sizes it for about `expected` keys (it grows past that when needed).
@@ -62,11 +62,11 @@ class IdHashMap {
     if (mask_ != 0) __builtin_prefetch(&slots_[home(id)]);
   }
 
- private:
+private:
   struct Slot {
     NodeId key;
     std::int32_t value;
-    std::uint32_t generation;  // the slot is live only when this equals generation_
+    std::uint32_t generation; // the slot is live only when this equals generation_
   };
 
   static std::uint64_t capacity_for(std::int64_t expected) {
@@ -78,8 +78,9 @@ class IdHashMap {
     return (static_cast<std::uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift_;
   }
   void next_generation() {
-    if (++generation_ == 0) {  // wrapped: stale stamps could look live again, so wipe once
-      for (Slot& s : slots_) s.generation = 0;
+    if (++generation_ == 0) { // wrapped: stale stamps could look live again, so wipe once
+      for (Slot& s : slots_)
+        s.generation = 0;
       generation_ = 1;
     }
   }
@@ -99,11 +100,12 @@ class IdHashMap {
     use_capacity(mask_ == 0 ? 16 : (mask_ + 1) * 2);
     size_ = 0;
     bool inserted = false;
-    for (const Slot& s : live) insert(s.key, s.value, inserted);
+    for (const Slot& s : live)
+      insert(s.key, s.value, inserted);
   }
 
   std::vector<Slot> slots_;
-  std::uint64_t mask_ = 0;  // used capacity - 1; 0 before the first reset
+  std::uint64_t mask_ = 0; // used capacity - 1; 0 before the first reset
   int shift_ = 64;
   std::uint32_t generation_ = 0;
   std::int64_t size_ = 0;
@@ -114,7 +116,7 @@ class IdHashMap {
 // stays cache-resident (a whole graph of a few million nodes). Ids outside the bound are an
 // internal error (callers check the bound once, not per id).
 class DenseIdMap {
- public:
+public:
   static constexpr std::int32_t kAbsent = IdHashMap::kAbsent;
 
   explicit DenseIdMap(std::int64_t bound = 0) : entries_(static_cast<std::size_t>(bound)) {}
@@ -122,7 +124,8 @@ class DenseIdMap {
 
   void reset(std::int64_t /*expected*/) {
     if (++generation_ == 0) {
-      for (Entry& e : entries_) e.generation = 0;
+      for (Entry& e : entries_)
+        e.generation = 0;
       generation_ = 1;
     }
     size_ = 0;
@@ -145,7 +148,7 @@ class DenseIdMap {
   }
   void prefetch(NodeId id) const { __builtin_prefetch(&entries_[static_cast<std::size_t>(id)]); }
 
- private:
+private:
   struct Entry {
     std::int32_t value = 0;
     std::uint32_t generation = 0;
@@ -155,4 +158,4 @@ class DenseIdMap {
   std::int64_t size_ = 0;
 };
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling

@@ -23,8 +23,7 @@ namespace tessel::sampling {
 
 // Sorts every row of `graph` ascending by col_key[column] (values follow). col_key has one
 // entry per column (graph.num_cols), typically Part::orig_id. OpenMP over rows.
-template <class Index>
-void sort_rows_by_key(CsrT<Index>& graph, std::span<const NodeId> col_key);
+template <class Index> void sort_rows_by_key(CsrT<Index>& graph, std::span<const NodeId> col_key);
 // True when every row is ascending by col_key (what the sampler requires); O(edges).
 template <class Index>
 bool rows_sorted_by_key(const CsrT<Index>& graph, std::span<const NodeId> col_key);
@@ -32,10 +31,9 @@ bool rows_sorted_by_key(const CsrT<Index>& graph, std::span<const NodeId> col_ke
 // The neighbors drawn for a list of rows, CSR-like: the draws for request i are
 // neighbors[offsets[i], offsets[i+1]), column ids of the sampled graph, in draw order (a whole
 // row, fanout >= degree, comes in canonical order). Both orders are the same on every rank.
-template <class Index>
-struct SampledNeighborsT {
-  std::vector<EdgeId> offsets{0};  // [num_requests + 1]
-  std::vector<Index> neighbors;    // [offsets.back()]
+template <class Index> struct SampledNeighborsT {
+  std::vector<EdgeId> offsets{0}; // [num_requests + 1]
+  std::vector<Index> neighbors;   // [offsets.back()]
 
   std::int64_t num_requests() const { return static_cast<std::int64_t>(offsets.size()) - 1; }
   std::int64_t num_sampled() const { return static_cast<std::int64_t>(neighbors.size()); }
@@ -43,8 +41,8 @@ struct SampledNeighborsT {
     return {neighbors.data() + offsets[i], static_cast<std::size_t>(offsets[i + 1] - offsets[i])};
   }
 };
-using SampledNeighbors = SampledNeighborsT<LocalId>;        // over a partition's LocalCsr
-using SampledGlobalNeighbors = SampledNeighborsT<NodeId>;   // over a whole-graph Csr
+using SampledNeighbors = SampledNeighborsT<LocalId>;      // over a partition's LocalCsr
+using SampledGlobalNeighbors = SampledNeighborsT<NodeId>; // over a whole-graph Csr
 
 // CPU sampler. For every request i, draws min(fanout, degree) distinct in-neighbors of row
 // rows[i] of `graph` (fanout kAllNeighbors = -1 takes the whole row) using `key` (the caller sets
@@ -58,10 +56,9 @@ void sample_neighbors(const CsrT<Index>& graph, std::span<const std::type_identi
                       std::span<const NodeId> row_keys, int fanout, const rng::Key& key,
                       SampledNeighborsT<Index>& out);
 template <class Index>
-SampledNeighborsT<Index> sample_neighbors(const CsrT<Index>& graph,
-                                          std::span<const std::type_identity_t<Index>> rows,
-                                          std::span<const NodeId> row_keys, int fanout,
-                                          const rng::Key& key) {
+SampledNeighborsT<Index>
+sample_neighbors(const CsrT<Index>& graph, std::span<const std::type_identity_t<Index>> rows,
+                 std::span<const NodeId> row_keys, int fanout, const rng::Key& key) {
   SampledNeighborsT<Index> out;
   sample_neighbors(graph, rows, row_keys, fanout, key, out);
   return out;
@@ -95,4 +92,4 @@ extern template void sample_neighbors(const CsrT<NodeId>&, std::span<const NodeI
                                       std::span<const NodeId>, int, const rng::Key&,
                                       SampledNeighborsT<NodeId>&);
 
-}  // namespace tessel::sampling
+} // namespace tessel::sampling
