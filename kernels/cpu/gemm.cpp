@@ -1,15 +1,53 @@
 // CPU twin of GEMM: OpenBLAS cblas_sgemm (its OpenMP build shares the engine's thread pool).
 #include "cpu_ops.hpp"
 
+#include "tessel/core/log.hpp"
+
 #include <cblas.h>
 
 #include <cstring>
+#include <mutex>
+#include <string>
 
 namespace tessel::kernels::cpu {
+
+namespace {
+
+// OpenBLAS's DYNAMIC_ARCH picks its kernels by CPU model at load time; a release that does
+// not know the CPU (Debian 12's 0.3.21 on Sapphire Rapids) falls back to its SSE3 "Prescott"
+// kernels, several times slower. Only OPENBLAS_CORETYPE, read at load, can change that, so
+// say so once instead of running slow silently.
+void warn_if_blas_kernels_are_narrow() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string core = openblas_get_corename();
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2")) return;
+    for (const char* narrow : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                               "Sandybridge", "generic", "Generic"}) {
+      if (core == narrow) {
+        log::write(log::Level::warn, false,
+                   "OpenBLAS uses its " + core +
+                       " kernels on a CPU with " +
+                       (__builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2") +
+                       ": dense layers run several times slower than they could; set "
+                       "OPENBLAS_CORETYPE=" +
+                       (__builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell") +
+                       " in the environment (mpirun -x OPENBLAS_CORETYPE=...)");
+        return;
+      }
+    }
+  });
+#endif
+}
+
+}  // namespace
 
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
           float beta, float* c, std::int64_t ldc) {
+  warn_if_blas_kernels_are_narrow();
   if (k == 0) {
     // BLAS may return early without applying beta; the result is beta c.
     for (std::int64_t i = 0; i < m; ++i) {
