@@ -82,6 +82,39 @@ TEST(BlockBuilder, RandomBlocksMapBackToTheirEdges) {
   }
 }
 
+TEST(BlockBuilder, DenseAndHashMapsBuildTheSameBlocks) {
+  rng::Sequence draw(rng::Key{6, rng::Stream::synthetic}, 0);
+  BlockBuilder hashed;
+  BlockBuilder dense(5000);
+  BlockBuilder too_big_for_dense(BlockBuilder::kDenseMaxIds + 1); // falls back to hashing
+  Block a, b, c;
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto perm = test::random_permutation(5000, 100 + static_cast<std::uint64_t>(trial));
+    const std::vector<NodeId> dst(perm.begin(), perm.begin() + 300);
+    std::vector<EdgeId> offsets{0};
+    std::vector<NodeId> neighbors;
+    for (std::size_t i = 0; i < dst.size(); ++i) {
+      for (int j = 0; j < 10; ++j)
+        neighbors.push_back(static_cast<NodeId>(draw.next_below(5000)));
+      offsets.push_back(static_cast<EdgeId>(neighbors.size()));
+    }
+    hashed.build(dst, offsets, neighbors, a);
+    dense.build(dst, offsets, neighbors, b);
+    too_big_for_dense.build(dst, offsets, neighbors, c);
+    EXPECT_EQ(a.src, b.src);
+    EXPECT_EQ(a.adj.indices, b.adj.indices);
+    EXPECT_EQ(a.src, c.src);
+  }
+  const std::vector<NodeId> dst{1, 2};
+  const std::vector<EdgeId> offsets{0, 1, 1};
+  const std::vector<NodeId> outside{5000};
+  EXPECT_THROW(dense.build(dst, offsets, outside), InputError);
+  const std::vector<NodeId> negative_dst{-1, 2};
+  const std::vector<NodeId> inside{7};
+  EXPECT_THROW(dense.build(negative_dst, offsets, inside), InputError);
+  EXPECT_NO_THROW(hashed.build(negative_dst, offsets, inside)); // the hash map takes any id
+}
+
 TEST(BlockBuilder, RejectsRepeatedDestinationsAndBadOffsets) {
   BlockBuilder builder;
   const std::vector<NodeId> dup{1, 2, 1};
