@@ -47,31 +47,31 @@ inline void expect_same_shape(const char* op, const char* a_name, const Tensor& 
   );
 }
 
-}  // namespace tessel::kernels::detail
+} // namespace tessel::kernels::detail
 
 // Runs the CPU statement or the CUDA statement for `device`, else reports the op as unsupported.
 #ifdef TESSEL_WITH_CUDA
-#define TESSEL_KERNEL_DISPATCH(op, device, context, cpu_call, cuda_call)                    \
-  do {                                                                                      \
-    if ((device).is_cpu()) {                                                                \
-      cpu_call;                                                                             \
-      return;                                                                               \
-    }                                                                                       \
-    if ((device).is_cuda()) {                                                               \
-      auto& r = (context).cuda_resources();                                                 \
-      cuda_call;                                                                            \
-      return;                                                                               \
-    }                                                                                       \
-    ::tessel::kernels::detail::unsupported_device(op, device);                              \
+#define TESSEL_KERNEL_DISPATCH(op, device, context, cpu_call, cuda_call)                           \
+  do {                                                                                             \
+    if ((device).is_cpu()) {                                                                       \
+      cpu_call;                                                                                    \
+      return;                                                                                      \
+    }                                                                                              \
+    if ((device).is_cuda()) {                                                                      \
+      auto& r = (context).cuda_resources();                                                        \
+      cuda_call;                                                                                   \
+      return;                                                                                      \
+    }                                                                                              \
+    ::tessel::kernels::detail::unsupported_device(op, device);                                     \
   } while (0)
 #else
-#define TESSEL_KERNEL_DISPATCH(op, device, context, cpu_call, cuda_call)                    \
-  do {                                                                                      \
-    (void)(context);                                                                        \
-    if ((device).is_cpu()) {                                                                \
-      cpu_call;                                                                             \
-      return;                                                                               \
-    }                                                                                       \
-    ::tessel::kernels::detail::unsupported_device(op, device);                              \
+#define TESSEL_KERNEL_DISPATCH(op, device, context, cpu_call, cuda_call)                           \
+  do {                                                                                             \
+    (void)(context);                                                                               \
+    if ((device).is_cpu()) {                                                                       \
+      cpu_call;                                                                                    \
+      return;                                                                                      \
+    }                                                                                              \
+    ::tessel::kernels::detail::unsupported_device(op, device);                                     \
   } while (0)
 #endif

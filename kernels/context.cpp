@@ -14,7 +14,7 @@ namespace tessel::kernels {
 
 namespace {
 void no_resources(cuda::Resources*) {}
-}  // namespace
+} // namespace
 
 Context::Context(Device device) : device_(device), cuda_(nullptr, &no_resources) {
   if (device.is_cpu()) return;
@@ -60,4 +60,4 @@ Context& resolve_context(Context* ctx, Device device, const char* op) {
   return *ctx;
 }
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

@@ -27,12 +27,11 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
   detail::expect_shape(kOp, "c", c, {m, n});
   Context& context = resolve_context(ctx, device, kOp);
   if (m == 0 || n == 0) return;
-  TESSEL_KERNEL_DISPATCH(
-      kOp, device, context,
-      cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.cols(),
-                b.data<float>(), b.cols(), beta, c.data<float>(), n),
-      cuda::gemm(r, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.cols(),
-                 b.data<float>(), b.cols(), beta, c.data<float>(), n));
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(),
+                                   a.cols(), b.data<float>(), b.cols(), beta, c.data<float>(), n),
+                         cuda::gemm(r, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(),
+                                    a.cols(), b.data<float>(), b.cols(), beta, c.data<float>(), n));
 }
 
 void add_bias(Tensor& y, const Tensor& bias, Context* ctx) {
@@ -44,9 +43,9 @@ void add_bias(Tensor& y, const Tensor& bias, Context* ctx) {
   detail::expect_device(kOp, "bias", bias, device);
   Context& context = resolve_context(ctx, device, kOp);
   if (y.numel() == 0) return;
-  TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::add_bias(y.rows(), y.cols(), bias.data<float>(), y.data<float>()),
-                         cuda::add_bias(r, y.rows(), y.cols(), bias.data<float>(), y.data<float>()));
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context, cpu::add_bias(y.rows(), y.cols(), bias.data<float>(), y.data<float>()),
+      cuda::add_bias(r, y.rows(), y.cols(), bias.data<float>(), y.data<float>()));
 }
 
 void column_sums(const Tensor& x, Tensor& out, bool accumulate, Context* ctx) {
@@ -77,7 +76,7 @@ void expect_row_op(const char* op, const Tensor& src, const Tensor& index, const
   detail::expect_device(op, "index", index, src.device());
   detail::expect_device(op, "out", out, src.device());
 }
-}  // namespace
+} // namespace
 
 void gather_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx) {
   constexpr const char* kOp = "gather_rows";
@@ -113,19 +112,17 @@ void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Conte
   if (src.numel() == 0) return;
   const std::int64_t m = src.rows(), f = src.cols();
   if (index.dtype() == DType::i32) {
-    TESSEL_KERNEL_DISPATCH(
-        kOp, device, context,
-        cpu::scatter_add_rows(m, f, src.data<float>(), index.data<std::int32_t>(),
-                              out.data<float>()),
-        cuda::scatter_add_rows(r, m, f, src.data<float>(), index.data<std::int32_t>(),
-                               out.data<float>()));
+    TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                           cpu::scatter_add_rows(m, f, src.data<float>(),
+                                                 index.data<std::int32_t>(), out.data<float>()),
+                           cuda::scatter_add_rows(r, m, f, src.data<float>(),
+                                                  index.data<std::int32_t>(), out.data<float>()));
   } else {
-    TESSEL_KERNEL_DISPATCH(
-        kOp, device, context,
-        cpu::scatter_add_rows(m, f, src.data<float>(), index.data<std::int64_t>(),
-                              out.data<float>()),
-        cuda::scatter_add_rows(r, m, f, src.data<float>(), index.data<std::int64_t>(),
-                               out.data<float>()));
+    TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                           cpu::scatter_add_rows(m, f, src.data<float>(),
+                                                 index.data<std::int64_t>(), out.data<float>()),
+                           cuda::scatter_add_rows(r, m, f, src.data<float>(),
+                                                  index.data<std::int64_t>(), out.data<float>()));
   }
 }
 
@@ -162,8 +159,8 @@ void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Contex
                           grad_x.data<float>()));
 }
 
-void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
-                     float p, Tensor& y, Tensor& mask, Context* ctx) {
+void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key, float p,
+                     Tensor& y, Tensor& mask, Context* ctx) {
   constexpr const char* kOp = "dropout_forward";
   detail::expect_tensor(kOp, "x", x, DType::f32, 2);
   detail::expect_tensor(kOp, "y", y, DType::f32, 2);
@@ -178,12 +175,12 @@ void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng
   detail::expect_device(kOp, "mask", mask, device);
   Context& context = resolve_context(ctx, device, kOp);
   if (x.numel() == 0) return;
-  TESSEL_KERNEL_DISPATCH(
-      kOp, device, context,
-      cpu::dropout_forward(x.rows(), x.cols(), x.data<float>(), row_ids.data(), key, p,
-                           y.data<float>(), mask.data<std::uint8_t>()),
-      cuda::dropout_forward(r, x.rows(), x.cols(), x.data<float>(), row_ids.data(), key, p,
-                            y.data<float>(), mask.data<std::uint8_t>()));
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::dropout_forward(x.rows(), x.cols(), x.data<float>(), row_ids.data(),
+                                              key, p, y.data<float>(), mask.data<std::uint8_t>()),
+                         cuda::dropout_forward(r, x.rows(), x.cols(), x.data<float>(),
+                                               row_ids.data(), key, p, y.data<float>(),
+                                               mask.data<std::uint8_t>()));
 }
 
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
@@ -202,8 +199,7 @@ void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor&
   if (grad_y.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
                          cpu::dropout_backward(grad_y.numel(), grad_y.data<float>(),
-                                               mask.data<std::uint8_t>(), p,
-                                               grad_x.data<float>()),
+                                               mask.data<std::uint8_t>(), p, grad_x.data<float>()),
                          cuda::dropout_backward(r, grad_y.numel(), grad_y.data<float>(),
                                                 mask.data<std::uint8_t>(), p,
                                                 grad_x.data<float>()));
@@ -234,4 +230,4 @@ void axpy(float alpha, const Tensor& x, Tensor& y, Context* ctx) {
                          cuda::axpy(r, x.numel(), alpha, x.data<float>(), y.data<float>()));
 }
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

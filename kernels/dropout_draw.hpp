@@ -21,9 +21,8 @@ TESSEL_HD inline std::array<std::uint32_t, 4> dropout_block(const rng::Key& key,
   return key.block(static_cast<std::uint64_t>(node), static_cast<std::uint32_t>(q));
 }
 
-TESSEL_HD inline bool dropout_keep(const rng::Key& key, NodeId node, std::int64_t column,
-                                   float p) {
+TESSEL_HD inline bool dropout_keep(const rng::Key& key, NodeId node, std::int64_t column, float p) {
   return dropout_keep_word(dropout_block(key, node, column >> 2)[column & 3], p);
 }
 
-}  // namespace tessel::kernels::detail
+} // namespace tessel::kernels::detail

@@ -23,7 +23,7 @@ void expect_selection(const char* op, const Tensor& logits, std::span<const Loca
                    labels[i], rows[i], c);
   }
 }
-}  // namespace
+} // namespace
 
 double softmax_cross_entropy(const Tensor& logits, std::span<const LocalId> rows,
                              std::span<const std::int64_t> labels, double scale, Tensor& grad,
@@ -72,4 +72,4 @@ std::int64_t count_correct(const Tensor& logits, std::span<const LocalId> rows,
   detail::unsupported_device(kOp, device);
 }
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

@@ -16,8 +16,8 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
   constexpr const char* kOp = "adam_update";
   const int rank = param.defined() ? param.dim() : 1;
   detail::expect_tensor(kOp, "param", param, DType::f32, rank);
-  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"grad", &grad},
-                                {"m", &m}, {"v", &v}}) {
+  for (const auto& [name, t] :
+       {std::pair<const char*, const Tensor*>{"grad", &grad}, {"m", &m}, {"v", &v}}) {
     detail::expect_tensor(kOp, name, *t, DType::f32, rank);
     detail::expect_same_shape(kOp, "param", param, name, *t);
     detail::expect_device(kOp, name, *t, param.device());
@@ -32,14 +32,14 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
       static_cast<float>(step.lr / (1.0 - std::pow(static_cast<double>(step.beta1), t)));
   const auto bias2_sqrt =
       static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(step.beta2), t)));
-  TESSEL_KERNEL_DISPATCH(
-      kOp, device, context,
-      cpu::adam_update(param.numel(), param.data<float>(), grad.data<float>(), m.data<float>(),
-                       v.data<float>(), step.beta1, step.beta2, step.eps, step.weight_decay,
-                       step_size, bias2_sqrt),
-      cuda::adam_update(r, param.numel(), param.data<float>(), grad.data<float>(),
-                        m.data<float>(), v.data<float>(), step.beta1, step.beta2, step.eps,
-                        step.weight_decay, step_size, bias2_sqrt));
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::adam_update(param.numel(), param.data<float>(), grad.data<float>(),
+                                          m.data<float>(), v.data<float>(), step.beta1, step.beta2,
+                                          step.eps, step.weight_decay, step_size, bias2_sqrt),
+                         cuda::adam_update(r, param.numel(), param.data<float>(),
+                                           grad.data<float>(), m.data<float>(), v.data<float>(),
+                                           step.beta1, step.beta2, step.eps, step.weight_decay,
+                                           step_size, bias2_sqrt));
 }
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
@@ -63,8 +63,8 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float l
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
                          cpu::sgd_update(param.numel(), param.data<float>(), grad.data<float>(),
                                          buf, lr, momentum, weight_decay),
-                         cuda::sgd_update(r, param.numel(), param.data<float>(),
-                                          grad.data<float>(), buf, lr, momentum, weight_decay));
+                         cuda::sgd_update(r, param.numel(), param.data<float>(), grad.data<float>(),
+                                          buf, lr, momentum, weight_decay));
 }
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

@@ -49,8 +49,8 @@ SparseMatrix SparseMatrix::transpose() const {
 SparseMatrix SparseMatrix::with_values(Tensor new_values) const {
   detail::expect_tensor("SparseMatrix::with_values", "values", new_values, DType::f32, 1);
   TESSEL_EXPECTS(new_values.numel() == nnz() && new_values.device() == device(),
-                 "SparseMatrix::with_values: values {} for {} entries on {}",
-                 new_values.describe(), nnz(), device().str());
+                 "SparseMatrix::with_values: values {} for {} entries on {}", new_values.describe(),
+                 nnz(), device().str());
   SparseMatrix a = *this;
   a.values = std::move(new_values);
   return a;
@@ -80,4 +80,4 @@ LocalCsr add_self_loops(const LocalCsr& csr) {
   return out;
 }
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

@@ -24,7 +24,7 @@ void expect_matrix(const char* op, const SparseMatrix& a) {
     detail::expect_device(op, "values", a.values, a.device());
   }
 }
-}  // namespace
+} // namespace
 
 void spmm(const SparseMatrix& a, const Tensor& x, Tensor& y, Context* ctx,
           SpmmAlgorithm algorithm) {
@@ -44,36 +44,35 @@ void spmm(const SparseMatrix& a, const Tensor& x, Tensor& y, Context* ctx,
   const float* values = a.weighted() ? a.values.data<float>() : nullptr;
   if (device.is_cpu()) {
     switch (algorithm) {
-      case SpmmAlgorithm::cpu_row_simple:
-        cpu::spmm_simple(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
-                         x.data<float>(), f, y.data<float>());
-        return;
-      case SpmmAlgorithm::automatic:
-      case SpmmAlgorithm::cpu_row_blocked:
-        cpu::spmm_blocked(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
-                          x.data<float>(), f, y.data<float>());
-        return;
-      default:
-        TESSEL_FAIL("{}: algorithm {} is not a CPU algorithm", kOp, static_cast<int>(algorithm));
+    case SpmmAlgorithm::cpu_row_simple:
+      cpu::spmm_simple(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
+                       x.data<float>(), f, y.data<float>());
+      return;
+    case SpmmAlgorithm::automatic:
+    case SpmmAlgorithm::cpu_row_blocked:
+      cpu::spmm_blocked(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
+                        x.data<float>(), f, y.data<float>());
+      return;
+    default:
+      TESSEL_FAIL("{}: algorithm {} is not a CPU algorithm", kOp, static_cast<int>(algorithm));
     }
   }
 #ifdef TESSEL_WITH_CUDA
   if (device.is_cuda()) {
     auto& r = context.cuda_resources();
     switch (algorithm) {
-      case SpmmAlgorithm::cuda_cusparse:
-        TESSEL_EXPECTS(a.weighted(), "{}: cuSPARSE needs a weighted matrix", kOp);
-        cuda::spmm_cusparse(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.data<EdgeId>(),
-                            a.indices.data<LocalId>(), values, x.data<float>(), f,
-                            y.data<float>());
-        return;
-      case SpmmAlgorithm::automatic:
-      case SpmmAlgorithm::cuda_warp_row:
-        cuda::spmm_warp_row(r, a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(),
-                            values, x.data<float>(), f, y.data<float>());
-        return;
-      default:
-        TESSEL_FAIL("{}: algorithm {} is not a CUDA algorithm", kOp, static_cast<int>(algorithm));
+    case SpmmAlgorithm::cuda_cusparse:
+      TESSEL_EXPECTS(a.weighted(), "{}: cuSPARSE needs a weighted matrix", kOp);
+      cuda::spmm_cusparse(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.data<EdgeId>(),
+                          a.indices.data<LocalId>(), values, x.data<float>(), f, y.data<float>());
+      return;
+    case SpmmAlgorithm::automatic:
+    case SpmmAlgorithm::cuda_warp_row:
+      cuda::spmm_warp_row(r, a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
+                          x.data<float>(), f, y.data<float>());
+      return;
+    default:
+      TESSEL_FAIL("{}: algorithm {} is not a CUDA algorithm", kOp, static_cast<int>(algorithm));
     }
   }
 #endif
@@ -145,4 +144,4 @@ void mean_edge_weights(const SparseMatrix& a, Tensor& values, Context* ctx) {
   detail::unsupported_device(kOp, device);
 }
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

@@ -27,9 +27,8 @@ struct Timing {
   double best = 0, median = 0;
 };
 
-template <class Fn>
-Timing time_reps(int reps, Fn&& fn) {
-  fn();  // warm-up: page faults, first-touch, caches
+template <class Fn> Timing time_reps(int reps, Fn&& fn) {
+  fn(); // warm-up: page faults, first-touch, caches
   std::vector<double> seconds;
   for (int r = 0; r < reps; ++r) {
     Stopwatch watch;
@@ -57,7 +56,8 @@ double triad_gbps(std::int64_t elements, int reps) {
   const float s = 3.0f;
   const Timing t = time_reps(reps, [&] {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < elements; ++i) pa[i] = pb[i] + s * pc[i];
+    for (std::int64_t i = 0; i < elements; ++i)
+      pa[i] = pb[i] + s * pc[i];
   });
   return 3.0 * static_cast<double>(elements) * sizeof(float) / t.best / 1e9;
 }
@@ -70,7 +70,7 @@ LocalCsr random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed
   for (std::int64_t e = 0; e < edges; ++e) {
     const auto u = static_cast<LocalId>(draws.next_below(static_cast<std::uint64_t>(nodes)));
     auto v = static_cast<LocalId>(draws.next_below(static_cast<std::uint64_t>(nodes - 1)));
-    if (v >= u) ++v;  // no self loops
+    if (v >= u) ++v; // no self loops
     src.push_back(u);
     dst.push_back(v);
     src.push_back(v);
@@ -81,7 +81,7 @@ LocalCsr random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed
   return csr;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Tessel kernel benchmark: SpMM bandwidth vs a triad, GEMM throughput"};
@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--edges", edges, "undirected edges (stored twice)")->check(CLI::PositiveNumber);
   app.add_option("--feat", feat, "feature columns F")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads_list, "comma-separated OpenMP thread counts");
-  app.add_option("--reps", reps, "timed repetitions (best and median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "timed repetitions (best and median reported)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--triad-mib", triad_mib, "MiB per triad array")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "graph seed");
   app.add_option("--json", json_path, "also write one JSON object per measurement to this file");
@@ -111,7 +112,8 @@ int main(int argc, char** argv) {
   const LocalCsr graph = random_graph(nodes, edges, seed);
   const auto pattern = kernels::SparseMatrix::from_csr(graph);
   std::vector<std::int64_t> degree(static_cast<std::size_t>(nodes));
-  for (std::int64_t v = 0; v < nodes; ++v) degree[v] = graph.degree(v);
+  for (std::int64_t v = 0; v < nodes; ++v)
+    degree[v] = graph.degree(v);
   const Tensor degree_tensor = Tensor::from_vector(degree);
   Tensor gcn_values = Tensor::empty({pattern.nnz()}, DType::f32);
   kernels::gcn_edge_weights(pattern, degree_tensor, degree_tensor, gcn_values);
@@ -119,7 +121,8 @@ int main(int argc, char** argv) {
 
   Tensor x = Tensor::empty({nodes, feat}, DType::f32);
   rng::Sequence fill(rng::Key{seed, rng::Stream::synthetic, 1}, 0);
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = fill.next_uniform() - 0.5f;
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = fill.next_uniform() - 0.5f;
   Tensor y = Tensor::zeros({nodes, feat}, DType::f32);
   const Tensor w = Tensor::zeros({feat, feat}, DType::f32);
 
@@ -129,8 +132,8 @@ int main(int argc, char** argv) {
   std::printf("graph: %lld nodes, %lld nonzeros, F = %lld; X = %.1f MB\n",
               static_cast<long long>(nodes), static_cast<long long>(nnz),
               static_cast<long long>(feat), static_cast<double>(x.nbytes()) / 1e6);
-  std::printf("%-8s %-22s %10s %10s %9s %9s\n", "threads", "kernel", "best_ms", "median_ms",
-              "GB/s", "vs_triad");
+  std::printf("%-8s %-22s %10s %10s %9s %9s\n", "threads", "kernel", "best_ms", "median_ms", "GB/s",
+              "vs_triad");
   for (int threads : thread_counts) {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -156,7 +159,7 @@ int main(int argc, char** argv) {
     constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
     std::vector<std::vector<double>> seconds(kVariants);
     for (const auto& variant : variants)
-      kernels::spmm(*variant.matrix, x, y, nullptr, variant.algorithm);  // warm-up
+      kernels::spmm(*variant.matrix, x, y, nullptr, variant.algorithm); // warm-up
     for (int round = 0; round < reps; ++round)
       for (int v = 0; v < kVariants; ++v) {
         Stopwatch watch;

@@ -7,12 +7,14 @@ namespace tessel::kernels::cpu {
 
 void relu_forward(std::int64_t count, const float* x, float* y) {
 #pragma omp parallel for schedule(static) if (parallel_worth(count))
-  for (std::int64_t i = 0; i < count; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (std::int64_t i = 0; i < count; ++i)
+    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 void relu_backward(std::int64_t count, const float* grad_y, const float* y, float* grad_x) {
 #pragma omp parallel for schedule(static) if (parallel_worth(count))
-  for (std::int64_t i = 0; i < count; ++i) grad_x[i] = y[i] > 0.0f ? grad_y[i] : 0.0f;
+  for (std::int64_t i = 0; i < count; ++i)
+    grad_x[i] = y[i] > 0.0f ? grad_y[i] : 0.0f;
 }
 
 void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
@@ -35,7 +37,8 @@ void dropout_backward(std::int64_t count, const float* grad_y, const std::uint8_
                       float* grad_x) {
   const float keep_scale = 1.0f / (1.0f - p);
 #pragma omp parallel for schedule(static) if (parallel_worth(count))
-  for (std::int64_t i = 0; i < count; ++i) grad_x[i] = mask[i] ? grad_y[i] * keep_scale : 0.0f;
+  for (std::int64_t i = 0; i < count; ++i)
+    grad_x[i] = mask[i] ? grad_y[i] * keep_scale : 0.0f;
 }
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

@@ -12,7 +12,8 @@ void add_bias(std::int64_t n, std::int64_t f, const float* bias, float* y) {
 #pragma omp parallel for schedule(static) if (parallel_worth(n * f))
   for (std::int64_t i = 0; i < n; ++i) {
     float* __restrict row = y + i * f;
-    for (std::int64_t j = 0; j < f; ++j) row[j] += bias[j];
+    for (std::int64_t j = 0; j < f; ++j)
+      row[j] += bias[j];
   }
 }
 
@@ -28,14 +29,16 @@ void column_sums(std::int64_t n, std::int64_t f, const float* x, float* out, boo
     const std::int64_t end = std::min(n, (b + 1) * kBlockRows);
     for (std::int64_t i = b * kBlockRows; i < end; ++i) {
       const float* __restrict row = x + i * f;
-      for (std::int64_t j = 0; j < f; ++j) sum[j] += row[j];
+      for (std::int64_t j = 0; j < f; ++j)
+        sum[j] += row[j];
     }
   }
   for (std::int64_t j = 0; j < f; ++j) {
     double total = accumulate ? out[j] : 0.0;
-    for (std::int64_t b = 0; b < blocks; ++b) total += partial[b * f + j];
+    for (std::int64_t b = 0; b < blocks; ++b)
+      total += partial[b * f + j];
     out[j] = static_cast<float>(total);
   }
 }
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

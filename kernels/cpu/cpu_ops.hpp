@@ -11,7 +11,9 @@ namespace tessel::kernels::cpu {
 // Below this many elements an op runs on one thread: waking a team costs more than it saves,
 // and far more when the cores are shared with other processes (threads wait for a slice).
 constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 15;
-inline bool parallel_worth(std::int64_t work) { return work >= kParallelMinWork; }
+inline bool parallel_worth(std::int64_t work) {
+  return work >= kParallelMinWork;
+}
 
 // y[rows, f] = A x; values may be null (pattern: weight 1). Two variants, see sparse.hpp.
 void spmm_simple(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
@@ -50,14 +52,14 @@ void axpy(std::int64_t count, float alpha, const float* x, float* y);
 double softmax_cross_entropy(std::int64_t n, std::int64_t c, const float* logits, std::int64_t k,
                              const LocalId* rows, const std::int64_t* labels, double scale,
                              float* grad);
-std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k,
-                           const LocalId* rows, const std::int64_t* labels);
+std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k, const LocalId* rows,
+                           const std::int64_t* labels);
 
 // step_size = lr / (1 - b1^t); bias2_sqrt = sqrt(1 - b2^t).
 void adam_update(std::int64_t count, float* param, const float* grad, float* m, float* v,
                  float beta1, float beta2, float eps, float weight_decay, float step_size,
                  float bias2_sqrt);
-void sgd_update(std::int64_t count, float* param, const float* grad, float* momentum_buf,
-                float lr, float momentum, float weight_decay);
+void sgd_update(std::int64_t count, float* param, const float* grad, float* momentum_buf, float lr,
+                float momentum, float weight_decay);
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

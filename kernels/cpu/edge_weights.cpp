@@ -23,8 +23,9 @@ void mean_edge_weights(std::int64_t rows, const EdgeId* indptr, float* values) {
   for (std::int64_t v = 0; v < rows; ++v) {
     const EdgeId count = indptr[v + 1] - indptr[v];
     const float w = count > 0 ? static_cast<float>(1.0 / static_cast<double>(count)) : 0.0f;
-    for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e) values[e] = w;
+    for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e)
+      values[e] = w;
   }
 }
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

@@ -28,8 +28,7 @@ void warn_if_blas_kernels_are_narrow() {
                                "Sandybridge", "generic", "Generic"}) {
       if (core == narrow) {
         log::write(log::Level::warn, false,
-                   "OpenBLAS uses its " + core +
-                       " kernels on a CPU with " +
+                   "OpenBLAS uses its " + core + " kernels on a CPU with " +
                        (__builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2") +
                        ": dense layers run several times slower than they could; set "
                        "OPENBLAS_CORETYPE=" +
@@ -42,7 +41,7 @@ void warn_if_blas_kernels_are_narrow() {
 #endif
 }
 
-}  // namespace
+} // namespace
 
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
@@ -52,9 +51,11 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
     // BLAS may return early without applying beta; the result is beta c.
     for (std::int64_t i = 0; i < m; ++i) {
       float* row = c + i * ldc;
-      if (beta == 0.0f) std::memset(row, 0, static_cast<std::size_t>(n) * sizeof(float));
+      if (beta == 0.0f)
+        std::memset(row, 0, static_cast<std::size_t>(n) * sizeof(float));
       else
-        for (std::int64_t j = 0; j < n; ++j) row[j] *= beta;
+        for (std::int64_t j = 0; j < n; ++j)
+          row[j] *= beta;
     }
     return;
   }
@@ -66,4 +67,4 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
               beta, c, static_cast<blasint>(ldc > 0 ? ldc : 1));
 }
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

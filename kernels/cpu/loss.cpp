@@ -19,9 +19,11 @@ double softmax_cross_entropy(std::int64_t n, std::int64_t c, const float* logits
     const float* z = logits + static_cast<std::int64_t>(rows[i]) * c;
     float* g = grad + static_cast<std::int64_t>(rows[i]) * c;
     double max_z = z[0];
-    for (std::int64_t j = 1; j < c; ++j) max_z = std::max(max_z, static_cast<double>(z[j]));
+    for (std::int64_t j = 1; j < c; ++j)
+      max_z = std::max(max_z, static_cast<double>(z[j]));
     double sum = 0.0;
-    for (std::int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(z[j]) - max_z);
+    for (std::int64_t j = 0; j < c; ++j)
+      sum += std::exp(static_cast<double>(z[j]) - max_z);
     const double log_sum = std::log(sum) + max_z;
     row_loss[static_cast<std::size_t>(i)] = log_sum - static_cast<double>(z[labels[i]]);
     for (std::int64_t j = 0; j < c; ++j) {
@@ -30,12 +32,13 @@ double softmax_cross_entropy(std::int64_t n, std::int64_t c, const float* logits
     }
   }
   double total = 0.0;
-  for (double l : row_loss) total += l;
+  for (double l : row_loss)
+    total += l;
   return total;
 }
 
-std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k,
-                           const LocalId* rows, const std::int64_t* labels) {
+std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k, const LocalId* rows,
+                           const std::int64_t* labels) {
   std::int64_t correct = 0;
 #pragma omp parallel for schedule(static) reduction(+ : correct) if (parallel_worth(k * c))
   for (std::int64_t i = 0; i < k; ++i) {
@@ -48,4 +51,4 @@ std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k,
   return correct;
 }
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

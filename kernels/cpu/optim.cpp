@@ -18,8 +18,8 @@ void adam_update(std::int64_t count, float* param, const float* grad, float* m, 
   }
 }
 
-void sgd_update(std::int64_t count, float* param, const float* grad, float* momentum_buf,
-                float lr, float momentum, float weight_decay) {
+void sgd_update(std::int64_t count, float* param, const float* grad, float* momentum_buf, float lr,
+                float momentum, float weight_decay) {
 #pragma omp parallel for schedule(static) if (parallel_worth(count))
   for (std::int64_t i = 0; i < count; ++i) {
     float g = grad[i] + weight_decay * param[i];
@@ -31,4 +31,4 @@ void sgd_update(std::int64_t count, float* param, const float* grad, float* mome
   }
 }
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

@@ -22,11 +22,10 @@ void scatter_add_rows(std::int64_t m, std::int64_t f, const float* src, const In
   // Repeated indices make row-parallel adds race, so threads split the columns instead: each
   // owns a column range of every row, rows are visited in order, and no atomics are needed.
   constexpr std::int64_t kMinColumns = 16;
-  const int threads =
-      parallel_worth(m * f)
-          ? static_cast<int>(std::max<std::int64_t>(
-                1, std::min<std::int64_t>(omp_get_max_threads(), f / kMinColumns)))
-          : 1;
+  const int threads = parallel_worth(m * f)
+                          ? static_cast<int>(std::max<std::int64_t>(
+                                1, std::min<std::int64_t>(omp_get_max_threads(), f / kMinColumns)))
+                          : 1;
 #pragma omp parallel num_threads(threads)
   {
     const int team = omp_get_num_threads();
@@ -35,7 +34,8 @@ void scatter_add_rows(std::int64_t m, std::int64_t f, const float* src, const In
     for (std::int64_t i = 0; i < m; ++i) {
       const float* __restrict from = src + i * f;
       float* __restrict to = out + static_cast<std::int64_t>(index[i]) * f;
-      for (std::int64_t j = begin; j < end; ++j) to[j] += from[j];
+      for (std::int64_t j = begin; j < end; ++j)
+        to[j] += from[j];
     }
   }
 }
@@ -49,4 +49,4 @@ template void scatter_add_rows<std::int32_t>(std::int64_t, std::int64_t, const f
 template void scatter_add_rows<std::int64_t>(std::int64_t, std::int64_t, const float*,
                                              const std::int64_t*, float*);
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

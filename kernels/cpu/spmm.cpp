@@ -36,8 +36,10 @@ void balanced_row_bounds(std::int64_t rows, const EdgeId* indptr, int threads,
     std::int64_t lo = bounds[t - 1], hi = rows;
     while (lo < hi) {
       const std::int64_t mid = lo + (hi - lo) / 2;
-      if (indptr[mid] + mid < target) lo = mid + 1;
-      else hi = mid;
+      if (indptr[mid] + mid < target)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     bounds[t] = lo;
   }
@@ -69,15 +71,15 @@ inline __attribute__((always_inline)) void store_unaligned(float* p, const Vec& 
 // with one FMA per register. (A plain float array here is not kept in registers by GCC: it
 // vectorizes across edges and spills every accumulator, measured 5x slower.)
 template <class Vec, int kVectors, bool kWeighted>
-inline __attribute__((always_inline)) void row_block(EdgeId begin, EdgeId end,
-                                                     const LocalId* __restrict indices,
-                                                     const float* __restrict values,
-                                                     const float* __restrict x, std::int64_t f,
-                                                     std::int64_t col, float* __restrict y_row) {
+inline __attribute__((always_inline)) void
+row_block(EdgeId begin, EdgeId end, const LocalId* __restrict indices,
+          const float* __restrict values, const float* __restrict x, std::int64_t f,
+          std::int64_t col, float* __restrict y_row) {
   constexpr int kLanes = static_cast<int>(sizeof(Vec) / sizeof(float));
   Vec acc[kVectors];
 #pragma GCC unroll 16
-  for (int k = 0; k < kVectors; ++k) acc[k] = Vec{};
+  for (int k = 0; k < kVectors; ++k)
+    acc[k] = Vec{};
   for (EdgeId e = begin; e < end; ++e) {
     const float* x_row = x + static_cast<std::int64_t>(indices[e]) * f + col;
     if constexpr (kWeighted) {
@@ -104,16 +106,17 @@ inline __attribute__((always_inline)) void row_block(EdgeId begin, EdgeId end,
 
 // Columns past the last full vector.
 template <bool kWeighted>
-inline __attribute__((always_inline)) void row_tail(EdgeId begin, EdgeId end,
-                                                    const LocalId* __restrict indices,
-                                                    const float* __restrict values,
-                                                    const float* __restrict x, std::int64_t f,
-                                                    std::int64_t col, float* __restrict y_row) {
-  for (std::int64_t j = col; j < f; ++j) y_row[j] = 0.0f;
+inline __attribute__((always_inline)) void
+row_tail(EdgeId begin, EdgeId end, const LocalId* __restrict indices,
+         const float* __restrict values, const float* __restrict x, std::int64_t f,
+         std::int64_t col, float* __restrict y_row) {
+  for (std::int64_t j = col; j < f; ++j)
+    y_row[j] = 0.0f;
   for (EdgeId e = begin; e < end; ++e) {
     const float w = kWeighted ? values[e] : 1.0f;
     const float* __restrict x_row = x + static_cast<std::int64_t>(indices[e]) * f;
-    for (std::int64_t j = col; j < f; ++j) y_row[j] += w * x_row[j];
+    for (std::int64_t j = col; j < f; ++j)
+      y_row[j] += w * x_row[j];
   }
 }
 
@@ -121,13 +124,10 @@ inline __attribute__((always_inline)) void row_tail(EdgeId begin, EdgeId end,
 // AVX-512, 8 ymm = 64 on AVX2, 8 xmm = 32 on SSE), leaving registers for the weight
 // broadcast; narrower passes then a scalar tail cover any F.
 template <class Vec, bool kWeighted>
-inline __attribute__((always_inline)) void blocked_rows(std::int64_t row_begin,
-                                                        std::int64_t row_end,
-                                                        const EdgeId* __restrict indptr,
-                                                        const LocalId* __restrict indices,
-                                                        const float* __restrict values,
-                                                        const float* __restrict x, std::int64_t f,
-                                                        float* __restrict y) {
+inline __attribute__((always_inline)) void
+blocked_rows(std::int64_t row_begin, std::int64_t row_end, const EdgeId* __restrict indptr,
+             const LocalId* __restrict indices, const float* __restrict values,
+             const float* __restrict x, std::int64_t f, float* __restrict y) {
   constexpr int kLanes = static_cast<int>(sizeof(Vec) / sizeof(float));
   for (std::int64_t v = row_begin; v < row_end; ++v) {
     const EdgeId begin = indptr[v], end = indptr[v + 1];
@@ -152,12 +152,10 @@ inline __attribute__((always_inline)) void blocked_rows(std::int64_t row_begin,
 }
 
 template <class Vec>
-inline __attribute__((always_inline)) void blocked_range(std::int64_t row_begin,
-                                                         std::int64_t row_end,
-                                                         const EdgeId* indptr,
-                                                         const LocalId* indices,
-                                                         const float* values, const float* x,
-                                                         std::int64_t f, float* y) {
+inline __attribute__((always_inline)) void
+blocked_range(std::int64_t row_begin, std::int64_t row_end, const EdgeId* indptr,
+              const LocalId* indices, const float* values, const float* x, std::int64_t f,
+              float* y) {
   if (values)
     blocked_rows<Vec, true>(row_begin, row_end, indptr, indices, values, x, f, y);
   else
@@ -176,8 +174,8 @@ void blocked_range_128bit(std::int64_t row_begin, std::int64_t row_end, const Ed
 #if TESSEL_SPMM_X86_DISPATCH
 TESSEL_TARGET("arch=x86-64-v3")
 void blocked_range_avx2(std::int64_t row_begin, std::int64_t row_end, const EdgeId* indptr,
-                        const LocalId* indices, const float* values, const float* x,
-                        std::int64_t f, float* y) {
+                        const LocalId* indices, const float* values, const float* x, std::int64_t f,
+                        float* y) {
   blocked_range<Vec8>(row_begin, row_end, indptr, indices, values, x, f, y);
 }
 
@@ -230,30 +228,34 @@ void simple_row(EdgeId begin, EdgeId end, const LocalId* __restrict indices,
   for (EdgeId e = begin; e < end; ++e) {
     const float w = values ? values[e] : 1.0f;
     const float* __restrict x_row = x + static_cast<std::int64_t>(indices[e]) * f;
-    for (std::int64_t j = 0; j < f; ++j) y_row[j] += w * x_row[j];
+    for (std::int64_t j = 0; j < f; ++j)
+      y_row[j] += w * x_row[j];
   }
 }
 
 void simple_row_portable(EdgeId begin, EdgeId end, const LocalId* __restrict indices,
-                         const float* __restrict values, const float* __restrict x,
-                         std::int64_t f, float* __restrict y_row) {
+                         const float* __restrict values, const float* __restrict x, std::int64_t f,
+                         float* __restrict y_row) {
   std::memset(y_row, 0, static_cast<std::size_t>(f) * sizeof(float));
   for (EdgeId e = begin; e < end; ++e) {
     const float w = values ? values[e] : 1.0f;
     const float* __restrict x_row = x + static_cast<std::int64_t>(indices[e]) * f;
-    for (std::int64_t j = 0; j < f; ++j) y_row[j] += w * x_row[j];
+    for (std::int64_t j = 0; j < f; ++j)
+      y_row[j] += w * x_row[j];
   }
 }
 
-}  // namespace
+} // namespace
 
 void spmm_simple(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                  const float* values, const float* x, std::int64_t f, float* y) {
   const bool has_avx2 = TESSEL_SPMM_X86_DISPATCH && cpu_isa() != Isa::sse;
 #pragma omp parallel for schedule(dynamic, 256) if (parallel_worth((indptr[rows] + rows) * f))
   for (std::int64_t v = 0; v < rows; ++v) {
-    if (has_avx2) simple_row(indptr[v], indptr[v + 1], indices, values, x, f, y + v * f);
-    else simple_row_portable(indptr[v], indptr[v + 1], indices, values, x, f, y + v * f);
+    if (has_avx2)
+      simple_row(indptr[v], indptr[v + 1], indices, values, x, f, y + v * f);
+    else
+      simple_row_portable(indptr[v], indptr[v + 1], indices, values, x, f, y + v * f);
   }
 }
 
@@ -275,4 +277,4 @@ void spmm_blocked(std::int64_t rows, const EdgeId* indptr, const LocalId* indice
   }
 }
 
-}  // namespace tessel::kernels::cpu
+} // namespace tessel::kernels::cpu

@@ -10,15 +10,15 @@ namespace {
 
 __global__ void relu_forward_kernel(std::int64_t count, const float* __restrict__ x,
                                     float* __restrict__ y) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 __global__ void relu_backward_kernel(std::int64_t count, const float* __restrict__ grad_y,
                                      const float* __restrict__ y, float* __restrict__ grad_x) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     grad_x[i] = y[i] > 0.0f ? grad_y[i] : 0.0f;
 }
 
@@ -44,12 +44,12 @@ __global__ void dropout_backward_kernel(std::int64_t count, const float* __restr
                                         const std::uint8_t* __restrict__ mask, float p,
                                         float* __restrict__ grad_x) {
   const float keep_scale = 1.0f / (1.0f - p);
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     grad_x[i] = mask[i] ? grad_y[i] * keep_scale : 0.0f;
 }
 
-}  // namespace
+} // namespace
 
 void relu_forward(Resources& r, std::int64_t count, const float* x, float* y) {
   if (count == 0) return;
@@ -69,8 +69,10 @@ void dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* 
                      std::uint8_t* mask) {
   if (n * f == 0) return;
   // The row ids come from the host (the aggregator's id list); upload them on the stream.
-  auto* row_ids = static_cast<NodeId*>(r.scratch_at_least(static_cast<std::size_t>(n) * sizeof(NodeId)));
-  TESSEL_CHECK_CUDA(cudaMemcpyAsync(row_ids, host_row_ids, static_cast<std::size_t>(n) * sizeof(NodeId),
+  auto* row_ids =
+      static_cast<NodeId*>(r.scratch_at_least(static_cast<std::size_t>(n) * sizeof(NodeId)));
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(row_ids, host_row_ids,
+                                    static_cast<std::size_t>(n) * sizeof(NodeId),
                                     cudaMemcpyHostToDevice, r.stream));
   const std::int64_t quads = (f + 3) / 4;
   dropout_forward_kernel<<<blocks_for(n * quads), kThreads, 0, r.stream>>>(n, f, quads, x, row_ids,
@@ -86,4 +88,4 @@ void dropout_backward(Resources& r, std::int64_t count, const float* grad_y,
   TESSEL_CHECK_LAUNCH();
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

@@ -6,15 +6,15 @@ namespace tessel::kernels::cuda {
 
 namespace {
 
-constexpr int kSumColumns = 32;     // threads along columns per block
-constexpr int kSumRowThreads = 8;   // threads along rows per block
+constexpr int kSumColumns = 32;   // threads along columns per block
+constexpr int kSumRowThreads = 8; // threads along rows per block
 constexpr std::int64_t kMinRowsPerChunk = 1024;
-constexpr std::int64_t kMaxChunks = 65535;  // gridDim.y limit
+constexpr std::int64_t kMaxChunks = 65535; // gridDim.y limit
 
 __global__ void add_bias_kernel(std::int64_t n, std::int64_t f, const float* __restrict__ bias,
                                 float* __restrict__ y) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < n * f; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n * f;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     y[i] += bias[i % f];
 }
 
@@ -35,7 +35,8 @@ __global__ void column_partial_kernel(std::int64_t n, std::int64_t f, std::int64
   __syncthreads();
   if (threadIdx.y == 0 && col < f) {
     double total = 0.0;
-    for (int t = 0; t < kSumRowThreads; ++t) total += sums[t][threadIdx.x];
+    for (int t = 0; t < kSumRowThreads; ++t)
+      total += sums[t][threadIdx.x];
     partial[chunk * f + col] = total;
   }
 }
@@ -47,12 +48,13 @@ __global__ void column_final_kernel(std::int64_t chunks, std::int64_t f,
   for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < f;
        j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     double total = accumulate ? out[j] : 0.0;
-    for (std::int64_t c = 0; c < chunks; ++c) total += partial[c * f + j];
+    for (std::int64_t c = 0; c < chunks; ++c)
+      total += partial[c * f + j];
     out[j] = static_cast<float>(total);
   }
 }
 
-}  // namespace
+} // namespace
 
 void add_bias(Resources& r, std::int64_t n, std::int64_t f, const float* bias, float* y) {
   if (n * f == 0) return;
@@ -77,8 +79,8 @@ void column_sums(Resources& r, std::int64_t n, std::int64_t f, const float* x, f
     TESSEL_CHECK_LAUNCH();
   }
   column_final_kernel<<<blocks_for(f), kThreads, 0, r.stream>>>(chunks, f, partial, out,
-                                                                 accumulate);
+                                                                accumulate);
   TESSEL_CHECK_LAUNCH();
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

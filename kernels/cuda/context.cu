@@ -44,7 +44,7 @@ void* grow(cudaStream_t stream, void*& buffer, std::size_t& capacity, std::size_
   capacity = grown > 0 ? grown : 256;
   return buffer;
 }
-}  // namespace
+} // namespace
 
 void* Resources::scratch_at_least(std::size_t bytes) {
   return grow(stream, scratch, scratch_bytes, bytes);
@@ -54,10 +54,16 @@ void* Resources::workspace_at_least(std::size_t bytes) {
   return grow(stream, workspace, workspace_bytes, bytes);
 }
 
-Resources* create_resources(int device) { return new Resources(device); }
+Resources* create_resources(int device) {
+  return new Resources(device);
+}
 
-void destroy_resources(Resources* resources) noexcept { delete resources; }
+void destroy_resources(Resources* resources) noexcept {
+  delete resources;
+}
 
-void synchronize(Resources& r) { TESSEL_CHECK_CUDA(cudaStreamSynchronize(r.stream)); }
+void synchronize(Resources& r) {
+  TESSEL_CHECK_CUDA(cudaStreamSynchronize(r.stream));
+}
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

@@ -20,9 +20,9 @@ void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int6
                    const EdgeId* indptr, const LocalId* indices, const float* values,
                    const float* x, std::int64_t f, float* y);
 
-void gcn_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr,
-                      const LocalId* indices, const std::int64_t* row_degree,
-                      const std::int64_t* col_degree, float* values);
+void gcn_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                      const std::int64_t* row_degree, const std::int64_t* col_degree,
+                      float* values);
 void mean_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, float* values);
 
 void gemm(Resources& r, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
@@ -60,9 +60,9 @@ std::int64_t count_correct(Resources& r, std::int64_t c, const float* logits, st
                            const LocalId* host_rows, const std::int64_t* host_labels);
 
 void adam_update(Resources& r, std::int64_t count, float* param, const float* grad, float* m,
-                 float* v, float beta1, float beta2, float eps, float weight_decay,
-                 float step_size, float bias2_sqrt);
+                 float* v, float beta1, float beta2, float eps, float weight_decay, float step_size,
+                 float bias2_sqrt);
 void sgd_update(Resources& r, std::int64_t count, float* param, const float* grad,
                 float* momentum_buf, float lr, float momentum, float weight_decay);
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

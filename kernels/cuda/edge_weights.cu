@@ -11,8 +11,8 @@ __global__ void gcn_edge_weights_kernel(std::int64_t rows, const EdgeId* __restr
                                         const std::int64_t* __restrict__ row_degree,
                                         const std::int64_t* __restrict__ col_degree,
                                         float* __restrict__ values) {
-  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       v < rows; v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < rows;
+       v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const double dv = static_cast<double>(row_degree[v]) + 1.0;
     for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e) {
       const double du = static_cast<double>(col_degree[indices[e]]) + 1.0;
@@ -23,23 +23,23 @@ __global__ void gcn_edge_weights_kernel(std::int64_t rows, const EdgeId* __restr
 
 __global__ void mean_edge_weights_kernel(std::int64_t rows, const EdgeId* __restrict__ indptr,
                                          float* __restrict__ values) {
-  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       v < rows; v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < rows;
+       v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const EdgeId count = indptr[v + 1] - indptr[v];
     const float w = count > 0 ? static_cast<float>(1.0 / static_cast<double>(count)) : 0.0f;
-    for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e) values[e] = w;
+    for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e)
+      values[e] = w;
   }
 }
 
-}  // namespace
+} // namespace
 
-void gcn_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr,
-                      const LocalId* indices, const std::int64_t* row_degree,
-                      const std::int64_t* col_degree, float* values) {
+void gcn_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                      const std::int64_t* row_degree, const std::int64_t* col_degree,
+                      float* values) {
   if (rows == 0) return;
-  gcn_edge_weights_kernel<<<blocks_for(rows), kThreads, 0, r.stream>>>(rows, indptr, indices,
-                                                                       row_degree, col_degree,
-                                                                       values);
+  gcn_edge_weights_kernel<<<blocks_for(rows), kThreads, 0, r.stream>>>(
+      rows, indptr, indices, row_degree, col_degree, values);
   TESSEL_CHECK_LAUNCH();
 }
 
@@ -49,4 +49,4 @@ void mean_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, fl
   TESSEL_CHECK_LAUNCH();
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

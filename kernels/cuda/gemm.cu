@@ -8,11 +8,11 @@ namespace tessel::kernels::cuda {
 
 namespace {
 __global__ void scale_kernel(std::int64_t count, float beta, float* __restrict__ c) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     c[i] = beta == 0.0f ? 0.0f : beta * c[i];
 }
-}  // namespace
+} // namespace
 
 void gemm(Resources& r, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
@@ -28,12 +28,11 @@ void gemm(Resources& r, bool transpose_a, bool transpose_b, std::int64_t m, std:
   TESSEL_EXPECTS(m <= kMax && n <= kMax && k <= kMax, "gemm (cuBLAS): {}x{}x{} exceeds int", m, n,
                  k);
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-  TESSEL_CHECK_CUBLAS(cublasSgemm(r.cublas, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                                  static_cast<int>(m), static_cast<int>(k), &alpha, b,
-                                  static_cast<int>(ldb > 0 ? ldb : 1), a,
-                                  static_cast<int>(lda > 0 ? lda : 1), &beta, c,
-                                  static_cast<int>(ldc > 0 ? ldc : 1)));
+  TESSEL_CHECK_CUBLAS(cublasSgemm(
+      r.cublas, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+      static_cast<int>(ldb > 0 ? ldb : 1), a, static_cast<int>(lda > 0 ? lda : 1), &beta, c,
+      static_cast<int>(ldc > 0 ? ldc : 1)));
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

@@ -28,14 +28,16 @@ __global__ void softmax_xent_kernel(std::int64_t c, const float* __restrict__ lo
                                     float* __restrict__ grad, double* __restrict__ row_loss) {
   const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  if (i >= k) return;  // uniform per warp
+  if (i >= k) return; // uniform per warp
   const float* z = logits + static_cast<std::int64_t>(rows[i]) * c;
   float* g = grad + static_cast<std::int64_t>(rows[i]) * c;
   double max_z = -INFINITY;
-  for (std::int64_t j = lane; j < c; j += 32) max_z = fmax(max_z, static_cast<double>(z[j]));
+  for (std::int64_t j = lane; j < c; j += 32)
+    max_z = fmax(max_z, static_cast<double>(z[j]));
   max_z = warp_max(max_z);
   double sum = 0.0;
-  for (std::int64_t j = lane; j < c; j += 32) sum += exp(static_cast<double>(z[j]) - max_z);
+  for (std::int64_t j = lane; j < c; j += 32)
+    sum += exp(static_cast<double>(z[j]) - max_z);
   sum = warp_sum(sum);
   const double log_sum = log(sum) + max_z;
   const std::int64_t label = labels[i];
@@ -60,17 +62,16 @@ __global__ void correct_kernel(std::int64_t c, const float* __restrict__ logits,
   }
 }
 
-}  // namespace
+} // namespace
 
 double softmax_cross_entropy(Resources& r, std::int64_t n, std::int64_t c, const float* logits,
                              std::int64_t k, const LocalId* host_rows,
                              const std::int64_t* host_labels, double scale, float* grad) {
   if (n * c > 0)
-    TESSEL_CHECK_CUDA(cudaMemsetAsync(grad, 0, static_cast<std::size_t>(n * c) * sizeof(float),
-                                      r.stream));
+    TESSEL_CHECK_CUDA(
+        cudaMemsetAsync(grad, 0, static_cast<std::size_t>(n * c) * sizeof(float), r.stream));
   if (k == 0) return 0.0;
-  ScratchCarver carve(r, ScratchCarver::bytes<LocalId>(k) +
-                             ScratchCarver::bytes<std::int64_t>(k) +
+  ScratchCarver carve(r, ScratchCarver::bytes<LocalId>(k) + ScratchCarver::bytes<std::int64_t>(k) +
                              ScratchCarver::bytes<double>(k));
   auto* rows = carve.take<LocalId>(k);
   auto* labels = carve.take<std::int64_t>(k);
@@ -90,15 +91,15 @@ double softmax_cross_entropy(Resources& r, std::int64_t n, std::int64_t c, const
                                     cudaMemcpyDeviceToHost, r.stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(r.stream));
   double total = 0.0;
-  for (double l : host_loss) total += l;
+  for (double l : host_loss)
+    total += l;
   return total;
 }
 
 std::int64_t count_correct(Resources& r, std::int64_t c, const float* logits, std::int64_t k,
                            const LocalId* host_rows, const std::int64_t* host_labels) {
   if (k == 0 || c == 0) return 0;
-  ScratchCarver carve(r, ScratchCarver::bytes<LocalId>(k) +
-                             ScratchCarver::bytes<std::int64_t>(k) +
+  ScratchCarver carve(r, ScratchCarver::bytes<LocalId>(k) + ScratchCarver::bytes<std::int64_t>(k) +
                              ScratchCarver::bytes<std::int32_t>(k));
   auto* rows = carve.take<LocalId>(k);
   auto* labels = carve.take<std::int64_t>(k);
@@ -116,8 +117,9 @@ std::int64_t count_correct(Resources& r, std::int64_t c, const float* logits, st
                                     cudaMemcpyDeviceToHost, r.stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(r.stream));
   std::int64_t total = 0;
-  for (auto flag : host_correct) total += flag;
+  for (auto flag : host_correct)
+    total += flag;
   return total;
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

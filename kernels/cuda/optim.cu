@@ -10,8 +10,8 @@ __global__ void adam_kernel(std::int64_t count, float* __restrict__ param,
                             const float* __restrict__ grad, float* __restrict__ m,
                             float* __restrict__ v, float beta1, float beta2, float eps,
                             float weight_decay, float step_size, float bias2_sqrt) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const float g = grad[i] + weight_decay * param[i];
     m[i] = beta1 * m[i] + (1.0f - beta1) * g;
     v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
@@ -23,8 +23,8 @@ __global__ void adam_kernel(std::int64_t count, float* __restrict__ param,
 __global__ void sgd_kernel(std::int64_t count, float* __restrict__ param,
                            const float* __restrict__ grad, float* __restrict__ momentum_buf,
                            float lr, float momentum, float weight_decay) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float g = grad[i] + weight_decay * param[i];
     if (momentum_buf) {
       momentum_buf[i] = momentum * momentum_buf[i] + g;
@@ -34,15 +34,14 @@ __global__ void sgd_kernel(std::int64_t count, float* __restrict__ param,
   }
 }
 
-}  // namespace
+} // namespace
 
 void adam_update(Resources& r, std::int64_t count, float* param, const float* grad, float* m,
-                 float* v, float beta1, float beta2, float eps, float weight_decay,
-                 float step_size, float bias2_sqrt) {
+                 float* v, float beta1, float beta2, float eps, float weight_decay, float step_size,
+                 float bias2_sqrt) {
   if (count == 0) return;
-  adam_kernel<<<blocks_for(count), kThreads, 0, r.stream>>>(count, param, grad, m, v, beta1, beta2,
-                                                            eps, weight_decay, step_size,
-                                                            bias2_sqrt);
+  adam_kernel<<<blocks_for(count), kThreads, 0, r.stream>>>(
+      count, param, grad, m, v, beta1, beta2, eps, weight_decay, step_size, bias2_sqrt);
   TESSEL_CHECK_LAUNCH();
 }
 
@@ -54,4 +53,4 @@ void sgd_update(Resources& r, std::int64_t count, float* param, const float* gra
   TESSEL_CHECK_LAUNCH();
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

@@ -44,24 +44,22 @@ inline unsigned int blocks_for(std::int64_t count, int threads = kThreads) {
 
 // Carves consecutive 256-byte-aligned pieces out of the scratch buffer.
 class ScratchCarver {
- public:
+public:
   explicit ScratchCarver(Resources& r, std::size_t total_bytes)
       : base_(static_cast<char*>(r.scratch_at_least(total_bytes))) {}
-  template <class T>
-  T* take(std::int64_t count) {
+  template <class T> T* take(std::int64_t count) {
     T* p = reinterpret_cast<T*>(base_ + used_);
     used_ += (static_cast<std::size_t>(count) * sizeof(T) + 255) / 256 * 256;
     return p;
   }
   // Bytes `take` would use for `count` elements of T (for sizing the carver).
-  template <class T>
-  static std::size_t bytes(std::int64_t count) {
+  template <class T> static std::size_t bytes(std::int64_t count) {
     return (static_cast<std::size_t>(count) * sizeof(T) + 255) / 256 * 256;
   }
 
- private:
+private:
   char* base_;
   std::size_t used_ = 0;
 };
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

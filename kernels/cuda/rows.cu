@@ -9,8 +9,8 @@ namespace {
 template <class Index>
 __global__ void gather_rows_kernel(std::int64_t m, std::int64_t f, const float* __restrict__ src,
                                    const Index* __restrict__ index, float* __restrict__ out) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < m * f; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m * f;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = i / f, col = i % f;
     out[i] = src[static_cast<std::int64_t>(index[row]) * f + col];
   }
@@ -22,8 +22,8 @@ template <class Index>
 __global__ void scatter_add_rows_kernel(std::int64_t m, std::int64_t f,
                                         const float* __restrict__ src,
                                         const Index* __restrict__ index, float* __restrict__ out) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < m * f; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m * f;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = i / f, col = i % f;
     atomicAdd(out + static_cast<std::int64_t>(index[row]) * f + col, src[i]);
   }
@@ -46,7 +46,7 @@ void launch_scatter_add(Resources& r, std::int64_t m, std::int64_t f, const floa
   TESSEL_CHECK_LAUNCH();
 }
 
-}  // namespace
+} // namespace
 
 void gather_rows(Resources& r, std::int64_t m, std::int64_t f, const float* src,
                  const std::int32_t* index, float* out) {
@@ -65,4 +65,4 @@ void scatter_add_rows(Resources& r, std::int64_t m, std::int64_t f, const float*
   launch_scatter_add(r, m, f, src, index, out);
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

@@ -10,22 +10,20 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kColumnsPerLane = 4;
-constexpr int kTileColumns = kWarp * kColumnsPerLane;  // 128 columns per warp
+constexpr int kTileColumns = kWarp * kColumnsPerLane; // 128 columns per warp
 
 // One warp per (row, 128-column tile). Lanes load 32 (index, weight) pairs of the row at a
 // time and broadcast them with shuffles; for each edge the warp reads 128 contiguous floats
 // of the X row (coalesced), accumulating in registers. Each output element is written once.
 template <bool kWeighted>
-__global__ void spmm_warp_row_kernel(std::int64_t rows, std::int64_t tiles,
-                                     const EdgeId* __restrict__ indptr,
-                                     const LocalId* __restrict__ indices,
-                                     const float* __restrict__ values,
-                                     const float* __restrict__ x, std::int64_t f,
-                                     float* __restrict__ y) {
+__global__ void
+spmm_warp_row_kernel(std::int64_t rows, std::int64_t tiles, const EdgeId* __restrict__ indptr,
+                     const LocalId* __restrict__ indices, const float* __restrict__ values,
+                     const float* __restrict__ x, std::int64_t f, float* __restrict__ y) {
   const std::int64_t warp =
       (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
-  if (warp >= rows * tiles) return;  // uniform per warp: blockDim is a multiple of 32
+  if (warp >= rows * tiles) return; // uniform per warp: blockDim is a multiple of 32
   const std::int64_t v = warp / tiles;
   const std::int64_t first_col = (warp % tiles) * kTileColumns + lane;
   float acc[kColumnsPerLane] = {};
@@ -59,8 +57,8 @@ __global__ void spmm_warp_row_kernel(std::int64_t rows, std::int64_t tiles,
 
 __global__ void narrow_indptr_kernel(std::int64_t count, const EdgeId* __restrict__ wide,
                                      std::int32_t* __restrict__ narrow) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     narrow[i] = static_cast<std::int32_t>(wide[i]);
 }
 
@@ -79,7 +77,7 @@ struct SpmmDescriptors {
   }
 };
 
-}  // namespace
+} // namespace
 
 void spmm_warp_row(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                    const float* values, const float* x, std::int64_t f, float* y) {
@@ -107,17 +105,14 @@ void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int6
   // 32-bit offsets and indices: the combination every cuSPARSE SpMM algorithm accepts.
   std::int32_t* indptr32 = static_cast<std::int32_t*>(
       r.scratch_at_least(static_cast<std::size_t>(rows + 1) * sizeof(std::int32_t)));
-  narrow_indptr_kernel<<<blocks_for(rows + 1), kThreads, 0, r.stream>>>(rows + 1, indptr,
-                                                                        indptr32);
+  narrow_indptr_kernel<<<blocks_for(rows + 1), kThreads, 0, r.stream>>>(rows + 1, indptr, indptr32);
   TESSEL_CHECK_LAUNCH();
   SpmmDescriptors d;
-  TESSEL_CHECK_CUSPARSE(cusparseCreateCsr(&d.a, rows, cols, nnz, indptr32,
-                                          const_cast<LocalId*>(indices),
-                                          const_cast<float*>(values), CUSPARSE_INDEX_32I,
-                                          CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                          CUDA_R_32F));
-  TESSEL_CHECK_CUSPARSE(cusparseCreateDnMat(&d.x, cols, f, f, const_cast<float*>(x), CUDA_R_32F,
-                                            CUSPARSE_ORDER_ROW));
+  TESSEL_CHECK_CUSPARSE(cusparseCreateCsr(
+      &d.a, rows, cols, nnz, indptr32, const_cast<LocalId*>(indices), const_cast<float*>(values),
+      CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+  TESSEL_CHECK_CUSPARSE(
+      cusparseCreateDnMat(&d.x, cols, f, f, const_cast<float*>(x), CUDA_R_32F, CUSPARSE_ORDER_ROW));
   TESSEL_CHECK_CUSPARSE(cusparseCreateDnMat(&d.y, rows, f, f, y, CUDA_R_32F, CUSPARSE_ORDER_ROW));
   const float alpha = 1.0f, beta = 0.0f;
   std::size_t buffer_bytes = 0;
@@ -126,8 +121,8 @@ void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int6
       d.x, &beta, d.y, CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG2, &buffer_bytes));
   void* buffer = r.workspace_at_least(buffer_bytes);
   TESSEL_CHECK_CUSPARSE(cusparseSpMM(r.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                     CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a, d.x, &beta,
-                                     d.y, CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG2, buffer));
+                                     CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a, d.x, &beta, d.y,
+                                     CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG2, buffer));
 }
 
-}  // namespace tessel::kernels::cuda
+} // namespace tessel::kernels::cuda

@@ -33,15 +33,16 @@ void matmul(const Tensor& x, const Tensor& w, Tensor& out, bool accumulate) {
 
 void expect_input(const char* layer, const Tensor& x, std::int64_t rows, std::int64_t in_dim,
                   Device device) {
-  TESSEL_EXPECTS(x.defined() && x.dtype() == DType::f32 && x.dim() == 2, "{}: input must be f32 of rank 2, got {}",
-                 layer, x.defined() ? x.describe() : std::string("undefined"));
+  TESSEL_EXPECTS(x.defined() && x.dtype() == DType::f32 && x.dim() == 2,
+                 "{}: input must be f32 of rank 2, got {}", layer,
+                 x.defined() ? x.describe() : std::string("undefined"));
   TESSEL_EXPECTS(x.rows() == rows && x.cols() == in_dim, "{}: input {} expected [{}, {}]", layer,
                  x.describe(), rows, in_dim);
-  TESSEL_EXPECTS(x.device() == device, "{}: input on {}, parameters on {}", layer,
-                 x.device().str(), device.str());
+  TESSEL_EXPECTS(x.device() == device, "{}: input on {}, parameters on {}", layer, x.device().str(),
+                 device.str());
 }
 
-}  // namespace
+} // namespace
 
 Tensor glorot_uniform(std::int64_t fan_in, std::int64_t fan_out, const rng::Key& key,
                       std::uint64_t item, Device device) {
@@ -130,8 +131,8 @@ Tensor GcnLayer::backward(const Tensor& grad_out, bool need_input_grad) {
 
 SageLayer::SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
                      const rng::Key& key, Device device)
-    : self_weight_(make_parameter(prefix + ".self_weight",
-                                  glorot_uniform(in_dim, out_dim, key, 0, device))),
+    : self_weight_(
+          make_parameter(prefix + ".self_weight", glorot_uniform(in_dim, out_dim, key, 0, device))),
       neigh_weight_(make_parameter(prefix + ".neigh_weight",
                                    glorot_uniform(in_dim, out_dim, key, 1, device))),
       bias_(make_bias(prefix + ".bias", out_dim, device)) {}
@@ -220,6 +221,8 @@ Tensor Dropout::backward(const Tensor& grad_out) {
   return grad_in;
 }
 
-void normalize_rows(Tensor& features) { kernels::normalize_rows(features); }
+void normalize_rows(Tensor& features) {
+  kernels::normalize_rows(features);
+}
 
-}  // namespace tessel::nn
+} // namespace tessel::nn

@@ -36,7 +36,8 @@ LocalAggregator::Matrices& LocalAggregator::matrices(Norm norm) {
                      "LocalAggregator: GCN weights of a {}x{} graph need explicit degrees",
                      graph_.num_rows, graph_.num_cols);
       degree_.resize(static_cast<std::size_t>(graph_.num_rows));
-      for (std::int64_t v = 0; v < graph_.num_rows; ++v) degree_[v] = graph_.degree(v);
+      for (std::int64_t v = 0; v < graph_.num_rows; ++v)
+        degree_[v] = graph_.degree(v);
     }
     pattern = kernels::add_self_loops(pattern);
   }
@@ -55,7 +56,9 @@ LocalAggregator::Matrices& LocalAggregator::matrices(Norm norm) {
   return *slot;
 }
 
-const kernels::SparseMatrix& LocalAggregator::matrix(Norm norm) { return matrices(norm).forward; }
+const kernels::SparseMatrix& LocalAggregator::matrix(Norm norm) {
+  return matrices(norm).forward;
+}
 
 Tensor LocalAggregator::aggregate(const Tensor& x, Norm norm) {
   TESSEL_EXPECTS(x.rows() == num_src(), "LocalAggregator::aggregate: {} rows for {} sources",
@@ -70,4 +73,4 @@ Tensor LocalAggregator::aggregate_backward(const Tensor& grad_out, Norm norm) {
   return kernels::spmm(matrices(norm).backward, grad_out);
 }
 
-}  // namespace tessel::nn
+} // namespace tessel::nn

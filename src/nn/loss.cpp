@@ -19,4 +19,4 @@ std::int64_t count_correct(const Tensor& logits, std::span<const LocalId> rows,
   return kernels::count_correct(logits, rows, labels);
 }
 
-}  // namespace tessel::nn
+} // namespace tessel::nn

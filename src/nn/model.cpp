@@ -9,8 +9,8 @@ namespace tessel::nn {
 struct Model::Impl {
   ModelConfig config;
   std::vector<std::unique_ptr<GraphLayer>> layers;
-  std::vector<Dropout> dropouts;  // on the input of each layer
-  std::vector<Relu> relus;        // after every layer but the last
+  std::vector<Dropout> dropouts; // on the input of each layer
+  std::vector<Relu> relus;       // after every layer but the last
   bool has_forward = false;
 };
 
@@ -25,7 +25,7 @@ void validate(const ModelConfig& c) {
   TESSEL_EXPECTS(c.dropout >= 0.0f && c.dropout < 1.0f, "model: dropout {} outside [0, 1)",
                  c.dropout);
 }
-}  // namespace
+} // namespace
 
 Model::Model(const ModelConfig& config) : impl_(std::make_unique<Impl>()) {
   validate(config);
@@ -50,7 +50,9 @@ Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
-const ModelConfig& Model::config() const { return impl_->config; }
+const ModelConfig& Model::config() const {
+  return impl_->config;
+}
 
 Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
                       const rng::Key& dropout_key, bool training) {
@@ -89,12 +91,14 @@ void Model::backward(const Tensor& grad_logits) {
 std::vector<Parameter*> Model::parameters() {
   std::vector<Parameter*> params;
   for (auto& layer : impl_->layers)
-    for (Parameter* p : layer->parameters()) params.push_back(p);
+    for (Parameter* p : layer->parameters())
+      params.push_back(p);
   return params;
 }
 
 void Model::zero_grad() {
-  for (Parameter* p : parameters()) p->grad.fill_zero();
+  for (Parameter* p : parameters())
+    p->grad.fill_zero();
 }
 
-}  // namespace tessel::nn
+} // namespace tessel::nn

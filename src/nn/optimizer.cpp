@@ -13,7 +13,7 @@ namespace {
 // Per-parameter state tensors, keyed by parameter name; created on the parameter's device at
 // its first step, or moved there when they were loaded from a checkpoint on another device.
 class StateTable {
- public:
+public:
   Tensor& get(const std::string& key, const Tensor& like) {
     Tensor& t = tensors_[key];
     if (!t.defined()) {
@@ -27,7 +27,8 @@ class StateTable {
     return t;
   }
   void export_to(std::vector<std::pair<std::string, Tensor>>& out) const {
-    for (const auto& [key, t] : tensors_) out.emplace_back(key, t.to(Device::cpu()));
+    for (const auto& [key, t] : tensors_)
+      out.emplace_back(key, t.to(Device::cpu()));
   }
   void set(const std::string& key, const Tensor& t) {
     TESSEL_EXPECTS(t.dtype() == DType::f32, "optimizer state {}: expected f32, got {}", key,
@@ -36,7 +37,7 @@ class StateTable {
   }
   void clear() { tensors_.clear(); }
 
- private:
+private:
   std::map<std::string, Tensor> tensors_;
 };
 
@@ -45,13 +46,13 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 }
 
 class Adam final : public Optimizer {
- public:
+public:
   explicit Adam(const OptimizerConfig& c) : config_(c) {}
 
   void step(std::span<Parameter* const> params) override {
     ++step_;
-    kernels::AdamStep s{config_.lr, config_.beta1, config_.beta2, config_.eps,
-                        config_.weight_decay, step_};
+    kernels::AdamStep s{config_.lr,  config_.beta1,        config_.beta2,
+                        config_.eps, config_.weight_decay, step_};
     for (Parameter* p : params) {
       Tensor& m = state_.get("adam.m." + p->name, p->value);
       Tensor& v = state_.get("adam.v." + p->name, p->value);
@@ -84,14 +85,14 @@ class Adam final : public Optimizer {
     }
   }
 
- private:
+private:
   OptimizerConfig config_;
   std::int64_t step_ = 0;
   StateTable state_;
 };
 
 class Sgd final : public Optimizer {
- public:
+public:
   explicit Sgd(const OptimizerConfig& c) : config_(c) {}
 
   void step(std::span<Parameter* const> params) override {
@@ -119,12 +120,12 @@ class Sgd final : public Optimizer {
     }
   }
 
- private:
+private:
   OptimizerConfig config_;
   StateTable state_;
 };
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
   TESSEL_EXPECTS(config.lr > 0.0f, "optimizer: learning rate {} must be > 0", config.lr);
@@ -145,4 +146,4 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
   TESSEL_FAIL("optimizer: kind '{}' is not adam or sgd", config.kind);
 }
 
-}  // namespace tessel::nn
+} // namespace tessel::nn

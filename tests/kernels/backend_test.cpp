@@ -19,17 +19,21 @@ struct OpCase {
 };
 
 std::vector<Tensor> to_host(std::vector<Tensor> outputs) {
-  for (auto& t : outputs) t = t.to(Device::cpu());
+  for (auto& t : outputs)
+    t = t.to(Device::cpu());
   return outputs;
 }
 
-Tensor scalar(double value) { return Tensor::from_vector<double>({value}); }
+Tensor scalar(double value) {
+  return Tensor::from_vector<double>({value});
+}
 
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   for (bool weighted : {false, true})
     for (std::int64_t f : {1, 7, 32, 100, 128, 200}) {
-      const std::string tag = std::string(weighted ? "weighted" : "pattern") + ".F" + std::to_string(f);
+      const std::string tag =
+          std::string(weighted ? "weighted" : "pattern") + ".F" + std::to_string(f);
       auto spmm_case = [weighted, f](kernels::SpmmAlgorithm cuda_algorithm) {
         return [weighted, f, cuda_algorithm](Device d) {
           const LocalCsr csr = test::random_csr(300, 250, 20, weighted, 17);
@@ -41,29 +45,35 @@ std::vector<OpCase> all_cases() {
           return to_host({y});
         };
       };
-      cases.push_back({"spmm." + tag, spmm_case(kernels::SpmmAlgorithm::cuda_warp_row), 1e-5, 1e-5});
+      cases.push_back(
+          {"spmm." + tag, spmm_case(kernels::SpmmAlgorithm::cuda_warp_row), 1e-5, 1e-5});
       if (weighted)
-        cases.push_back({"spmm_cusparse." + tag, spmm_case(kernels::SpmmAlgorithm::cuda_cusparse),
-                         1e-4, 1e-5});
+        cases.push_back(
+            {"spmm_cusparse." + tag, spmm_case(kernels::SpmmAlgorithm::cuda_cusparse), 1e-4, 1e-5});
     }
-  cases.push_back({"spmm_transpose", [](Device d) {
-                     const auto a = kernels::SparseMatrix::from_csr(
-                         test::random_csr(90, 120, 10, true, 2), d);
+  cases.push_back({"spmm_transpose",
+                   [](Device d) {
+                     const auto a =
+                         kernels::SparseMatrix::from_csr(test::random_csr(90, 120, 10, true, 2), d);
                      const Tensor z = test::random_tensor({90, 16}, 4).to(d);
                      return to_host({kernels::spmm(a.transpose(), z)});
-                   }, 1e-5, 1e-5});
+                   },
+                   1e-5, 1e-5});
   cases.push_back({"gcn_edge_weights", [](Device d) {
-                     const LocalCsr csr = kernels::add_self_loops(test::random_csr(80, 80, 9, false, 5));
+                     const LocalCsr csr =
+                         kernels::add_self_loops(test::random_csr(80, 80, 9, false, 5));
                      const auto a = kernels::SparseMatrix::from_csr(csr, d);
                      std::vector<std::int64_t> degree(80);
-                     for (int v = 0; v < 80; ++v) degree[v] = (v * 7) % 13;
+                     for (int v = 0; v < 80; ++v)
+                       degree[v] = (v * 7) % 13;
                      const Tensor deg = Tensor::from_vector(degree).to(d);
                      Tensor values = Tensor::empty({a.nnz()}, DType::f32, d);
                      kernels::gcn_edge_weights(a, deg, deg, values);
                      return to_host({values});
                    }});
   cases.push_back({"mean_edge_weights", [](Device d) {
-                     const auto a = kernels::SparseMatrix::from_csr(test::random_csr(80, 60, 9, false, 6), d);
+                     const auto a =
+                         kernels::SparseMatrix::from_csr(test::random_csr(80, 60, 9, false, 6), d);
                      Tensor values = Tensor::empty({a.nnz()}, DType::f32, d);
                      kernels::mean_edge_weights(a, values);
                      return to_host({values});
@@ -74,37 +84,49 @@ std::vector<OpCase> all_cases() {
                        [ta, tb](Device d) {
                          const std::int64_t m = 33, n = 17, k = 65;
                          const Tensor a = test::random_tensor(ta ? std::vector<std::int64_t>{k, m}
-                                                                 : std::vector<std::int64_t>{m, k}, 1).to(d);
+                                                                 : std::vector<std::int64_t>{m, k},
+                                                              1)
+                                              .to(d);
                          const Tensor b = test::random_tensor(tb ? std::vector<std::int64_t>{n, k}
-                                                                 : std::vector<std::int64_t>{k, n}, 2).to(d);
+                                                                 : std::vector<std::int64_t>{k, n},
+                                                              2)
+                                              .to(d);
                          Tensor c = test::random_tensor({m, n}, 3).to(d);
                          kernels::gemm(a, ta, b, tb, c, 0.75f, 0.5f);
                          return to_host({c});
-                       }, 1e-4, 1e-5});
-  cases.push_back({"add_bias+column_sums", [](Device d) {
+                       },
+                       1e-4, 1e-5});
+  cases.push_back({"add_bias+column_sums",
+                   [](Device d) {
                      Tensor y = test::random_tensor({3000, 19}, 1).to(d);
                      const Tensor bias = test::random_tensor({19}, 2).to(d);
                      kernels::add_bias(y, bias);
                      Tensor sums = test::random_tensor({19}, 3).to(d);
                      kernels::column_sums(y, sums, true);
                      return to_host({y, sums});
-                   }, 1e-5, 1e-4});
+                   },
+                   1e-5, 1e-4});
   for (DType index_type : {DType::i32, DType::i64})
-    cases.push_back({std::string("gather+scatter_add.") + dtype_name(index_type), [index_type](Device d) {
+    cases.push_back({std::string("gather+scatter_add.") + dtype_name(index_type),
+                     [index_type](Device d) {
                        const Tensor src = test::random_tensor({50, 33}, 1).to(d);
                        std::vector<std::int64_t> idx(70);
-                       for (int i = 0; i < 70; ++i) idx[i] = (i * 13) % 50;  // repeats
+                       for (int i = 0; i < 70; ++i)
+                         idx[i] = (i * 13) % 50; // repeats
                        Tensor index = index_type == DType::i64
                                           ? Tensor::from_vector(idx)
-                                          : Tensor::from_vector(std::vector<std::int32_t>(idx.begin(), idx.end()));
+                                          : Tensor::from_vector(
+                                                std::vector<std::int32_t>(idx.begin(), idx.end()));
                        index = index.to(d);
                        Tensor packed = Tensor::empty({70, 33}, DType::f32, d);
                        kernels::gather_rows(src, index, packed);
                        Tensor out = test::random_tensor({50, 33}, 2).to(d);
                        kernels::scatter_add_rows(packed, index, out);
                        return to_host({packed, out});
-                     }, 1e-5, 1e-5});
-  cases.push_back({"relu", [](Device d) {
+                     },
+                     1e-5, 1e-5});
+  cases.push_back({"relu",
+                   [](Device d) {
                      const Tensor x = test::random_tensor({40, 21}, 1).to(d);
                      Tensor y = Tensor::empty({40, 21}, DType::f32, d);
                      kernels::relu_forward(x, y);
@@ -112,11 +134,14 @@ std::vector<OpCase> all_cases() {
                      Tensor gx = Tensor::empty({40, 21}, DType::f32, d);
                      kernels::relu_backward(g, y, gx);
                      return to_host({y, gx});
-                   }, 0, 0});
-  cases.push_back({"dropout", [](Device d) {
+                   },
+                   0, 0});
+  cases.push_back({"dropout",
+                   [](Device d) {
                      const Tensor x = test::random_tensor({64, 23}, 1).to(d);
                      std::vector<NodeId> ids(64);
-                     for (int i = 0; i < 64; ++i) ids[i] = 5000 - 3 * i;
+                     for (int i = 0; i < 64; ++i)
+                       ids[i] = 5000 - 3 * i;
                      const rng::Key key{9, rng::Stream::dropout, 1, 2, 3};
                      Tensor y = Tensor::empty({64, 23}, DType::f32, d);
                      Tensor mask = Tensor::empty({64, 23}, DType::u8, d);
@@ -125,15 +150,19 @@ std::vector<OpCase> all_cases() {
                      Tensor gx = Tensor::empty({64, 23}, DType::f32, d);
                      kernels::dropout_backward(g, mask, 0.4f, gx);
                      return to_host({y, mask, gx});
-                   }, 1e-6, 0});
-  cases.push_back({"normalize_rows+axpy", [](Device d) {
+                   },
+                   1e-6, 0});
+  cases.push_back({"normalize_rows+axpy",
+                   [](Device d) {
                      Tensor x = test::random_tensor({30, 45}, 1).to(d);
                      kernels::normalize_rows(x);
                      Tensor y = test::random_tensor({30, 45}, 2).to(d);
                      kernels::axpy(-0.5f, x, y);
                      return to_host({x, y});
-                   }, 1e-5, 1e-7});
-  cases.push_back({"softmax_cross_entropy+count_correct", [](Device d) {
+                   },
+                   1e-5, 1e-7});
+  cases.push_back({"softmax_cross_entropy+count_correct",
+                   [](Device d) {
                      const Tensor logits = test::random_tensor({100, 9}, 1, -3, 3).to(d);
                      std::vector<LocalId> rows;
                      std::vector<std::int64_t> labels;
@@ -142,21 +171,27 @@ std::vector<OpCase> all_cases() {
                        labels.push_back(i % 9);
                      }
                      Tensor grad = Tensor::empty({100, 9}, DType::f32, d);
-                     const double loss = kernels::softmax_cross_entropy(logits, rows, labels, 0.1, grad);
+                     const double loss =
+                         kernels::softmax_cross_entropy(logits, rows, labels, 0.1, grad);
                      const auto correct = kernels::count_correct(logits, rows, labels);
                      return to_host({grad, scalar(loss), scalar(static_cast<double>(correct))});
-                   }, 1e-6, 1e-7});
-  cases.push_back({"adam+sgd", [](Device d) {
+                   },
+                   1e-6, 1e-7});
+  cases.push_back({"adam+sgd",
+                   [](Device d) {
                      Tensor p = test::random_tensor({10, 7}, 1).to(d);
                      const Tensor g = test::random_tensor({10, 7}, 2).to(d);
-                     Tensor m = Tensor::zeros({10, 7}, DType::f32, d), v = Tensor::zeros({10, 7}, DType::f32, d);
+                     Tensor m = Tensor::zeros({10, 7}, DType::f32, d),
+                            v = Tensor::zeros({10, 7}, DType::f32, d);
                      for (int t = 1; t <= 3; ++t)
                        kernels::adam_update(p, g, m, v, {0.01f, 0.9f, 0.999f, 1e-8f, 5e-4f, t});
                      Tensor q = test::random_tensor({10, 7}, 3).to(d);
                      Tensor buf = Tensor::zeros({10, 7}, DType::f32, d);
-                     for (int t = 1; t <= 3; ++t) kernels::sgd_update(q, g, buf, 0.1f, 0.9f, 1e-3f);
+                     for (int t = 1; t <= 3; ++t)
+                       kernels::sgd_update(q, g, buf, 0.1f, 0.9f, 1e-3f);
                      return to_host({p, m, v, q, buf});
-                   }, 1e-5, 1e-6});
+                   },
+                   1e-5, 1e-6});
   return cases;
 }
 
@@ -179,5 +214,5 @@ TEST(Backends, EveryOpRunsOnCpuAndMatchesOnCuda) {
   }
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

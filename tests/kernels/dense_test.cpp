@@ -11,16 +11,18 @@
 namespace tessel {
 namespace {
 
-float at(const Tensor& t, std::int64_t i, std::int64_t j) { return t.data<float>()[i * t.cols() + j]; }
+float at(const Tensor& t, std::int64_t i, std::int64_t j) {
+  return t.data<float>()[i * t.cols() + j];
+}
 
 TEST(Gemm, EveryTransposeWithAlphaBeta) {
   const std::int64_t m = 7, n = 5, k = 9;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      const Tensor a = test::random_tensor(ta ? std::vector<std::int64_t>{k, m}
-                                              : std::vector<std::int64_t>{m, k}, 1);
-      const Tensor b = test::random_tensor(tb ? std::vector<std::int64_t>{n, k}
-                                              : std::vector<std::int64_t>{k, n}, 2);
+      const Tensor a = test::random_tensor(
+          ta ? std::vector<std::int64_t>{k, m} : std::vector<std::int64_t>{m, k}, 1);
+      const Tensor b = test::random_tensor(
+          tb ? std::vector<std::int64_t>{n, k} : std::vector<std::int64_t>{k, n}, 2);
       Tensor c = test::random_tensor({m, n}, 3);
       const Tensor c0 = c.clone();
       kernels::gemm(a, ta, b, tb, c, 0.5f, 2.0f);
@@ -39,33 +41,38 @@ TEST(Gemm, BetaZeroIgnoresNanAndZeroInnerDimension) {
   Tensor c = Tensor::empty({3, 2}, DType::f32);
   std::fill_n(c.data<float>(), 6, std::nanf(""));
   kernels::gemm(a, false, b, false, c);
-  for (int i = 0; i < 6; ++i) EXPECT_FALSE(std::isnan(c.data<float>()[i]));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FALSE(std::isnan(c.data<float>()[i]));
   const Tensor a0 = Tensor::empty({3, 0}, DType::f32), b0 = Tensor::empty({0, 2}, DType::f32);
   Tensor c0 = test::random_tensor({3, 2}, 4);
   const Tensor before = c0.clone();
   kernels::gemm(a0, false, b0, false, c0, 1.0f, 0.5f);
-  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(c0.data<float>()[i], 0.5f * before.data<float>()[i]);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(c0.data<float>()[i], 0.5f * before.data<float>()[i]);
   Tensor bad = Tensor::empty({3, 3}, DType::f32);
   EXPECT_THROW(kernels::gemm(a, false, b, false, bad), InputError);
 }
 
 TEST(Bias, AddAndColumnSums) {
-  Tensor y = test::random_tensor({5000, 3}, 1);  // more than one row block
+  Tensor y = test::random_tensor({5000, 3}, 1); // more than one row block
   const Tensor y0 = y.clone();
   const Tensor bias = Tensor::from_vector<float>({1.0f, -2.0f, 0.5f});
   kernels::add_bias(y, bias);
   for (std::int64_t i = 0; i < 5000; ++i)
-    for (int j = 0; j < 3; ++j) ASSERT_FLOAT_EQ(at(y, i, j), at(y0, i, j) + bias.data<float>()[j]);
+    for (int j = 0; j < 3; ++j)
+      ASSERT_FLOAT_EQ(at(y, i, j), at(y0, i, j) + bias.data<float>()[j]);
   Tensor sums = Tensor::from_vector<float>({10.0f, 10.0f, 10.0f});
   kernels::column_sums(y0, sums, /*accumulate=*/true);
   for (int j = 0; j < 3; ++j) {
     double s = 10.0;
-    for (std::int64_t i = 0; i < 5000; ++i) s += at(y0, i, j);
+    for (std::int64_t i = 0; i < 5000; ++i)
+      s += at(y0, i, j);
     EXPECT_NEAR(sums.data<float>()[j], s, 1e-3);
   }
   kernels::column_sums(y0, sums, /*accumulate=*/false);
   double s0 = 0;
-  for (std::int64_t i = 0; i < 5000; ++i) s0 += at(y0, i, 0);
+  for (std::int64_t i = 0; i < 5000; ++i)
+    s0 += at(y0, i, 0);
   EXPECT_NEAR(sums.data<float>()[0], s0, 1e-3);
 }
 
@@ -73,13 +80,13 @@ TEST(Rows, GatherAndScatterAddWithRepeats) {
   const Tensor src = test::random_tensor({6, 40}, 1);
   for (DType index_type : {DType::i32, DType::i64}) {
     const std::vector<std::int64_t> idx = {5, 0, 5, 2};
-    Tensor index = index_type == DType::i32
-                       ? Tensor::from_vector<std::int32_t>({5, 0, 5, 2})
-                       : Tensor::from_vector<std::int64_t>({5, 0, 5, 2});
+    Tensor index = index_type == DType::i32 ? Tensor::from_vector<std::int32_t>({5, 0, 5, 2})
+                                            : Tensor::from_vector<std::int64_t>({5, 0, 5, 2});
     Tensor packed = Tensor::empty({4, 40}, DType::f32);
     kernels::gather_rows(src, index, packed);
     for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 40; ++j) ASSERT_EQ(at(packed, i, j), at(src, idx[i], j));
+      for (int j = 0; j < 40; ++j)
+        ASSERT_EQ(at(packed, i, j), at(src, idx[i], j));
     Tensor out = Tensor::zeros({6, 40}, DType::f32);
     kernels::scatter_add_rows(packed, index, out);
     for (int j = 0; j < 40; ++j) {
@@ -98,19 +105,21 @@ TEST(Relu, ForwardAndBackward) {
   Tensor y = Tensor::empty({2, 3}, DType::f32);
   kernels::relu_forward(x, y);
   const std::vector<float> expected = {0, 0, 2, 0, 4, 0.5f};
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(y.data<float>()[i], expected[i]);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(y.data<float>()[i], expected[i]);
   const Tensor g = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor gx = Tensor::empty({2, 3}, DType::f32);
   kernels::relu_backward(g, y, gx);
   const std::vector<float> expected_g = {0, 0, 3, 0, 5, 6};
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(gx.data<float>()[i], expected_g[i]);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(gx.data<float>()[i], expected_g[i]);
 }
 
 TEST(Dropout, MaskDependsOnNodeIdNotRowOrder) {
   const std::int64_t n = 200, f = 37;
   const float p = 0.3f;
   const rng::Key key{42, rng::Stream::dropout, 3, 0, 1};
-  const Tensor x = test::random_tensor({n, f}, 5, 0.5f, 1.5f);  // nonzero everywhere
+  const Tensor x = test::random_tensor({n, f}, 5, 0.5f, 1.5f); // nonzero everywhere
   std::vector<NodeId> ids(n);
   std::iota(ids.begin(), ids.end(), 1000);
   Tensor y = Tensor::empty({n, f}, DType::f32), mask = Tensor::empty({n, f}, DType::u8);
@@ -153,7 +162,8 @@ TEST(NormalizeRows, DividesByAbsoluteSum) {
   Tensor x = Tensor::from_vector<float>({1, 3, 0, 0, 0, 0, -1, 1, 2}, {3, 3});
   kernels::normalize_rows(x);
   const std::vector<float> expected = {0.25f, 0.75f, 0, 0, 0, 0, -0.25f, 0.25f, 0.5f};
-  for (int i = 0; i < 9; ++i) EXPECT_FLOAT_EQ(x.data<float>()[i], expected[i]);
+  for (int i = 0; i < 9; ++i)
+    EXPECT_FLOAT_EQ(x.data<float>()[i], expected[i]);
 }
 
 TEST(Loss, SoftmaxCrossEntropyAndAccuracyByHand) {
@@ -162,12 +172,13 @@ TEST(Loss, SoftmaxCrossEntropyAndAccuracyByHand) {
       Tensor::from_vector<float>({0.0f, std::log(3.0f), 5.0f, -5.0f, 2.0f, 2.0f}, {3, 2});
   const std::vector<LocalId> rows = {0, 2};
   const std::vector<std::int64_t> labels = {1, 0};
-  Tensor grad = test::random_tensor({3, 2}, 1);  // overwritten, zero outside the rows
+  Tensor grad = test::random_tensor({3, 2}, 1); // overwritten, zero outside the rows
   const double loss = kernels::softmax_cross_entropy(logits, rows, labels, 0.5, grad);
   EXPECT_NEAR(loss, -std::log(0.75) - std::log(0.5), 1e-6);
   const std::vector<float> expected = {0.125f, -0.125f, 0, 0, -0.25f, 0.25f};
-  for (int i = 0; i < 6; ++i) EXPECT_NEAR(grad.data<float>()[i], expected[i], 1e-6);
-  EXPECT_EQ(kernels::count_correct(logits, rows, labels), 2);  // tie -> first maximum (0)
+  for (int i = 0; i < 6; ++i)
+    EXPECT_NEAR(grad.data<float>()[i], expected[i], 1e-6);
+  EXPECT_EQ(kernels::count_correct(logits, rows, labels), 2); // tie -> first maximum (0)
   const std::vector<std::int64_t> wrong = {0, 1};
   EXPECT_EQ(kernels::count_correct(logits, rows, wrong), 0);
   const std::vector<std::int64_t> out_of_range = {2, 0};
@@ -210,5 +221,5 @@ TEST(Optim, SgdWithMomentumAndWeightDecay) {
   EXPECT_FLOAT_EQ(plain.data<float>()[0], 0.0f);
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

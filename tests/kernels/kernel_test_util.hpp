@@ -18,7 +18,8 @@ inline Tensor random_tensor(std::vector<std::int64_t> shape, std::uint32_t seed,
   Tensor t = Tensor::empty(std::move(shape), DType::f32);
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = dist(gen);
   return t;
 }
 
@@ -35,7 +36,7 @@ inline LocalCsr random_csr(std::int64_t rows, std::int64_t cols, int max_degree,
   csr.num_cols = cols;
   csr.indptr.assign(1, 0);
   for (std::int64_t v = 0; v < rows; ++v) {
-    const int d = (v % 5 == 3 || cols == 0) ? 0 : degree(gen);  // every fifth row is empty
+    const int d = (v % 5 == 3 || cols == 0) ? 0 : degree(gen); // every fifth row is empty
     for (int i = 0; i < d; ++i) {
       csr.indices.push_back(static_cast<LocalId>(column(gen)));
       if (weighted) csr.values.push_back(weight(gen));
@@ -67,14 +68,26 @@ inline ::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& b
   for (std::int64_t i = 0; i < ha.numel(); ++i) {
     double x = 0, y = 0;
     switch (ha.dtype()) {
-      case DType::f32: x = ha.data<float>()[i]; y = hb.data<float>()[i]; break;
-      case DType::f64: x = ha.data<double>()[i]; y = hb.data<double>()[i]; break;
-      case DType::i32: x = ha.data<std::int32_t>()[i]; y = hb.data<std::int32_t>()[i]; break;
-      case DType::i64:
-        x = static_cast<double>(ha.data<std::int64_t>()[i]);
-        y = static_cast<double>(hb.data<std::int64_t>()[i]);
-        break;
-      case DType::u8: x = ha.data<std::uint8_t>()[i]; y = hb.data<std::uint8_t>()[i]; break;
+    case DType::f32:
+      x = ha.data<float>()[i];
+      y = hb.data<float>()[i];
+      break;
+    case DType::f64:
+      x = ha.data<double>()[i];
+      y = hb.data<double>()[i];
+      break;
+    case DType::i32:
+      x = ha.data<std::int32_t>()[i];
+      y = hb.data<std::int32_t>()[i];
+      break;
+    case DType::i64:
+      x = static_cast<double>(ha.data<std::int64_t>()[i]);
+      y = static_cast<double>(hb.data<std::int64_t>()[i]);
+      break;
+    case DType::u8:
+      x = ha.data<std::uint8_t>()[i];
+      y = hb.data<std::uint8_t>()[i];
+      break;
     }
     if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y)))
       return ::testing::AssertionFailure()
@@ -84,4 +97,4 @@ inline ::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& b
   return ::testing::AssertionSuccess();
 }
 
-}  // namespace tessel::test
+} // namespace tessel::test

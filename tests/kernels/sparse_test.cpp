@@ -28,13 +28,14 @@ TEST_P(SpmmReference, MatchesNaiveForEveryCpuAlgorithmAndThreadCount) {
   const Tensor x = test::random_tensor({c.cols, c.f}, 11);
   const auto expected = test::naive_spmm(csr, x);
   const int saved_threads = omp_get_max_threads();
-  for (auto algorithm : {SpmmAlgorithm::cpu_row_simple, SpmmAlgorithm::cpu_row_blocked,
-                         SpmmAlgorithm::automatic}) {
+  for (auto algorithm :
+       {SpmmAlgorithm::cpu_row_simple, SpmmAlgorithm::cpu_row_blocked, SpmmAlgorithm::automatic}) {
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       Tensor y = Tensor::empty({c.rows, c.f}, DType::f32);
       // Garbage in y must not leak into the result: SpMM overwrites.
-      for (std::int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = 1e30f;
+      for (std::int64_t i = 0; i < y.numel(); ++i)
+        y.data<float>()[i] = 1e30f;
       kernels::spmm(a, x, y, nullptr, algorithm);
       for (std::int64_t i = 0; i < y.numel(); ++i)
         ASSERT_NEAR(y.data<float>()[i], expected[i], 1e-4 * (1.0 + std::fabs(expected[i])))
@@ -104,8 +105,10 @@ TEST(SparseMatrix, TransposeRoundTripAndSpmmOfTranspose) {
   const Tensor ax = kernels::spmm(a, x);
   const Tensor atz = kernels::spmm(at, z);
   double lhs = 0, rhs = 0;
-  for (std::int64_t i = 0; i < ax.numel(); ++i) lhs += double(ax.data<float>()[i]) * z.data<float>()[i];
-  for (std::int64_t i = 0; i < atz.numel(); ++i) rhs += double(atz.data<float>()[i]) * x.data<float>()[i];
+  for (std::int64_t i = 0; i < ax.numel(); ++i)
+    lhs += double(ax.data<float>()[i]) * z.data<float>()[i];
+  for (std::int64_t i = 0; i < atz.numel(); ++i)
+    rhs += double(atz.data<float>()[i]) * x.data<float>()[i];
   EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::fabs(lhs)));
   const LocalCsr back = at.transpose().to_csr();
   EXPECT_EQ(back.indptr, csr.indptr);
@@ -113,7 +116,7 @@ TEST(SparseMatrix, TransposeRoundTripAndSpmmOfTranspose) {
 
 TEST(SparseMatrix, FromCsrRejectsCorruptInput) {
   LocalCsr csr = test::random_csr(5, 5, 3, false, 9);
-  csr.indices.push_back(0);  // indptr no longer ends at nnz
+  csr.indices.push_back(0); // indptr no longer ends at nnz
   EXPECT_THROW(SparseMatrix::from_csr(csr), InputError);
   LocalCsr out_of_range = test::random_csr(5, 5, 3, false, 9);
   if (!out_of_range.indices.empty()) {
@@ -127,7 +130,7 @@ TEST(SparseMatrix, AddSelfLoopsAddsOnlyMissingDiagonal) {
   csr.num_rows = 3;
   csr.num_cols = 4;
   csr.indptr = {0, 2, 2, 4};
-  csr.indices = {1, 0, 0, 2};  // row 0 has (0,0) already; row 2 has (2,2)
+  csr.indices = {1, 0, 0, 2}; // row 0 has (0,0) already; row 2 has (2,2)
   const LocalCsr looped = kernels::add_self_loops(csr);
   EXPECT_EQ(looped.indptr, (std::vector<EdgeId>{0, 2, 3, 5}));
   EXPECT_EQ(looped.indices, (std::vector<LocalId>{1, 0, 1, 0, 2}));
@@ -147,16 +150,18 @@ TEST(EdgeWeights, GcnAndMeanFollowTheirDefinitions) {
   const double expected_gcn[] = {1 / std::sqrt(4.0 * 2), 1 / std::sqrt(4.0 * 1),
                                  1 / std::sqrt(9.0 * 4), 1 / std::sqrt(9.0 * 2),
                                  1 / std::sqrt(9.0 * 9)};
-  for (int e = 0; e < 5; ++e) EXPECT_NEAR(gcn.data<float>()[e], expected_gcn[e], 1e-7);
+  for (int e = 0; e < 5; ++e)
+    EXPECT_NEAR(gcn.data<float>()[e], expected_gcn[e], 1e-7);
   Tensor mean = Tensor::empty({5}, DType::f32);
   kernels::mean_edge_weights(a, mean);
   const double expected_mean[] = {0.5, 0.5, 1 / 3.0, 1 / 3.0, 1 / 3.0};
-  for (int e = 0; e < 5; ++e) EXPECT_NEAR(mean.data<float>()[e], expected_mean[e], 1e-7);
+  for (int e = 0; e < 5; ++e)
+    EXPECT_NEAR(mean.data<float>()[e], expected_mean[e], 1e-7);
   const SparseMatrix weighted = a.with_values(mean);
   EXPECT_TRUE(weighted.weighted());
   Tensor wrong = Tensor::empty({4}, DType::f32);
   EXPECT_THROW(kernels::mean_edge_weights(a, wrong), InputError);
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

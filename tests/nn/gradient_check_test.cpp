@@ -16,7 +16,8 @@ using nn::Parameter;
 const rng::Key kInitKey{123, rng::Stream::init, 0, 0, 0};
 
 void zero(std::vector<Parameter*> params) {
-  for (Parameter* p : params) p->grad.fill_zero();
+  for (Parameter* p : params)
+    p->grad.fill_zero();
 }
 
 // Checks d(sum r * layer(x)) / d(every parameter and x) for a graph layer on `agg`.
@@ -57,8 +58,8 @@ TEST(GradientCheck, GcnLayerBothOrdersOnTinyGraphs) {
       {"two_cliques3", test::local_graph(6, test::two_cliques_edges(3))}};
   for (const auto& [name, graph] : graphs) {
     nn::LocalAggregator agg(graph);
-    nn::GcnLayer aggregate_first("gcn", 3, 4, kInitKey, Device::cpu());  // out >= in
-    nn::GcnLayer transform_first("gcn", 4, 2, kInitKey, Device::cpu());  // out < in
+    nn::GcnLayer aggregate_first("gcn", 3, 4, kInitKey, Device::cpu()); // out >= in
+    nn::GcnLayer transform_first("gcn", 4, 2, kInitKey, Device::cpu()); // out < in
     ASSERT_FALSE(aggregate_first.transforms_first());
     ASSERT_TRUE(transform_first.transforms_first());
     check_graph_layer(name + " aggregate-first", aggregate_first, agg);
@@ -85,7 +86,8 @@ TEST(GradientCheck, SageLayerBothOrdersWithFewerDestinationsThanSources) {
 TEST(GradientCheck, Relu) {
   // Inputs at least 0.1 away from the kink, steps of 1e-2: each difference stays on one side.
   Tensor x = test::random_f32({6, 5}, 3, 0.1f, 1.0f);
-  for (std::int64_t i = 0; i < x.numel(); i += 2) x.data<float>()[i] *= -1.0f;
+  for (std::int64_t i = 0; i < x.numel(); i += 2)
+    x.data<float>()[i] *= -1.0f;
   const Tensor r = test::random_f32({6, 5}, 4);
   nn::Relu relu;
   (void)relu.forward(x);
@@ -120,9 +122,10 @@ TEST(GradientCheck, SoftmaxCrossEntropyWithScale) {
   const double scale = 0.25;
   const nn::LossResult result = nn::softmax_cross_entropy(logits, rows, labels, scale);
   EXPECT_EQ(result.count, 4);
-  test::expect_gradient("softmax_xent", logits, result.grad, [&] {
-    return scale * nn::softmax_cross_entropy(logits, rows, labels, scale).loss_sum;
-  }, 1e-2, 1e-2, 1e-4);
+  test::expect_gradient(
+      "softmax_xent", logits, result.grad,
+      [&] { return scale * nn::softmax_cross_entropy(logits, rows, labels, scale).loss_sum; }, 1e-2,
+      1e-2, 1e-4);
 }
 
 // The whole model: d(mean CE over training rows) / d(every parameter), dropout on (fixed
@@ -163,8 +166,12 @@ void check_model(const std::string& kind) {
                           2e-4);
 }
 
-TEST(GradientCheck, GcnModelEveryParameter) { check_model("gcn"); }
-TEST(GradientCheck, SageModelEveryParameter) { check_model("sage"); }
+TEST(GradientCheck, GcnModelEveryParameter) {
+  check_model("gcn");
+}
+TEST(GradientCheck, SageModelEveryParameter) {
+  check_model("sage");
+}
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

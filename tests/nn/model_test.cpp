@@ -64,10 +64,11 @@ TEST(Init, GlorotUniformIsDeterministicFromTheSeedAndBounded) {
   nn::ModelConfig names = small_config("sage");
   nn::Model sage(names);
   std::vector<std::string> got;
-  for (auto* p : sage.parameters()) got.push_back(p->name);
-  EXPECT_EQ(got, (std::vector<std::string>{"layer0.self_weight", "layer0.neigh_weight",
-                                           "layer0.bias", "layer1.self_weight",
-                                           "layer1.neigh_weight", "layer1.bias"}));
+  for (auto* p : sage.parameters())
+    got.push_back(p->name);
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"layer0.self_weight", "layer0.neigh_weight", "layer0.bias",
+                                      "layer1.self_weight", "layer1.neigh_weight", "layer1.bias"}));
 }
 
 // Dense Â from aggregator.hpp's definition.
@@ -102,7 +103,8 @@ TEST(LocalAggregator, MatchesTheDocumentedNormalizations) {
     for (int v = 0; v < 7; ++v)
       for (int j = 0; j < 3; ++j) {
         double expected = 0;
-        for (int u = 0; u < 7; ++u) expected += a[v * 7 + u] * x.data<float>()[u * 3 + j];
+        for (int u = 0; u < 7; ++u)
+          expected += a[v * 7 + u] * x.data<float>()[u * 3 + j];
         EXPECT_NEAR(y.data<float>()[v * 3 + j], expected, 1e-6) << int(norm) << " " << v;
       }
     // Backward is the transpose: <A x, z> == <x, A^T z>.
@@ -111,7 +113,8 @@ TEST(LocalAggregator, MatchesTheDocumentedNormalizations) {
     EXPECT_NEAR(test::weighted_sum(y, z), test::weighted_sum(atz, x), 1e-5);
   }
   const Tensor isolated = agg.aggregate(x, nn::Norm::mean);
-  for (int j = 0; j < 3; ++j) EXPECT_EQ(isolated.data<float>()[6 * 3 + j], 0.0f);
+  for (int j = 0; j < 3; ++j)
+    EXPECT_EQ(isolated.data<float>()[6 * 3 + j], 0.0f);
   LocalCsr rectangular = g;
   rectangular.num_cols = 9;
   nn::LocalAggregator block(rectangular);
@@ -145,17 +148,21 @@ TEST(Model, DropoutMasksFollowNodeIdsNotRowOrder) {
   // dropout on, the logits of each node must be the same in both labelings.
   const NodeId n = 10;
   const LocalCsr g = test::local_graph(n, test::two_cliques_edges(5));
-  std::vector<NodeId> perm(n);  // new label of old node i
-  for (NodeId i = 0; i < n; ++i) perm[i] = (i * 7 + 3) % n;
+  std::vector<NodeId> perm(n); // new label of old node i
+  for (NodeId i = 0; i < n; ++i)
+    perm[i] = (i * 7 + 3) % n;
   std::vector<std::pair<NodeId, NodeId>> relabeled;
-  for (auto [u, v] : test::two_cliques_edges(5)) relabeled.emplace_back(perm[u], perm[v]);
+  for (auto [u, v] : test::two_cliques_edges(5))
+    relabeled.emplace_back(perm[u], perm[v]);
   const LocalCsr h = test::local_graph(n, relabeled);
-  std::vector<NodeId> ids(n);  // original id of the node at new label j
-  for (NodeId i = 0; i < n; ++i) ids[perm[i]] = i;
+  std::vector<NodeId> ids(n); // original id of the node at new label j
+  for (NodeId i = 0; i < n; ++i)
+    ids[perm[i]] = i;
   nn::LocalAggregator agg_g(g), agg_h(h, Device::cpu(), ids);
   const Tensor x = test::random_f32({n, 6}, 5);
   Tensor x_h = Tensor::empty({n, 6}, DType::f32);
-  for (NodeId i = 0; i < n; ++i) std::copy_n(x.data<float>() + i * 6, 6, x_h.data<float>() + perm[i] * 6);
+  for (NodeId i = 0; i < n; ++i)
+    std::copy_n(x.data<float>() + i * 6, 6, x_h.data<float>() + perm[i] * 6);
   for (const std::string kind : {"gcn", "sage"}) {
     nn::Model model(small_config(kind, 0.5f));
     std::vector<nn::Aggregator*> aggs_g = {&agg_g, &agg_g}, aggs_h = {&agg_h, &agg_h};
@@ -190,7 +197,7 @@ TEST(Model, ConfigAndShapeErrorsAreClear) {
   EXPECT_THROW(model.forward(test::random_f32({4, 6}, 1), one, rng::Key{}, false), InputError);
   std::vector<nn::Aggregator*> two = {&agg, &agg};
   EXPECT_THROW(model.forward(test::random_f32({4, 5}, 1), two, rng::Key{}, false), InputError);
-  EXPECT_THROW(model.backward(test::random_f32({4, 3}, 1)), InputError);  // no forward yet
+  EXPECT_THROW(model.backward(test::random_f32({4, 3}, 1)), InputError); // no forward yet
   nn::ModelConfig one_layer = small_config("sage");
   one_layer.layers = 1;
   nn::Model linear_model(one_layer);
@@ -213,7 +220,8 @@ TEST(Model, TrainingReducesLossOnTwoCliques) {
     const LocalCsr g = test::local_graph(2 * k, test::two_cliques_edges(k));
     nn::LocalAggregator agg(g);
     Tensor x = test::random_f32({2 * k, 4}, 3, 0.0f, 0.3f);
-    for (NodeId v = 0; v < 2 * k; ++v) x.data<float>()[v * 4 + (v < k ? 0 : 1)] += 1.0f;
+    for (NodeId v = 0; v < 2 * k; ++v)
+      x.data<float>()[v * 4 + (v < k ? 0 : 1)] += 1.0f;
     nn::normalize_rows(x);
     auto config = small_config(kind, 0.1f);
     config.in_dim = 4;
@@ -241,7 +249,8 @@ TEST(Model, TrainingReducesLossOnTwoCliques) {
     std::vector<LocalId> all(2 * k);
     std::iota(all.begin(), all.end(), 0);
     std::vector<std::int64_t> truth(2 * k);
-    for (NodeId v = 0; v < 2 * k; ++v) truth[v] = v < k ? 0 : 1;
+    for (NodeId v = 0; v < 2 * k; ++v)
+      truth[v] = v < k ? 0 : 1;
     EXPECT_EQ(nn::count_correct(model.forward(x, aggs, rng::Key{}, false), all, truth), 2 * k)
         << kind;
   }
@@ -271,8 +280,7 @@ TEST(Model, CudaDeviceRunsWhereAGpuIsPresent) {
     cpu_model.zero_grad();
     cuda_model.zero_grad();
     cpu_model.backward(nn::softmax_cross_entropy(lc, rows, labels, 0.5).grad);
-    cuda_model.backward(
-        nn::softmax_cross_entropy(lg.to(Device::cuda(0)), rows, labels, 0.5).grad);
+    cuda_model.backward(nn::softmax_cross_entropy(lg.to(Device::cuda(0)), rows, labels, 0.5).grad);
     const auto pc = cpu_model.parameters(), pg = cuda_model.parameters();
     for (std::size_t i = 0; i < pc.size(); ++i) {
       const Tensor gg = pg[i]->grad.to(Device::cpu());
@@ -282,5 +290,5 @@ TEST(Model, CudaDeviceRunsWhereAGpuIsPresent) {
   }
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

@@ -31,7 +31,8 @@ inline Tensor random_f32(std::vector<std::int64_t> shape, std::uint32_t seed, fl
   Tensor t = Tensor::empty(std::move(shape), DType::f32);
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = dist(gen);
   return t;
 }
 
@@ -70,4 +71,4 @@ inline void expect_gradient(const std::string& what, Tensor& param, const Tensor
   }
 }
 
-}  // namespace tessel::test
+} // namespace tessel::test

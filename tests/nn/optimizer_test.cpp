@@ -29,7 +29,8 @@ TEST(Optimizer, AdamFirstStepsByHand) {
   // Step 2: g = 1 + 0.95 = 1.95; m = 0.18 + 0.195 = 0.375; v = 0.003996 + 0.00380250;
   // m_hat = 0.375 / 0.19, v_hat = 0.0077985 / 0.001999.
   adam->step(ps);
-  const double m_hat = 0.375 / 0.19, v_hat = (0.999 * 0.004 + 0.001 * 1.95 * 1.95) / (1 - 0.999 * 0.999);
+  const double m_hat = 0.375 / 0.19,
+               v_hat = (0.999 * 0.004 + 0.001 * 1.95 * 1.95) / (1 - 0.999 * 0.999);
   EXPECT_NEAR(p.value.data<float>()[0], 1.9 - 0.1 * m_hat / (std::sqrt(v_hat) + 1e-8), 1e-5);
 }
 
@@ -51,8 +52,8 @@ TEST(Optimizer, SgdPlainAndMomentumByHand) {
   nn::Parameter q = param("w", {1.0f});
   q.grad.data<float>()[0] = 1.0f;
   nn::Parameter* qs[] = {&q};
-  momentum->step(qs);  // buf = 1, q = 0.5
-  momentum->step(qs);  // buf = 1.9, q = 0.5 - 0.95
+  momentum->step(qs); // buf = 1, q = 0.5
+  momentum->step(qs); // buf = 1.9, q = 0.5 - 0.95
   EXPECT_NEAR(q.value.data<float>()[0], -0.45, 1e-6);
 }
 
@@ -95,14 +96,15 @@ void check_resume(const std::string& kind) {
   EXPECT_EQ(std::memcmp(a.value.raw(), final_a.raw(), final_a.nbytes()), 0) << kind;
   EXPECT_EQ(std::memcmp(b.value.raw(), final_b.raw(), final_b.nbytes()), 0) << kind;
   std::vector<std::string> names;
-  for (const auto& [name, t] : saved) names.push_back(name);
+  for (const auto& [name, t] : saved)
+    names.push_back(name);
   if (kind == "adam")
-    EXPECT_EQ(names, (std::vector<std::string>{"adam.step", "adam.m.layer0.bias",
-                                               "adam.m.layer0.weight", "adam.v.layer0.bias",
-                                               "adam.v.layer0.weight"}));
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"adam.step", "adam.m.layer0.bias", "adam.m.layer0.weight",
+                                        "adam.v.layer0.bias", "adam.v.layer0.weight"}));
   else
-    EXPECT_EQ(names, (std::vector<std::string>{"sgd.momentum.layer0.bias",
-                                               "sgd.momentum.layer0.weight"}));
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"sgd.momentum.layer0.bias", "sgd.momentum.layer0.weight"}));
 }
 
 TEST(Optimizer, StateRoundTripResumesTheSameTrajectory) {
@@ -123,5 +125,5 @@ TEST(Optimizer, BadConfigsAndStatesAreInputErrors) {
   EXPECT_THROW(adam->load_state({{"adam.step", Tensor::zeros({1}, DType::f32)}}), InputError);
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

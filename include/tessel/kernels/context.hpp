@@ -8,7 +8,7 @@
 namespace tessel::kernels {
 
 namespace cuda {
-struct Resources;  // stream, cuBLAS and cuSPARSE handles, workspace (defined for nvcc only)
+struct Resources; // stream, cuBLAS and cuSPARSE handles, workspace (defined for nvcc only)
 }
 
 // One per device and thread of control. CPU contexts hold nothing; a CUDA context owns a
@@ -16,7 +16,7 @@ struct Resources;  // stream, cuBLAS and cuSPARSE handles, workspace (defined fo
 // it), a cuBLAS handle and a cuSPARSE handle bound to that stream, and a grow-only scratch
 // buffer. Kernels enqueue on the stream; entry points that return host values synchronize.
 class Context {
- public:
+public:
   explicit Context(Device device);
   ~Context();
   Context(const Context&) = delete;
@@ -30,7 +30,7 @@ class Context {
   // The CUDA resources; throws on a CPU context or in builds without CUDA.
   cuda::Resources& cuda_resources();
 
- private:
+private:
   Device device_;
   std::unique_ptr<cuda::Resources, void (*)(cuda::Resources*)> cuda_;
 };
@@ -42,4 +42,4 @@ Context& default_context(Device device);
 // Resolves an optional context for tensors on `device`; throws if ctx is on another device.
 Context& resolve_context(Context* ctx, Device device, const char* op);
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

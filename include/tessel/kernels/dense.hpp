@@ -26,8 +26,7 @@ void column_sums(const Tensor& x, Tensor& out, bool accumulate, Context* ctx = n
 void gather_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx = nullptr);
 // out[index[i], :] += src[i, :]. src: f32 [m, F]; index: i32 or i64 [m] (repeats allowed,
 // they sum); out: f32 [n, F]. Unpacks halo gradients into their owners' rows.
-void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out,
-                      Context* ctx = nullptr);
+void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx = nullptr);
 
 // y = max(x, 0). x, y: f32, same shape (y may be x).
 void relu_forward(const Tensor& x, Tensor& y, Context* ctx = nullptr);
@@ -39,8 +38,8 @@ void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Contex
 // function of (key, node id, column): masks do not depend on row order or rank count.
 // x, y: f32 [n, F] (y may be x); row_ids: host span of n node ids; mask: u8 [n, F] on x's
 // device, written with 1 = kept. 0 <= p < 1.
-void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
-                     float p, Tensor& y, Tensor& mask, Context* ctx = nullptr);
+void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key, float p,
+                     Tensor& y, Tensor& mask, Context* ctx = nullptr);
 // grad_x = grad_y * mask / (1 - p). grad_x may be grad_y.
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx = nullptr);
@@ -52,4 +51,4 @@ void normalize_rows(Tensor& x, Context* ctx = nullptr);
 // y += alpha x (f32, same shape).
 void axpy(float alpha, const Tensor& x, Tensor& y, Context* ctx = nullptr);
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

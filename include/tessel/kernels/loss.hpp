@@ -23,4 +23,4 @@ double softmax_cross_entropy(const Tensor& logits, std::span<const LocalId> rows
 std::int64_t count_correct(const Tensor& logits, std::span<const LocalId> rows,
                            std::span<const std::int64_t> labels, Context* ctx = nullptr);
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

@@ -10,7 +10,7 @@ namespace tessel::kernels {
 
 struct AdamStep {
   float lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
-  std::int64_t step = 1;  // 1 for the first update (bias correction 1 - beta^step)
+  std::int64_t step = 1; // 1 for the first update (bias correction 1 - beta^step)
 };
 
 // g = grad + wd * param; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
@@ -25,4 +25,4 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
                 float weight_decay, Context* ctx = nullptr);
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

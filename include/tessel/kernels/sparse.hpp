@@ -42,11 +42,11 @@ struct SparseMatrix {
 LocalCsr add_self_loops(const LocalCsr& csr);
 
 enum class SpmmAlgorithm {
-  automatic,        // the fastest measured choice for the device
-  cpu_row_simple,   // CPU: one pass per row accumulating into the output row in memory
-  cpu_row_blocked,  // CPU: column blocks accumulated in registers, nonzero-balanced threads
-  cuda_warp_row,    // CUDA: a warp per (row, 128-column tile), indices broadcast by shuffles
-  cuda_cusparse,    // CUDA: cusparseSpMM (CSR, ALG2); weighted matrices only
+  automatic,       // the fastest measured choice for the device
+  cpu_row_simple,  // CPU: one pass per row accumulating into the output row in memory
+  cpu_row_blocked, // CPU: column blocks accumulated in registers, nonzero-balanced threads
+  cuda_warp_row,   // CUDA: a warp per (row, 128-column tile), indices broadcast by shuffles
+  cuda_cusparse,   // CUDA: cusparseSpMM (CSR, ALG2); weighted matrices only
 };
 
 // y = A x (y is overwritten). a: num_rows x num_cols; x: f32 [num_cols, F]; y: f32
@@ -67,4 +67,4 @@ void gcn_edge_weights(const SparseMatrix& a, const Tensor& row_degree, const Ten
 // Mean weights: values[e] = 1 / (entries in row v) for every entry of row v.
 void mean_edge_weights(const SparseMatrix& a, Tensor& values, Context* ctx = nullptr);
 
-}  // namespace tessel::kernels
+} // namespace tessel::kernels

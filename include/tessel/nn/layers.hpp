@@ -24,21 +24,21 @@ Tensor glorot_uniform(std::int64_t fan_in, std::int64_t fan_out, const rng::Key&
 
 // y = x W + b; W: [in, out], b: [out].
 class Linear {
- public:
+public:
   Linear(const std::string& name, std::int64_t in_dim, std::int64_t out_dim, const rng::Key& key,
          Device device);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& grad_out, bool need_input_grad);
   std::vector<Parameter*> parameters() { return {&weight_, &bias_}; }
 
- private:
+private:
   Parameter weight_, bias_;
   Tensor input_;
 };
 
 // A layer that reads neighbors through an Aggregator.
 class GraphLayer {
- public:
+public:
   virtual ~GraphLayer() = default;
   // x: [agg.num_src(), in_dim] -> [agg.num_dst(), out_dim]. Keeps &agg for backward.
   virtual Tensor forward(const Tensor& x, Aggregator& agg) = 0;
@@ -53,7 +53,7 @@ class GraphLayer {
 // first ((X W) then Â) when out_dim < in_dim, else aggregates first (Â X then W); both the
 // SpMM and the halo exchange then move min(in, out) columns.
 class GcnLayer final : public GraphLayer {
- public:
+public:
   GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
            const rng::Key& key, Device device);
   Tensor forward(const Tensor& x, Aggregator& agg) override;
@@ -63,54 +63,52 @@ class GcnLayer final : public GraphLayer {
   std::int64_t out_dim() const override { return weight_.value.cols(); }
   bool transforms_first() const { return out_dim() < in_dim(); }
 
- private:
+private:
   Parameter weight_, bias_;
   Aggregator* agg_ = nullptr;
-  Tensor input_;       // X
-  Tensor aggregated_;  // Â X (aggregate-first only)
+  Tensor input_;      // X
+  Tensor aggregated_; // Â X (aggregate-first only)
 };
 
 // GraphSAGE (mean): out = X_dst W_self + mean_agg(X) W_neigh + b, X_dst = the first num_dst
 // rows of X. Same order rule as GcnLayer for the neighbor term.
 class SageLayer final : public GraphLayer {
- public:
+public:
   SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
             const rng::Key& key, Device device);
   Tensor forward(const Tensor& x, Aggregator& agg) override;
   Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
-  std::vector<Parameter*> parameters() override {
-    return {&self_weight_, &neigh_weight_, &bias_};
-  }
+  std::vector<Parameter*> parameters() override { return {&self_weight_, &neigh_weight_, &bias_}; }
   std::int64_t in_dim() const override { return self_weight_.value.rows(); }
   std::int64_t out_dim() const override { return self_weight_.value.cols(); }
   bool transforms_first() const { return out_dim() < in_dim(); }
 
- private:
+private:
   Parameter self_weight_, neigh_weight_, bias_;
   Aggregator* agg_ = nullptr;
   Tensor input_;
-  Tensor aggregated_;  // mean_agg(X) (aggregate-first only)
+  Tensor aggregated_; // mean_agg(X) (aggregate-first only)
 };
 
 class Relu {
- public:
+public:
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& grad_out);
 
- private:
+private:
   Tensor output_;
 };
 
 // Inverted dropout keyed by (key, row id, column); identity when p == 0 or not training.
 class Dropout {
- public:
+public:
   explicit Dropout(float p) : p_(p) {}
   Tensor forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
                  bool training);
   Tensor backward(const Tensor& grad_out);
-  const Tensor& mask() const { return mask_; }  // u8, 1 = kept (undefined when inactive)
+  const Tensor& mask() const { return mask_; } // u8, 1 = kept (undefined when inactive)
 
- private:
+private:
   float p_;
   bool active_ = false;
   Tensor mask_;
@@ -120,4 +118,4 @@ class Dropout {
 // input features, as in Kipf & Welling); all-zero rows stay zero.
 void normalize_rows(Tensor& features);
 
-}  // namespace tessel::nn
+} // namespace tessel::nn

@@ -16,10 +16,9 @@ namespace tessel::nn {
 // used by Norm::gcn (default: the row lengths, which needs a square graph). Matrices and their
 // transposes are built on first use of each Norm and kept on `device`.
 class LocalAggregator final : public Aggregator {
- public:
+public:
   explicit LocalAggregator(const LocalCsr& graph, Device device = Device::cpu(),
-                           std::vector<NodeId> src_ids = {},
-                           std::vector<std::int64_t> degree = {});
+                           std::vector<NodeId> src_ids = {}, std::vector<std::int64_t> degree = {});
 
   std::int64_t num_src() const override { return graph_.num_cols; }
   std::int64_t num_dst() const override { return graph_.num_rows; }
@@ -30,7 +29,7 @@ class LocalAggregator final : public Aggregator {
   // The weighted matrix applied by aggregate() (num_dst x num_src).
   const kernels::SparseMatrix& matrix(Norm norm);
 
- private:
+private:
   struct Matrices {
     kernels::SparseMatrix forward, backward;
   };
@@ -43,4 +42,4 @@ class LocalAggregator final : public Aggregator {
   std::optional<Matrices> gcn_, mean_;
 };
 
-}  // namespace tessel::nn
+} // namespace tessel::nn
