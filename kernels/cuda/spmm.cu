@@ -116,13 +116,20 @@ void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int6
   TESSEL_CHECK_CUSPARSE(cusparseCreateDnMat(&d.y, rows, f, f, y, CUDA_R_32F, CUSPARSE_ORDER_ROW));
   const float alpha = 1.0f, beta = 0.0f;
   std::size_t buffer_bytes = 0;
-  TESSEL_CHECK_CUSPARSE(cusparseSpMM_bufferSize(
-      r.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a,
-      d.x, &beta, d.y, CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG2, &buffer_bytes));
+  // ALG2 (row-major, deterministic) first; shapes it declines fall back to the default.
+  cusparseSpMMAlg_t algorithm = CUSPARSE_SPMM_CSR_ALG2;
+  if (cusparseSpMM_bufferSize(r.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                              CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a, d.x, &beta, d.y,
+                              CUDA_R_32F, algorithm, &buffer_bytes) != CUSPARSE_STATUS_SUCCESS) {
+    algorithm = CUSPARSE_SPMM_ALG_DEFAULT;
+    TESSEL_CHECK_CUSPARSE(cusparseSpMM_bufferSize(
+        r.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a,
+        d.x, &beta, d.y, CUDA_R_32F, algorithm, &buffer_bytes));
+  }
   void* buffer = r.workspace_at_least(buffer_bytes);
   TESSEL_CHECK_CUSPARSE(cusparseSpMM(r.cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
                                      CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, d.a, d.x, &beta, d.y,
-                                     CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG2, buffer));
+                                     CUDA_R_32F, algorithm, buffer));
 }
 
 } // namespace tessel::kernels::cuda
