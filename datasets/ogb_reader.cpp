@@ -25,6 +25,7 @@ using detail::kParallelMin;
 
 namespace fs = std::filesystem;
 using detail::FieldKind;
+using detail::ChunkResult;
 using detail::LineChunkReader;
 using detail::LineError;
 using detail::TextChunk;
@@ -205,34 +206,59 @@ class StoreSink final : public Sink {
 
 std::string base_name(const fs::path& p) { return p.filename().string(); }
 
-// The single integer of num-node-list / num-edge-list.
-std::int64_t read_count(const fs::path& file, ConvertReport& report) {
+ChunkResult failed(LineError error) {
+  ChunkResult r;
+  r.error = std::move(error);
+  return r;
+}
+
+// Lines in [begin, end): newlines, plus a last line without one.
+std::int64_t count_lines(const char* begin, const char* end) {
+  std::int64_t n = std::count(begin, end, '\n');
+  if (end > begin && end[-1] != '\n') ++n;
+  return n;
+}
+
+// A file of one integer per line (counts, split ids), each checked by check(value) -> message
+// (empty if fine).
+template <class Check>
+std::vector<std::int64_t> read_integer_column(const fs::path& file, ConvertReport& report, Check&& check) {
   LineChunkReader reader(file);
   std::vector<std::int64_t> values;
-  std::vector<std::vector<std::int64_t>> slots(detail::max_batch_slots());
+  std::vector<std::vector<std::int64_t>> slots(detail::parse_slots());
   detail::parse_chunks(
       reader,
-      [&](const TextChunk& c, std::size_t slot) -> LineError {
+      [&](const TextChunk& c, std::size_t slot) -> ChunkResult {
         auto& out = slots[slot];
         out.clear();
         const char* p = c.begin();
         const char* end = c.end();
-        for (std::int64_t line = c.first_line; p < end; ++line) {
+        std::int64_t line = 0;
+        for (; p < end; ++line) {
           const char* start = p;
           std::int64_t v = 0;
           const char* q = detail::parse_integer(p, end, v);
-          if (!q || !detail::at_line_end(q, end)) return detail::bad_line(line, start, end, 1, FieldKind::integer);
-          if (v < 0) return {line, fmt::format("count {} is negative", v)};
+          if (!q || !detail::at_line_end(q, end)) return failed(detail::bad_line(line, start, end, 1, FieldKind::integer));
+          std::string problem = check(v);
+          if (!problem.empty()) return failed({line, std::move(problem)});
           out.push_back(v);
           p = q;
         }
-        return {};
+        return {line, {}};
       },
-      [&](const TextChunk&, std::size_t slot) {
+      [&](const TextChunk&, std::size_t slot, std::int64_t, std::int64_t) {
         values.insert(values.end(), slots[slot].begin(), slots[slot].end());
       });
   report.text_bytes += reader.text_bytes();
   report.input_bytes += reader.file_bytes();
+  return values;
+}
+
+// The single integer of num-node-list / num-edge-list.
+std::int64_t read_count(const fs::path& file, ConvertReport& report) {
+  const auto values = read_integer_column(file, report, [](std::int64_t v) {
+    return v < 0 ? fmt::format("count {} is negative", v) : std::string();
+  });
   TESSEL_EXPECTS(!values.empty(), "{}: empty file, expected one count", file.string());
   TESSEL_EXPECTS(values.size() == 1,
                  "{}: {} lines, i.e. {} graphs; only single-graph (node property prediction) "
@@ -248,35 +274,48 @@ Csr read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m, ConvertR
   Progress progress("reading " + base_name(in.edge), reader);
   const std::string edge_count_file = base_name(in.num_edges);
   const std::string node_count_file = base_name(in.num_nodes);
+  std::vector<std::vector<Id>> slots(detail::parse_slots());  // (src, dst) pairs
   const std::int64_t lines = detail::parse_chunks(
       reader,
-      [&](const TextChunk& c, std::size_t) -> LineError {
+      [&](const TextChunk& c, std::size_t slot) -> ChunkResult {
+        auto& out = slots[slot];
+        out.resize(static_cast<std::size_t>(2 * count_lines(c.begin(), c.end())));
+        Id* o = out.data();
         const char* p = c.begin();
         const char* end = c.end();
-        for (std::int64_t line = c.first_line; p < end; ++line) {
+        std::int64_t line = 0;
+        for (; p < end; ++line) {
           const char* start = p;
-          if (line >= m)
-            return {line, fmt::format("more edges than the {} that {} gives", m, edge_count_file)};
           std::int64_t u = 0, v = 0;
           const char* q = detail::parse_integer(p, end, u);
-          if (!q || !detail::at_separator(q, end)) return detail::bad_line(line, start, end, 2, FieldKind::integer);
+          if (!q || !detail::at_separator(q, end)) return failed(detail::bad_line(line, start, end, 2, FieldKind::integer));
           q = detail::parse_integer(q, end, v);
-          if (!q || !detail::at_line_end(q, end)) return detail::bad_line(line, start, end, 2, FieldKind::integer);
+          if (!q || !detail::at_line_end(q, end)) return failed(detail::bad_line(line, start, end, 2, FieldKind::integer));
           if (u < 0 || u >= n || v < 0 || v >= n)
-            return {line, fmt::format("edge {},{}: endpoint {} is not a node id ({} gives {} "
-                                      "nodes, ids 0 to {})",
-                                      u, v, (u < 0 || u >= n) ? u : v, node_count_file, n, n - 1)};
-          src[static_cast<std::size_t>(line)] = static_cast<Id>(u);
-          dst[static_cast<std::size_t>(line)] = static_cast<Id>(v);
+            return failed({line, fmt::format("edge {},{}: endpoint {} is not a node id ({} gives {} "
+                                             "nodes, ids 0 to {})",
+                                             u, v, (u < 0 || u >= n) ? u : v, node_count_file, n, n - 1)});
+          *o++ = static_cast<Id>(u);
+          *o++ = static_cast<Id>(v);
           p = q;
         }
-        return {};
+        return {line, {}};
       },
-      [&](const TextChunk&, std::size_t) { progress.update(); });
+      [&](const TextChunk&, std::size_t slot, std::int64_t first, std::int64_t count) {
+        if (first + count > m)
+          detail::throw_line_error(in.edge, m, fmt::format("more edges than the {} that {} gives", m, edge_count_file));
+        const Id* pairs = slots[slot].data();
+        for (std::int64_t i = 0; i < count; ++i) {
+          src[static_cast<std::size_t>(first + i)] = pairs[2 * i];
+          dst[static_cast<std::size_t>(first + i)] = pairs[2 * i + 1];
+        }
+        progress.update();
+      });
   TESSEL_EXPECTS(lines == m, "{}: {} edges, but {} says {}", in.edge.string(), lines,
                  in.num_edges.string(), m);
   report.text_bytes += reader.text_bytes();
   report.input_bytes += reader.file_bytes();
+  std::vector<std::vector<Id>>().swap(slots);
   return detail::csr_from_edges(n, src.data(), dst.data(), m);
 }
 
@@ -284,31 +323,38 @@ std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n, C
   std::vector<std::int64_t> labels(static_cast<std::size_t>(n), -1);
   LineChunkReader reader(in.label);
   const std::string node_count_file = base_name(in.num_nodes);
+  std::vector<std::vector<std::int64_t>> slots(detail::parse_slots());
   const std::int64_t lines = detail::parse_chunks(
       reader,
-      [&](const TextChunk& c, std::size_t) -> LineError {
+      [&](const TextChunk& c, std::size_t slot) -> ChunkResult {
+        auto& out = slots[slot];
+        out.clear();
         const char* p = c.begin();
         const char* end = c.end();
-        for (std::int64_t line = c.first_line; p < end; ++line) {
+        std::int64_t line = 0;
+        for (; p < end; ++line) {
           const char* start = p;
-          if (line >= n)
-            return {line, fmt::format("more rows than the {} nodes that {} gives", n, node_count_file)};
           std::int64_t v = 0;
           const char* q = detail::parse_label(p, end, v);
           if (!q || !detail::at_line_end(q, end)) {
             if (detail::count_fields(start, end) > 1)
-              return {line, fmt::format("{} label columns; only single-label classification is "
-                                        "supported (not multi-label data such as ogbn-proteins)",
-                                        detail::count_fields(start, end))};
-            return detail::bad_line(line, start, end, 1, FieldKind::label);
+              return failed({line, fmt::format("{} label columns; only single-label classification "
+                                               "is supported (not multi-label data such as "
+                                               "ogbn-proteins)",
+                                               detail::count_fields(start, end))});
+            return failed(detail::bad_line(line, start, end, 1, FieldKind::label));
           }
-          if (v < -1) return {line, fmt::format("label {} is negative (-1 or nan mean unlabeled)", v)};
-          labels[static_cast<std::size_t>(line)] = v;
+          if (v < -1) return failed({line, fmt::format("label {} is negative (-1 or nan mean unlabeled)", v)});
+          out.push_back(v);
           p = q;
         }
-        return {};
+        return {line, {}};
       },
-      [](const TextChunk&, std::size_t) {});
+      [&](const TextChunk&, std::size_t slot, std::int64_t first, std::int64_t count) {
+        if (first + count > n)
+          detail::throw_line_error(in.label, n, fmt::format("more rows than the {} nodes that {} gives", n, node_count_file));
+        std::copy(slots[slot].begin(), slots[slot].end(), labels.begin() + first);
+      });
   TESSEL_EXPECTS(lines == n, "{}: {} rows, but {} says {} nodes", in.label.string(), lines,
                  in.num_nodes.string(), n);
   report.text_bytes += reader.text_bytes();
@@ -330,33 +376,34 @@ std::int64_t read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink, 
   }
   sink.begin_features(n, f);
   const std::string node_count_file = base_name(in.num_nodes);
-  std::vector<std::vector<float>> slots(detail::max_batch_slots());
+  std::vector<std::vector<float>> slots(detail::parse_slots());
   const std::int64_t lines = detail::parse_chunks(
       reader,
-      [&](const TextChunk& c, std::size_t slot) -> LineError {
+      [&](const TextChunk& c, std::size_t slot) -> ChunkResult {
         auto& out = slots[slot];
-        out.resize(static_cast<std::size_t>(c.num_lines * f));
+        out.resize(static_cast<std::size_t>(count_lines(c.begin(), c.end()) * f));
         float* o = out.data();
         const char* p = c.begin();
         const char* end = c.end();
-        for (std::int64_t line = c.first_line; p < end; ++line) {
+        std::int64_t line = 0;
+        for (; p < end; ++line) {
           const char* start = p;
-          if (line >= n)
-            return {line, fmt::format("more rows than the {} nodes that {} gives", n, node_count_file)};
           for (std::int64_t j = 0; j < f; ++j) {
             float x = 0;
             const char* q = detail::parse_real(p, end, x);
-            if (!q || !std::isfinite(x)) return detail::bad_line(line, start, end, f, FieldKind::number);
+            if (!q || !std::isfinite(x)) return failed(detail::bad_line(line, start, end, f, FieldKind::number));
             p = q;
             if (!(j + 1 < f ? detail::at_separator(p, end) : detail::at_line_end(p, end)))
-              return detail::bad_line(line, start, end, f, FieldKind::number);
+              return failed(detail::bad_line(line, start, end, f, FieldKind::number));
             *o++ = x;
           }
         }
-        return {};
+        return {line, {}};
       },
-      [&](const TextChunk& c, std::size_t slot) {
-        sink.feature_rows(c.first_line, slots[slot].data(), c.num_lines);
+      [&](const TextChunk&, std::size_t slot, std::int64_t first, std::int64_t count) {
+        if (first + count > n)
+          detail::throw_line_error(in.feat, n, fmt::format("more rows than the {} nodes that {} gives", n, node_count_file));
+        sink.feature_rows(first, slots[slot].data(), count);
         progress.update();
       });
   TESSEL_EXPECTS(lines == n, "{}: {} rows, but {} says {} nodes", in.feat.string(), lines,
@@ -368,33 +415,11 @@ std::int64_t read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink, 
 
 std::vector<NodeId> read_split_csv(const fs::path& file, std::int64_t n, const std::string& count_source,
                                    ConvertReport& report) {
-  LineChunkReader reader(file);
-  std::vector<NodeId> ids;
-  std::vector<std::vector<NodeId>> slots(detail::max_batch_slots());
-  detail::parse_chunks(
-      reader,
-      [&](const TextChunk& c, std::size_t slot) -> LineError {
-        auto& out = slots[slot];
-        out.clear();
-        const char* p = c.begin();
-        const char* end = c.end();
-        for (std::int64_t line = c.first_line; p < end; ++line) {
-          const char* start = p;
-          std::int64_t v = 0;
-          const char* q = detail::parse_integer(p, end, v);
-          if (!q || !detail::at_line_end(q, end)) return detail::bad_line(line, start, end, 1, FieldKind::integer);
-          if (v < 0 || v >= n)
-            return {line, fmt::format("node id {} is out of range ({} gives {} nodes, ids 0 to {})",
-                                      v, count_source, n, n - 1)};
-          out.push_back(v);
-          p = q;
-        }
-        return {};
-      },
-      [&](const TextChunk&, std::size_t slot) { ids.insert(ids.end(), slots[slot].begin(), slots[slot].end()); });
-  report.text_bytes += reader.text_bytes();
-  report.input_bytes += reader.file_bytes();
-  return ids;
+  return read_integer_column(file, report, [&](std::int64_t v) {
+    return v < 0 || v >= n ? fmt::format("node id {} is out of range ({} gives {} nodes, ids 0 to {})",
+                                         v, count_source, n, n - 1)
+                           : std::string();
+  });
 }
 
 // Splits must not share nodes (a node both trained on and tested on is a broken split).

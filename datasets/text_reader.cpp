@@ -3,9 +3,16 @@
 
 #include "tessel/core/error.hpp"
 
+#include <omp.h>
 #include <zlib.h>
 
+#ifdef TESSEL_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
 #include <algorithm>
+#include <map>
+#include <numeric>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -21,22 +28,219 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 constexpr std::size_t kInputBlock = 1u << 20;
 
-std::int64_t count_lines(const char* begin, const char* end) {
-  std::int64_t n = 0;
-  for (const char* p = begin; p < end; ++p) n += *p == '\n';
-  if (end > begin && end[-1] != '\n') ++n;
-  return n;
+// One gzip member at a time: zlib, or ISA-L's igzip (several times faster) when built with it.
+struct InflateStep {
+  std::size_t consumed = 0;
+  std::size_t produced = 0;
+  bool member_end = false;  // the member's trailer (CRC-32, length) was read and checked
+  std::string error;        // corrupt data
+};
+
+class Inflater {
+ public:
+  virtual ~Inflater() = default;
+  virtual void begin_member() = 0;
+  virtual InflateStep step(const unsigned char* in, std::size_t in_len, char* out,
+                           std::size_t out_len) = 0;
+};
+
+class ZlibInflater final : public Inflater {
+ public:
+  ZlibInflater() {
+    // 15 + 16: a gzip wrapper with the largest window.
+    if (inflateInit2(&zs_, 15 + 16) != Z_OK) TESSEL_LIB_FAIL("zlib inflateInit2 failed");
+  }
+  ~ZlibInflater() override { inflateEnd(&zs_); }
+  ZlibInflater(const ZlibInflater&) = delete;
+  ZlibInflater& operator=(const ZlibInflater&) = delete;
+  void begin_member() override {
+    if (inflateReset(&zs_) != Z_OK) TESSEL_LIB_FAIL("zlib inflateReset failed");
+  }
+  InflateStep step(const unsigned char* in, std::size_t in_len, char* out, std::size_t out_len) override {
+    zs_.next_in = const_cast<Bytef*>(in);
+    zs_.avail_in = static_cast<uInt>(std::min<std::size_t>(in_len, 1u << 30));
+    zs_.next_out = reinterpret_cast<Bytef*>(out);
+    zs_.avail_out = static_cast<uInt>(std::min<std::size_t>(out_len, 1u << 30));
+    const uInt in_before = zs_.avail_in, out_before = zs_.avail_out;
+    const int rc = inflate(&zs_, Z_NO_FLUSH);
+    InflateStep s;
+    s.consumed = in_before - zs_.avail_in;
+    s.produced = out_before - zs_.avail_out;
+    if (rc == Z_STREAM_END) s.member_end = true;
+    else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT || rc == Z_STREAM_ERROR)
+      s.error = zs_.msg ? zs_.msg : "invalid stream";
+    else if (rc == Z_MEM_ERROR)
+      throw std::bad_alloc();
+    return s;
+  }
+
+ private:
+  z_stream zs_{};
+};
+
+#ifdef TESSEL_HAVE_ISAL
+class IsalInflater final : public Inflater {
+ public:
+  IsalInflater() : state_(std::make_unique<inflate_state>()) { isal_inflate_init(state_.get()); }
+  void begin_member() override {
+    isal_inflate_reset(state_.get());
+    state_->crc_flag = ISAL_GZIP;  // parse the gzip header, check CRC-32 and length at the end
+  }
+  InflateStep step(const unsigned char* in, std::size_t in_len, char* out, std::size_t out_len) override {
+    inflate_state& st = *state_;
+    st.next_in = const_cast<std::uint8_t*>(in);
+    st.avail_in = static_cast<std::uint32_t>(std::min<std::size_t>(in_len, 1u << 30));
+    st.next_out = reinterpret_cast<std::uint8_t*>(out);
+    st.avail_out = static_cast<std::uint32_t>(std::min<std::size_t>(out_len, 1u << 30));
+    const std::uint32_t in_before = st.avail_in, out_before = st.avail_out;
+    const int rc = isal_inflate(&st);
+    InflateStep s;
+    s.consumed = in_before - st.avail_in;
+    s.produced = out_before - st.avail_out;
+    if (rc < 0) {
+      s.error = rc == ISAL_INCORRECT_CHECKSUM ? "CRC mismatch"
+                : rc == ISAL_INVALID_WRAPPER  ? "bad gzip header"
+                                              : "invalid deflate data";
+    } else if (st.block_state == ISAL_BLOCK_FINISH) {
+      s.member_end = true;
+    }
+    return s;
+  }
+
+ private:
+  std::unique_ptr<inflate_state> state_;  // large: keep it off the stack
+};
+#endif
+
+std::unique_ptr<Inflater> make_inflater(InflateBackend backend) {
+#ifdef TESSEL_HAVE_ISAL
+  if (backend != InflateBackend::zlib) return std::make_unique<IsalInflater>();
+#endif
+  (void)backend;
+  return std::make_unique<ZlibInflater>();
 }
 
 }  // namespace
 
-void throw_line_error(const std::filesystem::path& file, const LineError& error) {
-  TESSEL_FAIL("{} line {}: {}", file.string(), error.line + 1, error.message);
+const char* inflate_backend_name() {
+#ifdef TESSEL_HAVE_ISAL
+  return "isa-l";
+#else
+  return "zlib";
+#endif
+}
+
+void throw_line_error(const std::filesystem::path& file, std::int64_t line,
+                      const std::string& message) {
+  TESSEL_FAIL("{} line {}: {}", file.string(), line + 1, message);
+}
+
+std::size_t parse_slots() { return 2 * static_cast<std::size_t>(std::max(1, omp_get_max_threads())) + 2; }
+
+std::int64_t parse_chunks(LineChunkReader& reader, const ParseFn& parse, const ConsumeFn& consume) {
+  struct Done {
+    TextChunk chunk;
+    std::size_t slot = 0;
+    ChunkResult result;
+  };
+  const int workers = std::max(1, omp_get_max_threads());
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::size_t> free_slots(parse_slots());
+  std::iota(free_slots.begin(), free_slots.end(), std::size_t{0});
+  std::map<std::int64_t, Done> done;  // parsed, waiting for their turn
+  bool stop = false;
+  int running = workers;
+  std::exception_ptr reader_error;
+
+  // A worker claims a slot before it takes a chunk, so the chunk the consumer waits for always
+  // holds a slot and no set of later chunks can starve it.
+  auto work = [&] {
+    for (;;) {
+      std::size_t slot = 0;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return stop || !free_slots.empty(); });
+        if (stop) break;
+        slot = free_slots.back();
+        free_slots.pop_back();
+      }
+      TextChunk chunk;
+      bool got = false;
+      try {
+        got = reader.next(chunk);
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!reader_error) reader_error = std::current_exception();
+        stop = true;
+        break;
+      }
+      if (!got) {
+        std::lock_guard lock(mutex);
+        free_slots.push_back(slot);
+        break;
+      }
+      ChunkResult result = parse(chunk, slot);
+      {
+        std::lock_guard lock(mutex);
+        done.emplace(chunk.index, Done{std::move(chunk), slot, std::move(result)});
+      }
+      changed.notify_all();
+    }
+    {
+      std::lock_guard lock(mutex);
+      --running;
+    }
+    changed.notify_all();
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(workers));
+  for (int i = 0; i < workers; ++i) threads.emplace_back(work);
+  auto finish = [&] {
+    {
+      std::lock_guard lock(mutex);
+      stop = true;
+    }
+    changed.notify_all();
+    for (auto& t : threads) t.join();
+  };
+
+  std::int64_t next = 0, line = 0;
+  try {
+    for (;;) {
+      Done d;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return done.count(next) > 0 || running == 0; });
+        auto it = done.find(next);
+        if (it == done.end()) break;  // every worker is gone and nothing is left
+        d = std::move(it->second);
+        done.erase(it);
+      }
+      if (d.result.error) throw_line_error(reader.path(), line + d.result.error.line, d.result.error.message);
+      consume(d.chunk, d.slot, line, d.result.lines);
+      line += d.result.lines;
+      ++next;
+      reader.recycle(std::move(d.chunk));
+      {
+        std::lock_guard lock(mutex);
+        free_slots.push_back(d.slot);
+      }
+      changed.notify_all();
+    }
+  } catch (...) {
+    finish();
+    throw;
+  }
+  finish();
+  if (reader_error) std::rethrow_exception(reader_error);
+  return line;
 }
 
 LineChunkReader::LineChunkReader(std::filesystem::path path, std::size_t chunk_bytes,
-                                 int queue_depth)
+                                 int queue_depth, InflateBackend backend)
     : path_(std::move(path)),
+      backend_(backend),
       chunk_bytes_(std::max<std::size_t>(chunk_bytes, 64)),
       queue_depth_(static_cast<std::size_t>(std::max(queue_depth, 1))) {
   std::error_code ec;
@@ -133,45 +337,18 @@ void LineChunkReader::run() {
 void LineChunkReader::produce() {
   FilePtr f(std::fopen(path_.c_str(), "rb"));
   TESSEL_EXPECTS(f != nullptr, "{}: cannot open: {}", path_.string(), std::strerror(errno));
-  std::vector<unsigned char> input(kInputBlock);
-  z_stream zs{};
-  bool zs_open = false;
-  struct ZGuard {
-    z_stream* zs;
-    bool* open;
-    ~ZGuard() {
-      if (*open) inflateEnd(zs);
-    }
-  } zguard{&zs, &zs_open};
-  if (compressed_) {
-    // 15 + 16: a gzip wrapper with the largest window.
-    if (inflateInit2(&zs, 15 + 16) != Z_OK) TESSEL_LIB_FAIL("{}: zlib inflateInit2 failed", path_.string());
-    zs_open = true;
-  }
-  bool in_member = compressed_;  // inside a gzip member that has not ended yet
   bool input_eof = false;
-  std::int64_t line = 0;
+  std::int64_t index = 0;
   std::vector<char> buf = fresh_buffer(chunk_bytes_);
   std::size_t used = 0;
 
-  auto read_input = [&]() -> std::size_t {
-    const std::size_t got = std::fread(input.data(), 1, input.size(), f.get());
-    if (got < input.size()) {
-      TESSEL_EXPECTS(!std::ferror(f.get()), "{}: read error: {}", path_.string(), std::strerror(errno));
-      input_eof = true;
-    }
-    file_bytes_read_ += static_cast<std::int64_t>(got);
-    return got;
-  };
   // Hands buf[0, cut) over as a chunk and moves the rest to a fresh buffer.
   auto emit = [&](std::size_t cut) -> bool {
     std::vector<char> next = fresh_buffer(std::max(chunk_bytes_, used - cut + chunk_bytes_ / 2));
     std::memcpy(next.data(), buf.data() + cut, used - cut);
     TextChunk chunk;
     chunk.size = cut;
-    chunk.first_line = line;
-    chunk.num_lines = count_lines(buf.data(), buf.data() + cut);
-    line += chunk.num_lines;
+    chunk.index = index++;
     chunk.text = std::move(buf);
     used -= cut;
     buf = std::move(next);
@@ -186,59 +363,64 @@ void LineChunkReader::produce() {
     }
     return emit(static_cast<std::size_t>(last - buf.data()) + 1);
   };
+  auto stopped = [&] {
+    std::lock_guard lock(mutex_);
+    return stop_;
+  };
+  auto read_into = [&](void* dst, std::size_t want) -> std::size_t {
+    const std::size_t got = std::fread(dst, 1, want, f.get());
+    if (got < want) {
+      TESSEL_EXPECTS(!std::ferror(f.get()), "{}: read error: {}", path_.string(), std::strerror(errno));
+      input_eof = true;
+    }
+    file_bytes_read_ += static_cast<std::int64_t>(got);
+    return got;
+  };
 
   if (!compressed_) {
     while (!input_eof) {
       if (used == buf.size() && !flush_full()) return;
-      const std::size_t want = buf.size() - used;
-      const std::size_t got = std::fread(buf.data() + used, 1, want, f.get());
-      if (got < want) {
-        TESSEL_EXPECTS(!std::ferror(f.get()), "{}: read error: {}", path_.string(), std::strerror(errno));
-        input_eof = true;
-      }
-      file_bytes_read_ += static_cast<std::int64_t>(got);
+      const std::size_t got = read_into(buf.data() + used, buf.size() - used);
       text_bytes_ += static_cast<std::int64_t>(got);
       used += got;
-      {
-        std::lock_guard lock(mutex_);
-        if (stop_) return;
-      }
+      if (stopped()) return;
     }
   } else {
-    zs.avail_in = 0;
+    std::unique_ptr<Inflater> inflater = make_inflater(backend_);
+    std::vector<unsigned char> input(kInputBlock);
+    const unsigned char* in = input.data();
+    std::size_t in_len = 0;
+    bool in_member = false;  // inside a gzip member that has not ended yet
+    int idle_steps = 0;
     for (;;) {
-      if (zs.avail_in == 0 && !input_eof) {
-        zs.avail_in = static_cast<uInt>(read_input());
-        zs.next_in = input.data();
+      if (in_len == 0 && !input_eof) {
+        in_len = read_into(input.data(), input.size());
+        in = input.data();
       }
       if (!in_member) {
-        if (zs.avail_in == 0) break;  // the file ended after a complete member
         // Another gzip member may follow the one that ended; anything else (zero padding some
         // tools append) ends the stream, as gzip -d treats it.
-        if (zs.next_in[0] != 0x1f) break;
-        if (inflateReset(&zs) != Z_OK) TESSEL_LIB_FAIL("{}: zlib inflateReset failed", path_.string());
+        if (in_len == 0 || in[0] != 0x1f) break;
+        inflater->begin_member();
         in_member = true;
       }
       if (used == buf.size() && !flush_full()) return;
-      zs.next_out = reinterpret_cast<Bytef*>(buf.data() + used);
-      zs.avail_out = static_cast<uInt>(buf.size() - used);
-      const uInt before = zs.avail_out;
-      const int rc = inflate(&zs, Z_NO_FLUSH);
-      const std::size_t produced = before - zs.avail_out;
-      used += produced;
-      text_bytes_ += static_cast<std::int64_t>(produced);
-      if (rc == Z_STREAM_END) {
-        in_member = false;
-      } else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) {
-        TESSEL_FAIL("{}: corrupt gzip data ({}) after {} bytes of text", path_.string(),
-                    zs.msg ? zs.msg : "invalid stream", text_bytes_.load());
-      } else if (rc == Z_MEM_ERROR) {
-        throw std::bad_alloc();
-      } else if (rc == Z_BUF_ERROR && zs.avail_in == 0 && input_eof) {
-        break;  // no progress possible: the member is incomplete, reported below
-      }
-      std::lock_guard lock(mutex_);
-      if (stop_) return;
+      const InflateStep step = inflater->step(in, in_len, buf.data() + used, buf.size() - used);
+      if (!step.error.empty())
+        TESSEL_FAIL("{}: corrupt gzip data ({}) after {} bytes of text", path_.string(), step.error,
+                    text_bytes_.load());
+      in += step.consumed;
+      in_len -= step.consumed;
+      used += step.produced;
+      text_bytes_ += static_cast<std::int64_t>(step.produced);
+      if (step.member_end) in_member = false;
+      // No progress with room to write: the decoder wants input. At the end of the file that
+      // means the member is incomplete (reported below); with input left it is corrupt.
+      idle_steps = step.consumed == 0 && step.produced == 0 && !step.member_end ? idle_steps + 1 : 0;
+      if (idle_steps > 0 && in_len == 0 && input_eof) break;
+      TESSEL_EXPECTS(idle_steps < 4, "{}: corrupt gzip data (the decoder makes no progress)",
+                     path_.string());
+      if (stopped()) return;
     }
     TESSEL_EXPECTS(!in_member,
                    "{}: truncated gzip file (the compressed data ends early, after {} bytes of "

@@ -1,8 +1,6 @@
 // Streams a plain or gzip text file as chunks of whole lines, inflating on a background thread,
-// and parses the chunks on OpenMP threads while the next ones inflate.
+// and parses the chunks on worker threads while the next ones inflate.
 #pragma once
-
-#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -18,13 +17,18 @@
 
 namespace tessel::datasets::detail {
 
-// Whole lines of text: [data, data + size) ends with '\n' except possibly at the end of the
-// file. first_line is the 0-based line number of its first line in the file.
+// Which gzip decoder to use: the fastest built in (ISA-L igzip when Tessel was built with it),
+// or zlib (for tests that compare the two).
+enum class InflateBackend { fastest, zlib };
+// "isa-l" or "zlib": what InflateBackend::fastest means in this build.
+const char* inflate_backend_name();
+
+// Whole lines of text: [begin(), end()) ends with '\n' except possibly at the end of the file.
+// index numbers the chunks of a file 0, 1, 2, ... in file order.
 struct TextChunk {
   std::vector<char> text;
   std::size_t size = 0;
-  std::int64_t first_line = 0;
-  std::int64_t num_lines = 0;
+  std::int64_t index = 0;
   const char* begin() const { return text.data(); }
   const char* end() const { return text.data() + size; }
 };
@@ -37,7 +41,8 @@ struct TextChunk {
 class LineChunkReader {
  public:
   explicit LineChunkReader(std::filesystem::path path, std::size_t chunk_bytes = 4u << 20,
-                           int queue_depth = 8);
+                           int queue_depth = 8,
+                           InflateBackend backend = InflateBackend::fastest);
   ~LineChunkReader();
   LineChunkReader(const LineChunkReader&) = delete;
   LineChunkReader& operator=(const LineChunkReader&) = delete;
@@ -62,6 +67,7 @@ class LineChunkReader {
   std::vector<char> fresh_buffer(std::size_t capacity);
 
   std::filesystem::path path_;
+  InflateBackend backend_;
   std::size_t chunk_bytes_;
   std::size_t queue_depth_;
   std::int64_t file_bytes_ = 0;
@@ -79,55 +85,35 @@ class LineChunkReader {
   std::thread thread_;
 };
 
-// A parse problem at a 0-based line of the file; line < 0 means none.
+// What parsing one chunk found: its number of lines, or the first problem, at a line counted
+// from the chunk's start (error.line < 0: none).
 struct LineError {
   std::int64_t line = -1;
   std::string message;
   explicit operator bool() const { return line >= 0; }
 };
-
-// Runs parse(chunk, slot) -> LineError on OpenMP threads, several chunks at a time, then
-// consume(chunk, slot) on the calling thread in file order. slot < max_batch_slots() numbers
-// the chunk within its batch, so callers can keep one output buffer per slot. The first error in file order is
-// thrown as InputError "<file> line <n>: <message>". Returns the number of lines.
-template <class Parse, class Consume>
-std::int64_t parse_chunks(LineChunkReader& reader, Parse&& parse, Consume&& consume);
-
-inline std::size_t max_batch_slots() {
-  const int threads = std::max(1, omp_get_max_threads());
-  return threads == 1 ? 1 : static_cast<std::size_t>(2 * threads);
-}
-
-[[noreturn]] void throw_line_error(const std::filesystem::path& file, const LineError& error);
-
-template <class Parse, class Consume>
-std::int64_t parse_chunks(LineChunkReader& reader, Parse&& parse, Consume&& consume) {
-  const std::size_t batch_size = max_batch_slots();
-  std::vector<TextChunk> batch;
-  std::vector<LineError> errors;
+struct ChunkResult {
   std::int64_t lines = 0;
-  for (;;) {
-    batch.clear();
-    while (batch.size() < batch_size) {
-      TextChunk chunk;
-      if (!reader.next(chunk)) break;
-      batch.push_back(std::move(chunk));
-    }
-    if (batch.empty()) break;
-    errors.assign(batch.size(), LineError{});
-    const auto n = static_cast<std::int64_t>(batch.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
-    for (std::int64_t i = 0; i < n; ++i) 
-      errors[static_cast<std::size_t>(i)] =
-          parse(batch[static_cast<std::size_t>(i)], static_cast<std::size_t>(i));
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (errors[i]) throw_line_error(reader.path(), errors[i]);
-      consume(batch[i], i);
-      lines = batch[i].first_line + batch[i].num_lines;
-      reader.recycle(std::move(batch[i]));
-    }
-  }
-  return lines;
-}
+  LineError error;
+};
+
+// Parses a file's chunks on worker threads while the reader inflates the next ones, and hands
+// them to consume on the calling thread in file order:
+//   parse(chunk, slot) -> ChunkResult       on a worker; must not throw
+//   consume(chunk, slot, first_line, lines)  on the caller, chunk by chunk in file order
+// slot < parse_slots() names a buffer the caller keeps per slot for parse's output; a slot is
+// reused only after its chunk was consumed. The first error in file order is thrown as
+// InputError "<file> line <n>: <message>"; errors thrown by consume stop everything. Workers:
+// omp_get_max_threads() (OMP_NUM_THREADS), blocking rather than spinning while they wait.
+// Returns the number of lines.
+using ParseFn = std::function<ChunkResult(const TextChunk&, std::size_t slot)>;
+using ConsumeFn = std::function<void(const TextChunk&, std::size_t slot, std::int64_t first_line,
+                                     std::int64_t lines)>;
+std::int64_t parse_chunks(LineChunkReader& reader, const ParseFn& parse, const ConsumeFn& consume);
+std::size_t parse_slots();
+
+// Throws InputError "<file> line <line + 1>: <message>" (line is 0-based in the file).
+[[noreturn]] void throw_line_error(const std::filesystem::path& file, std::int64_t line,
+                                   const std::string& message);
 
 }  // namespace tessel::datasets::detail
