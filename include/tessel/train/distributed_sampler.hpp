@@ -1,0 +1,101 @@
+// Data-centric distributed sampling: frontier nodes are sampled by their owners, input feature
+// rows are fetched from their owners through a cache of hot remote rows.
+#pragma once
+
+#include "tessel/comm/communicator.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/sampling/block.hpp"
+#include "tessel/sampling/feature_cache.hpp"
+#include "tessel/sampling/hop.hpp"
+#include "tessel/sampling/id_map.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessel::train {
+
+// Byte and row counters since the last reset_counters(), this rank's share.
+struct SamplerCounters {
+  std::int64_t sampled_edges = 0;      // neighbor draws this rank made (for any requester)
+  std::int64_t remote_requests = 0;    // frontier nodes this rank sent to another owner
+  std::int64_t answer_ids = 0;         // neighbor ids that came back from other owners
+  std::int64_t remote_adjacency = 0;   // sum of (degree + 1) of nodes sampled for other ranks
+  std::int64_t input_rows = 0;         // rows of blocks[0].src over all steps
+  std::int64_t remote_input_rows = 0;  // of them, owned by another rank
+  std::int64_t fetched_rows = 0;       // remote rows fetched from owners (cache misses)
+  std::int64_t cache_hits = 0;
+};
+
+// One per rank; every call marked collective must be made by all ranks in the same order.
+// Node ids in blocks are relabeled global ids (part p owns [offsets[p], offsets[p+1])).
+class DistributedSampler {
+ public:
+  // Sorts part.graph's rows by original id (the canonical order sampling needs). fanouts: one
+  // per layer, input layer first (-1 = all neighbors); batch_size: seeds per rank per step.
+  DistributedSampler(partition::Part& part, const partition::Manifest& manifest,
+                     comm::Communicator& comm, std::uint64_t seed, std::vector<int> fanouts,
+                     std::int64_t batch_size);
+
+  // Splits this rank's training nodes into the epoch's steps: each node goes to the step drawn
+  // from (seed, epoch, its original id), so the global batch of a step is the same set for
+  // every rank count, and each rank takes the seeds it owns (ascending by original id).
+  // step_counts: global batch sizes. Collective (one allreduce).
+  void assign_steps(int epoch, std::vector<std::vector<LocalId>>& step_seeds,
+                    std::vector<std::int64_t>& step_counts, PhaseTimes& phases);
+
+  // Samples the blocks of one step for `seeds` (owned local ids): blocks()[l] feeds layer l,
+  // blocks().back().dst are the seeds. Draws use key (seed, sampling, epoch, step, layer) and
+  // the nodes' original ids. Collective (3 alltoallv per layer).
+  void sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds, PhaseTimes& phases);
+  const std::vector<sampling::Block>& blocks() const { return blocks_; }
+  // Original id and whole-graph in-degree of a node of the current blocks.
+  NodeId orig_of(NodeId global) const { return info_[info_index_.find(global)].orig; }
+  std::int64_t degree_of(NodeId global) const { return info_[info_index_.find(global)].degree; }
+
+  // Chooses and fills the remote feature cache: policy "degree" ranks the halo by degree,
+  // "presample" counts remote input nodes over a few presampled steps; "none" or an empty
+  // budget disables it. Collective.
+  void setup_cache(const std::string& policy, const sampling::CacheBudget& budget,
+                   std::span<const float> owned_features);
+  const sampling::FeatureCache& cache() const { return cache_; }
+
+  // Feature rows [nodes, F] of `nodes` (global ids): owned rows from owned_features, cached
+  // remote rows from the cache, the rest fetched from their owners in one exchange. Collective.
+  Tensor fetch_features(std::span<const NodeId> nodes, std::span<const float> owned_features,
+                        PhaseTimes& phases);
+
+  const SamplerCounters& counters() const { return counters_; }
+  void reset_counters();
+
+ private:
+  struct NodeInfo {
+    NodeId orig = 0;
+    std::int64_t degree = 0;
+  };
+  void remember(NodeId global, NodeInfo info);
+  void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases);
+  std::vector<float> fetch_remote_rows(std::span<const NodeId> ids,
+                                       std::span<const float> owned_features);
+
+  partition::Part& part_;
+  const partition::Manifest& manifest_;
+  comm::Communicator& comm_;
+  std::uint64_t seed_;
+  std::vector<int> fanouts_;
+  std::int64_t batch_size_;
+  std::vector<NodeId> local_global_;  // local id -> relabeled global id
+  std::vector<sampling::Block> blocks_;
+  sampling::BlockBuilder builder_;
+  sampling::OwnerRouting routing_;
+  sampling::SampledNeighbors sampled_;
+  sampling::SampledGlobalNeighbors triples_, merged_;
+  sampling::IdHashMap info_index_;
+  std::vector<NodeInfo> info_;
+  sampling::FeatureCache cache_;
+  SamplerCounters counters_;
+};
+
+}  // namespace tessel::train

@@ -1,0 +1,44 @@
+// Halo exchange for full-batch training: owners send boundary rows to the ranks that hold them
+// as halo, and halo gradients travel back to be summed at their owners.
+#pragma once
+
+#include "tessel/comm/communicator.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/partition/part.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace tessel::train {
+
+// Built once per part (collective: every rank tells each owner which of its rows it needs).
+// Rows travel in one alltoallv per call; a rank sends each needed row once per peer.
+class HaloExchange {
+ public:
+  HaloExchange(const partition::Part& part, comm::Communicator& comm);
+
+  // x_owned: [n_owned, F] f32 -> x_full: [n_owned + n_halo, F] (resized if needed): owned rows
+  // copied, halo rows received from their owners. Collective.
+  void forward(const Tensor& x_owned, Tensor& x_full);
+  // grad_full: [n_owned + n_halo, F] -> grad_owned: [n_owned, F] = owned rows of grad_full plus,
+  // for every row another rank holds as halo, the gradient that rank computed for it. Collective.
+  void backward(const Tensor& grad_full, Tensor& grad_owned);
+
+  // Rows this rank sends per forward call (the analytic halo volume is that times F * 4 bytes).
+  std::int64_t rows_sent() const { return static_cast<std::int64_t>(send_rows_.size()); }
+  std::int64_t rows_received() const { return static_cast<std::int64_t>(recv_slots_.size()); }
+
+ private:
+  comm::Communicator& comm_;
+  std::int64_t num_owned_ = 0;
+  std::int64_t num_halo_ = 0;
+  std::vector<std::int64_t> send_rows_per_peer_;  // [P] rows this rank sends to each peer
+  std::vector<std::int64_t> recv_rows_per_peer_;  // [P] rows this rank receives from each peer
+  std::vector<LocalId> send_rows_;   // owned local ids to send, grouped by peer
+  std::vector<LocalId> recv_slots_;  // halo index (0-based) of each received row, grouped by peer
+  bool recv_in_halo_order_ = false;  // received rows are exactly halo 0, 1, 2, ...: no permutation
+  std::vector<float> send_buffer_;
+  std::vector<float> recv_buffer_;
+};
+
+}  // namespace tessel::train

@@ -1,0 +1,79 @@
+// Training entry points shared by every mode: options, per-epoch metrics, results.
+#pragma once
+
+#include "tessel/comm/communicator.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/nn/model.hpp"
+#include "tessel/nn/optimizer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tessel::train {
+
+struct SampledOptions {
+  std::vector<int> fanouts = {15, 10, 5};  // one per layer, input layer first; -1 = all
+  std::int64_t batch_size = 1024;           // seeds per rank per step
+  std::string cache_policy = "degree";      // degree | presample | none
+  double cache_size_mb = 0;                 // budget in MiB (0 = use cache_ratio)
+  double cache_ratio = 0;                   // fraction of remote candidate rows to cache
+};
+
+struct TrainOptions {
+  std::filesystem::path part_dir;
+  std::string mode = "full";  // full | sampled
+  nn::ModelConfig model;
+  nn::OptimizerConfig optimizer;
+  int epochs = 200;
+  std::uint64_t seed = 0;
+  int threads = 0;                 // 0: cores of this node / ranks on this node
+  std::string normalize_features = "none";  // none | row (each row divided by its sum)
+  double time_budget_s = 0;        // stop after this many seconds of training (0: no limit)
+  double target_acc = 0;           // record when validation accuracy first reaches this
+  int eval_every = 1;              // evaluate valid/test every N epochs (and at the last)
+  std::filesystem::path metrics_path;      // JSON lines, rank 0
+  std::filesystem::path checkpoint_dir;
+  int checkpoint_every = 0;
+  std::filesystem::path resume_dir;
+  std::filesystem::path predictions_path;  // HDF5, rank 0
+  bool quiet = false;                      // no per-epoch line
+  SampledOptions sampled;
+};
+
+struct EpochMetrics {
+  int epoch = 0;
+  double loss = 0;
+  double train_acc = 0, valid_acc = 0, test_acc = 0;
+  bool evaluated = false;
+  double epoch_s = 0;          // wall seconds of the epoch (max over ranks)
+  double wall_s = 0;           // seconds since training started (after setup)
+  std::int64_t comm_bytes = 0; // bytes sent by all ranks during the epoch
+  std::map<std::string, double> phases;  // seconds per phase (max over ranks)
+  nlohmann::json extra;        // mode-specific numbers (cache hit rate, bytes fetched, ...)
+  nlohmann::json to_json() const;
+};
+
+struct TrainResult {
+  std::string mode;
+  std::vector<EpochMetrics> epochs;
+  double best_valid_acc = 0;
+  double test_acc_at_best = 0;
+  int best_epoch = 0;
+  double time_to_target_s = -1;  // -1: target never reached
+  std::int64_t peak_rss_bytes = 0;  // max over ranks
+  double setup_s = 0;
+  std::vector<double> final_parameters_checksum;  // sum of each parameter, for comparisons
+};
+
+// Runs training in the mode named by options.mode on this rank's part. Collective.
+TrainResult train(comm::Communicator& comm, const TrainOptions& options);
+
+// Threads for OpenMP and OpenBLAS: requested, else OMP_NUM_THREADS when set, else this node's
+// cores divided by the ranks running on it (so ranks, OpenMP and OpenBLAS never oversubscribe).
+int choose_threads(int requested);
+
+}  // namespace tessel::train

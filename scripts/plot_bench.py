@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Plots validation accuracy against wall-clock seconds, one line per mode, from a
+`tessel bench` report folder (report.json + <mode>.jsonl metrics files).
+
+usage: plot_bench.py REPORT_DIR [--out FILE.png]
+Exits 0 without a plot (printing why) when matplotlib is not installed.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def read_metrics(path):
+    epochs = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            obj = json.loads(line)
+            if not obj.get("summary") and obj.get("evaluated", True):
+                epochs.append(obj)
+    return epochs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report_dir")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot_bench: matplotlib is not installed; skipping accuracy_vs_time.png "
+              "(apt-get install python3-matplotlib)")
+        return 0
+    with open(os.path.join(args.report_dir, "report.json")) as f:
+        report = json.load(f)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for mode in report["modes"]:
+        name = mode["mode"]
+        metrics = read_metrics(os.path.join(args.report_dir, f"{name}.jsonl"))
+        xs = [m["wall_s"] for m in metrics]
+        ys = [m["valid_acc"] for m in metrics]
+        ax.plot(xs, ys, marker="o", markersize=3, label=f"{name} ({mode['seconds_per_epoch_median']:.3g} s/epoch)")
+    target = report.get("target_acc")
+    if target:
+        ax.axhline(target, color="gray", linestyle="--", linewidth=1, label=f"target {target}")
+    ax.set_xlabel("wall-clock seconds (training, after setup)")
+    ax.set_ylabel("validation accuracy")
+    ax.set_title(f"{report.get('dataset', '')}: {report.get('model', '')}, {report.get('ranks', '?')} ranks")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    out = args.out or os.path.join(args.report_dir, "accuracy_vs_time.png")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(f"plot_bench: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

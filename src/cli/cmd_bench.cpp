@@ -1,0 +1,231 @@
+// `tessel bench DIR --modes full,sampled ...`: trains each mode on the same partitions and
+// writes a side-by-side report (JSON, Markdown, and a plot of accuracy against time).
+#include "command.hpp"
+#include "train_options.hpp"
+
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/train/train.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct BenchOptions {
+  train::TrainOptions train;
+  std::string fanouts;
+  std::string modes = "full,sampled";
+  fs::path out_dir;
+  bool force = false;
+};
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int64_t>& rss_per_rank) {
+  std::vector<double> seconds, bytes;
+  std::map<std::string, double> phase_sum;
+  for (const auto& e : r.epochs) {
+    seconds.push_back(e.epoch_s);
+    bytes.push_back(static_cast<double>(e.comm_bytes));
+    for (const auto& [name, s] : e.phases) phase_sum[name] += s;
+  }
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto& [name, s] : phase_sum)
+    phases[name] = s / static_cast<double>(std::max<std::size_t>(1, r.epochs.size()));
+  nlohmann::json j = {
+      {"mode", r.mode},
+      {"epochs", static_cast<int>(r.epochs.size())},
+      {"seconds_per_epoch_median", quantile(seconds, 0.5)},
+      {"seconds_per_epoch_p10", quantile(seconds, 0.1)},
+      {"seconds_per_epoch_p90", quantile(seconds, 0.9)},
+      {"seconds_per_epoch_min", seconds.empty() ? 0 : *std::min_element(seconds.begin(), seconds.end())},
+      {"seconds_per_epoch_max", seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end())},
+      {"train_seconds", r.epochs.empty() ? 0.0 : r.epochs.back().wall_s},
+      {"setup_seconds", r.setup_s},
+      {"time_to_target_s", r.time_to_target_s >= 0 ? nlohmann::json(r.time_to_target_s) : nlohmann::json(nullptr)},
+      {"best_valid_acc", r.best_valid_acc},
+      {"test_acc_at_best_valid", r.test_acc_at_best},
+      {"best_epoch", r.best_epoch},
+      {"peak_rss_bytes_per_rank", rss_per_rank},
+      {"comm_bytes_per_epoch_median", quantile(bytes, 0.5)},
+      {"phase_seconds_per_epoch", phases},
+  };
+  return j;
+}
+
+std::string markdown(const nlohmann::json& report) {
+  std::string md = fmt::format("# Tessel bench: {}\n\n", report["dataset"].get<std::string>());
+  md += fmt::format("{} ranks, model {} ({} layers, hidden {}), seed {}, {}.\n\n",
+                    report["ranks"].get<int>(), report["model"].get<std::string>(),
+                    report["layers"].get<int>(), report["hidden"].get<int>(),
+                    report["seed"].get<std::uint64_t>(), report["budget"].get<std::string>());
+  md += "| | " ;
+  for (const auto& m : report["modes"]) md += m["mode"].get<std::string>() + " | ";
+  md += "\n|---|";
+  for (std::size_t i = 0; i < report["modes"].size(); ++i) md += "---|";
+  md += "\n";
+  auto row = [&](const std::string& label, auto fn) {
+    md += "| " + label + " | ";
+    for (const auto& m : report["modes"]) md += fn(m) + " | ";
+    md += "\n";
+  };
+  row("epochs", [](const auto& m) { return std::to_string(m["epochs"].template get<int>()); });
+  row("s / epoch (median)", [](const auto& m) {
+    return fmt::format("{:.4f}", m["seconds_per_epoch_median"].template get<double>());
+  });
+  row("s / epoch (p10 – p90)", [](const auto& m) {
+    return fmt::format("{:.4f} – {:.4f}", m["seconds_per_epoch_p10"].template get<double>(),
+                       m["seconds_per_epoch_p90"].template get<double>());
+  });
+  row("time to target (s)", [](const auto& m) {
+    return m["time_to_target_s"].is_null() ? std::string("not reached")
+                                           : fmt::format("{:.2f}", m["time_to_target_s"].template get<double>());
+  });
+  row("best valid acc", [](const auto& m) {
+    return fmt::format("{:.4f}", m["best_valid_acc"].template get<double>());
+  });
+  row("test acc at best valid", [](const auto& m) {
+    return fmt::format("{:.4f}", m["test_acc_at_best_valid"].template get<double>());
+  });
+  row("peak RSS per rank (MB)", [](const auto& m) {
+    std::string s;
+    for (const auto& b : m["peak_rss_bytes_per_rank"])
+      s += (s.empty() ? "" : ", ") + fmt::format("{:.0f}", b.template get<double>() / 1e6);
+    return s;
+  });
+  row("bytes sent / epoch (MB)", [](const auto& m) {
+    return fmt::format("{:.2f}", m["comm_bytes_per_epoch_median"].template get<double>() / 1e6);
+  });
+  std::vector<std::string> phase_names;
+  for (const auto& m : report["modes"])
+    for (const auto& [k, v] : m["phase_seconds_per_epoch"].items())
+      if (std::find(phase_names.begin(), phase_names.end(), k) == phase_names.end())
+        phase_names.push_back(k);
+  std::sort(phase_names.begin(), phase_names.end());
+  for (const auto& name : phase_names)
+    row("  " + name + " s / epoch", [&name](const auto& m) {
+      const auto& p = m["phase_seconds_per_epoch"];
+      return p.contains(name) ? fmt::format("{:.4f}", p[name].template get<double>()) : std::string("–");
+    });
+  md += "\nPeak RSS is the process's high-water mark when the mode finished (modes run one after "
+        "another in one process, so a later mode's figure includes the earlier ones').\n";
+  return md;
+}
+
+void run_plot(const fs::path& out_dir) {
+  fs::path script;
+  if (const char* env = std::getenv("TESSEL_PLOT_SCRIPT")) script = env;
+  else script = fs::path(TESSEL_SCRIPTS_DIR) / "plot_bench.py";
+  if (!fs::exists(script)) {
+    log::warn("plot script {} not found; skipping accuracy_vs_time.png", script.string());
+    return;
+  }
+  const char* python = std::getenv("TESSEL_PYTHON");
+  std::string interpreter = python ? python : (fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
+  const std::string command = interpreter + " '" + script.string() + "' '" + out_dir.string() + "'";
+  if (std::system(command.c_str()) != 0)
+    log::warn("the plot script failed; report.json and report.md are complete");
+}
+
+std::function<void()> setup_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  o->train.epochs = 20;
+  app.add_option("DIR", o->train.part_dir, "partition folder made by `tessel partition`")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--modes", o->modes, "comma-separated training modes to compare")
+      ->capture_default_str();
+  app.add_option("--epochs", o->train.epochs, "epochs per mode")->capture_default_str();
+  app.add_option("--time-budget", o->train.time_budget_s,
+                 "seconds of training per mode (stops at the first epoch past it)");
+  app.add_option("--target-acc", o->train.target_acc,
+                 "report the seconds each mode needs to reach this validation accuracy");
+  app.add_option("--out", o->out_dir, "report folder (report.json, report.md, plot)")->required();
+  app.add_flag("--force", o->force, "overwrite an existing report folder");
+  add_model_flags(app, o->train, o->fanouts);
+  return [o] {
+    finish_train_options(o->train, o->fanouts);
+    auto comm = comm::make_mpi_communicator();
+    std::vector<std::string> modes;
+    for (std::size_t start = 0; start <= o->modes.size();) {
+      const auto comma = o->modes.find(',', start);
+      const auto mode = o->modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      TESSEL_EXPECTS(mode == "full" || mode == "sampled", "--modes: unknown mode '{}'", mode);
+      modes.push_back(mode);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (comm->rank() == 0) {
+      TESSEL_EXPECTS(o->force || !fs::exists(o->out_dir) || fs::is_empty(o->out_dir),
+                     "{} exists and is not empty (use --force to overwrite)", o->out_dir.string());
+      fs::create_directories(o->out_dir);
+    }
+    comm->barrier();
+    const partition::Manifest manifest = partition::read_manifest(o->train.part_dir);
+    nlohmann::json report = {
+        {"format", "tessel-bench"},
+        {"version", 1},
+        {"dataset", manifest.dataset},
+        {"partition", o->train.part_dir.string()},
+        {"ranks", comm->size()},
+        {"model", o->train.model.kind},
+        {"layers", o->train.model.layers},
+        {"hidden", o->train.model.hidden},
+        {"dropout", o->train.model.dropout},
+        {"lr", o->train.optimizer.lr},
+        {"seed", o->train.seed},
+        {"fanouts", o->train.sampled.fanouts},
+        {"batch_size", o->train.sampled.batch_size},
+        {"target_acc", o->train.target_acc > 0 ? nlohmann::json(o->train.target_acc) : nlohmann::json(nullptr)},
+        {"budget", o->train.time_budget_s > 0
+                       ? fmt::format("{:.0f} s of training per mode (at most {} epochs)", o->train.time_budget_s, o->train.epochs)
+                       : fmt::format("{} epochs per mode", o->train.epochs)},
+        {"modes", nlohmann::json::array()}};
+    for (const auto& mode : modes) {
+      train::TrainOptions options = o->train;
+      options.mode = mode;
+      options.metrics_path = o->out_dir / (mode + ".jsonl");
+      log::info("== bench: mode {}", mode);
+      const train::TrainResult result = train::train(*comm, options);
+      const auto rss = comm->allgather_value<std::int64_t>(peak_rss_bytes());
+      report["modes"].push_back(summarize(result, rss));
+    }
+    if (comm->rank() == 0) {
+      const fs::path json_tmp = o->out_dir / "report.json.tmp";
+      std::ofstream(json_tmp) << report.dump(2) << '\n';
+      fs::rename(json_tmp, o->out_dir / "report.json");
+      const std::string md = markdown(report);
+      std::ofstream(o->out_dir / "report.md") << md;
+      std::printf("%s", md.c_str());
+      run_plot(o->out_dir);
+    }
+    comm->barrier();
+  };
+}
+
+const Registrar registrar({"bench",
+                           "Train several modes on the same partitions and report them side by side "
+                           "(run under mpirun).",
+                           true, setup_bench, 40});
+
+}  // namespace
+}  // namespace tessel::cli

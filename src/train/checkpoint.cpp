@@ -1,0 +1,131 @@
+// Checkpoint files: one HDF5 file per checkpoint directory, replaced atomically.
+#include "checkpoint.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/h5.hpp"
+
+#include <filesystem>
+#include <system_error>
+
+namespace tessel::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_tensor(h5::File& file, const std::string& name, const Tensor& t) {
+  const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  std::vector<std::int64_t> dims = host.shape();
+  switch (host.dtype()) {
+    case DType::f32: file.write(name, host.data<float>(), dims, "f32 tensor"); break;
+    case DType::f64: file.write(name, host.data<double>(), dims, "f64 tensor"); break;
+    case DType::i64: file.write(name, host.data<std::int64_t>(), dims, "i64 tensor"); break;
+    case DType::i32: file.write(name, host.data<std::int32_t>(), dims, "i32 tensor"); break;
+    default: TESSEL_FAIL("checkpoint: cannot store a {} tensor ({})", dtype_name(host.dtype()), name);
+  }
+}
+
+template <class T>
+void read_into(const h5::File& file, const std::string& name, Tensor& t) {
+  const auto values = file.read<T>(name, t.shape());
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  std::copy(values.begin(), values.end(), host.data<T>());
+  t.copy_from(host);
+}
+
+void read_tensor(const h5::File& file, const std::string& name, Tensor& t) {
+  switch (t.dtype()) {
+    case DType::f32: read_into<float>(file, name, t); break;
+    case DType::f64: read_into<double>(file, name, t); break;
+    case DType::i64: read_into<std::int64_t>(file, name, t); break;
+    case DType::i32: read_into<std::int32_t>(file, name, t); break;
+    default: TESSEL_FAIL("checkpoint: cannot load a {} tensor ({})", dtype_name(t.dtype()), name);
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, nn::Model& model,
+                     nn::Optimizer& optimizer) {
+  fs::create_directories(dir);
+  const fs::path final_path = dir / "checkpoint.h5";
+  const fs::path tmp_path = dir / "checkpoint.h5.tmp";
+  try {
+    h5::File file = h5::File::create(tmp_path);
+    file.set_attr("format", std::string(kCheckpointFormat));
+    file.set_attr("version", static_cast<std::int64_t>(kCheckpointVersion));
+    file.set_attr("epoch", static_cast<std::int64_t>(meta.epoch));
+    file.set_attr("seed", static_cast<std::int64_t>(meta.seed));
+    file.set_attr("model", meta.model_json);
+    file.set_attr("mode", meta.mode);
+    file.create_group("/params");
+    std::string names;
+    for (nn::Parameter* p : model.parameters()) {
+      write_tensor(file, "/params/" + p->name, p->value);
+      names += (names.empty() ? "" : ",") + p->name;
+    }
+    // Lets tools list the parameters without walking the group.
+    file.set_attr("parameters", names);
+    file.create_group("/optimizer");
+    // Optimizer state is created lazily (no moments before the first step), so the file lists
+    // what it holds: "name:dtype" entries, comma-separated.
+    std::string entries;
+    for (const auto& [name, t] : optimizer.state()) {
+      write_tensor(file, "/optimizer/" + name, t);
+      entries += fmt::format("{}{}:{}", entries.empty() ? "" : ",", name, dtype_name(t.dtype()));
+    }
+    file.set_attr("optimizer_state", entries);
+    file.close();
+    fs::rename(tmp_path, final_path);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp_path, ec);
+    throw;
+  }
+}
+
+CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect, nn::Model& model,
+                               nn::Optimizer& optimizer) {
+  const fs::path path = dir / "checkpoint.h5";
+  TESSEL_EXPECTS(fs::exists(path), "{}: no checkpoint to resume from", path.string());
+  h5::File file = h5::File::open_read(path);
+  TESSEL_EXPECTS(file.has_attr("format") && file.attr_string("format") == kCheckpointFormat,
+                 "{}: not a Tessel checkpoint", path.string());
+  const auto version = file.attr_int("version");
+  TESSEL_EXPECTS(version == kCheckpointVersion, "{}: checkpoint version {}, this Tessel reads {}",
+                 path.string(), version, kCheckpointVersion);
+  CheckpointMeta meta;
+  meta.epoch = static_cast<int>(file.attr_int("epoch"));
+  meta.seed = static_cast<std::uint64_t>(file.attr_int("seed"));
+  meta.model_json = file.attr_string("model");
+  meta.mode = file.attr_string("mode");
+  TESSEL_EXPECTS(meta.model_json == expect.model_json,
+                 "{}: checkpoint was written for model {}, but this run builds {}", path.string(),
+                 meta.model_json, expect.model_json);
+  TESSEL_EXPECTS(meta.mode == expect.mode, "{}: checkpoint is from mode {}, this run is mode {}",
+                 path.string(), meta.mode, expect.mode);
+  for (nn::Parameter* p : model.parameters()) read_tensor(file, "/params/" + p->name, p->value);
+  std::vector<std::pair<std::string, Tensor>> state;
+  const std::string entries = file.attr_string("optimizer_state");
+  for (std::size_t start = 0; start < entries.size();) {
+    auto comma = entries.find(',', start);
+    if (comma == std::string::npos) comma = entries.size();
+    const std::string entry = entries.substr(start, comma - start);
+    start = comma + 1;
+    const auto colon = entry.rfind(':');
+    TESSEL_EXPECTS(colon != std::string::npos, "{}: malformed optimizer_state entry '{}'",
+                   path.string(), entry);
+    const std::string name = entry.substr(0, colon), dtype = entry.substr(colon + 1);
+    const std::string object = "/optimizer/" + name;
+    Tensor t;
+    if (dtype == "f32") t = Tensor::empty(file.dims(object), DType::f32);
+    else if (dtype == "i64") t = Tensor::empty(file.dims(object), DType::i64);
+    else if (dtype == "f64") t = Tensor::empty(file.dims(object), DType::f64);
+    else TESSEL_FAIL("{}: optimizer state {} has unsupported dtype {}", path.string(), name, dtype);
+    read_tensor(file, object, t);
+    state.emplace_back(name, std::move(t));
+  }
+  optimizer.load_state(state);
+  return meta;
+}
+
+}  // namespace tessel::train

@@ -1,0 +1,101 @@
+// Pieces every training mode shares: feature normalization, gradient all-reduce, predictions.
+#include "trainer.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/h5.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <system_error>
+
+namespace tessel::train {
+namespace fs = std::filesystem;
+
+void normalize_rows(std::vector<float>& features, std::int64_t cols) {
+  if (cols <= 0) return;
+  const auto rows = static_cast<std::int64_t>(features.size()) / cols;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = features.data() + r * cols;
+    double sum = 0;
+    for (std::int64_t j = 0; j < cols; ++j) sum += row[j];
+    if (sum == 0) continue;
+    const float inv = static_cast<float>(1.0 / sum);
+    for (std::int64_t j = 0; j < cols; ++j) row[j] *= inv;
+  }
+}
+
+void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {
+  if (comm.size() == 1) return;
+  const auto params = model.parameters();
+  std::int64_t total = 0;
+  for (const nn::Parameter* p : params) total += p->grad.numel();
+  // One flat buffer, one collective: latency matters more than the copy for GNN-sized models.
+  std::vector<float> flat(static_cast<std::size_t>(total));
+  std::int64_t at = 0;
+  for (const nn::Parameter* p : params) {
+    const Tensor host = p->grad.device().is_cpu() ? p->grad : p->grad.to(Device::cpu());
+    std::copy_n(host.data<float>(), host.numel(), flat.data() + at);
+    at += host.numel();
+  }
+  comm.allreduce(std::span<float>(flat));
+  at = 0;
+  for (nn::Parameter* p : params) {
+    Tensor host = Tensor::from_vector(
+        std::vector<float>(flat.begin() + at, flat.begin() + at + p->grad.numel()),
+        p->grad.shape());
+    p->grad.copy_from(host);
+    at += p->grad.numel();
+  }
+}
+
+void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
+                            const Tensor& logits_owned, const fs::path& path) {
+  const Tensor logits = logits_owned.device().is_cpu() ? logits_owned : logits_owned.to(Device::cpu());
+  const std::int64_t classes = logits.cols();
+  const std::int64_t n = part.num_owned;
+  std::vector<std::int64_t> to_root_ids(static_cast<std::size_t>(comm.size()), 0);
+  std::vector<std::int64_t> to_root_rows(static_cast<std::size_t>(comm.size()), 0);
+  to_root_ids[0] = n;
+  to_root_rows[0] = n * classes;
+  std::vector<std::int64_t> ids(part.orig_id.begin(), part.orig_id.begin() + n);
+  std::vector<float> rows(logits.data<float>(), logits.data<float>() + n * classes);
+  const auto all_ids = comm.alltoallv<std::int64_t>(ids, to_root_ids);
+  const auto all_rows = comm.alltoallv<float>(rows, to_root_rows);
+  if (comm.rank() != 0) return;
+
+  const auto total = static_cast<std::int64_t>(all_ids.size());
+  std::vector<std::int64_t> order(static_cast<std::size_t>(total));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return all_ids[a] < all_ids[b]; });
+  std::vector<std::int64_t> node_id(order.size()), predicted(order.size());
+  std::vector<float> sorted_logits(all_rows.size());
+  for (std::int64_t i = 0; i < total; ++i) {
+    const std::int64_t src = order[i];
+    node_id[i] = all_ids[src];
+    const float* row = &all_rows[src * classes];
+    std::copy_n(row, classes, &sorted_logits[i * classes]);
+    predicted[i] = std::max_element(row, row + classes) - row;
+  }
+  const fs::path tmp = path.string() + ".tmp";
+  try {
+    if (path.has_parent_path()) fs::create_directories(path.parent_path());
+    h5::File file = h5::File::create(tmp);
+    file.set_attr("format", std::string("tessel-predictions"));
+    file.set_attr("version", std::int64_t{1});
+    file.set_attr("num_nodes", total);
+    file.set_attr("num_classes", classes);
+    file.write("/node_id", node_id, "node id in the source dataset, ascending");
+    file.write("/predicted", predicted, "predicted class (argmax of logits)");
+    file.write("/logits", sorted_logits.data(), {total, classes},
+               "model output before softmax, one row per node_id");
+    file.close();
+    fs::rename(tmp, path);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace tessel::train

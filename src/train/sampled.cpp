@@ -1,0 +1,239 @@
+// Sampled mode: mini-batches of each rank's own training nodes, sampled by the data-centric
+// DistributedSampler, gradients all-reduced every step in lock-step; evaluation is full-neighbor.
+#include "full_aggregator.hpp"
+#include "trainer.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/kernels/sparse.hpp"
+#include "tessel/nn/loss.hpp"
+#include "tessel/sampling/block.hpp"
+#include "tessel/train/distributed_sampler.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+namespace tessel::train {
+namespace {
+
+// Aggregation over one sampled block. Rebuilt every step from the block and the whole-graph
+// degrees of its source nodes.
+class BlockAggregator final : public nn::Aggregator {
+ public:
+  void reset(const sampling::Block& block, std::vector<NodeId> src_orig,
+             std::vector<std::int64_t> src_degree) {
+    block_ = &block;
+    src_orig_ = std::move(src_orig);
+    src_degree_ = std::move(src_degree);
+    gcn_.reset();
+    mean_.reset();
+  }
+
+  std::int64_t num_src() const override { return block_->num_src(); }
+  std::int64_t num_dst() const override { return block_->num_dst(); }
+  std::span<const NodeId> src_ids() const override { return src_orig_; }
+
+  Tensor aggregate(const Tensor& x, nn::Norm norm) override {
+    const auto& m = matrices(norm);
+    Tensor y = Tensor::empty({num_dst(), x.cols()}, DType::f32, x.device());
+    kernels::spmm(m.first, x, y);
+    return y;
+  }
+  Tensor aggregate_backward(const Tensor& grad_out, nn::Norm norm) override {
+    const auto& m = matrices(norm);
+    Tensor g = Tensor::empty({num_src(), grad_out.cols()}, DType::f32, grad_out.device());
+    kernels::spmm(m.second, grad_out, g);
+    return g;
+  }
+
+ private:
+  using Pair = std::pair<kernels::SparseMatrix, kernels::SparseMatrix>;
+  const Pair& matrices(nn::Norm norm) {
+    auto& slot = norm == nn::Norm::gcn ? gcn_ : mean_;
+    if (!slot) {
+      const LocalCsr w = weighted_adjacency(block_->adj, src_degree_, norm);
+      slot.emplace(kernels::SparseMatrix::from_csr(w), kernels::SparseMatrix::from_csr(w.transpose()));
+    }
+    return *slot;
+  }
+
+  const sampling::Block* block_ = nullptr;
+  std::vector<NodeId> src_orig_;
+  std::vector<std::int64_t> src_degree_;
+  std::optional<Pair> gcn_, mean_;
+};
+
+class SampledTrainer final : public Trainer {
+ public:
+  explicit SampledTrainer(TrainerContext ctx)
+      : comm_(ctx.comm),
+        options_(ctx.options),
+        manifest_(ctx.manifest),
+        part_(ctx.part),
+        model_(ctx.options.model),
+        optimizer_(nn::make_optimizer(ctx.options.optimizer)),
+        sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
+                 ctx.options.sampled.batch_size) {
+    TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
+                   "sampled mode: {} fanouts for {} layers", options_.sampled.fanouts.size(),
+                   options_.model.layers);
+    eval_aggregator_ = std::make_unique<FullAggregator>(part_, comm_);
+    features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
+    std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
+    for (auto* list : {&part_.train, &part_.valid, &part_.test}) {
+      std::vector<std::int64_t> labels;
+      for (LocalId v : *list) labels.push_back(part_.labels[v]);
+      split_labels_.push_back(std::move(labels));
+    }
+    aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
+    sampling::CacheBudget budget;
+    if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
+    else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
+    sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
+  }
+
+  nn::Model& model() override { return model_; }
+  nn::Optimizer& optimizer() override { return *optimizer_; }
+
+  double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
+    sampler_.reset_counters();
+    std::vector<std::vector<LocalId>> step_seeds;
+    std::vector<std::int64_t> step_counts;
+    sampler_.assign_steps(epoch, step_seeds, step_counts, phases);
+    double loss_sum = 0;
+    std::int64_t steps_run = 0;
+    for (std::size_t s = 0; s < step_counts.size(); ++s) {
+      if (step_counts[s] == 0) continue;  // every rank skips it: no collective is left waiting
+      loss_sum += run_step(epoch, static_cast<std::uint32_t>(s), step_seeds[s], step_counts[s],
+                           phases);
+      ++steps_run;
+    }
+    {
+      ScopedPhase t(phases, "communicate");
+      loss_sum = comm_.allreduce_value(loss_sum);
+    }
+    report(extra, steps_run, phases);
+    return loss_sum / static_cast<double>(manifest_.num_train);
+  }
+
+  Accuracy evaluate(PhaseTimes& phases) override {
+    // Layer-wise full-neighbor inference over every node (as DGL evaluates sampled models):
+    // the aggregation full-batch training uses, so accuracy is exact, not a sampled estimate.
+    PhaseTimes eval_phases;
+    eval_aggregator_->set_phases(&eval_phases);
+    Stopwatch watch;
+    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(options_.model.layers),
+                                      eval_aggregator_.get());
+    const Tensor logits = model_.forward(features_, aggs, rng::Key{}, false);
+    std::int64_t correct[3];
+    const std::vector<LocalId>* lists[3] = {&part_.train, &part_.valid, &part_.test};
+    for (int s = 0; s < 3; ++s) correct[s] = nn::count_correct(logits, *lists[s], split_labels_[s]);
+    comm_.allreduce(std::span<std::int64_t>(correct, 3));
+    phases.add("eval", watch.seconds());
+    auto ratio = [](std::int64_t c, std::int64_t n) {
+      return n > 0 ? static_cast<double>(c) / static_cast<double>(n) : 0.0;
+    };
+    return {ratio(correct[0], manifest_.num_train), ratio(correct[1], manifest_.num_valid),
+            ratio(correct[2], manifest_.num_test)};
+  }
+
+  void write_predictions(const std::filesystem::path& path) override {
+    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(options_.model.layers),
+                                      eval_aggregator_.get());
+    const Tensor logits = model_.forward(features_, aggs, rng::Key{}, false);
+    write_predictions_file(comm_, part_, logits, path);
+  }
+
+ private:
+  double run_step(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
+                  std::int64_t global_count, PhaseTimes& phases) {
+    const int layers = options_.model.layers;
+    sampler_.sample(epoch, step, seeds, phases);
+    const auto& blocks = sampler_.blocks();
+    const Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
+
+    ScopedPhase compute(phases, "compute");
+    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
+    for (int l = 0; l < layers; ++l) {
+      const auto& src = blocks[l].src;
+      std::vector<NodeId> src_orig(src.size());
+      std::vector<std::int64_t> src_degree(src.size());
+      for (std::size_t i = 0; i < src.size(); ++i) {
+        src_orig[i] = sampler_.orig_of(src[i]);
+        src_degree[i] = sampler_.degree_of(src[i]);
+      }
+      aggregators_[l].reset(blocks[l], std::move(src_orig), std::move(src_degree));
+      aggs[l] = &aggregators_[l];
+    }
+    model_.zero_grad();
+    double loss_sum = 0;
+    if (!seeds.empty()) {
+      const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
+                                 static_cast<std::uint32_t>(epoch), step, 0};
+      const Tensor logits = model_.forward(x, aggs, dropout_key, true);
+      std::vector<LocalId> rows(seeds.size());
+      std::iota(rows.begin(), rows.end(), 0);
+      std::vector<std::int64_t> labels(seeds.size());
+      for (std::size_t i = 0; i < seeds.size(); ++i) labels[i] = part_.labels[seeds[i]];
+      // Scaled by the global batch: the all-reduced gradient is that of the mean loss over the
+      // union of every rank's seeds, as if one rank had processed them all.
+      const nn::LossResult loss =
+          nn::softmax_cross_entropy(logits, rows, labels, 1.0 / static_cast<double>(global_count));
+      model_.backward(loss.grad);
+      loss_sum = loss.loss_sum;
+    }
+    {
+      ScopedPhase t(phases, "communicate");
+      allreduce_gradients(comm_, model_);
+    }
+    optimizer_->step(model_.parameters());
+    return loss_sum;
+  }
+
+  // Per-epoch numbers summed over ranks: throughput, cache, and the bytes of the data-centric
+  // exchange against a model-centric run that pulls whole adjacency lists and every remote row.
+  void report(nlohmann::json& extra, std::int64_t steps_run, const PhaseTimes& phases) {
+    const SamplerCounters& k = sampler_.counters();
+    const std::int64_t f = part_.feature_dim;
+    std::int64_t c[8] = {k.sampled_edges, k.remote_requests,   k.answer_ids,   k.remote_adjacency,
+                         k.input_rows,    k.remote_input_rows, k.fetched_rows, k.cache_hits};
+    comm_.allreduce(std::span<std::int64_t>(c, 8));
+    const double sample_s = comm_.allreduce_value(phases.get("sample"), comm::ReduceOp::max);
+    const std::int64_t row_bytes = f * 4 + 8;  // the row plus the id that asked for it
+    const std::int64_t dc_sample_bytes = c[1] * 16 + c[2] * 24;  // request + count; id triples
+    const std::int64_t mc_adjacency_bytes = c[3] * 8;
+    extra["steps"] = steps_run;
+    extra["sampled_edges"] = c[0];
+    extra["sampled_edges_per_s"] = sample_s > 0 ? static_cast<double>(c[0]) / sample_s : 0.0;
+    extra["input_rows"] = c[4];
+    extra["remote_input_rows"] = c[5];
+    extra["cache_rows"] = comm_.allreduce_value<std::int64_t>(sampler_.cache().size());
+    extra["cache_hit_rate"] = c[5] > 0 ? static_cast<double>(c[7]) / static_cast<double>(c[5]) : 0.0;
+    extra["bytes_fetched"] = c[6] * f * 4;
+    extra["data_centric_bytes"] = dc_sample_bytes + c[6] * row_bytes;
+    extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
+    extra["data_centric_sample_bytes"] = dc_sample_bytes;
+    extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
+  }
+
+  comm::Communicator& comm_;
+  const TrainOptions& options_;
+  const partition::Manifest& manifest_;
+  partition::Part& part_;
+  nn::Model model_;
+  std::unique_ptr<nn::Optimizer> optimizer_;
+  DistributedSampler sampler_;
+  std::unique_ptr<FullAggregator> eval_aggregator_;
+  Tensor features_;
+  std::vector<std::vector<std::int64_t>> split_labels_;
+  std::vector<BlockAggregator> aggregators_;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context) {
+  return std::make_unique<SampledTrainer>(context);
+}
+
+}  // namespace tessel::train

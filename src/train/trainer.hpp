@@ -1,0 +1,58 @@
+// The interface each training mode implements; the shared driver (train.cpp) runs epochs,
+// metrics, checkpoints and fault injection around it.
+#pragma once
+
+#include "tessel/comm/communicator.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/nn/model.hpp"
+#include "tessel/nn/optimizer.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/train/train.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <memory>
+
+namespace tessel::train {
+
+struct Accuracy {
+  double train = 0, valid = 0, test = 0;
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  virtual nn::Model& model() = 0;
+  virtual nn::Optimizer& optimizer() = 0;
+  // One epoch of training (all its steps, optimizer updates included); returns the mean
+  // training loss over the whole graph's training nodes. Adds seconds per phase to `phases`
+  // and mode-specific numbers to `extra`. Collective.
+  virtual double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) = 0;
+  // Accuracies of the current parameters over the whole graph (no dropout). Collective.
+  virtual Accuracy evaluate(PhaseTimes& phases) = 0;
+  // Predicted class and logits of every node, written by rank 0 in source node order.
+  virtual void write_predictions(const std::filesystem::path& path) = 0;
+};
+
+// Shared state a mode is built from.
+struct TrainerContext {
+  comm::Communicator& comm;
+  const TrainOptions& options;
+  const partition::Manifest& manifest;
+  partition::Part& part;
+};
+
+std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
+std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
+
+// Pieces the modes share.
+// Row-normalizes features in place (rows summing to zero stay zero).
+void normalize_rows(std::vector<float>& features, std::int64_t cols);
+// Sums every parameter gradient over ranks in one allreduce.
+void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
+// Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file.
+void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
+                            const Tensor& logits_owned, const std::filesystem::path& path);
+
+}  // namespace tessel::train

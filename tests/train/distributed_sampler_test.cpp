@@ -1,0 +1,106 @@
+// The distributed sampler draws, across P ranks, exactly the blocks one process draws on the
+// whole graph with the same keys (compared as edge sets in original ids).
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/datasets/dataset.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/sampling/block.hpp"
+#include "tessel/train/distributed_sampler.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rank 0 makes a dataset and its partition into P parts; everyone waits for it.
+fs::path prepare(comm::Communicator& comm) {
+  const fs::path dir = fs::path(TESSEL_BINARY_DIR) / "test-tmp" /
+                       ("distributed-sampler.np" + std::to_string(comm.size()));
+  if (comm.rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string tessel = test::tessel_binary().string();
+    std::string out;
+    EXPECT_EQ(test::run_command(tessel + " convert synthetic --nodes 500 --avg-degree 9 "
+                                         "--classes 3 --feat-dim 4 --seed 21 " +
+                                    (dir / "g.h5").string(), &out), 0) << out;
+    EXPECT_EQ(test::run_command(tessel + " partition " + (dir / "g.h5").string() + " --parts " +
+                                    std::to_string(comm.size()) + " --out " +
+                                    (dir / "parts").string(), &out), 0) << out;
+  }
+  comm.barrier();
+  return dir;
+}
+
+using Edge = std::tuple<int, NodeId, NodeId>;  // (layer, dst orig, src orig)
+
+}  // namespace
+
+TEST(DistributedSampler, BlocksEqualTheSingleProcessReference) {
+  auto comm = comm::make_mpi_communicator();
+  const fs::path dir = prepare(*comm);
+  const partition::Manifest manifest = partition::read_manifest(dir / "parts");
+  partition::Part part = partition::load_part(dir / "parts", comm->rank(), manifest);
+  const std::vector<int> fanouts = {4, 3};
+  const std::uint64_t seed = 77;
+  const std::int64_t batch = 8;
+  train::DistributedSampler sampler(part, manifest, *comm, seed, fanouts, batch);
+
+  const int epoch = 2;
+  PhaseTimes phases;
+  std::vector<std::vector<LocalId>> step_seeds;
+  std::vector<std::int64_t> step_counts;
+  sampler.assign_steps(epoch, step_seeds, step_counts, phases);
+  ASSERT_FALSE(step_counts.empty());
+  const auto step = static_cast<std::uint32_t>(std::min<std::size_t>(1, step_counts.size() - 1));
+  sampler.sample(epoch, step, step_seeds[step], phases);
+
+  // This rank's edges in original ids, gathered at rank 0.
+  std::vector<std::int64_t> mine;
+  for (int l = 0; l < 2; ++l) {
+    const auto& b = sampler.blocks()[l];
+    for (std::int64_t i = 0; i < b.num_dst(); ++i)
+      for (EdgeId e = b.adj.indptr[i]; e < b.adj.indptr[i + 1]; ++e) {
+        mine.push_back(l);
+        mine.push_back(sampler.orig_of(b.dst[i]));
+        mine.push_back(sampler.orig_of(b.src[b.adj.indices[e]]));
+      }
+  }
+  std::vector<std::int64_t> to_root(static_cast<std::size_t>(comm->size()), 0);
+  to_root[0] = static_cast<std::int64_t>(mine.size());
+  const auto all = comm->alltoallv<std::int64_t>(mine, to_root);
+  std::vector<std::int64_t> my_seed_orig;
+  for (LocalId v : step_seeds[step]) my_seed_orig.push_back(part.orig_id[v]);
+  std::vector<std::int64_t> seed_counts(static_cast<std::size_t>(comm->size()), 0);
+  seed_counts[0] = static_cast<std::int64_t>(my_seed_orig.size());
+  auto seeds = comm->alltoallv<std::int64_t>(my_seed_orig, seed_counts);
+  if (comm->rank() != 0) return;
+
+  std::set<Edge> distributed;
+  for (std::size_t i = 0; i < all.size(); i += 3)
+    distributed.emplace(static_cast<int>(all[i]), all[i + 1], all[i + 2]);
+
+  // The reference: the whole graph in original ids, symmetrized as the partitioner does.
+  datasets::Dataset data = datasets::read_store(dir / "g.h5", {.features = false});
+  const Csr graph = datasets::symmetrize(data.graph);
+  std::sort(seeds.begin(), seeds.end());
+  ASSERT_EQ(static_cast<std::int64_t>(seeds.size()), step_counts[step]);
+  ASSERT_FALSE(seeds.empty());
+  const rng::Key key{seed, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step, 0};
+  const auto blocks = sampling::sample_blocks(graph, seeds, fanouts, key);
+  std::set<Edge> reference;
+  for (int l = 0; l < 2; ++l) {
+    const auto& b = blocks[l];
+    for (std::int64_t i = 0; i < b.num_dst(); ++i)
+      for (EdgeId e = b.adj.indptr[i]; e < b.adj.indptr[i + 1]; ++e)
+        reference.emplace(l, b.dst[i], b.src[b.adj.indices[e]]);
+  }
+  EXPECT_GT(reference.size(), seeds.size());
+  EXPECT_EQ(distributed, reference);
+}

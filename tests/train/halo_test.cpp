@@ -1,0 +1,94 @@
+// HaloExchange on hand-built parts of a ring: forward delivers owners' rows, backward sums
+// halo gradients at their owners.
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/train/halo.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+using namespace tessel;
+
+namespace {
+
+// Ring of n nodes split into contiguous ranges; node v's in-neighbors are v-1 and v+1 (mod n)
+// plus v+3 to create halos that are not adjacent ranges. Global id == original id here.
+partition::Part ring_part(int rank, int parts, std::int64_t n) {
+  partition::Part part;
+  part.part_id = rank;
+  part.num_parts = parts;
+  const std::int64_t begin = n * rank / parts, end = n * (rank + 1) / parts;
+  part.offset = begin;
+  part.num_owned = end - begin;
+  std::map<NodeId, LocalId> halo_index;
+  std::vector<NodeId> halo_global;
+  part.graph.num_rows = part.num_owned;
+  for (std::int64_t v = begin; v < end; ++v) {
+    // Reverse order of first appearance so halo order differs from owner order.
+    for (NodeId u : {(v + 3) % n, (v + n - 1) % n, (v + 1) % n}) {
+      LocalId l;
+      if (u >= begin && u < end) {
+        l = static_cast<LocalId>(u - begin);
+      } else {
+        auto it = halo_index.find(u);
+        if (it == halo_index.end()) {
+          it = halo_index.emplace(u, static_cast<LocalId>(halo_global.size())).first;
+          halo_global.push_back(u);
+        }
+        l = static_cast<LocalId>(part.num_owned + it->second);
+      }
+      part.graph.indices.push_back(l);
+    }
+    part.graph.indptr.push_back(static_cast<EdgeId>(part.graph.indices.size()));
+  }
+  part.num_halo = static_cast<std::int64_t>(halo_global.size());
+  part.graph.num_cols = part.num_owned + part.num_halo;
+  for (NodeId g : halo_global) {
+    int owner = 0;
+    while (g >= n * (owner + 1) / parts) ++owner;
+    part.halo_owner.push_back(owner);
+    part.halo_owner_local.push_back(static_cast<std::int32_t>(g - n * owner / parts));
+  }
+  for (std::int64_t v = begin; v < end; ++v) part.orig_id.push_back(v);
+  part.orig_id.insert(part.orig_id.end(), halo_global.begin(), halo_global.end());
+  return part;
+}
+
+}  // namespace
+
+TEST(HaloExchange, ForwardDeliversOwnerRowsBackwardSumsAtOwners) {
+  auto comm = comm::make_mpi_communicator();
+  const std::int64_t n = 40, f = 3;
+  const partition::Part part = ring_part(comm->rank(), comm->size(), n);
+  train::HaloExchange halo(part, *comm);
+
+  // Row of global node g holds (g, 10 g, 100 g).
+  Tensor x = Tensor::empty({part.num_owned, f}, DType::f32);
+  for (std::int64_t i = 0; i < part.num_owned; ++i)
+    for (std::int64_t j = 0; j < f; ++j)
+      x.data<float>()[i * f + j] = static_cast<float>((part.offset + i) * (j == 0 ? 1 : j == 1 ? 10 : 100));
+  Tensor full;
+  halo.forward(x, full);
+  ASSERT_EQ(full.rows(), part.num_local());
+  for (std::int64_t l = 0; l < part.num_local(); ++l)
+    for (std::int64_t j = 0; j < f; ++j)
+      EXPECT_EQ(full.data<float>()[l * f + j],
+                static_cast<float>(part.orig_id[l] * (j == 0 ? 1 : j == 1 ? 10 : 100)))
+          << "local " << l;
+
+  // Backward: every local row (owned or halo) carries gradient 1; an owned node's gradient
+  // must become 1 + (number of other ranks holding it as halo).
+  Tensor grad_full = Tensor::empty({part.num_local(), f}, DType::f32);
+  for (std::int64_t i = 0; i < grad_full.numel(); ++i) grad_full.data<float>()[i] = 1.0f;
+  Tensor grad_owned;
+  halo.backward(grad_full, grad_owned);
+  // Count, for each node, how many parts hold it as halo.
+  std::vector<int> holders(static_cast<std::size_t>(n), 0);
+  for (int r = 0; r < comm->size(); ++r) {
+    const partition::Part other = ring_part(r, comm->size(), n);
+    for (std::int64_t h = 0; h < other.num_halo; ++h) ++holders[other.orig_id[other.num_owned + h]];
+  }
+  for (std::int64_t i = 0; i < part.num_owned; ++i)
+    EXPECT_EQ(grad_owned.data<float>()[i * f], 1.0f + holders[part.offset + i]) << "node " << i;
+  EXPECT_EQ(halo.rows_received(), part.num_halo);
+}
