@@ -9,6 +9,10 @@
 #include <omp.h>
 #include <zlib.h>
 
+#ifdef TESSEL_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -27,7 +31,33 @@ namespace {
 
 constexpr std::int64_t kTargetBlockBytes = 4 << 20;
 
+#ifdef TESSEL_HAVE_ISAL
+// ISA-L's level 1 compresses several times faster than zlib's, at a similar ratio.
+bool isal_gzip_member(const std::string& text, std::string& out) {
+  thread_local std::vector<std::uint8_t> level_buf(ISAL_DEF_LVL1_DEFAULT);
+  isal_zstream zs;
+  isal_deflate_stateless_init(&zs);
+  zs.level = 1;
+  zs.level_buf = level_buf.data();
+  zs.level_buf_size = static_cast<std::uint32_t>(level_buf.size());
+  zs.gzip_flag = IGZIP_GZIP;  // a fixed generic header (mtime 0): reproducible members
+  zs.end_of_stream = 1;
+  zs.flush = NO_FLUSH;
+  out.resize(text.size() + text.size() / 8 + 1024);
+  zs.next_in = reinterpret_cast<std::uint8_t*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<std::uint32_t>(text.size());
+  zs.next_out = reinterpret_cast<std::uint8_t*>(out.data());
+  zs.avail_out = static_cast<std::uint32_t>(out.size());
+  if (isal_deflate_stateless(&zs) != COMP_OK) return false;
+  out.resize(zs.total_out);
+  return true;
+}
+#endif
+
 bool gzip_member(const std::string& text, std::string& out, int level) {
+#ifdef TESSEL_HAVE_ISAL
+  if (level == 1 && isal_gzip_member(text, out)) return true;
+#endif
   z_stream zs{};
   // 15 + 16: gzip wrapper. zlib writes mtime 0, so members are reproducible.
   if (deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return false;

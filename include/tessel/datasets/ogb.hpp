@@ -53,7 +53,7 @@ ConvertReport convert_ogb_folder(const std::filesystem::path& dir,
 struct OgbWriteOptions {
   std::string split_name = "random";  // split/<split_name>/
   bool gzip = true;                   // .csv.gz (else plain .csv)
-  int gzip_level = 1;                 // 1 = fastest
+  int gzip_level = 1;                 // 1 = fastest (ISA-L's level 1 when built with it)
   bool npz = false;                   // papers100M layout: raw/data.npz + raw/node-label.npz
   bool npz_deflate = false;           // compress npz members (np.savez_compressed) or store them
   bool npz_zip64 = false;             // write zip64 records even when not needed
