@@ -4,7 +4,6 @@
 #include "tessel/core/error.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 namespace tessel::partition::detail {
@@ -24,13 +23,13 @@ GraphCsr clean_graph(const CsrT<Index>& graph, bool symmetrize, std::int64_t max
 #pragma omp parallel for schedule(static)
   for (std::int64_t v = 0; v < n; ++v)
     bound[v + 1] = graph.degree(v);
+  // The transposed passes are sequential on purpose: plain scattered increments and stores
+  // overlap their cache misses, atomic read-modify-writes serialize them (measured: more than
+  // 10x slower with 1 or 2 threads on a 13M-edge graph).
   const std::int64_t m = graph.num_edges();
-  if (symmetrize) {
-#pragma omp parallel for schedule(static)
+  if (symmetrize)
     for (std::int64_t e = 0; e < m; ++e)
-      std::atomic_ref<EdgeId>(bound[static_cast<std::size_t>(graph.indices[e]) + 1])
-          .fetch_add(1, std::memory_order_relaxed);
-  }
+      ++bound[static_cast<std::size_t>(graph.indices[e]) + 1];
   for (std::int64_t v = 0; v < n; ++v)
     bound[v + 1] += bound[v];
 
@@ -47,16 +46,11 @@ GraphCsr clean_graph(const CsrT<Index>& graph, bool symmetrize, std::int64_t max
     fill[v] = pos;
   }
   if (symmetrize) {
-    // Edge u -> v (u in row v) also becomes v -> u: v joins row u. Slot order is racy, but every
-    // row is sorted below, so the result does not depend on it.
-#pragma omp parallel for schedule(dynamic, 4096)
-    for (std::int64_t v = 0; v < n; ++v) {
-      for (EdgeId e = graph.indptr[v]; e < graph.indptr[v + 1]; ++e) {
-        const auto u = static_cast<std::size_t>(graph.indices[e]);
-        const EdgeId pos = std::atomic_ref<EdgeId>(fill[u]).fetch_add(1, std::memory_order_relaxed);
-        out.indices[pos] = static_cast<std::int32_t>(v);
-      }
-    }
+    // Edge u -> v (u in row v) also becomes v -> u: v joins row u.
+    for (std::int64_t v = 0; v < n; ++v)
+      for (EdgeId e = graph.indptr[v]; e < graph.indptr[v + 1]; ++e)
+        out.indices[fill[static_cast<std::size_t>(graph.indices[e])]++] =
+            static_cast<std::int32_t>(v);
   }
 
 #pragma omp parallel for schedule(dynamic, 4096)

@@ -76,6 +76,9 @@ struct PartitionStats {
   std::string source_name;        // file name of the source, empty for in-memory data
   PhaseTimes times; // read, checksum, symmetrize, metis|random, build, features, write
   std::int64_t peak_rss_bytes = 0;
+  // Peak RSS of the process when each phase ended (read, symmetrize, metis|random, build,
+  // features), to see which phase sets the peak.
+  std::vector<std::pair<std::string, std::int64_t>> peak_rss_after;
 
   nlohmann::json to_json() const;
   // A few lines for people: sizes, per-part table, cut, balance, replication, times, memory.
