@@ -46,4 +46,4 @@ void AtomicOutput::commit() {
   committed_ = true;
 }
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -59,4 +59,4 @@ Csr csr_from_edges(std::int64_t n, const Id* src, const Id* dst, std::int64_t m,
   return csr;
 }
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

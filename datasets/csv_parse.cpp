@@ -16,32 +16,35 @@ std::string shorten(std::string token) {
 
 bool field_ok(const char* b, const char* e, FieldKind kind) {
   switch (kind) {
-    case FieldKind::integer: {
-      std::int64_t v = 0;
-      return parse_integer(b, e, v) == e && b != e;
-    }
-    case FieldKind::number: {
-      float v = 0;
-      return b != e && parse_real(b, e, v) == e && std::isfinite(v);
-    }
-    case FieldKind::label: {
-      std::int64_t v = 0;
-      return parse_label(b, e, v) == e;
-    }
+  case FieldKind::integer: {
+    std::int64_t v = 0;
+    return parse_integer(b, e, v) == e && b != e;
+  }
+  case FieldKind::number: {
+    float v = 0;
+    return b != e && parse_real(b, e, v) == e && std::isfinite(v);
+  }
+  case FieldKind::label: {
+    std::int64_t v = 0;
+    return parse_label(b, e, v) == e;
+  }
   }
   return false;
 }
 
 const char* kind_phrase(FieldKind kind) {
   switch (kind) {
-    case FieldKind::integer: return "an integer";
-    case FieldKind::number: return "a finite number";
-    case FieldKind::label: return "a class id (an integer, or nan for unlabeled)";
+  case FieldKind::integer:
+    return "an integer";
+  case FieldKind::number:
+    return "a finite number";
+  case FieldKind::label:
+    return "a class id (an integer, or nan for unlabeled)";
   }
   return "valid";
 }
 
-}  // namespace
+} // namespace
 
 std::string describe_bad_line(const char* p, const char* end, std::int64_t expected,
                               FieldKind kind) {
@@ -50,8 +53,8 @@ std::string describe_bad_line(const char* p, const char* end, std::int64_t expec
   const std::int64_t fields = count_fields(p, end);
   if (fields != expected) {
     if (fields == 0) return fmt::format("empty line, expected {} comma-separated values", expected);
-    return fmt::format("has {} comma-separated value{}, expected {}", fields, fields == 1 ? "" : "s",
-                       expected);
+    return fmt::format("has {} comma-separated value{}, expected {}", fields,
+                       fields == 1 ? "" : "s", expected);
   }
   const char* f = p;
   for (std::int64_t i = 0; i < fields; ++i) {
@@ -67,4 +70,4 @@ std::string describe_bad_line(const char* p, const char* end, std::int64_t expec
   return "malformed line";
 }
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

@@ -31,19 +31,19 @@ inline const char* parse_integer(const char* p, const char* end, std::int64_t& v
   if (p < end && static_cast<unsigned>(*p - '0') < 10) {
     std::uint64_t v = 0;
     const char* start = p;
-    while (p < end && static_cast<unsigned>(*p - '0') < 10) v = v * 10 + static_cast<unsigned>(*p++ - '0');
+    while (p < end && static_cast<unsigned>(*p - '0') < 10)
+      v = v * 10 + static_cast<unsigned>(*p++ - '0');
     if (p - start < 19) {
       value = static_cast<std::int64_t>(v);
       return p;
     }
-    p = start;  // possibly too long for int64: let from_chars decide
+    p = start; // possibly too long for int64: let from_chars decide
   }
   const auto r = std::from_chars(p, end, value);
   return r.ec == std::errc() ? r.ptr : nullptr;
 }
 
-template <class T>
-inline const char* parse_real(const char* p, const char* end, T& value) {
+template <class T> inline const char* parse_real(const char* p, const char* end, T& value) {
 #ifdef TESSEL_HAVE_FAST_FLOAT
   const auto r = fast_float::from_chars(p, end, value);
 #else
@@ -81,7 +81,8 @@ inline std::int64_t count_fields(const char* p, const char* end) {
   if (e > p && e[-1] == '\r') --e;
   if (e == p) return 0;
   std::int64_t n = 1;
-  for (; p < e; ++p) n += *p == ',';
+  for (; p < e; ++p)
+    n += *p == ',';
   return n;
 }
 
@@ -107,7 +108,8 @@ inline const char* parse_label(const char* p, const char* end, std::int64_t& val
 }
 
 // Explains why the line starting at p is not `expected` fields of `kind`.
-std::string describe_bad_line(const char* p, const char* end, std::int64_t expected, FieldKind kind);
+std::string describe_bad_line(const char* p, const char* end, std::int64_t expected,
+                              FieldKind kind);
 
 // A LineError for the line starting at p, at 0-based file line `line`.
 inline LineError bad_line(std::int64_t line, const char* p, const char* end, std::int64_t expected,
@@ -115,4 +117,4 @@ inline LineError bad_line(std::int64_t line, const char* p, const char* end, std
   return LineError{line, describe_bad_line(p, end, expected, kind)};
 }
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

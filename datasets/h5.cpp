@@ -1,4 +1,5 @@
-// HDF5 files through RAII handles: typed dataset and attribute I/O whose errors name file and object.
+// HDF5 files through RAII handles: typed dataset and attribute I/O whose errors name file and
+// object.
 #include "tessel/datasets/h5.hpp"
 
 #include <cstdint>
@@ -19,22 +20,30 @@ void quiet_hdf5_errors() {
 }
 
 // The on-disk element type for T: little-endian standard types, so files are portable.
-template <class T>
-hid_t file_type() {
-  if constexpr (std::is_same_v<T, float>) return H5T_IEEE_F32LE;
-  else if constexpr (std::is_same_v<T, double>) return H5T_IEEE_F64LE;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_STD_I32LE;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_STD_I64LE;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return H5T_STD_U8LE;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return H5T_STD_U32LE;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return H5T_STD_U64LE;
-  else static_assert(sizeof(T) == 0, "unsupported HDF5 element type");
+template <class T> hid_t file_type() {
+  if constexpr (std::is_same_v<T, float>)
+    return H5T_IEEE_F32LE;
+  else if constexpr (std::is_same_v<T, double>)
+    return H5T_IEEE_F64LE;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return H5T_STD_I32LE;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return H5T_STD_I64LE;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return H5T_STD_U8LE;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return H5T_STD_U32LE;
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return H5T_STD_U64LE;
+  else
+    static_assert(sizeof(T) == 0, "unsupported HDF5 element type");
 }
 
-template <class T>
-const char* type_word() {
-  if constexpr (std::is_floating_point_v<T>) return "floating-point";
-  else return "integer";
+template <class T> const char* type_word() {
+  if constexpr (std::is_floating_point_v<T>)
+    return "floating-point";
+  else
+    return "integer";
 }
 
 std::string parent_of(const std::string& name) {
@@ -52,40 +61,72 @@ Handle no_times_plist(hid_t cls) {
 
 std::int64_t product(const std::vector<std::int64_t>& dims) {
   std::int64_t n = 1;
-  for (auto d : dims) n *= d;
+  for (auto d : dims)
+    n *= d;
   return n;
 }
 
 std::string dims_string(const std::vector<std::int64_t>& dims) {
   std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
   return s + "]";
 }
 
-}  // namespace
+} // namespace
 
 void Handle::reset() noexcept {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: H5Idec_ref(id_); break;  // already closed with its file, or an unusual kind
+  case H5I_FILE:
+    H5Fclose(id_);
+    break;
+  case H5I_GROUP:
+    H5Gclose(id_);
+    break;
+  case H5I_DATASET:
+    H5Dclose(id_);
+    break;
+  case H5I_DATASPACE:
+    H5Sclose(id_);
+    break;
+  case H5I_DATATYPE:
+    H5Tclose(id_);
+    break;
+  case H5I_ATTR:
+    H5Aclose(id_);
+    break;
+  case H5I_GENPROP_LST:
+    H5Pclose(id_);
+    break;
+  default:
+    H5Idec_ref(id_);
+    break; // already closed with its file, or an unusual kind
   }
   id_ = H5I_INVALID_HID;
 }
 
-template <> hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
-template <> hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
-template <> hid_t native_type<std::int32_t>() { return H5T_NATIVE_INT32; }
-template <> hid_t native_type<std::int64_t>() { return H5T_NATIVE_INT64; }
-template <> hid_t native_type<std::uint8_t>() { return H5T_NATIVE_UINT8; }
-template <> hid_t native_type<std::uint32_t>() { return H5T_NATIVE_UINT32; }
-template <> hid_t native_type<std::uint64_t>() { return H5T_NATIVE_UINT64; }
+template <> hid_t native_type<float>() {
+  return H5T_NATIVE_FLOAT;
+}
+template <> hid_t native_type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+template <> hid_t native_type<std::int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <> hid_t native_type<std::int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <> hid_t native_type<std::uint8_t>() {
+  return H5T_NATIVE_UINT8;
+}
+template <> hid_t native_type<std::uint32_t>() {
+  return H5T_NATIVE_UINT32;
+}
+template <> hid_t native_type<std::uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
 
 File File::create(const std::filesystem::path& path) {
   quiet_hdf5_errors();
@@ -166,7 +207,8 @@ Handle fresh_attr(const File& file, const std::string& object, const std::string
   if (H5Aexists(obj.get(), name.c_str()) > 0) TESSEL_CHECK_HDF5(H5Adelete(obj.get(), name.c_str()));
   Handle space(TESSEL_CHECK_HDF5(H5Screate(H5S_SCALAR)));
   const hid_t a = H5Acreate2(obj.get(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT);
-  if (a < 0) TESSEL_LIB_FAIL("{}: cannot create attribute {} on {}", file.path().string(), name, object);
+  if (a < 0)
+    TESSEL_LIB_FAIL("{}: cannot create attribute {} on {}", file.path().string(), name, object);
   return Handle(a);
 }
 
@@ -179,7 +221,7 @@ Handle open_attr(const File& file, const std::string& object, const std::string&
   return Handle(a);
 }
 
-}  // namespace
+} // namespace
 
 void File::set_attr(const std::string& name, const std::string& value, const std::string& object) {
   // Variable-length UTF-8 strings read back as str in h5py and print plainly in h5dump.
@@ -228,7 +270,8 @@ std::string File::attr_string(const std::string& name, const std::string& object
   std::string value(size, '\0');
   Handle mem(TESSEL_CHECK_HDF5(H5Tcopy(type.get())));
   TESSEL_CHECK_HDF5(H5Aread(attr.get(), mem.get(), value.data()));
-  while (!value.empty() && (value.back() == '\0' || value.back() == ' ')) value.pop_back();
+  while (!value.empty() && (value.back() == '\0' || value.back() == ' '))
+    value.pop_back();
   return value;
 }
 
@@ -239,7 +282,8 @@ std::int64_t File::attr_int(const std::string& name, const std::string& object) 
                  "{}: attribute \"{}\" of {} is not an integer", path_.string(), name, object);
   Handle space(TESSEL_CHECK_HDF5(H5Aget_space(attr.get())));
   TESSEL_EXPECTS(H5Sget_simple_extent_npoints(space.get()) == 1,
-                 "{}: attribute \"{}\" of {} is not a single integer", path_.string(), name, object);
+                 "{}: attribute \"{}\" of {} is not a single integer", path_.string(), name,
+                 object);
   std::int64_t value = 0;
   TESSEL_CHECK_HDF5(H5Aread(attr.get(), H5T_NATIVE_INT64, &value));
   return value;
@@ -250,10 +294,12 @@ void File::create_dataset(const std::string& name, std::vector<std::int64_t> dim
                           const std::string& description, std::int64_t chunk_rows, int deflate) {
   TESSEL_ASSERT(dims.size() == 1 || dims.size() == 2, "{}: dataset {} must be 1-D or 2-D",
                 path_.string(), name);
-  for (auto d : dims) TESSEL_ASSERT(d >= 0, "{}: negative dimension for {}", path_.string(), name);
+  for (auto d : dims)
+    TESSEL_ASSERT(d >= 0, "{}: negative dimension for {}", path_.string(), name);
   create_group(parent_of(name));
   std::vector<hsize_t> hdims(dims.begin(), dims.end());
-  Handle space(TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(hdims.size()), hdims.data(), nullptr)));
+  Handle space(
+      TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(hdims.size()), hdims.data(), nullptr)));
   Handle dcpl = no_times_plist(H5P_DATASET_CREATE);
   // Nothing is ever read before it is written: skip writing fill values.
   TESSEL_CHECK_HDF5(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER));
@@ -269,7 +315,8 @@ void File::create_dataset(const std::string& name, std::vector<std::int64_t> dim
   }
   const hid_t d = H5Dcreate2(id(), name.c_str(), file_type<T>(), space.get(), H5P_DEFAULT,
                              dcpl.get(), H5P_DEFAULT);
-  if (d < 0) TESSEL_LIB_FAIL("{}: cannot create dataset {} {}", path_.string(), name, dims_string(dims));
+  if (d < 0)
+    TESSEL_LIB_FAIL("{}: cannot create dataset {} {}", path_.string(), name, dims_string(dims));
   Handle dataset(d);
   if (!description.empty()) set_attr("description", description, name);
 }
@@ -318,7 +365,7 @@ std::vector<std::int64_t> dataset_dims(const File& file, const std::string& name
   return {d.begin(), d.end()};
 }
 
-}  // namespace
+} // namespace
 
 template <class T>
 void File::write(const std::string& name, const T* data, std::vector<std::int64_t> dims,
@@ -342,7 +389,8 @@ void File::write_rows(const std::string& name, std::int64_t begin, const T* data
   Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
   TESSEL_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
                                         count.data(), nullptr));
-  Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
+  Handle mem_space(
+      TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
   if (H5Dwrite(dataset, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, data) < 0)
     TESSEL_LIB_FAIL("{}: writing rows [{}, {}) of {} failed (disk full?)", path_.string(), begin,
                     begin + rows, name);
@@ -357,15 +405,14 @@ std::vector<T> File::read(const std::string& name, std::vector<std::int64_t> exp
   const hid_t dataset = open_dataset(name);
   const auto shape = dataset_dims(*this, name, dataset);
   if (!expect_dims.empty())
-    TESSEL_EXPECTS(shape == expect_dims, "{}: dataset {} has shape {}, expected {}",
-                   path_.string(), name, dims_string(shape), dims_string(expect_dims));
+    TESSEL_EXPECTS(shape == expect_dims, "{}: dataset {} has shape {}, expected {}", path_.string(),
+                   name, dims_string(shape), dims_string(expect_dims));
   std::vector<T> out(static_cast<std::size_t>(product(shape)));
   read_into<T>(name, out.data(), static_cast<std::int64_t>(out.size()));
   return out;
 }
 
-template <class T>
-void File::read_into(const std::string& name, T* out, std::int64_t count) const {
+template <class T> void File::read_into(const std::string& name, T* out, std::int64_t count) const {
   const hid_t dataset = open_dataset(name);
   check_readable_as<T>(*this, name, dataset);
   const auto shape = dataset_dims(*this, name, dataset);
@@ -396,22 +443,23 @@ void File::read_rows(const std::string& name, std::int64_t begin, std::int64_t e
   Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
   TESSEL_CHECK_HDF5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
                                         count.data(), nullptr));
-  Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
+  Handle mem_space(
+      TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
   if (H5Dread(dataset, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT,
               out.data()) < 0)
     TESSEL_FAIL("{}: reading rows [{}, {}) of {} failed (truncated or corrupt file?)",
                 path_.string(), begin, end, name);
 }
 
-#define TESSEL_H5_INSTANTIATE(T)                                                              \
-  template void File::create_dataset<T>(const std::string&, std::vector<std::int64_t>,      \
-                                        const std::string&, std::int64_t, int);             \
-  template void File::write<T>(const std::string&, const T*, std::vector<std::int64_t>,     \
-                               const std::string&, std::int64_t, int);                      \
-  template void File::write_rows<T>(const std::string&, std::int64_t, const T*, std::int64_t); \
-  template std::vector<T> File::read<T>(const std::string&, std::vector<std::int64_t>) const; \
-  template void File::read_into<T>(const std::string&, T*, std::int64_t) const;             \
-  template void File::read_rows<T>(const std::string&, std::int64_t, std::int64_t,          \
+#define TESSEL_H5_INSTANTIATE(T)                                                                   \
+  template void File::create_dataset<T>(const std::string&, std::vector<std::int64_t>,             \
+                                        const std::string&, std::int64_t, int);                    \
+  template void File::write<T>(const std::string&, const T*, std::vector<std::int64_t>,            \
+                               const std::string&, std::int64_t, int);                             \
+  template void File::write_rows<T>(const std::string&, std::int64_t, const T*, std::int64_t);     \
+  template std::vector<T> File::read<T>(const std::string&, std::vector<std::int64_t>) const;      \
+  template void File::read_into<T>(const std::string&, T*, std::int64_t) const;                    \
+  template void File::read_rows<T>(const std::string&, std::int64_t, std::int64_t,                 \
                                    std::vector<T>&) const;
 
 TESSEL_H5_INSTANTIATE(float)
@@ -424,4 +472,4 @@ TESSEL_H5_INSTANTIATE(std::uint64_t)
 
 #undef TESSEL_H5_INSTANTIATE
 
-}  // namespace tessel::h5
+} // namespace tessel::h5

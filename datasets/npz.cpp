@@ -23,12 +23,14 @@ constexpr std::uint32_t kZip64LocatorSig = 0x07064b50;
 
 std::uint64_t le(const unsigned char* p, int bytes) {
   std::uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  for (int i = bytes - 1; i >= 0; --i)
+    v = (v << 8) | p[i];
   return v;
 }
 
 void put(std::vector<unsigned char>& out, std::uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(static_cast<unsigned char>(v >> (8 * i)));
 }
 
 void read_at(std::FILE* f, const std::filesystem::path& path, std::int64_t offset, void* out,
@@ -46,7 +48,7 @@ float half_to_float(std::uint16_t h) {
   if (exp == 0) {
     if (mant == 0) {
       bits = sign;
-    } else {  // subnormal: normalize
+    } else { // subnormal: normalize
       exp = 127 - 15 + 1;
       while (!(mant & 0x400u)) {
         mant <<= 1;
@@ -100,7 +102,8 @@ NpyHeader parse_npy_dict(const std::string& text, const std::string& where) {
   TESSEL_EXPECTS(end != std::string::npos, "{}: malformed .npy shape", where);
   std::size_t q = p + 1;
   while (q < end) {
-    while (q < end && (text[q] == ' ' || text[q] == ',')) ++q;
+    while (q < end && (text[q] == ' ' || text[q] == ','))
+      ++q;
     if (q >= end) break;
     std::int64_t d = 0;
     std::size_t digits = 0;
@@ -109,17 +112,19 @@ NpyHeader parse_npy_dict(const std::string& text, const std::string& where) {
       ++digits;
     }
     TESSEL_EXPECTS(digits > 0 && digits < 18, "{}: malformed .npy shape", where);
-    while (q < end && (text[q] == 'L' || text[q] == ' ')) ++q;  // Python 2 longs
+    while (q < end && (text[q] == 'L' || text[q] == ' '))
+      ++q; // Python 2 longs
     h.shape.push_back(d);
   }
   return h;
 }
 
-}  // namespace
+} // namespace
 
 std::int64_t NpyHeader::count() const {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    n *= d;
   return n;
 }
 
@@ -127,7 +132,8 @@ std::string NpyHeader::describe() const {
   const char* name = kind == 'f' ? "float" : kind == 'i' ? "int" : kind == 'u' ? "uint" : "bool";
   std::string s = kind == 'b' ? std::string("bool") : fmt::format("{}{}", name, itemsize * 8);
   s += " [";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
 
@@ -154,7 +160,8 @@ NpzArchive::NpzArchive(std::filesystem::path path) : path_(std::move(path)) {
   std::uint64_t count = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);
   if (count == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) {
     const std::int64_t locator = file_bytes_ - tail + eocd - 20;
-    TESSEL_EXPECTS(locator >= 0, "{}: zip64 archive without its locator (truncated?)", path_.string());
+    TESSEL_EXPECTS(locator >= 0, "{}: zip64 archive without its locator (truncated?)",
+                   path_.string());
     unsigned char loc[20];
     read_at(f.get(), path_, locator, loc, 20);
     TESSEL_EXPECTS(le(loc, 4) == kZip64LocatorSig, "{}: zip64 locator missing (corrupt archive)",
@@ -170,7 +177,8 @@ NpzArchive::NpzArchive(std::filesystem::path path) : path_(std::move(path)) {
     cd_size = le(rec + 40, 8);
     cd_offset = le(rec + 48, 8);
   }
-  TESSEL_EXPECTS(cd_offset + cd_size <= static_cast<std::uint64_t>(file_bytes_) && count < (1u << 20),
+  TESSEL_EXPECTS(cd_offset + cd_size <= static_cast<std::uint64_t>(file_bytes_) &&
+                     count < (1u << 20),
                  "{}: corrupt zip central directory", path_.string());
   std::vector<unsigned char> cd(static_cast<std::size_t>(cd_size));
   read_at(f.get(), path_, static_cast<std::int64_t>(cd_offset), cd.data(), cd.size());
@@ -223,7 +231,9 @@ const NpzArchive::Entry* NpzArchive::find(const std::string& key) const {
   return nullptr;
 }
 
-bool NpzArchive::has(const std::string& key) const { return find(key) != nullptr; }
+bool NpzArchive::has(const std::string& key) const {
+  return find(key) != nullptr;
+}
 
 std::vector<std::string> NpzArchive::keys() const {
   std::vector<std::string> out;
@@ -243,7 +253,8 @@ NpzArchive::Array NpzArchive::open(const std::string& key) const {
   const Entry* e = find(key);
   if (!e) {
     std::string have;
-    for (const auto& k : keys()) have += (have.empty() ? "" : ", ") + k;
+    for (const auto& k : keys())
+      have += (have.empty() ? "" : ", ") + k;
     TESSEL_FAIL("{}: no array \"{}\" (the archive holds: {})", path_.string(), key,
                 have.empty() ? "nothing" : have);
   }
@@ -263,8 +274,8 @@ NpzArchive::Array NpzArchive::open(const std::string& key) const {
   const std::int64_t data = e->header_offset + 30 + static_cast<std::int64_t>(le(local + 26, 2)) +
                             static_cast<std::int64_t>(le(local + 28, 2));
   TESSEL_EXPECTS(data + e->compressed <= file_bytes_,
-                 "{}: truncated archive (member needs {} bytes past offset {}, file has {})",
-                 where, e->compressed, data, file_bytes_);
+                 "{}: truncated archive (member needs {} bytes past offset {}, file has {})", where,
+                 e->compressed, data, file_bytes_);
   if (fseeko(a.file_.get(), data, SEEK_SET) != 0) TESSEL_FAIL("{}: cannot seek", where);
   a.compressed_left_ = e->compressed;
   a.uncompressed_left_ = e->uncompressed;
@@ -330,7 +341,8 @@ void NpzArchive::Array::read_bytes(void* out, std::size_t bytes) {
       if (rc == Z_STREAM_END) {
         TESSEL_EXPECTS(done == bytes, "{}: compressed data ends early (corrupt archive)", where());
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        TESSEL_FAIL("{}: corrupt deflate data ({})", where(), zs_->msg ? zs_->msg : "invalid stream");
+        TESSEL_FAIL("{}: corrupt deflate data ({})", where(),
+                    zs_->msg ? zs_->msg : "invalid stream");
       }
     }
   }
@@ -344,8 +356,7 @@ void NpzArchive::Array::read_bytes(void* out, std::size_t bytes) {
     TESSEL_EXPECTS(crc_ == expect_crc_, "{}: CRC mismatch (corrupt archive)", where());
 }
 
-template <class T>
-void NpzArchive::Array::read(T* out, std::int64_t count) {
+template <class T> void NpzArchive::Array::read(T* out, std::int64_t count) {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, float> ||
                 std::is_same_v<T, double>);
   const NpyHeader& h = header_;
@@ -370,35 +381,44 @@ void NpzArchive::Array::read(T* out, std::int64_t count) {
       }
     };
     switch (h.kind) {
-      case 'b':
-      case 'u':
-        if (h.itemsize == 1) load(std::uint8_t{});
-        else if (h.itemsize == 2) load(std::uint16_t{});
-        else if (h.itemsize == 4) load(std::uint32_t{});
-        else load(std::uint64_t{});
-        break;
-      case 'i':
-        if (h.itemsize == 1) load(std::int8_t{});
-        else if (h.itemsize == 2) load(std::int16_t{});
-        else if (h.itemsize == 4) load(std::int32_t{});
-        else load(std::int64_t{});
-        break;
-      case 'f':
-        if constexpr (!std::is_same_v<T, std::int64_t>) {
-          if (h.itemsize == 2) {
-            for (std::int64_t i = 0; i < n; ++i) {
-              std::uint16_t bits;
-              std::memcpy(&bits, src + 2 * i, 2);
-              dst[i] = static_cast<T>(half_to_float(bits));
-            }
-          } else if (h.itemsize == 4) {
-            load(float{});
-          } else {
-            load(double{});
+    case 'b':
+    case 'u':
+      if (h.itemsize == 1)
+        load(std::uint8_t{});
+      else if (h.itemsize == 2)
+        load(std::uint16_t{});
+      else if (h.itemsize == 4)
+        load(std::uint32_t{});
+      else
+        load(std::uint64_t{});
+      break;
+    case 'i':
+      if (h.itemsize == 1)
+        load(std::int8_t{});
+      else if (h.itemsize == 2)
+        load(std::int16_t{});
+      else if (h.itemsize == 4)
+        load(std::int32_t{});
+      else
+        load(std::int64_t{});
+      break;
+    case 'f':
+      if constexpr (!std::is_same_v<T, std::int64_t>) {
+        if (h.itemsize == 2) {
+          for (std::int64_t i = 0; i < n; ++i) {
+            std::uint16_t bits;
+            std::memcpy(&bits, src + 2 * i, 2);
+            dst[i] = static_cast<T>(half_to_float(bits));
           }
+        } else if (h.itemsize == 4) {
+          load(float{});
+        } else {
+          load(double{});
         }
-        break;
-      default: break;
+      }
+      break;
+    default:
+      break;
     }
     done += n;
   }
@@ -426,10 +446,12 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
     // .npy v1 header, padded with spaces so the data starts at a multiple of 64 bytes.
     std::string dict = "{'descr': '" + a.descr + "', 'fortran_order': False, 'shape': (";
     for (std::size_t i = 0; i < a.shape.size(); ++i)
-      dict += std::to_string(a.shape[i]) + (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "") +
+      dict += std::to_string(a.shape[i]) +
+              (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "") +
               (i + 1 < a.shape.size() ? " " : "");
     dict += "), }";
-    while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+    while ((10 + dict.size() + 1) % 64 != 0)
+      dict += ' ';
     dict += '\n';
     std::vector<unsigned char> header = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
     put(header, dict.size(), 2);
@@ -440,11 +462,12 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
     w.offset = static_cast<std::uint64_t>(ftello(f.get()));
     w.usize = header.size() + a.bytes;
     w.crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
-    w.crc = static_cast<std::uint32_t>(crc32(w.crc, header.data(), static_cast<uInt>(header.size())));
+    w.crc =
+        static_cast<std::uint32_t>(crc32(w.crc, header.data(), static_cast<uInt>(header.size())));
     const auto* bytes = static_cast<const unsigned char*>(a.data);
     for (std::size_t off = 0; off < a.bytes; off += 1u << 30)
-      w.crc = static_cast<std::uint32_t>(
-          crc32(w.crc, bytes + off, static_cast<uInt>(std::min<std::size_t>(a.bytes - off, 1u << 30))));
+      w.crc = static_cast<std::uint32_t>(crc32(
+          w.crc, bytes + off, static_cast<uInt>(std::min<std::size_t>(a.bytes - off, 1u << 30))));
     // Local header with placeholders, patched once the compressed size is known.
     const auto local_header = [&](std::uint64_t csize) {
       std::vector<unsigned char> h;
@@ -453,7 +476,7 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
       put(h, 0, 2);
       put(h, compress ? 8 : 0, 2);
       put(h, 0, 2);
-      put(h, 0x21, 2);  // 1980-01-01: fixed so archives are reproducible
+      put(h, 0x21, 2); // 1980-01-01: fixed so archives are reproducible
       put(h, w.crc, 4);
       put(h, zip64 ? 0xffffffffu : csize, 4);
       put(h, zip64 ? 0xffffffffu : w.usize, 4);
@@ -512,8 +535,8 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
   std::vector<unsigned char> cd;
   for (const auto& w : written) {
     put(cd, kCentralSig, 4);
-    put(cd, zip64 ? 45 : 20, 2);  // made by
-    put(cd, zip64 ? 45 : 20, 2);  // needed
+    put(cd, zip64 ? 45 : 20, 2); // made by
+    put(cd, zip64 ? 45 : 20, 2); // needed
     put(cd, 0, 2);
     put(cd, compress ? 8 : 0, 2);
     put(cd, 0, 2);
@@ -523,10 +546,10 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
     put(cd, zip64 ? 0xffffffffu : w.usize, 4);
     put(cd, w.name.size(), 2);
     put(cd, zip64 ? 28 : 0, 2);
-    put(cd, 0, 2);  // comment
-    put(cd, 0, 2);  // disk
-    put(cd, 0, 2);  // internal attributes
-    put(cd, 0, 4);  // external attributes
+    put(cd, 0, 2); // comment
+    put(cd, 0, 2); // disk
+    put(cd, 0, 2); // internal attributes
+    put(cd, 0, 4); // external attributes
     put(cd, zip64 ? 0xffffffffu : w.offset, 4);
     cd.insert(cd.end(), w.name.begin(), w.name.end());
     if (zip64) {
@@ -568,4 +591,4 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
   TESSEL_EXPECTS(std::fflush(f.get()) == 0, "writing {} failed (disk full?)", path.string());
 }
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

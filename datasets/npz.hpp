@@ -15,16 +15,16 @@ namespace tessel::datasets::detail {
 
 // The .npy header of one array.
 struct NpyHeader {
-  char kind = 0;      // 'i' signed, 'u' unsigned, 'f' float, 'b' bool
-  int itemsize = 0;   // bytes per element
+  char kind = 0;    // 'i' signed, 'u' unsigned, 'f' float, 'b' bool
+  int itemsize = 0; // bytes per element
   bool fortran_order = false;
   std::vector<std::int64_t> shape;
   std::int64_t count() const;
-  std::string describe() const;  // e.g. "float32 [2708, 1433]"
+  std::string describe() const; // e.g. "float32 [2708, 1433]"
 };
 
 class NpzArchive {
- public:
+public:
   explicit NpzArchive(std::filesystem::path path);
   const std::filesystem::path& path() const { return path_; }
   bool has(const std::string& key) const;
@@ -33,17 +33,16 @@ class NpzArchive {
 
   // Reads one array member as a stream of elements.
   class Array {
-   public:
+  public:
     const NpyHeader& header() const { return header_; }
     // Reads the next `count` elements converted to T (int64_t, float or double). Integers
     // read as integers; floats read as floats only, except that any numbers read as floats.
     // Throws InputError naming archive and key on a short, corrupt or mistyped member.
-    template <class T>
-    void read(T* out, std::int64_t count);
+    template <class T> void read(T* out, std::int64_t count);
     std::int64_t bytes_read() const { return bytes_read_; }
-    std::string where() const;  // "<archive> array <key>"
+    std::string where() const; // "<archive> array <key>"
 
-   private:
+  private:
     friend class NpzArchive;
     struct FileCloser {
       void operator()(std::FILE* f) const { std::fclose(f); }
@@ -54,13 +53,13 @@ class NpzArchive {
         delete zs;
       }
     };
-    void read_bytes(void* out, std::size_t bytes);  // exactly `bytes`, or throws
+    void read_bytes(void* out, std::size_t bytes); // exactly `bytes`, or throws
 
     std::filesystem::path path_;
     std::string key_;
     NpyHeader header_;
     std::unique_ptr<std::FILE, FileCloser> file_;
-    std::unique_ptr<z_stream, InflateEnder> zs_;  // deflated members only; never moved once live
+    std::unique_ptr<z_stream, InflateEnder> zs_; // deflated members only; never moved once live
     std::vector<unsigned char> input_;
     std::int64_t compressed_left_ = 0;
     std::int64_t uncompressed_left_ = 0;
@@ -71,7 +70,7 @@ class NpzArchive {
   };
   Array open(const std::string& key) const;
 
- private:
+private:
   struct Entry {
     std::string name;
     std::uint16_t method = 0;
@@ -91,7 +90,7 @@ class NpzArchive {
 // One array for write_npz: raw little-endian bytes with their dtype and shape.
 struct NpyArrayData {
   std::string key;
-  std::string descr;  // "<i8", "<f4", ...
+  std::string descr; // "<i8", "<f4", ...
   std::vector<std::int64_t> shape;
   const void* data = nullptr;
   std::size_t bytes = 0;
@@ -102,4 +101,4 @@ struct NpyArrayData {
 void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData>& arrays,
                bool compress, bool zip64);
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

@@ -24,8 +24,8 @@ namespace tessel::datasets {
 using detail::kParallelMin;
 
 namespace fs = std::filesystem;
-using detail::FieldKind;
 using detail::ChunkResult;
+using detail::FieldKind;
 using detail::LineChunkReader;
 using detail::LineError;
 using detail::TextChunk;
@@ -39,8 +39,8 @@ struct OgbInputs {
   fs::path dir;
   std::string name;
   bool npz = false;
-  fs::path edge, num_nodes, num_edges, feat, label;  // CSV layout
-  fs::path data_npz, label_npz;                      // binary layout
+  fs::path edge, num_nodes, num_edges, feat, label; // CSV layout
+  fs::path data_npz, label_npz;                     // binary layout
   std::string split_name;
   fs::path split[3];
 };
@@ -102,15 +102,17 @@ OgbInputs locate(const fs::path& dir, const OgbOptions& options) {
     in.label = require_table(raw / "node-label");
   }
   const fs::path split_root = dir / "split";
-  TESSEL_EXPECTS(fs::is_directory(split_root, ec),
-                 "{}: no such folder; an OGB raw folder has split/<name>/{{train,valid,test}}.csv.gz",
-                 split_root.string());
+  TESSEL_EXPECTS(
+      fs::is_directory(split_root, ec),
+      "{}: no such folder; an OGB raw folder has split/<name>/{{train,valid,test}}.csv.gz",
+      split_root.string());
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(split_root, ec))
     if (entry.is_directory()) names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   std::string listed;
-  for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+  for (const auto& n : names)
+    listed += (listed.empty() ? "" : ", ") + n;
   if (!options.split.empty()) {
     TESSEL_EXPECTS(std::find(names.begin(), names.end(), options.split) != names.end(),
                    "{}: no split \"{}\" (available: {})", split_root.string(), options.split,
@@ -122,13 +124,14 @@ OgbInputs locate(const fs::path& dir, const OgbOptions& options) {
                    split_root.string(), listed);
     in.split_name = names[0];
   }
-  for (int i = 0; i < 3; ++i) in.split[i] = require_table(split_root / in.split_name / kSplitNames[i]);
+  for (int i = 0; i < 3; ++i)
+    in.split[i] = require_table(split_root / in.split_name / kSplitNames[i]);
   return in;
 }
 
 // A percentage on stderr while a big file is read, only when stderr is a terminal.
 class Progress {
- public:
+public:
   Progress(std::string label, const LineChunkReader& reader)
       : label_(std::move(label)), reader_(reader),
         enabled_(log::stderr_is_tty() && log::level() <= log::Level::info) {}
@@ -147,7 +150,7 @@ class Progress {
     printed_ = true;
   }
 
- private:
+private:
   std::string label_;
   const LineChunkReader& reader_;
   bool enabled_;
@@ -157,7 +160,7 @@ class Progress {
 
 // Where parsed pieces go: a Dataset in memory, or a store being written.
 class Sink {
- public:
+public:
   virtual ~Sink() = default;
   virtual void graph(Csr&& graph) = 0;
   virtual void labels(std::vector<std::int64_t>&& labels) = 0;
@@ -167,7 +170,7 @@ class Sink {
 };
 
 class MemorySink final : public Sink {
- public:
+public:
   explicit MemorySink(Dataset& data) : data_(data) {}
   void graph(Csr&& graph) override { data_.graph = std::move(graph); }
   void labels(std::vector<std::int64_t>&& labels) override { data_.labels = std::move(labels); }
@@ -176,35 +179,40 @@ class MemorySink final : public Sink {
     data_.features.assign(static_cast<std::size_t>(n * f), 0.0f);
   }
   void feature_rows(std::int64_t begin, const float* rows, std::int64_t count) override {
-    std::copy(rows, rows + count * data_.feature_dim, data_.features.data() + begin * data_.feature_dim);
+    std::copy(rows, rows + count * data_.feature_dim,
+              data_.features.data() + begin * data_.feature_dim);
   }
   void split(int which, std::vector<NodeId>&& ids) override {
     (which == 0 ? data_.train : which == 1 ? data_.valid : data_.test) = std::move(ids);
   }
 
- private:
+private:
   Dataset& data_;
 };
 
 class StoreSink final : public Sink {
- public:
+public:
   explicit StoreSink(detail::StoreWriter& writer) : writer_(writer) {}
   void graph(Csr&& graph) override {
     writer_.write_graph(graph);
-    graph = Csr();  // the graph is in the file now: free it
+    graph = Csr(); // the graph is in the file now: free it
   }
   void labels(std::vector<std::int64_t>&& labels) override { writer_.write_labels(labels); }
   void begin_features(std::int64_t n, std::int64_t f) override { writer_.begin_features(n, f); }
   void feature_rows(std::int64_t begin, const float* rows, std::int64_t count) override {
     writer_.write_feature_rows(begin, rows, count);
   }
-  void split(int which, std::vector<NodeId>&& ids) override { writer_.write_split(kSplitNames[which], ids); }
+  void split(int which, std::vector<NodeId>&& ids) override {
+    writer_.write_split(kSplitNames[which], ids);
+  }
 
- private:
+private:
   detail::StoreWriter& writer_;
 };
 
-std::string base_name(const fs::path& p) { return p.filename().string(); }
+std::string base_name(const fs::path& p) {
+  return p.filename().string();
+}
 
 ChunkResult failed(LineError error) {
   ChunkResult r;
@@ -222,7 +230,8 @@ std::int64_t count_lines(const char* begin, const char* end) {
 // A file of one integer per line (counts, split ids), each checked by check(value) -> message
 // (empty if fine).
 template <class Check>
-std::vector<std::int64_t> read_integer_column(const fs::path& file, ConvertReport& report, Check&& check) {
+std::vector<std::int64_t> read_integer_column(const fs::path& file, ConvertReport& report,
+                                              Check&& check) {
   LineChunkReader reader(file);
   std::vector<std::int64_t> values;
   std::vector<std::vector<std::int64_t>> slots(detail::parse_slots());
@@ -238,7 +247,8 @@ std::vector<std::int64_t> read_integer_column(const fs::path& file, ConvertRepor
           const char* start = p;
           std::int64_t v = 0;
           const char* q = detail::parse_integer(p, end, v);
-          if (!q || !detail::at_line_end(q, end)) return failed(detail::bad_line(line, start, end, 1, FieldKind::integer));
+          if (!q || !detail::at_line_end(q, end))
+            return failed(detail::bad_line(line, start, end, 1, FieldKind::integer));
           std::string problem = check(v);
           if (!problem.empty()) return failed({line, std::move(problem)});
           out.push_back(v);
@@ -274,7 +284,7 @@ Csr read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m, ConvertR
   Progress progress("reading " + base_name(in.edge), reader);
   const std::string edge_count_file = base_name(in.num_edges);
   const std::string node_count_file = base_name(in.num_nodes);
-  std::vector<std::vector<Id>> slots(detail::parse_slots());  // (src, dst) pairs
+  std::vector<std::vector<Id>> slots(detail::parse_slots()); // (src, dst) pairs
   const std::int64_t lines = detail::parse_chunks(
       reader,
       [&](const TextChunk& c, std::size_t slot) -> ChunkResult {
@@ -288,13 +298,16 @@ Csr read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m, ConvertR
           const char* start = p;
           std::int64_t u = 0, v = 0;
           const char* q = detail::parse_integer(p, end, u);
-          if (!q || !detail::at_separator(q, end)) return failed(detail::bad_line(line, start, end, 2, FieldKind::integer));
+          if (!q || !detail::at_separator(q, end))
+            return failed(detail::bad_line(line, start, end, 2, FieldKind::integer));
           q = detail::parse_integer(q, end, v);
-          if (!q || !detail::at_line_end(q, end)) return failed(detail::bad_line(line, start, end, 2, FieldKind::integer));
+          if (!q || !detail::at_line_end(q, end))
+            return failed(detail::bad_line(line, start, end, 2, FieldKind::integer));
           if (u < 0 || u >= n || v < 0 || v >= n)
-            return failed({line, fmt::format("edge {},{}: endpoint {} is not a node id ({} gives {} "
-                                             "nodes, ids 0 to {})",
-                                             u, v, (u < 0 || u >= n) ? u : v, node_count_file, n, n - 1)});
+            return failed(
+                {line, fmt::format("edge {},{}: endpoint {} is not a node id ({} gives {} "
+                                   "nodes, ids 0 to {})",
+                                   u, v, (u < 0 || u >= n) ? u : v, node_count_file, n, n - 1)});
           *o++ = static_cast<Id>(u);
           *o++ = static_cast<Id>(v);
           p = q;
@@ -303,7 +316,8 @@ Csr read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m, ConvertR
       },
       [&](const TextChunk&, std::size_t slot, std::int64_t first, std::int64_t count) {
         if (first + count > m)
-          detail::throw_line_error(in.edge, m, fmt::format("more edges than the {} that {} gives", m, edge_count_file));
+          detail::throw_line_error(
+              in.edge, m, fmt::format("more edges than the {} that {} gives", m, edge_count_file));
         const Id* pairs = slots[slot].data();
         for (std::int64_t i = 0; i < count; ++i) {
           src[static_cast<std::size_t>(first + i)] = pairs[2 * i];
@@ -319,7 +333,8 @@ Csr read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m, ConvertR
   return detail::csr_from_edges(n, src.data(), dst.data(), m);
 }
 
-std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n, ConvertReport& report) {
+std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n,
+                                          ConvertReport& report) {
   std::vector<std::int64_t> labels(static_cast<std::size_t>(n), -1);
   LineChunkReader reader(in.label);
   const std::string node_count_file = base_name(in.num_nodes);
@@ -344,7 +359,9 @@ std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n, C
                                                detail::count_fields(start, end))});
             return failed(detail::bad_line(line, start, end, 1, FieldKind::label));
           }
-          if (v < -1) return failed({line, fmt::format("label {} is negative (-1 or nan mean unlabeled)", v)});
+          if (v < -1)
+            return failed(
+                {line, fmt::format("label {} is negative (-1 or nan mean unlabeled)", v)});
           out.push_back(v);
           p = q;
         }
@@ -352,7 +369,9 @@ std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n, C
       },
       [&](const TextChunk&, std::size_t slot, std::int64_t first, std::int64_t count) {
         if (first + count > n)
-          detail::throw_line_error(in.label, n, fmt::format("more rows than the {} nodes that {} gives", n, node_count_file));
+          detail::throw_line_error(
+              in.label, n,
+              fmt::format("more rows than the {} nodes that {} gives", n, node_count_file));
         std::copy(slots[slot].begin(), slots[slot].end(), labels.begin() + first);
       });
   TESSEL_EXPECTS(lines == n, "{}: {} rows, but {} says {} nodes", in.label.string(), lines,
@@ -362,7 +381,8 @@ std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n, C
   return labels;
 }
 
-std::int64_t read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink, ConvertReport& report) {
+std::int64_t read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink,
+                               ConvertReport& report) {
   LineChunkReader reader(in.feat);
   Progress progress("reading " + base_name(in.feat), reader);
   std::int64_t f = 0;
@@ -391,7 +411,8 @@ std::int64_t read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink, 
           for (std::int64_t j = 0; j < f; ++j) {
             float x = 0;
             const char* q = detail::parse_real(p, end, x);
-            if (!q || !std::isfinite(x)) return failed(detail::bad_line(line, start, end, f, FieldKind::number));
+            if (!q || !std::isfinite(x))
+              return failed(detail::bad_line(line, start, end, f, FieldKind::number));
             p = q;
             if (!(j + 1 < f ? detail::at_separator(p, end) : detail::at_line_end(p, end)))
               return failed(detail::bad_line(line, start, end, f, FieldKind::number));
@@ -402,7 +423,9 @@ std::int64_t read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink, 
       },
       [&](const TextChunk&, std::size_t slot, std::int64_t first, std::int64_t count) {
         if (first + count > n)
-          detail::throw_line_error(in.feat, n, fmt::format("more rows than the {} nodes that {} gives", n, node_count_file));
+          detail::throw_line_error(
+              in.feat, n,
+              fmt::format("more rows than the {} nodes that {} gives", n, node_count_file));
         sink.feature_rows(first, slots[slot].data(), count);
         progress.update();
       });
@@ -413,17 +436,19 @@ std::int64_t read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink, 
   return f;
 }
 
-std::vector<NodeId> read_split_csv(const fs::path& file, std::int64_t n, const std::string& count_source,
-                                   ConvertReport& report) {
+std::vector<NodeId> read_split_csv(const fs::path& file, std::int64_t n,
+                                   const std::string& count_source, ConvertReport& report) {
   return read_integer_column(file, report, [&](std::int64_t v) {
-    return v < 0 || v >= n ? fmt::format("node id {} is out of range ({} gives {} nodes, ids 0 to {})",
-                                         v, count_source, n, n - 1)
-                           : std::string();
+    return v < 0 || v >= n
+               ? fmt::format("node id {} is out of range ({} gives {} nodes, ids 0 to {})", v,
+                             count_source, n, n - 1)
+               : std::string();
   });
 }
 
 // Splits must not share nodes (a node both trained on and tested on is a broken split).
-void check_splits_disjoint(const OgbInputs& in, std::int64_t n, const std::vector<NodeId>* splits[3]) {
+void check_splits_disjoint(const OgbInputs& in, std::int64_t n,
+                           const std::vector<NodeId>* splits[3]) {
   std::vector<std::int8_t> owner(static_cast<std::size_t>(n), -1);
   for (int s = 0; s < 3; ++s) {
     const auto& ids = *splits[s];
@@ -462,7 +487,8 @@ Csr read_edges_npz(const OgbInputs& in, detail::NpzArchive& archive, std::int64_
   // C order: all sources, then all destinations. Fortran order: (src, dst) pairs.
   const std::int64_t total = 2 * m;
   for (std::int64_t done = 0; done < total;) {
-    const std::int64_t k = std::min<std::int64_t>(static_cast<std::int64_t>(block.size()), total - done);
+    const std::int64_t k =
+        std::min<std::int64_t>(static_cast<std::int64_t>(block.size()), total - done);
     array.read(block.data(), k);
     std::int64_t bad = -1;
 #pragma omp parallel for reduction(max : bad) schedule(static) if (k > kParallelMin)
@@ -489,12 +515,14 @@ Csr read_edges_npz(const OgbInputs& in, detail::NpzArchive& archive, std::int64_
   return detail::csr_from_edges(n, src.data(), dst.data(), m);
 }
 
-std::vector<std::int64_t> read_labels_npz(const OgbInputs& in, std::int64_t n, ConvertReport& report) {
+std::vector<std::int64_t> read_labels_npz(const OgbInputs& in, std::int64_t n,
+                                          ConvertReport& report) {
   detail::NpzArchive archive(in.label_npz);
   report.input_bytes += archive.file_bytes();
   auto array = archive.open("node_label");
   const auto& h = array.header();
-  TESSEL_EXPECTS(h.count() == n && (h.shape.size() == 1 || (h.shape.size() == 2 && h.shape[1] == 1)),
+  TESSEL_EXPECTS(h.count() == n &&
+                     (h.shape.size() == 1 || (h.shape.size() == 2 && h.shape[1] == 1)),
                  "{}: is {}, expected [{}] or [{}, 1] (one label per node)", array.where(),
                  h.describe(), n, n);
   std::vector<double> raw(static_cast<std::size_t>(n));
@@ -526,7 +554,8 @@ std::int64_t read_features_npz(detail::NpzArchive& archive, std::int64_t n, Sink
                  array.where());
   const std::int64_t f = h.shape[1];
   sink.begin_features(n, f);
-  const std::int64_t rows_per_block = std::max<std::int64_t>(1, (16 << 20) / std::max<std::int64_t>(1, 4 * f));
+  const std::int64_t rows_per_block =
+      std::max<std::int64_t>(1, (16 << 20) / std::max<std::int64_t>(1, 4 * f));
   std::vector<float> block;
   for (std::int64_t r = 0; r < n; r += rows_per_block) {
     const std::int64_t k = std::min(rows_per_block, n - r);
@@ -538,7 +567,8 @@ std::int64_t read_features_npz(detail::NpzArchive& archive, std::int64_t n, Sink
     for (std::int64_t i = 0; i < count; ++i)
       if (!std::isfinite(block[static_cast<std::size_t>(i)])) bad = std::max(bad, i);
     if (bad >= 0)
-      TESSEL_FAIL("{}: node_feat[{}][{}] is not a finite number", array.where(), r + bad / f, bad % f);
+      TESSEL_FAIL("{}: node_feat[{}][{}] is not a finite number", array.where(), r + bad / f,
+                  bad % f);
     sink.feature_rows(r, block.data(), k);
   }
   report.text_bytes += array.bytes_read();
@@ -567,7 +597,7 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
     archive = std::make_unique<detail::NpzArchive>(in.data_npz);
     report.input_bytes += archive->file_bytes();
     for (const char* key : {"edge_index", "num_nodes_list", "node_feat"})
-      if (!archive->has(key)) archive->open(key);  // throws, naming the key and what is there
+      if (!archive->has(key)) archive->open(key); // throws, naming the key and what is there
     auto counts = archive->open("num_nodes_list");
     TESSEL_EXPECTS(counts.header().count() == 1,
                    "{}: {} entries; only single-graph datasets are supported", counts.where(),
@@ -601,7 +631,8 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
   auto labels = in.npz ? read_labels_npz(in, n, report) : read_labels_csv(in, n, report);
   std::int64_t max_label = -1;
 #pragma omp parallel for reduction(max : max_label) schedule(static) if (n > kParallelMin)
-  for (std::int64_t v = 0; v < n; ++v) max_label = std::max(max_label, labels[static_cast<std::size_t>(v)]);
+  for (std::int64_t v = 0; v < n; ++v)
+    max_label = std::max(max_label, labels[static_cast<std::size_t>(v)]);
   info.num_classes = max_label + 1;
   sink.labels(std::move(labels));
   end_phase("labels");
@@ -612,18 +643,20 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
 
   std::vector<NodeId> splits[3];
   const std::string count_source = in.npz ? "num_nodes_list" : base_name(in.num_nodes);
-  for (int s = 0; s < 3; ++s) splits[s] = read_split_csv(in.split[s], n, count_source, report);
+  for (int s = 0; s < 3; ++s)
+    splits[s] = read_split_csv(in.split[s], n, count_source, report);
   const std::vector<NodeId>* views[3] = {&splits[0], &splits[1], &splits[2]};
   check_splits_disjoint(in, n, views);
   info.num_train = static_cast<std::int64_t>(splits[0].size());
   info.num_valid = static_cast<std::int64_t>(splits[1].size());
   info.num_test = static_cast<std::int64_t>(splits[2].size());
-  for (int s = 0; s < 3; ++s) sink.split(s, std::move(splits[s]));
+  for (int s = 0; s < 3; ++s)
+    sink.split(s, std::move(splits[s]));
   end_phase("splits");
   return report;
 }
 
-}  // namespace
+} // namespace
 
 Dataset read_ogb_folder(const fs::path& dir, const OgbOptions& options) {
   const OgbInputs in = locate(dir, options);
@@ -638,7 +671,8 @@ Dataset read_ogb_folder(const fs::path& dir, const OgbOptions& options) {
   return data;
 }
 
-ConvertReport convert_ogb_folder(const fs::path& dir, const fs::path& out, const OgbOptions& options) {
+ConvertReport convert_ogb_folder(const fs::path& dir, const fs::path& out,
+                                 const OgbOptions& options) {
   Stopwatch total;
   const OgbInputs in = locate(dir, options);
   detail::StoreWriter writer(out);
@@ -653,4 +687,4 @@ ConvertReport convert_ogb_folder(const fs::path& dir, const fs::path& out, const
   return report;
 }
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -40,7 +40,7 @@ bool isal_gzip_member(const std::string& text, std::string& out) {
   zs.level = 1;
   zs.level_buf = level_buf.data();
   zs.level_buf_size = static_cast<std::uint32_t>(level_buf.size());
-  zs.gzip_flag = IGZIP_GZIP;  // a fixed generic header (mtime 0): reproducible members
+  zs.gzip_flag = IGZIP_GZIP; // a fixed generic header (mtime 0): reproducible members
   zs.end_of_stream = 1;
   zs.flush = NO_FLUSH;
   out.resize(text.size() + text.size() / 8 + 1024);
@@ -80,7 +80,8 @@ void write_blocks(const fs::path& path, std::int64_t num_blocks,
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
   TESSEL_EXPECTS(f != nullptr, "cannot create {}: {}", path.string(), std::strerror(errno));
   const auto batch = static_cast<std::int64_t>(2 * std::max(1, omp_get_max_threads()));
-  std::vector<std::string> text(static_cast<std::size_t>(batch)), packed(static_cast<std::size_t>(batch));
+  std::vector<std::string> text(static_cast<std::size_t>(batch)),
+      packed(static_cast<std::size_t>(batch));
   const std::int64_t blocks = std::max<std::int64_t>(num_blocks, options.gzip ? 1 : 0);
   for (std::int64_t b0 = 0; b0 < blocks; b0 += batch) {
     const std::int64_t k = std::min(batch, blocks - b0);
@@ -95,7 +96,8 @@ void write_blocks(const fs::path& path, std::int64_t num_blocks,
     }
     TESSEL_EXPECTS(!failed, "{}: gzip compression failed", path.string());
     for (std::int64_t i = 0; i < k; ++i) {
-      const auto& out = options.gzip ? packed[static_cast<std::size_t>(i)] : text[static_cast<std::size_t>(i)];
+      const auto& out =
+          options.gzip ? packed[static_cast<std::size_t>(i)] : text[static_cast<std::size_t>(i)];
       if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size())
         TESSEL_FAIL("writing {} failed (disk full?)", path.string());
     }
@@ -111,7 +113,7 @@ void append_int(std::string& out, std::int64_t v) {
 
 void append_float(std::string& out, float v) {
   char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);  // shortest form that reads back exactly
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v); // shortest form that reads back exactly
   out.append(buf, r.ptr);
 }
 
@@ -126,64 +128,72 @@ void write_column(const fs::path& path, const std::vector<std::int64_t>& values,
                   const OgbWriteOptions& options, bool nan_for_negative = false) {
   constexpr std::int64_t kRows = 1 << 19;
   const auto n = static_cast<std::int64_t>(values.size());
-  write_blocks(path, (n + kRows - 1) / kRows,
-               [&](std::int64_t b, std::string& out) {
-                 for (std::int64_t i = b * kRows; i < std::min(n, (b + 1) * kRows); ++i) {
-                   const auto v = values[static_cast<std::size_t>(i)];
-                   if (nan_for_negative && v < 0) out += "nan";
-                   else append_int(out, v);
-                   out += '\n';
-                 }
-               },
-               options);
+  write_blocks(
+      path, (n + kRows - 1) / kRows,
+      [&](std::int64_t b, std::string& out) {
+        for (std::int64_t i = b * kRows; i < std::min(n, (b + 1) * kRows); ++i) {
+          const auto v = values[static_cast<std::size_t>(i)];
+          if (nan_for_negative && v < 0)
+            out += "nan";
+          else
+            append_int(out, v);
+          out += '\n';
+        }
+      },
+      options);
 }
 
 void write_edges(const fs::path& path, const Csr& graph, const OgbWriteOptions& options) {
   constexpr std::int64_t kEdges = 1 << 18;
   const std::int64_t m = graph.num_edges();
-  write_blocks(path, (m + kEdges - 1) / kEdges,
-               [&](std::int64_t b, std::string& out) {
-                 const std::int64_t e0 = b * kEdges, e1 = std::min(m, (b + 1) * kEdges);
-                 out.reserve(static_cast<std::size_t>((e1 - e0) * 18));
-                 // The row holding edge e0: the last row starting at or before it.
-                 std::int64_t v = std::upper_bound(graph.indptr.begin(), graph.indptr.end(), e0) -
-                                  graph.indptr.begin() - 1;
-                 for (std::int64_t e = e0; e < e1; ++e) {
-                   while (graph.indptr[static_cast<std::size_t>(v) + 1] <= e) ++v;
-                   append_int(out, graph.indices[static_cast<std::size_t>(e)]);
-                   out += ',';
-                   append_int(out, v);
-                   out += '\n';
-                 }
-               },
-               options);
+  write_blocks(
+      path, (m + kEdges - 1) / kEdges,
+      [&](std::int64_t b, std::string& out) {
+        const std::int64_t e0 = b * kEdges, e1 = std::min(m, (b + 1) * kEdges);
+        out.reserve(static_cast<std::size_t>((e1 - e0) * 18));
+        // The row holding edge e0: the last row starting at or before it.
+        std::int64_t v = std::upper_bound(graph.indptr.begin(), graph.indptr.end(), e0) -
+                         graph.indptr.begin() - 1;
+        for (std::int64_t e = e0; e < e1; ++e) {
+          while (graph.indptr[static_cast<std::size_t>(v) + 1] <= e)
+            ++v;
+          append_int(out, graph.indices[static_cast<std::size_t>(e)]);
+          out += ',';
+          append_int(out, v);
+          out += '\n';
+        }
+      },
+      options);
 }
 
 void write_features(const fs::path& path, const Dataset& data, const OgbWriteOptions& options) {
   const std::int64_t f = data.feature_dim;
-  const std::int64_t rows = std::max<std::int64_t>(1, kTargetBlockBytes / std::max<std::int64_t>(1, 11 * f));
+  const std::int64_t rows =
+      std::max<std::int64_t>(1, kTargetBlockBytes / std::max<std::int64_t>(1, 11 * f));
   const std::int64_t n = data.num_nodes;
-  write_blocks(path, (n + rows - 1) / rows,
-               [&](std::int64_t b, std::string& out) {
-                 const std::int64_t r1 = std::min(n, (b + 1) * rows);
-                 out.reserve(static_cast<std::size_t>((r1 - b * rows) * f * 12));
-                 for (std::int64_t r = b * rows; r < r1; ++r) {
-                   const float* x = data.features.data() + r * f;
-                   for (std::int64_t j = 0; j < f; ++j) {
-                     if (j) out += ',';
-                     append_float(out, x[j]);
-                   }
-                   out += '\n';
-                 }
-               },
-               options);
+  write_blocks(
+      path, (n + rows - 1) / rows,
+      [&](std::int64_t b, std::string& out) {
+        const std::int64_t r1 = std::min(n, (b + 1) * rows);
+        out.reserve(static_cast<std::size_t>((r1 - b * rows) * f * 12));
+        for (std::int64_t r = b * rows; r < r1; ++r) {
+          const float* x = data.features.data() + r * f;
+          for (std::int64_t j = 0; j < f; ++j) {
+            if (j) out += ',';
+            append_float(out, x[j]);
+          }
+          out += '\n';
+        }
+      },
+      options);
 }
 
-}  // namespace
+} // namespace
 
 void write_ogb_folder(const Dataset& data, const fs::path& dir, const OgbWriteOptions& options) {
   data.validate("dataset " + data.name);
-  TESSEL_EXPECTS(static_cast<std::int64_t>(data.features.size()) == data.num_nodes * data.feature_dim,
+  TESSEL_EXPECTS(static_cast<std::int64_t>(data.features.size()) ==
+                     data.num_nodes * data.feature_dim,
                  "write_ogb_folder: dataset {} has no features loaded", data.name);
   TESSEL_EXPECTS(!options.split_name.empty() && options.split_name.find('/') == std::string::npos,
                  "write_ogb_folder: bad split name \"{}\"", options.split_name);
@@ -204,7 +214,8 @@ void write_ogb_folder(const Dataset& data, const fs::path& dir, const OgbWriteOp
     const std::int64_t m = data.num_edges();
     std::vector<std::int64_t> edge_index(static_cast<std::size_t>(2 * m));
     for (std::int64_t v = 0; v < data.num_nodes; ++v)
-      for (EdgeId e = data.graph.indptr[static_cast<std::size_t>(v)]; e < data.graph.indptr[static_cast<std::size_t>(v) + 1]; ++e) {
+      for (EdgeId e = data.graph.indptr[static_cast<std::size_t>(v)];
+           e < data.graph.indptr[static_cast<std::size_t>(v) + 1]; ++e) {
         edge_index[static_cast<std::size_t>(e)] = data.graph.indices[static_cast<std::size_t>(e)];
         edge_index[static_cast<std::size_t>(m + e)] = v;
       }
@@ -214,16 +225,20 @@ void write_ogb_folder(const Dataset& data, const fs::path& dir, const OgbWriteOp
                       {{"edge_index", "<i8", {2, m}, edge_index.data(), edge_index.size() * 8},
                        {"num_nodes_list", "<i8", {1}, num_nodes, 8},
                        {"num_edges_list", "<i8", {1}, num_edges, 8},
-                       {"node_feat", "<f4", {data.num_nodes, data.feature_dim}, data.features.data(),
+                       {"node_feat",
+                        "<f4",
+                        {data.num_nodes, data.feature_dim},
+                        data.features.data(),
                         data.features.size() * 4}},
                       options.npz_deflate, options.npz_zip64);
     std::vector<float> labels(data.labels.size());
     for (std::size_t v = 0; v < labels.size(); ++v)
       labels[v] = data.labels[v] < 0 ? std::numeric_limits<float>::quiet_NaN()
                                      : static_cast<float>(data.labels[v]);
-    detail::write_npz(raw / "node-label.npz",
-                      {{"node_label", "<f4", {data.num_nodes, 1}, labels.data(), labels.size() * 4}},
-                      options.npz_deflate, options.npz_zip64);
+    detail::write_npz(
+        raw / "node-label.npz",
+        {{"node_label", "<f4", {data.num_nodes, 1}, labels.data(), labels.size() * 4}},
+        options.npz_deflate, options.npz_zip64);
   } else {
     write_column(table(raw / "num-node-list", options), {data.num_nodes}, options);
     write_column(table(raw / "num-edge-list", options), {data.num_edges()}, options);
@@ -237,4 +252,4 @@ void write_ogb_folder(const Dataset& data, const fs::path& dir, const OgbWriteOp
   output.commit();
 }
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

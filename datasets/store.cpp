@@ -56,7 +56,8 @@ std::int64_t first_outside(const T* values, std::int64_t n, std::int64_t lo, std
 DatasetInfo read_header(const h5::File& f) {
   const std::string file = f.path().string();
   TESSEL_EXPECTS(f.has_attr("format"),
-                 "{}: not a Tessel dataset store (no \"format\" attribute on the root group)", file);
+                 "{}: not a Tessel dataset store (no \"format\" attribute on the root group)",
+                 file);
   const std::string format = f.attr_string("format");
   TESSEL_EXPECTS(format == kStoreFormat, "{}: format is \"{}\", expected \"{}\"", file, format,
                  kStoreFormat);
@@ -88,8 +89,8 @@ DatasetInfo read_header(const h5::File& f) {
 void check_split(const std::string& file, const std::string& which, const std::vector<NodeId>& ids,
                  std::int64_t num_nodes) {
   const auto bad = first_outside(ids.data(), static_cast<std::int64_t>(ids.size()), 0, num_nodes);
-  TESSEL_EXPECTS(bad < 0, "{}: {}[{}] = {} is not a node id (the graph has {} nodes)", file,
-                 which, bad, bad < 0 ? 0 : ids[static_cast<std::size_t>(bad)], num_nodes);
+  TESSEL_EXPECTS(bad < 0, "{}: {}[{}] = {} is not a node id (the graph has {} nodes)", file, which,
+                 bad, bad < 0 ? 0 : ids[static_cast<std::size_t>(bad)], num_nodes);
 }
 
 void check_labels(const std::string& file, const std::string& which,
@@ -101,7 +102,7 @@ void check_labels(const std::string& file, const std::string& which,
                  num_classes);
 }
 
-}  // namespace
+} // namespace
 
 std::int64_t feature_chunk_rows(std::int64_t feature_dim) {
   const std::int64_t row_bytes = std::max<std::int64_t>(feature_dim, 1) * 4;
@@ -155,7 +156,7 @@ void StoreWriter::commit(const DatasetInfo& info) {
   output_.commit();
 }
 
-}  // namespace detail
+} // namespace detail
 
 void Dataset::validate(const std::string& what) const {
   TESSEL_EXPECTS(num_nodes >= 0 && num_classes >= 0 && feature_dim >= 0,
@@ -165,10 +166,9 @@ void Dataset::validate(const std::string& what) const {
                  "{}: graph is {}x{}, expected {}x{} (num_nodes)", what, graph.num_rows,
                  graph.num_cols, num_nodes, num_nodes);
   graph.validate(what + " graph");
-  TESSEL_EXPECTS(features.empty() ||
-                     static_cast<std::int64_t>(features.size()) == num_nodes * feature_dim,
-                 "{}: {} feature values, expected {} x {}", what, features.size(), num_nodes,
-                 feature_dim);
+  TESSEL_EXPECTS(
+      features.empty() || static_cast<std::int64_t>(features.size()) == num_nodes * feature_dim,
+      "{}: {} feature values, expected {} x {}", what, features.size(), num_nodes, feature_dim);
   TESSEL_EXPECTS(static_cast<std::int64_t>(labels.size()) == num_nodes,
                  "{}: {} labels for {} nodes", what, labels.size(), num_nodes);
   check_labels(what, "labels", labels, num_classes);
@@ -186,7 +186,8 @@ void write_store(const Dataset& data, const std::filesystem::path& path) {
   writer.write_labels(data.labels);
   writer.begin_features(data.num_nodes, data.feature_dim);
   // Row blocks keep HDF5's conversion buffers small for big feature matrices.
-  const std::int64_t block = std::max<std::int64_t>(1, (64 << 20) / std::max<std::int64_t>(1, data.feature_dim * 4));
+  const std::int64_t block =
+      std::max<std::int64_t>(1, (64 << 20) / std::max<std::int64_t>(1, data.feature_dim * 4));
   for (std::int64_t r = 0; r < data.num_nodes; r += block)
     writer.write_feature_rows(r, data.features.data() + r * data.feature_dim,
                               std::min(block, data.num_nodes - r));
@@ -243,8 +244,8 @@ DatasetInfo read_store_info(const std::filesystem::path& path) {
   const std::string file = path.string();
   const auto expect = [&](const std::string& name, std::vector<std::int64_t> dims) {
     const auto got = f.dims(name);
-    TESSEL_EXPECTS(got == dims, "{}: {} has the wrong shape for {} nodes and {} edges", file,
-                   name, info.num_nodes, info.num_edges);
+    TESSEL_EXPECTS(got == dims, "{}: {} has the wrong shape for {} nodes and {} edges", file, name,
+                   info.num_nodes, info.num_edges);
   };
   expect("/graph/indptr", {info.num_nodes + 1});
   expect("/graph/indices", {info.num_edges});
@@ -292,4 +293,4 @@ DegreeStats degree_stats(const Csr& graph) {
   return s;
 }
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -12,7 +12,7 @@
 namespace tessel::datasets::detail {
 
 class StoreWriter {
- public:
+public:
   explicit StoreWriter(const std::filesystem::path& target);
 
   void write_graph(const Csr& graph);
@@ -27,10 +27,10 @@ class StoreWriter {
 
   const std::filesystem::path& temp_path() const { return output_.temp_path(); }
 
- private:
+private:
   AtomicOutput output_;
   h5::File file_;
   std::int64_t feature_dim_ = 0;
 };
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

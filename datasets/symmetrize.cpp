@@ -20,7 +20,8 @@ void sort_rows(Csr& csr, bool dedupe, bool drop_diagonal) {
   const EdgeId* ptr = csr.indptr.data();
   if (!dedupe && !drop_diagonal) {
 #pragma omp parallel for schedule(dynamic, 512) if (n > kParallelMin)
-    for (std::int64_t v = 0; v < n; ++v) std::sort(idx + ptr[v], idx + ptr[v + 1]);
+    for (std::int64_t v = 0; v < n; ++v)
+      std::sort(idx + ptr[v], idx + ptr[v + 1]);
     return;
   }
   // Each row is sorted and deduplicated at its own start; then the rows are packed together.
@@ -37,7 +38,8 @@ void sort_rows(Csr& csr, bool dedupe, bool drop_diagonal) {
   // Packing in parallel: each block of rows first packs inside its own old range (which
   // nothing else touches), then whole blocks move left in order.
   const int threads = omp_get_max_threads();
-  const std::int64_t num_blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(n, 16 * threads));
+  const std::int64_t num_blocks =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(n, 16 * threads));
   std::vector<EdgeId> block_size(static_cast<std::size_t>(num_blocks), 0);
   const auto block_begin = [&](std::int64_t b) { return n * b / num_blocks; };
 #pragma omp parallel for schedule(dynamic, 1)
@@ -45,7 +47,8 @@ void sort_rows(Csr& csr, bool dedupe, bool drop_diagonal) {
     EdgeId write = ptr[block_begin(b)];
     for (std::int64_t v = block_begin(b); v < block_begin(b + 1); ++v) {
       const EdgeId k = kept[static_cast<std::size_t>(v)];
-      if (write != ptr[v]) std::memmove(idx + write, idx + ptr[v], static_cast<std::size_t>(k) * sizeof(NodeId));
+      if (write != ptr[v])
+        std::memmove(idx + write, idx + ptr[v], static_cast<std::size_t>(k) * sizeof(NodeId));
       write += k;
     }
     block_size[static_cast<std::size_t>(b)] = write - ptr[block_begin(b)];
@@ -54,7 +57,8 @@ void sort_rows(Csr& csr, bool dedupe, bool drop_diagonal) {
   for (std::int64_t b = 0; b < num_blocks; ++b) {
     const EdgeId from = ptr[block_begin(b)];
     const EdgeId k = block_size[static_cast<std::size_t>(b)];
-    if (write != from) std::memmove(idx + write, idx + from, static_cast<std::size_t>(k) * sizeof(NodeId));
+    if (write != from)
+      std::memmove(idx + write, idx + from, static_cast<std::size_t>(k) * sizeof(NodeId));
     write += k;
   }
   exclusive_scan(kept, csr.indptr);
@@ -64,7 +68,7 @@ void sort_rows(Csr& csr, bool dedupe, bool drop_diagonal) {
     csr.indices.shrink_to_fit();
 }
 
-}  // namespace detail
+} // namespace detail
 
 Csr symmetrize(const Csr& graph) {
   TESSEL_EXPECTS(graph.num_rows == graph.num_cols, "symmetrize: the graph is {}x{}, not square",
@@ -79,7 +83,8 @@ Csr symmetrize(const Csr& graph) {
 #pragma omp for schedule(dynamic, 1024)
     for (std::int64_t v = 0; v < n; ++v) {
       EdgeId own = 0;
-      for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e) own += idx[e] != v;
+      for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e)
+        own += idx[e] != v;
       counts[static_cast<std::size_t>(v)] = own;
     }
 #pragma omp for schedule(dynamic, 1024)
@@ -101,8 +106,10 @@ Csr symmetrize(const Csr& graph) {
     for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e) {
       const NodeId u = idx[e];
       if (u == v) continue;
-      dst[std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(v)]).fetch_add(1, std::memory_order_relaxed)] = u;
-      dst[std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(u)]).fetch_add(1, std::memory_order_relaxed)] = v;
+      dst[std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(v)])
+              .fetch_add(1, std::memory_order_relaxed)] = u;
+      dst[std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(u)])
+              .fetch_add(1, std::memory_order_relaxed)] = v;
     }
   }
   std::vector<EdgeId>().swap(counts);
@@ -110,4 +117,4 @@ Csr symmetrize(const Csr& graph) {
   return out;
 }
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -29,7 +29,52 @@ rng::Key key_for(std::uint64_t seed, Stage stage) {
   return key;
 }
 
-double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0); }
+double unit(std::uint64_t bits) {
+  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// p in [0, 1] as a bound on 32-bit draws: draw < bound happens with probability p.
+std::uint64_t probability_threshold(double p) {
+  return static_cast<std::uint64_t>(std::clamp(p, 0.0, 1.0) * 4294967296.0);
+}
+
+// Walker/Vose alias table over member positions [lo, hi) with weights cum[k+1] - cum[k]: pick
+// k uniformly, keep it when a 32-bit draw is below threshold[k], else take lo + other[k].
+// Deterministic: the same weights always give the same table.
+void build_alias(std::int64_t lo, std::int64_t hi, const std::vector<double>& cum,
+                 std::vector<std::uint32_t>& threshold, std::vector<std::uint32_t>& other) {
+  const std::int64_t size = hi - lo;
+  if (size <= 0) return;
+  const double total = cum[static_cast<std::size_t>(hi)] - cum[static_cast<std::size_t>(lo)];
+  std::vector<double> scaled(static_cast<std::size_t>(size));
+  std::vector<std::int64_t> small, large;
+  for (std::int64_t i = 0; i < size; ++i) {
+    const auto k = static_cast<std::size_t>(lo + i);
+    scaled[static_cast<std::size_t>(i)] = (cum[k + 1] - cum[k]) * static_cast<double>(size) / total;
+    (scaled[static_cast<std::size_t>(i)] < 1.0 ? small : large).push_back(i);
+  }
+  const auto set = [&](std::int64_t i, double p, std::int64_t alias) {
+    const auto k = static_cast<std::size_t>(lo + i);
+    threshold[k] = static_cast<std::uint32_t>(std::min(p, 1.0) * 4294967295.0);
+    other[k] = static_cast<std::uint32_t>(alias);
+  };
+  while (!small.empty() && !large.empty()) {
+    const std::int64_t s = small.back(), l = large.back();
+    small.pop_back();
+    set(s, scaled[static_cast<std::size_t>(s)], l);
+    double& pl = scaled[static_cast<std::size_t>(l)];
+    pl += scaled[static_cast<std::size_t>(s)] - 1.0;
+    if (pl < 1.0) {
+      large.pop_back();
+      small.push_back(l);
+    }
+  }
+  // Leftovers are 1 up to rounding: always keep them.
+  for (const auto i : large)
+    set(i, 1.0, i);
+  for (const auto i : small)
+    set(i, 1.0, i);
+}
 
 void check_options(const SyntheticOptions& o) {
   TESSEL_EXPECTS(o.num_nodes >= 2 && o.num_nodes < (std::int64_t{1} << 40),
@@ -74,18 +119,23 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
 #pragma omp parallel for schedule(static) if (num_blocks * kBlock > kParallelMin)
   for (std::int64_t b = 0; b < num_blocks; ++b) {
     double s = 0;
-    for (std::int64_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); ++v) s += weight[static_cast<std::size_t>(v)];
+    for (std::int64_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); ++v)
+      s += weight[static_cast<std::size_t>(v)];
     partial[static_cast<std::size_t>(b)] = s;
   }
   double total_weight = 0;
-  for (double s : partial) total_weight += s;
+  for (double s : partial)
+    total_weight += s;
   const double mean_weight = total_weight / static_cast<double>(n);
 
   // Class member lists in id order, with cumulative weights for weighted range sampling.
   std::vector<std::int64_t> class_begin(static_cast<std::size_t>(num_classes) + 1, 0);
-  for (std::int64_t v = 0; v < n; ++v) ++class_begin[static_cast<std::size_t>(cls[static_cast<std::size_t>(v)]) + 1];
-  for (std::int64_t c = 0; c < num_classes; ++c) class_begin[static_cast<std::size_t>(c) + 1] += class_begin[static_cast<std::size_t>(c)];
-  std::vector<std::int64_t> members(static_cast<std::size_t>(n)), position(static_cast<std::size_t>(n));
+  for (std::int64_t v = 0; v < n; ++v)
+    ++class_begin[static_cast<std::size_t>(cls[static_cast<std::size_t>(v)]) + 1];
+  for (std::int64_t c = 0; c < num_classes; ++c)
+    class_begin[static_cast<std::size_t>(c) + 1] += class_begin[static_cast<std::size_t>(c)];
+  std::vector<std::int64_t> members(static_cast<std::size_t>(n)),
+      position(static_cast<std::size_t>(n));
   {
     std::vector<std::int64_t> fill(class_begin.begin(), class_begin.end() - 1);
     for (std::int64_t v = 0; v < n; ++v) {
@@ -96,7 +146,9 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   }
   std::vector<double> cum(static_cast<std::size_t>(n) + 1, 0.0);
   for (std::int64_t k = 0; k < n; ++k)
-    cum[static_cast<std::size_t>(k) + 1] = cum[static_cast<std::size_t>(k)] + weight[static_cast<std::size_t>(members[static_cast<std::size_t>(k)])];
+    cum[static_cast<std::size_t>(k) + 1] =
+        cum[static_cast<std::size_t>(k)] +
+        weight[static_cast<std::size_t>(members[static_cast<std::size_t>(k)])];
 
   // Edges drawn by each node: expected avg_degree/2 * w/mean(w), rounded at random.
   std::vector<EdgeId> offset(static_cast<std::size_t>(n) + 1, 0);
@@ -106,36 +158,61 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
     const double expect = o.avg_degree / 2.0 * weight[static_cast<std::size_t>(v)] / mean_weight;
     const double base = std::floor(expect);
     const double u = unit(count_key.u64(static_cast<std::uint64_t>(v), 0));
-    offset[static_cast<std::size_t>(v) + 1] = static_cast<EdgeId>(base) + (u < expect - base ? 1 : 0);
+    offset[static_cast<std::size_t>(v) + 1] =
+        static_cast<EdgeId>(base) + (u < expect - base ? 1 : 0);
   }
-  for (std::int64_t v = 0; v < n; ++v) offset[static_cast<std::size_t>(v) + 1] += offset[static_cast<std::size_t>(v)];
+  for (std::int64_t v = 0; v < n; ++v)
+    offset[static_cast<std::size_t>(v) + 1] += offset[static_cast<std::size_t>(v)];
   const EdgeId m = offset[static_cast<std::size_t>(n)];
   std::vector<double>().swap(weight);
 
-  const std::int64_t window = std::max<std::int64_t>(8, static_cast<std::int64_t>(2 * o.avg_degree));
+  // Whole-class picks use one alias table per class (O(1) per draw); window picks search the
+  // cumulative weights of a few hundred neighbours.
+  std::vector<std::uint32_t> alias_threshold(static_cast<std::size_t>(n)),
+      alias_other(static_cast<std::size_t>(n));
+#pragma omp parallel for schedule(dynamic, 1) if (n > kParallelMin)
+  for (std::int64_t c = 0; c < num_classes; ++c)
+    build_alias(class_begin[static_cast<std::size_t>(c)],
+                class_begin[static_cast<std::size_t>(c) + 1], cum, alias_threshold, alias_other);
+
+  const std::int64_t window =
+      std::max<std::int64_t>(8, static_cast<std::int64_t>(2 * o.avg_degree));
+  const std::uint64_t stay_below = probability_threshold(o.homophily);
+  const std::uint64_t local_below = probability_threshold(o.locality);
   std::vector<Id> src(static_cast<std::size_t>(m)), dst(static_cast<std::size_t>(m));
   const rng::Key edge_key = key_for(o.seed, kEdges);
 #pragma omp parallel for schedule(dynamic, 4096) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v) {
     rng::Sequence draw(edge_key, static_cast<std::uint64_t>(v));
     const std::int64_t c = cls[static_cast<std::size_t>(v)];
-    for (EdgeId e = offset[static_cast<std::size_t>(v)]; e < offset[static_cast<std::size_t>(v) + 1]; ++e) {
+    for (EdgeId e = offset[static_cast<std::size_t>(v)];
+         e < offset[static_cast<std::size_t>(v) + 1]; ++e) {
       std::int64_t target_class = c;
-      std::int64_t lo, hi;
-      const bool stay = num_classes == 1 || draw.next_double() < o.homophily;
-      if (!stay) target_class = (c + 1 + static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(num_classes - 1)))) % num_classes;
-      lo = class_begin[static_cast<std::size_t>(target_class)];
-      hi = class_begin[static_cast<std::size_t>(target_class) + 1];
-      if (stay && draw.next_double() < o.locality) {
+      const bool stay = num_classes == 1 || draw.next_u32() < stay_below;
+      if (!stay)
+        target_class = (c + 1 +
+                        static_cast<std::int64_t>(
+                            draw.next_below(static_cast<std::uint64_t>(num_classes - 1)))) %
+                       num_classes;
+      std::int64_t lo = class_begin[static_cast<std::size_t>(target_class)];
+      std::int64_t hi = class_begin[static_cast<std::size_t>(target_class) + 1];
+      std::int64_t k;
+      if (stay && draw.next_u32() < local_below) {
         const std::int64_t pos = position[static_cast<std::size_t>(v)];
         lo = std::max(lo, pos - window);
         hi = std::min(hi, pos + window + 1);
+        const double x = cum[static_cast<std::size_t>(lo)] +
+                         draw.next_double() * (cum[static_cast<std::size_t>(hi)] -
+                                               cum[static_cast<std::size_t>(lo)]);
+        k = static_cast<std::int64_t>(std::upper_bound(cum.begin() + lo, cum.begin() + hi + 1, x) -
+                                      cum.begin()) -
+            1;
+        k = std::clamp(k, lo, hi - 1);
+      } else {
+        k = lo + static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(hi - lo)));
+        if (draw.next_u32() >= alias_threshold[static_cast<std::size_t>(k)])
+          k = lo + alias_other[static_cast<std::size_t>(k)];
       }
-      // Weighted pick among member positions [lo, hi).
-      const double x = cum[static_cast<std::size_t>(lo)] +
-                       draw.next_double() * (cum[static_cast<std::size_t>(hi)] - cum[static_cast<std::size_t>(lo)]);
-      auto k = static_cast<std::int64_t>(std::upper_bound(cum.begin() + lo, cum.begin() + hi + 1, x) - cum.begin()) - 1;
-      k = std::clamp(k, lo, hi - 1);
       const std::int64_t t = members[static_cast<std::size_t>(k)];
       // Undirected edges stored once, as u -> v with u < v; a self-loop is dropped later.
       src[static_cast<std::size_t>(e)] = static_cast<Id>(std::min(v, t));
@@ -145,7 +222,7 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   return detail::csr_from_edges(n, src.data(), dst.data(), m, true, true);
 }
 
-}  // namespace
+} // namespace
 
 Dataset make_synthetic(const SyntheticOptions& o) {
   check_options(o);
@@ -162,8 +239,8 @@ Dataset make_synthetic(const SyntheticOptions& o) {
   const rng::Key class_key = key_for(o.seed, kClass);
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v)
-    data.labels[static_cast<std::size_t>(v)] =
-        static_cast<std::int64_t>(class_key.below(static_cast<std::uint64_t>(v), 0, static_cast<std::uint64_t>(o.num_classes)));
+    data.labels[static_cast<std::size_t>(v)] = static_cast<std::int64_t>(class_key.below(
+        static_cast<std::uint64_t>(v), 0, static_cast<std::uint64_t>(o.num_classes)));
 
   data.graph = n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max())
                    ? make_graph<std::uint32_t>(o, data.labels)
@@ -176,7 +253,8 @@ Dataset make_synthetic(const SyntheticOptions& o) {
   for (std::int64_t c = 0; c < o.num_classes; ++c) {
     rng::Sequence draw(centroid_key, static_cast<std::uint64_t>(c));
     for (std::int64_t j = 0; j < f; ++j)
-      centroid[static_cast<std::size_t>(c * f + j)] = static_cast<float>(spread * draw.next_normal());
+      centroid[static_cast<std::size_t>(c * f + j)] =
+          static_cast<float>(spread * draw.next_normal());
   }
   data.features.resize(static_cast<std::size_t>(n * f));
   const rng::Key feature_key = key_for(o.seed, kFeature);
@@ -200,9 +278,12 @@ Dataset make_synthetic(const SyntheticOptions& o) {
   const rng::Key split_key = key_for(o.seed, kSplit);
   for (std::int64_t v = 0; v < n; ++v) {
     const double u = unit(split_key.u64(static_cast<std::uint64_t>(v), 0));
-    (u < o.train_frac ? data.train : u < o.train_frac + o.valid_frac ? data.valid : data.test).push_back(v);
+    (u < o.train_frac                  ? data.train
+     : u < o.train_frac + o.valid_frac ? data.valid
+                                       : data.test)
+        .push_back(v);
   }
   return data;
 }
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -11,11 +11,11 @@
 #endif
 
 #include <algorithm>
-#include <map>
-#include <numeric>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <numeric>
 
 namespace tessel::datasets::detail {
 
@@ -32,12 +32,12 @@ constexpr std::size_t kInputBlock = 1u << 20;
 struct InflateStep {
   std::size_t consumed = 0;
   std::size_t produced = 0;
-  bool member_end = false;  // the member's trailer (CRC-32, length) was read and checked
-  std::string error;        // corrupt data
+  bool member_end = false; // the member's trailer (CRC-32, length) was read and checked
+  std::string error;       // corrupt data
 };
 
 class Inflater {
- public:
+public:
   virtual ~Inflater() = default;
   virtual void begin_member() = 0;
   virtual InflateStep step(const unsigned char* in, std::size_t in_len, char* out,
@@ -45,7 +45,7 @@ class Inflater {
 };
 
 class ZlibInflater final : public Inflater {
- public:
+public:
   ZlibInflater() {
     // 15 + 16: a gzip wrapper with the largest window.
     if (inflateInit2(&zs_, 15 + 16) != Z_OK) TESSEL_LIB_FAIL("zlib inflateInit2 failed");
@@ -56,7 +56,8 @@ class ZlibInflater final : public Inflater {
   void begin_member() override {
     if (inflateReset(&zs_) != Z_OK) TESSEL_LIB_FAIL("zlib inflateReset failed");
   }
-  InflateStep step(const unsigned char* in, std::size_t in_len, char* out, std::size_t out_len) override {
+  InflateStep step(const unsigned char* in, std::size_t in_len, char* out,
+                   std::size_t out_len) override {
     zs_.next_in = const_cast<Bytef*>(in);
     zs_.avail_in = static_cast<uInt>(std::min<std::size_t>(in_len, 1u << 30));
     zs_.next_out = reinterpret_cast<Bytef*>(out);
@@ -66,7 +67,8 @@ class ZlibInflater final : public Inflater {
     InflateStep s;
     s.consumed = in_before - zs_.avail_in;
     s.produced = out_before - zs_.avail_out;
-    if (rc == Z_STREAM_END) s.member_end = true;
+    if (rc == Z_STREAM_END)
+      s.member_end = true;
     else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT || rc == Z_STREAM_ERROR)
       s.error = zs_.msg ? zs_.msg : "invalid stream";
     else if (rc == Z_MEM_ERROR)
@@ -74,19 +76,20 @@ class ZlibInflater final : public Inflater {
     return s;
   }
 
- private:
+private:
   z_stream zs_{};
 };
 
 #ifdef TESSEL_HAVE_ISAL
 class IsalInflater final : public Inflater {
- public:
+public:
   IsalInflater() : state_(std::make_unique<inflate_state>()) { isal_inflate_init(state_.get()); }
   void begin_member() override {
     isal_inflate_reset(state_.get());
-    state_->crc_flag = ISAL_GZIP;  // parse the gzip header, check CRC-32 and length at the end
+    state_->crc_flag = ISAL_GZIP; // parse the gzip header, check CRC-32 and length at the end
   }
-  InflateStep step(const unsigned char* in, std::size_t in_len, char* out, std::size_t out_len) override {
+  InflateStep step(const unsigned char* in, std::size_t in_len, char* out,
+                   std::size_t out_len) override {
     inflate_state& st = *state_;
     st.next_in = const_cast<std::uint8_t*>(in);
     st.avail_in = static_cast<std::uint32_t>(std::min<std::size_t>(in_len, 1u << 30));
@@ -107,8 +110,8 @@ class IsalInflater final : public Inflater {
     return s;
   }
 
- private:
-  std::unique_ptr<inflate_state> state_;  // large: keep it off the stack
+private:
+  std::unique_ptr<inflate_state> state_; // large: keep it off the stack
 };
 #endif
 
@@ -120,7 +123,7 @@ std::unique_ptr<Inflater> make_inflater(InflateBackend backend) {
   return std::make_unique<ZlibInflater>();
 }
 
-}  // namespace
+} // namespace
 
 const char* inflate_backend_name() {
 #ifdef TESSEL_HAVE_ISAL
@@ -135,7 +138,9 @@ void throw_line_error(const std::filesystem::path& file, std::int64_t line,
   TESSEL_FAIL("{} line {}: {}", file.string(), line + 1, message);
 }
 
-std::size_t parse_slots() { return 2 * static_cast<std::size_t>(std::max(1, omp_get_max_threads())) + 2; }
+std::size_t parse_slots() {
+  return 2 * static_cast<std::size_t>(std::max(1, omp_get_max_threads())) + 2;
+}
 
 std::int64_t parse_chunks(LineChunkReader& reader, const ParseFn& parse, const ConsumeFn& consume) {
   struct Done {
@@ -148,7 +153,7 @@ std::int64_t parse_chunks(LineChunkReader& reader, const ParseFn& parse, const C
   std::condition_variable changed;
   std::vector<std::size_t> free_slots(parse_slots());
   std::iota(free_slots.begin(), free_slots.end(), std::size_t{0});
-  std::map<std::int64_t, Done> done;  // parsed, waiting for their turn
+  std::map<std::int64_t, Done> done; // parsed, waiting for their turn
   bool stop = false;
   int running = workers;
   std::exception_ptr reader_error;
@@ -195,14 +200,16 @@ std::int64_t parse_chunks(LineChunkReader& reader, const ParseFn& parse, const C
   };
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(workers));
-  for (int i = 0; i < workers; ++i) threads.emplace_back(work);
+  for (int i = 0; i < workers; ++i)
+    threads.emplace_back(work);
   auto finish = [&] {
     {
       std::lock_guard lock(mutex);
       stop = true;
     }
     changed.notify_all();
-    for (auto& t : threads) t.join();
+    for (auto& t : threads)
+      t.join();
   };
 
   std::int64_t next = 0, line = 0;
@@ -213,11 +220,12 @@ std::int64_t parse_chunks(LineChunkReader& reader, const ParseFn& parse, const C
         std::unique_lock lock(mutex);
         changed.wait(lock, [&] { return done.count(next) > 0 || running == 0; });
         auto it = done.find(next);
-        if (it == done.end()) break;  // every worker is gone and nothing is left
+        if (it == done.end()) break; // every worker is gone and nothing is left
         d = std::move(it->second);
         done.erase(it);
       }
-      if (d.result.error) throw_line_error(reader.path(), line + d.result.error.line, d.result.error.message);
+      if (d.result.error)
+        throw_line_error(reader.path(), line + d.result.error.line, d.result.error.message);
       consume(d.chunk, d.slot, line, d.result.lines);
       line += d.result.lines;
       ++next;
@@ -239,8 +247,7 @@ std::int64_t parse_chunks(LineChunkReader& reader, const ParseFn& parse, const C
 
 LineChunkReader::LineChunkReader(std::filesystem::path path, std::size_t chunk_bytes,
                                  int queue_depth, InflateBackend backend)
-    : path_(std::move(path)),
-      backend_(backend),
+    : path_(std::move(path)), backend_(backend),
       chunk_bytes_(std::max<std::size_t>(chunk_bytes, 64)),
       queue_depth_(static_cast<std::size_t>(std::max(queue_depth, 1))) {
   std::error_code ec;
@@ -370,7 +377,8 @@ void LineChunkReader::produce() {
   auto read_into = [&](void* dst, std::size_t want) -> std::size_t {
     const std::size_t got = std::fread(dst, 1, want, f.get());
     if (got < want) {
-      TESSEL_EXPECTS(!std::ferror(f.get()), "{}: read error: {}", path_.string(), std::strerror(errno));
+      TESSEL_EXPECTS(!std::ferror(f.get()), "{}: read error: {}", path_.string(),
+                     std::strerror(errno));
       input_eof = true;
     }
     file_bytes_read_ += static_cast<std::int64_t>(got);
@@ -390,7 +398,7 @@ void LineChunkReader::produce() {
     std::vector<unsigned char> input(kInputBlock);
     const unsigned char* in = input.data();
     std::size_t in_len = 0;
-    bool in_member = false;  // inside a gzip member that has not ended yet
+    bool in_member = false; // inside a gzip member that has not ended yet
     int idle_steps = 0;
     for (;;) {
       if (in_len == 0 && !input_eof) {
@@ -416,7 +424,8 @@ void LineChunkReader::produce() {
       if (step.member_end) in_member = false;
       // No progress with room to write: the decoder wants input. At the end of the file that
       // means the member is incomplete (reported below); with input left it is corrupt.
-      idle_steps = step.consumed == 0 && step.produced == 0 && !step.member_end ? idle_steps + 1 : 0;
+      idle_steps =
+          step.consumed == 0 && step.produced == 0 && !step.member_end ? idle_steps + 1 : 0;
       if (idle_steps > 0 && in_len == 0 && input_eof) break;
       TESSEL_EXPECTS(idle_steps < 4, "{}: corrupt gzip data (the decoder makes no progress)",
                      path_.string());
@@ -430,4 +439,4 @@ void LineChunkReader::produce() {
   if (used > 0) emit(used);
 }
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

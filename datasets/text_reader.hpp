@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,10 +39,9 @@ struct TextChunk {
 // queue_depth chunks of about chunk_bytes wait between the threads. Errors found by the
 // background thread (truncated gzip, corrupt data, I/O) are rethrown by next().
 class LineChunkReader {
- public:
+public:
   explicit LineChunkReader(std::filesystem::path path, std::size_t chunk_bytes = 4u << 20,
-                           int queue_depth = 8,
-                           InflateBackend backend = InflateBackend::fastest);
+                           int queue_depth = 8, InflateBackend backend = InflateBackend::fastest);
   ~LineChunkReader();
   LineChunkReader(const LineChunkReader&) = delete;
   LineChunkReader& operator=(const LineChunkReader&) = delete;
@@ -60,10 +59,10 @@ class LineChunkReader {
   std::int64_t text_bytes() const { return text_bytes_.load(); }
   bool compressed() const { return compressed_; }
 
- private:
+private:
   void run();
   void produce();
-  bool push(TextChunk&& chunk);  // false when asked to stop
+  bool push(TextChunk&& chunk); // false when asked to stop
   std::vector<char> fresh_buffer(std::size_t capacity);
 
   std::filesystem::path path_;
@@ -116,4 +115,4 @@ std::size_t parse_slots();
 [[noreturn]] void throw_line_error(const std::filesystem::path& file, std::int64_t line,
                                    const std::string& message);
 
-}  // namespace tessel::datasets::detail
+} // namespace tessel::datasets::detail

@@ -28,7 +28,9 @@ struct SyntheticArgs {
   bool ogb = false;
 };
 
-std::string megabytes(std::int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
+std::string megabytes(std::int64_t bytes) {
+  return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6);
+}
 
 std::string split_sizes(const datasets::DatasetInfo& info) {
   return fmt::format("{}/{}/{}", info.num_train, info.num_valid, info.num_test);
@@ -37,7 +39,8 @@ std::string split_sizes(const datasets::DatasetInfo& info) {
 void run_ogb(const OgbArgs& args) {
   const auto report = datasets::convert_ogb_folder(args.dir, args.out, args.options);
   const auto& info = report.info;
-  const double mb_per_s = static_cast<double>(report.text_bytes) / 1e6 / std::max(report.seconds, 1e-9);
+  const double mb_per_s =
+      static_cast<double>(report.text_bytes) / 1e6 / std::max(report.seconds, 1e-9);
   const std::int64_t peak = peak_rss_bytes();
   if (args.json) {
     nlohmann::json j;
@@ -50,7 +53,9 @@ void run_ogb(const OgbArgs& args) {
     j["symmetrized"] = args.options.symmetrize;
     j["feature_dim"] = info.feature_dim;
     j["num_classes"] = info.num_classes;
-    j["split"] = {{"name", report.split}, {"train", info.num_train}, {"valid", info.num_valid},
+    j["split"] = {{"name", report.split},
+                  {"train", info.num_train},
+                  {"valid", info.num_valid},
                   {"test", info.num_test}};
     j["layout"] = report.npz ? "npz" : "csv";
     j["seconds"] = report.seconds;
@@ -60,7 +65,8 @@ void run_ogb(const OgbArgs& args) {
     j["output_bytes"] = info.file_bytes;
     j["peak_rss_bytes"] = peak;
     nlohmann::json phases = nlohmann::json::object();
-    for (const auto& [name, s] : report.phases) phases[name] = s;
+    for (const auto& [name, s] : report.phases)
+      phases[name] = s;
     j["phases"] = phases;
     fmt::print("{}\n", j.dump());
     return;
@@ -72,7 +78,8 @@ void run_ogb(const OgbArgs& args) {
                                      : "undirected, each stored once",
              info.feature_dim, info.num_classes, report.split, split_sizes(info));
   std::string phases;
-  for (const auto& [name, s] : report.phases) phases += fmt::format("{}{} {:.2f} s", phases.empty() ? "" : ", ", name, s);
+  for (const auto& [name, s] : report.phases)
+    phases += fmt::format("{}{} {:.2f} s", phases.empty() ? "" : ", ", name, s);
   fmt::print("  read {} of {} in {:.2f} s ({:.0f} MB/s), wrote {}, peak memory {}\n  phases: {}\n",
              megabytes(report.text_bytes), report.npz ? "npz arrays" : "CSV text", report.seconds,
              mb_per_s, megabytes(info.file_bytes), megabytes(peak), phases);
@@ -136,26 +143,31 @@ const Registrar registrar{Command{
           "(see --train-frac, --valid-frac). Deterministic from --seed, for any thread count.");
       syn_cmd->add_option("out", syn->out, "Output store (.h5), or folder with --ogb")->required();
       syn_cmd->add_option("--nodes", o.num_nodes, "Number of nodes")->capture_default_str();
-      syn_cmd->add_option("--avg-degree", o.avg_degree,
-                          "Mean degree once symmetrized (about nodes * degree / 2 edges)")
+      syn_cmd
+          ->add_option("--avg-degree", o.avg_degree,
+                       "Mean degree once symmetrized (about nodes * degree / 2 edges)")
           ->capture_default_str();
       syn_cmd->add_option("--classes", o.num_classes, "Number of classes")->capture_default_str();
       syn_cmd->add_option("--feat-dim", o.feature_dim, "Feature dimension")->capture_default_str();
       syn_cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
       syn_cmd->add_option("--train-frac", o.train_frac, "Fraction of nodes in the training set")
           ->capture_default_str();
-      syn_cmd->add_option("--valid-frac", o.valid_frac,
-                          "Fraction in the validation set (the rest is test)")
+      syn_cmd
+          ->add_option("--valid-frac", o.valid_frac,
+                       "Fraction in the validation set (the rest is test)")
           ->capture_default_str();
-      syn_cmd->add_option("--homophily", o.homophily,
-                          "Fraction of edges that join nodes of the same class")
+      syn_cmd
+          ->add_option("--homophily", o.homophily,
+                       "Fraction of edges that join nodes of the same class")
           ->capture_default_str();
-      syn_cmd->add_option("--feature-signal", o.feature_signal,
-                          "Class centroid spread in noise units (0: features carry no class "
-                          "information)")
+      syn_cmd
+          ->add_option("--feature-signal", o.feature_signal,
+                       "Class centroid spread in noise units (0: features carry no class "
+                       "information)")
           ->capture_default_str();
-      syn_cmd->add_option("--degree-exponent", o.degree_exponent,
-                          "Power-law exponent of the expected degrees (> 2)")
+      syn_cmd
+          ->add_option("--degree-exponent", o.degree_exponent,
+                       "Power-law exponent of the expected degrees (> 2)")
           ->capture_default_str();
       syn_cmd->add_option("--name", o.name, "Dataset name")->capture_default_str();
       syn_cmd->add_flag("--ogb", syn->ogb,
@@ -168,5 +180,5 @@ const Registrar registrar{Command{
     },
     10}};
 
-}  // namespace
-}  // namespace tessel::cli
+} // namespace
+} // namespace tessel::cli

@@ -30,7 +30,8 @@ void run_info(const InfoArgs& args) {
   datasets::ReadOptions read_options;
   read_options.features = false;
   const auto data = datasets::read_store(args.file, read_options);
-  const auto labeled = std::count_if(data.labels.begin(), data.labels.end(), [](auto l) { return l >= 0; });
+  const auto labeled =
+      std::count_if(data.labels.begin(), data.labels.end(), [](auto l) { return l >= 0; });
   datasets::DegreeStats stored, sym;
   std::int64_t sym_edges = -1;
   if (args.degrees) {
@@ -39,10 +40,10 @@ void run_info(const InfoArgs& args) {
     sym_edges = both.num_edges();
     sym = datasets::degree_stats(both);
   }
-  const char* layout = info.directed                       ? "directed"
-                       : sym_edges == info.num_edges       ? "undirected, both directions stored"
-                       : sym_edges == 2 * info.num_edges   ? "undirected, each edge stored once"
-                                                           : "undirected";
+  const char* layout = info.directed                     ? "directed"
+                       : sym_edges == info.num_edges     ? "undirected, both directions stored"
+                       : sym_edges == 2 * info.num_edges ? "undirected, each edge stored once"
+                                                         : "undirected";
   if (args.json) {
     nlohmann::json j;
     j["file"] = args.file;
@@ -70,7 +71,8 @@ void run_info(const InfoArgs& args) {
   fmt::print("  name          {}\n", info.name);
   fmt::print("  nodes         {}\n", info.num_nodes);
   fmt::print("  edges         {} stored{}\n", info.num_edges,
-             args.degrees ? fmt::format(" ({})", layout) : std::string(info.directed ? " (directed)" : ""));
+             args.degrees ? fmt::format(" ({})", layout)
+                          : std::string(info.directed ? " (directed)" : ""));
   if (args.degrees)
     fmt::print("  symmetrized   {} directed edges (both directions, no self-loops or duplicates)\n",
                sym_edges);
@@ -81,8 +83,8 @@ void run_info(const InfoArgs& args) {
   if (args.degrees) {
     fmt::print("  degree        min {}, mean {:.2f}, max {}, isolated nodes {} (symmetrized)\n",
                sym.min, sym.mean, sym.max, sym.zero);
-    fmt::print("  in-degree     min {}, mean {:.2f}, max {} (as stored)\n", stored.min,
-               stored.mean, stored.max);
+    fmt::print("  in-degree     min {}, mean {:.2f}, max {} (as stored)\n", stored.min, stored.mean,
+               stored.max);
   }
   fmt::print("  file size     {:.1f} MB\n", static_cast<double>(info.file_bytes) / 1e6);
 }
@@ -94,7 +96,8 @@ const Registrar registrar{Command{
     false,
     [](CLI::App& sub) -> std::function<void()> {
       auto args = std::make_shared<InfoArgs>();
-      sub.add_option("file", args->file, "Dataset store (.h5) made by `tessel convert`")->required();
+      sub.add_option("file", args->file, "Dataset store (.h5) made by `tessel convert`")
+          ->required();
       sub.add_flag("--json", args->json, "Print one JSON object instead of text");
       sub.add_flag("!--no-degrees", args->degrees,
                    "Skip the degree statistics (and the symmetrization they need)");
@@ -102,5 +105,5 @@ const Registrar registrar{Command{
     },
     11}};
 
-}  // namespace
-}  // namespace tessel::cli
+} // namespace
+} // namespace tessel::cli

@@ -21,7 +21,9 @@ struct Result {
   std::string output;
 };
 
-std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quote(const fs::path& p) {
+  return "'" + p.string() + "'";
+}
 
 Result tessel(const std::string& args) {
   Result r;
@@ -36,7 +38,9 @@ void expect_clean_failure(const Result& r, const std::vector<std::string>& piece
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_EQ(r.output.rfind("tessel: error: ", 0), 0u) << r.output;
-  for (const auto& piece : pieces) EXPECT_NE(r.output.find(piece), std::string::npos) << "missing \"" << piece << "\" in: " << r.output;
+  for (const auto& piece : pieces)
+    EXPECT_NE(r.output.find(piece), std::string::npos)
+        << "missing \"" << piece << "\" in: " << r.output;
   EXPECT_TRUE(test::list_dir(out_dir).empty()) << "output left behind in " << out_dir;
 }
 
@@ -49,7 +53,8 @@ struct BrokenConvert {
     test::write_tiny_ogb(dir / "tiny", tiny);
     out_dir = dir / "out";
     fs::create_directories(out_dir);
-    result = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(out_dir / "tiny.h5") + " " + extra);
+    result = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(out_dir / "tiny.h5") + " " +
+                    extra);
   }
 };
 
@@ -80,11 +85,13 @@ TEST(CliConvert, CoraCheck) {
   EXPECT_NE(r.output.find("train 140, valid 500, test 1000"), std::string::npos) << r.output;
   // The store itself: features are Cora's binary bag of words.
   const auto rows = datasets::read_feature_rows(store, 0, 2708);
-  EXPECT_TRUE(std::all_of(rows.begin(), rows.end(), [](float x) { return x == 0.0f || x == 1.0f; }));
+  EXPECT_TRUE(
+      std::all_of(rows.begin(), rows.end(), [](float x) { return x == 0.0f || x == 1.0f; }));
 }
 
 TEST(CliConvert, HelpTexts) {
-  for (const char* args : {"convert --help", "convert ogb --help", "convert synthetic --help", "info --help"}) {
+  for (const char* args :
+       {"convert --help", "convert ogb --help", "convert synthetic --help", "info --help"}) {
     const auto r = tessel(args);
     EXPECT_EQ(r.code, 0) << args << ": " << r.output;
     EXPECT_NE(r.output.find("OPTIONS"), std::string::npos) << r.output;
@@ -99,7 +106,8 @@ TEST(CliConvert, SyntheticIsReproducibleAndRoundTripsThroughOgb) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(test::read_file_bytes(dir / "a.h5"), test::read_file_bytes(dir / "b.h5"));
   ASSERT_EQ(tessel("convert synthetic " + opts + " --ogb " + quote(dir / "folder")).code, 0);
-  const auto c = tessel("convert ogb " + quote(dir / "folder") + " " + quote(dir / "c.h5") + " --name synthetic --json");
+  const auto c = tessel("convert ogb " + quote(dir / "folder") + " " + quote(dir / "c.h5") +
+                        " --name synthetic --json");
   ASSERT_EQ(c.code, 0) << c.output;
   const auto j = nlohmann::json::parse(c.output);
   EXPECT_EQ(j["num_nodes"], 3000);
@@ -114,7 +122,8 @@ TEST(CliConvert, SyntheticIsReproducibleAndRoundTripsThroughOgb) {
 TEST(CliConvert, SymmetrizeFlag) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "tiny");
-  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "t.h5") + " --symmetrize");
+  const auto r =
+      tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "t.h5") + " --symmetrize");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(datasets::read_store_info(dir / "t.h5").num_edges, 10);
 }
@@ -146,14 +155,16 @@ TEST(CliBadInput, RaggedRow) {
   test::TinyOgb tiny;
   tiny.feat = "0.5,1\n1.5,2\n2.5,3\n3.5,4,9\n4.5,5\n5.5,6\n";
   BrokenConvert b(tiny);
-  expect_clean_failure(b.result, {"node-feat.csv.gz line 4", "3 comma-separated values, expected 2"}, b.out_dir);
+  expect_clean_failure(
+      b.result, {"node-feat.csv.gz line 4", "3 comma-separated values, expected 2"}, b.out_dir);
 }
 
 TEST(CliBadInput, NonNumber) {
   test::TinyOgb tiny;
   tiny.feat = "0.5,1\n1.5,2\n2.5,abc\n3.5,4\n4.5,5\n5.5,6\n";
   BrokenConvert b(tiny);
-  expect_clean_failure(b.result, {"node-feat.csv.gz line 3", "\"abc\" is not a finite number"}, b.out_dir);
+  expect_clean_failure(b.result, {"node-feat.csv.gz line 3", "\"abc\" is not a finite number"},
+                       b.out_dir);
 }
 
 TEST(CliBadInput, EndpointOutOfRange) {
@@ -167,14 +178,16 @@ TEST(CliBadInput, EdgeCountDisagrees) {
   test::TinyOgb tiny;
   tiny.num_edges = "7\n";
   BrokenConvert b(tiny);
-  expect_clean_failure(b.result, {"edge.csv.gz: 5 edges", "num-edge-list.csv.gz says 7"}, b.out_dir);
+  expect_clean_failure(b.result, {"edge.csv.gz: 5 edges", "num-edge-list.csv.gz says 7"},
+                       b.out_dir);
 }
 
 TEST(CliBadInput, NodeCountDisagrees) {
   test::TinyOgb tiny;
   tiny.feat = "0.5,1\n1.5,2\n2.5,3\n3.5,4\n4.5,5\n";
   BrokenConvert b(tiny);
-  expect_clean_failure(b.result, {"node-feat.csv.gz: 5 rows", "num-node-list.csv.gz says 6 nodes"}, b.out_dir);
+  expect_clean_failure(b.result, {"node-feat.csv.gz: 5 rows", "num-node-list.csv.gz says 6 nodes"},
+                       b.out_dir);
 }
 
 TEST(CliBadInput, SplitIdOutOfRange) {
@@ -199,13 +212,15 @@ TEST(CliBadInput, OutputFolderMissing) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "tiny");
   fs::create_directories(dir / "out");
-  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "no" / "t.h5"));
+  const auto r =
+      tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "no" / "t.h5"));
   expect_clean_failure(r, {"does not exist"}, dir / "out");
 }
 
 TEST(CliBadInput, SyntheticBadOptions) {
   test::TempDir dir;
-  const auto r = tessel("convert synthetic --nodes 100 --train-frac 0.9 --valid-frac 0.5 " + quote(dir / "s.h5"));
+  const auto r = tessel("convert synthetic --nodes 100 --train-frac 0.9 --valid-frac 0.5 " +
+                        quote(dir / "s.h5"));
   expect_clean_failure(r, {"--train-frac"}, dir.path());
 }
 
@@ -234,8 +249,9 @@ TEST(CliBadInput, StoreIndexOutOfRange) {
 
 TEST(CliBadInput, InfoMissingFile) {
   test::TempDir dir;
-  expect_clean_failure(tessel("info " + quote(dir / "none.h5")), {"none.h5: no such file"}, dir.path());
+  expect_clean_failure(tessel("info " + quote(dir / "none.h5")), {"none.h5: no such file"},
+                       dir.path());
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

@@ -36,7 +36,8 @@ std::string read_file_bytes(const fs::path& path) {
 
 std::vector<std::string> list_dir(const fs::path& dir) {
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -47,8 +48,10 @@ void write_tiny_ogb(const fs::path& dir, const TinyOgb& t) {
   const auto put = [&](const fs::path& base, const std::string& text) {
     fs::path p = base;
     p += t.gzip ? ".csv.gz" : ".csv";
-    if (t.gzip) write_gz(p, text);
-    else write_text(p, text);
+    if (t.gzip)
+      write_gz(p, text);
+    else
+      write_text(p, text);
   };
   put(dir / "raw" / "num-node-list", t.num_nodes);
   put(dir / "raw" / "num-edge-list", t.num_edges);
@@ -89,8 +92,10 @@ void write_damaged_store(const fs::path& path, const datasets::Dataset& data, St
   f.write("/split/train", data.train, "train");
   f.write("/split/valid", data.valid, "valid");
   f.write("/split/test", test, "test");
-  f.set_attr("format", std::string(damage == StoreDamage::wrong_format ? "something-else" : datasets::kStoreFormat));
-  f.set_attr("version", std::int64_t{damage == StoreDamage::newer_version ? 99 : datasets::kStoreVersion});
+  f.set_attr("format", std::string(damage == StoreDamage::wrong_format ? "something-else"
+                                                                       : datasets::kStoreFormat));
+  f.set_attr("version",
+             std::int64_t{damage == StoreDamage::newer_version ? 99 : datasets::kStoreVersion});
   f.set_attr("name", data.name);
   f.set_attr("num_nodes", data.num_nodes);
   f.set_attr("num_edges", data.num_edges());
@@ -100,4 +105,4 @@ void write_damaged_store(const fs::path& path, const datasets::Dataset& data, St
   f.close();
 }
 
-}  // namespace tessel::test
+} // namespace tessel::test

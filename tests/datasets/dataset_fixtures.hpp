@@ -49,4 +49,4 @@ enum class StoreDamage {
 void write_damaged_store(const std::filesystem::path& path, const datasets::Dataset& data,
                          StoreDamage damage);
 
-}  // namespace tessel::test
+} // namespace tessel::test

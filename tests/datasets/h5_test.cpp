@@ -13,8 +13,7 @@
 namespace tessel {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
+template <class F> std::string error_of(F&& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -28,7 +27,8 @@ TEST(H5, WriteReadRoundTrip) {
   const auto path = dir / "a.h5";
   std::vector<std::int64_t> ids = {5, -1, 7, 1LL << 40};
   std::vector<float> matrix(12);
-  for (int i = 0; i < 12; ++i) matrix[i] = 0.5f * static_cast<float>(i);
+  for (int i = 0; i < 12; ++i)
+    matrix[i] = 0.5f * static_cast<float>(i);
   std::vector<std::int32_t> small = {1, 2, 3};
   {
     auto f = h5::File::create(path);
@@ -45,7 +45,7 @@ TEST(H5, WriteReadRoundTrip) {
   EXPECT_EQ(f.read<std::int64_t>("/g/ids"), ids);
   EXPECT_EQ(f.read<float>("/g/sub/matrix", {4, 3}), matrix);
   EXPECT_EQ(f.dims("/g/sub/matrix"), (std::vector<std::int64_t>{4, 3}));
-  EXPECT_EQ(f.read<std::int64_t>("/small"), (std::vector<std::int64_t>{1, 2, 3}));  // widening ok
+  EXPECT_EQ(f.read<std::int64_t>("/small"), (std::vector<std::int64_t>{1, 2, 3})); // widening ok
   EXPECT_EQ(f.attr_string("text"), "hello");
   EXPECT_EQ(f.attr_int("count", "/g"), 42);
   EXPECT_EQ(f.attr_string("description", "/g/ids"), "some ids");
@@ -105,8 +105,10 @@ TEST(H5, RefusesMeaningChangingReads) {
     f.write("/real", std::vector<float>{1.5f}, "");
   }
   const auto f = h5::File::open_read(path);
-  EXPECT_NE(error_of([&] { (void)f.read<std::int32_t>("/big"); }).find("truncate"), std::string::npos);
-  EXPECT_NE(error_of([&] { (void)f.read<std::int64_t>("/real"); }).find("integer"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)f.read<std::int32_t>("/big"); }).find("truncate"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)f.read<std::int64_t>("/real"); }).find("integer"),
+            std::string::npos);
 }
 
 TEST(H5, OpenMissingOrForeignFile) {
@@ -120,5 +122,5 @@ TEST(H5, OpenMissingOrForeignFile) {
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

@@ -77,14 +77,14 @@ TEST(Ogb, ToleratesCrLfMissingFinalNewlineAndPandasNan) {
 TEST(Ogb, Options) {
   test::TempDir dir;
   test::TinyOgb tiny;
-  tiny.edges = "0,1\n1,0\n2,2\n3,4\n4,5\n";  // a reverse pair and a self-loop
+  tiny.edges = "0,1\n1,0\n2,2\n3,4\n4,5\n"; // a reverse pair and a self-loop
   test::write_tiny_ogb(dir / "t", tiny);
   datasets::OgbOptions options;
   options.symmetrize = true;
   options.name = "renamed";
   Dataset d = datasets::read_ogb_folder(dir / "t", options);
   EXPECT_EQ(d.name, "renamed");
-  EXPECT_EQ(d.num_edges(), 6);  // {0,1}, {3,4}, {4,5} both ways
+  EXPECT_EQ(d.num_edges(), 6); // {0,1}, {3,4}, {4,5} both ways
   EXPECT_FALSE(d.directed);
   options = {};
   options.directed = true;
@@ -183,7 +183,8 @@ TEST(OgbBadInput, TruncatedGzip) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "t");
   std::string big;
-  for (int i = 0; i < 5; ++i) big += "0,1\n";
+  for (int i = 0; i < 5; ++i)
+    big += "0,1\n";
   const auto edge = dir / "t" / "raw" / "edge.csv.gz";
   const auto bytes = test::read_file_bytes(edge);
   test::write_text(edge, bytes.substr(0, bytes.size() - 6));
@@ -195,25 +196,32 @@ TEST(OgbBadInput, RaggedRow) {
   test::TinyOgb tiny;
   tiny.feat = "0.5,1\n1.5,2\n2.5\n3.5,4\n4.5,5\n5.5,6\n";
   const auto msg = broken_error(tiny);
-  EXPECT_NE(msg.find("node-feat.csv.gz line 3: has 1 comma-separated value, expected 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node-feat.csv.gz line 3: has 1 comma-separated value, expected 2"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(OgbBadInput, NonNumber) {
   test::TinyOgb tiny;
   tiny.edges = "0,1\n1,2\n2,x3\n3,4\n4,5\n";
   const auto msg = broken_error(tiny);
-  EXPECT_NE(msg.find("edge.csv.gz line 3: value 2 \"x3\" is not an integer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("edge.csv.gz line 3: value 2 \"x3\" is not an integer"), std::string::npos)
+      << msg;
   tiny = {};
   tiny.feat = "0.5,1\n1.5,2\n2.5,3\n3.5,4\n4.5,inf\n5.5,6\n";
   const auto msg2 = broken_error(tiny);
-  EXPECT_NE(msg2.find("node-feat.csv.gz line 5: value 2 \"inf\" is not a finite number"), std::string::npos) << msg2;
+  EXPECT_NE(msg2.find("node-feat.csv.gz line 5: value 2 \"inf\" is not a finite number"),
+            std::string::npos)
+      << msg2;
 }
 
 TEST(OgbBadInput, EndpointOutOfRange) {
   test::TinyOgb tiny;
   tiny.edges = "0,1\n1,2\n2,3\n3,6\n4,5\n";
   const auto msg = broken_error(tiny);
-  EXPECT_NE(msg.find("edge.csv.gz line 4: edge 3,6: endpoint 6 is not a node id"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("edge.csv.gz line 4: edge 3,6: endpoint 6 is not a node id"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(OgbBadInput, EdgeCountDisagrees) {
@@ -236,7 +244,8 @@ TEST(OgbBadInput, NodeCountDisagrees) {
   tiny = {};
   tiny.feat += "6.5,7\n";
   msg = broken_error(tiny);
-  EXPECT_NE(msg.find("node-feat.csv.gz line 7: more rows than the 6 nodes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node-feat.csv.gz line 7: more rows than the 6 nodes"), std::string::npos)
+      << msg;
 }
 
 TEST(OgbBadInput, SplitIdOutOfRange) {
@@ -250,7 +259,8 @@ TEST(OgbBadInput, OverlappingSplits) {
   test::TinyOgb tiny;
   tiny.test = "3\n1\n";
   const auto msg = broken_error(tiny);
-  EXPECT_NE(msg.find("test.csv.gz line 2: node 1 is already in the train split"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test.csv.gz line 2: node 1 is already in the train split"), std::string::npos)
+      << msg;
 }
 
 TEST(OgbBadInput, MultiLabelAndBadLabels) {
@@ -263,7 +273,8 @@ TEST(OgbBadInput, MultiLabelAndBadLabels) {
   EXPECT_NE(msg.find("node-label.csv.gz line 4: label -4 is negative"), std::string::npos) << msg;
   tiny.labels = "0\n1\n2.5\n0\n1\n2\n";
   msg = broken_error(tiny);
-  EXPECT_NE(msg.find("node-label.csv.gz line 3: \"2.5\" is not a class id"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node-label.csv.gz line 3: \"2.5\" is not a class id"), std::string::npos)
+      << msg;
 }
 
 TEST(OgbBadInput, SeveralGraphs) {
@@ -278,7 +289,8 @@ TEST(OgbBadInput, CorruptGzipData) {
   test::write_tiny_ogb(dir / "t");
   const auto edge = dir / "t" / "raw" / "edge.csv.gz";
   auto bytes = test::read_file_bytes(edge);
-  for (std::size_t i = 12; i < bytes.size() - 8; ++i) bytes[i] = static_cast<char>(bytes[i] ^ 0x5a);
+  for (std::size_t i = 12; i < bytes.size() - 8; ++i)
+    bytes[i] = static_cast<char>(bytes[i] ^ 0x5a);
   test::write_text(edge, bytes);
   const auto msg = ogb_error(dir / "t");
   EXPECT_NE(msg.find("edge.csv.gz: "), std::string::npos) << msg;
@@ -301,5 +313,5 @@ TEST(OgbBadInput, NpzProblems) {
   EXPECT_NE(msg.find("node-label.npz: no such file"), std::string::npos) << msg;
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

@@ -43,10 +43,10 @@ void expect_same(const Dataset& a, const Dataset& b) {
 TEST(Store, RoundTrip) {
   test::TempDir dir;
   Dataset data = test::small_dataset();
-  data.labels[3] = -1;  // an unlabeled node survives
+  data.labels[3] = -1; // an unlabeled node survives
   datasets::write_store(data, dir / "s.h5");
   expect_same(datasets::read_store(dir / "s.h5"), data);
-  EXPECT_EQ(test::list_dir(dir.path()), std::vector<std::string>{"s.h5"});  // no temporaries left
+  EXPECT_EQ(test::list_dir(dir.path()), std::vector<std::string>{"s.h5"}); // no temporaries left
 }
 
 TEST(Store, InfoAndGraphOnly) {
@@ -75,7 +75,11 @@ TEST(Store, FeatureRowRange) {
   const Dataset data = test::small_dataset(1000);
   datasets::write_store(data, dir / "s.h5");
   const std::int64_t f = data.feature_dim;
-  for (auto [b, e] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {17, 400}, {999, 1000}, {0, 1000}, {500, 500}}) {
+  for (auto [b, e] : {std::pair<std::int64_t, std::int64_t>{0, 1},
+                      {17, 400},
+                      {999, 1000},
+                      {0, 1000},
+                      {500, 500}}) {
     const auto rows = datasets::read_feature_rows(dir / "s.h5", b, e);
     const std::vector<float> expect(data.features.begin() + b * f, data.features.begin() + e * f);
     EXPECT_EQ(rows, expect) << b << ".." << e;
@@ -95,7 +99,7 @@ TEST(Store, SameDataSameBytes) {
 TEST(Store, WriteRefusesInvalidDataAndLeavesNothing) {
   test::TempDir dir;
   Dataset data = test::small_dataset();
-  data.graph.indices[0] = data.num_nodes;  // out of range
+  data.graph.indices[0] = data.num_nodes; // out of range
   EXPECT_THROW(datasets::write_store(data, dir / "bad.h5"), InputError);
   EXPECT_TRUE(test::list_dir(dir.path()).empty());
   EXPECT_THROW(datasets::write_store(test::small_dataset(), dir / "missing" / "x.h5"), InputError);
@@ -137,7 +141,8 @@ TEST(Store, MissingDataset) {
 
 TEST(Store, NonMonotoneIndptr) {
   test::TempDir dir;
-  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::non_monotone_indptr);
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(),
+                            test::StoreDamage::non_monotone_indptr);
   const auto msg = store_error(dir / "d.h5");
   EXPECT_NE(msg.find("d.h5 /graph"), std::string::npos) << msg;
   EXPECT_NE(msg.find("not monotone at row 3"), std::string::npos) << msg;
@@ -145,7 +150,8 @@ TEST(Store, NonMonotoneIndptr) {
 
 TEST(Store, IndexOutOfRange) {
   test::TempDir dir;
-  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::index_out_of_range);
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(),
+                            test::StoreDamage::index_out_of_range);
   const auto msg = store_error(dir / "d.h5");
   EXPECT_NE(msg.find("d.h5 /graph"), std::string::npos) << msg;
   EXPECT_NE(msg.find("outside [0, 300)"), std::string::npos) << msg;
@@ -153,14 +159,16 @@ TEST(Store, IndexOutOfRange) {
 
 TEST(Store, LabelOutOfRange) {
   test::TempDir dir;
-  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::label_out_of_range);
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(),
+                            test::StoreDamage::label_out_of_range);
   const auto msg = store_error(dir / "d.h5");
   EXPECT_NE(msg.find("d.h5: /node/label[7] = 4 is outside [-1, 4)"), std::string::npos) << msg;
 }
 
 TEST(Store, SplitOutOfRange) {
   test::TempDir dir;
-  test::write_damaged_store(dir / "d.h5", test::small_dataset(), test::StoreDamage::split_out_of_range);
+  test::write_damaged_store(dir / "d.h5", test::small_dataset(),
+                            test::StoreDamage::split_out_of_range);
   const auto msg = store_error(dir / "d.h5");
   EXPECT_NE(msg.find("/split/test"), std::string::npos) << msg;
   EXPECT_NE(msg.find("300 is not a node id"), std::string::npos) << msg;
@@ -174,5 +182,5 @@ TEST(Store, WrongFormatOrNewerVersion) {
   EXPECT_NE(store_error(dir / "v.h5").find("version 99 is not supported"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

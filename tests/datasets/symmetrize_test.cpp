@@ -93,5 +93,5 @@ TEST(DegreeStats, MinMeanMaxZero) {
   EXPECT_EQ(s.zero, 2);
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

@@ -40,17 +40,20 @@ double centroid_accuracy(const Dataset& d, const std::vector<float>& x) {
   for (NodeId v : d.train) {
     const auto y = d.labels[v];
     count[y] += 1;
-    for (std::int64_t j = 0; j < f; ++j) centroid[y * f + j] += x[v * f + j];
+    for (std::int64_t j = 0; j < f; ++j)
+      centroid[y * f + j] += x[v * f + j];
   }
   for (std::int64_t k = 0; k < c; ++k)
-    for (std::int64_t j = 0; j < f; ++j) centroid[k * f + j] /= std::max(1.0, count[k]);
+    for (std::int64_t j = 0; j < f; ++j)
+      centroid[k * f + j] /= std::max(1.0, count[k]);
   std::int64_t right = 0;
   for (NodeId v : d.test) {
     std::int64_t best = 0;
     double best_d = 1e300;
     for (std::int64_t k = 0; k < c; ++k) {
       double dist = 0;
-      for (std::int64_t j = 0; j < f; ++j) dist += std::pow(x[v * f + j] - centroid[k * f + j], 2);
+      for (std::int64_t j = 0; j < f; ++j)
+        dist += std::pow(x[v * f + j] - centroid[k * f + j], 2);
       if (dist < best_d) best_d = dist, best = k;
     }
     right += best == d.labels[v];
@@ -82,14 +85,17 @@ TEST(Synthetic, ValidShapeAndSizes) {
   const Dataset d = datasets::make_synthetic(o);
   EXPECT_NO_THROW(d.validate("synthetic"));
   EXPECT_FALSE(d.directed);
-  const double mean_degree = 2.0 * static_cast<double>(d.num_edges()) / static_cast<double>(d.num_nodes);
+  const double mean_degree =
+      2.0 * static_cast<double>(d.num_edges()) / static_cast<double>(d.num_nodes);
   EXPECT_GT(mean_degree, 0.75 * o.avg_degree);
   EXPECT_LT(mean_degree, 1.1 * o.avg_degree);
   // Each undirected edge once, as u -> v with u < v, no repeats.
   for (NodeId v = 0; v < d.num_nodes; ++v)
     for (EdgeId e = d.graph.indptr[v]; e < d.graph.indptr[v + 1]; ++e) {
       ASSERT_LT(d.graph.indices[e], v);
-      if (e > d.graph.indptr[v]) ASSERT_LT(d.graph.indices[e - 1], d.graph.indices[e]);
+      if (e > d.graph.indptr[v]) {
+        ASSERT_LT(d.graph.indices[e - 1], d.graph.indices[e]);
+      }
     }
   const double n = static_cast<double>(d.num_nodes);
   EXPECT_NEAR(static_cast<double>(d.train.size()) / n, 0.1, 0.02);
@@ -125,7 +131,8 @@ TEST(Synthetic, LearnableWellAboveChance) {
     const double k = static_cast<double>(sym.degree(v) + 1);
     for (std::int64_t j = 0; j < f; ++j) {
       double s = d.features[v * f + j];
-      for (EdgeId e = sym.indptr[v]; e < sym.indptr[v + 1]; ++e) s += d.features[sym.indices[e] * f + j];
+      for (EdgeId e = sym.indptr[v]; e < sym.indptr[v + 1]; ++e)
+        s += d.features[sym.indices[e] * f + j];
       agg[v * f + j] = static_cast<float>(s / k);
     }
   }
@@ -162,5 +169,5 @@ TEST(Synthetic, RejectsBadOptions) {
   EXPECT_THROW((void)datasets::make_synthetic(o), InputError);
 }
 
-}  // namespace
-}  // namespace tessel
+} // namespace
+} // namespace tessel

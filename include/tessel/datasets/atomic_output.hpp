@@ -10,7 +10,7 @@ namespace tessel::datasets {
 // the final rename never crosses file systems) and is hidden (leading dot). The destructor
 // removes it unless commit() succeeded, so an exception anywhere leaves no half-written output.
 class AtomicOutput {
- public:
+public:
   // Throws InputError if the target's folder does not exist or the target is a folder when a
   // file is expected.
   explicit AtomicOutput(std::filesystem::path target, bool is_directory = false);
@@ -24,10 +24,10 @@ class AtomicOutput {
   // Renames the temporary onto the target, replacing an existing file (or empty folder).
   void commit();
 
- private:
+private:
   std::filesystem::path target_;
   std::filesystem::path temp_;
   bool committed_ = false;
 };
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -25,7 +25,7 @@ struct Dataset {
   bool directed = false;
   Csr graph;
   std::vector<float> features;
-  std::vector<std::int64_t> labels;  // -1 = unlabeled
+  std::vector<std::int64_t> labels; // -1 = unlabeled
   std::vector<NodeId> train, valid, test;
 
   std::int64_t num_edges() const { return graph.num_edges(); }
@@ -40,7 +40,7 @@ struct DatasetInfo {
   bool directed = false;
   std::int64_t num_train = 0, num_valid = 0, num_test = 0;
   int version = 0;
-  std::int64_t file_bytes = 0;  // size of the store file
+  std::int64_t file_bytes = 0; // size of the store file
 };
 
 // Row-length statistics of a CSR: for the in-neighbor CSR, in-degrees; for a symmetrized
@@ -49,7 +49,7 @@ struct DegreeStats {
   std::int64_t min = 0;
   std::int64_t max = 0;
   double mean = 0;
-  std::int64_t zero = 0;  // rows with no entries (isolated nodes once symmetrized)
+  std::int64_t zero = 0; // rows with no entries (isolated nodes once symmetrized)
 };
 DegreeStats degree_stats(const Csr& graph);
 
@@ -58,7 +58,7 @@ DegreeStats degree_stats(const Csr& graph);
 void write_store(const Dataset& data, const std::filesystem::path& path);
 
 struct ReadOptions {
-  bool features = true;  // false: leave Dataset::features empty
+  bool features = true; // false: leave Dataset::features empty
 };
 // Reads and validates a whole store.
 Dataset read_store(const std::filesystem::path& path, const ReadOptions& options = {});
@@ -75,4 +75,4 @@ Csr symmetrize(const Csr& graph);
 // Chunk height of /node/feat: rows per HDF5 chunk (about 1 MiB per chunk).
 std::int64_t feature_chunk_rows(std::int64_t feature_dim);
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -11,19 +11,19 @@
 #include <vector>
 
 // TESSEL_CHECK_HDF5(call): HDF5 returns a negative value on failure.
-#define TESSEL_CHECK_HDF5(call)                                                            \
-  ([&]() {                                                                                 \
-    const auto tessel_h5_rc_ = (call);                                                     \
-    if (tessel_h5_rc_ < 0) [[unlikely]]                                                    \
-      TESSEL_LIB_FAIL("HDF5 call {} failed", #call);                                       \
-    return tessel_h5_rc_;                                                                  \
+#define TESSEL_CHECK_HDF5(call)                                                                    \
+  ([&]() {                                                                                         \
+    const auto tessel_h5_rc_ = (call);                                                             \
+    if (tessel_h5_rc_ < 0) [[unlikely]]                                                            \
+      TESSEL_LIB_FAIL("HDF5 call {} failed", #call);                                               \
+    return tessel_h5_rc_;                                                                          \
   }())
 
 namespace tessel::h5 {
 
 // Owns one hid_t and closes it with the right H5*close.
 class Handle {
- public:
+public:
   Handle() = default;
   explicit Handle(hid_t id) : id_(id) {}
   ~Handle() { reset(); }
@@ -42,17 +42,16 @@ class Handle {
   bool valid() const { return id_ >= 0; }
   void reset() noexcept;
 
- private:
+private:
   hid_t id_ = H5I_INVALID_HID;
 };
 
-template <class T>
-hid_t native_type();
+template <class T> hid_t native_type();
 
 // An open HDF5 file. Errors name the file and the object.
 class File {
- public:
-  static File create(const std::filesystem::path& path);  // truncates
+public:
+  static File create(const std::filesystem::path& path); // truncates
   static File open_read(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return path_; }
@@ -88,8 +87,7 @@ class File {
   // write_rows (features streamed from a parser, parts written piece by piece).
   template <class T>
   void create_dataset(const std::string& name, std::vector<std::int64_t> dims,
-                      const std::string& description, std::int64_t chunk_rows = 0,
-                      int deflate = 0);
+                      const std::string& description, std::int64_t chunk_rows = 0, int deflate = 0);
   // Writes rows [begin, begin + rows) of a dataset made by create_dataset (or write); data
   // holds rows * (columns) elements, row-major.
   template <class T>
@@ -102,14 +100,13 @@ class File {
   template <class T>
   std::vector<T> read(const std::string& name, std::vector<std::int64_t> expect_dims = {}) const;
   // Like read, into caller memory of exactly the dataset's size (no temporary copy).
-  template <class T>
-  void read_into(const std::string& name, T* out, std::int64_t count) const;
+  template <class T> void read_into(const std::string& name, T* out, std::int64_t count) const;
   // Reads rows [begin, end) of a 1-D or 2-D dataset into out (resized).
   template <class T>
   void read_rows(const std::string& name, std::int64_t begin, std::int64_t end,
                  std::vector<T>& out) const;
 
- private:
+private:
   // Opens a dataset, reusing the one write_rows used last so its chunk cache survives
   // between row blocks.
   hid_t open_dataset(const std::string& name) const;
@@ -120,4 +117,4 @@ class File {
   mutable Handle open_dataset_;
 };
 
-}  // namespace tessel::h5
+} // namespace tessel::h5

@@ -22,21 +22,21 @@ namespace tessel::datasets {
 // with edge_index, num_nodes_list, node_feat, and raw/node-label.npz with node_label) is read
 // when raw/edge.csv(.gz) is absent.
 struct OgbOptions {
-  std::string split;        // split/<split>; empty: the only folder under split/
-  bool symmetrize = false;  // store both directions of every edge (no self-loops, no duplicates)
-  bool directed = false;    // the edges are directed (ogbn-arxiv); ignored with symmetrize
-  std::string name;         // dataset name; empty: the folder's name
+  std::string split;       // split/<split>; empty: the only folder under split/
+  bool symmetrize = false; // store both directions of every edge (no self-loops, no duplicates)
+  bool directed = false;   // the edges are directed (ogbn-arxiv); ignored with symmetrize
+  std::string name;        // dataset name; empty: the folder's name
 };
 
 // What a conversion did, for `tessel convert` and the benchmark.
 struct ConvertReport {
   DatasetInfo info;
-  std::int64_t text_bytes = 0;   // uncompressed bytes parsed (CSV text, or npz array bytes)
-  std::int64_t input_bytes = 0;  // bytes read from disk
+  std::int64_t text_bytes = 0;  // uncompressed bytes parsed (CSV text, or npz array bytes)
+  std::int64_t input_bytes = 0; // bytes read from disk
   double seconds = 0;
-  std::vector<std::pair<std::string, double>> phases;  // seconds per phase, in order
-  bool npz = false;                                    // read the binary (npz) layout
-  std::string split;                                   // the split folder used
+  std::vector<std::pair<std::string, double>> phases; // seconds per phase, in order
+  bool npz = false;                                   // read the binary (npz) layout
+  std::string split;                                  // the split folder used
 };
 
 // Reads a whole OGB raw folder into memory, features included. Throws InputError naming the
@@ -46,17 +46,17 @@ Dataset read_ogb_folder(const std::filesystem::path& dir, const OgbOptions& opti
 // Converts an OGB raw folder into a store at `out`. Features are streamed into the file in
 // row blocks, so peak memory is about the edge list plus the CSR, not the feature matrix.
 // The output appears only when complete (temporary name, then rename).
-ConvertReport convert_ogb_folder(const std::filesystem::path& dir,
-                                 const std::filesystem::path& out, const OgbOptions& options = {});
+ConvertReport convert_ogb_folder(const std::filesystem::path& dir, const std::filesystem::path& out,
+                                 const OgbOptions& options = {});
 
 // How to write an OGB raw folder.
 struct OgbWriteOptions {
-  std::string split_name = "random";  // split/<split_name>/
-  bool gzip = true;                   // .csv.gz (else plain .csv)
-  int gzip_level = 1;                 // 1 = fastest (ISA-L's level 1 when built with it)
-  bool npz = false;                   // papers100M layout: raw/data.npz + raw/node-label.npz
-  bool npz_deflate = false;           // compress npz members (np.savez_compressed) or store them
-  bool npz_zip64 = false;             // write zip64 records even when not needed
+  std::string split_name = "random"; // split/<split_name>/
+  bool gzip = true;                  // .csv.gz (else plain .csv)
+  int gzip_level = 1;                // 1 = fastest (ISA-L's level 1 when built with it)
+  bool npz = false;                  // papers100M layout: raw/data.npz + raw/node-label.npz
+  bool npz_deflate = false;          // compress npz members (np.savez_compressed) or store them
+  bool npz_zip64 = false;            // write zip64 records even when not needed
 };
 
 // Writes `data` as an OGB raw folder at dir, which must not exist yet or be empty; the folder
@@ -68,4 +68,4 @@ struct OgbWriteOptions {
 void write_ogb_folder(const Dataset& data, const std::filesystem::path& dir,
                       const OgbWriteOptions& options = {});
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets

@@ -27,7 +27,7 @@ namespace tessel::datasets {
 //   (default 10% / 10% / 80%).
 struct SyntheticOptions {
   std::int64_t num_nodes = 100000;
-  double avg_degree = 16;  // mean degree once symmetrized (about num_nodes * avg_degree / 2 edges)
+  double avg_degree = 16; // mean degree once symmetrized (about num_nodes * avg_degree / 2 edges)
   std::int64_t num_classes = 16;
   std::int64_t feature_dim = 64;
   std::uint64_t seed = 1;
@@ -43,4 +43,4 @@ struct SyntheticOptions {
 // Builds the dataset in memory. Throws InputError for options out of range.
 Dataset make_synthetic(const SyntheticOptions& options);
 
-}  // namespace tessel::datasets
+} // namespace tessel::datasets
