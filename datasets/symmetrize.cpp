@@ -74,25 +74,24 @@ Csr symmetrize(const Csr& graph) {
   TESSEL_EXPECTS(graph.num_rows == graph.num_cols, "symmetrize: the graph is {}x{}, not square",
                  graph.num_rows, graph.num_cols);
   const std::int64_t n = graph.num_rows;
+  const std::int64_t m = graph.num_edges();
   const EdgeId* ptr = graph.indptr.data();
   const NodeId* idx = graph.indices.data();
-  // Pass 1: row v receives its own entries and one entry per appearance of v elsewhere.
+  // Row v receives its own entries and one entry w per appearance of v in another row w. Each
+  // thread owns a range of rows: it counts and fills only those, scanning every edge to find
+  // the reversed ones (see csr_from_edges for why this beats atomics).
   std::vector<EdgeId> counts(static_cast<std::size_t>(n), 0);
-#pragma omp parallel if (n > kParallelMin)
+#pragma omp parallel if (m > kParallelMin)
   {
-#pragma omp for schedule(dynamic, 1024)
-    for (std::int64_t v = 0; v < n; ++v) {
-      EdgeId own = 0;
+    const auto [lo, hi] = detail::owned_rows(n, omp_get_thread_num(), omp_get_num_threads());
+    for (std::int64_t v = lo; v < hi; ++v)
       for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e)
-        own += idx[e] != v;
-      counts[static_cast<std::size_t>(v)] = own;
-    }
-#pragma omp for schedule(dynamic, 1024)
-    for (std::int64_t v = 0; v < n; ++v)
-      for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e)
-        if (idx[e] != v)
-          std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(idx[e])])
-              .fetch_add(1, std::memory_order_relaxed);
+        counts[static_cast<std::size_t>(v)] += idx[e] != v;
+    for (std::int64_t w = 0; w < n; ++w)
+      for (EdgeId e = ptr[w]; e < ptr[w + 1]; ++e) {
+        const NodeId u = idx[e];
+        if (u >= lo && u < hi && u != w) ++counts[static_cast<std::size_t>(u)];
+      }
   }
   Csr out;
   out.num_rows = out.num_cols = n;
@@ -100,17 +99,17 @@ Csr symmetrize(const Csr& graph) {
   out.indices.resize(static_cast<std::size_t>(out.indptr.back()));
   std::copy(out.indptr.begin(), out.indptr.end() - 1, counts.begin());
   NodeId* dst = out.indices.data();
-  // Pass 2: fill both directions; order within a row is arbitrary until the sort below.
-#pragma omp parallel for schedule(dynamic, 1024) if (n > kParallelMin)
-  for (std::int64_t v = 0; v < n; ++v) {
-    for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e) {
-      const NodeId u = idx[e];
-      if (u == v) continue;
-      dst[std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(v)])
-              .fetch_add(1, std::memory_order_relaxed)] = u;
-      dst[std::atomic_ref<EdgeId>(counts[static_cast<std::size_t>(u)])
-              .fetch_add(1, std::memory_order_relaxed)] = v;
-    }
+#pragma omp parallel if (m > kParallelMin)
+  {
+    const auto [lo, hi] = detail::owned_rows(n, omp_get_thread_num(), omp_get_num_threads());
+    for (std::int64_t v = lo; v < hi; ++v)
+      for (EdgeId e = ptr[v]; e < ptr[v + 1]; ++e)
+        if (idx[e] != v) dst[counts[static_cast<std::size_t>(v)]++] = idx[e];
+    for (std::int64_t w = 0; w < n; ++w)
+      for (EdgeId e = ptr[w]; e < ptr[w + 1]; ++e) {
+        const NodeId u = idx[e];
+        if (u >= lo && u < hi && u != w) dst[counts[static_cast<std::size_t>(u)]++] = w;
+      }
   }
   std::vector<EdgeId>().swap(counts);
   detail::sort_rows(out, true, false);
