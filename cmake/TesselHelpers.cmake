@@ -20,6 +20,8 @@ set(TESSEL_MPIEXEC_FLAGS --oversubscribe --bind-to none)
 set(TESSEL_MPI_TEST_ENV
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+    # Tests run more ranks than cores: idle ranks yield instead of spinning on the CPU.
+    OMPI_MCA_mpi_yield_when_idle=1
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)
 
 # tessel_add_test(name SOURCES ... DEPS ... [LABELS ...]): one gtest executable, one ctest entry.

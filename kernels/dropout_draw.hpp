@@ -9,20 +9,28 @@
 
 namespace tessel::kernels::detail {
 
-// One Philox block gives four 32-bit words, so columns 4q..4q+3 share draw q of the node;
-// this quarters the Philox work while staying a pure function of (key, node, column).
-TESSEL_HD inline bool dropout_keep_word(std::uint32_t word, float p) {
-  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f) >= p;
+// One Philox block (four 32-bit words) serves 8 columns with 16 bits each: columns 8g .. 8g+7
+// of a node use block g of key.block(node, g), column 8g + k the half (k & 1) of word k / 2.
+// The draw stays a pure function of (key, node, column) — never of row order or rank count.
+constexpr std::int64_t kDropoutColumnsPerBlock = 8;
+
+// Column is kept iff its 16-bit draw >= threshold: drop probability threshold / 65536.
+TESSEL_HD inline std::uint32_t dropout_threshold(float p) {
+  const float t = p * 65536.0f + 0.5f;
+  return t >= 65536.0f ? 65536u : static_cast<std::uint32_t>(t);
 }
 
-// The four words for columns 4q .. 4q+3 of `node`.
-TESSEL_HD inline std::array<std::uint32_t, 4> dropout_block(const rng::Key& key, NodeId node,
-                                                            std::int64_t q) {
-  return key.block(static_cast<std::uint64_t>(node), static_cast<std::uint32_t>(q));
+// The draw of column 8g + k from block g's words.
+TESSEL_HD inline std::uint32_t dropout_draw16(const std::uint32_t* words, std::int64_t k) {
+  const std::uint32_t w = words[k >> 1];
+  return (k & 1) ? (w >> 16) : (w & 0xFFFFu);
 }
 
-TESSEL_HD inline bool dropout_keep(const rng::Key& key, NodeId node, std::int64_t column, float p) {
-  return dropout_keep_word(dropout_block(key, node, column >> 2)[column & 3], p);
+TESSEL_HD inline bool dropout_keep(const rng::Key& key, NodeId node, std::int64_t column,
+                                   std::uint32_t threshold) {
+  const auto words = key.block(static_cast<std::uint64_t>(node),
+                               static_cast<std::uint32_t>(column / kDropoutColumnsPerBlock));
+  return dropout_draw16(words.data(), column % kDropoutColumnsPerBlock) >= threshold;
 }
 
-} // namespace tessel::kernels::detail
+}  // namespace tessel::kernels::detail

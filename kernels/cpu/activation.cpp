@@ -3,6 +3,10 @@
 
 #include "../dropout_draw.hpp"
 
+#include <bit>
+#include <cstring>
+#include <vector>
+
 namespace tessel::kernels::cpu {
 
 void relu_forward(std::int64_t count, const float* x, float* y) {
@@ -20,14 +24,30 @@ void relu_backward(std::int64_t count, const float* grad_y, const float* y, floa
 void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
                      const rng::Key& key, float p, float* y, std::uint8_t* mask) {
   const float keep_scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static) if (parallel_worth(n * f))
-  for (std::int64_t i = 0; i < n; ++i) {
-    for (std::int64_t q = 0; q * 4 < f; ++q) {
-      const auto words = detail::dropout_block(key, row_ids[i], q);
-      for (std::int64_t j = q * 4; j < f && j < q * 4 + 4; ++j) {
-        const bool keep = detail::dropout_keep_word(words[j & 3], p);
-        mask[i * f + j] = keep ? 1 : 0;
-        y[i * f + j] = keep ? x[i * f + j] * keep_scale : 0.0f;
+  const std::uint32_t threshold = detail::dropout_threshold(p);
+  const std::int64_t groups = (f + detail::kDropoutColumnsPerBlock - 1) / detail::kDropoutColumnsPerBlock;
+#pragma omp parallel if (parallel_worth(n * f))
+  {
+    // A whole row's Philox blocks at once (rng::Key::blocks runs them as SIMD lanes). Column
+    // 8g + k draws half k of block g's words, which on a little-endian host is simply the
+    // (8g + k)-th 16-bit value of the block array: copy once, then a branch-free loop.
+    std::vector<std::uint32_t> words(static_cast<std::size_t>(groups) * 4);
+    std::vector<std::uint16_t> draws(static_cast<std::size_t>(groups) * detail::kDropoutColumnsPerBlock);
+    static_assert(std::endian::native == std::endian::little, "dropout draws assume little-endian");
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      key.blocks(static_cast<std::uint64_t>(row_ids[i]), 0, static_cast<std::uint32_t>(groups),
+                 words.data());
+      std::memcpy(draws.data(), words.data(), draws.size() * sizeof(std::uint16_t));
+      const float* xr = x + i * f;
+      float* yr = y + i * f;
+      std::uint8_t* mr = mask + i * f;
+      const std::uint16_t* dr = draws.data();
+      // Arithmetic instead of branches: half the draws go each way, so a branch mispredicts.
+      for (std::int64_t j = 0; j < f; ++j) {
+        const std::uint8_t keep = dr[j] >= threshold;
+        mr[j] = keep;
+        yr[j] = xr[j] * (static_cast<float>(keep) * keep_scale);
       }
     }
   }

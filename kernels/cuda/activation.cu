@@ -22,18 +22,20 @@ __global__ void relu_backward_kernel(std::int64_t count, const float* __restrict
     grad_x[i] = y[i] > 0.0f ? grad_y[i] : 0.0f;
 }
 
-// A thread per (row, group of 4 columns): one Philox block serves the 4 columns.
+// A thread per (row, group of 8 columns): one Philox block serves the 8 columns.
 __global__ void dropout_forward_kernel(std::int64_t n, std::int64_t f, std::int64_t quads,
                                        const float* __restrict__ x,
                                        const NodeId* __restrict__ row_ids, rng::Key key, float p,
                                        float* __restrict__ y, std::uint8_t* __restrict__ mask) {
   const float keep_scale = 1.0f / (1.0f - p);
+  const std::uint32_t threshold = detail::dropout_threshold(p);
+  constexpr std::int64_t kGroup = detail::kDropoutColumnsPerBlock;
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        t < n * quads; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = t / quads, q = t % quads;
-    const auto words = detail::dropout_block(key, row_ids[row], q);
-    for (std::int64_t j = q * 4; j < f && j < q * 4 + 4; ++j) {
-      const bool keep = detail::dropout_keep_word(words[j & 3], p);
+    const auto words = key.block(static_cast<std::uint64_t>(row_ids[row]), static_cast<std::uint32_t>(q));
+    for (std::int64_t j = q * kGroup; j < f && j < (q + 1) * kGroup; ++j) {
+      const bool keep = detail::dropout_draw16(words.data(), j - q * kGroup) >= threshold;
       mask[row * f + j] = keep ? 1 : 0;
       y[row * f + j] = keep ? x[row * f + j] * keep_scale : 0.0f;
     }
@@ -74,7 +76,7 @@ void dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* 
   TESSEL_CHECK_CUDA(cudaMemcpyAsync(row_ids, host_row_ids,
                                     static_cast<std::size_t>(n) * sizeof(NodeId),
                                     cudaMemcpyHostToDevice, r.stream));
-  const std::int64_t quads = (f + 3) / 4;
+  const std::int64_t quads = (f + detail::kDropoutColumnsPerBlock - 1) / detail::kDropoutColumnsPerBlock;
   dropout_forward_kernel<<<blocks_for(n * quads), kThreads, 0, r.stream>>>(n, f, quads, x, row_ids,
                                                                            key, p, y, mask);
   TESSEL_CHECK_LAUNCH();

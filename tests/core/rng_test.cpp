@@ -59,3 +59,19 @@ TEST(Rng, SequenceNormalHasUnitVariance) {
   EXPECT_NEAR(sum / n, 0.0, 0.01);
   EXPECT_NEAR(sq / n, 1.0, 0.02);
 }
+
+TEST(Rng, BatchedBlocksEqualSingleBlocks) {
+  const rng::Key key{0x123456789ABCDEFull, rng::Stream::dropout, 7, 3, 1};
+  for (std::uint64_t node : {0ull, 5ull, 1ull << 33}) {
+    for (std::uint32_t first : {0u, 13u}) {
+      for (std::uint32_t count : {1u, 16u, 37u}) {
+        std::vector<std::uint32_t> out(4 * count);
+        key.blocks(node, first, count, out.data());
+        for (std::uint32_t i = 0; i < count; ++i) {
+          const auto b = key.block(node, first + i);
+          for (int w = 0; w < 4; ++w) ASSERT_EQ(out[4 * i + w], b[w]) << node << " " << first + i;
+        }
+      }
+    }
+  }
+}

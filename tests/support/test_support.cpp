@@ -48,7 +48,8 @@ std::filesystem::path tessel_binary() {
 
 std::string mpirun(int np, int threads) {
   return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=" +
+         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1 "
+         "OMP_NUM_THREADS=" +
          std::to_string(threads) + " " + std::string(TESSEL_MPIEXEC) +
          " --oversubscribe --bind-to none -np " + std::to_string(np) + " ";
 }

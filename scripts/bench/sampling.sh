@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Sampled-training benchmark on a synthetic graph of 200k nodes / 2M undirected edges:
+#   1. sampling throughput (sampled edges per second, fanouts 15,10,5, batch 1024) at P = 1, 2;
+#   2. feature bytes fetched per epoch with a cache of 0%, 10% and 30% of the remote candidates;
+#   3. the data-centric saving: bytes moved when owners sample and serve their own nodes, against
+#      a model-centric run where the trainer pulls every remote frontier node's whole adjacency
+#      list and every remote input row itself (both counted on the same batches);
+#   4. the single-process sampler microbenchmark (tessel_bench_sampling).
+# Environment (optional): TESSEL, WORK (default build/bench-sampling), NODES, AVG_DEGREE, FEAT,
+# CLASSES, EPOCHS (default 2), CORES (2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+tessel="${TESSEL:-build/src/cli/tessel}"
+sampling_bench="$(dirname "$tessel")/../../sampling/tessel_bench_sampling"
+work="${WORK:-build/bench-sampling}"
+nodes="${NODES:-200000}"
+avg_degree="${AVG_DEGREE:-20}"
+feat="${FEAT:-128}"
+classes="${CLASSES:-16}"
+epochs="${EPOCHS:-2}"
+cores="${CORES:-2}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+command -v jq >/dev/null || { echo "sampling.sh: needs jq" >&2; exit 1; }
+[ -x "$tessel" ] || { echo "sampling.sh: $tessel not found; build first" >&2; exit 1; }
+mkdir -p "$work"
+
+data="$work/synthetic-n${nodes}-d${avg_degree}-f${feat}.h5"
+[ -f "$data" ] || "$tessel" convert synthetic --nodes "$nodes" --avg-degree "$avg_degree" \
+  --classes "$classes" --feat-dim "$feat" --seed 1 "$data"
+for p in 1 2; do
+  [ -f "$work/parts$p/partition.json" ] || "$tessel" partition "$data" --parts "$p" --out "$work/parts$p" --force >/dev/null
+done
+
+run() {  # run P CACHE_RATIO TAG
+  local p=$1 ratio=$2 tag=$3 threads=$(( cores / $1 ))
+  [ "$threads" -ge 1 ] || threads=1
+  local cache=(--cache-policy none)
+  [ "$ratio" != 0 ] && cache=(--cache-policy degree --cache-ratio "$ratio")
+  OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -np "$p" -x OMP_NUM_THREADS \
+    "$tessel" train "$work/parts$p" --mode sampled --model sage --layers 3 --fanouts 15,10,5 \
+    --batch-size 1024 --hidden 128 --epochs "$epochs" --eval-every 1000 --threads "$threads" \
+    --quiet "${cache[@]}" --metrics "$work/$tag.jsonl"
+}
+
+summary() {  # summary TAG -> the last epoch's numbers
+  jq -s -r '[ .[] | select(.summary | not) ] | last |
+    [.epoch_s, .phases.sample, .sampled_edges, .sampled_edges_per_s, .cache_hit_rate,
+     .bytes_fetched, .data_centric_bytes, .model_centric_bytes] | @tsv' "$work/$1.jsonl"
+}
+
+echo "== sampling throughput (fanouts 15,10,5, batch 1024 per rank, last of $epochs epochs)"
+printf "%-3s %10s %10s %14s %18s\n" P "epoch s" "sample s" "sampled edges" "edges/s (sample)"
+for p in 1 2; do
+  run "$p" 0 "p$p-cache0"
+  summary "p$p-cache0" | awk -F'\t' -v p="$p" '{printf "%-3s %10.3f %10.3f %14d %18.3e\n", p, $1, $2, $3, $4}'
+done
+
+echo
+echo "== feature bytes fetched per epoch at P = 2 (degree-ranked cache of the halo)"
+printf "%-8s %10s %16s %18s %18s %8s\n" cache "hit rate" "MB fetched" "data-centric MB" "model-centric MB" saving
+for ratio in 0 0.1 0.3; do
+  tag="p2-cache$ratio"
+  [ "$ratio" = 0 ] || run 2 "$ratio" "$tag"
+  summary "$tag" | awk -F'\t' -v r="$ratio" '{printf "%-8s %10.3f %16.2f %18.2f %18.2f %7.2fx\n", r*100 "%", $5, $6/1e6, $7/1e6, $8/1e6, ($7 > 0 ? $8/$7 : 0)}'
+done
+
+if [ -x "$sampling_bench" ]; then
+  echo
+  echo "== single-process sampler (tessel_bench_sampling)"
+  "$sampling_bench" --batches 20
+fi
