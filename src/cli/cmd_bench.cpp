@@ -161,6 +161,7 @@ std::function<void()> setup_bench(CLI::App& app) {
                  "report the seconds each mode needs to reach this validation accuracy");
   app.add_option("--out", o->out_dir, "report folder (report.json, report.md, plot)")->required();
   app.add_flag("--force", o->force, "overwrite an existing report folder");
+  app.add_flag("--quiet", o->train.quiet, "no per-epoch lines");
   add_model_flags(app, o->train, o->fanouts);
   return [o] {
     finish_train_options(o->train, o->fanouts);
