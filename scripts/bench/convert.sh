@@ -12,6 +12,7 @@
 #   THREADS     cores for the conversion              (default: 2)
 #   RUNS        timed conversions                     (default: 1)
 #   KEEP=1      keep the converted store
+#   TESSEL_INFLATE=zlib   use zlib even when Tessel was built with ISA-L (to compare)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
