@@ -60,7 +60,12 @@ for k in $parts; do
     awk -F'\t' '{ printf "%-6s %-7s %9.2f %9.2f %11.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %8.3f %8.0fM %7.2f\n",
                   $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 }'
   read -r wall rss_kib <"$work/time-$k.txt"
-  echo "       (process: ${wall} s wall, peak RSS $((rss_kib / 1024)) MiB by /usr/bin/time; checksum $(jq -r '.timings_s.checksum // 0' "$json") s in parallel)"
+  echo "       process: ${wall} s wall, peak RSS $((rss_kib / 1024)) MiB (/usr/bin/time); source checksum $(jq -r '.timings_s.checksum // 0 | . * 100 | round / 100' "$json") s on a second thread"
+  echo "       peak RSS when each phase ended (MiB): $(jq -r '.peak_rss_after_bytes as $p | ["read", "symmetrize", "metis", "random", "build", "features"] | map(select($p[.] != null) | "\(.) \($p[.] / 1048576 | round)") | join(", ")' "$json")"
+  /usr/bin/time -f "%e %M" -o "$work/check-$k.txt" "$tessel" partition --check "$out" >"$work/check-$method-$k.log" 2>&1 ||
+    { cat "$work/check-$method-$k.log" >&2; exit 1; }
+  read -r wall rss_kib <"$work/check-$k.txt"
+  echo "       --check: ${wall} s wall, peak RSS $((rss_kib / 1024)) MiB: $(cat "$work/check-$method-$k.log")"
   [ "${KEEP:-0}" = 1 ] || rm -rf "$out"
 done
 echo

@@ -240,6 +240,12 @@ TEST(Partition, FromStoreReadsFeatureRowsAndRecordsFileChecksum) {
   EXPECT_TRUE(check_partition(tmp / "parts", with_store).compared_with_source);
   const auto m = read_manifest(tmp / "parts");
   EXPECT_EQ(m.raw["source"]["file"], "planted.h5");
+  // Features streamed from the store: still byte-identical for the same seed.
+  partition_store(store, tmp / "again", options_for(3, Method::metis, 1));
+  for (int p = 0; p < 3; ++p)
+    EXPECT_TRUE(test::file_bytes(tmp / "parts" / part_file_name(p)) ==
+                test::file_bytes(tmp / "again" / part_file_name(p)))
+        << "part " << p;
 
   // Small blocks: rows are fetched across many block boundaries.
   detail::StoreFeatures features(store, 9, 9 * 4 * 7);
