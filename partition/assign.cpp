@@ -187,4 +187,12 @@ Relabeling relabel(std::vector<std::int32_t> part, int num_parts) {
   return r;
 }
 
+void relabel_columns(GraphCsr& graph, const Relabeling& relabeling) {
+  const std::int64_t m = graph.num_edges();
+  const auto& new_id = relabeling.new_id;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t e = 0; e < m; ++e)
+    graph.indices[e] = new_id[graph.indices[e]];
+}
+
 } // namespace tessel::partition::detail

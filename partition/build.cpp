@@ -54,7 +54,7 @@ Part build_part(int p, const GraphCsr& graph, const Relabeling& r, const dataset
   for (std::int64_t i = 0; i < num_owned; ++i) {
     const auto v = r.orig_of[lo + i];
     for (EdgeId e = graph.indptr[v]; e < graph.indptr[v + 1]; ++e) {
-      const NodeId g = r.new_id[graph.indices[e]];
+      const NodeId g = graph.indices[e];
       if (g < lo || g >= hi)
         std::atomic_ref<std::uint8_t>(is_halo[g]).store(1, std::memory_order_relaxed);
     }
@@ -103,7 +103,7 @@ Part build_part(int p, const GraphCsr& graph, const Relabeling& r, const dataset
     const auto v = r.orig_of[lo + i];
     EdgeId out = local.indptr[i];
     for (EdgeId e = graph.indptr[v]; e < graph.indptr[v + 1]; ++e) {
-      const NodeId g = r.new_id[graph.indices[e]];
+      const NodeId g = graph.indices[e];
       local.indices[out++] = (g >= lo && g < hi) ? static_cast<LocalId>(g - lo) : halo_local[g];
     }
     std::sort(local.indices.begin() + local.indptr[i], local.indices.begin() + out);

@@ -252,6 +252,8 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   {
     ScopedPhase phase(times, "build");
     relabeling = relabel(std::move(assignment), k);
+    // Neighbors in relabeled ids: "owned or halo" becomes a range test, no lookup per edge.
+    relabel_columns(training, relabeling);
   }
   stats.offsets = relabeling.offsets;
 

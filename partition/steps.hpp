@@ -60,6 +60,10 @@ struct Relabeling {
 };
 Relabeling relabel(std::vector<std::int32_t> part, int num_parts);
 
+// Rewrites the graph's column ids (neighbors) from original to relabeled ids, in place; rows
+// stay indexed by original id. build_part expects a graph rewritten this way.
+void relabel_columns(GraphCsr& graph, const Relabeling& relabeling);
+
 // Feature rows of the source, read in contiguous row blocks by original id.
 class FeatureSource {
 public:
@@ -115,6 +119,7 @@ struct BuildScratch {
 
 // Builds part p without features: owned nodes, halo (sorted by relabeled id, so grouped by
 // owner), local CSR with rows sorted by local id, degrees, labels, splits (sorted local ids).
+// `graph` rows are indexed by original id and hold relabeled neighbor ids (relabel_columns).
 // `data` supplies labels, splits, num_classes and feature_dim; its graph is not used.
 Part build_part(int p, const GraphCsr& graph, const Relabeling& relabeling,
                 const datasets::Dataset& data, BuildScratch& scratch);
