@@ -9,10 +9,11 @@ packages=(
   libmetis-dev
   libhdf5-dev hdf5-tools
   libopenblas-openmp-dev
-  zlib1g-dev
+  zlib1g-dev libisal-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libfast-float-dev
   libgtest-dev
   python3 python3-matplotlib python3-h5py python3-numpy
+  jq time
 )
 
 missing=()
