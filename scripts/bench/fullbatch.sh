@@ -41,7 +41,7 @@ for p in 1 2; do
     "$tessel" train "$parts" --mode full --model gcn --layers 2 --hidden "$hidden" --dropout 0.5 \
     --epochs "$epochs" --threads "$threads" --quiet --metrics "$metrics"
   # Median over the epochs after the first two (warm-up: first-touch allocation, matrix build).
-  jq -s --argjson f "$feat" --argjson h "$hidden" --argjson c "$classes" --arg p "$p" --arg t "$threads" '
+  jq -r -s --argjson f "$feat" --argjson h "$hidden" --argjson c "$classes" --arg p "$p" --arg t "$threads" '
     [ .[] | select(.summary | not) ] | .[2:] as $e |
     def med(f): ($e | map(f) | sort) as $s | $s[($s | length) / 2 | floor];
     # Per epoch every halo row travels for: layer-0 input (F wide, aggregate first), layer-1

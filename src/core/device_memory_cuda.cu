@@ -8,10 +8,9 @@
 
 namespace tessel::device_memory {
 
-void* host_allocate_for_cuda_build(std::size_t bytes);
 
 void* allocate(std::size_t bytes, Device device) {
-  if (device.is_cpu()) return host_allocate_for_cuda_build(bytes);
+  if (device.is_cpu()) return host_allocate(bytes);
   if (bytes == 0) return nullptr;
   TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
   void* p = nullptr;
@@ -19,9 +18,9 @@ void* allocate(std::size_t bytes, Device device) {
   return p;
 }
 
-void release(void* ptr, Device device) noexcept {
+void release(void* ptr, Device device, std::size_t bytes) noexcept {
   if (device.is_cpu()) {
-    std::free(ptr);
+    host_release(ptr, bytes);
   } else if (ptr) {
     cudaFree(ptr);  // errors at teardown are not actionable
   }

@@ -39,7 +39,7 @@ Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(devi
   data_ = device_memory::allocate(bytes, device);
 }
 
-Storage::~Storage() { device_memory::release(data_, device_); }
+Storage::~Storage() { device_memory::release(data_, device_, bytes_); }
 
 std::int64_t Tensor::numel() const {
   if (shape_.empty()) return 0;

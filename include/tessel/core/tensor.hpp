@@ -121,7 +121,10 @@ Tensor Tensor::from_vector(const std::vector<T>& values, std::vector<std::int64_
 // Device memory primitives; the CUDA versions exist only in builds with TESSEL_WITH_CUDA.
 namespace device_memory {
 void* allocate(std::size_t bytes, Device device);
-void release(void* ptr, Device device) noexcept;
+void release(void* ptr, Device device, std::size_t bytes) noexcept;
+// Host blocks (64-byte aligned); large ones are cached for reuse (TESSEL_HOST_CACHE_MB).
+void* host_allocate(std::size_t bytes);
+void host_release(void* ptr, std::size_t bytes) noexcept;
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
 void zero(void* ptr, Device device, std::size_t bytes);
 bool cuda_available();  // built with CUDA and at least one device is visible
