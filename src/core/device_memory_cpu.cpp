@@ -2,6 +2,7 @@
 #include "tessel/core/tensor.hpp"
 
 #include <cstdlib>
+#include <iterator>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -15,10 +16,19 @@ namespace {
 // Large host blocks are kept for reuse instead of being returned to the kernel. glibc serves
 // blocks above 32 MiB with mmap and unmaps them on free, so a training loop that allocates the
 // same [N, F] activations every epoch would page-fault every one of them in again (measured:
-// 15-20% of a full-batch epoch in the kernel). Exact-size reuse is enough: epochs repeat sizes.
+// 15-20% of a full-batch epoch in the kernel). Sizes are rounded up to classes 1/8 apart so
+// mini-batches of slightly different sizes share blocks, and the idle blocks are capped
+// (TESSEL_HOST_CACHE_MB, default 1024; 0 disables): past the cap the largest idle ones are freed.
 class HostBlockCache {
  public:
   static constexpr std::size_t kMinBytes = std::size_t{1} << 20;
+
+  // The size class of a request of `bytes` (>= kMinBytes): at most 12.5% larger.
+  static std::size_t size_class(std::size_t bytes) {
+    const int top = 63 - __builtin_clzll(bytes);
+    const std::size_t step = std::size_t{1} << (top - 3);
+    return (bytes + step - 1) / step * step;
+  }
 
   void* take(std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -29,20 +39,23 @@ class HostBlockCache {
     cached_ -= bytes;
     return p;
   }
-  // True when the cache kept the block.
-  bool give(void* p, std::size_t bytes) {
+  // Keeps the block for reuse; frees the largest idle blocks while over the cap.
+  void give(void* p, std::size_t bytes) {
     std::lock_guard lock(mutex_);
-    if (cached_ + bytes > limit_) return false;
     free_.emplace(bytes, p);
     cached_ += bytes;
-    return true;
+    while (cached_ > limit_ && !free_.empty()) {
+      auto largest = std::prev(free_.end());
+      std::free(largest->second);
+      cached_ -= largest->first;
+      free_.erase(largest);
+    }
   }
 
  private:
   static std::size_t default_limit() {
-    // TESSEL_HOST_CACHE_MB caps what idle blocks may hold (default 4096 MiB; 0 disables).
     if (const char* env = std::getenv("TESSEL_HOST_CACHE_MB")) return std::stoull(env) << 20;
-    return std::size_t{4096} << 20;
+    return std::size_t{1024} << 20;
   }
   std::mutex mutex_;
   std::multimap<std::size_t, void*> free_;
@@ -56,7 +69,10 @@ HostBlockCache& host_cache() {
   return *cache;
 }
 
-std::size_t rounded_size(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+std::size_t rounded_size(std::size_t bytes) {
+  const std::size_t aligned = (bytes + 63) / 64 * 64;
+  return aligned >= HostBlockCache::kMinBytes ? HostBlockCache::size_class(aligned) : aligned;
+}
 
 }  // namespace
 
@@ -76,7 +92,8 @@ void host_release(void* ptr, std::size_t bytes) noexcept {
   const std::size_t rounded = rounded_size(bytes);
   if (rounded >= HostBlockCache::kMinBytes) {
     try {
-      if (host_cache().give(ptr, rounded)) return;
+      host_cache().give(ptr, rounded);
+      return;
     } catch (...) {  // out of memory for the map node: free the block instead
     }
   }
