@@ -3,6 +3,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/h5.hpp"
+#include "tessel/nn/loss.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -23,6 +24,31 @@ void normalize_rows(std::vector<float>& features, std::int64_t cols) {
     const float inv = static_cast<float>(1.0 / sum);
     for (std::int64_t j = 0; j < cols; ++j) row[j] *= inv;
   }
+}
+
+std::vector<std::vector<std::int64_t>> split_labels(const partition::Part& part) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (const auto* list : {&part.train, &part.valid, &part.test}) {
+    std::vector<std::int64_t> labels;
+    labels.reserve(list->size());
+    for (LocalId v : *list) labels.push_back(part.labels[v]);
+    out.push_back(std::move(labels));
+  }
+  return out;
+}
+
+Accuracy split_accuracy(comm::Communicator& comm, const Tensor& logits,
+                        const partition::Part& part, const partition::Manifest& manifest,
+                        const std::vector<std::vector<std::int64_t>>& labels) {
+  std::int64_t correct[3];
+  const std::vector<LocalId>* lists[3] = {&part.train, &part.valid, &part.test};
+  for (int s = 0; s < 3; ++s) correct[s] = nn::count_correct(logits, *lists[s], labels[s]);
+  comm.allreduce(std::span<std::int64_t>(correct, 3));
+  auto ratio = [](std::int64_t c, std::int64_t n) {
+    return n > 0 ? static_cast<double>(c) / static_cast<double>(n) : 0.0;
+  };
+  return {ratio(correct[0], manifest.num_train), ratio(correct[1], manifest.num_valid),
+          ratio(correct[2], manifest.num_test)};
 }
 
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {

@@ -67,12 +67,7 @@ class FullTrainer final : public Trainer {
         optimizer_(nn::make_optimizer(ctx.options.optimizer)) {
     features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
     std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
-    for (auto* list : {&part_.train, &part_.valid, &part_.test}) {
-      std::vector<std::int64_t> labels;
-      labels.reserve(list->size());
-      for (LocalId v : *list) labels.push_back(part_.labels[v]);
-      split_labels_.push_back(std::move(labels));
-    }
+    split_labels_ = split_labels(part_);
     layer_aggregators_.assign(static_cast<std::size_t>(options_.model.layers), &aggregator_);
   }
 
@@ -110,16 +105,9 @@ class FullTrainer final : public Trainer {
     aggregator_.set_phases(&eval_phases);
     Stopwatch watch;
     logits_ = model_.forward(features_, layer_aggregators_, rng::Key{}, false);
-    std::int64_t correct[3];
-    const std::vector<LocalId>* lists[3] = {&part_.train, &part_.valid, &part_.test};
-    for (int s = 0; s < 3; ++s) correct[s] = nn::count_correct(logits_, *lists[s], split_labels_[s]);
-    comm_.allreduce(std::span<std::int64_t>(correct, 3));
+    const Accuracy accuracy = split_accuracy(comm_, logits_, part_, manifest_, split_labels_);
     phases.add("eval", watch.seconds());
-    auto ratio = [](std::int64_t c, std::int64_t n) {
-      return n > 0 ? static_cast<double>(c) / static_cast<double>(n) : 0.0;
-    };
-    return {ratio(correct[0], manifest_.num_train), ratio(correct[1], manifest_.num_valid),
-            ratio(correct[2], manifest_.num_test)};
+    return accuracy;
   }
 
   void write_predictions(const std::filesystem::path& path) override {

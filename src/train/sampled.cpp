@@ -81,11 +81,7 @@ class SampledTrainer final : public Trainer {
     eval_aggregator_ = std::make_unique<FullAggregator>(part_, comm_);
     features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
     std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
-    for (auto* list : {&part_.train, &part_.valid, &part_.test}) {
-      std::vector<std::int64_t> labels;
-      for (LocalId v : *list) labels.push_back(part_.labels[v]);
-      split_labels_.push_back(std::move(labels));
-    }
+    split_labels_ = split_labels(part_);
     aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
     sampling::CacheBudget budget;
     if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
@@ -126,16 +122,9 @@ class SampledTrainer final : public Trainer {
     std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(options_.model.layers),
                                       eval_aggregator_.get());
     const Tensor logits = model_.forward(features_, aggs, rng::Key{}, false);
-    std::int64_t correct[3];
-    const std::vector<LocalId>* lists[3] = {&part_.train, &part_.valid, &part_.test};
-    for (int s = 0; s < 3; ++s) correct[s] = nn::count_correct(logits, *lists[s], split_labels_[s]);
-    comm_.allreduce(std::span<std::int64_t>(correct, 3));
+    const Accuracy accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
     phases.add("eval", watch.seconds());
-    auto ratio = [](std::int64_t c, std::int64_t n) {
-      return n > 0 ? static_cast<double>(c) / static_cast<double>(n) : 0.0;
-    };
-    return {ratio(correct[0], manifest_.num_train), ratio(correct[1], manifest_.num_valid),
-            ratio(correct[2], manifest_.num_test)};
+    return accuracy;
   }
 
   void write_predictions(const std::filesystem::path& path) override {

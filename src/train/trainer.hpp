@@ -49,6 +49,12 @@ std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
 // Pieces the modes share.
 // Row-normalizes features in place (rows summing to zero stay zero).
 void normalize_rows(std::vector<float>& features, std::int64_t cols);
+// Labels of the part's train, valid and test nodes, in split order.
+std::vector<std::vector<std::int64_t>> split_labels(const partition::Part& part);
+// Whole-graph accuracies of logits over the part's owned nodes (summed over ranks). Collective.
+Accuracy split_accuracy(comm::Communicator& comm, const Tensor& logits,
+                        const partition::Part& part, const partition::Manifest& manifest,
+                        const std::vector<std::vector<std::int64_t>>& labels);
 // Sums every parameter gradient over ranks in one allreduce.
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
 // Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file.

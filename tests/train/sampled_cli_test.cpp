@@ -1,8 +1,6 @@
 // End-to-end sampled training through the `tessel` binary: rank-count invariance, equivalence
 // with full-batch at full fanout, the cache changing nothing but bytes, and Cora accuracy.
-#include "test_support.hpp"
-
-#include "tessel/datasets/h5.hpp"
+#include "train_test_helpers.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,59 +10,21 @@
 
 using namespace tessel;
 namespace fs = std::filesystem;
+using test::checkpoint_params;
+using test::epochs_of;
+using test::losses;
+using test::read_metrics;
+using test::run_ok;
+using test::tessel_bin;
 
 namespace {
-
-std::string tessel_bin() { return test::tessel_binary().string(); }
-
-void run_ok(const std::string& command) {
-  std::string output;
-  const int rc = test::run_command(command, &output);
-  ASSERT_EQ(rc, 0) << command << "\n" << output;
-}
-
-std::vector<nlohmann::json> epochs_of(const fs::path& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) {
-      auto j = nlohmann::json::parse(line);
-      if (!j.contains("summary")) lines.push_back(j);
-    }
-  return lines;
-}
-
-std::vector<double> losses(const fs::path& path) {
-  std::vector<double> out;
-  for (const auto& j : epochs_of(path)) out.push_back(j.at("loss").get<double>());
-  return out;
-}
-
-std::vector<float> params(const fs::path& dir) {
-  h5::File file = h5::File::open_read(dir / "checkpoint.h5");
-  std::vector<float> all;
-  const std::string names = file.attr_string("parameters");
-  for (std::size_t start = 0; start < names.size();) {
-    auto comma = names.find(',', start);
-    if (comma == std::string::npos) comma = names.size();
-    const auto v = file.read<float>("/params/" + names.substr(start, comma - start));
-    all.insert(all.end(), v.begin(), v.end());
-    start = comma + 1;
-  }
-  return all;
-}
 
 class SampledCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir("sampled");
-    const fs::path h5 = dir_->path() / "synth.h5";
-    run_ok(tessel_bin() + " convert synthetic --nodes 800 --avg-degree 10 --classes 4 --feat-dim 16 "
-                      "--seed 11 " + h5.string());
-    for (int p : {1, 2, 4})
-      run_ok(tessel_bin() + " partition " + h5.string() + " --parts " + std::to_string(p) + " --out " +
-             (dir_->path() / ("p" + std::to_string(p))).string());
+    test::make_partitions(dir_->path(), "--nodes 800 --avg-degree 10 --classes 4 --feat-dim 16 --seed 11",
+                          {1, 2, 4});
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -110,8 +70,8 @@ TEST_F(SampledCli, FullFanoutOneBatchEqualsFullBatchSage) {
   ASSERT_EQ(sampled.size(), 1u);
   EXPECT_NEAR(full[0], sampled[0], 1e-5 * full[0]);
   // Same initial weights and one optimizer step: equal parameters mean equal gradients.
-  const auto a = params(scratch("eq-full"));
-  const auto b = params(scratch("eq-sampled"));
+  const auto a = checkpoint_params(scratch("eq-full"));
+  const auto b = checkpoint_params(scratch("eq-sampled"));
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-6f + 1e-5f * std::abs(a[k])) << k;
 }

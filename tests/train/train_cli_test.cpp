@@ -1,7 +1,5 @@
 // End-to-end training through the `tessel` binary: P-rank invariance, resume, fault handling.
-#include "test_support.hpp"
-
-#include "tessel/datasets/h5.hpp"
+#include "train_test_helpers.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,59 +10,22 @@
 
 using namespace tessel;
 namespace fs = std::filesystem;
+using test::checkpoint_params;
+using test::epochs_of;
+using test::losses;
+using test::read_metrics;
+using test::run_ok;
+using test::tessel_bin;
 
 namespace {
-
-std::string tessel_bin() { return test::tessel_binary().string(); }
-
-void run_ok(const std::string& command) {
-  std::string output;
-  const int rc = test::run_command(command, &output);
-  ASSERT_EQ(rc, 0) << command << "\n" << output;
-}
-
-std::vector<nlohmann::json> read_metrics(const fs::path& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
-std::vector<double> losses(const fs::path& metrics) {
-  std::vector<double> out;
-  for (const auto& j : read_metrics(metrics))
-    if (!j.contains("summary")) out.push_back(j.at("loss").get<double>());
-  return out;
-}
-
-std::vector<float> checkpoint_params(const fs::path& dir) {
-  h5::File file = h5::File::open_read(dir / "checkpoint.h5");
-  std::vector<float> all;
-  const std::string names = file.attr_string("parameters");
-  std::size_t start = 0;
-  while (start < names.size()) {
-    auto comma = names.find(',', start);
-    if (comma == std::string::npos) comma = names.size();
-    const auto v = file.read<float>("/params/" + names.substr(start, comma - start));
-    all.insert(all.end(), v.begin(), v.end());
-    start = comma + 1;
-  }
-  return all;
-}
 
 // A small synthetic dataset partitioned into 1, 2 and 4 parts, shared by the tests below.
 class TrainCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir("train");
-    const fs::path h5 = dir_->path() / "synth.h5";
-    run_ok(tessel_bin() + " convert synthetic --nodes 600 --avg-degree 8 --classes 4 --feat-dim 24 "
-                      "--seed 3 " + h5.string());
-    for (int p : {1, 2, 4})
-      run_ok(tessel_bin() + " partition " + h5.string() + " --parts " + std::to_string(p) + " --out " +
-             (dir_->path() / ("p" + std::to_string(p))).string());
+    test::make_partitions(dir_->path(), "--nodes 600 --avg-degree 8 --classes 4 --feat-dim 24 --seed 3",
+                          {1, 2, 4});
   }
   static void TearDownTestSuite() {
     delete dir_;
