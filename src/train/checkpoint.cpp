@@ -2,10 +2,10 @@
 #include "checkpoint.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
 
 #include <filesystem>
-#include <system_error>
 
 namespace tessel::train {
 namespace fs = std::filesystem;
@@ -47,10 +47,9 @@ void read_tensor(const h5::File& file, const std::string& name, Tensor& t) {
 void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, nn::Model& model,
                      nn::Optimizer& optimizer) {
   fs::create_directories(dir);
-  const fs::path final_path = dir / "checkpoint.h5";
-  const fs::path tmp_path = dir / "checkpoint.h5.tmp";
-  try {
-    h5::File file = h5::File::create(tmp_path);
+  datasets::AtomicOutput output(dir / "checkpoint.h5");
+  {
+    h5::File file = h5::File::create(output.temp_path());
     file.set_attr("format", std::string(kCheckpointFormat));
     file.set_attr("version", static_cast<std::int64_t>(kCheckpointVersion));
     file.set_attr("epoch", static_cast<std::int64_t>(meta.epoch));
@@ -75,12 +74,8 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, nn::Model&
     }
     file.set_attr("optimizer_state", entries);
     file.close();
-    fs::rename(tmp_path, final_path);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp_path, ec);
-    throw;
   }
+  output.commit();
 }
 
 CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect, nn::Model& model,

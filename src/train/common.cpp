@@ -2,12 +2,12 @@
 #include "trainer.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/nn/loss.hpp"
 
 #include <algorithm>
 #include <numeric>
-#include <system_error>
 
 namespace tessel::train {
 namespace fs = std::filesystem;
@@ -103,10 +103,10 @@ void write_predictions_file(comm::Communicator& comm, const partition::Part& par
     std::copy_n(row, classes, &sorted_logits[i * classes]);
     predicted[i] = std::max_element(row, row + classes) - row;
   }
-  const fs::path tmp = path.string() + ".tmp";
-  try {
-    if (path.has_parent_path()) fs::create_directories(path.parent_path());
-    h5::File file = h5::File::create(tmp);
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  datasets::AtomicOutput output(path);
+  {
+    h5::File file = h5::File::create(output.temp_path());
     file.set_attr("format", std::string("tessel-predictions"));
     file.set_attr("version", std::int64_t{1});
     file.set_attr("num_nodes", total);
@@ -116,12 +116,8 @@ void write_predictions_file(comm::Communicator& comm, const partition::Part& par
     file.write("/logits", sorted_logits.data(), {total, classes},
                "model output before softmax, one row per node_id");
     file.close();
-    fs::rename(tmp, path);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
   }
+  output.commit();
 }
 
 }  // namespace tessel::train
