@@ -39,7 +39,7 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->capture_default_str();
   // Sampled mode.
   app.add_option("--fanouts", fanouts,
-                 "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5)");
+                 "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");
   app.add_option("--batch-size", o.sampled.batch_size, "sampled mode: seeds per rank per step")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
