@@ -49,13 +49,96 @@ std::vector<std::int32_t> assign_random(std::int64_t num_nodes, int num_parts, s
   return part;
 }
 
+VertexWeights vertex_weights(const GraphCsr& training, const std::vector<std::uint8_t>& is_train,
+                             const Balance& balance) {
+  const std::int64_t n = training.num_rows;
+  TESSEL_ASSERT(static_cast<std::int64_t>(is_train.size()) == n, "vertex_weights: sizes disagree");
+  // One weight column per constraint with a non-zero total (METIS divides by the totals).
+  std::vector<std::vector<std::int32_t>> columns;
+  VertexWeights w;
+  if (balance.nodes) {
+    columns.emplace_back(static_cast<std::size_t>(n), 1);
+    w.names.emplace_back("nodes");
+  }
+  if (balance.train) {
+    if (std::find(is_train.begin(), is_train.end(), 1) != is_train.end()) {
+      columns.emplace_back(is_train.begin(), is_train.end());
+      w.names.emplace_back("train");
+    } else {
+      log::info("partition: no training nodes; not balancing them");
+    }
+  }
+  if (balance.edges) {
+    if (training.num_edges() > 0) {
+      std::vector<std::int32_t> degree(static_cast<std::size_t>(n));
+      for (std::int64_t v = 0; v < n; ++v)
+        degree[v] = static_cast<std::int32_t>(training.degree(v));
+      columns.push_back(std::move(degree));
+      w.names.emplace_back("edges");
+    } else {
+      log::info("partition: graph has no edges; not balancing them");
+    }
+  }
+  if (columns.empty()) {
+    columns.emplace_back(static_cast<std::size_t>(n), 1);
+    w.names.emplace_back("nodes");
+  }
+  w.ncon = static_cast<int>(columns.size());
+  w.values.resize(static_cast<std::size_t>(n) * columns.size());
+  for (std::int64_t v = 0; v < n; ++v)
+    for (std::size_t c = 0; c < columns.size(); ++c)
+      w.values[v * columns.size() + c] = columns[c][v];
+  return w;
+}
+
+std::vector<std::int32_t> run_metis(std::int64_t n, const EdgeId* xadj64,
+                                    const std::int32_t* adjncy, const std::int32_t* adjwgt,
+                                    const std::int32_t* vwgt, int ncon, int num_parts,
+                                    std::uint64_t seed, double imbalance,
+                                    std::int64_t* objval_out) {
+  const std::int64_t m = xadj64[n];
+  std::vector<idx_t> xadj(static_cast<std::size_t>(n) + 1);
+  for (std::int64_t v = 0; v <= n; ++v)
+    xadj[v] = static_cast<idx_t>(xadj64[v]);
+
+  idx_t options[METIS_NOPTIONS];
+  int status = METIS_SetDefaultOptions(options);
+  if (status != METIS_OK)
+    TESSEL_LIB_FAIL("METIS_SetDefaultOptions returned {}", metis_status_name(status));
+  options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7fffffffu);
+  options[METIS_OPTION_NUMBERING] = 0;
+  std::vector<real_t> ubvec(static_cast<std::size_t>(ncon), static_cast<real_t>(1.0 + imbalance));
+
+  idx_t nvtxs = static_cast<idx_t>(n);
+  idx_t nc = ncon;
+  idx_t nparts = num_parts;
+  idx_t objval = 0;
+  std::vector<idx_t> part(static_cast<std::size_t>(n));
+  // METIS reads these arrays without writing them; they are passed as they are, no copy.
+  idx_t empty = 0;
+  auto* adj = m == 0 ? &empty : const_cast<idx_t*>(adjncy);
+  auto* ewgt = adjwgt == nullptr || m == 0 ? nullptr : const_cast<idx_t*>(adjwgt);
+  status = METIS_PartGraphKway(&nvtxs, &nc, xadj.data(), adj, const_cast<idx_t*>(vwgt), nullptr,
+                               ewgt, &nparts, nullptr, ubvec.data(), options, &objval, part.data());
+  if (status != METIS_OK)
+    TESSEL_LIB_FAIL(
+        "METIS_PartGraphKway ({} nodes, {} edges, {} parts, {} constraints) returned {}", n, m,
+        num_parts, ncon, metis_status_name(status));
+  for (std::int64_t v = 0; v < n; ++v)
+    if (part[v] < 0 || part[v] >= num_parts)
+      TESSEL_LIB_FAIL("METIS_PartGraphKway put node {} in part {} of {}", v, part[v], num_parts);
+  *objval_out = objval;
+  return part;
+}
+
 MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
                          const std::vector<std::uint8_t>& is_train, const Balance& balance,
                          int num_parts, std::uint64_t seed, double imbalance,
-                         std::int64_t max_index) {
+                         std::int64_t max_index, std::int64_t metis_max_edges) {
   const std::int64_t n = symmetric.num_rows;
   const std::int64_t m = symmetric.num_edges();
-  // Refuse before any METIS array exists: xadj holds edge offsets and adjncy node ids as idx_t.
+  // Refuse before any METIS array exists: xadj holds edge offsets and adjncy node ids as idx_t,
+  // and the vertex weights (in-degrees) add up to the edge count.
   TESSEL_EXPECTS(n <= max_index,
                  "graph has {} nodes; METIS (32-bit idx_t) takes at most {} (use --method random)",
                  n, max_index);
@@ -68,75 +151,19 @@ MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
   TESSEL_ASSERT(num_parts >= 2 && num_parts <= n, "assign_metis: {} parts for {} nodes", num_parts,
                 n);
 
-  // One weight column per constraint with a non-zero total (METIS divides by the totals).
-  std::vector<std::vector<idx_t>> columns;
+  const VertexWeights weights = vertex_weights(training, is_train, balance);
   MetisResult result;
-  if (balance.nodes) {
-    columns.emplace_back(static_cast<std::size_t>(n), 1);
-    result.constraints.emplace_back("nodes");
+  if (m > metis_max_edges) {
+    log::info("partition: {} directed edges is more than --metis-max-edges {}; coarsening first", m,
+              metis_max_edges);
+    result = partition_multilevel(symmetric, weights, num_parts, seed, imbalance, metis_max_edges,
+                                  max_index);
+  } else {
+    result.part =
+        run_metis(n, symmetric.indptr.data(), symmetric.indices.data(), nullptr,
+                  weights.values.data(), weights.ncon, num_parts, seed, imbalance, &result.objval);
   }
-  if (balance.train) {
-    if (std::find(is_train.begin(), is_train.end(), 1) != is_train.end()) {
-      columns.emplace_back(is_train.begin(), is_train.end());
-      result.constraints.emplace_back("train");
-    } else {
-      log::info("partition: no training nodes; not balancing them");
-    }
-  }
-  if (balance.edges) {
-    if (training.num_edges() > 0) {
-      std::vector<idx_t> degree(static_cast<std::size_t>(n));
-      for (std::int64_t v = 0; v < n; ++v)
-        degree[v] = static_cast<idx_t>(training.degree(v));
-      columns.push_back(std::move(degree));
-      result.constraints.emplace_back("edges");
-    } else {
-      log::info("partition: graph has no edges; not balancing them");
-    }
-  }
-  if (columns.empty()) {
-    columns.emplace_back(static_cast<std::size_t>(n), 1);
-    result.constraints.emplace_back("nodes");
-  }
-  idx_t ncon = static_cast<idx_t>(columns.size());
-  std::vector<idx_t> vwgt(static_cast<std::size_t>(n) * columns.size());
-  for (std::int64_t v = 0; v < n; ++v)
-    for (std::size_t c = 0; c < columns.size(); ++c)
-      vwgt[v * columns.size() + c] = columns[c][v];
-  columns.clear();
-  columns.shrink_to_fit();
-
-  std::vector<idx_t> xadj(static_cast<std::size_t>(n) + 1);
-  for (std::int64_t v = 0; v <= n; ++v)
-    xadj[v] = static_cast<idx_t>(symmetric.indptr[v]);
-
-  idx_t options[METIS_NOPTIONS];
-  int status = METIS_SetDefaultOptions(options);
-  if (status != METIS_OK)
-    TESSEL_LIB_FAIL("METIS_SetDefaultOptions returned {}", metis_status_name(status));
-  options[METIS_OPTION_SEED] = static_cast<idx_t>(seed & 0x7fffffffu);
-  options[METIS_OPTION_NUMBERING] = 0;
-  std::vector<real_t> ubvec(static_cast<std::size_t>(ncon), static_cast<real_t>(1.0 + imbalance));
-
-  idx_t nvtxs = static_cast<idx_t>(n);
-  idx_t nparts = num_parts;
-  idx_t objval = 0;
-  std::vector<idx_t> part(static_cast<std::size_t>(n));
-  // METIS reads adjncy without writing it; the int32 rows are passed as they are, no copy.
-  auto* adjncy = const_cast<idx_t*>(symmetric.indices.data());
-  idx_t empty_adjncy = 0;
-  if (m == 0) adjncy = &empty_adjncy;
-  status = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy, vwgt.data(), nullptr, nullptr,
-                               &nparts, nullptr, ubvec.data(), options, &objval, part.data());
-  if (status != METIS_OK)
-    TESSEL_LIB_FAIL(
-        "METIS_PartGraphKway ({} nodes, {} edges, {} parts, {} constraints) returned {}", n, m,
-        num_parts, ncon, metis_status_name(status));
-  for (std::int64_t v = 0; v < n; ++v)
-    if (part[v] < 0 || part[v] >= num_parts)
-      TESSEL_LIB_FAIL("METIS_PartGraphKway put node {} in part {} of {}", v, part[v], num_parts);
-  result.part = std::move(part);
-  result.objval = objval;
+  result.constraints = weights.names;
   return result;
 }
 

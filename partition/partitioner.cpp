@@ -226,7 +226,8 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
 
   std::vector<std::int32_t> assignment;
   {
-    ScopedPhase phase(times, to_string(o.method));
+    Stopwatch watch;
+    double sub_phases = 0; // coarsen and refine, recorded as their own phases
     if (k == 1) {
       assignment.assign(static_cast<std::size_t>(data.num_nodes), 0);
     } else if (o.method == Method::metis) {
@@ -235,16 +236,27 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
         is_train[v] = 1;
       log::info("partition: METIS k-way into {} parts", k);
       auto result = assign_metis(store_symmetric ? training : metis_input, training, is_train,
-                                 o.balance, k, o.seed, o.imbalance, o.max_index);
+                                 o.balance, k, o.seed, o.imbalance, o.max_index, o.metis_max_edges);
       metis_input = GraphCsr{};
       assignment = std::move(result.part);
       stats.metis_objval = result.objval;
       stats.metis_constraints = std::move(result.constraints);
+      stats.metis_max_edges = o.metis_max_edges;
+      if (!result.levels.empty()) {
+        for (const auto& level : result.levels)
+          stats.coarse_levels.emplace_back(level.nodes, level.edges);
+        stats.refined_cut = result.refined_cut;
+        stats.refine_moves = result.moved;
+        times.add("coarsen", result.coarsen_seconds);
+        times.add("refine", result.refine_seconds);
+        sub_phases = result.coarsen_seconds + result.refine_seconds;
+      }
     } else {
       assignment = assign_random(data.num_nodes, k, o.seed);
     }
     const int moved = fill_empty_parts(assignment, k);
     if (moved > 0) log::warn("partition: {} parts were empty; moved one node into each", moved);
+    times.add(to_string(o.method), watch.seconds() - sub_phases);
   }
   mark_peak(to_string(o.method));
 
@@ -384,8 +396,19 @@ nlohmann::json PartitionStats::to_json() const {
       {"timings_s", timings},
       {"peak_rss_bytes", peak_rss_bytes},
       {"peak_rss_after_bytes", peak_after}};
-  if (metis_objval >= 0)
-    j["metis"] = {{"objval", metis_objval}, {"constraints", metis_constraints}};
+  if (metis_objval >= 0) {
+    j["metis"] = {{"objval", metis_objval},
+                  {"constraints", metis_constraints},
+                  {"max_edges", metis_max_edges}};
+    if (!coarse_levels.empty()) {
+      json levels = json::array();
+      for (const auto& [nodes, edges] : coarse_levels)
+        levels.push_back({{"nodes", nodes}, {"edges", edges}});
+      j["metis"]["coarse_levels"] = levels;
+      j["metis"]["refined_cut"] = refined_cut;
+      j["metis"]["refine_moves"] = refine_moves;
+    }
+  }
   return j;
 }
 
@@ -407,13 +430,20 @@ std::string PartitionStats::summary() const {
   if (parts.size() > kMaxRows) s += fmt::format("  ... {} more parts\n", parts.size() - kMaxRows);
   s += fmt::format("edge cut: {} of {} edges ({:.2f}%)", edge_cut, num_edges,
                    100.0 * edge_cut_fraction);
-  if (metis_objval >= 0) s += fmt::format(", METIS objective {}", metis_objval);
+  if (metis_objval >= 0 && coarse_levels.empty())
+    s += fmt::format(", METIS objective {}", metis_objval);
+  if (!coarse_levels.empty()) {
+    s += fmt::format("\ncoarsened to {} nodes, {} edges in {} levels for METIS (--metis-max-edges "
+                     "{}); cut {} after METIS, {} after refinement ({} moves)",
+                     coarse_levels.back().first, coarse_levels.back().second, coarse_levels.size(),
+                     metis_max_edges, metis_objval, refined_cut, refine_moves);
+  }
   s += fmt::format("\nbalance (max/mean): nodes {:.3f}, train {:.3f}, edges {:.3f}; replication "
                    "factor {:.3f}\n",
                    node_balance, train_balance, edge_balance, replication_factor);
   std::string phases;
-  for (const char* phase :
-       {"read", "symmetrize", "metis", "random", "build", "features", "write"}) {
+  for (const char* phase : {"read", "symmetrize", "coarsen", "metis", "random", "refine", "build",
+                            "features", "write"}) {
     if (times.all().count(phase)) phases += fmt::format(" {} {:.2f}s,", phase, times.get(phase));
   }
   s += fmt::format("time:{} total {:.2f}s (source checksum {:.2f}s on a second thread); peak RSS "

@@ -32,20 +32,86 @@ GraphCsr clean_graph(const CsrT<Index>& graph, bool symmetrize,
 // Balanced random assignment: a seeded permutation cut into num_parts near-equal blocks.
 std::vector<std::int32_t> assign_random(std::int64_t num_nodes, int num_parts, std::uint64_t seed);
 
+// One vertex weight per balance constraint, interleaved: values[v * ncon + c].
+struct VertexWeights {
+  int ncon = 0;
+  std::vector<std::int32_t> values;
+  std::vector<std::string> names; // "nodes", "train", "edges"
+};
+// The weights METIS balances: 1 (nodes), is_train[v] (train) and the in-degree in `training`
+// (edges). Constraints with zero total weight are dropped (METIS divides by the totals); if
+// none is left, node count is used.
+VertexWeights vertex_weights(const GraphCsr& training, const std::vector<std::uint8_t>& is_train,
+                             const Balance& balance);
+
+struct LevelSize {
+  std::int64_t nodes = 0, edges = 0;
+};
+
 struct MetisResult {
   std::vector<std::int32_t> part;       // [N] in [0, num_parts)
-  std::int64_t objval = 0;              // METIS's edge cut (undirected edges)
+  std::int64_t objval = 0;              // METIS's edge cut (undirected, weighted on a coarse graph)
   std::vector<std::string> constraints; // the vertex weights it balanced
+  // Set when the graph was coarsened first (more directed edges than metis_max_edges):
+  std::vector<LevelSize> levels; // Tessel's coarse levels, finest first; METIS got the last
+  std::int64_t refined_cut = -1; // undirected cut after projection and refinement
+  std::int64_t moved = 0;        // node moves made by the refinement, all levels
+  double coarsen_seconds = 0, metis_seconds = 0, refine_seconds = 0;
 };
-// METIS_PartGraphKway on `symmetric` (the METIS input) with one vertex weight per balance
-// constraint: 1 (nodes), is_train[v] (train) and the in-degree in `training` (edges).
-// Constraints with zero total weight are dropped. Throws InputError if the graph has more nodes
-// or edges than max_index, before allocating anything for METIS; LibraryError naming the status
-// if METIS fails.
+
+// METIS_PartGraphKway on one graph (xadj with 64-bit offsets, converted to idx_t; adjwgt may be
+// null). Checks every status code and that each part id is in range; *objval gets the cut.
+std::vector<std::int32_t> run_metis(std::int64_t n, const EdgeId* xadj, const std::int32_t* adjncy,
+                                    const std::int32_t* adjwgt, const std::int32_t* vwgt, int ncon,
+                                    int num_parts, std::uint64_t seed, double imbalance,
+                                    std::int64_t* objval);
+
+// METIS k-way on `symmetric` (the METIS input) with the vertex_weights of `training`. Throws
+// InputError if the graph has more nodes or edges than max_index, before allocating anything
+// for METIS; LibraryError naming the status if METIS fails. A graph with more than
+// metis_max_edges directed edges goes through partition_multilevel.
 MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
                          const std::vector<std::uint8_t>& is_train, const Balance& balance,
                          int num_parts, std::uint64_t seed, double imbalance,
-                         std::int64_t max_index);
+                         std::int64_t max_index,
+                         std::int64_t metis_max_edges = std::numeric_limits<std::int64_t>::max());
+
+// A symmetric graph with edge weights and ncon vertex weights per node (a coarse level).
+struct WeightedGraph {
+  std::int64_t num_nodes = 0;
+  int ncon = 1;
+  std::vector<EdgeId> xadj{0};
+  std::vector<std::int32_t> adjncy;
+  std::vector<std::int32_t> adjwgt; // empty: every edge weighs 1
+  std::vector<std::int32_t> vwgt;   // [num_nodes * ncon]
+  std::int64_t num_edges() const { return static_cast<std::int64_t>(adjncy.size()); }
+};
+
+// Multilevel partitioning (multilevel.cpp): coarsen by size-constrained label propagation
+// until at most metis_max_edges directed edges remain (keeping each level), METIS k-way on the
+// coarsest level, then project back and refine at every level. Deterministic for a seed,
+// whatever the thread count.
+MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights& weights,
+                                 int num_parts, std::uint64_t seed, double imbalance,
+                                 std::int64_t metis_max_edges, std::int64_t max_index);
+
+// The steps of partition_multilevel, on a WeightedGraph (for tests).
+// Cluster label per node (a node id in the cluster); no cluster exceeds max_weight[c] in any
+// constraint c unless a single node does.
+std::vector<std::int32_t> cluster_label_propagation(const WeightedGraph& graph,
+                                                    std::span<const std::int64_t> max_weight,
+                                                    std::uint64_t seed, int level);
+// The graph with each cluster contracted to one node (ids in order of first member); `cluster`
+// is rewritten to the coarse id of each node. Vertex weights and parallel edge weights add up;
+// edges inside a cluster vanish.
+WeightedGraph contract(const WeightedGraph& graph, std::vector<std::int32_t>& cluster);
+// Moves boundary nodes to the adjacent part that cuts the least, keeping every part's weight
+// within max_part_weight (an overloaded part may shed nodes at a loss). Returns moves made.
+std::int64_t refine_kway(const WeightedGraph& graph, std::vector<std::int32_t>& part, int num_parts,
+                         std::span<const std::int64_t> max_part_weight, std::uint64_t seed,
+                         int level);
+// Weighted cut of `part`, each undirected edge once.
+std::int64_t weighted_cut(const WeightedGraph& graph, const std::vector<std::int32_t>& part);
 
 // Gives every empty part one node from the largest part (num_parts <= N). Returns nodes moved.
 int fill_empty_parts(std::vector<std::int32_t>& part, int num_parts);

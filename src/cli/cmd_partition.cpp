@@ -22,6 +22,7 @@ struct PartitionArgs {
   std::uint64_t seed = 0;
   bool symmetrize = true;
   bool force = false;
+  std::int64_t metis_max_edges = partition::PartitionOptions{}.metis_max_edges;
 };
 
 void run_check(const PartitionArgs& args) {
@@ -45,6 +46,9 @@ void run_partition(const PartitionArgs& args, bool parts_given) {
   options.seed = args.seed;
   options.symmetrize = args.symmetrize;
   options.force = args.force;
+  TESSEL_EXPECTS(args.metis_max_edges >= 1,
+                 "partition: --metis-max-edges must be at least 1, got {}", args.metis_max_edges);
+  options.metis_max_edges = args.metis_max_edges;
   const auto stats = partition::partition_store(args.input, args.out, options);
   fmt::print("{}wrote {}\n", stats.summary(), args.out);
 }
@@ -73,6 +77,11 @@ const Registrar registrar{Command{
                      "nodes,train,edges")
           ->capture_default_str();
       sub.add_option("--seed", args->seed, "Seed for METIS and for random")->capture_default_str();
+      sub.add_option("--metis-max-edges", args->metis_max_edges,
+                     "Largest graph (directed edges) METIS partitions itself; a larger one is "
+                     "first coarsened by Tessel (label propagation), and METIS's partition of the "
+                     "coarse graph is projected back and refined. Bounds METIS's memory")
+          ->capture_default_str();
       sub.add_flag("--symmetrize,!--no-symmetrize", args->symmetrize,
                    "Store the symmetrized graph (default). --no-symmetrize keeps a directed "
                    "dataset's edge directions (METIS still sees the symmetrized graph)");

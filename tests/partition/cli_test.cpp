@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
 
 namespace tessel::partition {
@@ -26,7 +28,7 @@ Result tessel(const std::string& args) {
 }
 
 std::string quoted(const fs::path& p) {
-  return "'" + p.string() + "'";
+  return fmt::format("'{}'", p.string());
 }
 
 class PartitionCli : public ::testing::Test {
@@ -125,7 +127,20 @@ TEST_F(PartitionCli, RefusesBadArguments) {
                  "absent.h5");
   expect_refused("partition --check " + quoted(tmp_.path()) + " --parts 2",
                  "--check takes a folder");
+  expect_refused("partition " + in + " --parts 2 --metis-max-edges 0 --out " + out,
+                 "--metis-max-edges");
   EXPECT_FALSE(fs::exists(tmp_ / "p"));
+}
+
+TEST_F(PartitionCli, CoarsensAboveMetisMaxEdges) {
+  const auto out = tmp_ / "parts";
+  const auto r = tessel("partition " + quoted(store_) + " --parts 3 --metis-max-edges 500 --out " +
+                        quoted(out));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("coarsened to"), std::string::npos) << r.output;
+  EXPECT_EQ(read_manifest(out).raw["metis"]["max_edges"], 500);
+  const auto check = tessel(fmt::format("partition --check {} {}", quoted(out), quoted(store_)));
+  EXPECT_EQ(check.code, 0) << check.output;
 }
 
 TEST_F(PartitionCli, CheckRejectsCorruptedAndForeignFolders) {
@@ -154,7 +169,7 @@ TEST_F(PartitionCli, HelpListsOptions) {
   const auto r = tessel("partition --help");
   EXPECT_EQ(r.code, 0);
   for (const char* option : {"--parts", "--out", "--method", "--balance", "--seed",
-                             "--no-symmetrize", "--force", "--check"})
+                             "--no-symmetrize", "--force", "--check", "--metis-max-edges"})
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
 }
 

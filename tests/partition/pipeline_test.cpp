@@ -179,6 +179,42 @@ TEST(Partition, MetisCutsPlantedGraphBelowHalfOfRandom) {
   }
 }
 
+// A graph above --metis-max-edges goes through Tessel's coarsening: the folder still satisfies
+// every invariant, the manifest records the levels, and the run is reproducible.
+TEST(Partition, CoarsenedPathKeepsInvariantsAndRecordsLevels) {
+  test::PlantedOptions po;
+  po.num_nodes = 6000;
+  po.blocks = 8;
+  po.avg_degree = 12;
+  const auto data = test::planted_dataset(po);
+  for (int k : {2, 3, 8}) {
+    test::TempDir tmp;
+    auto o = options_for(k, Method::metis, 4);
+    o.metis_max_edges = 5000;
+    const auto stats = partition_dataset(data, tmp / "parts", o);
+    std::int64_t cut = -1;
+    test::verify_partition(tmp / "parts", data, true, &cut);
+    EXPECT_EQ(stats.edge_cut, cut);
+    ASSERT_FALSE(stats.coarse_levels.empty()) << "k = " << k;
+    EXPECT_EQ(2 * stats.refined_cut, cut) << "refined cut is undirected";
+    EXPECT_LT(stats.node_balance, 1.04) << "k = " << k;
+    const auto j = read_manifest(tmp / "parts").raw;
+    EXPECT_EQ(j["metis"]["max_edges"], 5000);
+    EXPECT_EQ(j["metis"]["coarse_levels"].size(), stats.coarse_levels.size());
+    EXPECT_EQ(j["metis"]["refined_cut"], stats.refined_cut);
+    for (const char* phase : {"coarsen", "metis", "refine"})
+      EXPECT_TRUE(j["timings_s"].contains(phase)) << phase;
+    EXPECT_NE(stats.summary().find("coarsened to"), std::string::npos);
+
+    // Same seed, same bytes.
+    partition_dataset(data, tmp / "again", o);
+    for (int p = 0; p < k; ++p)
+      EXPECT_TRUE(test::file_bytes(tmp / "parts" / part_file_name(p)) ==
+                  test::file_bytes(tmp / "again" / part_file_name(p)))
+          << "part " << p;
+  }
+}
+
 TEST(Partition, SameSeedGivesByteIdenticalParts) {
   test::PlantedOptions po;
   po.num_nodes = 1500;

@@ -41,6 +41,11 @@ struct PartitionOptions {
   bool symmetrize = true;
   bool force = false;      // replace a non-empty output folder
   double imbalance = 0.03; // METIS load imbalance tolerance per constraint (ubvec - 1)
+  // METIS is given at most this many directed edges: a larger graph is coarsened by Tessel
+  // first (size-constrained label propagation), and METIS's partition of the coarsest level is
+  // projected back and refined level by level. METIS 5 keeps all its own coarsening levels in
+  // memory (about 50-60 bytes per directed edge on weakly clustered graphs); this bounds that.
+  std::int64_t metis_max_edges = std::int64_t{1} << 23;
   // Largest node or edge count METIS is given (its idx_t is 32-bit). Lowered only by tests.
   std::int64_t max_index = std::numeric_limits<std::int32_t>::max();
 };
@@ -71,10 +76,17 @@ struct PartitionStats {
   double replication_factor = 1;                                // sum(owned + halo) / num_nodes
   std::int64_t metis_objval = -1; // METIS's undirected cut, -1 when METIS did not run
   std::vector<std::string> metis_constraints;
+  // Multilevel (more directed edges than metis_max_edges): Tessel's coarse levels (nodes,
+  // edges; METIS partitioned the last), the undirected cut after refinement and the moves made.
+  std::int64_t metis_max_edges = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> coarse_levels;
+  std::int64_t refined_cut = -1;
+  std::int64_t refine_moves = 0;
   std::string source_checksum;    // "crc32:<8 hex>" of the source file (or of the content)
   std::string source_checksum_of; // "file" or "content"
   std::string source_name;        // file name of the source, empty for in-memory data
-  PhaseTimes times; // read, checksum, symmetrize, metis|random, build, features, write
+  PhaseTimes times; // read, checksum, symmetrize, [coarsen], metis|random, [refine], build,
+                    // features, write
   std::int64_t peak_rss_bytes = 0;
   // Peak RSS of the process when each phase ended (read, symmetrize, metis|random, build,
   // features), to see which phase sets the peak.

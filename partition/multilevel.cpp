@@ -1,0 +1,656 @@
+// Multilevel k-way partitioning of graphs larger than METIS should see in one piece.
+//
+// METIS 5 keeps every level of its coarsening in memory, and its heavy-edge matching at most
+// halves the node count per level while edges merge only where matched pairs share neighbors:
+// on a graph with little clustering the edge count stays near the fine graph's for five or six
+// levels, about 50-60 bytes per directed edge in all. Tessel therefore coarsens large graphs
+// itself with size-constrained label propagation (Raghavan et al. 2007; the size constraint as
+// in Meyerhenke, Sanders and Schulz 2014), which shrinks the node count up to sixteenfold per
+// level, hands METIS only the coarsest graph, then projects METIS's partition back level by level
+// and improves it at each with a balance-respecting k-way label-propagation refinement.
+//
+// Both label-propagation loops run in sub-rounds: a chunk of nodes (in a seeded random order)
+// chooses its move in parallel against the state frozen at the start of the chunk, then the
+// moves are applied in order, each re-checked against the weight limits. The result is the same
+// for any number of threads.
+#include "steps.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/core/rng.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace tessel::partition::detail {
+
+namespace {
+
+// A read-only view of one level: the fine graph (int64 offsets, unit edge weights) or a coarse
+// WeightedGraph.
+struct LevelView {
+  std::int64_t n = 0;
+  const EdgeId* xadj = nullptr;
+  const std::int32_t* adjncy = nullptr;
+  const std::int32_t* adjwgt = nullptr; // null: every edge weighs 1
+  const std::int32_t* vwgt = nullptr;   // [n * ncon]
+  int ncon = 1;
+
+  std::int64_t edges() const { return xadj[n]; }
+  std::int32_t weight(EdgeId e) const { return adjwgt ? adjwgt[e] : 1; }
+  const std::int32_t* node_weight(std::int64_t v) const { return vwgt + v * ncon; }
+};
+
+LevelView view_of(const WeightedGraph& g) {
+  return {g.num_nodes,     g.xadj.data(),
+          g.adjncy.data(), g.adjwgt.empty() ? nullptr : g.adjwgt.data(),
+          g.vwgt.data(),   g.ncon};
+}
+
+// A seeded pseudo-random order of the nodes (the same for every thread count).
+std::vector<std::int32_t> visit_order(std::int64_t n, std::uint64_t seed, std::uint32_t salt) {
+  const std::uint32_t key =
+      rng::Key::mix(static_cast<std::uint32_t>(seed) ^
+                    rng::Key::mix(salt ^ static_cast<std::uint32_t>(seed >> 32)));
+  std::vector<std::uint64_t> keyed(static_cast<std::size_t>(n));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t v = 0; v < n; ++v)
+    keyed[v] =
+        (static_cast<std::uint64_t>(rng::Key::mix(static_cast<std::uint32_t>(v) ^ key)) << 32) |
+        static_cast<std::uint64_t>(v);
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::int32_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    order[i] = static_cast<std::int32_t>(keyed[i] & 0xffffffffu);
+  return order;
+}
+
+// Nodes per sub-round: small enough that neighbors rarely choose in the same chunk, large
+// enough to amortize the fork/join.
+std::int64_t chunk_size(std::int64_t n) {
+  return std::clamp<std::int64_t>(n / 128, 256, 1 << 15);
+}
+
+// Tie-breaking among equally good candidates, deterministic and without a bias to low ids.
+std::uint32_t tie_key(std::int32_t candidate, std::uint32_t salt) {
+  return rng::Key::mix(static_cast<std::uint32_t>(candidate) ^ salt);
+}
+
+bool fits(const std::int64_t* weight, const std::int32_t* add, const std::int64_t* limit,
+          int ncon) {
+  for (int c = 0; c < ncon; ++c)
+    if (weight[c] + add[c] > limit[c]) return false;
+  return true;
+}
+
+// Per-thread scratch: ratings (sums of edge weights) of candidates at one node, with the list of
+// candidates in first-seen order. Ratings are at most the graph's edge count, which
+// assign_metis has checked fits in 32 bits. A node with few neighbors uses a small open-
+// addressing table that stays in L1 (a dense array over millions of clusters would cost a cache
+// miss per edge); a node with many uses the dense array.
+class Ratings {
+public:
+  explicit Ratings(std::int64_t size) : dense_(static_cast<std::size_t>(size), 0) {}
+
+  // Prepares for a node with `degree` edges.
+  void start(std::int64_t degree) {
+    small_ = degree <= kMaxSmall;
+    if (!small_) return;
+    bits_ = 4;
+    while ((std::int64_t{1} << bits_) < 2 * degree)
+      ++bits_;
+    if (keys_.size() < (std::size_t{1} << bits_)) {
+      keys_.assign(std::size_t{1} << bits_, -1);
+      values_.assign(std::size_t{1} << bits_, 0);
+    }
+  }
+  void add(std::int32_t c, std::int32_t w) {
+    if (!small_) {
+      if (dense_[c] == 0) touched_.push_back(c);
+      dense_[c] += w;
+      return;
+    }
+    std::uint32_t slot = hash(c);
+    const std::uint32_t mask = (1u << bits_) - 1;
+    while (keys_[slot] != c) {
+      if (keys_[slot] < 0) {
+        keys_[slot] = c;
+        touched_.push_back(c);
+        break;
+      }
+      slot = (slot + 1) & mask;
+    }
+    values_[slot] += w;
+  }
+  std::int32_t rating(std::int32_t c) const {
+    if (!small_) return dense_[c];
+    std::uint32_t slot = hash(c);
+    const std::uint32_t mask = (1u << bits_) - 1;
+    while (keys_[slot] >= 0) {
+      if (keys_[slot] == c) return values_[slot];
+      slot = (slot + 1) & mask;
+    }
+    return 0;
+  }
+  const std::vector<std::int32_t>& touched() const { return touched_; }
+  void clear() {
+    if (small_) {
+      const std::size_t size = std::size_t{1} << bits_;
+      std::fill_n(keys_.begin(), size, -1);
+      std::fill_n(values_.begin(), size, 0);
+    } else {
+      for (auto c : touched_)
+        dense_[c] = 0;
+    }
+    touched_.clear();
+  }
+
+private:
+  static constexpr std::int64_t kMaxSmall = 1024;
+  std::uint32_t hash(std::int32_t c) const {
+    return (static_cast<std::uint32_t>(c) * 0x9E3779B1u) >> (32 - bits_);
+  }
+  std::vector<std::int32_t> dense_;
+  std::vector<std::int32_t> keys_, values_;
+  std::vector<std::int32_t> touched_;
+  bool small_ = false;
+  int bits_ = 4;
+};
+
+// ---- Size-constrained label propagation clustering ------------------------------------------
+
+constexpr int kClusterPasses = 3;
+// Edges ahead whose endpoint's cluster is prefetched (the cluster array is far larger than L2).
+constexpr EdgeId kPrefetch = 16;
+// Target node-count reduction per coarsening level.
+constexpr std::int64_t kCoarsenShrink = 16;
+
+std::vector<std::int32_t> cluster_level(const LevelView& g, std::span<const std::int64_t> limit,
+                                        std::uint64_t seed, int level) {
+  const std::int64_t n = g.n;
+  const int ncon = g.ncon;
+  std::vector<std::int32_t> cluster(static_cast<std::size_t>(n));
+  std::iota(cluster.begin(), cluster.end(), 0);
+  std::vector<std::int64_t> cweight(static_cast<std::size_t>(n) * ncon);
+  std::vector<std::int32_t> csize(static_cast<std::size_t>(n), 1);
+  for (std::int64_t v = 0; v < n; ++v)
+    for (int c = 0; c < ncon; ++c)
+      cweight[v * ncon + c] = g.vwgt[v * ncon + c];
+
+  const auto order = visit_order(n, seed, 0x1000u + static_cast<std::uint32_t>(level));
+  const std::int64_t chunk = chunk_size(n);
+  std::vector<std::int32_t> proposal(static_cast<std::size_t>(chunk));
+  const int threads = omp_get_max_threads();
+  std::vector<Ratings> scratch;
+  scratch.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t)
+    scratch.emplace_back(n);
+  const std::uint32_t salt = rng::Key::mix(static_cast<std::uint32_t>(seed) + 77u * level);
+
+  for (int pass = 0; pass < kClusterPasses; ++pass) {
+    std::int64_t moved = 0;
+    for (std::int64_t begin = 0; begin < n; begin += chunk) {
+      const std::int64_t end = std::min(n, begin + chunk);
+#pragma omp parallel
+      {
+        Ratings& r = scratch[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(dynamic, 64)
+        for (std::int64_t i = begin; i < end; ++i) {
+          const std::int32_t v = order[i];
+          const std::int32_t own = cluster[v];
+          r.start(g.xadj[v + 1] - g.xadj[v]);
+          const EdgeId row_end = g.xadj[v + 1];
+          for (EdgeId e = g.xadj[v]; e < row_end; ++e) {
+            if (e + kPrefetch < row_end) __builtin_prefetch(&cluster[g.adjncy[e + kPrefetch]]);
+            r.add(cluster[g.adjncy[e]], g.weight(e));
+          }
+          std::int32_t best = own;
+          std::int64_t best_rating = r.rating(own);
+          std::uint32_t best_tie = 0;
+          for (const std::int32_t c : r.touched()) {
+            if (c == own) continue;
+            const std::int64_t rating = r.rating(c);
+            if (rating < best_rating) continue;
+            const std::uint32_t tie = tie_key(c, salt ^ static_cast<std::uint32_t>(pass));
+            // Staying wins ties; among others the tie key decides. The weight check (a cache
+            // miss) comes last, only for a candidate that would win.
+            if (rating == best_rating && (best == own || tie <= best_tie)) continue;
+            if (!fits(&cweight[static_cast<std::size_t>(c) * ncon], g.node_weight(v), limit.data(),
+                      ncon))
+              continue;
+            best = c;
+            best_rating = rating;
+            best_tie = tie;
+          }
+          r.clear();
+          proposal[i - begin] = best;
+        }
+      }
+      for (std::int64_t i = begin; i < end; ++i) {
+        const std::int32_t v = order[i];
+        const std::int32_t to = proposal[i - begin];
+        const std::int32_t from = cluster[v];
+        if (to == from) continue;
+        const std::int32_t* w = g.node_weight(v);
+        if (!fits(&cweight[static_cast<std::size_t>(to) * ncon], w, limit.data(), ncon)) continue;
+        for (int c = 0; c < ncon; ++c) {
+          cweight[static_cast<std::size_t>(from) * ncon + c] -= w[c];
+          cweight[static_cast<std::size_t>(to) * ncon + c] += w[c];
+        }
+        --csize[from];
+        ++csize[to];
+        cluster[v] = to;
+        ++moved;
+      }
+    }
+    if (moved * 100 < n) break; // fewer than 1% of the nodes moved: converged
+  }
+
+  // Nodes still alone (their neighbors' clusters are full, or they have no neighbors) would
+  // stall the coarsening: those whose favorite cluster is the same are merged with each other
+  // (two-hop clustering), within the limit; isolated nodes are merged with each other.
+  std::vector<std::int32_t> favorite(static_cast<std::size_t>(n), -1);
+#pragma omp parallel
+  {
+    Ratings& r = scratch[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(dynamic, 1024)
+    for (std::int64_t v = 0; v < n; ++v) {
+      if (csize[cluster[v]] != 1) continue;
+      const std::int32_t own = cluster[v];
+      r.start(g.xadj[v + 1] - g.xadj[v]);
+      for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e)
+        r.add(cluster[g.adjncy[e]], g.weight(e));
+      std::int32_t best = -1;
+      std::int64_t best_rating = 0;
+      for (const std::int32_t c : r.touched()) {
+        const std::int64_t rating = r.rating(c);
+        if (c != own && (rating > best_rating || (rating == best_rating && c < best))) {
+          best = c;
+          best_rating = rating;
+        }
+      }
+      r.clear();
+      favorite[v] = best < 0 ? static_cast<std::int32_t>(n) : best; // n: no neighbor cluster
+    }
+  }
+  scratch.clear();
+  // leader[f]: the cluster that singletons favoring f currently join (-1: none yet).
+  std::vector<std::int32_t> leader(static_cast<std::size_t>(n) + 1, -1);
+  for (std::int64_t v = 0; v < n; ++v) {
+    const std::int32_t f = favorite[v];
+    if (f < 0) continue;
+    const std::int32_t own = cluster[v];
+    const std::int32_t* w = g.node_weight(v);
+    const std::int32_t lead = leader[f];
+    if (lead >= 0 && lead != own &&
+        fits(&cweight[static_cast<std::size_t>(lead) * ncon], w, limit.data(), ncon)) {
+      for (int c = 0; c < ncon; ++c) {
+        cweight[static_cast<std::size_t>(own) * ncon + c] -= w[c];
+        cweight[static_cast<std::size_t>(lead) * ncon + c] += w[c];
+      }
+      cluster[v] = lead;
+    } else {
+      leader[f] = own;
+    }
+  }
+  return cluster;
+}
+
+// ---- Contraction ----------------------------------------------------------------------------
+
+WeightedGraph contract_level(const LevelView& g, std::vector<std::int32_t>& cluster) {
+  const std::int64_t n = g.n;
+  const int ncon = g.ncon;
+  // Coarse ids in order of each cluster's first node: deterministic.
+  std::vector<std::int32_t> coarse_of(static_cast<std::size_t>(n), -1);
+  std::int32_t cn = 0;
+  for (std::int64_t v = 0; v < n; ++v) {
+    auto& id = coarse_of[cluster[v]];
+    if (id < 0) id = cn++;
+    cluster[v] = id;
+  }
+  coarse_of.clear();
+  coarse_of.shrink_to_fit();
+
+  WeightedGraph out;
+  out.num_nodes = cn;
+  out.ncon = ncon;
+  // Members of each coarse node, by counting sort.
+  std::vector<EdgeId> first(static_cast<std::size_t>(cn) + 1, 0);
+  for (std::int64_t v = 0; v < n; ++v)
+    ++first[static_cast<std::size_t>(cluster[v]) + 1];
+  for (std::int32_t c = 0; c < cn; ++c)
+    first[c + 1] += first[c];
+  std::vector<std::int32_t> members(static_cast<std::size_t>(n));
+  {
+    std::vector<EdgeId> cursor(first.begin(), first.end() - 1);
+    for (std::int64_t v = 0; v < n; ++v)
+      members[cursor[cluster[v]]++] = static_cast<std::int32_t>(v);
+  }
+  out.vwgt.assign(static_cast<std::size_t>(cn) * ncon, 0);
+  std::vector<std::int64_t> vsum(static_cast<std::size_t>(ncon));
+  for (std::int32_t c = 0; c < cn; ++c) {
+    std::fill(vsum.begin(), vsum.end(), 0);
+    for (EdgeId i = first[c]; i < first[c + 1]; ++i)
+      for (int k = 0; k < ncon; ++k)
+        vsum[k] += g.vwgt[static_cast<std::int64_t>(members[i]) * ncon + k];
+    for (int k = 0; k < ncon; ++k) {
+      TESSEL_EXPECTS(vsum[k] <= std::numeric_limits<std::int32_t>::max(),
+                     "partition: a coarse node's weight {} does not fit in 32 bits", vsum[k]);
+      out.vwgt[static_cast<std::size_t>(c) * ncon + k] = static_cast<std::int32_t>(vsum[k]);
+    }
+  }
+
+  // Two passes over the coarse nodes: count distinct neighbors, then write them. A thread-local
+  // slot array maps a coarse neighbor to its position in the row being written; slots are
+  // reset from the row itself.
+  out.xadj.assign(static_cast<std::size_t>(cn) + 1, 0);
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<std::int64_t>> slots(static_cast<std::size_t>(threads));
+#pragma omp parallel
+  {
+    auto& slot = slots[static_cast<std::size_t>(omp_get_thread_num())];
+    slot.assign(static_cast<std::size_t>(cn), -1);
+#pragma omp for schedule(dynamic, 64)
+    for (std::int32_t c = 0; c < cn; ++c) {
+      std::int64_t count = 0;
+      for (EdgeId i = first[c]; i < first[c + 1]; ++i) {
+        const std::int32_t u = members[i];
+        for (EdgeId e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
+          const std::int32_t d = cluster[g.adjncy[e]];
+          if (d == c || slot[d] == c) continue;
+          slot[d] = c; // marks d as seen in row c
+          ++count;
+        }
+      }
+      out.xadj[static_cast<std::size_t>(c) + 1] = count;
+    }
+  }
+  for (std::int32_t c = 0; c < cn; ++c)
+    out.xadj[c + 1] += out.xadj[c];
+  out.adjncy.resize(static_cast<std::size_t>(out.xadj[cn]));
+  out.adjwgt.resize(static_cast<std::size_t>(out.xadj[cn]));
+  bool overflow = false;
+#pragma omp parallel reduction(|| : overflow)
+  {
+    auto& slot = slots[static_cast<std::size_t>(omp_get_thread_num())];
+    std::fill(slot.begin(), slot.end(), -1);
+    std::vector<std::int64_t> sum;
+#pragma omp for schedule(dynamic, 64)
+    for (std::int32_t c = 0; c < cn; ++c) {
+      const EdgeId row = out.xadj[c];
+      std::int64_t len = 0;
+      sum.clear();
+      for (EdgeId i = first[c]; i < first[c + 1]; ++i) {
+        const std::int32_t u = members[i];
+        for (EdgeId e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
+          const std::int32_t d = cluster[g.adjncy[e]];
+          if (d == c) continue;
+          if (slot[d] < 0) {
+            slot[d] = len++;
+            out.adjncy[row + slot[d]] = d;
+            sum.push_back(0);
+          }
+          sum[static_cast<std::size_t>(slot[d])] += g.weight(e);
+        }
+      }
+      for (std::int64_t j = 0; j < len; ++j) {
+        slot[out.adjncy[row + j]] = -1;
+        overflow = overflow || sum[j] > std::numeric_limits<std::int32_t>::max();
+        out.adjwgt[row + j] = static_cast<std::int32_t>(sum[j]);
+      }
+    }
+  }
+  TESSEL_EXPECTS(!overflow, "partition: a coarse edge weight does not fit in 32 bits");
+  return out;
+}
+
+// ---- K-way refinement -----------------------------------------------------------------------
+
+constexpr int kRefinePasses = 6;
+
+// Cut weight (each undirected edge once) of `part` on g.
+std::int64_t cut_of(const LevelView& g, const std::vector<std::int32_t>& part) {
+  std::int64_t cut = 0;
+#pragma omp parallel for schedule(dynamic, 4096) reduction(+ : cut)
+  for (std::int64_t v = 0; v < g.n; ++v)
+    for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e)
+      if (part[g.adjncy[e]] != part[v]) cut += g.weight(e);
+  return cut / 2;
+}
+
+std::int64_t refine_level(const LevelView& g, std::vector<std::int32_t>& part, int num_parts,
+                          std::span<const std::int64_t> limit, std::uint64_t seed, int level) {
+  const std::int64_t n = g.n;
+  const int ncon = g.ncon;
+  std::vector<std::int64_t> pweight(static_cast<std::size_t>(num_parts) * ncon, 0);
+  for (std::int64_t v = 0; v < n; ++v)
+    for (int c = 0; c < ncon; ++c)
+      pweight[static_cast<std::size_t>(part[v]) * ncon + c] += g.vwgt[v * ncon + c];
+  const auto overloaded = [&](std::int32_t p) {
+    for (int c = 0; c < ncon; ++c)
+      if (pweight[static_cast<std::size_t>(p) * ncon + c] > limit[c]) return true;
+    return false;
+  };
+
+  const auto order = visit_order(n, seed, 0x2000u + static_cast<std::uint32_t>(level));
+  const std::int64_t chunk = chunk_size(n);
+  std::vector<std::int32_t> proposal(static_cast<std::size_t>(chunk));
+  std::vector<std::int64_t> gain(static_cast<std::size_t>(chunk));
+  const int threads = omp_get_max_threads();
+  std::vector<Ratings> scratch;
+  for (int t = 0; t < threads; ++t)
+    scratch.emplace_back(num_parts);
+  std::vector<std::uint8_t> heavy(static_cast<std::size_t>(num_parts));
+  const std::uint32_t salt = rng::Key::mix(static_cast<std::uint32_t>(seed) + 131u * level);
+  std::int64_t total_moved = 0;
+
+  for (int pass = 0; pass < kRefinePasses; ++pass) {
+    std::int64_t moved = 0;
+    for (std::int64_t begin = 0; begin < n; begin += chunk) {
+      const std::int64_t end = std::min(n, begin + chunk);
+      for (std::int32_t p = 0; p < num_parts; ++p)
+        heavy[p] = overloaded(p) ? 1 : 0;
+#pragma omp parallel
+      {
+        Ratings& r = scratch[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(dynamic, 64)
+        for (std::int64_t i = begin; i < end; ++i) {
+          const std::int32_t v = order[i];
+          const std::int32_t own = part[v];
+          bool boundary = false;
+          r.start(std::numeric_limits<std::int64_t>::max()); // num_parts entries: dense
+          for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e) {
+            const std::int32_t q = part[g.adjncy[e]];
+            boundary = boundary || q != own;
+            r.add(q, g.weight(e));
+          }
+          std::int32_t best = -1;
+          std::int64_t best_gain = 0;
+          std::uint32_t best_tie = 0;
+          if (boundary) {
+            const std::int64_t stay = r.rating(own);
+            for (const std::int32_t q : r.touched()) {
+              if (q == own) continue;
+              if (!fits(&pweight[static_cast<std::size_t>(q) * ncon], g.node_weight(v),
+                        limit.data(), ncon))
+                continue;
+              const std::int64_t gq = r.rating(q) - stay;
+              const std::uint32_t tie = tie_key(q, salt ^ static_cast<std::uint32_t>(pass));
+              if (best < 0 || gq > best_gain || (gq == best_gain && tie > best_tie)) {
+                best = q;
+                best_gain = gq;
+                best_tie = tie;
+              }
+            }
+            // A move must cut fewer edges, unless it relieves an overloaded part.
+            if (best >= 0 && best_gain <= 0 && !heavy[own]) best = -1;
+          }
+          r.clear();
+          proposal[i - begin] = best;
+          gain[i - begin] = best_gain;
+        }
+      }
+      for (std::int64_t i = begin; i < end; ++i) {
+        const std::int32_t to = proposal[i - begin];
+        if (to < 0) continue;
+        const std::int32_t v = order[i];
+        const std::int32_t from = part[v];
+        if (gain[i - begin] <= 0 && !overloaded(from)) continue;
+        const std::int32_t* w = g.node_weight(v);
+        if (!fits(&pweight[static_cast<std::size_t>(to) * ncon], w, limit.data(), ncon)) continue;
+        for (int c = 0; c < ncon; ++c) {
+          pweight[static_cast<std::size_t>(from) * ncon + c] -= w[c];
+          pweight[static_cast<std::size_t>(to) * ncon + c] += w[c];
+        }
+        part[v] = to;
+        ++moved;
+      }
+    }
+    total_moved += moved;
+    if (moved * 1000 < n) break;
+  }
+  return total_moved;
+}
+
+// Per-constraint limit for one part: (1 + imbalance) times its share, but never below the share
+// plus the level's heaviest node (at coarse levels a single node may outweigh the tolerance).
+std::vector<std::int64_t> part_limits(const LevelView& g, int num_parts, double imbalance) {
+  std::vector<std::int64_t> limit(static_cast<std::size_t>(g.ncon));
+  for (int c = 0; c < g.ncon; ++c) {
+    std::int64_t total = 0, heaviest = 0;
+    for (std::int64_t v = 0; v < g.n; ++v) {
+      total += g.vwgt[v * g.ncon + c];
+      heaviest = std::max<std::int64_t>(heaviest, g.vwgt[v * g.ncon + c]);
+    }
+    const auto share = static_cast<double>(total) / num_parts;
+    limit[c] = std::max(static_cast<std::int64_t>(std::floor((1.0 + imbalance) * share)),
+                        static_cast<std::int64_t>(std::ceil(share)) + heaviest);
+  }
+  return limit;
+}
+
+} // namespace
+
+// ---- Public steps ---------------------------------------------------------------------------
+
+std::vector<std::int32_t> cluster_label_propagation(const WeightedGraph& graph,
+                                                    std::span<const std::int64_t> max_weight,
+                                                    std::uint64_t seed, int level) {
+  TESSEL_ASSERT(static_cast<int>(max_weight.size()) == graph.ncon,
+                "cluster: {} limits for {} "
+                "constraints",
+                max_weight.size(), graph.ncon);
+  return cluster_level(view_of(graph), max_weight, seed, level);
+}
+
+WeightedGraph contract(const WeightedGraph& graph, std::vector<std::int32_t>& cluster) {
+  return contract_level(view_of(graph), cluster);
+}
+
+std::int64_t refine_kway(const WeightedGraph& graph, std::vector<std::int32_t>& part, int num_parts,
+                         std::span<const std::int64_t> max_part_weight, std::uint64_t seed,
+                         int level) {
+  return refine_level(view_of(graph), part, num_parts, max_part_weight, seed, level);
+}
+
+std::int64_t weighted_cut(const WeightedGraph& graph, const std::vector<std::int32_t>& part) {
+  return cut_of(view_of(graph), part);
+}
+
+MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights& weights,
+                                 int num_parts, std::uint64_t seed, double imbalance,
+                                 std::int64_t metis_max_edges, std::int64_t max_index) {
+  const std::int64_t n = symmetric.num_rows;
+  const int ncon = weights.ncon;
+  const LevelView fine{n,       symmetric.indptr.data(), symmetric.indices.data(),
+                       nullptr, weights.values.data(),   ncon};
+  MetisResult result;
+  Stopwatch watch;
+
+  // Per-constraint totals and heaviest node, for the cluster weight limits.
+  std::vector<std::int64_t> total(static_cast<std::size_t>(ncon), 0);
+  std::vector<std::int64_t> heaviest(static_cast<std::size_t>(ncon), 0);
+  for (std::int64_t v = 0; v < n; ++v)
+    for (int c = 0; c < ncon; ++c) {
+      total[c] += weights.values[v * ncon + c];
+      heaviest[c] = std::max<std::int64_t>(heaviest[c], weights.values[v * ncon + c]);
+    }
+
+  // Coarsening: levels[i] is level i + 1; maps[i] takes level i's nodes to level i + 1's.
+  std::vector<WeightedGraph> levels;
+  std::vector<std::vector<std::int32_t>> maps;
+  const std::int64_t min_nodes = std::max<std::int64_t>(64, 32 * std::int64_t{num_parts});
+  const auto current = [&] { return levels.empty() ? fine : view_of(levels.back()); };
+  while (current().edges() > metis_max_edges && current().n > min_nodes) {
+    const LevelView g = current();
+    const std::int64_t target = std::max(min_nodes, g.n / kCoarsenShrink);
+    std::vector<std::int64_t> limit(static_cast<std::size_t>(ncon));
+    for (int c = 0; c < ncon; ++c) {
+      // About 1.5x the average weight of a target-size cluster, at most 1/16 of a part's
+      // share, never below the heaviest node.
+      const auto average = 1.5 * static_cast<double>(total[c]) / static_cast<double>(target);
+      const auto cap = static_cast<double>(total[c]) / (16.0 * num_parts);
+      limit[c] =
+          std::max(heaviest[c], static_cast<std::int64_t>(std::ceil(std::min(average, cap))));
+    }
+    auto cluster = cluster_level(g, limit, seed, static_cast<int>(levels.size()));
+    WeightedGraph coarse = contract_level(g, cluster);
+    log::info("partition: coarsened level {}: {} nodes, {} edges -> {} nodes, {} edges",
+              levels.size(), g.n, g.edges(), coarse.num_nodes, coarse.num_edges());
+    const bool stalled = coarse.num_nodes * 10 > g.n * 9; // less than 10% fewer nodes
+    levels.push_back(std::move(coarse));
+    maps.push_back(std::move(cluster));
+    if (stalled) {
+      log::warn("partition: coarsening stalled at {} nodes, {} edges", levels.back().num_nodes,
+                levels.back().num_edges());
+      break;
+    }
+  }
+  for (const auto& level : levels)
+    result.levels.push_back({level.num_nodes, level.num_edges()});
+  result.coarsen_seconds = watch.seconds();
+
+  // METIS on the coarsest level.
+  watch.reset();
+  const LevelView top = current();
+  TESSEL_EXPECTS(top.edges() <= max_index,
+                 "graph coarsened to {} directed edges; METIS (32-bit idx_t) takes at most {}",
+                 top.edges(), max_index);
+  std::vector<std::int32_t> part = run_metis(top.n, top.xadj, top.adjncy, top.adjwgt, top.vwgt,
+                                             ncon, num_parts, seed, imbalance, &result.objval);
+  result.metis_seconds = watch.seconds();
+  if (levels.empty()) { // too few nodes to coarsen: METIS's answer as it is
+    result.part = std::move(part);
+    return result;
+  }
+
+  // Uncoarsening: refine at the coarsest level, then project and refine at each finer one.
+  watch.reset();
+  for (std::int64_t i = static_cast<std::int64_t>(levels.size()); i >= 0; --i) {
+    const LevelView g = i == 0 ? fine : view_of(levels[i - 1]);
+    if (i < static_cast<std::int64_t>(levels.size())) {
+      // Project level i + 1's partition onto level i, then free level i + 1.
+      const auto& map = maps[i];
+      std::vector<std::int32_t> finer(static_cast<std::size_t>(g.n));
+#pragma omp parallel for schedule(static)
+      for (std::int64_t v = 0; v < g.n; ++v)
+        finer[v] = part[map[v]];
+      part = std::move(finer);
+      maps[i] = {};
+      levels.resize(static_cast<std::size_t>(i));
+    }
+    const auto limit = part_limits(g, num_parts, imbalance);
+    result.moved += refine_level(g, part, num_parts, limit, seed, static_cast<int>(i));
+  }
+  result.refine_seconds = watch.seconds();
+  result.refined_cut = cut_of(fine, part);
+  result.part = std::move(part);
+  return result;
+}
+
+} // namespace tessel::partition::detail
