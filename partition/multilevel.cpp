@@ -87,6 +87,15 @@ bool fits(const std::int64_t* weight, const std::int32_t* add, const std::int64_
   return true;
 }
 
+// Moves a node's weight w from group `from` to group `to` of a [groups x ncon] weight table.
+void transfer(std::vector<std::int64_t>& weight, std::int32_t from, std::int32_t to,
+              const std::int32_t* w, int ncon) {
+  for (int c = 0; c < ncon; ++c) {
+    weight[static_cast<std::size_t>(from) * ncon + c] -= w[c];
+    weight[static_cast<std::size_t>(to) * ncon + c] += w[c];
+  }
+}
+
 // Per-thread scratch: ratings (sums of edge weights) of candidates at one node, with the list of
 // candidates in first-seen order. Ratings are at most the graph's edge count, which
 // assign_metis has checked fits in 32 bits. A node with few neighbors uses a small open-
@@ -161,6 +170,46 @@ private:
   int bits_ = 4;
 };
 
+// A node's chosen move: its new cluster or part (-1: none) and the gain that justified it.
+struct Move {
+  std::int32_t to = -1;
+  std::int64_t gain = 0;
+};
+
+// One pass of sub-round label propagation over `order`, in chunks of moves.size() nodes: before
+// each chunk, before_chunk(); then choose(v, ratings) for every node of the chunk, in parallel,
+// against the state as it was at the chunk's start; then apply(v, move) in order, which makes
+// the move if it still fits and returns whether it did. Returns the number of moves made.
+template <class BeforeChunk, class Choose, class Apply>
+std::int64_t subround_pass(const std::vector<std::int32_t>& order, std::vector<Ratings>& scratch,
+                           std::vector<Move>& moves, BeforeChunk&& before_chunk, Choose&& choose,
+                           Apply&& apply) {
+  const auto n = static_cast<std::int64_t>(order.size());
+  const auto chunk = static_cast<std::int64_t>(moves.size());
+  std::int64_t made = 0;
+  for (std::int64_t begin = 0; begin < n; begin += chunk) {
+    const std::int64_t end = std::min(n, begin + chunk);
+    before_chunk();
+#pragma omp parallel
+    {
+      Ratings& r = scratch[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(dynamic, 64)
+      for (std::int64_t i = begin; i < end; ++i)
+        moves[i - begin] = choose(order[i], r);
+    }
+    for (std::int64_t i = begin; i < end; ++i)
+      made += apply(order[i], moves[i - begin]) ? 1 : 0;
+  }
+  return made;
+}
+
+std::vector<Ratings> thread_scratch(std::int64_t size) {
+  std::vector<Ratings> scratch;
+  for (int t = 0; t < omp_get_max_threads(); ++t)
+    scratch.emplace_back(size);
+  return scratch;
+}
+
 // ---- Size-constrained label propagation clustering ------------------------------------------
 
 constexpr int kClusterPasses = 3;
@@ -182,71 +231,53 @@ std::vector<std::int32_t> cluster_level(const LevelView& g, std::span<const std:
       cweight[v * ncon + c] = g.vwgt[v * ncon + c];
 
   const auto order = visit_order(n, seed, 0x1000u + static_cast<std::uint32_t>(level));
-  const std::int64_t chunk = chunk_size(n);
-  std::vector<std::int32_t> proposal(static_cast<std::size_t>(chunk));
-  const int threads = omp_get_max_threads();
-  std::vector<Ratings> scratch;
-  scratch.reserve(static_cast<std::size_t>(threads));
-  for (int t = 0; t < threads; ++t)
-    scratch.emplace_back(n);
+  std::vector<Move> moves(static_cast<std::size_t>(chunk_size(n)));
+  auto scratch = thread_scratch(n);
   const std::uint32_t salt = rng::Key::mix(static_cast<std::uint32_t>(seed) + 77u * level);
 
   for (int pass = 0; pass < kClusterPasses; ++pass) {
-    std::int64_t moved = 0;
-    for (std::int64_t begin = 0; begin < n; begin += chunk) {
-      const std::int64_t end = std::min(n, begin + chunk);
-#pragma omp parallel
-      {
-        Ratings& r = scratch[static_cast<std::size_t>(omp_get_thread_num())];
-#pragma omp for schedule(dynamic, 64)
-        for (std::int64_t i = begin; i < end; ++i) {
-          const std::int32_t v = order[i];
-          const std::int32_t own = cluster[v];
-          r.start(g.xadj[v + 1] - g.xadj[v]);
-          const EdgeId row_end = g.xadj[v + 1];
-          for (EdgeId e = g.xadj[v]; e < row_end; ++e) {
-            if (e + kPrefetch < row_end) __builtin_prefetch(&cluster[g.adjncy[e + kPrefetch]]);
-            r.add(cluster[g.adjncy[e]], g.weight(e));
-          }
-          std::int32_t best = own;
-          std::int64_t best_rating = r.rating(own);
-          std::uint32_t best_tie = 0;
-          for (const std::int32_t c : r.touched()) {
-            if (c == own) continue;
-            const std::int64_t rating = r.rating(c);
-            if (rating < best_rating) continue;
-            const std::uint32_t tie = tie_key(c, salt ^ static_cast<std::uint32_t>(pass));
-            // Staying wins ties; among others the tie key decides. The weight check (a cache
-            // miss) comes last, only for a candidate that would win.
-            if (rating == best_rating && (best == own || tie <= best_tie)) continue;
-            if (!fits(&cweight[static_cast<std::size_t>(c) * ncon], g.node_weight(v), limit.data(),
-                      ncon))
-              continue;
-            best = c;
-            best_rating = rating;
-            best_tie = tie;
-          }
-          r.clear();
-          proposal[i - begin] = best;
-        }
+    const std::uint32_t pass_salt = salt ^ static_cast<std::uint32_t>(pass);
+    const auto choose = [&](std::int32_t v, Ratings& r) {
+      const std::int32_t own = cluster[v];
+      const EdgeId row_end = g.xadj[v + 1];
+      r.start(row_end - g.xadj[v]);
+      for (EdgeId e = g.xadj[v]; e < row_end; ++e) {
+        if (e + kPrefetch < row_end) __builtin_prefetch(&cluster[g.adjncy[e + kPrefetch]]);
+        r.add(cluster[g.adjncy[e]], g.weight(e));
       }
-      for (std::int64_t i = begin; i < end; ++i) {
-        const std::int32_t v = order[i];
-        const std::int32_t to = proposal[i - begin];
-        const std::int32_t from = cluster[v];
-        if (to == from) continue;
-        const std::int32_t* w = g.node_weight(v);
-        if (!fits(&cweight[static_cast<std::size_t>(to) * ncon], w, limit.data(), ncon)) continue;
-        for (int c = 0; c < ncon; ++c) {
-          cweight[static_cast<std::size_t>(from) * ncon + c] -= w[c];
-          cweight[static_cast<std::size_t>(to) * ncon + c] += w[c];
-        }
-        --csize[from];
-        ++csize[to];
-        cluster[v] = to;
-        ++moved;
+      Move best{own, r.rating(own)};
+      std::uint32_t best_tie = 0;
+      for (const std::int32_t c : r.touched()) {
+        if (c == own) continue;
+        const std::int64_t rating = r.rating(c);
+        if (rating < best.gain) continue;
+        const std::uint32_t tie = tie_key(c, pass_salt);
+        // Staying wins ties; among others the tie key decides. The weight check (a cache miss)
+        // comes last, only for a candidate that would win.
+        if (rating == best.gain && (best.to == own || tie <= best_tie)) continue;
+        if (!fits(&cweight[static_cast<std::size_t>(c) * ncon], g.node_weight(v), limit.data(),
+                  ncon))
+          continue;
+        best = {c, rating};
+        best_tie = tie;
       }
-    }
+      r.clear();
+      return best;
+    };
+    const auto apply = [&](std::int32_t v, const Move& m) {
+      const std::int32_t from = cluster[v];
+      const std::int32_t* w = g.node_weight(v);
+      if (m.to == from ||
+          !fits(&cweight[static_cast<std::size_t>(m.to) * ncon], w, limit.data(), ncon))
+        return false;
+      transfer(cweight, from, m.to, w, ncon);
+      --csize[from];
+      ++csize[m.to];
+      cluster[v] = m.to;
+      return true;
+    };
+    const std::int64_t moved = subround_pass(
+        order, scratch, moves, [] {}, choose, apply);
     if (moved * 100 < n) break; // fewer than 1% of the nodes moved: converged
   }
 
@@ -288,10 +319,7 @@ std::vector<std::int32_t> cluster_level(const LevelView& g, std::span<const std:
     const std::int32_t lead = leader[f];
     if (lead >= 0 && lead != own &&
         fits(&cweight[static_cast<std::size_t>(lead) * ncon], w, limit.data(), ncon)) {
-      for (int c = 0; c < ncon; ++c) {
-        cweight[static_cast<std::size_t>(own) * ncon + c] -= w[c];
-        cweight[static_cast<std::size_t>(lead) * ncon + c] += w[c];
-      }
+      transfer(cweight, own, lead, w, ncon);
       cluster[v] = lead;
     } else {
       leader[f] = own;
@@ -438,81 +466,61 @@ std::int64_t refine_level(const LevelView& g, std::vector<std::int32_t>& part, i
   };
 
   const auto order = visit_order(n, seed, 0x2000u + static_cast<std::uint32_t>(level));
-  const std::int64_t chunk = chunk_size(n);
-  std::vector<std::int32_t> proposal(static_cast<std::size_t>(chunk));
-  std::vector<std::int64_t> gain(static_cast<std::size_t>(chunk));
-  const int threads = omp_get_max_threads();
-  std::vector<Ratings> scratch;
-  for (int t = 0; t < threads; ++t)
-    scratch.emplace_back(num_parts);
+  std::vector<Move> moves(static_cast<std::size_t>(chunk_size(n)));
+  auto scratch = thread_scratch(num_parts);
   std::vector<std::uint8_t> heavy(static_cast<std::size_t>(num_parts));
   const std::uint32_t salt = rng::Key::mix(static_cast<std::uint32_t>(seed) + 131u * level);
   std::int64_t total_moved = 0;
 
   for (int pass = 0; pass < kRefinePasses; ++pass) {
-    std::int64_t moved = 0;
-    for (std::int64_t begin = 0; begin < n; begin += chunk) {
-      const std::int64_t end = std::min(n, begin + chunk);
+    const std::uint32_t pass_salt = salt ^ static_cast<std::uint32_t>(pass);
+    const auto before_chunk = [&] {
       for (std::int32_t p = 0; p < num_parts; ++p)
         heavy[p] = overloaded(p) ? 1 : 0;
-#pragma omp parallel
-      {
-        Ratings& r = scratch[static_cast<std::size_t>(omp_get_thread_num())];
-#pragma omp for schedule(dynamic, 64)
-        for (std::int64_t i = begin; i < end; ++i) {
-          const std::int32_t v = order[i];
-          const std::int32_t own = part[v];
-          bool boundary = false;
-          r.start(std::numeric_limits<std::int64_t>::max()); // num_parts entries: dense
-          for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e) {
-            const std::int32_t q = part[g.adjncy[e]];
-            boundary = boundary || q != own;
-            r.add(q, g.weight(e));
-          }
-          std::int32_t best = -1;
-          std::int64_t best_gain = 0;
-          std::uint32_t best_tie = 0;
-          if (boundary) {
-            const std::int64_t stay = r.rating(own);
-            for (const std::int32_t q : r.touched()) {
-              if (q == own) continue;
-              if (!fits(&pweight[static_cast<std::size_t>(q) * ncon], g.node_weight(v),
-                        limit.data(), ncon))
-                continue;
-              const std::int64_t gq = r.rating(q) - stay;
-              const std::uint32_t tie = tie_key(q, salt ^ static_cast<std::uint32_t>(pass));
-              if (best < 0 || gq > best_gain || (gq == best_gain && tie > best_tie)) {
-                best = q;
-                best_gain = gq;
-                best_tie = tie;
-              }
-            }
-            // A move must cut fewer edges, unless it relieves an overloaded part.
-            if (best >= 0 && best_gain <= 0 && !heavy[own]) best = -1;
-          }
-          r.clear();
-          proposal[i - begin] = best;
-          gain[i - begin] = best_gain;
-        }
+    };
+    const auto choose = [&](std::int32_t v, Ratings& r) {
+      const std::int32_t own = part[v];
+      bool boundary = false;
+      r.start(std::numeric_limits<std::int64_t>::max()); // num_parts entries: dense
+      for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e) {
+        const std::int32_t q = part[g.adjncy[e]];
+        boundary = boundary || q != own;
+        r.add(q, g.weight(e));
       }
-      for (std::int64_t i = begin; i < end; ++i) {
-        const std::int32_t to = proposal[i - begin];
-        if (to < 0) continue;
-        const std::int32_t v = order[i];
-        const std::int32_t from = part[v];
-        if (gain[i - begin] <= 0 && !overloaded(from)) continue;
-        const std::int32_t* w = g.node_weight(v);
-        if (!fits(&pweight[static_cast<std::size_t>(to) * ncon], w, limit.data(), ncon)) continue;
-        for (int c = 0; c < ncon; ++c) {
-          pweight[static_cast<std::size_t>(from) * ncon + c] -= w[c];
-          pweight[static_cast<std::size_t>(to) * ncon + c] += w[c];
+      Move best;
+      std::uint32_t best_tie = 0;
+      if (boundary) {
+        const std::int64_t stay = r.rating(own);
+        for (const std::int32_t q : r.touched()) {
+          if (q == own || !fits(&pweight[static_cast<std::size_t>(q) * ncon], g.node_weight(v),
+                                limit.data(), ncon))
+            continue;
+          const std::int64_t gain = r.rating(q) - stay;
+          const std::uint32_t tie = tie_key(q, pass_salt);
+          if (best.to < 0 || gain > best.gain || (gain == best.gain && tie > best_tie)) {
+            best = {q, gain};
+            best_tie = tie;
+          }
         }
-        part[v] = to;
-        ++moved;
+        // A move must cut fewer edges, unless it relieves an overloaded part.
+        if (best.to >= 0 && best.gain <= 0 && !heavy[own]) best = {};
       }
-    }
+      r.clear();
+      return best;
+    };
+    const auto apply = [&](std::int32_t v, const Move& m) {
+      const std::int32_t from = part[v];
+      const std::int32_t* w = g.node_weight(v);
+      if (m.to < 0 || (m.gain <= 0 && !overloaded(from)) ||
+          !fits(&pweight[static_cast<std::size_t>(m.to) * ncon], w, limit.data(), ncon))
+        return false;
+      transfer(pweight, from, m.to, w, ncon);
+      part[v] = m.to;
+      return true;
+    };
+    const std::int64_t moved = subround_pass(order, scratch, moves, before_chunk, choose, apply);
     total_moved += moved;
-    if (moved * 1000 < n) break;
+    if (moved * 1000 < n) break; // fewer than 0.1% of the nodes moved: converged
   }
   return total_moved;
 }

@@ -74,11 +74,7 @@ std::vector<std::vector<std::int64_t>> part_weights(const WeightedGraph& g,
 }
 
 std::int64_t undirected_cut(const GraphCsr& g, const std::vector<std::int32_t>& part) {
-  std::int64_t cut = 0;
-  for (NodeId v = 0; v < g.num_rows; ++v)
-    for (auto e = g.indptr[v]; e < g.indptr[v + 1]; ++e)
-      cut += part[g.indices[e]] != part[v];
-  return cut / 2;
+  return test::directed_cut(g, part) / 2;
 }
 
 // Runs f with OpenMP limited to `threads`, restoring the previous setting.

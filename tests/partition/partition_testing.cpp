@@ -208,4 +208,12 @@ std::string file_bytes(const std::filesystem::path& file) {
   return s.str();
 }
 
+std::int64_t directed_cut(const CsrT<std::int32_t>& g, const std::vector<std::int32_t>& part) {
+  std::int64_t cut = 0;
+  for (std::int64_t v = 0; v < g.num_rows; ++v)
+    for (auto e = g.indptr[v]; e < g.indptr[v + 1]; ++e)
+      cut += part[g.indices[e]] != part[v];
+  return cut;
+}
+
 } // namespace tessel::test

@@ -40,6 +40,9 @@ std::vector<std::pair<NodeId, NodeId>> expected_edges(const datasets::Dataset& d
 void verify_partition(const std::filesystem::path& dir, const datasets::Dataset& source,
                       bool symmetrized, std::int64_t* cut = nullptr);
 
+// Edges u -> v of g (rows are in-neighbors) whose endpoints are in different parts.
+std::int64_t directed_cut(const CsrT<std::int32_t>& g, const std::vector<std::int32_t>& part);
+
 // Bytes of a file.
 std::string file_bytes(const std::filesystem::path& file);
 

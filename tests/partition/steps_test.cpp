@@ -26,14 +26,6 @@ std::vector<std::pair<NodeId, NodeId>> edges_of(const GraphCsr& g) {
   return edges;
 }
 
-std::int64_t directed_cut(const GraphCsr& g, const std::vector<std::int32_t>& part) {
-  std::int64_t cut = 0;
-  for (NodeId v = 0; v < g.num_rows; ++v)
-    for (auto e = g.indptr[v]; e < g.indptr[v + 1]; ++e)
-      cut += part[g.indices[e]] != part[v];
-  return cut;
-}
-
 TEST(CleanGraph, SymmetrizesDropsSelfLoopsAndDuplicates) {
   // Edges 0->1, 1->2 (twice), 2->2 (self-loop), 3->0, 1->0.
   const Csr g = [] {
@@ -119,7 +111,7 @@ TEST(AssignMetis, SplitsTwoCliquesAtTheirBridge) {
     is_train[v] = 1;
   const auto result = detail::assign_metis(sym, sym, is_train, Balance{}, 2, 1, 0.03, 1 << 30);
   EXPECT_EQ(result.objval, 1);
-  EXPECT_EQ(directed_cut(sym, result.part), 2);
+  EXPECT_EQ(test::directed_cut(sym, result.part), 2);
   EXPECT_EQ(result.constraints, (std::vector<std::string>{"nodes", "train", "edges"}));
 }
 
@@ -183,8 +175,8 @@ TEST(AssignMetis, CutsPlantedPartitionFarBelowRandom) {
   for (int k : {2, 4, 8}) {
     const auto metis = detail::assign_metis(sym, sym, is_train, Balance{}, k, 0, 0.03, 1 << 30);
     const auto random = detail::assign_random(o.num_nodes, k, 0);
-    const auto metis_cut = directed_cut(sym, metis.part);
-    const auto random_cut = directed_cut(sym, random);
+    const auto metis_cut = test::directed_cut(sym, metis.part);
+    const auto random_cut = test::directed_cut(sym, random);
     EXPECT_EQ(metis_cut, 2 * metis.objval);
     EXPECT_LT(2 * metis_cut, random_cut) << "k = " << k;
   }
