@@ -472,6 +472,32 @@ std::int64_t refine_level(const LevelView& g, std::vector<std::int32_t>& part, i
   const std::uint32_t salt = rng::Key::mix(static_cast<std::uint32_t>(seed) + 131u * level);
   std::int64_t total_moved = 0;
 
+  // A part's load: the sum over constraints of its weight relative to the limit. Moves that cut
+  // no more edges are made when they even out the load (the destination stays lighter than the
+  // source was): that frees room for moves that do cut fewer edges, and as the sum of squared
+  // loads falls with every such move, they cannot cycle.
+  std::vector<double> inverse_limit(static_cast<std::size_t>(ncon));
+  for (int c = 0; c < ncon; ++c)
+    inverse_limit[c] = 1.0 / static_cast<double>(std::max<std::int64_t>(limit[c], 1));
+  const auto load_of = [&](const std::int64_t* weight) {
+    double load = 0;
+    for (int c = 0; c < ncon; ++c)
+      load += static_cast<double>(weight[c]) * inverse_limit[c];
+    return load;
+  };
+  const auto part_load = [&](std::int32_t p) {
+    return load_of(&pweight[static_cast<std::size_t>(p) * ncon]);
+  };
+  const auto node_load = [&](const std::int32_t* w) {
+    double load = 0;
+    for (int c = 0; c < ncon; ++c)
+      load += static_cast<double>(w[c]) * inverse_limit[c];
+    return load;
+  };
+  const auto evens_out = [&](std::int32_t from, std::int32_t to, const std::int32_t* w) {
+    return part_load(to) + node_load(w) < part_load(from);
+  };
+
   for (int pass = 0; pass < kRefinePasses; ++pass) {
     const std::uint32_t pass_salt = salt ^ static_cast<std::uint32_t>(pass);
     const auto before_chunk = [&] {
@@ -480,6 +506,7 @@ std::int64_t refine_level(const LevelView& g, std::vector<std::int32_t>& part, i
     };
     const auto choose = [&](std::int32_t v, Ratings& r) {
       const std::int32_t own = part[v];
+      const std::int32_t* w = g.node_weight(v);
       bool boundary = false;
       r.start(std::numeric_limits<std::int64_t>::max()); // num_parts entries: dense
       for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e) {
@@ -488,22 +515,30 @@ std::int64_t refine_level(const LevelView& g, std::vector<std::int32_t>& part, i
         r.add(q, g.weight(e));
       }
       Move best;
+      double best_load = 0;
       std::uint32_t best_tie = 0;
       if (boundary) {
         const std::int64_t stay = r.rating(own);
         for (const std::int32_t q : r.touched()) {
-          if (q == own || !fits(&pweight[static_cast<std::size_t>(q) * ncon], g.node_weight(v),
-                                limit.data(), ncon))
+          if (q == own ||
+              !fits(&pweight[static_cast<std::size_t>(q) * ncon], w, limit.data(), ncon))
             continue;
           const std::int64_t gain = r.rating(q) - stay;
+          const double load = part_load(q);
           const std::uint32_t tie = tie_key(q, pass_salt);
-          if (best.to < 0 || gain > best.gain || (gain == best.gain && tie > best_tie)) {
+          // The largest gain; among equal gains the lightest part, then the tie key.
+          if (best.to < 0 || gain > best.gain ||
+              (gain == best.gain && (load < best_load || (load == best_load && tie > best_tie)))) {
             best = {q, gain};
+            best_load = load;
             best_tie = tie;
           }
         }
-        // A move must cut fewer edges, unless it relieves an overloaded part.
-        if (best.to >= 0 && best.gain <= 0 && !heavy[own]) best = {};
+        // A move must cut fewer edges, or as many while evening out the load, unless it
+        // relieves an overloaded part.
+        if (best.to >= 0 && !heavy[own] &&
+            (best.gain < 0 || (best.gain == 0 && !evens_out(own, best.to, w))))
+          best = {};
       }
       r.clear();
       return best;
@@ -511,8 +546,9 @@ std::int64_t refine_level(const LevelView& g, std::vector<std::int32_t>& part, i
     const auto apply = [&](std::int32_t v, const Move& m) {
       const std::int32_t from = part[v];
       const std::int32_t* w = g.node_weight(v);
-      if (m.to < 0 || (m.gain <= 0 && !overloaded(from)) ||
-          !fits(&pweight[static_cast<std::size_t>(m.to) * ncon], w, limit.data(), ncon))
+      if (m.to < 0 || !fits(&pweight[static_cast<std::size_t>(m.to) * ncon], w, limit.data(), ncon))
+        return false;
+      if (!overloaded(from) && (m.gain < 0 || (m.gain == 0 && !evens_out(from, m.to, w))))
         return false;
       transfer(pweight, from, m.to, w, ncon);
       part[v] = m.to;
