@@ -1,6 +1,8 @@
 // Helpers for kernel tests: random tensors and graphs, naive references, tensor comparison.
 #pragma once
 
+#include "test_support.hpp"
+
 #include "tessel/core/csr.hpp"
 #include "tessel/core/tensor.hpp"
 
@@ -12,16 +14,6 @@
 #include <vector>
 
 namespace tessel::test {
-
-inline Tensor random_tensor(std::vector<std::int64_t> shape, std::uint32_t seed, float lo = -1.0f,
-                            float hi = 1.0f) {
-  Tensor t = Tensor::empty(std::move(shape), DType::f32);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = dist(gen);
-  return t;
-}
 
 // Random in-neighbor CSR: each row gets 0..max_degree entries (some rows empty), optionally
 // with random weights.

@@ -23,8 +23,8 @@ void zero(std::vector<Parameter*> params) {
 // Checks d(sum r * layer(x)) / d(every parameter and x) for a graph layer on `agg`.
 template <class Layer>
 void check_graph_layer(const std::string& what, Layer& layer, nn::Aggregator& agg) {
-  Tensor x = test::random_f32({agg.num_src(), layer.in_dim()}, 1);
-  const Tensor r = test::random_f32({agg.num_dst(), layer.out_dim()}, 2);
+  Tensor x = test::random_tensor({agg.num_src(), layer.in_dim()}, 1);
+  const Tensor r = test::random_tensor({agg.num_dst(), layer.out_dim()}, 2);
   zero(layer.parameters());
   (void)layer.forward(x, agg);
   const Tensor grad_x = layer.backward(r, true);
@@ -39,8 +39,8 @@ void check_graph_layer(const std::string& what, Layer& layer, nn::Aggregator& ag
 
 TEST(GradientCheck, Linear) {
   nn::Linear layer("lin", 4, 3, kInitKey, Device::cpu());
-  Tensor x = test::random_f32({5, 4}, 1);
-  const Tensor r = test::random_f32({5, 3}, 2);
+  Tensor x = test::random_tensor({5, 4}, 1);
+  const Tensor r = test::random_tensor({5, 3}, 2);
   zero(layer.parameters());
   (void)layer.forward(x);
   const Tensor grad_x = layer.backward(r, true);
@@ -85,10 +85,10 @@ TEST(GradientCheck, SageLayerBothOrdersWithFewerDestinationsThanSources) {
 
 TEST(GradientCheck, Relu) {
   // Inputs at least 0.1 away from the kink, steps of 1e-2: each difference stays on one side.
-  Tensor x = test::random_f32({6, 5}, 3, 0.1f, 1.0f);
+  Tensor x = test::random_tensor({6, 5}, 3, 0.1f, 1.0f);
   for (std::int64_t i = 0; i < x.numel(); i += 2)
     x.data<float>()[i] *= -1.0f;
-  const Tensor r = test::random_f32({6, 5}, 4);
+  const Tensor r = test::random_tensor({6, 5}, 4);
   nn::Relu relu;
   (void)relu.forward(x);
   const Tensor grad_x = relu.backward(r);
@@ -96,8 +96,8 @@ TEST(GradientCheck, Relu) {
 }
 
 TEST(GradientCheck, DropoutWithItsFixedMask) {
-  Tensor x = test::random_f32({8, 6}, 5);
-  const Tensor r = test::random_f32({8, 6}, 6);
+  Tensor x = test::random_tensor({8, 6}, 5);
+  const Tensor r = test::random_tensor({8, 6}, 6);
   std::vector<NodeId> ids(8);
   std::iota(ids.begin(), ids.end(), 100);
   const rng::Key key{7, rng::Stream::dropout, 2, 0, 1};
@@ -116,7 +116,7 @@ TEST(GradientCheck, DropoutWithItsFixedMask) {
 }
 
 TEST(GradientCheck, SoftmaxCrossEntropyWithScale) {
-  Tensor logits = test::random_f32({7, 4}, 8, -2.0f, 2.0f);
+  Tensor logits = test::random_tensor({7, 4}, 8, -2.0f, 2.0f);
   const std::vector<LocalId> rows = {0, 2, 3, 6};
   const std::vector<std::int64_t> labels = {1, 0, 3, 3};
   const double scale = 0.25;
@@ -142,7 +142,7 @@ void check_model(const std::string& kind) {
   config.dropout = 0.3f;
   config.seed = 11;
   nn::Model model(config);
-  const Tensor x = test::random_f32({8, 5}, 9);
+  const Tensor x = test::random_tensor({8, 5}, 9);
   std::vector<nn::Aggregator*> aggs = {&agg, &agg};
   const std::vector<LocalId> rows = {0, 1, 3, 4, 6, 7};
   const std::vector<std::int64_t> labels = {0, 1, 2, 2, 1, 0};

@@ -96,7 +96,7 @@ TEST(LocalAggregator, MatchesTheDocumentedNormalizations) {
   auto edges = test::path_edges(6);
   const LocalCsr g = test::local_graph(7, edges);
   nn::LocalAggregator agg(g);
-  const Tensor x = test::random_f32({7, 3}, 1);
+  const Tensor x = test::random_tensor({7, 3}, 1);
   for (nn::Norm norm : {nn::Norm::gcn, nn::Norm::mean}) {
     const auto a = dense_norm(g, norm);
     const Tensor y = agg.aggregate(x, norm);
@@ -108,7 +108,7 @@ TEST(LocalAggregator, MatchesTheDocumentedNormalizations) {
         EXPECT_NEAR(y.data<float>()[v * 3 + j], expected, 1e-6) << int(norm) << " " << v;
       }
     // Backward is the transpose: <A x, z> == <x, A^T z>.
-    const Tensor z = test::random_f32({7, 3}, 2);
+    const Tensor z = test::random_tensor({7, 3}, 2);
     const Tensor atz = agg.aggregate_backward(z, norm);
     EXPECT_NEAR(test::weighted_sum(y, z), test::weighted_sum(atz, x), 1e-5);
   }
@@ -118,8 +118,8 @@ TEST(LocalAggregator, MatchesTheDocumentedNormalizations) {
   LocalCsr rectangular = g;
   rectangular.num_cols = 9;
   nn::LocalAggregator block(rectangular);
-  EXPECT_THROW(block.aggregate(test::random_f32({9, 2}, 3), nn::Norm::gcn), InputError);
-  EXPECT_NO_THROW(block.aggregate(test::random_f32({9, 2}, 3), nn::Norm::mean));
+  EXPECT_THROW(block.aggregate(test::random_tensor({9, 2}, 3), nn::Norm::gcn), InputError);
+  EXPECT_NO_THROW(block.aggregate(test::random_tensor({9, 2}, 3), nn::Norm::mean));
 }
 
 TEST(GcnLayer, BothOrdersComputeTheSameFunction) {
@@ -128,7 +128,7 @@ TEST(GcnLayer, BothOrdersComputeTheSameFunction) {
   const auto a = dense_norm(g, nn::Norm::gcn);
   for (auto [in, out] : {std::pair<int, int>{4, 2}, {2, 4}, {3, 3}}) {
     nn::GcnLayer layer("gcn", in, out, rng::Key{3}, Device::cpu());
-    const Tensor x = test::random_f32({6, in}, 4);
+    const Tensor x = test::random_tensor({6, in}, 4);
     const Tensor y = layer.forward(x, agg);
     const auto params = layer.parameters();
     const Tensor& w = params[0]->value;
@@ -159,7 +159,7 @@ TEST(Model, DropoutMasksFollowNodeIdsNotRowOrder) {
   for (NodeId i = 0; i < n; ++i)
     ids[perm[i]] = i;
   nn::LocalAggregator agg_g(g), agg_h(h, Device::cpu(), ids);
-  const Tensor x = test::random_f32({n, 6}, 5);
+  const Tensor x = test::random_tensor({n, 6}, 5);
   Tensor x_h = Tensor::empty({n, 6}, DType::f32);
   for (NodeId i = 0; i < n; ++i)
     std::copy_n(x.data<float>() + i * 6, 6, x_h.data<float>() + perm[i] * 6);
@@ -194,14 +194,14 @@ TEST(Model, ConfigAndShapeErrorsAreClear) {
   const LocalCsr g = test::local_graph(4, test::path_edges(4));
   nn::LocalAggregator agg(g);
   std::vector<nn::Aggregator*> one = {&agg};
-  EXPECT_THROW(model.forward(test::random_f32({4, 6}, 1), one, rng::Key{}, false), InputError);
+  EXPECT_THROW(model.forward(test::random_tensor({4, 6}, 1), one, rng::Key{}, false), InputError);
   std::vector<nn::Aggregator*> two = {&agg, &agg};
-  EXPECT_THROW(model.forward(test::random_f32({4, 5}, 1), two, rng::Key{}, false), InputError);
-  EXPECT_THROW(model.backward(test::random_f32({4, 3}, 1)), InputError); // no forward yet
+  EXPECT_THROW(model.forward(test::random_tensor({4, 5}, 1), two, rng::Key{}, false), InputError);
+  EXPECT_THROW(model.backward(test::random_tensor({4, 3}, 1)), InputError); // no forward yet
   nn::ModelConfig one_layer = small_config("sage");
   one_layer.layers = 1;
   nn::Model linear_model(one_layer);
-  EXPECT_EQ(linear_model.forward(test::random_f32({4, 6}, 1), one, rng::Key{}, false).cols(), 3);
+  EXPECT_EQ(linear_model.forward(test::random_tensor({4, 6}, 1), one, rng::Key{}, false).cols(), 3);
 }
 
 TEST(Features, NormalizeRows) {
@@ -219,7 +219,7 @@ TEST(Model, TrainingReducesLossOnTwoCliques) {
     const NodeId k = 6;
     const LocalCsr g = test::local_graph(2 * k, test::two_cliques_edges(k));
     nn::LocalAggregator agg(g);
-    Tensor x = test::random_f32({2 * k, 4}, 3, 0.0f, 0.3f);
+    Tensor x = test::random_tensor({2 * k, 4}, 3, 0.0f, 0.3f);
     for (NodeId v = 0; v < 2 * k; ++v)
       x.data<float>()[v * 4 + (v < k ? 0 : 1)] += 1.0f;
     nn::normalize_rows(x);
@@ -268,7 +268,7 @@ TEST(Model, CudaDeviceRunsWhereAGpuIsPresent) {
     nn::Model cpu_model(config);
     config.device = Device::cuda(0);
     nn::Model cuda_model(config);
-    const Tensor x = test::random_f32({8, 6}, 1);
+    const Tensor x = test::random_tensor({8, 6}, 1);
     std::vector<nn::Aggregator*> ca = {&cpu_agg, &cpu_agg}, ga = {&cuda_agg, &cuda_agg};
     const rng::Key key{2, rng::Stream::dropout, 1};
     const Tensor lc = cpu_model.forward(x, ca, key, true);

@@ -26,16 +26,6 @@ inline LocalCsr local_graph(NodeId n, const std::vector<std::pair<NodeId, NodeId
   return local;
 }
 
-inline Tensor random_f32(std::vector<std::int64_t> shape, std::uint32_t seed, float lo = -1.0f,
-                         float hi = 1.0f) {
-  Tensor t = Tensor::empty(std::move(shape), DType::f32);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = dist(gen);
-  return t;
-}
-
 // sum_i weights[i] * out[i] in double: a scalar loss whose gradient with respect to out is
 // `weights`, so a backward pass can be seeded with it.
 inline double weighted_sum(const Tensor& out, const Tensor& weights) {

@@ -2,9 +2,11 @@
 #pragma once
 
 #include "tessel/core/csr.hpp"
+#include "tessel/core/tensor.hpp"
 
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,5 +47,16 @@ std::vector<std::pair<NodeId, NodeId>> cycle_edges(NodeId n);
 std::vector<std::pair<NodeId, NodeId>> two_cliques_edges(NodeId k);
 // Symmetric in-neighbor CSR of an undirected edge list.
 Csr symmetric_csr(NodeId n, const std::vector<std::pair<NodeId, NodeId>>& edges);
+
+// A float32 tensor of the given shape with values uniform in [lo, hi), from a seeded generator.
+inline Tensor random_tensor(std::vector<std::int64_t> shape, std::uint32_t seed, float lo = -1.0f,
+                            float hi = 1.0f) {
+  Tensor t = Tensor::empty(std::move(shape), DType::f32);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = dist(gen);
+  return t;
+}
 
 }  // namespace tessel::test

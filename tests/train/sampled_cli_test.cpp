@@ -19,22 +19,12 @@ using test::tessel_bin;
 
 namespace {
 
-class SampledCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new test::TempDir("sampled");
-    test::make_partitions(dir_->path(), "--nodes 800 --avg-degree 10 --classes 4 --feat-dim 16 --seed 11",
-                          {1, 2, 4});
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static fs::path parts(int p) { return dir_->path() / ("p" + std::to_string(p)); }
-  static fs::path scratch(const std::string& name) { return dir_->path() / name; }
-  static test::TempDir* dir_;
+// A small synthetic dataset partitioned into 1, 2 and 4 parts, shared by the tests below.
+struct SampledCliData {
+  static constexpr const char* kName = "sampled";
+  static constexpr const char* kArgs = "--nodes 800 --avg-degree 10 --classes 4 --feat-dim 16 --seed 11";
 };
-test::TempDir* SampledCli::dir_ = nullptr;
+using SampledCli = test::PartitionedSuite<SampledCliData>;
 
 }  // namespace
 

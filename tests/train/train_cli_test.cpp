@@ -20,22 +20,11 @@ using test::tessel_bin;
 namespace {
 
 // A small synthetic dataset partitioned into 1, 2 and 4 parts, shared by the tests below.
-class TrainCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new test::TempDir("train");
-    test::make_partitions(dir_->path(), "--nodes 600 --avg-degree 8 --classes 4 --feat-dim 24 --seed 3",
-                          {1, 2, 4});
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static fs::path parts(int p) { return dir_->path() / ("p" + std::to_string(p)); }
-  static fs::path scratch(const std::string& name) { return dir_->path() / name; }
-  static test::TempDir* dir_;
+struct TrainCliData {
+  static constexpr const char* kName = "train";
+  static constexpr const char* kArgs = "--nodes 600 --avg-degree 8 --classes 4 --feat-dim 24 --seed 3";
 };
-test::TempDir* TrainCli::dir_ = nullptr;
+using TrainCli = test::PartitionedSuite<TrainCliData>;
 
 void expect_same_losses(const std::vector<double>& a, const std::vector<double>& b) {
   ASSERT_EQ(a.size(), b.size());

@@ -74,4 +74,22 @@ inline void make_partitions(const std::filesystem::path& dir, const std::string&
            " --out " + (dir / ("p" + std::to_string(p))).string());
 }
 
+// A synthetic dataset (`tessel convert synthetic` with Spec::kArgs) partitioned into 1, 2 and 4
+// parts, made once per test suite in a temporary folder named after Spec::kName.
+template <class Spec>
+class PartitionedSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir(Spec::kName);
+    make_partitions(dir_->path(), Spec::kArgs, {1, 2, 4});
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::filesystem::path parts(int p) { return dir_->path() / ("p" + std::to_string(p)); }
+  static std::filesystem::path scratch(const std::string& name) { return dir_->path() / name; }
+  static inline TempDir* dir_ = nullptr;
+};
+
 }  // namespace tessel::test
