@@ -137,15 +137,11 @@ MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
                          std::int64_t max_index, std::int64_t metis_max_edges) {
   const std::int64_t n = symmetric.num_rows;
   const std::int64_t m = symmetric.num_edges();
-  // Refuse before any METIS array exists: xadj holds edge offsets and adjncy node ids as idx_t,
-  // and the vertex weights (in-degrees) add up to the edge count.
+  // Refuse before any METIS array exists: adjncy holds node ids as idx_t. A graph with more
+  // edges than idx_t can count goes through Tessel's coarsening, which brings it under.
   TESSEL_EXPECTS(n <= max_index,
                  "graph has {} nodes; METIS (32-bit idx_t) takes at most {} (use --method random)",
                  n, max_index);
-  TESSEL_EXPECTS(m <= max_index,
-                 "symmetrized graph has {} directed edges; METIS (32-bit idx_t) takes at most {} "
-                 "(use --method random)",
-                 m, max_index);
   TESSEL_ASSERT(training.num_rows == n && static_cast<std::int64_t>(is_train.size()) == n,
                 "assign_metis: sizes disagree");
   TESSEL_ASSERT(num_parts >= 2 && num_parts <= n, "assign_metis: {} parts for {} nodes", num_parts,
@@ -153,10 +149,11 @@ MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
 
   const VertexWeights weights = vertex_weights(training, is_train, balance);
   MetisResult result;
-  if (m > metis_max_edges) {
-    log::info("partition: {} directed edges is more than --metis-max-edges {}; coarsening first", m,
-              metis_max_edges);
-    result = partition_multilevel(symmetric, weights, num_parts, seed, imbalance, metis_max_edges,
+  const std::int64_t budget = std::min(metis_max_edges, max_index);
+  if (m > budget) {
+    log::info("partition: {} directed edges is more than METIS is given ({}); coarsening first", m,
+              budget);
+    result = partition_multilevel(symmetric, weights, num_parts, seed, imbalance, budget,
                                   max_index);
   } else {
     result.part =

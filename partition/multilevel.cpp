@@ -97,10 +97,9 @@ void transfer(std::vector<std::int64_t>& weight, std::int32_t from, std::int32_t
 }
 
 // Per-thread scratch: ratings (sums of edge weights) of candidates at one node, with the list of
-// candidates in first-seen order. Ratings are at most the graph's edge count, which
-// assign_metis has checked fits in 32 bits. A node with few neighbors uses a small open-
-// addressing table that stays in L1 (a dense array over millions of clusters would cost a cache
-// miss per edge); a node with many uses the dense array.
+// candidates in first-seen order. A node with few neighbors uses a small open-addressing table
+// that stays in L1 (a dense array over millions of clusters would cost a cache miss per edge); a
+// node with many uses the dense array.
 class Ratings {
 public:
   explicit Ratings(std::int64_t size) : dense_(static_cast<std::size_t>(size), 0) {}
@@ -117,7 +116,7 @@ public:
       values_.assign(std::size_t{1} << bits_, 0);
     }
   }
-  void add(std::int32_t c, std::int32_t w) {
+  void add(std::int32_t c, std::int64_t w) {
     if (!small_) {
       if (dense_[c] == 0) touched_.push_back(c);
       dense_[c] += w;
@@ -135,7 +134,7 @@ public:
     }
     values_[slot] += w;
   }
-  std::int32_t rating(std::int32_t c) const {
+  std::int64_t rating(std::int32_t c) const {
     if (!small_) return dense_[c];
     std::uint32_t slot = hash(c);
     const std::uint32_t mask = (1u << bits_) - 1;
@@ -163,8 +162,9 @@ private:
   std::uint32_t hash(std::int32_t c) const {
     return (static_cast<std::uint32_t>(c) * 0x9E3779B1u) >> (32 - bits_);
   }
-  std::vector<std::int32_t> dense_;
-  std::vector<std::int32_t> keys_, values_;
+  std::vector<std::int64_t> dense_;
+  std::vector<std::int32_t> keys_;
+  std::vector<std::int64_t> values_;
   std::vector<std::int32_t> touched_;
   bool small_ = false;
   int bits_ = 4;
@@ -578,6 +578,25 @@ std::vector<std::int64_t> part_limits(const LevelView& g, int num_parts, double 
   return limit;
 }
 
+// METIS adds vertex weights (per constraint) and edge weights in 32-bit idx_t. A column whose
+// total exceeds max_total is divided by the smallest divisor (doubled until the rounded total
+// fits) that brings it under, rounding up so that no positive weight becomes 0.
+void fit_column(std::int32_t* w, std::int64_t count, int stride, std::int64_t max_total) {
+  const auto total_with = [&](std::int64_t d) {
+    std::int64_t total = 0;
+    for (std::int64_t i = 0; i < count; ++i)
+      total += (w[i * stride] + d - 1) / d;
+    return total;
+  };
+  std::int64_t total = total_with(1);
+  if (total <= max_total) return;
+  std::int64_t d = (total + max_total - 1) / max_total;
+  while (total_with(d) > max_total)
+    d *= 2;
+  for (std::int64_t i = 0; i < count; ++i)
+    w[i * stride] = static_cast<std::int32_t>((w[i * stride] + d - 1) / d);
+}
+
 } // namespace
 
 // ---- Public steps ---------------------------------------------------------------------------
@@ -630,7 +649,10 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
   std::vector<std::vector<std::int32_t>> maps;
   const std::int64_t min_nodes = std::max<std::int64_t>(64, 32 * std::int64_t{num_parts});
   const auto current = [&] { return levels.empty() ? fine : view_of(levels.back()); };
-  while (current().edges() > metis_max_edges && current().n > min_nodes) {
+  // Below min_nodes coarsening stops (METIS balances better with more, smaller nodes) unless
+  // METIS could not take the graph at all.
+  while (current().edges() > metis_max_edges &&
+         (current().n > min_nodes || current().edges() > max_index)) {
     const LevelView g = current();
     const std::int64_t target = std::max(min_nodes, g.n / kCoarsenShrink);
     std::vector<std::int64_t> limit(static_cast<std::size_t>(ncon));
@@ -663,10 +685,24 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
   watch.reset();
   const LevelView top = current();
   TESSEL_EXPECTS(top.edges() <= max_index,
-                 "graph coarsened to {} directed edges; METIS (32-bit idx_t) takes at most {}",
+                 "graph has {} directed edges after coarsening; METIS (32-bit idx_t) takes at "
+                 "most {}",
                  top.edges(), max_index);
-  std::vector<std::int32_t> part = run_metis(top.n, top.xadj, top.adjncy, top.adjwgt, top.vwgt,
-                                             ncon, num_parts, seed, imbalance, &result.objval);
+  // Weight totals METIS can add up without overflow (with room for its own doubling).
+  const std::int64_t max_total = max_index / 4;
+  std::vector<std::int32_t> vwgt(top.vwgt, top.vwgt + top.n * ncon);
+  for (int c = 0; c < ncon; ++c)
+    fit_column(vwgt.data() + c, top.n, ncon, max_total);
+  std::vector<std::int32_t> adjwgt;
+  if (top.adjwgt != nullptr) {
+    adjwgt.assign(top.adjwgt, top.adjwgt + top.edges());
+    fit_column(adjwgt.data(), top.edges(), 1, max_total);
+  }
+  std::int64_t metis_objval = 0;
+  std::vector<std::int32_t> part =
+      run_metis(top.n, top.xadj, top.adjncy, adjwgt.empty() ? nullptr : adjwgt.data(),
+                vwgt.data(), ncon, num_parts, seed, imbalance, &metis_objval);
+  result.objval = cut_of(top, part); // exact, whatever scaling METIS saw
   result.metis_seconds = watch.seconds();
   if (levels.empty()) { // too few nodes to coarsen: METIS's answer as it is
     result.part = std::move(part);

@@ -50,7 +50,7 @@ struct LevelSize {
 
 struct MetisResult {
   std::vector<std::int32_t> part;       // [N] in [0, num_parts)
-  std::int64_t objval = 0;              // METIS's edge cut (undirected, weighted on a coarse graph)
+  std::int64_t objval = 0; // METIS's cut (undirected; on a coarse graph the weighted cut there)
   std::vector<std::string> constraints; // the vertex weights it balanced
   // Set when the graph was coarsened first (more directed edges than metis_max_edges):
   std::vector<LevelSize> levels; // Tessel's coarse levels, finest first; METIS got the last
@@ -67,9 +67,9 @@ std::vector<std::int32_t> run_metis(std::int64_t n, const EdgeId* xadj, const st
                                     std::int64_t* objval);
 
 // METIS k-way on `symmetric` (the METIS input) with the vertex_weights of `training`. Throws
-// InputError if the graph has more nodes or edges than max_index, before allocating anything
-// for METIS; LibraryError naming the status if METIS fails. A graph with more than
-// metis_max_edges directed edges goes through partition_multilevel.
+// InputError if the graph has more nodes than max_index, before allocating anything for METIS;
+// LibraryError naming the status if METIS fails. A graph with more than
+// min(metis_max_edges, max_index) directed edges goes through partition_multilevel.
 MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
                          const std::vector<std::uint8_t>& is_train, const Balance& balance,
                          int num_parts, std::uint64_t seed, double imbalance,
@@ -89,8 +89,9 @@ struct WeightedGraph {
 
 // Multilevel partitioning (multilevel.cpp): coarsen by size-constrained label propagation
 // until at most metis_max_edges directed edges remain (keeping each level), METIS k-way on the
-// coarsest level, then project back and refine at every level. Deterministic for a seed,
-// whatever the thread count.
+// coarsest level (weights scaled down where their totals would overflow METIS's 32-bit sums),
+// then project back and refine at every level. Deterministic for a seed, whatever the thread
+// count. Throws InputError if the coarsest level still has more than max_index edges.
 MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights& weights,
                                  int num_parts, std::uint64_t seed, double imbalance,
                                  std::int64_t metis_max_edges, std::int64_t max_index);

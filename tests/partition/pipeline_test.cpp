@@ -350,18 +350,47 @@ TEST(PartitionRefusals, OutputIsAFile) {
 }
 
 TEST(PartitionRefusals, GraphTooLargeForMetisLeavesNothing) {
-  const auto data = test::planted_dataset({});
   test::TempDir tmp;
   auto o = options_for(2, Method::metis);
-  o.max_index = 100; // stands in for 2^31 - 1: the same check, reachable in a test
-  auto msg = input_error_of([&] { partition_dataset(data, tmp / "parts", o); });
+  o.max_index = 100; // stands in for 2^31 - 1: the same checks, reachable in a test
+  auto msg = input_error_of([&] { partition_dataset(test::planted_dataset({}), tmp / "parts", o); });
   EXPECT_NE(msg.find("nodes; partitioning needs node ids that fit in 32 bits"), std::string::npos)
       << msg;
-  o.max_index = 1000; // nodes fit (400), edges do not
-  msg = input_error_of([&] { partition_dataset(data, tmp / "parts", o); });
-  EXPECT_NE(msg.find("METIS (32-bit idx_t) takes at most 1000"), std::string::npos) << msg;
+  // Nodes fit, edges do not, and coarsening cannot bring 60 nodes under the limit.
+  test::PlantedOptions dense;
+  dense.num_nodes = 60;
+  dense.avg_degree = 20;
+  o.max_index = 500;
+  msg = input_error_of([&] { partition_dataset(test::planted_dataset(dense), tmp / "parts", o); });
+  EXPECT_NE(msg.find("METIS (32-bit idx_t) takes at most 500"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp / "parts"));
   EXPECT_TRUE(hidden_entries(tmp.path()).empty());
+}
+
+// More directed edges than METIS's idx_t can count (max_index stands in for 2^31 - 1): Tessel
+// coarsens until METIS can take the graph, scaling the weight totals down for it.
+TEST(Partition, EdgesBeyondMetisIndexAreCoarsenedFirst) {
+  test::PlantedOptions po;
+  po.num_nodes = 6000;
+  po.blocks = 8;
+  po.avg_degree = 12;
+  const auto data = test::planted_dataset(po);
+  for (int k : {2, 4}) {
+    test::TempDir tmp;
+    auto o = options_for(k, Method::metis, 2);
+    o.max_index = 10000;
+    const auto stats = partition_dataset(data, tmp / "parts", o);
+    ASSERT_GT(stats.num_edges, 4 * o.max_index); // the edges constraint's total too
+    ASSERT_FALSE(stats.coarse_levels.empty());
+    EXPECT_LE(stats.coarse_levels.back().second, o.max_index);
+    std::int64_t cut = -1;
+    test::verify_partition(tmp / "parts", data, true, &cut);
+    EXPECT_EQ(cut, 2 * stats.refined_cut);
+    const auto random = partition_dataset(data, tmp / "random", options_for(k, Method::random));
+    EXPECT_LT(2 * cut, random.edge_cut) << "k = " << k;
+    EXPECT_LT(stats.node_balance, 1.05) << "k = " << k;
+    EXPECT_LT(stats.edge_balance, 1.05) << "k = " << k;
+  }
 }
 
 TEST(PartitionRefusals, BadMethodAndBalance) {
