@@ -578,28 +578,38 @@ std::vector<std::int64_t> part_limits(const LevelView& g, int num_parts, double 
   return limit;
 }
 
-// METIS adds vertex weights (per constraint) and edge weights in 32-bit idx_t. A column whose
-// total exceeds max_total is divided by the smallest divisor (doubled until the rounded total
-// fits) that brings it under, rounding up so that no positive weight becomes 0.
-void fit_column(std::int32_t* w, std::int64_t count, int stride, std::int64_t max_total) {
-  const auto total_with = [&](std::int64_t d) {
-    std::int64_t total = 0;
-    for (std::int64_t i = 0; i < count; ++i)
-      total += (w[i * stride] + d - 1) / d;
-    return total;
-  };
-  std::int64_t total = total_with(1);
-  if (total <= max_total) return;
-  std::int64_t d = (total + max_total - 1) / max_total;
-  while (total_with(d) > max_total)
-    d *= 2;
-  for (std::int64_t i = 0; i < count; ++i)
-    w[i * stride] = static_cast<std::int32_t>((w[i * stride] + d - 1) / d);
-}
-
 } // namespace
 
 // ---- Public steps ---------------------------------------------------------------------------
+
+// METIS adds vertex weights (per constraint) and edge weights in 32-bit idx_t. A column whose
+// total exceeds max_total is divided by the smallest divisor (doubled until the rounded total
+// fits) that brings it under, rounding up so that no positive weight becomes 0; as each positive
+// weight stays at least 1, a column cannot go below its count of positive weights, which is
+// then the target instead.
+void fit_weight_column(std::int32_t* w, std::int64_t count, int stride, std::int64_t max_total) {
+  std::int64_t total = 0, positive = 0;
+  std::int32_t heaviest = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    total += w[i * stride];
+    positive += w[i * stride] > 0 ? 1 : 0;
+    heaviest = std::max(heaviest, w[i * stride]);
+  }
+  const std::int64_t target = std::max(max_total, positive);
+  if (total <= target) return;
+  const auto total_with = [&](std::int64_t d) {
+    std::int64_t sum = 0;
+    for (std::int64_t i = 0; i < count; ++i)
+      sum += (w[i * stride] + d - 1) / d;
+    return sum;
+  };
+  // At d >= heaviest every positive weight becomes 1 and the total is `positive`.
+  std::int64_t d = std::min<std::int64_t>((total + target - 1) / target, heaviest);
+  while (d < heaviest && total_with(d) > target)
+    d = std::min<std::int64_t>(2 * d, heaviest);
+  for (std::int64_t i = 0; i < count; ++i)
+    w[i * stride] = static_cast<std::int32_t>((w[i * stride] + d - 1) / d);
+}
 
 std::vector<std::int32_t> cluster_label_propagation(const WeightedGraph& graph,
                                                     std::span<const std::int64_t> max_weight,
@@ -692,16 +702,16 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
   const std::int64_t max_total = max_index / 4;
   std::vector<std::int32_t> vwgt(top.vwgt, top.vwgt + top.n * ncon);
   for (int c = 0; c < ncon; ++c)
-    fit_column(vwgt.data() + c, top.n, ncon, max_total);
+    fit_weight_column(vwgt.data() + c, top.n, ncon, max_total);
   std::vector<std::int32_t> adjwgt;
   if (top.adjwgt != nullptr) {
     adjwgt.assign(top.adjwgt, top.adjwgt + top.edges());
-    fit_column(adjwgt.data(), top.edges(), 1, max_total);
+    fit_weight_column(adjwgt.data(), top.edges(), 1, max_total);
   }
   std::int64_t metis_objval = 0;
   std::vector<std::int32_t> part =
-      run_metis(top.n, top.xadj, top.adjncy, adjwgt.empty() ? nullptr : adjwgt.data(),
-                vwgt.data(), ncon, num_parts, seed, imbalance, &metis_objval);
+      run_metis(top.n, top.xadj, top.adjncy, adjwgt.empty() ? nullptr : adjwgt.data(), vwgt.data(),
+                ncon, num_parts, seed, imbalance, &metis_objval);
   result.objval = cut_of(top, part); // exact, whatever scaling METIS saw
   result.metis_seconds = watch.seconds();
   if (levels.empty()) { // too few nodes to coarsen: METIS's answer as it is

@@ -49,7 +49,7 @@ struct LevelSize {
 };
 
 struct MetisResult {
-  std::vector<std::int32_t> part;       // [N] in [0, num_parts)
+  std::vector<std::int32_t> part; // [N] in [0, num_parts)
   std::int64_t objval = 0; // METIS's cut (undirected; on a coarse graph the weighted cut there)
   std::vector<std::string> constraints; // the vertex weights it balanced
   // Set when the graph was coarsened first (more directed edges than metis_max_edges):
@@ -111,6 +111,10 @@ WeightedGraph contract(const WeightedGraph& graph, std::vector<std::int32_t>& cl
 std::int64_t refine_kway(const WeightedGraph& graph, std::vector<std::int32_t>& part, int num_parts,
                          std::span<const std::int64_t> max_part_weight, std::uint64_t seed,
                          int level);
+// Divides the weights w[0], w[stride], ... (count of them) so their total is at most
+// max(max_total, number of positive weights), rounding up: a positive weight stays positive,
+// 0 stays 0, and the order of weights is kept. Unchanged if the total already fits.
+void fit_weight_column(std::int32_t* w, std::int64_t count, int stride, std::int64_t max_total);
 // Weighted cut of `part`, each undirected edge once.
 std::int64_t weighted_cut(const WeightedGraph& graph, const std::vector<std::int32_t>& part);
 

@@ -245,6 +245,32 @@ TEST(RefineKway, RelievesAnOverloadedPart) {
     EXPECT_LE(pw[q][0], 1100);
 }
 
+TEST(FitWeightColumn, ScalesTotalsUnderTheLimitKeepingOrderAndZeros) {
+  // Column 1 of a two-column table: column 0 must stay untouched.
+  std::vector<std::int32_t> w = {7, 5, 7, 0, 7, 3, 7, 1000000, 7, 1};
+  detail::fit_weight_column(w.data() + 1, 5, 2, 100);
+  std::int64_t total = 0;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(w[2 * i], 7);
+    total += w[2 * i + 1];
+  }
+  EXPECT_LE(total, 100);
+  EXPECT_EQ(w[3], 0);    // zero stays zero
+  EXPECT_GE(w[9], 1);    // positive stays positive
+  EXPECT_LE(w[9], w[5]); // order kept: 1 <= 3 <= 5 <= 1000000
+  EXPECT_LE(w[5], w[1]);
+  EXPECT_LE(w[1], w[7]);
+  EXPECT_GE(2 * w[7], total); // the heavy one keeps most of the total
+  // Below the number of positive weights the floor is one each.
+  std::vector<std::int32_t> many(10, 50);
+  detail::fit_weight_column(many.data(), 10, 1, 4);
+  EXPECT_EQ(many, std::vector<std::int32_t>(10, 1));
+  // A column that fits is left alone.
+  std::vector<std::int32_t> small = {1, 2, 3};
+  detail::fit_weight_column(small.data(), 3, 1, 6);
+  EXPECT_EQ(small, (std::vector<std::int32_t>{1, 2, 3}));
+}
+
 TEST(PartitionMultilevel, CloseToMetisBalancedAndDeterministic) {
   const auto p = planted(20000, 16, 12, 0.9, 8);
   const auto weights = detail::vertex_weights(p.graph, p.is_train, Balance{});
