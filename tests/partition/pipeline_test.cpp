@@ -215,6 +215,30 @@ TEST(Partition, CoarsenedPathKeepsInvariantsAndRecordsLevels) {
   }
 }
 
+// A directed dataset kept directed: METIS's input (and so the coarsening) is the symmetrized
+// graph, the stored graph and the edges constraint follow the directed one.
+TEST(Partition, CoarsenedPathOnADirectedGraphKeptDirected) {
+  test::PlantedOptions po;
+  po.num_nodes = 5000;
+  po.blocks = 8;
+  po.avg_degree = 12;
+  po.directed = true;
+  const auto data = test::planted_dataset(po);
+  test::TempDir tmp;
+  auto o = options_for(4, Method::metis, 1);
+  o.metis_max_edges = 5000;
+  o.symmetrize = false;
+  const auto stats = partition_dataset(data, tmp / "parts", o);
+  ASSERT_FALSE(stats.coarse_levels.empty());
+  EXPECT_FALSE(stats.symmetrized);
+  std::int64_t cut = -1;
+  test::verify_partition(tmp / "parts", data, false, &cut);
+  EXPECT_EQ(stats.edge_cut, cut);
+  const auto random = partition_dataset(data, tmp / "random", options_for(4, Method::random));
+  EXPECT_LT(2 * cut, random.edge_cut);
+  EXPECT_LT(stats.edge_balance, 1.05);
+}
+
 TEST(Partition, SameSeedGivesByteIdenticalParts) {
   test::PlantedOptions po;
   po.num_nodes = 1500;
