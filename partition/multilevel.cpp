@@ -204,8 +204,10 @@ std::int64_t subround_pass(const std::vector<std::int32_t>& order, std::vector<R
 }
 
 std::vector<Ratings> thread_scratch(std::int64_t size) {
+  const int threads = omp_get_max_threads();
   std::vector<Ratings> scratch;
-  for (int t = 0; t < omp_get_max_threads(); ++t)
+  scratch.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t)
     scratch.emplace_back(size);
   return scratch;
 }
