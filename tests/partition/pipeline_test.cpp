@@ -165,11 +165,7 @@ TEST(Partition, ManifestRecordsStatistics) {
 }
 
 TEST(Partition, MetisCutsPlantedGraphBelowHalfOfRandom) {
-  test::PlantedOptions po;
-  po.num_nodes = 4000;
-  po.blocks = 8;
-  po.avg_degree = 16;
-  const auto data = test::planted_dataset(po);
+  const auto data = test::planted_dataset({.num_nodes = 4000, .blocks = 8, .avg_degree = 16});
   for (int k : {4, 8}) {
     test::TempDir tmp;
     const auto metis = partition_dataset(data, tmp / "metis", options_for(k, Method::metis));
@@ -182,11 +178,7 @@ TEST(Partition, MetisCutsPlantedGraphBelowHalfOfRandom) {
 // A graph above --metis-max-edges goes through Tessel's coarsening: the folder still satisfies
 // every invariant, the manifest records the levels, and the run is reproducible.
 TEST(Partition, CoarsenedPathKeepsInvariantsAndRecordsLevels) {
-  test::PlantedOptions po;
-  po.num_nodes = 6000;
-  po.blocks = 8;
-  po.avg_degree = 12;
-  const auto data = test::planted_dataset(po);
+  const auto data = test::planted_dataset({.num_nodes = 6000, .blocks = 8, .avg_degree = 12});
   for (int k : {2, 3, 8}) {
     test::TempDir tmp;
     auto o = options_for(k, Method::metis, 4);
@@ -218,12 +210,8 @@ TEST(Partition, CoarsenedPathKeepsInvariantsAndRecordsLevels) {
 // A directed dataset kept directed: METIS's input (and so the coarsening) is the symmetrized
 // graph, the stored graph and the edges constraint follow the directed one.
 TEST(Partition, CoarsenedPathOnADirectedGraphKeptDirected) {
-  test::PlantedOptions po;
-  po.num_nodes = 5000;
-  po.blocks = 8;
-  po.avg_degree = 12;
-  po.directed = true;
-  const auto data = test::planted_dataset(po);
+  const auto data =
+      test::planted_dataset({.num_nodes = 5000, .blocks = 8, .avg_degree = 12, .directed = true});
   test::TempDir tmp;
   auto o = options_for(4, Method::metis, 1);
   o.metis_max_edges = 5000;
@@ -377,7 +365,8 @@ TEST(PartitionRefusals, GraphTooLargeForMetisLeavesNothing) {
   test::TempDir tmp;
   auto o = options_for(2, Method::metis);
   o.max_index = 100; // stands in for 2^31 - 1: the same checks, reachable in a test
-  auto msg = input_error_of([&] { partition_dataset(test::planted_dataset({}), tmp / "parts", o); });
+  auto msg =
+      input_error_of([&] { partition_dataset(test::planted_dataset({}), tmp / "parts", o); });
   EXPECT_NE(msg.find("nodes; partitioning needs node ids that fit in 32 bits"), std::string::npos)
       << msg;
   // Nodes fit, edges do not, and coarsening cannot bring 60 nodes under the limit.
@@ -394,11 +383,7 @@ TEST(PartitionRefusals, GraphTooLargeForMetisLeavesNothing) {
 // More directed edges than METIS's idx_t can count (max_index stands in for 2^31 - 1): Tessel
 // coarsens until METIS can take the graph, scaling the weight totals down for it.
 TEST(Partition, EdgesBeyondMetisIndexAreCoarsenedFirst) {
-  test::PlantedOptions po;
-  po.num_nodes = 6000;
-  po.blocks = 8;
-  po.avg_degree = 12;
-  const auto data = test::planted_dataset(po);
+  const auto data = test::planted_dataset({.num_nodes = 6000, .blocks = 8, .avg_degree = 12});
   for (int k : {2, 4}) {
     test::TempDir tmp;
     auto o = options_for(k, Method::metis, 2);
