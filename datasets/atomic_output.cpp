@@ -3,6 +3,8 @@
 
 #include "tessel/core/error.hpp"
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include <atomic>
@@ -23,8 +25,7 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory)
                    "cannot write {}: it is a folder, expected a file name", target_.string());
   static std::atomic<int> counter{0};
   temp_ = (parent.empty() ? std::filesystem::path(".") : parent) /
-          ("." + target_.filename().string() + ".tmp-" + std::to_string(getpid()) + "-" +
-           std::to_string(counter++));
+          fmt::format(".{}.tmp-{}-{}", target_.filename().string(), getpid(), counter++);
   std::filesystem::remove_all(temp_, ec);
   if (is_directory) {
     std::filesystem::create_directory(temp_, ec);

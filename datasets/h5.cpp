@@ -173,7 +173,8 @@ bool File::exists(const std::string& object) const {
     auto end = object.find('/', start);
     if (end == std::string::npos) end = object.size();
     if (end > start) {
-      prefix += "/" + object.substr(start, end - start);
+      prefix += '/';
+      prefix.append(object, start, end - start);
       if (H5Lexists(id(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
     }
     start = end + 1;
