@@ -176,10 +176,14 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     if (!options.quiet) {
       std::string split;
       for (const auto& [name, s] : m.phases) split += fmt::format(" {} {:.3f}", name, s);
-      log::info("epoch {:4d} | loss {:.4f} | acc train {:.4f} valid {:.4f} test {:.4f} | {:.3f} s "
-                "({}) | sent {}",
-                epoch, m.loss, m.train_acc, m.valid_acc, m.test_acc, m.epoch_s,
-                split.empty() ? std::string("-") : split.substr(1), format_bytes(m.comm_bytes));
+      // Accuracies only for epochs that evaluated (--eval-every), not as zeros.
+      const std::string accuracy =
+          m.evaluated ? fmt::format("acc train {:.4f} valid {:.4f} test {:.4f}", m.train_acc,
+                                    m.valid_acc, m.test_acc)
+                      : std::string("not evaluated");
+      log::info("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
+                accuracy, m.epoch_s, split.empty() ? std::string("-") : split.substr(1),
+                format_bytes(m.comm_bytes));
     }
     if (metrics.is_open()) metrics << m.to_json().dump() << '\n' << std::flush;
     result.epochs.push_back(std::move(m));
