@@ -15,6 +15,7 @@
 #   TESSEL_INFLATE=zlib   use zlib even when Tessel was built with ISA-L (to compare)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/common.sh
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 work="${WORK:-build/bench-convert}"
@@ -25,9 +26,7 @@ classes="${CLASSES:-47}"
 threads="${THREADS:-2}"
 runs="${RUNS:-1}"
 
-[ -x "$tessel" ] || { echo "convert.sh: $tessel not found; build first (scripts/build.sh)" >&2; exit 1; }
-command -v jq >/dev/null || { echo "convert.sh: needs jq" >&2; exit 1; }
-[ -x /usr/bin/time ] || { echo "convert.sh: needs /usr/bin/time (Debian package time)" >&2; exit 1; }
+bench_require convert.sh "$tessel" jq /usr/bin/time
 mkdir -p "$work"
 folder="$work/ogb-products-like-n${nodes}-d${avg_degree}-f${feat_dim}"
 out="$work/converted.h5"

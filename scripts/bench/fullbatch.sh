@@ -9,6 +9,7 @@
 # CLASSES (16), HIDDEN (128), EPOCHS (12; the first 2 are warm-up), CORES (2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/common.sh
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 kernels_bench="$(dirname "$tessel")/../../kernels/tessel_bench_kernels"
@@ -21,21 +22,19 @@ hidden="${HIDDEN:-128}"
 epochs="${EPOCHS:-12}"
 cores="${CORES:-2}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-command -v jq >/dev/null || { echo "fullbatch.sh: needs jq" >&2; exit 1; }
-[ -x "$tessel" ] || { echo "fullbatch.sh: $tessel not found; build first" >&2; exit 1; }
+bench_require fullbatch.sh "$tessel" jq
 mkdir -p "$work"
 
 data="$work/synthetic-n${nodes}-d${avg_degree}-f${feat}.h5"
-[ -f "$data" ] || "$tessel" convert synthetic --nodes "$nodes" --avg-degree "$avg_degree" \
-  --classes "$classes" --feat-dim "$feat" --seed 1 "$data"
+bench_synthetic "$tessel" "$data" "$nodes" "$avg_degree" "$classes" "$feat"
 "$tessel" info "$data"
 
 echo
 printf "%-4s %-8s %10s %10s %10s %12s %10s %14s %14s\n" P threads "s/epoch" aggregate dense communicate eval "sent MB/ep" "halo MB/ep"
 for p in 1 2; do
   parts="$work/parts$p"
-  [ -f "$parts/partition.json" ] || "$tessel" partition "$data" --parts "$p" --out "$parts" --force >/dev/null
-  threads=$(( cores / p )); [ "$threads" -ge 1 ] || threads=1
+  bench_parts "$tessel" "$data" "$p" "$parts"
+  threads=$(bench_threads "$p" "$cores")
   metrics="$work/full-p$p.jsonl"
   OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -np "$p" -x OMP_NUM_THREADS \
     "$tessel" train "$parts" --mode full --model gcn --layers 2 --hidden "$hidden" --dropout 0.5 \

@@ -14,6 +14,7 @@
 #   KEEP=1      keep the part folders
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/common.sh
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 work="${WORK:-build/bench-partition}"
@@ -24,8 +25,7 @@ classes="${CLASSES:-47}"
 parts="${PARTS:-4 8}"
 method="${METHOD:-metis}"
 
-[ -x "$tessel" ] || { echo "partition.sh: $tessel not found; build first (scripts/build.sh)" >&2; exit 1; }
-command -v jq >/dev/null || { echo "partition.sh: needs jq" >&2; exit 1; }
+bench_require partition.sh "$tessel" jq /usr/bin/time
 mkdir -p "$work"
 store="$work/synthetic-n${nodes}-d${avg_degree}-f${feat_dim}.h5"
 

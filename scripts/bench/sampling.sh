@@ -10,6 +10,7 @@
 # CLASSES, EPOCHS (default 2), CORES (2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/bench/common.sh
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 sampling_bench="$(dirname "$tessel")/../../sampling/tessel_bench_sampling"
@@ -21,20 +22,18 @@ classes="${CLASSES:-16}"
 epochs="${EPOCHS:-2}"
 cores="${CORES:-2}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-command -v jq >/dev/null || { echo "sampling.sh: needs jq" >&2; exit 1; }
-[ -x "$tessel" ] || { echo "sampling.sh: $tessel not found; build first" >&2; exit 1; }
+bench_require sampling.sh "$tessel" jq
 mkdir -p "$work"
 
 data="$work/synthetic-n${nodes}-d${avg_degree}-f${feat}.h5"
-[ -f "$data" ] || "$tessel" convert synthetic --nodes "$nodes" --avg-degree "$avg_degree" \
-  --classes "$classes" --feat-dim "$feat" --seed 1 "$data"
+bench_synthetic "$tessel" "$data" "$nodes" "$avg_degree" "$classes" "$feat"
 for p in 1 2; do
-  [ -f "$work/parts$p/partition.json" ] || "$tessel" partition "$data" --parts "$p" --out "$work/parts$p" --force >/dev/null
+  bench_parts "$tessel" "$data" "$p" "$work/parts$p"
 done
 
 run() {  # run P CACHE_RATIO TAG
-  local p=$1 ratio=$2 tag=$3 threads=$(( cores / $1 ))
-  [ "$threads" -ge 1 ] || threads=1
+  local p=$1 ratio=$2 tag=$3 threads
+  threads=$(bench_threads "$1" "$cores")
   local cache=(--cache-policy none)
   [ "$ratio" != 0 ] && cache=(--cache-policy degree --cache-ratio "$ratio")
   OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -np "$p" -x OMP_NUM_THREADS \
