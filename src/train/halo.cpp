@@ -95,16 +95,16 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
   float* out = grad_owned.data<float>();
   std::memcpy(out, g, static_cast<std::size_t>(num_owned_ * f) * sizeof(float));
 
-  // Halo gradients go back to their owners, in the order the owners sent the rows.
-  const float* halo_grad = g + num_owned_ * f;
-  recv_buffer_.resize(static_cast<std::size_t>(num_halo_ * f));
-  if (recv_in_halo_order_) {
-    std::memcpy(recv_buffer_.data(), halo_grad, static_cast<std::size_t>(num_halo_ * f) * sizeof(float));
-  } else {
+  // Halo gradients go back to their owners, in the order the owners sent the rows: straight from
+  // the gradient when the halo is already in that order, else gathered into that order first.
+  const float* back_rows = g + num_owned_ * f;
+  if (!recv_in_halo_order_) {
+    recv_buffer_.resize(static_cast<std::size_t>(num_halo_ * f));
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < num_halo_; ++i)
-      std::memcpy(&recv_buffer_[i * f], halo_grad + static_cast<std::int64_t>(recv_slots_[i]) * f,
+      std::memcpy(&recv_buffer_[i * f], back_rows + static_cast<std::int64_t>(recv_slots_[i]) * f,
                   static_cast<std::size_t>(f) * sizeof(float));
+    back_rows = recv_buffer_.data();
   }
   const int num_ranks = comm_.size();
   std::vector<std::int64_t> send_counts(num_ranks), recv_counts(num_ranks);
@@ -114,7 +114,7 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
   }
   const auto num_back = static_cast<std::int64_t>(send_rows_.size());
   send_buffer_.resize(static_cast<std::size_t>(num_back * f));
-  comm_.alltoallv(recv_buffer_.data(), send_counts, send_buffer_.data(), recv_counts, DType::f32);
+  comm_.alltoallv(back_rows, send_counts, send_buffer_.data(), recv_counts, DType::f32);
   // Sum into the owned rows. One peer asks for a row at most once, so within one peer's block
   // rows are distinct and the block can be added in parallel; blocks go in rank order so the
   // summation order is fixed.
