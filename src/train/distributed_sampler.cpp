@@ -203,17 +203,16 @@ Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
   counters_.cache_hits += static_cast<std::int64_t>(remote_ids.size() - misses.size());
   std::vector<NodeId> miss_ids(misses.size());
   for (std::size_t k = 0; k < misses.size(); ++k) miss_ids[k] = remote_ids[misses[k]];
-  const std::vector<float> rows = fetch_remote_rows(miss_ids, owned_features);
+  fetch_remote_rows(miss_ids, owned_features, staged.data(), misses);
   counters_.fetched_rows += static_cast<std::int64_t>(misses.size());
-  for (std::size_t k = 0; k < misses.size(); ++k)
-    std::memcpy(&staged[misses[k] * f], &rows[k * f], row_bytes);
   for (std::size_t k = 0; k < remote_ids.size(); ++k)
     std::memcpy(out + remote_pos[k] * f, &staged[k * f], row_bytes);
   return x;
 }
 
-std::vector<float> DistributedSampler::fetch_remote_rows(std::span<const NodeId> ids,
-                                                         std::span<const float> owned_features) {
+void DistributedSampler::fetch_remote_rows(std::span<const NodeId> ids,
+                                           std::span<const float> owned_features, float* out,
+                                           std::span<const std::int64_t> out_row) {
   const int num_ranks = comm_.size();
   const std::int64_t f = part_.feature_dim;
   const auto row_bytes = static_cast<std::size_t>(f) * sizeof(float);
@@ -237,10 +236,11 @@ std::vector<float> DistributedSampler::fetch_remote_rows(std::span<const NodeId>
   for (auto& c : back_counts) c *= f;
   std::vector<float> back(requests.size() * static_cast<std::size_t>(f));
   comm_.alltoallv(reply.data(), reply_counts, back.data(), back_counts, DType::f32);
-  std::vector<float> rows(back.size());
-  for (std::size_t k = 0; k < routing.order.size(); ++k)
-    std::memcpy(&rows[static_cast<std::size_t>(routing.order[k]) * f], &back[k * f], row_bytes);
-  return rows;
+  for (std::size_t k = 0; k < routing.order.size(); ++k) {
+    const auto i = static_cast<std::size_t>(routing.order[k]);
+    const std::int64_t row = out_row.empty() ? static_cast<std::int64_t>(i) : out_row[i];
+    std::memcpy(out + row * f, &back[k * f], row_bytes);
+  }
 }
 
 void DistributedSampler::setup_cache(const std::string& policy, const sampling::CacheBudget& budget,
@@ -278,7 +278,10 @@ void DistributedSampler::setup_cache(const std::string& policy, const sampling::
     }
   }
   cache_ = sampling::FeatureCache::build(candidates, score, budget, part_.feature_dim);
-  cache_.fill(fetch_remote_rows(cache_.ids(), owned_features));
+  std::vector<float> rows(static_cast<std::size_t>(cache_.size()) *
+                         static_cast<std::size_t>(part_.feature_dim));
+  fetch_remote_rows(cache_.ids(), owned_features, rows.data(), {});
+  cache_.fill(rows);
   cache_.reset_stats();
   const auto total_rows = comm_.allreduce_value<std::int64_t>(cache_.size());
   log::info("feature cache ({}): {} remote rows on all ranks, {:.1f} MiB on rank 0", policy,

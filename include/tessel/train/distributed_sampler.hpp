@@ -77,8 +77,10 @@ class DistributedSampler {
   };
   void remember(NodeId global, NodeInfo info);
   void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases);
-  std::vector<float> fetch_remote_rows(std::span<const NodeId> ids,
-                                       std::span<const float> owned_features);
+  // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
+  // out (row k when out_row is empty), each row copied once from the receive buffer.
+  void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
+                         float* out, std::span<const std::int64_t> out_row);
 
   partition::Part& part_;
   const partition::Manifest& manifest_;
