@@ -1,0 +1,135 @@
+// Pipeline schedules without MPI: every dependency holds, no deadlock, peak activations and the
+// bubble fraction of GPipe, 1F1B and wave for S in {2, 4, 8} and m in {1, 4, 16}.
+#include "tessel/core/error.hpp"
+#include "tessel/train/schedule.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+using namespace tessel;
+using namespace tessel::train;
+
+namespace {
+
+const ScheduleKind kKinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::wave};
+
+} // namespace
+
+TEST(Schedule, EveryKindIsValidDeadlockFreeAndMeetsItsBubbleAndMemoryBounds) {
+  for (ScheduleKind kind : kKinds)
+    for (int s : {2, 4, 8})
+      for (int m : {1, 4, 16}) {
+        SCOPED_TRACE(schedule_kind_name(kind) + " S=" + std::to_string(s) +
+                     " m=" + std::to_string(m));
+        const Schedule schedule = make_schedule(kind, s, m);
+        ASSERT_EQ(schedule.stages, kind == ScheduleKind::wave ? 2 * s : s);
+        // Each stage's forward and backward appear exactly once (the simulator checks it too).
+        std::size_t computes = 0;
+        for (const auto& list : schedule.actions)
+          for (const Action& a : list)
+            computes += a.kind == ActionKind::forward || a.kind == ActionKind::backward;
+        EXPECT_EQ(computes, static_cast<std::size_t>(2 * m * schedule.stages));
+        for (double backward : {1.0, 2.0}) {
+          const SimulationResult sim = simulate(schedule, 1.0, backward);
+          ASSERT_TRUE(sim.ok) << sim.error;
+          const double analytic = analytic_bubble(kind, s, m);
+          if (kind == ScheduleKind::wave) {
+            // Between the V-shape's bound and 1F1B's bubble; strictly below 1F1B once there
+            // are at least as many micro-batches as ranks.
+            EXPECT_GE(sim.bubble, analytic - 1e-9) << "backward cost " << backward;
+            const double one_f_one_b = analytic_bubble(ScheduleKind::one_f_one_b, s, m);
+            EXPECT_LE(sim.bubble, one_f_one_b + 1e-9) << "backward cost " << backward;
+            if (m >= s && s > 2) EXPECT_LT(sim.bubble, one_f_one_b - 1e-3);
+          } else {
+            EXPECT_NEAR(sim.bubble, analytic, 1e-9) << "backward cost " << backward;
+          }
+        }
+        const SimulationResult sim = simulate(schedule);
+        const int peak =
+            *std::max_element(sim.peak_in_flight_stage.begin(), sim.peak_in_flight_stage.end());
+        if (kind == ScheduleKind::gpipe) EXPECT_EQ(peak, m);
+        if (kind == ScheduleKind::one_f_one_b) {
+          EXPECT_LE(peak, s);
+          EXPECT_EQ(peak, std::min(s, m)); // the first stage holds S (or all m) activations
+          for (int r = 0; r < s; ++r)
+            EXPECT_LE(sim.peak_in_flight_stage[r], std::min(s - r, m));
+        }
+      }
+}
+
+TEST(Schedule, ForwardOnlySchedulesHaveNoBackwardAndFinish) {
+  for (ScheduleKind kind : kKinds)
+    for (int s : {1, 2, 4}) {
+      const Schedule schedule = make_schedule(kind, s, 5, true);
+      for (const auto& list : schedule.actions)
+        for (const Action& a : list) {
+          EXPECT_NE(a.kind, ActionKind::backward);
+          EXPECT_NE(a.kind, ActionKind::send_gradient);
+        }
+      const SimulationResult sim = simulate(schedule);
+      EXPECT_TRUE(sim.ok) << sim.error;
+    }
+}
+
+TEST(Schedule, SingleStageIsTheUnpipelinedLoop) {
+  const Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, 1, 3);
+  ASSERT_EQ(schedule.actions[0].size(), 6u);
+  for (const Action& a : schedule.actions[0])
+    EXPECT_EQ(a.peer, -1);
+  EXPECT_DOUBLE_EQ(simulate(schedule).bubble, 0.0);
+}
+
+TEST(Schedule, SimulatorFindsBrokenSchedules) {
+  // Two ranks that both receive before they send: a deadlock.
+  Schedule deadlock = make_schedule(ScheduleKind::gpipe, 2, 1);
+  std::swap(deadlock.actions[1][0], deadlock.actions[1].back()); // rank 1 sends its gradient first
+  auto sim = simulate(deadlock);
+  EXPECT_FALSE(sim.ok);
+
+  Schedule swapped = make_schedule(ScheduleKind::gpipe, 2, 2);
+  // Rank 1 runs backward of micro 0 before its forward.
+  auto& list = swapped.actions[1];
+  auto fwd = std::find(list.begin(), list.end(), Action{ActionKind::forward, 0, 1, -1});
+  auto bwd = std::find(list.begin(), list.end(), Action{ActionKind::backward, 0, 1, -1});
+  ASSERT_TRUE(fwd != list.end() && bwd != list.end());
+  std::iter_swap(fwd, bwd);
+  sim = simulate(swapped);
+  EXPECT_FALSE(sim.ok);
+  EXPECT_NE(sim.error.find("before its forward"), std::string::npos) << sim.error;
+
+  Schedule missing = make_schedule(ScheduleKind::one_f_one_b, 4, 4);
+  missing.actions[2].pop_back(); // rank 2 never sends its last gradient
+  sim = simulate(missing);
+  EXPECT_FALSE(sim.ok);
+
+  Schedule cycle; // each rank waits for the other's activation
+  cycle.ranks = 2;
+  cycle.stages = 2;
+  cycle.micro_batches = 1;
+  cycle.forward_only = true;
+  cycle.stage_rank = {0, 1};
+  cycle.actions = {{{ActionKind::recv_gradient, 0, 0, 1}, {ActionKind::forward, 0, 0, -1}},
+                   {{ActionKind::recv_activation, 0, 1, 0}, {ActionKind::forward, 0, 1, -1}}};
+  sim = simulate(cycle);
+  EXPECT_FALSE(sim.ok);
+  EXPECT_NE(sim.error.find("deadlock"), std::string::npos) << sim.error;
+}
+
+TEST(Schedule, UnevenStagesSlowTheWholePipeline) {
+  // A stage twice as slow as the others sets the pace: the bubble grows past the analytic one.
+  const Schedule schedule = make_schedule(ScheduleKind::one_f_one_b, 4, 8);
+  const auto sim = simulate(schedule, [&](int r, std::size_t i) {
+    const Action& a = schedule.actions[r][i];
+    const double base = a.kind == ActionKind::forward ? 1.0 : 2.0;
+    return r == 2 ? 2 * base : base;
+  });
+  ASSERT_TRUE(sim.ok) << sim.error;
+  EXPECT_GT(sim.bubble, analytic_bubble(ScheduleKind::one_f_one_b, 4, 8) + 0.1);
+}
+
+TEST(Schedule, NamesRoundTrip) {
+  for (ScheduleKind kind : kKinds)
+    EXPECT_EQ(parse_schedule_kind(schedule_kind_name(kind)), kind);
+  EXPECT_THROW(parse_schedule_kind("zigzag"), InputError);
+}
