@@ -3,6 +3,8 @@
 
 #include "tessel/core/mpi.hpp"
 
+#include <cstring>
+#include <list>
 #include <numeric>
 
 namespace tessel::comm {
@@ -49,7 +51,13 @@ class MpiCommunicator final : public Communicator {
     TESSEL_CHECK_MPI(MPI_Comm_size(comm_, &size_));
   }
   ~MpiCommunicator() override {
-    if (mpi::initialized()) MPI_Comm_free(&comm_);
+    if (!mpi::initialized()) return;
+    // A send still in flight at teardown (an error path) is cancelled rather than waited for.
+    for (auto& pending : pending_sends_) {
+      MPI_Cancel(&pending.request);
+      MPI_Request_free(&pending.request);
+    }
+    MPI_Comm_free(&comm_);
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -106,6 +114,34 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override { TESSEL_CHECK_MPI(MPI_Barrier(comm_)); }
 
+  void send(const void* buffer, std::int64_t count, DType dtype, int peer, int tag) override {
+    TESSEL_ASSERT(peer >= 0 && peer < size_ && peer != rank_, "send: peer {} of {} (rank {})",
+                  peer, size_, rank_);
+    reap_sends(false);
+    const auto bytes = static_cast<std::size_t>(count) * dtype_size(dtype);
+    PendingSend& pending = pending_sends_.emplace_back();
+    pending.payload.resize(bytes);
+    if (bytes > 0) std::memcpy(pending.payload.data(), buffer, bytes);
+    TESSEL_CHECK_MPI(MPI_Isend(pending.payload.data(), mpi::as_count(count, "send"),
+                               mpi_type(dtype), peer, tag, comm_, &pending.request));
+    bytes_sent_ += static_cast<std::int64_t>(bytes);
+  }
+
+  void recv(void* buffer, std::int64_t count, DType dtype, int peer, int tag) override {
+    TESSEL_ASSERT(peer >= 0 && peer < size_ && peer != rank_, "recv: peer {} of {} (rank {})",
+                  peer, size_, rank_);
+    MPI_Status status;
+    TESSEL_CHECK_MPI(MPI_Recv(buffer, mpi::as_count(count, "recv"), mpi_type(dtype), peer, tag,
+                              comm_, &status));
+    int received = 0;
+    TESSEL_CHECK_MPI(MPI_Get_count(&status, mpi_type(dtype), &received));
+    TESSEL_EXPECTS(received == count, "recv: expected {} elements from rank {} (tag {}), got {}",
+                   count, peer, tag, received);
+    reap_sends(false);
+  }
+
+  void wait_sends() override { reap_sends(true); }
+
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     TESSEL_CHECK_MPI(MPI_Comm_split(comm_, color, key, &sub));
@@ -115,6 +151,25 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  struct PendingSend {
+    std::vector<char> payload;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  // Frees the copies of sends that have left (all of them, waiting, when `wait`).
+  void reap_sends(bool wait) {
+    for (auto it = pending_sends_.begin(); it != pending_sends_.end();) {
+      int done = 0;
+      if (wait) {
+        TESSEL_CHECK_MPI(MPI_Wait(&it->request, MPI_STATUS_IGNORE));
+        done = 1;
+      } else {
+        TESSEL_CHECK_MPI(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE));
+      }
+      it = done ? pending_sends_.erase(it) : std::next(it);
+    }
+  }
+
+  std::list<PendingSend> pending_sends_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;

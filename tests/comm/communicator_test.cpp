@@ -62,3 +62,31 @@ TEST(MpiCommunicator, SplitMakesIndependentGroups) {
   const auto sum = sub->allreduce_value<std::int32_t>(1);
   EXPECT_EQ(sum, sub->size());
 }
+
+TEST(MpiCommunicator, SendNeverBlocksAndReceivesMatchByTag) {
+  auto comm = comm::make_mpi_communicator();
+  const int r = comm->rank(), p = comm->size();
+  if (p < 2) return;  // point to point needs a peer (the np1 run checks the collectives only)
+  // Every rank sends two large messages to both neighbours before receiving anything: with
+  // blocking sends this ring would deadlock.
+  const int next = (r + 1) % p, prev = (r + p - 1) % p;
+  const std::int64_t n = 1 << 18;
+  std::vector<float> a(n, static_cast<float>(r)), b(n, static_cast<float>(r + 100));
+  comm->reset_bytes_sent();
+  comm->send(a.data(), n, DType::f32, next, 1);
+  comm->send(b.data(), n, DType::f32, next, 2);
+  a.assign(n, -1.0f);  // the payload was copied: changing it now changes nothing
+  std::vector<float> got2(n), got1(n);
+  comm->recv(got2.data(), n, DType::f32, prev, 2);  // tags pick the message, not arrival order
+  comm->recv(got1.data(), n, DType::f32, prev, 1);
+  EXPECT_EQ(got1[0], static_cast<float>(prev));
+  EXPECT_EQ(got1[n - 1], static_cast<float>(prev));
+  EXPECT_EQ(got2[n / 2], static_cast<float>(prev + 100));
+  comm->wait_sends();
+  EXPECT_EQ(comm->bytes_sent(), 2 * n * 4);
+  std::vector<float> wrong(3);
+  if (r == 0) comm->send(wrong.data(), 2, DType::f32, 1, 5);
+  if (r == 1) EXPECT_ANY_THROW(comm->recv(wrong.data(), 3, DType::f32, 0, 5));
+  comm->wait_sends();
+  comm->barrier();
+}

@@ -36,6 +36,14 @@ class Communicator {
   virtual void barrier() = 0;
   // Sub-communicator of the ranks with the same color, ordered by key.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // Point to point, not collective (pipeline stages). send copies the payload and returns at
+  // once: the message leaves in the background, so two ranks that send to each other before
+  // receiving cannot deadlock. recv blocks until the message with this peer and tag arrives
+  // (messages between two ranks with one tag arrive in the order they were sent). 0 <= tag <
+  // 32768. wait_sends() returns when every message this rank sent has left.
+  virtual void send(const void* buffer, std::int64_t count, DType dtype, int peer, int tag) = 0;
+  virtual void recv(void* buffer, std::int64_t count, DType dtype, int peer, int tag) = 0;
+  virtual void wait_sends() = 0;
 
   std::int64_t bytes_sent() const { return bytes_sent_; }
   void reset_bytes_sent() { bytes_sent_ = 0; }
