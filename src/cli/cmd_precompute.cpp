@@ -1,0 +1,98 @@
+// `tessel precompute DIR --hops K`: SIGN hop features of every part, under mpirun (one rank per
+// part).
+#include "command.hpp"
+
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/train/precompute.hpp"
+#include "tessel/train/train.hpp"
+
+#include <omp.h>
+
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+struct PrecomputeArgs {
+  std::filesystem::path part_dir;
+  std::filesystem::path out_dir;
+  train::PrecomputeOptions options;
+  int threads = 0;
+};
+
+void normalize(std::vector<float>& features, std::int64_t cols) {
+  if (cols <= 0) return;
+  const auto rows = static_cast<std::int64_t>(features.size()) / cols;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = features.data() + r * cols;
+    double sum = 0;
+    for (std::int64_t j = 0; j < cols; ++j)
+      sum += row[j];
+    if (sum == 0) continue;
+    const float inv = static_cast<float>(1.0 / sum);
+    for (std::int64_t j = 0; j < cols; ++j)
+      row[j] *= inv;
+  }
+}
+
+std::function<void()> setup_precompute(CLI::App& app) {
+  auto args = std::make_shared<PrecomputeArgs>();
+  app.add_option("DIR", args->part_dir, "partition folder made by `tessel partition`")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--hops", args->options.hops, "K: write X, AX, ..., A^K X")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  app.add_option("--operator", args->options.op,
+                 "gcn: D^-1/2 (A+I) D^-1/2; mean: mean of the in-neighbors")
+      ->check(CLI::IsMember({"gcn", "mean"}))
+      ->capture_default_str();
+  app.add_option("--normalize-features", args->options.normalize_features,
+                 "normalize X before propagating: none or row (as tessel train does)")
+      ->check(CLI::IsMember({"none", "row"}))
+      ->capture_default_str();
+  app.add_option("--out", args->out_dir,
+                 "output folder (default: DIR/sign-<operator>-k<K>[-row], where `tessel train "
+                 "--mode pipeline` looks)");
+  app.add_option("--threads", args->threads, "OpenMP threads per rank");
+  app.footer(
+      "Run with one rank per part: mpirun -np P tessel precompute DIR --hops K.\n"
+      "Writes sign-<p>.h5 per part (format in docs/formats.md): [X, AX, ..., A^K X] of the\n"
+      "part's owned nodes, computed with the halo exchange and SpMM; P ranks write what one\n"
+      "rank computes.");
+  return [args] {
+    auto comm = comm::make_mpi_communicator();
+    const int threads = train::choose_threads(args->threads);
+    omp_set_num_threads(threads);
+    Stopwatch watch;
+    const partition::Manifest manifest = partition::read_manifest(args->part_dir);
+    TESSEL_EXPECTS(
+        manifest.num_parts == comm->size(),
+        "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
+        args->part_dir.string(), manifest.num_parts, comm->size(), manifest.num_parts);
+    partition::Part part = partition::load_part(args->part_dir, comm->rank(), manifest);
+    if (args->options.normalize_features == "row") normalize(part.features, part.feature_dim);
+    const auto dir = args->out_dir.empty() ? train::default_sign_dir(args->part_dir, args->options)
+                                           : args->out_dir;
+    const auto hops = train::precompute_hops(*comm, part, args->options);
+    if (comm->rank() == 0) std::filesystem::create_directories(dir);
+    comm->barrier();
+    train::write_sign_features(dir, part, manifest.dataset, args->options, hops);
+    comm->barrier();
+    log::info("precomputed {} hops ({}) of {} nodes x {} features on {} ranks into {} in {:.2f} s",
+              args->options.hops, args->options.op, manifest.num_nodes, manifest.feature_dim,
+              comm->size(), dir.string(), watch.seconds());
+  };
+}
+
+const Registrar registrar({"precompute",
+                           "Propagate node features K hops (SIGN) for --mode pipeline (run under "
+                           "mpirun).",
+                           true, setup_precompute, 35});
+
+} // namespace
+} // namespace tessel::cli

@@ -1,0 +1,147 @@
+// SIGN precomputation: repeated halo exchange + SpMM over the owned rows, and its HDF5 files.
+#include "tessel/train/precompute.hpp"
+
+#include "full_aggregator.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/h5.hpp"
+#include "tessel/kernels/sparse.hpp"
+#include "tessel/train/halo.hpp"
+
+#include <cstring>
+
+namespace tessel::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+void check_options(const PrecomputeOptions& o) {
+  TESSEL_EXPECTS(o.hops >= 0 && o.hops <= 16, "--hops {}: expected 0 to 16", o.hops);
+  TESSEL_EXPECTS(o.op == "gcn" || o.op == "mean", "--operator {}: expected gcn or mean", o.op);
+  TESSEL_EXPECTS(o.normalize_features == "none" || o.normalize_features == "row",
+                 "--normalize-features {}: expected none or row", o.normalize_features);
+}
+
+} // namespace
+
+fs::path default_sign_dir(const fs::path& part_dir, const PrecomputeOptions& o) {
+  return part_dir /
+         fmt::format("sign-{}-k{}{}", o.op, o.hops, o.normalize_features == "row" ? "-row" : "");
+}
+
+std::string sign_file_name(int part) {
+  return fmt::format("sign-{}.h5", part);
+}
+
+std::vector<float> precompute_hops(comm::Communicator& comm, const partition::Part& part,
+                                   const PrecomputeOptions& options) {
+  check_options(options);
+  const std::int64_t n = part.num_owned, f = part.feature_dim, width = (options.hops + 1) * f;
+  TESSEL_EXPECTS(static_cast<std::int64_t>(part.features.size()) == n * f,
+                 "precompute: part {} has {} feature values, expected {} x {}", part.part_id,
+                 part.features.size(), n, f);
+  HaloExchange halo(part, comm);
+  const kernels::SparseMatrix a = kernels::SparseMatrix::from_csr(weighted_adjacency(
+      part.graph, part.degree, options.op == "gcn" ? nn::Norm::gcn : nn::Norm::mean));
+  std::vector<float> out(static_cast<std::size_t>(n * width));
+  Tensor current = Tensor::empty({n, f}, DType::f32);
+  std::copy(part.features.begin(), part.features.end(), current.data<float>());
+  Tensor full;
+  for (int k = 0;; ++k) {
+    const float* src = current.data<float>();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i)
+      std::memcpy(&out[static_cast<std::size_t>(i * width + k * f)], src + i * f,
+                  static_cast<std::size_t>(f) * sizeof(float));
+    if (k == options.hops) break;
+    halo.forward(current, full); // owned rows + halo rows from their owners
+    Tensor next = Tensor::empty({n, f}, DType::f32);
+    kernels::spmm(a, full, next);
+    current = next;
+  }
+  return out;
+}
+
+void write_sign_features(const fs::path& dir, const partition::Part& part,
+                         const std::string& dataset, const PrecomputeOptions& options,
+                         const std::vector<float>& hops) {
+  const std::int64_t n = part.num_owned, width = (options.hops + 1) * part.feature_dim;
+  TESSEL_ASSERT(static_cast<std::int64_t>(hops.size()) == n * width,
+                "write_sign_features: {} values for {} x {}", hops.size(), n, width);
+  datasets::AtomicOutput output(dir / sign_file_name(part.part_id));
+  {
+    h5::File file = h5::File::create(output.temp_path());
+    file.set_attr("format", std::string(kSignFormat));
+    file.set_attr("version", static_cast<std::int64_t>(kSignVersion));
+    file.set_attr("dataset", dataset);
+    file.set_attr("part", static_cast<std::int64_t>(part.part_id));
+    file.set_attr("num_parts", static_cast<std::int64_t>(part.num_parts));
+    file.set_attr("num_owned", n);
+    file.set_attr("feature_dim", part.feature_dim);
+    file.set_attr("hops", static_cast<std::int64_t>(options.hops));
+    file.set_attr("operator", options.op);
+    file.set_attr("normalize_features", options.normalize_features);
+    file.write("/nodes/orig_id", part.orig_id.data(), {n},
+               "id in the source dataset of each owned node (row order of /feat)");
+    file.write("/feat", hops.data(), {n, width},
+               "hop k of node i at columns [k F, (k+1) F): (A^k X)[i]", 4096);
+    file.close();
+  }
+  output.commit();
+}
+
+bool read_sign_features(const fs::path& dir, const partition::Part& part,
+                        const PrecomputeOptions& options, std::vector<float>* hops) {
+  const fs::path path = dir / sign_file_name(part.part_id);
+  if (!fs::exists(path)) return false;
+  h5::File file = h5::File::open_read(path);
+  TESSEL_EXPECTS(file.has_attr("format") && file.attr_string("format") == kSignFormat,
+                 "{}: not a Tessel SIGN feature file (format attribute)", path.string());
+  const auto version = file.attr_int("version");
+  TESSEL_EXPECTS(version == kSignVersion, "{}: version {}, this Tessel reads version {}",
+                 path.string(), version, kSignVersion);
+  const std::int64_t n = part.num_owned, f = part.feature_dim;
+  TESSEL_EXPECTS(
+      file.attr_int("part") == part.part_id && file.attr_int("num_parts") == part.num_parts &&
+          file.attr_int("num_owned") == n && file.attr_int("feature_dim") == f,
+      "{}: made for part {} of {} ({} nodes, {} features), this is part {} of {} ({} "
+      "nodes, {} features); run tessel precompute again",
+      path.string(), file.attr_int("part"), file.attr_int("num_parts"), file.attr_int("num_owned"),
+      file.attr_int("feature_dim"), part.part_id, part.num_parts, n, f);
+  TESSEL_EXPECTS(
+      file.attr_int("hops") == options.hops && file.attr_string("operator") == options.op &&
+          file.attr_string("normalize_features") == options.normalize_features,
+      "{}: holds --hops {} --operator {} --normalize-features {}, this run asks for "
+      "--hops {} --operator {} --normalize-features {}",
+      path.string(), file.attr_int("hops"), file.attr_string("operator"),
+      file.attr_string("normalize_features"), options.hops, options.op, options.normalize_features);
+  const auto ids = file.read<std::int64_t>("/nodes/orig_id", {n});
+  for (std::int64_t i = 0; i < n; ++i)
+    TESSEL_EXPECTS(ids[i] == part.orig_id[i],
+                   "{}: row {} is node {}, the partition has node {} there (made from another "
+                   "partition); run tessel precompute again",
+                   path.string(), i, ids[i], part.orig_id[i]);
+  *hops = file.read<float>("/feat", {n, (options.hops + 1) * f});
+  return true;
+}
+
+std::vector<float> load_or_precompute(comm::Communicator& comm, const partition::Part& part,
+                                      const std::string& dataset, const PrecomputeOptions& options,
+                                      const fs::path& dir, bool* computed) {
+  check_options(options);
+  std::vector<float> hops;
+  const int have = read_sign_features(dir, part, options, &hops) ? 1 : 0;
+  // Every rank takes the same branch: the computation is collective.
+  const bool all = comm.allreduce_value(have, comm::ReduceOp::min) == 1;
+  if (computed) *computed = !all;
+  if (all) return hops;
+  hops = precompute_hops(comm, part, options);
+  if (comm.rank() == 0) fs::create_directories(dir);
+  comm.barrier();
+  write_sign_features(dir, part, dataset, options, hops);
+  comm.barrier();
+  return hops;
+}
+
+} // namespace tessel::train
