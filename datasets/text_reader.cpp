@@ -267,6 +267,11 @@ LineChunkReader::LineChunkReader(std::filesystem::path path, std::size_t chunk_b
     const auto got = std::fread(magic, 1, 2, f.get());
     compressed_ = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
   }
+  // Small files (counts, split lists) get buffers of their size, not chunk_bytes each: a plain
+  // file's text is its bytes; gzip text is rarely more than 8x its input, and a chunk that
+  // fills up is cut at its last newline anyway (a longer line grows the buffer).
+  const auto bound = static_cast<std::size_t>(std::max<std::int64_t>(file_bytes_, 0)) + 1;
+  chunk_bytes_ = std::min(chunk_bytes_, std::max<std::size_t>(compressed_ ? 8 * bound : bound, 64));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -400,7 +405,8 @@ void LineChunkReader::produce() {
     }
   } else {
     std::unique_ptr<Inflater> inflater = make_inflater(backend_);
-    std::vector<unsigned char> input(kInputBlock);
+    std::vector<unsigned char> input(
+        std::min<std::size_t>(kInputBlock, static_cast<std::size_t>(file_bytes_) + 1));
     const unsigned char* in = input.data();
     std::size_t in_len = 0;
     bool in_member = false; // inside a gzip member that has not ended yet
