@@ -12,6 +12,7 @@ packages=(
   zlib1g-dev libisal-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libfast-float-dev
   libgtest-dev
+  clang libclang-rt-dev libomp-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer, OpenMP
   python3 python3-matplotlib python3-h5py python3-numpy
   jq time
 )
