@@ -74,7 +74,10 @@ NpyHeader parse_npy_dict(const std::string& text, const std::string& where) {
     TESSEL_EXPECTS(pos != std::string::npos, "{}: .npy header has no '{}'", where, key);
     const auto colon = text.find(':', pos);
     TESSEL_EXPECTS(colon != std::string::npos, "{}: malformed .npy header", where);
-    return text.find_first_not_of(' ', colon + 1);
+    const auto value = text.find_first_not_of(' ', colon + 1);
+    TESSEL_EXPECTS(value != std::string::npos, "{}: .npy header has no value for '{}'", where,
+                   key);
+    return value;
   };
   std::size_t p = value_of("descr");
   TESSEL_EXPECTS(p != std::string::npos && (text[p] == '\'' || text[p] == '"'),
