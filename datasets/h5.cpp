@@ -66,6 +66,13 @@ std::int64_t product(const std::vector<std::int64_t>& dims) {
   return n;
 }
 
+// A failed HDF5 call while reading a file means the file is damaged (HDF5 checks what it
+// decodes): an input error naming the file and what was read, not a library failure.
+template <class Rc> Rc read_check(Rc rc, const std::filesystem::path& file, const std::string& what) {
+  if (rc < 0) TESSEL_FAIL("{}: cannot read {} (truncated or corrupt file?)", file.string(), what);
+  return rc;
+}
+
 std::string dims_string(const std::vector<std::int64_t>& dims) {
   std::string s = "[";
   for (std::size_t i = 0; i < dims.size(); ++i)
@@ -251,10 +258,11 @@ bool File::has_attr(const std::string& name, const std::string& object) const {
 
 std::string File::attr_string(const std::string& name, const std::string& object) const {
   Handle attr = open_attr(*this, object, name);
-  Handle type(TESSEL_CHECK_HDF5(H5Aget_type(attr.get())));
+  const std::string what = "attribute \"" + name + "\" of " + object;
+  Handle type(read_check(H5Aget_type(attr.get()), path_, what));
   TESSEL_EXPECTS(H5Tget_class(type.get()) == H5T_STRING,
                  "{}: attribute \"{}\" of {} is not a string", path_.string(), name, object);
-  Handle space(TESSEL_CHECK_HDF5(H5Aget_space(attr.get())));
+  Handle space(read_check(H5Aget_space(attr.get()), path_, what));
   TESSEL_EXPECTS(H5Sget_simple_extent_npoints(space.get()) == 1,
                  "{}: attribute \"{}\" of {} is not a single string", path_.string(), name, object);
   if (H5Tis_variable_str(type.get()) > 0) {
@@ -262,7 +270,7 @@ std::string File::attr_string(const std::string& name, const std::string& object
     TESSEL_CHECK_HDF5(H5Tset_size(mem.get(), H5T_VARIABLE));
     TESSEL_CHECK_HDF5(H5Tset_cset(mem.get(), H5Tget_cset(type.get())));
     char* text = nullptr;
-    TESSEL_CHECK_HDF5(H5Aread(attr.get(), mem.get(), &text));
+    read_check(H5Aread(attr.get(), mem.get(), &text), path_, what);
     std::string value = text ? text : "";
     H5free_memory(text);
     return value;
@@ -270,7 +278,7 @@ std::string File::attr_string(const std::string& name, const std::string& object
   const std::size_t size = H5Tget_size(type.get());
   std::string value(size, '\0');
   Handle mem(TESSEL_CHECK_HDF5(H5Tcopy(type.get())));
-  TESSEL_CHECK_HDF5(H5Aread(attr.get(), mem.get(), value.data()));
+  read_check(H5Aread(attr.get(), mem.get(), value.data()), path_, what);
   while (!value.empty() && (value.back() == '\0' || value.back() == ' '))
     value.pop_back();
   return value;
@@ -278,15 +286,16 @@ std::string File::attr_string(const std::string& name, const std::string& object
 
 std::int64_t File::attr_int(const std::string& name, const std::string& object) const {
   Handle attr = open_attr(*this, object, name);
-  Handle type(TESSEL_CHECK_HDF5(H5Aget_type(attr.get())));
+  const std::string what = "attribute \"" + name + "\" of " + object;
+  Handle type(read_check(H5Aget_type(attr.get()), path_, what));
   TESSEL_EXPECTS(H5Tget_class(type.get()) == H5T_INTEGER,
                  "{}: attribute \"{}\" of {} is not an integer", path_.string(), name, object);
-  Handle space(TESSEL_CHECK_HDF5(H5Aget_space(attr.get())));
+  Handle space(read_check(H5Aget_space(attr.get()), path_, what));
   TESSEL_EXPECTS(H5Sget_simple_extent_npoints(space.get()) == 1,
                  "{}: attribute \"{}\" of {} is not a single integer", path_.string(), name,
                  object);
   std::int64_t value = 0;
-  TESSEL_CHECK_HDF5(H5Aread(attr.get(), H5T_NATIVE_INT64, &value));
+  read_check(H5Aread(attr.get(), H5T_NATIVE_INT64, &value), path_, what);
   return value;
 }
 
@@ -344,7 +353,7 @@ namespace {
 // integer <-> float mixups and no narrowing of integers.
 template <class T>
 void check_readable_as(const File& file, const std::string& name, hid_t dataset) {
-  Handle type(TESSEL_CHECK_HDF5(H5Dget_type(dataset)));
+  Handle type(read_check(H5Dget_type(dataset), file.path(), "the type of dataset " + name));
   const H5T_class_t cls = H5Tget_class(type.get());
   const bool want_float = std::is_floating_point_v<T>;
   TESSEL_EXPECTS((want_float && cls == H5T_FLOAT) || (!want_float && cls == H5T_INTEGER),
@@ -357,12 +366,13 @@ void check_readable_as(const File& file, const std::string& name, hid_t dataset)
 }
 
 std::vector<std::int64_t> dataset_dims(const File& file, const std::string& name, hid_t dataset) {
-  Handle space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
+  Handle space(read_check(H5Dget_space(dataset), file.path(), "the shape of dataset " + name));
   const int rank = H5Sget_simple_extent_ndims(space.get());
   TESSEL_EXPECTS(rank >= 0 && rank <= 8, "{}: dataset {} has an unreadable shape",
                  file.path().string(), name);
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
-  TESSEL_CHECK_HDF5(H5Sget_simple_extent_dims(space.get(), d.data(), nullptr));
+  read_check(H5Sget_simple_extent_dims(space.get(), d.data(), nullptr), file.path(),
+             "the shape of dataset " + name);
   return {d.begin(), d.end()};
 }
 
