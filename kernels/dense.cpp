@@ -126,6 +126,42 @@ void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Conte
   }
 }
 
+void scatter_add_rows_segmented(const Tensor& src, const Tensor& index,
+                                std::span<const std::int64_t> segment_rows, Tensor& out,
+                                Context* ctx) {
+  constexpr const char* kOp = "scatter_add_rows_segmented";
+  expect_row_op(kOp, src, index, out);
+  TESSEL_EXPECTS(src.rows() == index.numel(), "{}: src {} for {} indices", kOp, src.describe(),
+                 index.numel());
+  std::int64_t total = 0;
+  for (const std::int64_t rows : segment_rows) {
+    TESSEL_EXPECTS(rows >= 0, "{}: a segment of {} rows", kOp, rows);
+    total += rows;
+  }
+  TESSEL_EXPECTS(total == src.rows(), "{}: segments of {} rows in all for src {}", kOp, total,
+                 src.describe());
+  const Device device = src.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  if (src.numel() == 0) return;
+  const std::int64_t f = src.cols();
+  const auto segments = static_cast<std::int64_t>(segment_rows.size());
+  if (index.dtype() == DType::i32) {
+    TESSEL_KERNEL_DISPATCH(
+        kOp, device, context,
+        cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.data<float>(),
+                                        index.data<std::int32_t>(), out.data<float>()),
+        cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.data<float>(),
+                                         index.data<std::int32_t>(), out.data<float>()));
+  } else {
+    TESSEL_KERNEL_DISPATCH(
+        kOp, device, context,
+        cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.data<float>(),
+                                        index.data<std::int64_t>(), out.data<float>()),
+        cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.data<float>(),
+                                         index.data<std::int64_t>(), out.data<float>()));
+  }
+}
+
 void relu_forward(const Tensor& x, Tensor& y, Context* ctx) {
   constexpr const char* kOp = "relu_forward";
   detail::expect_tensor(kOp, "x", x, DType::f32, x.defined() ? x.dim() : 1);

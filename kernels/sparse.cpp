@@ -1,9 +1,7 @@
-// SparseMatrix construction, transfer and transposition, and the self-loop helper.
+// SparseMatrix construction, transfer and the views that share its arrays.
 #include "tessel/kernels/sparse.hpp"
 
 #include "check.hpp"
-
-#include <algorithm>
 
 namespace tessel::kernels {
 
@@ -42,8 +40,8 @@ SparseMatrix SparseMatrix::to(Device device) const {
   return a;
 }
 
-SparseMatrix SparseMatrix::transpose() const {
-  return from_csr(to_csr().transpose(), device());
+SparseMatrix SparseMatrix::transpose(Context* ctx) const {
+  return csr_transpose(*this, ctx);
 }
 
 SparseMatrix SparseMatrix::with_values(Tensor new_values) const {
@@ -54,30 +52,6 @@ SparseMatrix SparseMatrix::with_values(Tensor new_values) const {
   SparseMatrix a = *this;
   a.values = std::move(new_values);
   return a;
-}
-
-LocalCsr add_self_loops(const LocalCsr& csr) {
-  const std::int64_t diagonal = std::min(csr.num_rows, csr.num_cols);
-  LocalCsr out;
-  out.num_rows = csr.num_rows;
-  out.num_cols = csr.num_cols;
-  out.indptr.assign(static_cast<std::size_t>(csr.num_rows) + 1, 0);
-  out.indices.reserve(csr.indices.size() + static_cast<std::size_t>(diagonal));
-  const bool weighted = !csr.values.empty();
-  for (std::int64_t v = 0; v < csr.num_rows; ++v) {
-    bool has_loop = false;
-    for (EdgeId e = csr.indptr[v]; e < csr.indptr[v + 1]; ++e) {
-      out.indices.push_back(csr.indices[e]);
-      if (weighted) out.values.push_back(csr.values[e]);
-      has_loop = has_loop || csr.indices[e] == v;
-    }
-    if (!has_loop && v < diagonal) {
-      out.indices.push_back(static_cast<LocalId>(v));
-      if (weighted) out.values.push_back(1.0f);
-    }
-    out.indptr[v + 1] = static_cast<EdgeId>(out.indices.size());
-  }
-  return out;
 }
 
 } // namespace tessel::kernels

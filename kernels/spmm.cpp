@@ -1,4 +1,4 @@
-// SpMM dispatch (Y = A X) and the GCN / mean edge-weight ops.
+// SpMM dispatch (Y = A X), the GCN matrix and mean edge-weight ops, and the CSR transpose.
 #include "tessel/kernels/sparse.hpp"
 
 #include "check.hpp"
@@ -86,38 +86,72 @@ Tensor spmm(const SparseMatrix& a, const Tensor& x, Context* ctx) {
   return y;
 }
 
-void gcn_edge_weights(const SparseMatrix& a, const Tensor& row_degree, const Tensor& col_degree,
-                      Tensor& values, Context* ctx) {
-  constexpr const char* kOp = "gcn_edge_weights";
+namespace {
+void gcn_matrix_into(const SparseMatrix& adj, const Tensor& degree, SparseMatrix& out,
+                     Context& context) {
+  constexpr const char* kOp = "gcn_matrix";
+  const Device device = adj.device();
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::gcn_matrix(adj.num_rows, adj.indptr.data<EdgeId>(), adj.indices.data<LocalId>(),
+                      degree.data<std::int64_t>(), out.indptr.data<EdgeId>(),
+                      out.indices.data<LocalId>(), out.values.data<float>()),
+      cuda::gcn_matrix(r, adj.num_rows, adj.indptr.data<EdgeId>(), adj.indices.data<LocalId>(),
+                       degree.data<std::int64_t>(), out.indptr.data<EdgeId>(),
+                       out.indices.data<LocalId>(), out.values.data<float>()));
+}
+
+void transpose_into(const SparseMatrix& a, SparseMatrix& out, Context& context) {
+  constexpr const char* kOp = "csr_transpose";
+  const Device device = a.device();
+  const float* values = a.weighted() ? a.values.data<float>() : nullptr;
+  float* out_values = a.weighted() ? out.values.data<float>() : nullptr;
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::csr_transpose(a.num_rows, a.num_cols, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(),
+                         values, out.indptr.data<EdgeId>(), out.indices.data<LocalId>(),
+                         out_values),
+      cuda::csr_transpose(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.data<EdgeId>(),
+                          a.indices.data<LocalId>(), values, out.indptr.data<EdgeId>(),
+                          out.indices.data<LocalId>(), out_values));
+}
+} // namespace
+
+SparseMatrix gcn_matrix(const SparseMatrix& adj, const Tensor& degree, Context* ctx) {
+  constexpr const char* kOp = "gcn_matrix";
+  expect_matrix(kOp, adj);
+  const Device device = adj.device();
+  TESSEL_EXPECTS(adj.num_rows <= adj.num_cols,
+                 "{}: {} rows but {} columns (rows must be the first columns)", kOp, adj.num_rows,
+                 adj.num_cols);
+  detail::expect_tensor(kOp, "degree", degree, DType::i64, 1);
+  detail::expect_shape(kOp, "degree", degree, {adj.num_cols});
+  detail::expect_device(kOp, "degree", degree, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  SparseMatrix out;
+  out.num_rows = adj.num_rows;
+  out.num_cols = adj.num_cols;
+  const std::int64_t nnz = adj.nnz() + adj.num_rows;
+  out.indptr = Tensor::empty({adj.num_rows + 1}, DType::i64, device);
+  out.indices = Tensor::empty({nnz}, DType::i32, device);
+  out.values = Tensor::empty({nnz}, DType::f32, device);
+  gcn_matrix_into(adj, degree, out, context);
+  return out;
+}
+
+SparseMatrix csr_transpose(const SparseMatrix& a, Context* ctx) {
+  constexpr const char* kOp = "csr_transpose";
   expect_matrix(kOp, a);
   const Device device = a.device();
-  detail::expect_tensor(kOp, "row_degree", row_degree, DType::i64, 1);
-  detail::expect_tensor(kOp, "col_degree", col_degree, DType::i64, 1);
-  detail::expect_tensor(kOp, "values", values, DType::f32, 1);
-  detail::expect_shape(kOp, "row_degree", row_degree, {a.num_rows});
-  detail::expect_shape(kOp, "col_degree", col_degree, {a.num_cols});
-  detail::expect_shape(kOp, "values", values, {a.nnz()});
-  detail::expect_device(kOp, "row_degree", row_degree, device);
-  detail::expect_device(kOp, "col_degree", col_degree, device);
-  detail::expect_device(kOp, "values", values, device);
   Context& context = resolve_context(ctx, device, kOp);
-  if (a.nnz() == 0) return;
-  if (device.is_cpu()) {
-    cpu::gcn_edge_weights(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(),
-                          row_degree.data<std::int64_t>(), col_degree.data<std::int64_t>(),
-                          values.data<float>());
-    return;
-  }
-#ifdef TESSEL_WITH_CUDA
-  if (device.is_cuda()) {
-    cuda::gcn_edge_weights(context.cuda_resources(), a.num_rows, a.indptr.data<EdgeId>(),
-                           a.indices.data<LocalId>(), row_degree.data<std::int64_t>(),
-                           col_degree.data<std::int64_t>(), values.data<float>());
-    return;
-  }
-#endif
-  (void)context;
-  detail::unsupported_device(kOp, device);
+  SparseMatrix out;
+  out.num_rows = a.num_cols;
+  out.num_cols = a.num_rows;
+  out.indptr = Tensor::empty({a.num_cols + 1}, DType::i64, device);
+  out.indices = Tensor::empty({a.nnz()}, DType::i32, device);
+  if (a.weighted()) out.values = Tensor::empty({a.nnz()}, DType::f32, device);
+  transpose_into(a, out, context);
+  return out;
 }
 
 void mean_edge_weights(const SparseMatrix& a, Tensor& values, Context* ctx) {

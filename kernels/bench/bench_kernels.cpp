@@ -115,9 +115,7 @@ int main(int argc, char** argv) {
   for (std::int64_t v = 0; v < nodes; ++v)
     degree[v] = graph.degree(v);
   const Tensor degree_tensor = Tensor::from_vector(degree);
-  Tensor gcn_values = Tensor::empty({pattern.nnz()}, DType::f32);
-  kernels::gcn_edge_weights(pattern, degree_tensor, degree_tensor, gcn_values);
-  const auto weighted = pattern.with_values(gcn_values);
+  const auto weighted = kernels::gcn_matrix(pattern, degree_tensor);
 
   Tensor x = Tensor::empty({nodes, feat}, DType::f32);
   rng::Sequence fill(rng::Key{seed, rng::Stream::synthetic, 1}, 0);

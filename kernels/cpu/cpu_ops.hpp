@@ -21,10 +21,15 @@ void spmm_simple(std::int64_t rows, const EdgeId* indptr, const LocalId* indices
 void spmm_blocked(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                   const float* values, const float* x, std::int64_t f, float* y);
 
-void gcn_edge_weights(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
-                      const std::int64_t* row_degree, const std::int64_t* col_degree,
-                      float* values);
+// out_indptr [rows + 1], out_indices and out_values [indptr[rows] + rows]: see gcn_matrix.
+void gcn_matrix(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                const std::int64_t* degree, EdgeId* out_indptr, LocalId* out_indices,
+                float* out_values);
 void mean_edge_weights(std::int64_t rows, const EdgeId* indptr, float* values);
+// A^T of a rows x cols CSR; values and out_values may be null (pattern only).
+void csr_transpose(std::int64_t rows, std::int64_t cols, const EdgeId* indptr,
+                   const LocalId* indices, const float* values, EdgeId* out_indptr,
+                   LocalId* out_indices, float* out_values);
 
 // Row-major sgemm: c[m, n] = alpha op(a) op(b) + beta c.
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -39,6 +44,10 @@ void gather_rows(std::int64_t m, std::int64_t f, const float* src, const Index* 
 template <class Index>
 void scatter_add_rows(std::int64_t m, std::int64_t f, const float* src, const Index* index,
                       float* out);
+
+template <class Index>
+void scatter_add_rows_segmented(std::int64_t segments, const std::int64_t* segment_rows,
+                                std::int64_t f, const float* src, const Index* index, float* out);
 
 void relu_forward(std::int64_t count, const float* x, float* y);
 void relu_backward(std::int64_t count, const float* grad_y, const float* y, float* grad_x);

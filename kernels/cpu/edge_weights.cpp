@@ -1,19 +1,31 @@
-// CPU twins of the GCN and mean edge-weight ops.
+// CPU twins of the GCN aggregation matrix and the mean edge-weight op.
 #include "cpu_ops.hpp"
 
 #include <cmath>
 
 namespace tessel::kernels::cpu {
 
-void gcn_edge_weights(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
-                      const std::int64_t* row_degree, const std::int64_t* col_degree,
-                      float* values) {
+void gcn_matrix(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                const std::int64_t* degree, EdgeId* out_indptr, LocalId* out_indices,
+                float* out_values) {
+  // Each row gains one entry in front, so the new offsets need no scan.
+#pragma omp parallel for schedule(static) if (parallel_worth(rows))
+  for (std::int64_t v = 0; v <= rows; ++v)
+    out_indptr[v] = indptr[v] + v;
 #pragma omp parallel for schedule(dynamic, 1024) if (parallel_worth(indptr[rows] + rows))
   for (std::int64_t v = 0; v < rows; ++v) {
-    const double dv = static_cast<double>(row_degree[v]) + 1.0;
-    for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e) {
-      const double du = static_cast<double>(col_degree[indices[e]]) + 1.0;
-      values[e] = static_cast<float>(1.0 / std::sqrt(dv * du));
+    const EdgeId begin = indptr[v], end = indptr[v + 1];
+    EdgeId out = begin + v;
+    const double dv = static_cast<double>(degree[v]) + 1.0;
+    const auto sampled = static_cast<double>(end - begin);
+    const double scale = sampled > 0 ? static_cast<double>(degree[v]) / sampled : 0.0;
+    out_indices[out] = static_cast<LocalId>(v);
+    out_values[out++] = static_cast<float>(1.0 / dv);
+    for (EdgeId e = begin; e < end; ++e, ++out) {
+      const LocalId u = indices[e];
+      const double du = static_cast<double>(degree[u]) + 1.0;
+      out_indices[out] = u;
+      out_values[out] = static_cast<float>(scale / std::sqrt(du * dv));
     }
   }
 }

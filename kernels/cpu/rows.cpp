@@ -1,4 +1,4 @@
-// CPU twins of row gather (halo packing) and row scatter-add (halo gradient unpacking).
+// CPU twins of row gather (halo packing) and row scatter-add (halo gradient sums).
 #include "cpu_ops.hpp"
 
 #include <omp.h>
@@ -40,6 +40,25 @@ void scatter_add_rows(std::int64_t m, std::int64_t f, const float* src, const In
   }
 }
 
+template <class Index>
+void scatter_add_rows_segmented(std::int64_t segments, const std::int64_t* segment_rows,
+                                std::int64_t f, const float* src, const Index* index, float* out) {
+  // Indices are distinct inside a segment, so its rows are added in parallel without races;
+  // segments go one after another, which fixes the order of the additions to any out row.
+  std::int64_t at = 0;
+  for (std::int64_t s = 0; s < segments; ++s) {
+    const std::int64_t end = at + segment_rows[s];
+#pragma omp parallel for schedule(static) if (parallel_worth((end - at) * f))
+    for (std::int64_t i = at; i < end; ++i) {
+      const float* __restrict from = src + i * f;
+      float* __restrict to = out + static_cast<std::int64_t>(index[i]) * f;
+      for (std::int64_t j = 0; j < f; ++j)
+        to[j] += from[j];
+    }
+    at = end;
+  }
+}
+
 template void gather_rows<std::int32_t>(std::int64_t, std::int64_t, const float*,
                                         const std::int32_t*, float*);
 template void gather_rows<std::int64_t>(std::int64_t, std::int64_t, const float*,
@@ -48,5 +67,12 @@ template void scatter_add_rows<std::int32_t>(std::int64_t, std::int64_t, const f
                                              const std::int32_t*, float*);
 template void scatter_add_rows<std::int64_t>(std::int64_t, std::int64_t, const float*,
                                              const std::int64_t*, float*);
+
+template void scatter_add_rows_segmented<std::int32_t>(std::int64_t, const std::int64_t*,
+                                                       std::int64_t, const float*,
+                                                       const std::int32_t*, float*);
+template void scatter_add_rows_segmented<std::int64_t>(std::int64_t, const std::int64_t*,
+                                                       std::int64_t, const float*,
+                                                       const std::int64_t*, float*);
 
 } // namespace tessel::kernels::cpu

@@ -20,10 +20,13 @@ void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int6
                    const EdgeId* indptr, const LocalId* indices, const float* values,
                    const float* x, std::int64_t f, float* y);
 
-void gcn_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
-                      const std::int64_t* row_degree, const std::int64_t* col_degree,
-                      float* values);
+void gcn_matrix(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                const std::int64_t* degree, EdgeId* out_indptr, LocalId* out_indices,
+                float* out_values);
 void mean_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, float* values);
+void csr_transpose(Resources& r, std::int64_t rows, std::int64_t cols, std::int64_t nnz,
+                   const EdgeId* indptr, const LocalId* indices, const float* values,
+                   EdgeId* out_indptr, LocalId* out_indices, float* out_values);
 
 void gemm(Resources& r, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
@@ -41,6 +44,13 @@ void scatter_add_rows(Resources& r, std::int64_t m, std::int64_t f, const float*
                       const std::int32_t* index, float* out);
 void scatter_add_rows(Resources& r, std::int64_t m, std::int64_t f, const float* src,
                       const std::int64_t* index, float* out);
+// host_segment_rows: host array of `segments` row counts.
+void scatter_add_rows_segmented(Resources& r, std::int64_t segments,
+                                const std::int64_t* host_segment_rows, std::int64_t f,
+                                const float* src, const std::int32_t* index, float* out);
+void scatter_add_rows_segmented(Resources& r, std::int64_t segments,
+                                const std::int64_t* host_segment_rows, std::int64_t f,
+                                const float* src, const std::int64_t* index, float* out);
 
 void relu_forward(Resources& r, std::int64_t count, const float* x, float* y);
 void relu_backward(Resources& r, std::int64_t count, const float* grad_y, const float* y,

@@ -6,12 +6,14 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/timer.hpp"
+#include "tessel/kernels/dense.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/train/precompute.hpp"
 #include "tessel/train/train.hpp"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <memory>
 
 namespace tessel::cli {
@@ -23,21 +25,6 @@ struct PrecomputeArgs {
   train::PrecomputeOptions options;
   int threads = 0;
 };
-
-void normalize(std::vector<float>& features, std::int64_t cols) {
-  if (cols <= 0) return;
-  const auto rows = static_cast<std::int64_t>(features.size()) / cols;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = features.data() + r * cols;
-    double sum = 0;
-    for (std::int64_t j = 0; j < cols; ++j)
-      sum += row[j];
-    if (sum == 0) continue;
-    const float inv = static_cast<float>(1.0 / sum);
-    for (std::int64_t j = 0; j < cols; ++j)
-      row[j] *= inv;
-  }
-}
 
 std::function<void()> setup_precompute(CLI::App& app) {
   auto args = std::make_shared<PrecomputeArgs>();
@@ -75,7 +62,13 @@ std::function<void()> setup_precompute(CLI::App& app) {
         "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
         args->part_dir.string(), manifest.num_parts, comm->size(), manifest.num_parts);
     partition::Part part = partition::load_part(args->part_dir, comm->rank(), manifest);
-    if (args->options.normalize_features == "row") normalize(part.features, part.feature_dim);
+    if (args->options.normalize_features == "row" && !part.features.empty()) {
+      // The kernel op tessel train applies (L1: each row divided by the sum of the absolute
+      // values of its entries).
+      Tensor features = Tensor::from_vector(part.features, {part.num_owned, part.feature_dim});
+      kernels::normalize_rows(features);
+      std::copy_n(features.data<float>(), features.numel(), part.features.data());
+    }
     const auto dir = args->out_dir.empty() ? train::default_sign_dir(args->part_dir, args->options)
                                            : args->out_dir;
     const auto hops = train::precompute_hops(*comm, part, args->options);

@@ -32,7 +32,8 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   app.add_option("--threads", o.threads,
                  "OpenMP/OpenBLAS threads per rank (default: OMP_NUM_THREADS if set, else cores of the node / ranks on it)");
   app.add_option("--normalize-features", o.normalize_features,
-                 "input feature normalization: none or row (each row divided by its sum)")
+                 "input feature normalization: none or row (each row divided by the sum of the "
+                 "absolute values of its entries; all-zero rows stay zero)")
       ->check(CLI::IsMember({"none", "row"}))
       ->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "evaluate valid/test accuracy every N epochs")

@@ -9,7 +9,7 @@ namespace tessel::nn {
 
 LocalAggregator::LocalAggregator(const LocalCsr& graph, Device device, std::vector<NodeId> src_ids,
                                  std::vector<std::int64_t> degree)
-    : graph_(graph), device_(device), src_ids_(std::move(src_ids)), degree_(std::move(degree)) {
+    : graph_(graph), src_ids_(std::move(src_ids)) {
   graph_.validate("LocalAggregator graph");
   TESSEL_EXPECTS(graph_.num_rows <= graph_.num_cols,
                  "LocalAggregator: {} destinations but only {} sources (destinations come first)",
@@ -20,57 +20,36 @@ LocalAggregator::LocalAggregator(const LocalCsr& graph, Device device, std::vect
   }
   TESSEL_EXPECTS(static_cast<std::int64_t>(src_ids_.size()) == graph_.num_cols,
                  "LocalAggregator: {} source ids for {} sources", src_ids_.size(), graph_.num_cols);
-  if (!degree_.empty())
-    TESSEL_EXPECTS(static_cast<std::int64_t>(degree_.size()) == graph_.num_cols,
-                   "LocalAggregator: {} degrees for {} sources", degree_.size(), graph_.num_cols);
-}
-
-LocalAggregator::Matrices& LocalAggregator::matrices(Norm norm) {
-  auto& slot = norm == Norm::gcn ? gcn_ : mean_;
-  if (slot) return *slot;
+  if (!degree.empty())
+    TESSEL_EXPECTS(static_cast<std::int64_t>(degree.size()) == graph_.num_cols,
+                   "LocalAggregator: {} degrees for {} sources", degree.size(), graph_.num_cols);
+  // Without explicit degrees a square graph is the whole graph: its row lengths are the degrees.
+  // A rectangular one has none, and only Norm::mean can be used.
+  if (degree.empty() && graph_.num_rows == graph_.num_cols) {
+    degree.resize(static_cast<std::size_t>(graph_.num_rows));
+    for (std::int64_t v = 0; v < graph_.num_rows; ++v)
+      degree[v] = graph_.degree(v);
+  }
   LocalCsr pattern = graph_;
   pattern.values.clear();
-  if (norm == Norm::gcn) {
-    if (degree_.empty()) {
-      TESSEL_EXPECTS(graph_.num_rows == graph_.num_cols,
-                     "LocalAggregator: GCN weights of a {}x{} graph need explicit degrees",
-                     graph_.num_rows, graph_.num_cols);
-      degree_.resize(static_cast<std::size_t>(graph_.num_rows));
-      for (std::int64_t v = 0; v < graph_.num_rows; ++v)
-        degree_[v] = graph_.degree(v);
-    }
-    pattern = kernels::add_self_loops(pattern);
-  }
-  kernels::SparseMatrix a = kernels::SparseMatrix::from_csr(pattern, device_);
-  Tensor values = Tensor::empty({a.nnz()}, DType::f32, device_);
-  if (norm == Norm::gcn) {
-    const Tensor col_degree = Tensor::from_vector(degree_).to(device_);
-    const Tensor row_degree = col_degree.rows_slice(0, graph_.num_rows);
-    kernels::gcn_edge_weights(a, row_degree, col_degree, values);
-  } else {
-    kernels::mean_edge_weights(a, values);
-  }
-  a = a.with_values(values);
-  kernels::SparseMatrix at = a.transpose();
-  slot = Matrices{std::move(a), std::move(at)};
-  return *slot;
+  matrices_.reset(kernels::SparseMatrix::from_csr(pattern, device),
+                  degree.empty() ? Tensor() : Tensor::from_vector(degree).to(device));
 }
 
 const kernels::SparseMatrix& LocalAggregator::matrix(Norm norm) {
-  return matrices(norm).forward;
+  return matrices_.forward(norm);
 }
 
 Tensor LocalAggregator::aggregate(const Tensor& x, Norm norm) {
-  TESSEL_EXPECTS(x.rows() == num_src(), "LocalAggregator::aggregate: {} rows for {} sources",
-                 x.rows(), num_src());
-  return kernels::spmm(matrices(norm).forward, x);
+  Tensor y;
+  matrices_.aggregate(x, norm, y);
+  return y;
 }
 
 Tensor LocalAggregator::aggregate_backward(const Tensor& grad_out, Norm norm) {
-  TESSEL_EXPECTS(grad_out.rows() == num_dst(),
-                 "LocalAggregator::aggregate_backward: {} rows for {} destinations",
-                 grad_out.rows(), num_dst());
-  return kernels::spmm(matrices(norm).backward, grad_out);
+  Tensor grad_x;
+  matrices_.aggregate_backward(grad_out, norm, grad_x);
+  return grad_x;
 }
 
 } // namespace tessel::nn

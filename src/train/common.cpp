@@ -1,4 +1,4 @@
-// Pieces every training mode shares: feature normalization, gradient all-reduce, predictions.
+// Pieces every training mode shares: split labels, accuracies, gradient all-reduce, predictions.
 #include "trainer.hpp"
 
 #include "tessel/core/error.hpp"
@@ -11,20 +11,6 @@
 
 namespace tessel::train {
 namespace fs = std::filesystem;
-
-void normalize_rows(std::vector<float>& features, std::int64_t cols) {
-  if (cols <= 0) return;
-  const auto rows = static_cast<std::int64_t>(features.size()) / cols;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = features.data() + r * cols;
-    double sum = 0;
-    for (std::int64_t j = 0; j < cols; ++j) sum += row[j];
-    if (sum == 0) continue;
-    const float inv = static_cast<float>(1.0 / sum);
-    for (std::int64_t j = 0; j < cols; ++j) row[j] *= inv;
-  }
-}
 
 std::vector<std::vector<std::int64_t>> split_labels(const partition::Part& part) {
   std::vector<std::vector<std::int64_t>> out;

@@ -8,50 +8,7 @@
 #include "tessel/nn/loss.hpp"
 #include "tessel/train/halo.hpp"
 
-#include <cmath>
-
-
 namespace tessel::train {
-
-LocalCsr weighted_adjacency(const LocalCsr& adj, std::span<const std::int64_t> degree, nn::Norm norm) {
-  const bool gcn = norm == nn::Norm::gcn;
-  TESSEL_ASSERT(static_cast<std::int64_t>(degree.size()) >= adj.num_cols,
-                "weighted_adjacency: {} degrees for {} columns", degree.size(), adj.num_cols);
-  LocalCsr w;
-  w.num_rows = adj.num_rows;
-  w.num_cols = adj.num_cols;
-  w.indptr.resize(adj.indptr.size());
-  w.indptr[0] = 0;
-  for (std::int64_t v = 0; v < adj.num_rows; ++v)
-    w.indptr[v + 1] = w.indptr[v] + adj.degree(v) + (gcn ? 1 : 0);
-  w.indices.resize(static_cast<std::size_t>(w.indptr.back()));
-  w.values.resize(w.indices.size());
-#pragma omp parallel for schedule(dynamic, 512)
-  for (std::int64_t v = 0; v < adj.num_rows; ++v) {
-    EdgeId out = w.indptr[v];
-    const EdgeId b = adj.indptr[v], e = adj.indptr[v + 1];
-    const auto sampled = static_cast<double>(e - b);
-    if (gcn) {
-      const double dv = static_cast<double>(degree[v]) + 1.0;
-      const double scale = sampled > 0 ? static_cast<double>(degree[v]) / sampled : 0.0;
-      w.indices[out] = static_cast<LocalId>(v);
-      w.values[out++] = static_cast<float>(1.0 / dv);
-      for (EdgeId i = b; i < e; ++i) {
-        const LocalId u = adj.indices[i];
-        const double du = static_cast<double>(degree[u]) + 1.0;
-        w.indices[out] = u;
-        w.values[out++] = static_cast<float>(scale / std::sqrt(du * dv));
-      }
-    } else {
-      const float inv = e > b ? static_cast<float>(1.0 / sampled) : 0.0f;
-      for (EdgeId i = b; i < e; ++i) {
-        w.indices[out] = adj.indices[i];
-        w.values[out++] = inv;
-      }
-    }
-  }
-  return w;
-}
 
 namespace {
 

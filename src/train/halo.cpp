@@ -2,8 +2,8 @@
 #include "tessel/train/halo.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/kernels/dense.hpp"
 
-#include <cstring>
 #include <numeric>
 
 namespace tessel::train {
@@ -38,31 +38,46 @@ HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm
   recv_rows_per_peer_ = requests_per_peer;
   // Owners learn which of their rows each peer needs.
   send_rows_ = comm.alltoallv<LocalId>(requests, requests_per_peer, &send_rows_per_peer_);
-  for (auto row : send_rows_)
-    TESSEL_EXPECTS(row >= 0 && row < num_owned_,
-                   "part {}: a peer asked for row {}, but only {} rows are owned here",
-                   part.part_id, row, num_owned_);
+  // The gradient sum adds one peer's rows in parallel: each peer must name a row at most once.
+  std::vector<int> asked_by(static_cast<std::size_t>(num_owned_), -1);
+  std::int64_t at = 0;
+  for (int r = 0; r < num_ranks; ++r)
+    for (std::int64_t k = 0; k < send_rows_per_peer_[r]; ++k, ++at) {
+      const LocalId row = send_rows_[at];
+      TESSEL_EXPECTS(row >= 0 && row < num_owned_,
+                     "part {}: a peer asked for row {}, but only {} rows are owned here",
+                     part.part_id, row, num_owned_);
+      TESSEL_EXPECTS(asked_by[row] != r, "part {}: part {} holds owned row {} twice as halo",
+                     part.part_id, r, row);
+      asked_by[row] = r;
+    }
+  std::vector<LocalId> halo_to_recv(static_cast<std::size_t>(num_halo_));
+  for (std::int64_t i = 0; i < num_halo_; ++i)
+    halo_to_recv[recv_slots_[i]] = static_cast<LocalId>(i);
+  send_index_ = Tensor::from_vector(send_rows_);
+  recv_to_halo_ = Tensor::from_vector(recv_slots_);
+  halo_to_recv_ = Tensor::from_vector(halo_to_recv);
 }
 
+namespace {
+void ensure_rows(Tensor& t, std::int64_t rows, std::int64_t cols, Device device) {
+  if (!t.defined() || t.rows() != rows || t.cols() != cols || t.device() != device)
+    t = Tensor::empty({rows, cols}, DType::f32, device);
+}
+} // namespace
+
 void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
-  TESSEL_EXPECTS(x_owned.dtype() == DType::f32 && x_owned.device().is_cpu() &&
+  TESSEL_EXPECTS(x_owned.dtype() == DType::f32 && x_owned.device().is_cpu() && x_owned.dim() == 2 &&
                      x_owned.rows() == num_owned_,
                  "halo forward: expected f32[{}, F] on cpu, got {}", num_owned_,
                  x_owned.describe());
   const std::int64_t f = x_owned.cols();
-  if (!x_full.defined() || x_full.rows() != num_owned_ + num_halo_ || x_full.cols() != f)
-    x_full = Tensor::empty({num_owned_ + num_halo_, f}, DType::f32);
-  const float* src = x_owned.data<float>();
-  float* dst = x_full.data<float>();
-  std::memcpy(dst, src, static_cast<std::size_t>(num_owned_ * f) * sizeof(float));
-
-  // Pack the rows each peer needs.
+  const Device device = x_owned.device();
+  ensure_rows(x_full, num_owned_ + num_halo_, f, device);
+  x_full.rows_slice(0, num_owned_).copy_from(x_owned);
   const auto num_send = static_cast<std::int64_t>(send_rows_.size());
-  send_buffer_.resize(static_cast<std::size_t>(num_send * f));
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < num_send; ++i)
-    std::memcpy(&send_buffer_[i * f], src + static_cast<std::int64_t>(send_rows_[i]) * f,
-                static_cast<std::size_t>(f) * sizeof(float));
+  ensure_rows(send_buffer_, num_send, f, device);
+  kernels::gather_rows(x_owned, send_index_, send_buffer_);
 
   const int num_ranks = comm_.size();
   std::vector<std::int64_t> send_counts(num_ranks), recv_counts(num_ranks);
@@ -70,41 +85,33 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
     send_counts[r] = send_rows_per_peer_[r] * f;
     recv_counts[r] = recv_rows_per_peer_[r] * f;
   }
-  float* halo_rows = dst + num_owned_ * f;
+  Tensor halo_rows = x_full.rows_slice(num_owned_, num_owned_ + num_halo_);
   if (recv_in_halo_order_) {
-    comm_.alltoallv(send_buffer_.data(), send_counts, halo_rows, recv_counts, DType::f32);
+    comm_.alltoallv(send_buffer_.raw(), send_counts, halo_rows.raw(), recv_counts, DType::f32);
     return;
   }
-  recv_buffer_.resize(static_cast<std::size_t>(num_halo_ * f));
-  comm_.alltoallv(send_buffer_.data(), send_counts, recv_buffer_.data(), recv_counts, DType::f32);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < num_halo_; ++i)
-    std::memcpy(halo_rows + static_cast<std::int64_t>(recv_slots_[i]) * f, &recv_buffer_[i * f],
-                static_cast<std::size_t>(f) * sizeof(float));
+  ensure_rows(recv_buffer_, num_halo_, f, device);
+  comm_.alltoallv(send_buffer_.raw(), send_counts, recv_buffer_.raw(), recv_counts, DType::f32);
+  kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
 void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
   TESSEL_EXPECTS(grad_full.dtype() == DType::f32 && grad_full.device().is_cpu() &&
-                     grad_full.rows() == num_owned_ + num_halo_,
+                     grad_full.dim() == 2 && grad_full.rows() == num_owned_ + num_halo_,
                  "halo backward: expected f32[{}, F] on cpu, got {}", num_owned_ + num_halo_,
                  grad_full.describe());
   const std::int64_t f = grad_full.cols();
-  if (!grad_owned.defined() || grad_owned.rows() != num_owned_ || grad_owned.cols() != f)
-    grad_owned = Tensor::empty({num_owned_, f}, DType::f32);
-  const float* g = grad_full.data<float>();
-  float* out = grad_owned.data<float>();
-  std::memcpy(out, g, static_cast<std::size_t>(num_owned_ * f) * sizeof(float));
+  const Device device = grad_full.device();
+  ensure_rows(grad_owned, num_owned_, f, device);
+  grad_owned.copy_from(grad_full.rows_slice(0, num_owned_));
 
   // Halo gradients go back to their owners, in the order the owners sent the rows: straight from
   // the gradient when the halo is already in that order, else gathered into that order first.
-  const float* back_rows = g + num_owned_ * f;
+  Tensor back_rows = grad_full.rows_slice(num_owned_, num_owned_ + num_halo_);
   if (!recv_in_halo_order_) {
-    recv_buffer_.resize(static_cast<std::size_t>(num_halo_ * f));
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < num_halo_; ++i)
-      std::memcpy(&recv_buffer_[i * f], back_rows + static_cast<std::int64_t>(recv_slots_[i]) * f,
-                  static_cast<std::size_t>(f) * sizeof(float));
-    back_rows = recv_buffer_.data();
+    ensure_rows(recv_buffer_, num_halo_, f, device);
+    kernels::gather_rows(back_rows, recv_to_halo_, recv_buffer_);
+    back_rows = recv_buffer_;
   }
   const int num_ranks = comm_.size();
   std::vector<std::int64_t> send_counts(num_ranks), recv_counts(num_ranks);
@@ -113,22 +120,10 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
     recv_counts[r] = send_rows_per_peer_[r] * f;
   }
   const auto num_back = static_cast<std::int64_t>(send_rows_.size());
-  send_buffer_.resize(static_cast<std::size_t>(num_back * f));
-  comm_.alltoallv(back_rows, send_counts, send_buffer_.data(), recv_counts, DType::f32);
-  // Sum into the owned rows. One peer asks for a row at most once, so within one peer's block
-  // rows are distinct and the block can be added in parallel; blocks go in rank order so the
-  // summation order is fixed.
-  std::int64_t at = 0;
-  for (int r = 0; r < num_ranks; ++r) {
-    const std::int64_t n = send_rows_per_peer_[r];
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = at; i < at + n; ++i) {
-      float* row = out + static_cast<std::int64_t>(send_rows_[i]) * f;
-      const float* add = &send_buffer_[i * f];
-      for (std::int64_t j = 0; j < f; ++j) row[j] += add[j];
-    }
-    at += n;
-  }
+  ensure_rows(send_buffer_, num_back, f, device);
+  comm_.alltoallv(back_rows.raw(), send_counts, send_buffer_.raw(), recv_counts, DType::f32);
+  // One segment per peer in rank order: the sum at each owned row has a fixed order.
+  kernels::scatter_add_rows_segmented(send_buffer_, send_index_, send_rows_per_peer_, grad_owned);
 }
 
 }  // namespace tessel::train

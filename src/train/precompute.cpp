@@ -42,8 +42,9 @@ std::vector<float> precompute_hops(comm::Communicator& comm, const partition::Pa
                  "precompute: part {} has {} feature values, expected {} x {}", part.part_id,
                  part.features.size(), n, f);
   HaloExchange halo(part, comm);
-  const kernels::SparseMatrix a = kernels::SparseMatrix::from_csr(weighted_adjacency(
-      part.graph, part.degree, options.op == "gcn" ? nn::Norm::gcn : nn::Norm::mean));
+  nn::AggregationMatrices matrices = part_matrices(part);
+  const kernels::SparseMatrix& a =
+      matrices.forward(options.op == "gcn" ? nn::Norm::gcn : nn::Norm::mean);
   std::vector<float> out(static_cast<std::size_t>(n * width));
   Tensor current = Tensor::empty({n, f}, DType::f32);
   std::copy(part.features.begin(), part.features.end(), current.data<float>());

@@ -6,62 +6,45 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/kernels/sparse.hpp"
+#include "tessel/nn/aggregation_matrices.hpp"
 #include "tessel/nn/loss.hpp"
 #include "tessel/sampling/block.hpp"
 #include "tessel/train/distributed_sampler.hpp"
 
 #include <algorithm>
 #include <numeric>
-#include <optional>
 
 namespace tessel::train {
 namespace {
 
-// Aggregation over one sampled block. Rebuilt every step from the block and the whole-graph
-// degrees of its source nodes.
+// Aggregation over one sampled block: its matrices are rebuilt every step from the block and
+// the whole-graph degrees of its source nodes.
 class BlockAggregator final : public nn::Aggregator {
  public:
   void reset(const sampling::Block& block, std::vector<NodeId> src_orig,
              std::vector<std::int64_t> src_degree) {
-    block_ = &block;
     src_orig_ = std::move(src_orig);
-    src_degree_ = std::move(src_degree);
-    gcn_.reset();
-    mean_.reset();
+    matrices_.reset(kernels::SparseMatrix::from_csr(block.adj), Tensor::from_vector(src_degree));
   }
 
-  std::int64_t num_src() const override { return block_->num_src(); }
-  std::int64_t num_dst() const override { return block_->num_dst(); }
+  std::int64_t num_src() const override { return matrices_.num_src(); }
+  std::int64_t num_dst() const override { return matrices_.num_dst(); }
   std::span<const NodeId> src_ids() const override { return src_orig_; }
 
   Tensor aggregate(const Tensor& x, nn::Norm norm) override {
-    const auto& m = matrices(norm);
-    Tensor y = Tensor::empty({num_dst(), x.cols()}, DType::f32, x.device());
-    kernels::spmm(m.first, x, y);
+    Tensor y;
+    matrices_.aggregate(x, norm, y);
     return y;
   }
   Tensor aggregate_backward(const Tensor& grad_out, nn::Norm norm) override {
-    const auto& m = matrices(norm);
-    Tensor g = Tensor::empty({num_src(), grad_out.cols()}, DType::f32, grad_out.device());
-    kernels::spmm(m.second, grad_out, g);
+    Tensor g;
+    matrices_.aggregate_backward(grad_out, norm, g);
     return g;
   }
 
  private:
-  using Pair = std::pair<kernels::SparseMatrix, kernels::SparseMatrix>;
-  const Pair& matrices(nn::Norm norm) {
-    auto& slot = norm == nn::Norm::gcn ? gcn_ : mean_;
-    if (!slot) {
-      const LocalCsr w = weighted_adjacency(block_->adj, src_degree_, norm);
-      slot.emplace(kernels::SparseMatrix::from_csr(w), kernels::SparseMatrix::from_csr(w.transpose()));
-    }
-    return *slot;
-  }
-
-  const sampling::Block* block_ = nullptr;
   std::vector<NodeId> src_orig_;
-  std::vector<std::int64_t> src_degree_;
-  std::optional<Pair> gcn_, mean_;
+  nn::AggregationMatrices matrices_;
 };
 
 class SampledTrainer final : public Trainer {

@@ -8,6 +8,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
+#include "tessel/kernels/dense.hpp"
 
 #include <cblas.h>
 #include <omp.h>
@@ -101,7 +102,13 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                  options.part_dir.string(), manifest.num_classes);
   TESSEL_EXPECTS(manifest.num_train > 0, "{}: the dataset has no training nodes",
                  options.part_dir.string());
-  if (options.normalize_features == "row") normalize_rows(part.features, part.feature_dim);
+  if (options.normalize_features == "row" && !part.features.empty()) {
+    // The kernel op (L1: each row divided by the sum of its absolute values), then back into
+    // the part's rows, which every mode reads its features from.
+    Tensor features = Tensor::from_vector(part.features, {part.num_owned, part.feature_dim});
+    kernels::normalize_rows(features);
+    std::copy_n(features.data<float>(), features.numel(), part.features.data());
+  }
 
   TrainerContext context{comm, options, manifest, part};
   std::unique_ptr<Trainer> trainer;

@@ -47,8 +47,6 @@ std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
 std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
 
 // Pieces the modes share.
-// Row-normalizes features in place (rows summing to zero stay zero).
-void normalize_rows(std::vector<float>& features, std::int64_t cols);
 // Labels of the part's train, valid and test nodes, in split order.
 std::vector<std::vector<std::int64_t>> split_labels(const partition::Part& part);
 // Whole-graph accuracies of logits over the part's owned nodes (summed over ranks). Collective.

@@ -59,18 +59,32 @@ std::vector<OpCase> all_cases() {
                      return to_host({kernels::spmm(a.transpose(), z)});
                    },
                    1e-5, 1e-5});
-  cases.push_back({"gcn_edge_weights", [](Device d) {
-                     const LocalCsr csr =
-                         kernels::add_self_loops(test::random_csr(80, 80, 9, false, 5));
+  for (bool weighted : {false, true})
+    cases.push_back({std::string("csr_transpose.") + (weighted ? "weighted" : "pattern"),
+                     [weighted](Device d) {
+                       // Large enough for the CPU twin to split it over threads.
+                       const auto a = kernels::SparseMatrix::from_csr(
+                           test::random_csr(4000, 2500, 30, weighted, 8), d);
+                       const kernels::SparseMatrix at = kernels::csr_transpose(a);
+                       std::vector<Tensor> out{at.indptr, at.indices};
+                       if (weighted) out.push_back(at.values);
+                       return to_host(out);
+                     },
+                     0, 0});
+  cases.push_back({"gcn_matrix",
+                   [](Device d) {
+                     // 80 destinations among 110 sources; degrees at least the sampled row
+                     // lengths, so rows are scaled as in sampled mode.
+                     const LocalCsr csr = test::random_csr(80, 110, 9, false, 5);
                      const auto a = kernels::SparseMatrix::from_csr(csr, d);
-                     std::vector<std::int64_t> degree(80);
-                     for (int v = 0; v < 80; ++v)
-                       degree[v] = (v * 7) % 13;
+                     std::vector<std::int64_t> degree(110);
+                     for (int v = 0; v < 110; ++v)
+                       degree[v] = (v < 80 ? csr.degree(v) : 0) + (v * 7) % 13;
                      const Tensor deg = Tensor::from_vector(degree).to(d);
-                     Tensor values = Tensor::empty({a.nnz()}, DType::f32, d);
-                     kernels::gcn_edge_weights(a, deg, deg, values);
-                     return to_host({values});
-                   }});
+                     const kernels::SparseMatrix g = kernels::gcn_matrix(a, deg);
+                     return to_host({g.indptr, g.indices, g.values});
+                   },
+                   0, 0});
   cases.push_back({"mean_edge_weights", [](Device d) {
                      const auto a =
                          kernels::SparseMatrix::from_csr(test::random_csr(80, 60, 9, false, 6), d);
@@ -125,6 +139,28 @@ std::vector<OpCase> all_cases() {
                        return to_host({packed, out});
                      },
                      1e-5, 1e-5});
+  for (DType index_type : {DType::i32, DType::i64})
+    cases.push_back({std::string("scatter_add_rows_segmented.") + dtype_name(index_type),
+                     [index_type](Device d) {
+                       // Three segments (peers) that each name a row at most once, but the same
+                       // rows across segments: the sums have a fixed order, so results are
+                       // compared bit for bit.
+                       const std::vector<std::int64_t> segments{40, 0, 25, 33};
+                       std::vector<std::int64_t> idx;
+                       for (std::int64_t s = 0, k = 0; s < 4; ++s)
+                         for (std::int64_t i = 0; i < segments[s]; ++i, ++k)
+                           idx.push_back((i * 7 + s * 3) % 45);
+                       Tensor index = index_type == DType::i64
+                                          ? Tensor::from_vector(idx)
+                                          : Tensor::from_vector(
+                                                std::vector<std::int32_t>(idx.begin(), idx.end()));
+                       index = index.to(d);
+                       const Tensor src = test::random_tensor({98, 37}, 5).to(d);
+                       Tensor out = test::random_tensor({45, 37}, 6).to(d);
+                       kernels::scatter_add_rows_segmented(src, index, segments, out);
+                       return to_host({out});
+                     },
+                     0, 0});
   cases.push_back({"relu",
                    [](Device d) {
                      const Tensor x = test::random_tensor({40, 21}, 1).to(d);

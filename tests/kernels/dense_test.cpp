@@ -100,6 +100,31 @@ TEST(Rows, GatherAndScatterAddWithRepeats) {
   EXPECT_THROW(kernels::gather_rows(src, wrong_index, out), InputError);
 }
 
+TEST(Rows, SegmentedScatterAddSumsSegmentsInOrder) {
+  // Two segments that each name rows 0..n-1 in some order: every out row receives two sums,
+  // always segment 0's then segment 1's, whatever the thread count (bit-exact reference).
+  const std::int64_t n = 3000, f = 24;
+  std::vector<std::int32_t> idx;
+  for (std::int64_t i = 0; i < n; ++i)
+    idx.push_back(static_cast<std::int32_t>((i * 7) % n));
+  for (std::int64_t i = 0; i < n; ++i)
+    idx.push_back(static_cast<std::int32_t>(n - 1 - i));
+  const Tensor index = Tensor::from_vector(idx);
+  const Tensor src = test::random_tensor({2 * n, f}, 3);
+  const Tensor base = test::random_tensor({n, f}, 4);
+  Tensor out = base.clone();
+  const std::vector<std::int64_t> segments{n, n};
+  kernels::scatter_add_rows_segmented(src, index, segments, out);
+  std::vector<float> expected(base.data<float>(), base.data<float>() + n * f);
+  for (std::int64_t i = 0; i < 2 * n; ++i)
+    for (std::int64_t j = 0; j < f; ++j)
+      expected[idx[i] * f + j] += at(src, i, j);
+  for (std::int64_t k = 0; k < n * f; ++k)
+    ASSERT_EQ(out.data<float>()[k], expected[k]) << k;
+  const std::vector<std::int64_t> short_segments{n, n - 1};
+  EXPECT_THROW(kernels::scatter_add_rows_segmented(src, index, short_segments, out), InputError);
+}
+
 TEST(Relu, ForwardAndBackward) {
   const Tensor x = Tensor::from_vector<float>({-1.0f, 0.0f, 2.0f, -3.0f, 4.0f, 0.5f}, {2, 3});
   Tensor y = Tensor::empty({2, 3}, DType::f32);

@@ -110,8 +110,31 @@ TEST(SparseMatrix, TransposeRoundTripAndSpmmOfTranspose) {
   for (std::int64_t i = 0; i < atz.numel(); ++i)
     rhs += double(atz.data<float>()[i]) * x.data<float>()[i];
   EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::fabs(lhs)));
+  // Transposing twice sorts each row by column: the same entries, in column order.
   const LocalCsr back = at.transpose().to_csr();
+  const LocalCsr sorted = csr.transpose().transpose();
   EXPECT_EQ(back.indptr, csr.indptr);
+  EXPECT_EQ(back.indices, sorted.indices);
+  EXPECT_EQ(back.values, sorted.values);
+}
+
+TEST(SparseMatrix, TransposeKeepsRowOrderInsideColumnsForAnyThreadCount) {
+  // Big enough that the CPU twin splits it over threads; the serial counting sort of LocalCsr
+  // is the reference, entry for entry.
+  const LocalCsr csr = test::random_csr(5000, 3000, 40, true, 11);
+  const LocalCsr expected = csr.transpose();
+  const LocalCsr got = SparseMatrix::from_csr(csr).transpose().to_csr();
+  EXPECT_EQ(got.num_rows, 3000);
+  EXPECT_EQ(got.num_cols, 5000);
+  EXPECT_EQ(got.indptr, expected.indptr);
+  EXPECT_EQ(got.indices, expected.indices);
+  EXPECT_EQ(got.values, expected.values);
+  // Pattern-only matrices stay pattern-only.
+  LocalCsr pattern = csr;
+  pattern.values.clear();
+  const SparseMatrix pt = SparseMatrix::from_csr(pattern).transpose();
+  EXPECT_FALSE(pt.weighted());
+  EXPECT_EQ(pt.to_csr().indices, expected.indices);
 }
 
 TEST(SparseMatrix, FromCsrRejectsCorruptInput) {
@@ -125,17 +148,6 @@ TEST(SparseMatrix, FromCsrRejectsCorruptInput) {
   }
 }
 
-TEST(SparseMatrix, AddSelfLoopsAddsOnlyMissingDiagonal) {
-  LocalCsr csr;
-  csr.num_rows = 3;
-  csr.num_cols = 4;
-  csr.indptr = {0, 2, 2, 4};
-  csr.indices = {1, 0, 0, 2}; // row 0 has (0,0) already; row 2 has (2,2)
-  const LocalCsr looped = kernels::add_self_loops(csr);
-  EXPECT_EQ(looped.indptr, (std::vector<EdgeId>{0, 2, 3, 5}));
-  EXPECT_EQ(looped.indices, (std::vector<LocalId>{1, 0, 1, 0, 2}));
-}
-
 TEST(EdgeWeights, GcnAndMeanFollowTheirDefinitions) {
   LocalCsr csr;
   csr.num_rows = 3;
@@ -143,15 +155,24 @@ TEST(EdgeWeights, GcnAndMeanFollowTheirDefinitions) {
   csr.indptr = {0, 2, 2, 5};
   csr.indices = {1, 3, 0, 1, 2};
   const SparseMatrix a = SparseMatrix::from_csr(csr);
-  const Tensor row_degree = Tensor::from_vector<std::int64_t>({3, 0, 8});
-  const Tensor col_degree = Tensor::from_vector<std::int64_t>({3, 1, 8, 0});
-  Tensor gcn = Tensor::empty({5}, DType::f32);
-  kernels::gcn_edge_weights(a, row_degree, col_degree, gcn);
-  const double expected_gcn[] = {1 / std::sqrt(4.0 * 2), 1 / std::sqrt(4.0 * 1),
-                                 1 / std::sqrt(9.0 * 4), 1 / std::sqrt(9.0 * 2),
-                                 1 / std::sqrt(9.0 * 9)};
-  for (int e = 0; e < 5; ++e)
-    EXPECT_NEAR(gcn.data<float>()[e], expected_gcn[e], 1e-7);
+  // Whole-graph degrees of the 4 columns; rows 0..2 are columns 0..2. Row 0 lists 2 of its 3
+  // neighbors (sampled: scale 3/2), row 1 none, row 2 lists 3 of its 8 (scale 8/3).
+  const Tensor degree = Tensor::from_vector<std::int64_t>({3, 1, 8, 0});
+  const SparseMatrix gcn = kernels::gcn_matrix(a, degree);
+  const LocalCsr g = gcn.to_csr();
+  EXPECT_EQ(g.indptr, (std::vector<EdgeId>{0, 3, 4, 8}));
+  EXPECT_EQ(g.indices, (std::vector<LocalId>{0, 1, 3, 1, 2, 0, 1, 2}));
+  const double expected_gcn[] = {1 / 4.0,
+                                 1.5 / std::sqrt(4.0 * 2),
+                                 1.5 / std::sqrt(4.0 * 1),
+                                 1 / 2.0,
+                                 1 / 9.0,
+                                 (8 / 3.0) / std::sqrt(9.0 * 4),
+                                 (8 / 3.0) / std::sqrt(9.0 * 2),
+                                 (8 / 3.0) / std::sqrt(9.0 * 9)};
+  for (int e = 0; e < 8; ++e)
+    EXPECT_NEAR(g.values[e], expected_gcn[e], 1e-7) << e;
+  EXPECT_THROW(kernels::gcn_matrix(a, Tensor::from_vector<std::int64_t>({3, 1, 8})), InputError);
   Tensor mean = Tensor::empty({5}, DType::f32);
   kernels::mean_edge_weights(a, mean);
   const double expected_mean[] = {0.5, 0.5, 1 / 3.0, 1 / 3.0, 1 / 3.0};

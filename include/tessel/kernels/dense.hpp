@@ -27,6 +27,14 @@ void gather_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* c
 // out[index[i], :] += src[i, :]. src: f32 [m, F]; index: i32 or i64 [m] (repeats allowed,
 // they sum); out: f32 [n, F]. Unpacks halo gradients into their owners' rows.
 void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx = nullptr);
+// The same sum in a fixed order: src's rows form consecutive segments of segment_rows[s] rows
+// (host span, summing to m), the indices inside one segment are distinct, and segments are
+// added one after another. Every out row thus receives its additions in segment order on every
+// backend (no atomics), so the result is bit for bit the same whatever the backend or thread
+// count. Sums received halo gradients at their owner, one segment per peer in rank order.
+void scatter_add_rows_segmented(const Tensor& src, const Tensor& index,
+                                std::span<const std::int64_t> segment_rows, Tensor& out,
+                                Context* ctx = nullptr);
 
 // y = max(x, 0). x, y: f32, same shape (y may be x).
 void relu_forward(const Tensor& x, Tensor& y, Context* ctx = nullptr);
@@ -44,8 +52,10 @@ void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx = nullptr);
 
-// Divides each row of x (f32 [n, F]) by the sum of its absolute values; all-zero rows stay
-// zero. For non-negative features (bag of words) this is the usual row normalization.
+// Row (L1) normalization: divides each row of x (f32 [n, F]) by the sum of the absolute values
+// of its entries; all-zero rows stay zero. For non-negative features (bag of words) this is
+// the usual division by the row sum; with negative entries it never divides by a sum that
+// cancels to almost zero. This is the one formula --normalize-features row applies.
 void normalize_rows(Tensor& x, Context* ctx = nullptr);
 
 // y += alpha x (f32, same shape).

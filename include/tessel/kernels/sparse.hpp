@@ -1,4 +1,5 @@
-// Sparse matrices on a device, SpMM (Y = A X) and the edge weights of GCN and mean aggregation.
+// Sparse matrices on a device, SpMM (Y = A X), CSR transpose and the GCN and mean aggregation
+// matrices.
 #pragma once
 
 #include "tessel/core/csr.hpp"
@@ -30,16 +31,11 @@ struct SparseMatrix {
   // Host copy as a LocalCsr (values empty when the matrix is pattern-only).
   LocalCsr to_csr() const;
   SparseMatrix to(Device device) const;
-  // A^T (num_cols x num_rows) on the same device, computed on the host: backward of an
-  // aggregation is SpMM with the transpose, which is built once and reused.
-  SparseMatrix transpose() const;
+  // A^T (num_cols x num_rows) on the same device: the csr_transpose op below.
+  SparseMatrix transpose(Context* ctx = nullptr) const;
   // The same pattern with new values (f32 [nnz] on the same device).
   SparseMatrix with_values(Tensor new_values) const;
 };
-
-// Adds the entry (v, v) to every row v < min(num_rows, num_cols) that lacks it. Rows are the
-// first columns (dst nodes come first among src nodes), so (v, v) is v's self loop.
-LocalCsr add_self_loops(const LocalCsr& csr);
 
 enum class SpmmAlgorithm {
   automatic,       // the fastest measured choice for the device
@@ -58,13 +54,22 @@ void spmm(const SparseMatrix& a, const Tensor& x, Tensor& y, Context* ctx = null
 // Allocating form: returns A x on x's device.
 Tensor spmm(const SparseMatrix& a, const Tensor& x, Context* ctx = nullptr);
 
-// GCN weights: values[e] = 1 / sqrt((row_degree[v] + 1) (col_degree[u] + 1)) for the entry
-// (v, u) at e. row_degree: i64 [num_rows]; col_degree: i64 [num_cols]; values: f32 [nnz],
-// allocated by the caller; all on a's device. With self loops added first this is
-// D^-1/2 (A + I) D^-1/2 with D = degree + 1.
-void gcn_edge_weights(const SparseMatrix& a, const Tensor& row_degree, const Tensor& col_degree,
-                      Tensor& values, Context* ctx = nullptr);
-// Mean weights: values[e] = 1 / (entries in row v) for every entry of row v.
+// A^T of a (num_cols x num_rows), with a's values if it has any, on a's device. Within each row
+// of A^T the entries keep a's row order (a stable counting sort), so the result does not depend
+// on the backend or the thread count. The backward pass of an aggregation is SpMM with it.
+SparseMatrix csr_transpose(const SparseMatrix& a, Context* ctx = nullptr);
+
+// The GCN aggregation matrix of a pattern. adj: num_rows x num_cols pattern (values ignored),
+// the rows being the first columns (destinations come first among sources); degree: i64
+// [num_cols], each column's in-degree in the whole graph. Row v of the result is a self loop
+// (column v) followed by adj's row v, with the weights
+//   self loop 1 / (d_v + 1),   neighbor u: (d_v / s_v) / sqrt((d_u + 1) (d_v + 1)),
+// where s_v is adj's row length. With every neighbor present (s_v = d_v) this is exactly
+// D^-1/2 (A + I) D^-1/2 with D = degree + 1; with a sample of the neighbors it is the unbiased
+// estimate of that row (sampled mode). A row without neighbors keeps only its self loop.
+SparseMatrix gcn_matrix(const SparseMatrix& adj, const Tensor& degree, Context* ctx = nullptr);
+// Mean weights: values[e] = 1 / (entries in row v) for every entry of row v (GraphSAGE mean;
+// with a sample of the neighbors, the mean over the sample).
 void mean_edge_weights(const SparseMatrix& a, Tensor& values, Context* ctx = nullptr);
 
 } // namespace tessel::kernels

@@ -3,9 +3,9 @@
 
 #include "tessel/core/csr.hpp"
 #include "tessel/kernels/sparse.hpp"
+#include "tessel/nn/aggregation_matrices.hpp"
 #include "tessel/nn/aggregator.hpp"
 
-#include <optional>
 #include <vector>
 
 namespace tessel::nn {
@@ -13,8 +13,8 @@ namespace tessel::nn {
 // graph: in-neighbor CSR with num_rows = num_dst destinations and num_cols = num_src sources,
 // the destinations being the first sources (for a whole graph both are all nodes).
 // src_ids: the ids dropout is keyed by (default 0 .. num_src - 1). degree: per-source in-degree
-// used by Norm::gcn (default: the row lengths, which needs a square graph). Matrices and their
-// transposes are built on first use of each Norm and kept on `device`.
+// used by Norm::gcn (default: the row lengths, which needs a square graph). The matrices are
+// an AggregationMatrices on `device`.
 class LocalAggregator final : public Aggregator {
 public:
   explicit LocalAggregator(const LocalCsr& graph, Device device = Device::cpu(),
@@ -30,16 +30,9 @@ public:
   const kernels::SparseMatrix& matrix(Norm norm);
 
 private:
-  struct Matrices {
-    kernels::SparseMatrix forward, backward;
-  };
-  Matrices& matrices(Norm norm);
-
   LocalCsr graph_;
-  Device device_;
   std::vector<NodeId> src_ids_;
-  std::vector<std::int64_t> degree_;
-  std::optional<Matrices> gcn_, mean_;
+  AggregationMatrices matrices_;
 };
 
 } // namespace tessel::nn

@@ -12,7 +12,10 @@
 namespace tessel::train {
 
 // Built once per part (collective: every rank tells each owner which of its rows it needs).
-// Rows travel in one alltoallv per call; a rank sends each needed row once per peer.
+// Rows travel in one alltoallv per call; a rank sends each needed row once per peer. Rows are
+// packed, reordered and summed by kernel ops (gather_rows, scatter_add_rows_segmented), so the
+// exchange touches no row with a host loop; the gradient sum at an owner adds its peers' rows
+// in rank order, which keeps P ranks bit for bit deterministic.
 class HaloExchange {
  public:
   HaloExchange(const partition::Part& part, comm::Communicator& comm);
@@ -37,8 +40,11 @@ class HaloExchange {
   std::vector<LocalId> send_rows_;   // owned local ids to send, grouped by peer
   std::vector<LocalId> recv_slots_;  // halo index (0-based) of each received row, grouped by peer
   bool recv_in_halo_order_ = false;  // received rows are exactly halo 0, 1, 2, ...: no permutation
-  std::vector<float> send_buffer_;
-  std::vector<float> recv_buffer_;
+  Tensor send_index_;                // i32 [rows sent]: send_rows_
+  Tensor recv_to_halo_;              // i32 [n_halo]: recv_slots_ (received position -> halo row)
+  Tensor halo_to_recv_;              // i32 [n_halo]: its inverse (halo row -> received position)
+  Tensor send_buffer_;               // f32 [rows sent, F]
+  Tensor recv_buffer_;               // f32 [n_halo, F]
 };
 
 }  // namespace tessel::train
