@@ -1,0 +1,56 @@
+// Interrupts (SIGINT, SIGTERM, SIGHUP): unfinished outputs are removed, the signal is reported
+// in one line and the process ends with 128 + the signal number.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace tessel::interrupt {
+
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, and so in every thread started after
+// it (OpenMP, MPI, std::async), and starts one thread that waits for them with sigwait. When
+// one arrives, that thread removes every registered temporary path, prints "tessel: interrupted
+// by SIGTERM ..." (under mpirun: rank 0, and any rank that removed something) and calls
+// _exit(128 + signal). No signal handler runs: libraries that install
+// their own handlers for these signals (METIS traps SIGTERM and turns it into METIS_ERROR) never
+// see them, and the cleanup runs in an ordinary thread, free to use the file system API.
+// Call it first thing in main, before any thread exists. Idempotent.
+void install();
+
+// True once install() ran.
+bool installed();
+
+// Registers a temporary file or folder (removed recursively) for removal on interrupt; the
+// destructor unregisters it without touching the file system (the owner renames or removes it).
+// Thread-safe. Registering is cheap: one mutex, one map insertion.
+class TemporaryPath {
+ public:
+  TemporaryPath() = default;
+  explicit TemporaryPath(const std::filesystem::path& path);
+  ~TemporaryPath();
+  TemporaryPath(TemporaryPath&& other) noexcept : id_(other.id_) { other.id_ = 0; }
+  TemporaryPath& operator=(TemporaryPath&& other) noexcept;
+  TemporaryPath(const TemporaryPath&) = delete;
+  TemporaryPath& operator=(const TemporaryPath&) = delete;
+
+  // Unregisters now (after a successful rename onto the final name).
+  void release() noexcept;
+
+ private:
+  std::uint64_t id_ = 0;
+};
+
+// The temporary paths registered now, oldest first (for tests and diagnostics).
+std::size_t registered_count();
+
+// Runs `command` with /bin/sh -c like std::system, but the child starts with SIGINT, SIGTERM and
+// SIGHUP unblocked and at their default actions (a blocked mask would otherwise be inherited
+// across exec). Returns the exit status (128 + signal if the child was killed), -1 if it could
+// not start.
+int run_shell(const std::string& command);
+
+// The signal's name: "SIGTERM", or "signal N".
+std::string signal_name(int signal);
+
+}  // namespace tessel::interrupt

@@ -1,0 +1,192 @@
+// Interrupt handling: a sigwait thread that removes registered temporary outputs and exits.
+#include "tessel/core/interrupt.hpp"
+
+#include <fmt/format.h>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+extern char** environ;
+
+namespace tessel::interrupt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::uint64_t, fs::path> paths;
+  std::uint64_t next_id = 1;
+  std::string who = "tessel"; // "tessel (rank 1 of 4)" under mpirun
+  // Ranks other than 0 of an MPI job stay silent unless they removed something: mpirun sends
+  // SIGTERM to every rank (on Ctrl-C, or after another rank's MPI_Abort), one line is enough.
+  bool quiet = false;
+};
+
+// Never destroyed: the watcher thread may still use it while static destructors run at exit.
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+std::atomic<bool> g_installed{false};
+
+sigset_t watched_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// Another thread may still be creating files in a folder being removed (a part file being
+// opened), which makes the last rmdir fail: try a few times.
+bool remove_with_retries(const fs::path& path) {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    fs::remove_all(path, ec);
+    if (!fs::exists(fs::symlink_status(path, ec))) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+[[noreturn]] void on_signal(int signal) {
+  Registry& r = registry();
+  // Held until _exit: a thread that registers or releases a path meanwhile waits for the end.
+  r.mutex.lock();
+  std::string removed, kept;
+  for (const auto& [id, path] : r.paths) {
+    std::string& list = remove_with_retries(path) ? removed : kept;
+    list += (list.empty() ? "" : ", ") + path.string();
+  }
+  if (r.quiet && removed.empty() && kept.empty()) ::_exit(128 + signal);
+  std::string line = fmt::format("{}: interrupted by {}", r.who, signal_name(signal));
+  if (!removed.empty()) line += "; removed the unfinished output " + removed;
+  if (!kept.empty()) line += "; could not remove " + kept;
+  line += '\n';
+  // write(2), not stdio: another thread may hold stderr's lock.
+  for (std::size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::_exit(128 + signal);
+}
+
+void watch(sigset_t set) {
+  for (;;) {
+    int signal = 0;
+    if (sigwait(&set, &signal) == 0) on_signal(signal);
+  }
+}
+
+// This process's rank and the job's size from the launcher's environment (MPI itself may not be
+// initialized, and may not be called from the watcher thread); {0, 1} outside mpirun.
+std::pair<int, int> launcher_rank() {
+  for (const auto& [rank_var, size_var] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                           std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const char* rank = std::getenv(rank_var);
+    const char* size = std::getenv(size_var);
+    if (rank && size) return {std::atoi(rank), std::atoi(size)};
+  }
+  return {0, 1};
+}
+
+}  // namespace
+
+void install() {
+  if (g_installed.exchange(true)) return;
+  const auto [rank, size] = launcher_rank();
+  if (size > 1) {
+    registry().who = fmt::format("tessel (rank {} of {})", rank, size);
+    registry().quiet = rank != 0;
+  }
+  sigset_t set = watched_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread(watch, set).detach();
+}
+
+bool installed() { return g_installed.load(); }
+
+TemporaryPath::TemporaryPath(const fs::path& path) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  id_ = r.next_id++;
+  r.paths.emplace(id_, path);
+}
+
+TemporaryPath::~TemporaryPath() { release(); }
+
+TemporaryPath& TemporaryPath::operator=(TemporaryPath&& other) noexcept {
+  if (this != &other) {
+    release();
+    id_ = other.id_;
+    other.id_ = 0;
+  }
+  return *this;
+}
+
+void TemporaryPath::release() noexcept {
+  if (id_ == 0) return;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.paths.erase(id_);
+  id_ = 0;
+}
+
+std::size_t registered_count() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.paths.size();
+}
+
+int run_shell(const std::string& command) {
+  posix_spawnattr_t attr;
+  if (posix_spawnattr_init(&attr) != 0) return -1;
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigset_t defaults = watched_signals();
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::string arg0 = "sh", arg1 = "-c", arg2 = command;
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv, environ);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::string signal_name(int signal) {
+  switch (signal) {
+  case SIGINT:
+    return "SIGINT";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGHUP:
+    return "SIGHUP";
+  default:
+    return fmt::format("signal {}", signal);
+  }
+}
+
+}  // namespace tessel::interrupt
