@@ -26,6 +26,8 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory)
   static std::atomic<int> counter{0};
   temp_ = (parent.empty() ? std::filesystem::path(".") : parent) /
           fmt::format(".{}.tmp-{}-{}", target_.filename().string(), getpid(), counter++);
+  // Registered before it exists, so no moment is left where an interrupt would miss it.
+  registration_ = interrupt::TemporaryPath(temp_);
   std::filesystem::remove_all(temp_, ec);
   if (is_directory) {
     std::filesystem::create_directory(temp_, ec);
@@ -45,6 +47,7 @@ void AtomicOutput::commit() {
   TESSEL_EXPECTS(!ec, "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
                  ec.message());
   committed_ = true;
+  registration_.release();
 }
 
 } // namespace tessel::datasets

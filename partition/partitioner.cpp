@@ -3,7 +3,9 @@
 #include "tessel/partition/partitioner.hpp"
 
 #include "steps.hpp"
+#include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/partition/part.hpp"
 
@@ -85,6 +87,8 @@ public:
     TESSEL_EXPECTS(!ec && fs::is_directory(parent_), "cannot create {}: {}", parent_.string(),
                    ec.message());
     temp_ = parent_ / fmt::format(".{}.partial-{}", name, getpid());
+    // Registered before it exists: SIGINT/SIGTERM/SIGHUP remove it (interrupt::install).
+    registration_ = interrupt::TemporaryPath(temp_);
     fs::remove_all(temp_, ec);
     fs::create_directory(temp_, ec);
     TESSEL_EXPECTS(!ec, "cannot create {}: {}", temp_.string(), ec.message());
@@ -125,10 +129,12 @@ public:
                      ec.message());
     }
     committed_ = true;
+    registration_.release();
   }
 
 private:
   fs::path out_, parent_, temp_;
+  interrupt::TemporaryPath registration_;
   bool committed_ = false;
 };
 

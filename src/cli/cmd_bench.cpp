@@ -5,6 +5,7 @@
 
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/partition/part.hpp"
@@ -142,7 +143,7 @@ void run_plot(const fs::path& out_dir) {
   const char* python = std::getenv("TESSEL_PYTHON");
   std::string interpreter = python ? python : (fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
   const std::string command = interpreter + " '" + script.string() + "' '" + out_dir.string() + "'";
-  if (std::system(command.c_str()) != 0)
+  if (interrupt::run_shell(command) != 0)
     log::warn("the plot script failed; report.json and report.md are complete");
 }
 

@@ -2,7 +2,9 @@
 // a non-zero exit that takes every rank of the job down.
 #include "command.hpp"
 
+#include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
 
@@ -20,6 +22,8 @@ std::vector<Command>& registry() {
 
 int main(int argc, char** argv) {
   using namespace tessel;
+  // Before any thread exists, so every thread inherits the blocked signals (see interrupt.hpp).
+  interrupt::install();
   CLI::App app{"Tessel: distributed graph neural network training (METIS partitions, MPI, "
                "OpenMP, CUDA).",
                "tessel"};
@@ -52,7 +56,10 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     mpi::abort_job(fmt::format("{} [{}]", e.what(), e.where()), 1);
   } catch (const std::bad_alloc&) {
-    mpi::abort_job("out of memory", 1);
+    const std::string where = failed_activity();
+    mpi::abort_job(where.empty() ? std::string("out of memory")
+                                 : fmt::format("out of memory while {}", where),
+                   1);
   } catch (const std::exception& e) {
     mpi::abort_job(e.what(), 1);
   }

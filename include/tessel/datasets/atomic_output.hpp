@@ -2,13 +2,16 @@
 // into place on commit, removed if the writer fails first.
 #pragma once
 
+#include "tessel/core/interrupt.hpp"
+
 #include <filesystem>
 
 namespace tessel::datasets {
 
 // RAII guard for one output file or folder. The temporary lives in the target's folder (so
 // the final rename never crosses file systems) and is hidden (leading dot). The destructor
-// removes it unless commit() succeeded, so an exception anywhere leaves no half-written output.
+// removes it unless commit() succeeded, so an exception anywhere leaves no half-written output;
+// it is registered with interrupt::TemporaryPath, so SIGINT/SIGTERM/SIGHUP remove it too.
 class AtomicOutput {
 public:
   // Throws InputError if the target's folder does not exist or the target is a folder when a
@@ -27,6 +30,7 @@ public:
 private:
   std::filesystem::path target_;
   std::filesystem::path temp_;
+  interrupt::TemporaryPath registration_;
   bool committed_ = false;
 };
 

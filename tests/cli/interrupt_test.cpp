@@ -1,0 +1,166 @@
+// Interrupting `tessel convert` and `tessel partition` with SIGINT, SIGTERM or SIGHUP through the
+// binary: the signal is reported in one line, the exit code is 128 + its number, and no hidden
+// temporary file or folder is left (METIS, which traps SIGTERM itself, must not turn it into a
+// "METIS_ERROR").
+#include "tessel/datasets/dataset.hpp"
+#include "tessel/datasets/synthetic.hpp"
+
+#include "dataset_fixtures.hpp"
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `tessel ARGS...` running in the background, stdout and stderr going to a log file.
+class Background {
+public:
+  Background(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
+    std::vector<std::string> argv_text{test::tessel_binary().string()};
+    argv_text.insert(argv_text.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_text)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) pid_ = -1;
+  }
+  ~Background() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool running() {
+    if (reaped_) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      reaped_ = true;
+      code_ = decode(status);
+      return false;
+    }
+    return true;
+  }
+  // Exit code, or 128 + signal if it was killed.
+  int wait() {
+    if (!reaped_) {
+      int status = 0;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      reaped_ = true;
+      code_ = decode(status);
+    }
+    return code_;
+  }
+  std::string log() const { return test::read_file_bytes(log_); }
+
+  // Polls until ready() holds or the process has ended; returns ready().
+  template <class Ready> bool wait_until(Ready ready) {
+    for (;;) {
+      if (ready()) return true;
+      if (!running()) return ready();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+private:
+  static int decode(int status) {
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  fs::path log_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int code_ = -1;
+};
+
+// The hidden temporaries Tessel writes outputs under: .NAME.tmp-PID-N and .DIR.partial-PID.
+bool has_temporary(const fs::path& dir) {
+  for (const auto& name : test::list_dir(dir))
+    if (name[0] == '.' &&
+        (name.find(".tmp-") != std::string::npos || name.find(".partial-") != std::string::npos))
+      return true;
+  return false;
+}
+
+void expect_interrupted(Background& run, int signal, const char* name, const fs::path& out_dir) {
+  const int code = run.wait();
+  const std::string log = run.log();
+  EXPECT_EQ(code, 128 + signal) << log;
+  EXPECT_NE(log.find(std::string("tessel: interrupted by ") + name), std::string::npos) << log;
+  EXPECT_EQ(log.find("METIS_ERROR"), std::string::npos) << log;
+  EXPECT_EQ(log.find("tessel: error"), std::string::npos) << log;
+  EXPECT_TRUE(test::list_dir(out_dir).empty()) << "left in " << out_dir << ": " << log;
+}
+
+// The store is written after the graph is generated; 38 MB of features keep the writer busy
+// long enough to be interrupted while the temporary file exists.
+TEST(CliInterrupt, ConvertRemovesItsTemporaryStore) {
+  for (const auto& [signal, name] : {std::pair{SIGINT, "SIGINT"}, std::pair{SIGHUP, "SIGHUP"}}) {
+    test::TempDir dir;
+    const auto out = dir / "out";
+    fs::create_directories(out);
+    Background run({"convert", "synthetic", "--nodes", "150000", "--avg-degree", "2", "--classes",
+                    "2", "--feat-dim", "64", (out / "s.h5").string()},
+                   dir / "log");
+    ASSERT_GT(run.pid(), 0);
+    ASSERT_TRUE(run.wait_until([&] { return has_temporary(out); }))
+        << "the temporary store never appeared: " << run.log();
+    ::kill(run.pid(), signal);
+    expect_interrupted(run, signal, name, out);
+    EXPECT_NE(run.log().find("removed the unfinished output"), std::string::npos) << run.log();
+  }
+}
+
+// SIGTERM while METIS runs: METIS traps SIGTERM itself (and used to return METIS_ERROR).
+TEST(CliInterrupt, PartitionDuringMetisRemovesItsPartialFolder) {
+  test::TempDir dir;
+  datasets::SyntheticOptions o;
+  o.num_nodes = 200000;
+  o.avg_degree = 12;
+  o.num_classes = 4;
+  o.feature_dim = 2;
+  o.seed = 5;
+  datasets::write_store(datasets::make_synthetic(o), dir / "g.h5");
+  const auto out = dir / "out";
+  fs::create_directories(out);
+  for (const auto& [signal, name] : {std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGINT, "SIGINT"}}) {
+    Background run({"partition", (dir / "g.h5").string(), "--parts", "4", "--out",
+                    (out / "parts").string(), "--metis-max-edges", "100000000"},
+                   dir / "log");
+    ASSERT_GT(run.pid(), 0);
+    ASSERT_TRUE(run.wait_until([&] { return run.log().find("METIS k-way") != std::string::npos; }))
+        << "METIS never started: " << run.log();
+    ASSERT_TRUE(has_temporary(out)) << run.log();
+    ::kill(run.pid(), signal);
+    expect_interrupted(run, signal, name, out);
+  }
+}
+
+} // namespace
+} // namespace tessel
