@@ -6,6 +6,7 @@
 #include "store_writer.hpp"
 #include "text_reader.hpp"
 
+#include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/timer.hpp"
@@ -17,7 +18,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 namespace tessel::datasets {
 
@@ -333,9 +336,11 @@ Csr read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m, ConvertR
   return detail::csr_from_edges(n, src.data(), dst.data(), m);
 }
 
+// Labels grow with the rows the file really holds (never sized from num-node-list first), so a
+// count that the file contradicts is an error before anything of that size is allocated.
 std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n,
                                           ConvertReport& report) {
-  std::vector<std::int64_t> labels(static_cast<std::size_t>(n), -1);
+  std::vector<std::int64_t> labels;
   LineChunkReader reader(in.label);
   const std::string node_count_file = base_name(in.num_nodes);
   std::vector<std::vector<std::int64_t>> slots(detail::parse_slots());
@@ -362,6 +367,12 @@ std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n,
           if (v < -1)
             return failed(
                 {line, fmt::format("label {} is negative (-1 or nan mean unlabeled)", v)});
+          // A class id at or above the node count would size every model's output layer (and
+          // its logits) by it: refuse it here rather than fail later with out of memory.
+          if (v >= n)
+            return failed({line, fmt::format("label {} is too large: class ids must be below the "
+                                             "number of nodes ({}, from {})",
+                                             v, n, node_count_file)});
           out.push_back(v);
           p = q;
         }
@@ -372,7 +383,7 @@ std::vector<std::int64_t> read_labels_csv(const OgbInputs& in, std::int64_t n,
           detail::throw_line_error(
               in.label, n,
               fmt::format("more rows than the {} nodes that {} gives", n, node_count_file));
-        std::copy(slots[slot].begin(), slots[slot].end(), labels.begin() + first);
+        labels.insert(labels.end(), slots[slot].begin(), slots[slot].end());
       });
   TESSEL_EXPECTS(lines == n, "{}: {} rows, but {} says {} nodes", in.label.string(), lines,
                  in.num_nodes.string(), n);
@@ -537,6 +548,10 @@ std::vector<std::int64_t> read_labels_npz(const OgbInputs& in, std::int64_t n,
     TESSEL_EXPECTS(std::isfinite(x) && x == std::floor(x) && x >= -1 && x < 9e15,
                    "{}: label of node {} is {}, not a class id (an integer, or NaN for unlabeled)",
                    array.where(), v, x);
+    TESSEL_EXPECTS(x < static_cast<double>(n),
+                   "{}: label of node {} is {:.0f}, too large: class ids must be below the number "
+                   "of nodes ({}, from num_nodes_list)",
+                   array.where(), v, x, n);
     labels[static_cast<std::size_t>(v)] = static_cast<std::int64_t>(x);
   }
   report.text_bytes += array.bytes_read();
@@ -575,6 +590,99 @@ std::int64_t read_features_npz(detail::NpzArchive& archive, std::int64_t n, Sink
   return f;
 }
 
+// ---- plausibility of the counts, before anything is sized by them ----
+
+// Most text bytes a table file can hold: its size, or for gzip what deflate can expand it to
+// (at most 1032 output bytes per input byte, plus slack for member headers).
+std::int64_t max_text_bytes(const fs::path& file) {
+  std::error_code ec;
+  const auto size = static_cast<std::int64_t>(fs::file_size(file, ec));
+  if (ec) return std::numeric_limits<std::int64_t>::max();
+  const std::string name = file.filename().string();
+  const bool gzip = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
+  return gzip ? size * 1032 + 4096 : size;
+}
+
+// The memory this process may use: physical memory plus swap, or the cgroup's limit if lower.
+std::int64_t usable_memory_bytes() {
+  std::int64_t total = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemTotal:" || key == "SwapTotal:") total += kib * 1024;
+  }
+  if (total <= 0) return std::numeric_limits<std::int64_t>::max();
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit && !limit.empty() && limit != "max") {
+    std::int64_t bytes = 0;
+    std::istringstream(limit) >> bytes;
+    if (bytes > 0) total = std::min(total, bytes);
+  }
+  return total;
+}
+
+std::string gigabytes(double bytes) {
+  return fmt::format("{:.1f} GB", bytes / 1e9);
+}
+
+// Refuses counts that the files cannot hold or this machine cannot store, before any array is
+// sized by them: a corrupt num-node-list / num-edge-list must be an error message, not an
+// allocation that the kernel kills.
+void check_counts_plausible(const OgbInputs& in, std::int64_t n, std::int64_t m) {
+  if (!in.npz) {
+    // Each edge row holds at least "u,v\n"; each node row of node-label at least "c\n".
+    const std::int64_t edge_bytes = max_text_bytes(in.edge);
+    TESSEL_EXPECTS(m <= edge_bytes / 4 + 1,
+                   "{}: says {} edges, but {} can hold at most {} rows (one per edge)",
+                   in.num_edges.string(), m, in.edge.string(), edge_bytes / 4 + 1);
+    const std::int64_t label_bytes = max_text_bytes(in.label);
+    TESSEL_EXPECTS(n <= label_bytes / 2 + 1,
+                   "{}: says {} nodes, but {} can hold at most {} rows (one per node)",
+                   in.num_nodes.string(), n, in.label.string(), label_bytes / 2 + 1);
+  }
+  // Edge endpoints twice (source and destination lists) plus the CSR built from them, the
+  // labels and the row pointers: what the edges phase holds at its peak.
+  const double id_bytes =
+      n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()) ? 4.0 : 8.0;
+  const double need = static_cast<double>(m) * (2 * id_bytes + 8) + static_cast<double>(n) * 16;
+  const auto usable = static_cast<double>(usable_memory_bytes());
+  TESSEL_EXPECTS(need <= usable,
+                 "{} nodes and {} edges ({} and {}) need at least {} of memory to convert, more "
+                 "than this machine has ({}, memory and swap)",
+                 n, m, in.npz ? in.data_npz.string() + " num_nodes_list" : in.num_nodes.string(),
+                 in.npz ? std::string("edge_index") : in.num_edges.string(), gigabytes(need),
+                 gigabytes(usable));
+}
+
+// The binary layout's other arrays must agree with num_nodes_list before anything is read.
+void check_npz_shapes(const OgbInputs& in, detail::NpzArchive& archive, std::int64_t n,
+                      std::int64_t* m) {
+  {
+    auto edges = archive.open("edge_index");
+    const auto& h = edges.header();
+    TESSEL_EXPECTS(h.shape.size() == 2 && h.shape[0] == 2, "{}: is {}, expected [2, num_edges]",
+                   edges.where(), h.describe());
+    *m = h.shape[1];
+  }
+  {
+    auto feat = archive.open("node_feat");
+    const auto& h = feat.header();
+    TESSEL_EXPECTS(h.shape.size() == 2 && h.shape[0] == n,
+                   "{}: is {}, expected [{}, feature_dim] (num_nodes_list gives {} nodes)",
+                   feat.where(), h.describe(), n, n);
+  }
+  detail::NpzArchive labels(in.label_npz);
+  auto label = labels.open("node_label");
+  const auto& h = label.header();
+  TESSEL_EXPECTS(h.count() == n && (h.shape.size() == 1 || (h.shape.size() == 2 && h.shape[1] == 1)),
+                 "{}: is {}, expected [{}] or [{}, 1] (num_nodes_list gives {} nodes)",
+                 label.where(), h.describe(), n, n, n);
+}
+
 // Reads everything into the sink; returns the dataset's summary.
 ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& sink) {
   ConvertReport report;
@@ -594,6 +702,7 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
   std::unique_ptr<detail::NpzArchive> archive;
   std::int64_t n = 0, m = 0;
   if (in.npz) {
+    ScopedActivity activity("reading " + in.data_npz.string());
     archive = std::make_unique<detail::NpzArchive>(in.data_npz);
     report.input_bytes += archive->file_bytes();
     for (const char* key : {"edge_index", "num_nodes_list", "node_feat"})
@@ -604,43 +713,62 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
                    counts.header().count());
     counts.read(&n, 1);
     TESSEL_EXPECTS(n >= 0, "{}: negative node count {}", counts.where(), n);
+    check_npz_shapes(in, *archive, n, &m);
   } else {
     n = read_count(in.num_nodes, report);
     m = read_count(in.num_edges, report);
   }
+  check_counts_plausible(in, n, m);
   info.num_nodes = n;
   end_phase("counts");
 
-  Csr graph;
-  const bool narrow = n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
-  if (in.npz)
-    graph = narrow ? read_edges_npz<std::uint32_t>(in, *archive, n, report)
-                   : read_edges_npz<std::int64_t>(in, *archive, n, report);
-  else
-    graph = narrow ? read_edges_csv<std::uint32_t>(in, n, m, report)
-                   : read_edges_csv<std::int64_t>(in, n, m, report);
-  end_phase("edges");
-  if (options.symmetrize) {
-    graph = symmetrize(graph);
-    end_phase("symmetrize");
+  // Labels first: their row count is checked against num-node-list before the edges phase
+  // allocates anything per node. They are written after the graph (the store's layout).
+  std::vector<std::int64_t> labels;
+  {
+    ScopedActivity activity("reading " + (in.npz ? in.label_npz : in.label).string());
+    labels = in.npz ? read_labels_npz(in, n, report) : read_labels_csv(in, n, report);
   }
-  info.num_edges = graph.num_edges();
-  sink.graph(std::move(graph));
-  end_phase("write graph");
-
-  auto labels = in.npz ? read_labels_npz(in, n, report) : read_labels_csv(in, n, report);
   std::int64_t max_label = -1;
 #pragma omp parallel for reduction(max : max_label) schedule(static) if (n > kParallelMin)
   for (std::int64_t v = 0; v < n; ++v)
     max_label = std::max(max_label, labels[static_cast<std::size_t>(v)]);
   info.num_classes = max_label + 1;
-  sink.labels(std::move(labels));
   end_phase("labels");
 
-  info.feature_dim = in.npz ? read_features_npz(*archive, n, sink, report)
-                            : read_features_csv(in, n, sink, report);
+  Csr graph;
+  {
+    ScopedActivity activity("reading " + (in.npz ? in.data_npz : in.edge).string());
+    const bool narrow = n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
+    if (in.npz)
+      graph = narrow ? read_edges_npz<std::uint32_t>(in, *archive, n, report)
+                     : read_edges_npz<std::int64_t>(in, *archive, n, report);
+    else
+      graph = narrow ? read_edges_csv<std::uint32_t>(in, n, m, report)
+                     : read_edges_csv<std::int64_t>(in, n, m, report);
+  }
+  end_phase("edges");
+  if (options.symmetrize) {
+    ScopedActivity activity("symmetrizing the graph");
+    graph = symmetrize(graph);
+    end_phase("symmetrize");
+  }
+  info.num_edges = graph.num_edges();
+  {
+    ScopedActivity activity("writing the graph");
+    sink.graph(std::move(graph));
+    sink.labels(std::move(labels));
+  }
+  end_phase("write graph");
+
+  {
+    ScopedActivity activity("reading " + (in.npz ? in.data_npz : in.feat).string());
+    info.feature_dim = in.npz ? read_features_npz(*archive, n, sink, report)
+                              : read_features_csv(in, n, sink, report);
+  }
   end_phase("features");
 
+  ScopedActivity activity("reading the split " + in.split_name);
   std::vector<NodeId> splits[3];
   const std::string count_source = in.npz ? "num_nodes_list" : base_name(in.num_nodes);
   for (int s = 0; s < 3; ++s)

@@ -220,6 +220,7 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   GraphCsr metis_input; // only when the training graph is directed and METIS runs
   {
     ScopedPhase phase(times, "symmetrize");
+    const ScopedActivity activity("symmetrizing the graph");
     training = clean_graph(data.graph, store_symmetric, o.max_index);
     data.graph = Csr{}; // the source graph is no longer needed
     if (o.method == Method::metis && k > 1 && !store_symmetric)
@@ -232,6 +233,8 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
 
   std::vector<std::int32_t> assignment;
   {
+    const ScopedActivity activity(fmt::format("assigning nodes to {} parts ({})", k,
+                                              to_string(o.method)));
     Stopwatch watch;
     double sub_phases = 0; // coarsen and refine, recorded as their own phases
     if (k == 1) {
@@ -277,6 +280,7 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
 
   // Parts are built one at a time; their files stay open until the single pass over the
   // source features has written every part's rows.
+  const ScopedActivity activity("building and writing the part files in " + out.temp().string());
   BuildScratch scratch;
   std::vector<h5::File> files;
   files.reserve(static_cast<std::size_t>(k));

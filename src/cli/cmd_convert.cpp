@@ -1,6 +1,7 @@
 // `tessel convert`: OGB raw folder or synthetic generator -> HDF5 dataset store.
 #include "command.hpp"
 
+#include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/timer.hpp"
@@ -37,6 +38,7 @@ std::string split_sizes(const datasets::DatasetInfo& info) {
 }
 
 void run_ogb(const OgbArgs& args) {
+  const ScopedActivity activity("converting " + args.dir);
   const auto report = datasets::convert_ogb_folder(args.dir, args.out, args.options);
   const auto& info = report.info;
   const double mb_per_s =
@@ -88,9 +90,14 @@ void run_ogb(const OgbArgs& args) {
 void run_synthetic(const SyntheticArgs& args) {
   TESSEL_EXPECTS(!args.out.empty(), "convert synthetic: missing the output path (OUT.h5)");
   Stopwatch watch;
-  const auto data = datasets::make_synthetic(args.options);
+  const auto data = [&] {
+    const ScopedActivity activity(
+        fmt::format("generating a synthetic graph of {} nodes", args.options.num_nodes));
+    return datasets::make_synthetic(args.options);
+  }();
   const double generate_s = watch.seconds();
   watch.reset();
+  const ScopedActivity activity("writing " + args.out);
   if (args.ogb) {
     datasets::OgbWriteOptions options;
     options.split_name = "random";

@@ -1,7 +1,8 @@
 // `tessel info`: what a dataset store holds (counts, features, classes, split, degrees), as text
-// or JSON, after validating the whole file except the feature values.
+// or JSON, after validating the whole file (feature values included, read in row blocks).
 #include "command.hpp"
 
+#include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/dataset.hpp"
 

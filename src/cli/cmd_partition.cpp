@@ -2,6 +2,7 @@
 // folder, and `--check` to re-verify a folder.
 #include "command.hpp"
 
+#include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/partition/partitioner.hpp"
 
@@ -28,6 +29,7 @@ struct PartitionArgs {
 void run_check(const PartitionArgs& args) {
   partition::CheckOptions options;
   options.source_store = args.input;
+  const ScopedActivity activity("checking " + args.check);
   const auto report = partition::check_partition(args.check, options);
   fmt::print("{}: OK: {} parts, {} nodes, {} edges, edge cut {}, {} halo nodes{}\n", args.check,
              report.num_parts, report.num_nodes, report.num_edges, report.edge_cut,
@@ -49,6 +51,7 @@ void run_partition(const PartitionArgs& args, bool parts_given) {
   TESSEL_EXPECTS(args.metis_max_edges >= 1,
                  "partition: --metis-max-edges must be at least 1, got {}", args.metis_max_edges);
   options.metis_max_edges = args.metis_max_edges;
+  const ScopedActivity activity("partitioning " + args.input);
   const auto stats = partition::partition_store(args.input, args.out, options);
   fmt::print("{}wrote {}\n", stats.summary(), args.out);
 }

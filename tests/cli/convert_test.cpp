@@ -190,6 +190,60 @@ TEST(CliBadInput, NodeCountDisagrees) {
                        b.out_dir);
 }
 
+// Counts that the files cannot hold are refused before anything is sized by them (3e9 nodes
+// used to allocate 24 GB for the CSR row pointers; 1e12 ended with a bare "out of memory").
+TEST(CliBadInput, NodeCountBeyondWhatTheFilesHold) {
+  for (const std::string count : {"3000000000", "1000000000000"}) {
+    test::TinyOgb tiny;
+    tiny.num_nodes = count + "\n";
+    BrokenConvert b(tiny);
+    expect_clean_failure(
+        b.result,
+        {"num-node-list.csv.gz: says " + count + " nodes", "node-label.csv.gz can hold at most"},
+        b.out_dir);
+  }
+}
+
+TEST(CliBadInput, EdgeCountBeyondWhatTheFileHolds) {
+  test::TinyOgb tiny;
+  tiny.num_edges = "1000000000000\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result,
+                       {"num-edge-list.csv.gz: says 1000000000000 edges",
+                        "edge.csv.gz can hold at most"},
+                       b.out_dir);
+}
+
+// A stray label of 10^9 used to make a store with 1,000,000,001 classes.
+TEST(CliBadInput, LabelAboveNodeCount) {
+  test::TinyOgb tiny;
+  tiny.labels = "0\n1\nnan\n1000000000\n1\n2\n";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result,
+                       {"node-label.csv.gz line 4", "label 1000000000 is too large",
+                        "below the number of nodes (6"},
+                       b.out_dir);
+}
+
+// Out of memory names what was being done. A virtual memory limit makes the allocation fail.
+TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
+  test::TempDir dir;
+  fs::create_directories(dir / "out");
+  Result r;
+  r.code = test::run_command(
+      "bash -c 'ulimit -v 2000000 && exec " + quote(test::tessel_binary()) +
+          " convert synthetic --nodes 400000000 --avg-degree 2 --classes 2 --feat-dim 1 " +
+          quote(dir / "out" / "s.h5") + "'",
+      &r.output);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("tessel: error: out of memory while generating a synthetic graph of "
+                          "400000000 nodes"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(test::list_dir(dir / "out").empty());
+}
+
 TEST(CliBadInput, SplitIdOutOfRange) {
   test::TinyOgb tiny;
   tiny.test = "3\n4\n6\n";
