@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace tessel::datasets {
@@ -52,6 +53,15 @@ std::int64_t first_outside(const T* values, std::int64_t n, std::int64_t lo, std
   return first == std::numeric_limits<std::int64_t>::max() ? -1 : first;
 }
 
+// Every model's output layer and logits are sized by num_classes: more classes than nodes is a
+// corrupt count (a stray label of 10^9), refused before anything is allocated for it.
+void check_num_classes(const std::string& file, std::int64_t num_classes, std::int64_t num_nodes) {
+  TESSEL_EXPECTS(num_classes <= std::max<std::int64_t>(num_nodes, 1),
+                 "{}: num_classes = {} is more than the {} nodes (class ids must be below the "
+                 "number of nodes)",
+                 file, num_classes, num_nodes);
+}
+
 // Reads and checks the root attributes.
 DatasetInfo read_header(const h5::File& f) {
   const std::string file = f.path().string();
@@ -71,7 +81,10 @@ DatasetInfo read_header(const h5::File& f) {
   info.num_edges = f.attr_int("num_edges");
   info.num_classes = f.attr_int("num_classes");
   info.feature_dim = f.attr_int("feature_dim");
-  info.directed = f.attr_int("directed") != 0;
+  const std::int64_t directed = f.attr_int("directed");
+  TESSEL_EXPECTS(directed == 0 || directed == 1, "{}: directed = {}, expected 0 or 1", file,
+                 directed);
+  info.directed = directed == 1;
   constexpr std::int64_t kHuge = std::int64_t{1} << 50;
   TESSEL_EXPECTS(info.num_nodes >= 0 && info.num_nodes < kHuge, "{}: num_nodes = {} is invalid",
                  file, info.num_nodes);
@@ -81,6 +94,7 @@ DatasetInfo read_header(const h5::File& f) {
                  "{}: num_classes = {} is invalid", file, info.num_classes);
   TESSEL_EXPECTS(info.feature_dim >= 0 && info.feature_dim < (std::int64_t{1} << 24),
                  "{}: feature_dim = {} is invalid", file, info.feature_dim);
+  check_num_classes(file, info.num_classes, info.num_nodes);
   std::error_code ec;
   info.file_bytes = static_cast<std::int64_t>(std::filesystem::file_size(f.path(), ec));
   return info;
@@ -91,6 +105,22 @@ void check_split(const std::string& file, const std::string& which, const std::v
   const auto bad = first_outside(ids.data(), static_cast<std::int64_t>(ids.size()), 0, num_nodes);
   TESSEL_EXPECTS(bad < 0, "{}: {}[{}] = {} is not a node id (the graph has {} nodes)", file, which,
                  bad, bad < 0 ? 0 : ids[static_cast<std::size_t>(bad)], num_nodes);
+}
+
+// A node in two splits (or twice in one) is a broken split: it would be trained on and
+// evaluated on. Names the split, its position and the node.
+void check_splits_disjoint(const std::string& file, const std::vector<NodeId>* splits[3],
+                           const char* const names[3], std::int64_t num_nodes) {
+  std::vector<std::int8_t> owner(static_cast<std::size_t>(num_nodes), -1);
+  for (int s = 0; s < 3; ++s) {
+    const auto& ids = *splits[s];
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      auto& o = owner[static_cast<std::size_t>(ids[i])];
+      TESSEL_EXPECTS(o < 0, "{}: {}[{}] = {}: node {} is already in {}", file, names[s], i, ids[i],
+                     ids[i], names[o < 0 ? 0 : o]);
+      o = static_cast<std::int8_t>(s);
+    }
+  }
 }
 
 void check_labels(const std::string& file, const std::string& which,
@@ -175,6 +205,11 @@ void Dataset::validate(const std::string& what) const {
   check_split(what, "train", train, num_nodes);
   check_split(what, "valid", valid, num_nodes);
   check_split(what, "test", test, num_nodes);
+  check_num_classes(what, num_classes, num_nodes);
+  if (!features.empty()) check_feature_values(what, features.data(), 0, num_nodes, feature_dim);
+  const std::vector<NodeId>* splits[3] = {&train, &valid, &test};
+  const char* const names[3] = {"train", "valid", "test"};
+  check_splits_disjoint(what, splits, names, num_nodes);
 }
 
 void write_store(const Dataset& data, const std::filesystem::path& path) {
@@ -227,6 +262,7 @@ Dataset read_store(const std::filesystem::path& path, const ReadOptions& options
   if (options.features) {
     data.features.resize(static_cast<std::size_t>(info.num_nodes * info.feature_dim));
     f.read_into("/node/feat", data.features.data(), info.num_nodes * info.feature_dim);
+    check_feature_values(file, data.features.data(), 0, info.num_nodes, info.feature_dim);
   }
   for (const char* which : {"train", "valid", "test"}) {
     const std::string name = std::string("/split/") + which;
@@ -235,6 +271,9 @@ Dataset read_store(const std::filesystem::path& path, const ReadOptions& options
     check_split(file, name, ids, info.num_nodes);
     (which[0] == 't' ? (which[1] == 'r' ? data.train : data.test) : data.valid) = std::move(ids);
   }
+  const std::vector<NodeId>* splits[3] = {&data.train, &data.valid, &data.test};
+  const char* const names[3] = {"/split/train", "/split/valid", "/split/test"};
+  check_splits_disjoint(file, splits, names, info.num_nodes);
   return data;
 }
 
@@ -271,7 +310,44 @@ std::vector<float> read_feature_rows(const std::filesystem::path& path, std::int
                  info.num_nodes, info.feature_dim);
   std::vector<float> rows;
   f.read_rows("/node/feat", begin, end, rows);
+  check_feature_values(path.string(), rows.data(), begin, end - begin, info.feature_dim);
   return rows;
+}
+
+void check_store_features(const std::filesystem::path& path) {
+  const auto f = h5::File::open_read(path);
+  const DatasetInfo info = read_header(f);
+  const auto dims = f.dims("/node/feat");
+  TESSEL_EXPECTS(dims == std::vector<std::int64_t>({info.num_nodes, info.feature_dim}),
+                 "{}: /node/feat has the wrong shape (expected [{}, {}])", path.string(),
+                 info.num_nodes, info.feature_dim);
+  const std::int64_t block = std::max<std::int64_t>(
+      1, (std::int64_t{32} << 20) / std::max<std::int64_t>(1, 4 * info.feature_dim));
+  std::vector<float> rows;
+  // An empty read still checks the element type (integer features are refused).
+  f.read_rows("/node/feat", 0, 0, rows);
+  for (std::int64_t r = 0; r < info.num_nodes; r += block) {
+    const std::int64_t end = std::min(info.num_nodes, r + block);
+    f.read_rows("/node/feat", r, end, rows);
+    check_feature_values(path.string(), rows.data(), r, end - r, info.feature_dim);
+  }
+}
+
+std::int64_t first_non_finite(const float* values, std::int64_t count) {
+  std::int64_t first = std::numeric_limits<std::int64_t>::max();
+#pragma omp parallel for reduction(min : first) schedule(static) if (count > kParallelMin)
+  for (std::int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(values[i])) first = std::min(first, i);
+  return first == std::numeric_limits<std::int64_t>::max() ? -1 : first;
+}
+
+void check_feature_values(const std::string& what, const float* rows, std::int64_t first_row,
+                          std::int64_t num_rows, std::int64_t feature_dim) {
+  if (feature_dim <= 0 || num_rows <= 0) return;
+  const std::int64_t bad = first_non_finite(rows, num_rows * feature_dim);
+  TESSEL_EXPECTS(bad < 0, "{}: /node/feat row {} column {} is {}, expected a finite number", what,
+                 first_row + bad / feature_dim, bad % feature_dim,
+                 bad < 0 ? 0.0f : rows[static_cast<std::size_t>(bad)]);
 }
 
 DegreeStats degree_stats(const Csr& graph) {

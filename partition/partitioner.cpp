@@ -170,10 +170,13 @@ void check_dataset(const datasets::Dataset& data, bool features_in_memory) {
     for (const NodeId v : *split)
       TESSEL_EXPECTS(v >= 0 && v < n, "dataset {}: split node {} is outside [0, {})", data.name, v,
                      n);
-  if (features_in_memory)
+  if (features_in_memory) {
     TESSEL_EXPECTS(static_cast<std::int64_t>(data.features.size()) == n * data.feature_dim,
                    "dataset {}: {} feature values for {} nodes x {} features", data.name,
                    data.features.size(), n, data.feature_dim);
+    datasets::check_feature_values("dataset " + data.name, data.features.data(), 0, n,
+                                   data.feature_dim);
+  }
 }
 
 double max_over_mean(const std::vector<PartStats>& parts, std::int64_t PartStats::*field) {

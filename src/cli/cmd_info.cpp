@@ -26,11 +26,15 @@ nlohmann::json stats_json(const datasets::DegreeStats& s) {
 }
 
 void run_info(const InfoArgs& args) {
+  const ScopedActivity activity("reading " + args.file);
   const auto info = datasets::read_store_info(args.file);
-  // Reading the graph, labels and splits validates them (monotone indptr, ids in range, ...).
+  // Reading the graph, labels and splits validates them (monotone indptr, ids in range,
+  // disjoint splits, ...); the features are checked block by block (float, finite), as
+  // `partition` will read them.
   datasets::ReadOptions read_options;
   read_options.features = false;
   const auto data = datasets::read_store(args.file, read_options);
+  datasets::check_store_features(args.file);
   const auto labeled =
       std::count_if(data.labels.begin(), data.labels.end(), [](auto l) { return l >= 0; });
   datasets::DegreeStats stored, sym;
@@ -93,7 +97,8 @@ void run_info(const InfoArgs& args) {
 const Registrar registrar{Command{
     "info",
     "Describe a dataset store: nodes, edges (as stored and symmetrized), features, classes, "
-    "split sizes, degree statistics; validates the file on the way",
+    "split sizes, degree statistics; validates the whole file on the way (ids, labels, "
+    "disjoint splits, finite float features)",
     false,
     [](CLI::App& sub) -> std::function<void()> {
       auto args = std::make_shared<InfoArgs>();

@@ -301,6 +301,33 @@ TEST(CliBadInput, StoreIndexOutOfRange) {
   expect_info_failure(test::StoreDamage::index_out_of_range, {"/graph", "outside [0, 300)"});
 }
 
+// Stores that read_store used to accept, and `info` with it, while partition or training
+// refused them (or trained on nonsense).
+TEST(CliBadInput, StoreOverlappingSplits) {
+  expect_info_failure(test::StoreDamage::overlapping_splits,
+                      {"/split/test[", "is already in /split/valid"});
+}
+
+TEST(CliBadInput, StoreDirectedTwo) {
+  expect_info_failure(test::StoreDamage::directed_two, {"directed = 2, expected 0 or 1"});
+}
+
+TEST(CliBadInput, StoreIntegerFeatures) {
+  expect_info_failure(test::StoreDamage::integer_features,
+                      {"/node/feat", "does not hold floating-point values"});
+}
+
+TEST(CliBadInput, StoreNonFiniteFeatures) {
+  expect_info_failure(test::StoreDamage::nan_feature,
+                      {"/node/feat row 5 column 1 is nan, expected a finite number"});
+  expect_info_failure(test::StoreDamage::inf_feature, {"/node/feat row 9 column 0 is -inf"});
+}
+
+TEST(CliBadInput, StoreHugeLabel) {
+  expect_info_failure(test::StoreDamage::huge_label,
+                      {"num_classes = 1000000001 is more than the 300 nodes"});
+}
+
 TEST(CliBadInput, InfoMissingFile) {
   test::TempDir dir;
   expect_clean_failure(tessel("info " + quote(dir / "none.h5")), {"none.h5: no such file"},

@@ -4,6 +4,8 @@
 #include "tessel/datasets/h5.hpp"
 #include "tessel/datasets/synthetic.hpp"
 
+#include <limits>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -80,6 +82,17 @@ void write_damaged_store(const fs::path& path, const datasets::Dataset& data, St
   auto indices = data.graph.indices;
   auto labels = data.labels;
   auto test = data.test;
+  auto features = data.features;
+  std::int64_t num_classes = data.num_classes;
+  if (damage == StoreDamage::overlapping_splits) test.push_back(data.valid.at(0));
+  if (damage == StoreDamage::nan_feature)
+    features.at(5 * data.feature_dim + 1) = std::numeric_limits<float>::quiet_NaN();
+  if (damage == StoreDamage::inf_feature)
+    features.at(9 * data.feature_dim) = -std::numeric_limits<float>::infinity();
+  if (damage == StoreDamage::huge_label) {
+    labels.at(7) = 1000000000;
+    num_classes = 1000000001;
+  }
   if (damage == StoreDamage::non_monotone_indptr) std::swap(indptr[3], indptr[4]);
   if (damage == StoreDamage::non_monotone_indptr && indptr[3] == indptr[4]) indptr[3] += 1;
   if (damage == StoreDamage::index_out_of_range) indices[indices.size() / 2] = data.num_nodes + 5;
@@ -87,7 +100,12 @@ void write_damaged_store(const fs::path& path, const datasets::Dataset& data, St
   if (damage == StoreDamage::split_out_of_range) test.push_back(data.num_nodes);
   f.write("/graph/indptr", indptr, "indptr");
   f.write("/graph/indices", indices, "indices");
-  f.write("/node/feat", data.features.data(), {data.num_nodes, data.feature_dim}, "feat", 64);
+  if (damage == StoreDamage::integer_features) {
+    const std::vector<std::int32_t> whole(features.begin(), features.end());
+    f.write("/node/feat", whole.data(), {data.num_nodes, data.feature_dim}, "feat", 64);
+  } else {
+    f.write("/node/feat", features.data(), {data.num_nodes, data.feature_dim}, "feat", 64);
+  }
   if (damage != StoreDamage::missing_label) f.write("/node/label", labels, "label");
   f.write("/split/train", data.train, "train");
   f.write("/split/valid", data.valid, "valid");
@@ -99,9 +117,9 @@ void write_damaged_store(const fs::path& path, const datasets::Dataset& data, St
   f.set_attr("name", data.name);
   f.set_attr("num_nodes", data.num_nodes);
   f.set_attr("num_edges", data.num_edges());
-  f.set_attr("num_classes", data.num_classes);
+  f.set_attr("num_classes", num_classes);
   f.set_attr("feature_dim", data.feature_dim);
-  f.set_attr("directed", std::int64_t{0});
+  f.set_attr("directed", std::int64_t{damage == StoreDamage::directed_two ? 2 : 0});
   f.close();
 }
 

@@ -44,6 +44,12 @@ enum class StoreDamage {
   split_out_of_range,
   wrong_format,
   newer_version,
+  overlapping_splits, // valid[0] is also a test node
+  directed_two,       // directed = 2
+  integer_features,   // /node/feat stored as int32
+  nan_feature,        // row 5, column 1 of /node/feat is NaN
+  inf_feature,        // row 9, column 0 of /node/feat is -inf
+  huge_label,         // node 7 has label 10^9 and num_classes is 10^9 + 1
 };
 // Writes `data` as a store the way the writer does, but with one thing broken.
 void write_damaged_store(const std::filesystem::path& path, const datasets::Dataset& data,

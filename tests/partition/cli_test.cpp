@@ -1,5 +1,6 @@
 // `tessel partition` through the built binary: every refusal (exit code and one-line message),
 // a successful run with its summary, and --check on good, tampered and foreign folders.
+#include "dataset_fixtures.hpp"
 #include "partition_testing.hpp"
 #include "tessel/datasets/dataset.hpp"
 #include "tessel/partition/part.hpp"
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <limits>
 
 namespace tessel::partition {
 namespace {
@@ -163,6 +165,42 @@ TEST_F(PartitionCli, CheckRejectsCorruptedAndForeignFolders) {
   expect_refused("partition --check " + quoted(tmp_.path()), "partition.json: cannot open");
   std::ofstream(out / "partition.json") << "{ not json";
   expect_refused("partition --check " + quoted(out), "not valid JSON");
+}
+
+// Stores that `info` refuses are refused by `partition` too, with the same line, and nothing is
+// left in the output folder's parent.
+TEST_F(PartitionCli, RefusesWhatInfoRefuses) {
+  const std::pair<test::StoreDamage, const char*> cases[] = {
+      {test::StoreDamage::nan_feature, "/node/feat row 5 column 1 is nan, expected a finite number"},
+      {test::StoreDamage::inf_feature, "/node/feat row 9 column 0 is -inf"},
+      {test::StoreDamage::integer_features, "does not hold floating-point values"},
+      {test::StoreDamage::overlapping_splits, "is already in /split/valid"},
+      {test::StoreDamage::directed_two, "directed = 2, expected 0 or 1"},
+      {test::StoreDamage::huge_label, "num_classes = 1000000001 is more than the 300 nodes"},
+  };
+  for (const auto& [damage, message] : cases) {
+    const auto store = tmp_ / "damaged.h5";
+    test::write_damaged_store(store, test::small_dataset(), damage);
+    const auto out = tmp_ / "out";
+    fs::create_directories(out);
+    expect_refused("partition " + quoted(store) + " --parts 2 --out " + quoted(out / "parts"),
+                   message);
+    expect_refused("info " + quoted(store), message);
+    EXPECT_TRUE(test::list_dir(out).empty()) << message;
+  }
+}
+
+// A part file whose features were edited to NaN is refused by --check, naming the file and row.
+TEST_F(PartitionCli, CheckRefusesNonFiniteFeatures) {
+  const auto out = tmp_ / "parts";
+  ASSERT_EQ(tessel("partition " + quoted(store_) + " --parts 3 --out " + quoted(out)).code, 0);
+  const auto m = read_manifest(out);
+  Part part = load_part(out, 2, m);
+  ASSERT_GT(part.num_owned, 4);
+  part.features.at(4 * part.feature_dim) = std::numeric_limits<float>::infinity();
+  write_part(part, m.dataset, out / part_file_name(2));
+  expect_refused("partition --check " + quoted(out),
+                 "part-2.h5: /node/feat row 4 column 0 is inf, expected a finite number");
 }
 
 TEST_F(PartitionCli, HelpListsOptions) {

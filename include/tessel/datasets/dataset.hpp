@@ -63,9 +63,21 @@ struct ReadOptions {
 // Reads and validates a whole store.
 Dataset read_store(const std::filesystem::path& path, const ReadOptions& options = {});
 DatasetInfo read_store_info(const std::filesystem::path& path);
-// Rows [begin, end) of /node/feat, row-major, without reading the rest of the file.
+// Rows [begin, end) of /node/feat, row-major, without reading the rest of the file. Throws
+// InputError naming the file and row if a value is NaN or infinite.
 std::vector<float> read_feature_rows(const std::filesystem::path& path, std::int64_t begin,
                                      std::int64_t end);
+// Reads all of /node/feat in row blocks (bounded memory) and throws InputError naming the file,
+// row and column of the first value that is NaN or infinite, or if the features are not
+// floating-point. read_store checks the same when it loads features.
+void check_store_features(const std::filesystem::path& path);
+
+// Index of the first NaN or infinite value of values[0, count), or -1. Parallel.
+std::int64_t first_non_finite(const float* values, std::int64_t count);
+// Throws InputError "<what>: /node/feat row R column C is nan, expected a finite number" for the
+// first non-finite value of rows [first_row, first_row + num_rows) held row-major in rows.
+void check_feature_values(const std::string& what, const float* rows, std::int64_t first_row,
+                          std::int64_t num_rows, std::int64_t feature_dim);
 
 // The graph with both directions of every edge, self-loops and duplicates removed, rows sorted.
 // graph must be square; edge values are dropped. Parallel (OpenMP); the result does not depend
