@@ -1,0 +1,96 @@
+// interrupt::install and TemporaryPath in a forked child: a process-directed SIGTERM removes the
+// registered folder (recursively) and ends the child with 143; released paths are kept; a child
+// started by run_shell gets the signals unblocked; ScopedActivity remembers where an exception
+// left.
+#include "tessel/core/activity.hpp"
+#include "tessel/core/interrupt.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <new>
+#include <stdexcept>
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs body in a forked child and returns its exit code (128 + signal if killed).
+template <class Body> int in_child(Body body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(Interrupt, SigtermRemovesRegisteredPathsAndExits143) {
+  test::TempDir dir;
+  const auto doomed = dir / ".out.partial-1";
+  const auto kept = dir / "kept.h5";
+  const int code = in_child([&] {
+    interrupt::install();
+    fs::create_directories(doomed / "nested");
+    std::ofstream(doomed / "part-0.h5") << "x";
+    std::ofstream(doomed / "nested" / "f") << "y";
+    std::ofstream(kept) << "z";
+    interrupt::TemporaryPath registered(doomed);
+    interrupt::TemporaryPath released(kept);
+    released.release();
+    ::kill(getpid(), SIGTERM); // process-directed: the watcher thread takes it
+    for (;;) pause();
+  });
+  EXPECT_EQ(code, 128 + SIGTERM);
+  EXPECT_FALSE(fs::exists(doomed));
+  EXPECT_TRUE(fs::exists(kept));
+}
+
+TEST(Interrupt, RegistrationFollowsLifetime) {
+  const auto before = interrupt::registered_count();
+  {
+    interrupt::TemporaryPath a("x"), b("y");
+    EXPECT_EQ(interrupt::registered_count(), before + 2);
+    interrupt::TemporaryPath moved = std::move(a);
+    EXPECT_EQ(interrupt::registered_count(), before + 2);
+  }
+  EXPECT_EQ(interrupt::registered_count(), before);
+}
+
+// std::system would hand the blocked mask to the shell, which would then ignore the SIGTERM it
+// sends itself and run on; run_shell's child takes it.
+TEST(Interrupt, RunShellChildHasSignalsUnblocked) {
+  const int code = in_child([] {
+    interrupt::install();
+    _exit(interrupt::run_shell("kill -TERM $$; exit 3") == 128 + SIGTERM ? 0 : 1);
+  });
+  EXPECT_EQ(code, 0);
+}
+
+TEST(Activity, RemembersWhereAnExceptionLeft) {
+  clear_failed_activity();
+  try {
+    const ScopedActivity outer("converting data");
+    EXPECT_EQ(current_activity(), "converting data");
+    const ScopedActivity inner("reading edge.csv");
+    EXPECT_EQ(current_activity(), "reading edge.csv, in converting data");
+    throw std::bad_alloc();
+  } catch (const std::bad_alloc&) {
+    EXPECT_EQ(failed_activity(), "reading edge.csv, in converting data");
+  }
+  EXPECT_EQ(current_activity(), "");
+  clear_failed_activity();
+  EXPECT_EQ(failed_activity(), "");
+}
+
+} // namespace
+} // namespace tessel
