@@ -634,15 +634,16 @@ std::string gigabytes(double bytes) {
 // allocation that the kernel kills.
 void check_counts_plausible(const OgbInputs& in, std::int64_t n, std::int64_t m) {
   if (!in.npz) {
-    // Each edge row holds at least "u,v\n"; each node row of node-label at least "c\n".
+    // Each edge row holds at least "u,v\n"; a row of node-label at least "\n" (an empty line
+    // is an unlabeled node).
     const std::int64_t edge_bytes = max_text_bytes(in.edge);
     TESSEL_EXPECTS(m <= edge_bytes / 4 + 1,
                    "{}: says {} edges, but {} can hold at most {} rows (one per edge)",
                    in.num_edges.string(), m, in.edge.string(), edge_bytes / 4 + 1);
     const std::int64_t label_bytes = max_text_bytes(in.label);
-    TESSEL_EXPECTS(n <= label_bytes / 2 + 1,
+    TESSEL_EXPECTS(n <= label_bytes + 1,
                    "{}: says {} nodes, but {} can hold at most {} rows (one per node)",
-                   in.num_nodes.string(), n, in.label.string(), label_bytes / 2 + 1);
+                   in.num_nodes.string(), n, in.label.string(), label_bytes + 1);
   }
   // Edge endpoints twice (source and destination lists) plus the CSR built from them, the
   // labels and the row pointers: what the edges phase holds at its peak.
