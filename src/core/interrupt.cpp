@@ -29,9 +29,6 @@ struct Registry {
   std::map<std::uint64_t, fs::path> paths;
   std::uint64_t next_id = 1;
   std::string who = "tessel"; // "tessel (rank 1 of 4)" under mpirun
-  // Ranks other than 0 of an MPI job stay silent unless they removed something: mpirun sends
-  // SIGTERM to every rank (on Ctrl-C, or after another rank's MPI_Abort), one line is enough.
-  bool quiet = false;
 };
 
 // Never destroyed: the watcher thread may still use it while static destructors run at exit.
@@ -72,7 +69,6 @@ bool remove_with_retries(const fs::path& path) {
     std::string& list = remove_with_retries(path) ? removed : kept;
     list += (list.empty() ? "" : ", ") + path.string();
   }
-  if (r.quiet && removed.empty() && kept.empty()) ::_exit(128 + signal);
   std::string line = fmt::format("{}: interrupted by {}", r.who, signal_name(signal));
   if (!removed.empty()) line += "; removed the unfinished output " + removed;
   if (!kept.empty()) line += "; could not remove " + kept;
@@ -110,10 +106,7 @@ std::pair<int, int> launcher_rank() {
 void install() {
   if (g_installed.exchange(true)) return;
   const auto [rank, size] = launcher_rank();
-  if (size > 1) {
-    registry().who = fmt::format("tessel (rank {} of {})", rank, size);
-    registry().quiet = rank != 0;
-  }
+  if (size > 1) registry().who = fmt::format("tessel (rank {} of {})", rank, size);
   sigset_t set = watched_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread(watch, set).detach();

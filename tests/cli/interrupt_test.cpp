@@ -32,8 +32,12 @@ namespace fs = std::filesystem;
 // `tessel ARGS...` running in the background, stdout and stderr going to a log file.
 class Background {
 public:
-  Background(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
-    std::vector<std::string> argv_text{test::tessel_binary().string()};
+  Background(const std::vector<std::string>& args, const fs::path& log)
+      : Background(test::tessel_binary().string(), args, log) {}
+  // `program ARGS...` (a full path).
+  Background(const std::string& program, const std::vector<std::string>& args, const fs::path& log)
+      : log_(log) {
+    std::vector<std::string> argv_text{program};
     argv_text.insert(argv_text.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_text)
@@ -160,6 +164,46 @@ TEST(CliInterrupt, PartitionDuringMetisRemovesItsPartialFolder) {
     ::kill(run.pid(), signal);
     expect_interrupted(run, signal, name, out);
   }
+}
+
+// Ctrl-C on mpirun reaches every rank as SIGTERM: the ranks report it, the job ends, and the
+// checkpoint folder holds only complete checkpoints.
+TEST(CliInterrupt, TrainUnderMpirunReportsSigtermOnce) {
+  test::TempDir dir;
+  const std::string tessel = "'" + test::tessel_binary().string() + "'";
+  std::string output;
+  ASSERT_EQ(test::run_command(tessel + " convert synthetic --nodes 600 --avg-degree 8 --classes 4 "
+                                       "--feat-dim 8 --seed 3 '" + (dir / "g.h5").string() + "'",
+                              &output),
+            0)
+      << output;
+  ASSERT_EQ(test::run_command(tessel + " partition '" + (dir / "g.h5").string() +
+                                  "' --parts 2 --out '" + (dir / "parts").string() + "'",
+                              &output),
+            0)
+      << output;
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMP_NUM_THREADS", "1", 1);
+  const auto ck = dir / "ck";
+  Background run(TESSEL_MPIEXEC,
+                 {"--oversubscribe", "--bind-to", "none", "-np", "2",
+                  test::tessel_binary().string(), "train", (dir / "parts").string(), "--epochs",
+                  "1000000", "--checkpoint", ck.string(), "--checkpoint-every", "1"},
+                 dir / "log");
+  ASSERT_GT(run.pid(), 0);
+  ASSERT_TRUE(run.wait_until([&] { return fs::exists(ck / "checkpoint.h5"); }))
+      << "no checkpoint was written: " << run.log();
+  ::kill(run.pid(), SIGTERM);
+  EXPECT_NE(run.wait(), 0);
+  const std::string log = run.log();
+  // Each rank reports its own SIGTERM; mpirun may drop the line of a rank it kills while
+  // tearing the job down, so at least one must come through.
+  EXPECT_TRUE(log.find("tessel (rank 0 of 2): interrupted by SIGTERM") != std::string::npos ||
+              log.find("tessel (rank 1 of 2): interrupted by SIGTERM") != std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("tessel: error"), std::string::npos) << log;
+  EXPECT_EQ(test::list_dir(ck), std::vector<std::string>{"checkpoint.h5"}) << log;
 }
 
 } // namespace

@@ -11,8 +11,7 @@ namespace tessel::interrupt {
 // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, and so in every thread started after
 // it (OpenMP, MPI, std::async), and starts one thread that waits for them with sigwait. When
 // one arrives, that thread removes every registered temporary path, prints "tessel: interrupted
-// by SIGTERM ..." (under mpirun: rank 0, and any rank that removed something) and calls
-// _exit(128 + signal). No signal handler runs: libraries that install
+// by SIGTERM ..." (naming the rank under mpirun) and calls _exit(128 + signal). No signal handler runs: libraries that install
 // their own handlers for these signals (METIS traps SIGTERM and turns it into METIS_ERROR) never
 // see them, and the cleanup runs in an ordinary thread, free to use the file system API.
 // Call it first thing in main, before any thread exists. Idempotent.
