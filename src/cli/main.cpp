@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < runners.size(); ++i) {
       if (!runners[i].first->parsed()) continue;
       if (owners[i]->uses_mpi) mpi_env = std::make_unique<mpi::Environment>(&argc, &argv);
+      // The outermost activity: an out-of-memory error names at least the command.
+      const ScopedActivity activity(fmt::format("running `tessel {}`", owners[i]->name));
       runners[i].second();
     }
   } catch (const InputError& e) {

@@ -242,7 +242,7 @@ TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_NE(r.output.find("tessel: error: out of memory while generating a synthetic graph of "
-                          "400000000 nodes"),
+                          "400000000 nodes, in running `tessel convert`"),
             std::string::npos)
       << r.output;
   EXPECT_TRUE(test::list_dir(dir / "out").empty());
