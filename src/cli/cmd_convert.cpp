@@ -1,5 +1,6 @@
 // `tessel convert`: OGB raw folder or synthetic generator -> HDF5 dataset store.
 #include "command.hpp"
+#include "temporal_commands.hpp"
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
@@ -114,7 +115,8 @@ void run_synthetic(const SyntheticArgs& args) {
 const Registrar registrar{Command{
     "convert",
     "Make an HDF5 dataset store: from an OGB raw folder (`convert ogb`) or a synthetic "
-    "planted-partition graph (`convert synthetic`)",
+    "planted-partition graph (`convert synthetic`); a temporal store from dynamic-graph data "
+    "(`convert temporal`, `convert synthetic-temporal`)",
     false,
     [](CLI::App& sub) -> std::function<void()> {
       sub.require_subcommand(1);
@@ -180,7 +182,9 @@ const Registrar registrar{Command{
       syn_cmd->add_flag("--ogb", syn->ogb,
                         "Write an OGB raw folder (gzip CSV) at OUT instead of a store, e.g. to "
                         "benchmark `convert ogb`");
-      return [ogb_cmd, syn_cmd, ogb, syn] {
+      auto run_temporal = add_temporal_convert_commands(sub);
+      return [ogb_cmd, syn_cmd, ogb, syn, run_temporal] {
+        run_temporal();
         if (ogb_cmd->parsed()) run_ogb(*ogb);
         if (syn_cmd->parsed()) run_synthetic(*syn);
       };

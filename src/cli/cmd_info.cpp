@@ -1,6 +1,7 @@
 // `tessel info`: what a dataset store holds (counts, features, classes, split, degrees), as text
 // or JSON, after validating the whole file (feature values included, read in row blocks).
 #include "command.hpp"
+#include "temporal_commands.hpp"
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
@@ -26,6 +27,7 @@ nlohmann::json stats_json(const datasets::DegreeStats& s) {
 }
 
 void run_info(const InfoArgs& args) {
+  if (temporal_info(args.file, args.json)) return;
   const ScopedActivity activity("reading " + args.file);
   const auto info = datasets::read_store_info(args.file);
   // Reading the graph, labels and splits validates them (monotone indptr, ids in range,
@@ -96,7 +98,7 @@ void run_info(const InfoArgs& args) {
 
 const Registrar registrar{Command{
     "info",
-    "Describe a dataset store: nodes, edges (as stored and symmetrized), features, classes, "
+    "Describe a dataset store (or a temporal store): nodes, edges (as stored and symmetrized), features, classes, "
     "split sizes, degree statistics; validates the whole file on the way (ids, labels, "
     "disjoint splits, finite float features)",
     false,

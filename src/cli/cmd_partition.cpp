@@ -1,6 +1,7 @@
 // `tessel partition`: METIS (or random) k-way partitioning of a dataset store into a partition
 // folder, and `--check` to re-verify a folder.
 #include "command.hpp"
+#include "temporal_commands.hpp"
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
@@ -41,6 +42,8 @@ void run_partition(const PartitionArgs& args, bool parts_given) {
   TESSEL_EXPECTS(!args.input.empty(), "partition: missing the input dataset store (IN.h5)");
   TESSEL_EXPECTS(parts_given, "partition: missing --parts K");
   TESSEL_EXPECTS(!args.out.empty(), "partition: missing --out DIR");
+  if (temporal_partition(args.input, args.out, args.parts, args.method, args.seed, args.force))
+    return;
   partition::PartitionOptions options;
   options.num_parts = args.parts;
   options.method = partition::parse_method(args.method);
@@ -59,7 +62,9 @@ void run_partition(const PartitionArgs& args, bool parts_given) {
 const Registrar registrar{Command{
     "partition",
     "Split a dataset store into K parts (METIS k-way or random) with 1-hop halos, one HDF5 file "
-    "per part plus partition.json; or verify a partition folder with --check",
+    "per part plus partition.json; or verify a partition folder with --check. On a temporal "
+    "store: vertex ranges (METIS on the union of the snapshots) and snapshot blocks for "
+    "`train --mode dynamic`",
     false,
     [](CLI::App& sub) -> std::function<void()> {
       auto args = std::make_shared<PartitionArgs>();

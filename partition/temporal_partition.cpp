@@ -1,0 +1,241 @@
+// Temporal partitions: METIS (or random) vertex ranges over the union of all snapshots, snapshot
+// blocks, a relabeled copy of the store and partition.json with per-snapshot halo statistics.
+#include "tessel/partition/temporal.hpp"
+
+#include "steps.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/temporal.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+
+namespace tessel::partition {
+namespace fs = std::filesystem;
+using namespace detail;
+
+std::vector<std::int64_t> snapshot_blocks(std::int64_t num_snapshots, int num_parts) {
+  std::vector<std::int64_t> off(static_cast<std::size_t>(num_parts + 1));
+  for (int p = 0; p <= num_parts; ++p) off[p] = num_snapshots * p / num_parts;
+  return off;
+}
+
+namespace {
+
+// The union of all snapshots' edges (without weights) as one CSR.
+Csr union_graph(const std::vector<Csr>& snapshots, std::int64_t n) {
+  std::vector<NodeId> src, dst;
+  for (const Csr& s : snapshots)
+    for (std::int64_t v = 0; v < n; ++v)
+      for (EdgeId e = s.indptr[v]; e < s.indptr[v + 1]; ++e) {
+        src.push_back(s.indices[e]);
+        dst.push_back(v);
+      }
+  return Csr::from_edges(n, n, src, dst);
+}
+
+}  // namespace
+
+TemporalManifest partition_temporal_store(const fs::path& store, const fs::path& out_dir,
+                                          int num_parts, Method method, std::uint64_t seed,
+                                          bool force) {
+  PhaseTimes times;
+  Stopwatch watch;
+  datasets::TemporalDataset data = datasets::read_temporal_store(store);
+  const std::int64_t N = data.num_nodes, T = data.num_snapshots();
+  TESSEL_EXPECTS(num_parts >= 1 && num_parts <= N && num_parts <= T,
+                 "partition: --parts {} must be in [1, min(nodes {}, snapshots {})] for a "
+                 "temporal store",
+                 num_parts, N, T);
+  TESSEL_EXPECTS(!fs::exists(out_dir) || force || fs::is_empty(out_dir),
+                 "output directory {} exists and is not empty (use --force to replace it)",
+                 out_dir.string());
+  times.add("read", watch.seconds());
+  watch.reset();
+
+  std::vector<std::int32_t> part;
+  std::int64_t metis_cut = -1;
+  const GraphCsr sym = clean_graph(union_graph(data.snapshots, N), true);
+  if (method == Method::metis && num_parts > 1) {
+    part = run_metis(N, sym.indptr.data(), sym.indices.data(), nullptr, nullptr, 1, num_parts,
+                     seed, 0.03, &metis_cut);
+    fill_empty_parts(part, num_parts);
+  } else {
+    part = assign_random(N, num_parts, seed);
+  }
+  const Relabeling rl = relabel(part, num_parts);
+  times.add(to_string(method), watch.seconds());
+  watch.reset();
+
+  // Relabel the snapshots, features and targets.
+  datasets::TemporalDataset out;
+  out.name = data.name;
+  out.num_nodes = N;
+  out.feature_dim = data.feature_dim;
+  out.num_classes = data.num_classes;
+  out.train = data.train;
+  out.valid = data.valid;
+  out.test = data.test;
+  const std::int64_t F = data.feature_dim;
+  out.features.resize(data.features.size());
+  out.targets.resize(data.targets.size());
+  out.orig_id.resize(static_cast<std::size_t>(N));
+  for (std::int64_t g = 0; g < N; ++g) {
+    const NodeId old = rl.orig_of[g];
+    out.orig_id[g] = data.orig_id.empty() ? old : data.orig_id[old];
+  }
+  nlohmann::json halo = nlohmann::json::array();
+  std::vector<std::int64_t> halo_total(static_cast<std::size_t>(num_parts), 0);
+  std::vector<std::int64_t> cut_total(static_cast<std::size_t>(num_parts), 0);
+  std::vector<std::int64_t> block_edges(static_cast<std::size_t>(num_parts), 0);
+  const auto blocks = snapshot_blocks(T, num_parts);
+  std::vector<std::int64_t> seen(static_cast<std::size_t>(N), -1);
+  for (std::int64_t t = 0; t < T; ++t) {
+    const Csr& s = data.snapshots[t];
+    Csr r;
+    r.num_rows = r.num_cols = N;
+    r.indptr.assign(static_cast<std::size_t>(N + 1), 0);
+    for (std::int64_t g = 0; g < N; ++g) r.indptr[g + 1] = r.indptr[g] + s.degree(rl.orig_of[g]);
+    r.indices.resize(s.indices.size());
+    r.values.resize(s.values.size());
+    for (std::int64_t g = 0; g < N; ++g) {
+      const NodeId old = rl.orig_of[g];
+      EdgeId at = r.indptr[g];
+      for (EdgeId e = s.indptr[old]; e < s.indptr[old + 1]; ++e, ++at) {
+        r.indices[at] = rl.new_id[s.indices[e]];
+        r.values[at] = s.values[e];
+      }
+      std::copy_n(&data.features[(t * N + old) * F], F, &out.features[(t * N + g) * F]);
+      out.targets[t * N + g] = data.targets[t * N + old];
+    }
+    datasets::canonicalize_snapshot(r);
+    // Halo of each part in this snapshot: distinct sources outside the part of its rows' edges.
+    nlohmann::json per_part = nlohmann::json::array();
+    for (int p = 0; p < num_parts; ++p) {
+      std::int64_t h = 0, cut = 0;
+      const std::uint64_t stamp = static_cast<std::uint64_t>(t * num_parts + p);
+      for (NodeId g = rl.offsets[p]; g < rl.offsets[p + 1]; ++g)
+        for (EdgeId e = r.indptr[g]; e < r.indptr[g + 1]; ++e) {
+          const NodeId u = r.indices[e];
+          if (u >= rl.offsets[p] && u < rl.offsets[p + 1]) continue;
+          ++cut;
+          if (seen[u] != static_cast<std::int64_t>(stamp)) {
+            seen[u] = static_cast<std::int64_t>(stamp);
+            ++h;
+          }
+        }
+      per_part.push_back(h);
+      halo_total[p] += h;
+      cut_total[p] += cut;
+    }
+    halo.push_back(per_part);
+    for (int p = 0; p < num_parts; ++p)
+      if (t >= blocks[p] && t < blocks[p + 1]) block_edges[p] += r.num_edges();
+    out.snapshots.push_back(std::move(r));
+  }
+  data = {};
+  times.add("relabel", watch.seconds());
+  watch.reset();
+
+  // Write the folder under a temporary name; it replaces out_dir only when complete.
+  if (force && fs::exists(out_dir)) fs::remove_all(out_dir);
+  datasets::AtomicOutput folder(out_dir, true);
+  datasets::write_temporal_store(out, folder.temp_path() / "temporal.h5");
+  TemporalManifest m;
+  m.num_parts = num_parts;
+  m.dataset = out.name;
+  m.method = to_string(method);
+  m.num_nodes = N;
+  m.num_snapshots = T;
+  m.feature_dim = F;
+  m.num_classes = out.num_classes;
+  m.vertex_offsets = rl.offsets;
+  m.snapshot_offsets = blocks;
+  m.store = out_dir / "temporal.h5";
+  std::int64_t total_edges = 0;
+  for (const Csr& s : out.snapshots) total_edges += s.num_edges();
+  m.stats = {{"union_edges", sym.num_edges()},
+             {"union_metis_cut", metis_cut},
+             {"snapshot_edges", total_edges},
+             {"vertex_halo_per_snapshot", halo},
+             {"vertex_halo_total", halo_total},
+             {"vertex_cut_edges_total", cut_total},
+             {"snapshot_block_edges", block_edges},
+             {"seed", seed}};
+  times.add("write", watch.seconds());
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto& [name, s] : times.all()) phases[name] = s;
+  m.stats["seconds"] = phases;
+  const nlohmann::json j = {{"format", kTemporalPartitionFormat},
+                            {"version", kTemporalPartitionVersion},
+                            {"dataset", m.dataset},
+                            {"num_parts", num_parts},
+                            {"method", m.method},
+                            {"num_nodes", N},
+                            {"num_snapshots", T},
+                            {"feature_dim", F},
+                            {"num_classes", m.num_classes},
+                            {"vertex_offsets", m.vertex_offsets},
+                            {"snapshot_offsets", m.snapshot_offsets},
+                            {"store", "temporal.h5"},
+                            {"stats", m.stats}};
+  std::ofstream(folder.temp_path() / "partition.json") << j.dump(2) << '\n';
+  folder.commit();
+  return m;
+}
+
+bool is_temporal_partition(const fs::path& dir) {
+  std::ifstream in(dir / "partition.json");
+  if (!in.good()) return false;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    return j.is_object() && j.value("format", std::string()) == kTemporalPartitionFormat;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+TemporalManifest read_temporal_manifest(const fs::path& dir) {
+  const fs::path file = dir / "partition.json";
+  std::ifstream in(file);
+  TESSEL_EXPECTS(in.good(), "{}: cannot open (make it with `tessel partition`)", file.string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    TESSEL_EXPECTS(j.value("format", std::string()) == kTemporalPartitionFormat,
+                   "{}: not a temporal partition (format is not \"{}\"); --mode dynamic needs "
+                   "`tessel partition` run on a temporal store",
+                   file.string(), kTemporalPartitionFormat);
+    TESSEL_EXPECTS(j.at("version").get<int>() <= kTemporalPartitionVersion,
+                   "{}: version {} is newer than this Tessel reads ({})", file.string(),
+                   j.at("version").get<int>(), kTemporalPartitionVersion);
+    TemporalManifest m;
+    m.num_parts = j.at("num_parts").get<int>();
+    m.dataset = j.at("dataset").get<std::string>();
+    m.method = j.at("method").get<std::string>();
+    m.num_nodes = j.at("num_nodes").get<std::int64_t>();
+    m.num_snapshots = j.at("num_snapshots").get<std::int64_t>();
+    m.feature_dim = j.at("feature_dim").get<std::int64_t>();
+    m.num_classes = j.at("num_classes").get<std::int64_t>();
+    m.vertex_offsets = j.at("vertex_offsets").get<std::vector<NodeId>>();
+    m.snapshot_offsets = j.at("snapshot_offsets").get<std::vector<std::int64_t>>();
+    m.store = dir / j.at("store").get<std::string>();
+    m.stats = j.value("stats", nlohmann::json::object());
+    const auto P = static_cast<std::size_t>(m.num_parts);
+    TESSEL_EXPECTS(m.num_parts >= 1 && m.vertex_offsets.size() == P + 1 &&
+                       m.snapshot_offsets.size() == P + 1 && m.vertex_offsets.front() == 0 &&
+                       m.vertex_offsets.back() == m.num_nodes && m.snapshot_offsets.front() == 0 &&
+                       m.snapshot_offsets.back() == m.num_snapshots &&
+                       std::is_sorted(m.vertex_offsets.begin(), m.vertex_offsets.end()) &&
+                       std::is_sorted(m.snapshot_offsets.begin(), m.snapshot_offsets.end()),
+                   "{}: vertex or snapshot offsets do not cover the nodes and snapshots",
+                   file.string());
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    TESSEL_FAIL("{}: malformed partition manifest: {}", file.string(), e.what());
+  }
+}
+
+}  // namespace tessel::partition

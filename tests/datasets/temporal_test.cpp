@@ -1,0 +1,221 @@
+// Tests of temporal datasets: store round trips (base + differences rebuild every snapshot,
+// full snapshots too), corrupt differences, each PyTorch Geometric Temporal JSON layout, edge
+// lists, bad input, and the synthetic generator's determinism.
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/temporal.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+using datasets::TemporalDataset;
+
+datasets::SyntheticTemporalOptions small_options() {
+  datasets::SyntheticTemporalOptions o;
+  o.num_nodes = 300;
+  o.num_snapshots = 7;
+  o.avg_degree = 6;
+  o.feature_dim = 4;
+  o.seed = 5;
+  o.rewire = 0.2;
+  return o;
+}
+
+void expect_same_graphs(const std::vector<Csr>& a, const std::vector<Csr>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    EXPECT_EQ(a[t].indptr, b[t].indptr) << "snapshot " << t;
+    EXPECT_EQ(a[t].indices, b[t].indices) << "snapshot " << t;
+    EXPECT_EQ(a[t].values, b[t].values) << "snapshot " << t;
+  }
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+}
+
+TEST(TemporalStore, BasePlusDifferencesRebuildEverySnapshot) {
+  const TemporalDataset d = datasets::make_synthetic_temporal(small_options());
+  // The generator rewires edges every step: the differences are not empty.
+  EXPECT_NE(d.snapshots[0].indices, d.snapshots[1].indices);
+  test::TempDir dir("temporal");
+  for (bool full : {false, true}) {
+    const fs::path path = dir / (full ? "full.h5" : "delta.h5");
+    datasets::write_temporal_store(d, path, {full});
+    datasets::TemporalStoreReader reader(path);
+    EXPECT_EQ(reader.info().full_snapshots, full);
+    EXPECT_GT(reader.info().added_edges, 0);
+    EXPECT_GT(reader.info().removed_edges, 0);
+    expect_same_graphs(reader.snapshots(0, d.num_snapshots()), d.snapshots);
+    expect_same_graphs(reader.rebuild_snapshots(0, d.num_snapshots()), d.snapshots);
+    // A later range alone, then an earlier one (the reader restarts from the base).
+    expect_same_graphs(reader.rebuild_snapshots(4, 6), {d.snapshots[4], d.snapshots[5]});
+    expect_same_graphs(reader.rebuild_snapshots(1, 2), {d.snapshots[1]});
+    const TemporalDataset back = datasets::read_temporal_store(path);
+    EXPECT_EQ(back.features, d.features);
+    EXPECT_EQ(back.targets, d.targets);
+    EXPECT_EQ(back.train, d.train);
+    EXPECT_EQ(back.test, d.test);
+    std::int64_t total = 0;
+    for (const auto& s : d.snapshots) total += s.num_edges();
+    EXPECT_EQ(reader.info().total_edges, total);
+  }
+}
+
+TEST(TemporalStore, DifferencesAreCheckedWhenApplied) {
+  const TemporalDataset d = datasets::make_synthetic_temporal(small_options());
+  datasets::SnapshotDelta delta = datasets::snapshot_delta(d.snapshots[0], d.snapshots[1]);
+  expect_same_graphs({datasets::apply_delta(d.snapshots[0], delta, "x")}, {d.snapshots[1]});
+  ASSERT_FALSE(delta.removed_src.empty());
+  datasets::SnapshotDelta missing = delta;
+  missing.removed_src[0] = (missing.removed_src[0] + 1) % d.num_nodes;  // not an edge, or out of order
+  EXPECT_THROW(datasets::apply_delta(d.snapshots[0], missing, "x"), InputError);
+  datasets::SnapshotDelta again = delta;
+  again.removed_src.clear();
+  again.removed_dst.clear();
+  // Re-adding edges that stay would duplicate them.
+  again.added_src.assign(1, d.snapshots[0].indices[0]);
+  again.added_dst.assign(1, 0);
+  again.added_weight.assign(1, 1.0f);
+  if (d.snapshots[0].degree(0) > 0)
+    EXPECT_THROW(datasets::apply_delta(d.snapshots[0], again, "x"), InputError);
+}
+
+TEST(TemporalSynthetic, DeterministicFromTheSeed) {
+  const TemporalDataset a = datasets::make_synthetic_temporal(small_options());
+  const TemporalDataset b = datasets::make_synthetic_temporal(small_options());
+  expect_same_graphs(a.snapshots, b.snapshots);
+  EXPECT_EQ(a.features, b.features);
+  EXPECT_EQ(a.targets, b.targets);
+  auto other = small_options();
+  other.seed = 6;
+  EXPECT_NE(datasets::make_synthetic_temporal(other).targets, a.targets);
+}
+
+// england_covid's layout in miniature: 3 nodes, 5 steps, lags 2 -> 3 snapshots.
+const char* kDynamicEdges = R"({"time_periods": 5,
+  "edge_mapping": {"edge_index": {"0": [[0, 1], [1, 2]], "1": [[2, 0]], "2": [[0, 1], [0, 1]],
+                                  "3": [], "4": [[1, 1]]},
+                   "edge_weight": {"0": [2.0, 3.0], "1": [1.5], "2": [1, 4], "3": [], "4": [1]}},
+  "y": [[1, 2, 3], [2, 3, 4], [3, 4, 5], [4, 5, 6], [5, 6, 7]]})";
+
+TEST(TemporalConvert, DynamicEdgesLayout) {
+  test::TempDir dir("temporal-json");
+  write_text(dir / "d.json", kDynamicEdges);
+  datasets::TemporalConvertOptions o;
+  o.lags = 2;
+  o.train_frac = 0.67;
+  const TemporalDataset d = datasets::read_pyg_temporal_json(dir / "d.json", o);
+  EXPECT_EQ(d.num_nodes, 3);
+  EXPECT_EQ(d.num_snapshots(), 3);
+  EXPECT_EQ(d.feature_dim, 2);
+  // Snapshot 0: edges of step 0 (0 -> 1 weight 2, 1 -> 2 weight 3) as in-neighbor rows.
+  EXPECT_EQ(d.snapshots[0].indptr, (std::vector<EdgeId>{0, 0, 1, 2}));
+  EXPECT_EQ(d.snapshots[0].values, (std::vector<float>{2.0f, 3.0f}));
+  // Snapshot 2: the repeated pair 0 -> 1 merges into one edge of weight 5.
+  EXPECT_EQ(d.snapshots[2].values, (std::vector<float>{5.0f}));
+  // Features of (snapshot 1, node 2): y[1][2], y[2][2]; target y[3][2].
+  EXPECT_EQ(d.features[(1 * 3 + 2) * 2], 4.0f);
+  EXPECT_EQ(d.features[(1 * 3 + 2) * 2 + 1], 5.0f);
+  EXPECT_EQ(d.targets[1 * 3 + 2], 6.0f);
+  EXPECT_EQ(d.train, (datasets::SnapshotRange{0, 2}));
+  EXPECT_EQ(d.test, (datasets::SnapshotRange{2, 3}));
+}
+
+TEST(TemporalConvert, StaticSignalPerSnapshotAndNodeLinkLayouts) {
+  test::TempDir dir("temporal-json");
+  datasets::TemporalConvertOptions o;
+  o.lags = 1;
+  write_text(dir / "s.json",
+             R"({"edges": [[0, 1], [1, 0]], "weights": [1, 2], "FX": [[1, 2], [3, 4], [5, 6]]})");
+  TemporalDataset s = datasets::read_pyg_temporal_json(dir / "s.json", o);
+  EXPECT_EQ(s.num_snapshots(), 2);
+  EXPECT_EQ(s.targets, (std::vector<float>{3, 4, 5, 6}));
+  EXPECT_EQ(s.snapshots[1].values, (std::vector<float>{2, 1}));
+
+  write_text(dir / "p.json", R"({"0": {"index": 0, "edges": [[0, 1]], "weights": [1],
+      "X": [[1, 0], [0, 1]], "y": [0.5, 1.5]},
+      "1": {"index": 1, "edges": [[1, 0]], "X": [[2, 0], [0, 2]], "y": [2.5, 3.5]}})");
+  TemporalDataset p = datasets::read_pyg_temporal_json(dir / "p.json", o);
+  EXPECT_EQ(p.num_snapshots(), 2);
+  EXPECT_EQ(p.feature_dim, 2);
+  EXPECT_EQ(p.targets, (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+  EXPECT_EQ(p.snapshots[1].indptr, (std::vector<EdgeId>{0, 1, 1}));
+
+  write_text(dir / "n.json", R"({"directed": false, "multigraph": false, "graph": {},
+      "nodes": [{"id": "a", "X": [1, 2, 3], "y": [0, 1, 0]}, {"id": "b", "X": [4, 5, 6],
+                 "y": [1, 1, 1]}],
+      "links": [{"source": "a", "target": "b", "weight": 2}]})");
+  TemporalDataset n = datasets::read_pyg_temporal_json(dir / "n.json", o);
+  EXPECT_EQ(n.num_snapshots(), 3);
+  EXPECT_EQ(n.feature_dim, 1);
+  EXPECT_EQ(n.snapshots[0].num_edges(), 2);  // undirected: both directions
+  EXPECT_EQ(n.features, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+void expect_refused(const std::string& text, const std::string& piece) {
+  test::TempDir dir("temporal-bad");
+  write_text(dir / "bad.json", text);
+  datasets::TemporalConvertOptions o;
+  o.lags = 1;
+  try {
+    datasets::read_pyg_temporal_json(dir / "bad.json", o);
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bad.json"), std::string::npos) << what;
+    EXPECT_NE(what.find(piece), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(TemporalConvert, BadJsonIsRefusedWithOneLine) {
+  expect_refused(R"({"foo": 1, "bar": [2]})", "keys found: bar, foo");
+  expect_refused(R"({"edge_mapping": {"edge_index": {"0": [[0, 1]]}}, "y": [[1, 2], [1, 2]]})",
+                 "missing key \"1\"");
+  expect_refused(R"({"edges": [[0, 1]], "FX": [[1, 2], [1]]})", "ragged");
+  expect_refused(R"({"edges": [[0, 5]], "FX": [[1, 2], [1, 2]]})", "not a node id in [0, 2)");
+  expect_refused(R"({"edges": [[0, 1]], "FX": [[1, "x"], [1, 2]]})", "expected a number");
+  expect_refused(R"({"edges": [[0, 1]], "FX": [[1, 2)", "not valid JSON");
+}
+
+TEST(TemporalConvert, EdgeListsBinnedIntoSnapshots) {
+  test::TempDir dir("temporal-csv");
+  write_text(dir / "e.csv", "# src dst time weight\n0,1,10,2\n1,2,11\n2 0 20\n0,2,39,1.5\n");
+  datasets::TemporalConvertOptions o;
+  o.snapshots = 3;
+  o.train_frac = 0.67;
+  const TemporalDataset d = datasets::read_temporal_edge_list(dir / "e.csv", o);
+  EXPECT_EQ(d.num_nodes, 3);
+  ASSERT_EQ(d.num_snapshots(), 3);
+  EXPECT_EQ(d.snapshots[0].num_edges(), 2);  // times 10, 11
+  EXPECT_EQ(d.snapshots[1].num_edges(), 1);  // time 20
+  EXPECT_EQ(d.snapshots[2].num_edges(), 1);  // time 39
+  EXPECT_EQ(d.feature_dim, 2);               // degree features
+  o.snapshots = 0;
+  o.snapshot_span = 10;
+  EXPECT_EQ(datasets::read_temporal_edge_list(dir / "e.csv", o).num_snapshots(), 3);
+
+  write_text(dir / "unsorted.csv", "0,1,10\n1,2,5\n");
+  try {
+    datasets::read_temporal_edge_list(dir / "unsorted.csv", o);
+    ADD_FAILURE() << "unsorted timestamps accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("unsorted.csv line 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sorted"), std::string::npos) << e.what();
+  }
+  write_text(dir / "text.csv", "0,1,10\n1,x,11\n");
+  EXPECT_THROW(datasets::read_temporal_edge_list(dir / "text.csv", o), InputError);
+  write_text(dir / "feat.csv", "1,2\n3,4\n");  // 2 rows, but node 2 appears
+  o.node_features = dir / "feat.csv";
+  EXPECT_THROW(datasets::read_temporal_edge_list(dir / "e.csv", o), InputError);
+}
+
+}  // namespace
+}  // namespace tessel
