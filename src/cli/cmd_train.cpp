@@ -16,8 +16,10 @@ std::function<void()> setup_train(CLI::App& app) {
   app.add_option("DIR", options->part_dir, "partition folder made by `tessel partition`")
       ->required()
       ->check(CLI::ExistingDirectory);
-  app.add_option("--mode", options->mode, "full (full-batch) or sampled (mini-batches)")
-      ->check(CLI::IsMember({"full", "sampled"}))
+  app.add_option("--mode", options->mode,
+                 "full (full-batch), sampled (mini-batches) or dynamic (graph snapshots; needs a "
+                 "partition of a temporal store)")
+      ->check(CLI::IsMember({"full", "sampled", "dynamic"}))
       ->capture_default_str();
   app.add_option("--epochs", options->epochs, "epochs to train")
       ->check(CLI::Range(1, 1000000))

@@ -8,8 +8,9 @@
 namespace tessel::cli {
 
 void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
-  app.add_option("--model", o.model.kind, "gcn or sage")
-      ->check(CLI::IsMember({"gcn", "sage"}))
+  app.add_option("--model", o.model.kind,
+                 "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o")
+      ->check(CLI::IsMember({"gcn", "sage", "gcn-gru", "gcn-lstm", "evolvegcn-o"}))
       ->capture_default_str();
   app.add_option("--layers", o.model.layers, "number of GNN layers")
       ->check(CLI::Range(1, 16))
@@ -37,6 +38,17 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->check(CLI::IsMember({"none", "row"}))
       ->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "evaluate valid/test accuracy every N epochs")
+      ->capture_default_str();
+  // Dynamic mode.
+  app.add_option("--temporal-partition", o.dynamic.partition,
+                 "dynamic mode: snapshot (each rank a block of snapshots, all-to-all to vertices "
+                 "for the recurrence) or vertex (each rank a vertex range, halo exchange per "
+                 "snapshot)")
+      ->check(CLI::IsMember({"snapshot", "vertex"}))
+      ->capture_default_str();
+  app.add_option("--task", o.dynamic.task,
+                 "dynamic mode: node-regression (MSE) or node-classification")
+      ->check(CLI::IsMember({"node-regression", "node-classification"}))
       ->capture_default_str();
   // Sampled mode.
   app.add_option("--fanouts", fanouts,

@@ -46,6 +46,16 @@ void read_tensor(const h5::File& file, const std::string& name, Tensor& t) {
 
 void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, nn::Model& model,
                      nn::Optimizer& optimizer) {
+  save_checkpoint(dir, meta, model.parameters(), optimizer);
+}
+
+CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect, nn::Model& model,
+                               nn::Optimizer& optimizer) {
+  return load_checkpoint(dir, expect, model.parameters(), optimizer);
+}
+
+void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
+                     const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer) {
   fs::create_directories(dir);
   datasets::AtomicOutput output(dir / "checkpoint.h5");
   {
@@ -58,7 +68,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, nn::Model&
     file.set_attr("mode", meta.mode);
     file.create_group("/params");
     std::string names;
-    for (nn::Parameter* p : model.parameters()) {
+    for (nn::Parameter* p : params) {
       write_tensor(file, "/params/" + p->name, p->value);
       names += (names.empty() ? "" : ",") + p->name;
     }
@@ -78,8 +88,8 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta, nn::Model&
   output.commit();
 }
 
-CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect, nn::Model& model,
-                               nn::Optimizer& optimizer) {
+CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect,
+                               const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer) {
   const fs::path path = dir / "checkpoint.h5";
   TESSEL_EXPECTS(fs::exists(path), "{}: no checkpoint to resume from", path.string());
   h5::File file = h5::File::open_read(path);
@@ -98,7 +108,7 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
                  meta.model_json, expect.model_json);
   TESSEL_EXPECTS(meta.mode == expect.mode, "{}: checkpoint is from mode {}, this run is mode {}",
                  path.string(), meta.mode, expect.mode);
-  for (nn::Parameter* p : model.parameters()) read_tensor(file, "/params/" + p->name, p->value);
+  for (nn::Parameter* p : params) read_tensor(file, "/params/" + p->name, p->value);
   std::vector<std::pair<std::string, Tensor>> state;
   const std::string entries = file.attr_string("optimizer_state");
   for (std::size_t start = 0; start < entries.size();) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace tessel::train {
 
@@ -23,6 +24,11 @@ struct CheckpointMeta {
 // Writes dir/checkpoint.h5 (via a temporary file renamed into place).
 void save_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& meta,
                      nn::Model& model, nn::Optimizer& optimizer);
+// The same for any list of parameters (modes whose models are not an nn::Model).
+void save_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& meta,
+                     const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer);
+CheckpointMeta load_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& expect,
+                               const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer);
 // Loads dir/checkpoint.h5 into model and optimizer after checking it matches meta's model and
 // mode; returns the stored metadata.
 CheckpointMeta load_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& expect,

@@ -5,6 +5,8 @@
 #include "checkpoint.hpp"
 #include "trainer.hpp"
 
+#include "tessel/train/dynamic.hpp"
+
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
@@ -89,6 +91,7 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   const int threads = choose_threads(options.threads);
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
+  if (options.mode == "dynamic") return train_dynamic(comm, options);
 
   const partition::Manifest manifest = partition::read_manifest(options.part_dir);
   TESSEL_EXPECTS(manifest.num_parts == comm.size(),

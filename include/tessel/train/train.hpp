@@ -23,9 +23,14 @@ struct SampledOptions {
   double cache_ratio = 0;                   // fraction of remote candidate rows to cache
 };
 
+struct DynamicOptions {
+  std::string partition = "snapshot";    // snapshot | vertex
+  std::string task = "node-regression";  // node-regression | node-classification
+};
+
 struct TrainOptions {
   std::filesystem::path part_dir;
-  std::string mode = "full";  // full | sampled
+  std::string mode = "full";  // full | sampled | dynamic
   nn::ModelConfig model;
   nn::OptimizerConfig optimizer;
   int epochs = 200;
@@ -42,6 +47,7 @@ struct TrainOptions {
   std::filesystem::path predictions_path;  // HDF5, rank 0
   bool quiet = false;                      // no per-epoch line
   SampledOptions sampled;
+  DynamicOptions dynamic;
 };
 
 struct EpochMetrics {
@@ -67,6 +73,7 @@ struct TrainResult {
   std::int64_t peak_rss_bytes = 0;  // max over ranks
   double setup_s = 0;
   std::vector<double> final_parameters_checksum;  // sum of each parameter, for comparisons
+  nlohmann::json summary;  // mode-specific results (dynamic: test MSE, bytes vs analytic, ...)
 };
 
 // Runs training in the mode named by options.mode on this rank's part. Collective.

@@ -1,0 +1,42 @@
+// Dynamic mode: dynamic GNNs over graph snapshots, snapshot-partitioned (SC'21: graph phase per
+// rank's snapshot block, one all-to-all to vertex partitioning for the recurrent phase and back)
+// or vertex-partitioned (halo exchange per snapshot, recurrence local).
+#pragma once
+
+#include "tessel/comm/communicator.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/core/types.hpp"
+#include "tessel/train/train.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace tessel::train {
+
+// Who owns what: rank r owns vertices [vertex_offsets[r], vertex_offsets[r+1]) in the vertex
+// layout and snapshots [snapshot_offsets[r], snapshot_offsets[r+1]) in the snapshot layout.
+struct TemporalLayout {
+  std::vector<NodeId> vertex_offsets;
+  std::vector<std::int64_t> snapshot_offsets;
+};
+
+// The transposition of the snapshot layout. by_snapshot holds, for each snapshot t this rank
+// owns with t < t_end (ascending), an f32 [N, cols] tensor; the result holds, for every
+// t < t_end, the rows of this rank's vertices [n_own, cols]. One alltoallv. Collective.
+std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
+                                          const std::vector<Tensor>& by_snapshot,
+                                          std::int64_t t_end, std::int64_t cols);
+// The inverse (the backward pass of the transposition).
+std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
+                                          const std::vector<Tensor>& by_vertex,
+                                          std::int64_t t_end, std::int64_t cols);
+// Bytes all ranks together send in one transposition (either direction): f32 rows leaving
+// their rank, sum over r of |own snapshots of r below t_end| * (N - n_own(r)) * cols * 4.
+std::int64_t transposition_bytes(const TemporalLayout& layout, std::int64_t t_end,
+                                 std::int64_t cols);
+
+// Trains options.model.kind (gcn-gru, gcn-lstm, evolvegcn-o) on the temporal partition folder
+// options.part_dir. Collective; called by train() for --mode dynamic.
+TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options);
+
+}  // namespace tessel::train

@@ -1,0 +1,986 @@
+// Dynamic mode: GCN per snapshot + per-node GRU/LSTM (gcn-gru, gcn-lstm) or EvolveGCN-O, trained
+// across ranks with snapshot partitioning (graph phase on a block of snapshots, one all-to-all to
+// vertex partitioning for the recurrent phase and back) or vertex partitioning (halo exchange
+// per snapshot); the epoch loop, metrics, checkpoints and predictions of the mode.
+#include "tessel/train/dynamic.hpp"
+
+#include "checkpoint.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/h5.hpp"
+#include "tessel/datasets/temporal.hpp"
+#include "tessel/kernels/dense.hpp"
+#include "tessel/kernels/sparse.hpp"
+#include "tessel/nn/layers.hpp"
+#include "tessel/nn/optimizer.hpp"
+#include "tessel/nn/recurrent.hpp"
+#include "tessel/partition/temporal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <optional>
+
+namespace tessel::train {
+namespace fs = std::filesystem;
+
+// ---- transposition ----
+
+namespace {
+
+struct Block {
+  std::int64_t begin = 0, end = 0;  // owned snapshots of a rank below t_end
+  std::int64_t size() const { return std::max<std::int64_t>(0, end - begin); }
+};
+
+Block owned_snapshots(const TemporalLayout& layout, int rank, std::int64_t t_end) {
+  return {layout.snapshot_offsets[rank], std::min(layout.snapshot_offsets[rank + 1], t_end)};
+}
+
+std::int64_t vertex_count(const TemporalLayout& layout, int rank) {
+  return layout.vertex_offsets[rank + 1] - layout.vertex_offsets[rank];
+}
+
+}  // namespace
+
+std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
+                                          const std::vector<Tensor>& by_snapshot,
+                                          std::int64_t t_end, std::int64_t cols) {
+  const int P = comm.size(), r = comm.rank();
+  const Block mine = owned_snapshots(layout, r, t_end);
+  TESSEL_ASSERT(static_cast<std::int64_t>(by_snapshot.size()) == mine.size(),
+                "snapshots_to_vertices: {} tensors for {} owned snapshots", by_snapshot.size(),
+                mine.size());
+  const std::int64_t n_own = vertex_count(layout, r);
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(P)), recv_counts = send_counts;
+  std::int64_t send_total = 0, recv_total = 0;
+  for (int q = 0; q < P; ++q) {
+    send_counts[q] = mine.size() * vertex_count(layout, q) * cols;
+    recv_counts[q] = owned_snapshots(layout, q, t_end).size() * n_own * cols;
+    send_total += send_counts[q];
+    recv_total += recv_counts[q];
+  }
+  std::vector<float> send(static_cast<std::size_t>(send_total));
+  std::int64_t at = 0;
+  for (int q = 0; q < P; ++q)
+    for (const Tensor& g : by_snapshot) {
+      const std::int64_t n = vertex_count(layout, q) * cols;
+      std::memcpy(send.data() + at, g.data<float>() + layout.vertex_offsets[q] * cols,
+                  static_cast<std::size_t>(n) * sizeof(float));
+      at += n;
+    }
+  std::vector<float> recv(static_cast<std::size_t>(recv_total));
+  comm.alltoallv(send.data(), send_counts, recv.data(), recv_counts, DType::f32);
+  std::vector<Tensor> out;
+  out.reserve(static_cast<std::size_t>(t_end));
+  at = 0;
+  for (int q = 0; q < P; ++q) {
+    const Block theirs = owned_snapshots(layout, q, t_end);
+    for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
+      Tensor x = Tensor::empty({n_own, cols}, DType::f32);
+      std::memcpy(x.data<float>(), recv.data() + at, static_cast<std::size_t>(n_own * cols) * sizeof(float));
+      at += n_own * cols;
+      out.push_back(std::move(x));
+    }
+  }
+  TESSEL_ASSERT(static_cast<std::int64_t>(out.size()) == t_end,
+                "snapshots_to_vertices: the snapshot blocks do not cover [0, {})", t_end);
+  return out;
+}
+
+std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
+                                          const std::vector<Tensor>& by_vertex,
+                                          std::int64_t t_end, std::int64_t cols) {
+  const int P = comm.size(), r = comm.rank();
+  TESSEL_ASSERT(static_cast<std::int64_t>(by_vertex.size()) == t_end,
+                "vertices_to_snapshots: {} tensors for {} snapshots", by_vertex.size(), t_end);
+  const Block mine = owned_snapshots(layout, r, t_end);
+  const std::int64_t n_own = vertex_count(layout, r);
+  const std::int64_t N = layout.vertex_offsets.back();
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(P)), recv_counts = send_counts;
+  std::int64_t send_total = 0, recv_total = 0;
+  for (int q = 0; q < P; ++q) {
+    send_counts[q] = owned_snapshots(layout, q, t_end).size() * n_own * cols;
+    recv_counts[q] = mine.size() * vertex_count(layout, q) * cols;
+    send_total += send_counts[q];
+    recv_total += recv_counts[q];
+  }
+  std::vector<float> send(static_cast<std::size_t>(send_total));
+  std::int64_t at = 0;
+  for (int q = 0; q < P; ++q) {
+    const Block theirs = owned_snapshots(layout, q, t_end);
+    for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
+      std::memcpy(send.data() + at, by_vertex[t].data<float>(),
+                  static_cast<std::size_t>(n_own * cols) * sizeof(float));
+      at += n_own * cols;
+    }
+  }
+  std::vector<float> recv(static_cast<std::size_t>(recv_total));
+  comm.alltoallv(send.data(), send_counts, recv.data(), recv_counts, DType::f32);
+  std::vector<Tensor> out;
+  for (std::int64_t i = 0; i < mine.size(); ++i) out.push_back(Tensor::empty({N, cols}, DType::f32));
+  at = 0;
+  for (int q = 0; q < P; ++q)
+    for (Tensor& g : out) {
+      const std::int64_t n = vertex_count(layout, q) * cols;
+      std::memcpy(g.data<float>() + layout.vertex_offsets[q] * cols, recv.data() + at,
+                  static_cast<std::size_t>(n) * sizeof(float));
+      at += n;
+    }
+  return out;
+}
+
+std::int64_t transposition_bytes(const TemporalLayout& layout, std::int64_t t_end,
+                                 std::int64_t cols) {
+  const int P = static_cast<int>(layout.vertex_offsets.size()) - 1;
+  const std::int64_t N = layout.vertex_offsets.back();
+  std::int64_t rows = 0;
+  for (int r = 0; r < P; ++r) rows += owned_snapshots(layout, r, t_end).size() * (N - vertex_count(layout, r));
+  return rows * cols * static_cast<std::int64_t>(sizeof(float));
+}
+
+namespace {
+
+// ---- per-snapshot graphs ----
+
+// D^-1/2 (A + I) D^-1/2 over weighted in-edges, D = 1 + weighted in-degree (of the whole
+// snapshot, so every layout computes the same entries), for rows [row_begin, row_end). Columns:
+// global ids when col_of is empty, else col_of(global id). Row v starts with its self loop.
+template <class ColOf>
+LocalCsr normalized_rows(const Csr& s, const std::vector<double>& degree, NodeId row_begin,
+                         NodeId row_end, ColOf&& col_of, std::int64_t num_cols) {
+  LocalCsr a;
+  a.num_rows = row_end - row_begin;
+  a.num_cols = num_cols;
+  a.indptr.assign(static_cast<std::size_t>(a.num_rows + 1), 0);
+  for (NodeId v = row_begin; v < row_end; ++v) {
+    const double dv = degree[v];
+    a.indices.push_back(static_cast<LocalId>(col_of(v)));
+    a.values.push_back(static_cast<float>(1.0 / dv));
+    for (EdgeId e = s.indptr[v]; e < s.indptr[v + 1]; ++e) {
+      const NodeId u = s.indices[e];
+      a.indices.push_back(static_cast<LocalId>(col_of(u)));
+      a.values.push_back(static_cast<float>(s.values[e] / std::sqrt(degree[u] * dv)));
+    }
+    a.indptr[v - row_begin + 1] = static_cast<EdgeId>(a.indices.size());
+  }
+  return a;
+}
+
+std::vector<double> weighted_degree(const Csr& s) {
+  std::vector<double> d(static_cast<std::size_t>(s.num_rows), 1.0);
+  for (std::int64_t v = 0; v < s.num_rows; ++v)
+    for (EdgeId e = s.indptr[v]; e < s.indptr[v + 1]; ++e) d[v] += s.values[e];
+  return d;
+}
+
+// Rows of other ranks one snapshot's aggregation reads (vertex layout): the halo rows arrive in
+// owner order (ascending global id) after the owned rows.
+struct HaloPlan {
+  std::vector<std::int64_t> send_counts, recv_counts;  // rows per rank
+  Tensor send_rows;                                    // i32 local rows to send, by rank
+  std::int64_t num_halo = 0;
+};
+
+struct SnapshotGraph {
+  kernels::SparseMatrix forward, backward;  // A and A^T
+  HaloPlan halo;                            // vertex layout only
+  Tensor features;                          // [rows, F]
+};
+
+std::vector<std::int64_t> scaled(const std::vector<std::int64_t>& rows, std::int64_t cols) {
+  std::vector<std::int64_t> out(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) out[i] = rows[i] * cols;
+  return out;
+}
+
+// x: [n_own, H] -> [n_own + n_halo, H] with the halo rows fetched from their owners.
+Tensor halo_forward(comm::Communicator& comm, const HaloPlan& plan, const Tensor& x) {
+  const std::int64_t n = x.rows(), H = x.cols();
+  Tensor full = Tensor::empty({n + plan.num_halo, H}, DType::f32);
+  std::memcpy(full.data<float>(), x.data<float>(), x.nbytes());
+  Tensor send = Tensor::empty({plan.send_rows.numel(), H}, DType::f32);
+  if (plan.send_rows.numel() > 0) kernels::gather_rows(x, plan.send_rows, send);
+  comm.alltoallv(send.data<float>(), scaled(plan.send_counts, H),
+                 full.data<float>() + n * H, scaled(plan.recv_counts, H), DType::f32);
+  return full;
+}
+
+// grad: [n_own + n_halo, H] -> [n_own, H], halo gradients summed at their owners.
+Tensor halo_backward(comm::Communicator& comm, const HaloPlan& plan, const Tensor& grad,
+                     std::int64_t n_own) {
+  const std::int64_t H = grad.cols();
+  Tensor out = grad.rows_slice(0, n_own).clone();
+  Tensor back = Tensor::empty({plan.send_rows.numel(), H}, DType::f32);
+  comm.alltoallv(grad.data<float>() + n_own * H, scaled(plan.recv_counts, H), back.data<float>(),
+                 scaled(plan.send_counts, H), DType::f32);
+  if (plan.send_rows.numel() > 0) kernels::scatter_add_rows(back, plan.send_rows, out);
+  return out;
+}
+
+Tensor matmul(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  Tensor y = Tensor::empty({ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols()}, DType::f32);
+  kernels::gemm(a, ta, b, tb, y);
+  return y;
+}
+
+void add_into(Tensor& y, const Tensor& x) { kernels::axpy(1.0f, x, y); }
+
+nn::Parameter parameter(const std::string& name, Tensor value) {
+  Tensor grad = Tensor::zeros(value.shape(), DType::f32);
+  return nn::Parameter{name, std::move(value), std::move(grad)};
+}
+
+// ---- the trainer ----
+
+enum class Recurrence { none, gru, lstm };
+
+struct Losses {
+  double sum[3] = {0, 0, 0};        // train, valid, test: squared error or cross-entropy
+  std::int64_t count[3] = {0, 0, 0};
+  std::int64_t correct[3] = {0, 0, 0};
+};
+
+class DynamicTrainer {
+public:
+  DynamicTrainer(comm::Communicator& comm, const TrainOptions& options)
+      : comm_(comm), options_(options) {
+    manifest_ = partition::read_temporal_manifest(options.part_dir);
+    TESSEL_EXPECTS(manifest_.num_parts == comm.size(),
+                   "{} holds a temporal partition into {} parts, but {} ranks are running: run "
+                   "mpirun -np {}",
+                   options.part_dir.string(), manifest_.num_parts, comm.size(),
+                   manifest_.num_parts);
+    const std::string& kind = options.model.kind;
+    TESSEL_EXPECTS(kind == "gcn-gru" || kind == "gcn-lstm" || kind == "evolvegcn-o",
+                   "--mode dynamic trains gcn-gru, gcn-lstm or evolvegcn-o, not --model {}", kind);
+    TESSEL_EXPECTS(options.dynamic.partition == "snapshot" || options.dynamic.partition == "vertex",
+                   "--temporal-partition must be snapshot or vertex, got {}",
+                   options.dynamic.partition);
+    classification_ = options.dynamic.task == "node-classification";
+    TESSEL_EXPECTS(classification_ || options.dynamic.task == "node-regression",
+                   "--task {} is not supported: use node-regression or node-classification",
+                   options.dynamic.task);
+    recurrence_ = kind == "gcn-gru" ? Recurrence::gru
+                  : kind == "gcn-lstm" ? Recurrence::lstm
+                                       : Recurrence::none;
+    evolve_ = kind == "evolvegcn-o";
+    snapshot_layout_ = options.dynamic.partition == "snapshot";
+    layout_ = {manifest_.vertex_offsets, manifest_.snapshot_offsets};
+    N_ = manifest_.num_nodes;
+    T_ = manifest_.num_snapshots;
+    F_ = manifest_.feature_dim;
+    H_ = options.model.hidden;
+    const int r = comm.rank();
+    v0_ = layout_.vertex_offsets[r];
+    n_own_ = layout_.vertex_offsets[r + 1] - v0_;
+    datasets::TemporalStoreReader reader(manifest_.store);
+    info_ = reader.info();
+    TESSEL_EXPECTS(info_.num_nodes == N_ && info_.num_snapshots == T_ && info_.feature_dim == F_,
+                   "{}: the store does not match partition.json", manifest_.store.string());
+    if (classification_)
+      TESSEL_EXPECTS(info_.num_classes >= 2,
+                     "{}: --task node-classification needs class targets (the store has "
+                     "regression targets)",
+                     manifest_.store.string());
+    else
+      TESSEL_EXPECTS(info_.num_classes == 0,
+                     "{}: the store holds {} classes; use --task node-classification",
+                     manifest_.store.string(), info_.num_classes);
+    out_dim_ = classification_ ? info_.num_classes : 1;
+    load_graphs(reader);
+    load_targets(reader);
+    build_model();
+    optimizer_ = nn::make_optimizer(options.optimizer);
+  }
+
+  std::vector<nn::Parameter*> parameters() {
+    std::vector<nn::Parameter*> all = replicated_params_;
+    all.insert(all.end(), partial_params_.begin(), partial_params_.end());
+    return all;
+  }
+  nn::Optimizer& optimizer() { return *optimizer_; }
+  bool classification() const { return classification_; }
+  const datasets::TemporalStoreInfo& info() const { return info_; }
+  const TemporalLayout& layout() const { return layout_; }
+  bool transposes() const { return snapshot_layout_ && recurrence_ != Recurrence::none; }
+  std::int64_t hidden() const { return H_; }
+
+  // One epoch: forward over the snapshots up to the end of the training range, loss on the
+  // training snapshots, backward, gradient all-reduce, optimizer step. Returns the mean loss.
+  double train_epoch(PhaseTimes& phases) {
+    for (nn::Parameter* p : parameters()) p->grad.fill_zero();
+    const std::int64_t t_end = info_.train.end;
+    std::vector<Tensor> out = forward(t_end, phases, true);
+    Losses losses;
+    std::vector<Tensor> grad_out = loss_and_grad(out, losses, true);
+    backward(grad_out, t_end, phases);
+    {
+      ScopedPhase t(phases, "communicate");
+      allreduce_partial_gradients();
+    }
+    {
+      ScopedPhase t(phases, "dense");
+      optimizer_->step(parameters());
+    }
+    double loss[2] = {losses.sum[0], static_cast<double>(losses.count[0])};
+    comm_.allreduce(std::span<double>(loss, 2));
+    return loss[0] / std::max(1.0, loss[1]);
+  }
+
+  // Forward over every snapshot; per split mean loss and (classification) accuracy.
+  Losses evaluate(PhaseTimes& phases, std::vector<Tensor>* outputs = nullptr) {
+    std::vector<Tensor> out = forward(T_, phases, false);
+    Losses l;
+    loss_and_grad(out, l, false);
+    comm_.allreduce(std::span<double>(l.sum, 3));
+    comm_.allreduce(std::span<std::int64_t>(l.count, 3));
+    comm_.allreduce(std::span<std::int64_t>(l.correct, 3));
+    if (outputs) *outputs = std::move(out);
+    return l;
+  }
+
+  // Predictions of every (snapshot, node), gathered on rank 0 and written there.
+  void write_predictions(const fs::path& path) {
+    PhaseTimes ignored;
+    std::vector<Tensor> out;
+    evaluate(ignored, &out);
+    // Each rank sends (t, global row begin, rows) blocks of its outputs to rank 0.
+    std::vector<float> values;
+    std::vector<std::int64_t> where;  // t, row_begin, rows per block
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const auto [t, rb] = node_block(i);
+      where.insert(where.end(), {t, rb, out[i].rows()});
+      values.insert(values.end(), out[i].data<float>(), out[i].data<float>() + out[i].numel());
+    }
+    std::vector<std::int64_t> to_root(static_cast<std::size_t>(comm_.size()), 0);
+    to_root[0] = static_cast<std::int64_t>(where.size());
+    const auto all_where = comm_.alltoallv<std::int64_t>(where, to_root);
+    to_root[0] = static_cast<std::int64_t>(values.size());
+    const auto all_values = comm_.alltoallv<float>(values, to_root);
+    if (comm_.rank() != 0) return;
+    datasets::TemporalStoreReader reader(manifest_.store);
+    const auto orig = reader.orig_ids();
+    // Rows in source order: position of relabeled node g is orig[g].
+    std::vector<float> pred(static_cast<std::size_t>(T_ * N_ * out_dim_), 0.0f);
+    std::size_t at = 0;
+    for (std::size_t b = 0; b < all_where.size(); b += 3) {
+      const std::int64_t t = all_where[b], rb = all_where[b + 1], rows = all_where[b + 2];
+      for (std::int64_t i = 0; i < rows; ++i, at += static_cast<std::size_t>(out_dim_))
+        std::copy_n(&all_values[at], out_dim_, &pred[((t * N_) + orig[rb + i]) * out_dim_]);
+    }
+    if (path.has_parent_path()) fs::create_directories(path.parent_path());
+    datasets::AtomicOutput output(path);
+    {
+      h5::File file = h5::File::create(output.temp_path());
+      file.set_attr("format", std::string("tessel-temporal-predictions"));
+      file.set_attr("version", std::int64_t{1});
+      file.set_attr("num_nodes", N_);
+      file.set_attr("num_snapshots", T_);
+      file.set_attr("task", options_.dynamic.task);
+      file.write("/prediction", pred.data(), {T_ * N_, out_dim_},
+                 "float32 [T*N, out]: row t*N+v is the model output for source node v at "
+                 "snapshot t (regression: the predicted target; classification: logits)");
+      file.close();
+    }
+    output.commit();
+  }
+
+private:
+  // Which (snapshot, first global row) the i-th node-phase block is.
+  std::pair<std::int64_t, std::int64_t> node_block(std::size_t i) const {
+    if (node_phase_by_vertex()) return {static_cast<std::int64_t>(i), v0_};
+    return {layout_.snapshot_offsets[comm_.rank()] + static_cast<std::int64_t>(i), 0};
+  }
+  // The head (and the recurrence) runs on this rank's vertices for all snapshots, except for
+  // EvolveGCN in the snapshot layout, whose head runs on whole owned snapshots (no transpose).
+  bool node_phase_by_vertex() const { return !snapshot_layout_ || recurrence_ != Recurrence::none; }
+  // Snapshots of the graph phase on this rank, below t_end.
+  Block graph_snapshots(std::int64_t t_end) const {
+    if (snapshot_layout_) return owned_snapshots(layout_, comm_.rank(), t_end);
+    return {0, t_end};
+  }
+
+  void load_graphs(datasets::TemporalStoreReader& reader) {
+    const int r = comm_.rank();
+    if (snapshot_layout_) {
+      const Block mine = owned_snapshots(layout_, r, T_);
+      const auto snaps = reader.snapshots(mine.begin, mine.end);
+      for (std::int64_t i = 0; i < mine.size(); ++i) {
+        const Csr& s = snaps[i];
+        SnapshotGraph g;
+        const LocalCsr a = normalized_rows(s, weighted_degree(s), 0, N_, [](NodeId u) { return u; }, N_);
+        g.forward = kernels::SparseMatrix::from_csr(a);
+        g.backward = g.forward.transpose();
+        g.features = Tensor::from_vector(reader.features(mine.begin + i, 0, N_), {N_, F_});
+        graphs_.push_back(std::move(g));
+      }
+      return;
+    }
+    // Vertex layout: each rank reads every snapshot (degrees of halo sources need whole rows)
+    // and keeps its rows, with the halo plan of each snapshot.
+    const auto snaps = reader.snapshots(0, T_);
+    const NodeId v1 = v0_ + n_own_;
+    std::vector<std::int64_t> halo_index(static_cast<std::size_t>(N_), -1);
+    for (std::int64_t t = 0; t < T_; ++t) {
+      const Csr& s = snaps[t];
+      std::vector<NodeId> halo;
+      for (NodeId v = v0_; v < v1; ++v)
+        for (EdgeId e = s.indptr[v]; e < s.indptr[v + 1]; ++e)
+          if (s.indices[e] < v0_ || s.indices[e] >= v1) halo.push_back(s.indices[e]);
+      std::sort(halo.begin(), halo.end());
+      halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
+      for (std::size_t i = 0; i < halo.size(); ++i) halo_index[halo[i]] = n_own_ + static_cast<std::int64_t>(i);
+      const auto n_halo = static_cast<std::int64_t>(halo.size());
+      SnapshotGraph g;
+      const LocalCsr a = normalized_rows(
+          s, weighted_degree(s), v0_, v1,
+          [&](NodeId u) { return (u >= v0_ && u < v1) ? u - v0_ : halo_index[u]; }, n_own_ + n_halo);
+      for (NodeId u : halo) halo_index[u] = -1;
+      g.forward = kernels::SparseMatrix::from_csr(a);
+      g.backward = g.forward.transpose();
+      g.features = Tensor::from_vector(reader.features(t, v0_, v1), {n_own_, F_});
+      // Ask each owner for its rows among the halo.
+      HaloPlan& plan = g.halo;
+      plan.num_halo = n_halo;
+      plan.recv_counts.assign(static_cast<std::size_t>(comm_.size()), 0);
+      for (NodeId u : halo) {
+        const auto owner = std::upper_bound(layout_.vertex_offsets.begin(),
+                                            layout_.vertex_offsets.end(), u) -
+                           layout_.vertex_offsets.begin() - 1;
+        ++plan.recv_counts[owner];
+      }
+      const auto requested = comm_.alltoallv<NodeId>(halo, plan.recv_counts, &plan.send_counts);
+      std::vector<std::int32_t> rows(requested.size());
+      for (std::size_t i = 0; i < requested.size(); ++i) {
+        TESSEL_ASSERT(requested[i] >= v0_ && requested[i] < v1, "halo request for row {}", requested[i]);
+        rows[i] = static_cast<std::int32_t>(requested[i] - v0_);
+      }
+      plan.send_rows = Tensor::from_vector(rows);
+      graphs_.push_back(std::move(g));
+    }
+  }
+
+  void load_targets(datasets::TemporalStoreReader& reader) {
+    if (node_phase_by_vertex()) {
+      for (std::int64_t t = 0; t < T_; ++t) targets_.push_back(reader.targets(t, v0_, v0_ + n_own_));
+    } else {
+      const Block mine = owned_snapshots(layout_, comm_.rank(), T_);
+      for (std::int64_t t = mine.begin; t < mine.end; ++t) targets_.push_back(reader.targets(t, 0, N_));
+    }
+  }
+
+  void build_model() {
+    const auto& m = options_.model;
+    const int L = m.layers;
+    for (int l = 0; l < L; ++l) {
+      const std::int64_t in = l == 0 ? F_ : H_;
+      const rng::Key key{options_.seed, rng::Stream::init, 0, 0, static_cast<std::uint32_t>(l)};
+      const std::string name = "gcn" + std::to_string(l);
+      Layer layer;
+      layer.weight = parameter(name + (evolve_ ? ".initial_weight" : ".weight"),
+                               nn::glorot_uniform(in, H_, key, 0));
+      layer.bias = parameter(name + ".bias", Tensor::zeros({H_}, DType::f32));
+      if (evolve_) {
+        const rng::Key ekey{options_.seed, rng::Stream::init, 1, 0, static_cast<std::uint32_t>(l)};
+        layer.evolve.emplace(name + ".evolve", H_, H_, ekey);
+      }
+      layers_.push_back(std::move(layer));
+    }
+    const rng::Key rkey{options_.seed, rng::Stream::init, 2, 0, 0};
+    if (recurrence_ == Recurrence::gru) gru_.emplace("gru", H_, H_, rkey);
+    if (recurrence_ == Recurrence::lstm) lstm_.emplace("lstm", H_, H_, rkey);
+    const rng::Key hkey{options_.seed, rng::Stream::init, 3, 0, 0};
+    head_weight_ = parameter("head.weight", nn::glorot_uniform(H_, out_dim_, hkey, 0));
+    head_bias_ = parameter("head.bias", Tensor::zeros({out_dim_}, DType::f32));
+    // The weight recurrence is computed identically on every rank (its gradient is all-reduced
+    // before its backward), so its parameters are replicated; everything else sees only this
+    // rank's rows or snapshots and is all-reduced.
+    for (Layer& layer : layers_) {
+      if (evolve_) {
+        replicated_params_.push_back(&layer.weight);
+        for (nn::Parameter* p : layer.evolve->parameters()) replicated_params_.push_back(p);
+      } else {
+        partial_params_.push_back(&layer.weight);
+      }
+      partial_params_.push_back(&layer.bias);
+    }
+    if (gru_) for (nn::Parameter* p : gru_->parameters()) partial_params_.push_back(p);
+    if (lstm_) for (nn::Parameter* p : lstm_->parameters()) partial_params_.push_back(p);
+    partial_params_.push_back(&head_weight_);
+    partial_params_.push_back(&head_bias_);
+  }
+
+  std::vector<Tensor> forward(std::int64_t t_end, PhaseTimes& phases, bool training) {
+    Stopwatch watch;
+    // EvolveGCN-O: the weights of snapshot t, W_t = LSTM(W_{t-1}), W_{-1} = the initial weight.
+    for (Layer& layer : layers_) {
+      layer.weights.clear();
+      if (!evolve_) continue;
+      layer.evolve->clear();
+      nn::LstmCell::State state{layer.weight.value,
+                                Tensor::zeros(layer.weight.value.shape(), DType::f32)};
+      for (std::int64_t t = 0; t < t_end; ++t) {
+        state = layer.evolve->forward(state.h, state);
+        layer.weights.push_back(state.h);
+      }
+    }
+    // Graph phase.
+    const Block gs = graph_snapshots(t_end);
+    cache_.assign(static_cast<std::size_t>(gs.size()), {});
+    std::vector<Tensor> g_out;
+    double comm_s = 0;
+    for (std::int64_t t = gs.begin; t < gs.end; ++t) {
+      SnapshotGraph& g = graphs_[snapshot_layout_ ? t - gs.begin : t];
+      auto& saved = cache_[t - gs.begin];
+      Tensor z = g.features;
+      for (std::size_t l = 0; l < layers_.size(); ++l) {
+        Layer& layer = layers_[l];
+        const Tensor& w = evolve_ ? layer.weights[t] : layer.weight.value;
+        Tensor xw = matmul(z, false, w, false);
+        if (!snapshot_layout_) {
+          Stopwatch c;
+          xw = halo_forward(comm_, g.halo, xw);
+          comm_s += c.seconds();
+        }
+        Tensor y = kernels::spmm(g.forward, xw);
+        kernels::add_bias(y, layer.bias.value);
+        kernels::relu_forward(y, y);
+        saved.push_back({z, y});
+        z = y;
+      }
+      g_out.push_back(z);
+    }
+    phases.add("graph", watch.seconds() - comm_s);
+    if (!snapshot_layout_) phases.add("halo", comm_s);
+    // Transposition to the vertex layout for the recurrence.
+    std::vector<Tensor> blocks;
+    if (transposes()) {
+      ScopedPhase p(phases, "transpose");
+      const std::int64_t before = comm_.bytes_sent();
+      blocks = snapshots_to_vertices(comm_, layout_, g_out, t_end, H_);
+      transpose_bytes_ += comm_.bytes_sent() - before;
+    } else {
+      blocks = std::move(g_out);
+    }
+    // Recurrent phase and head.
+    Stopwatch rec;
+    embeddings_.clear();
+    if (recurrence_ == Recurrence::gru) {
+      gru_->clear();
+      Tensor h = Tensor::zeros({n_own_, H_}, DType::f32);
+      for (const Tensor& x : blocks) {
+        h = gru_->forward(x, h);
+        embeddings_.push_back(h);
+      }
+    } else if (recurrence_ == Recurrence::lstm) {
+      lstm_->clear();
+      nn::LstmCell::State st{Tensor::zeros({n_own_, H_}, DType::f32),
+                             Tensor::zeros({n_own_, H_}, DType::f32)};
+      for (const Tensor& x : blocks) {
+        st = lstm_->forward(x, st);
+        embeddings_.push_back(st.h);
+      }
+    } else {
+      embeddings_ = std::move(blocks);
+    }
+    std::vector<Tensor> out;
+    for (const Tensor& e : embeddings_) {
+      Tensor y = matmul(e, false, head_weight_.value, false);
+      kernels::add_bias(y, head_bias_.value);
+      out.push_back(std::move(y));
+    }
+    phases.add("recurrent", rec.seconds());
+    (void)training;
+    return out;
+  }
+
+  // Loss over the node-phase outputs by split; with `grad`, d(mean training loss)/d out.
+  std::vector<Tensor> loss_and_grad(const std::vector<Tensor>& out, Losses& l, bool grad) {
+    const datasets::SnapshotRange splits[3] = {info_.train, info_.valid, info_.test};
+    std::vector<Tensor> grads;
+    // The global count of training targets scales the gradient so P ranks compute the mean
+    // loss of the whole graph.
+    const double train_count = static_cast<double>(train_targets());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const std::int64_t t = node_block(i).first;
+      const std::vector<float>& y = targets_[node_phase_by_vertex() ? t : static_cast<std::int64_t>(i)];
+      const Tensor& o = out[i];
+      Tensor g;
+      if (grad) g = Tensor::zeros(o.shape(), DType::f32);
+      for (int s = 0; s < 3; ++s) {
+        if (t < splits[s].begin || t >= splits[s].end) continue;
+        const float* po = o.data<float>();
+        for (std::int64_t v = 0; v < o.rows(); ++v) {
+          const float target = y[v];
+          if (classification_) {
+            if (target < 0) continue;
+            const float* row = po + v * out_dim_;
+            const float mx = *std::max_element(row, row + out_dim_);
+            double z = 0;
+            for (std::int64_t c = 0; c < out_dim_; ++c) z += std::exp(static_cast<double>(row[c] - mx));
+            const auto label = static_cast<std::int64_t>(target);
+            l.sum[s] += std::log(z) - (row[label] - mx);
+            l.correct[s] += (std::max_element(row, row + out_dim_) - row) == label;
+            ++l.count[s];
+            if (grad && s == 0)
+              for (std::int64_t c = 0; c < out_dim_; ++c)
+                g.data<float>()[v * out_dim_ + c] = static_cast<float>(
+                    (std::exp(static_cast<double>(row[c] - mx)) / z - (c == label ? 1.0 : 0.0)) /
+                    train_count);
+          } else {
+            const double diff = static_cast<double>(po[v]) - target;
+            l.sum[s] += diff * diff;
+            ++l.count[s];
+            if (grad && s == 0) g.data<float>()[v] = static_cast<float>(2.0 * diff / train_count);
+          }
+        }
+      }
+      grads.push_back(std::move(g));
+    }
+    return grads;
+  }
+
+  std::int64_t train_targets() {
+    if (train_targets_ >= 0) return train_targets_;
+    std::int64_t count = 0;
+    for (std::size_t i = 0; i < targets_.size(); ++i) {
+      const std::int64_t t = node_block(i).first;
+      if (t < info_.train.begin || t >= info_.train.end) continue;
+      for (float y : targets_[i]) count += (!classification_ || y >= 0) ? 1 : 0;
+    }
+    train_targets_ = comm_.allreduce_value(count);
+    TESSEL_EXPECTS(train_targets_ > 0, "{}: no training targets", manifest_.store.string());
+    return train_targets_;
+  }
+
+  void backward(const std::vector<Tensor>& grad_out, std::int64_t t_end, PhaseTimes& phases) {
+    Stopwatch rec;
+    // Head and recurrence, last snapshot first.
+    std::vector<Tensor> grad_blocks(embeddings_.size());
+    for (std::size_t i = 0; i < embeddings_.size(); ++i) {
+      kernels::gemm(embeddings_[i], true, grad_out[i], false, head_weight_.grad, 1.0f, 1.0f);
+      kernels::column_sums(grad_out[i], head_bias_.grad, true);
+      grad_blocks[i] = matmul(grad_out[i], false, head_weight_.value, true);
+    }
+    if (recurrence_ == Recurrence::gru) {
+      Tensor carry = Tensor::zeros({n_own_, H_}, DType::f32);
+      for (std::size_t i = embeddings_.size(); i-- > 0;) {
+        add_into(grad_blocks[i], carry);
+        auto [dx, dh] = gru_->backward(grad_blocks[i], true);
+        grad_blocks[i] = dx;
+        carry = dh;
+      }
+    } else if (recurrence_ == Recurrence::lstm) {
+      nn::LstmCell::State carry{Tensor::zeros({n_own_, H_}, DType::f32), Tensor()};
+      for (std::size_t i = embeddings_.size(); i-- > 0;) {
+        add_into(grad_blocks[i], carry.h);
+        auto [dx, dprev] = lstm_->backward({grad_blocks[i], carry.c}, true);
+        grad_blocks[i] = dx;
+        carry = dprev;
+      }
+    }
+    phases.add("recurrent", rec.seconds());
+    std::vector<Tensor> grad_g;
+    if (transposes()) {
+      ScopedPhase p(phases, "transpose");
+      const std::int64_t before = comm_.bytes_sent();
+      grad_g = vertices_to_snapshots(comm_, layout_, grad_blocks, t_end, H_);
+      transpose_bytes_ += comm_.bytes_sent() - before;
+    } else {
+      grad_g = std::move(grad_blocks);
+    }
+    // Graph phase backward.
+    Stopwatch watch;
+    double comm_s = 0;
+    const Block gs = graph_snapshots(t_end);
+    std::vector<std::vector<Tensor>> grad_w(layers_.size());
+    if (evolve_)
+      for (std::size_t l = 0; l < layers_.size(); ++l)
+        for (std::int64_t t = 0; t < t_end; ++t)
+          grad_w[l].push_back(Tensor::zeros(layers_[l].weight.value.shape(), DType::f32));
+    for (std::int64_t t = gs.begin; t < gs.end; ++t) {
+      SnapshotGraph& g = graphs_[snapshot_layout_ ? t - gs.begin : t];
+      auto& saved = cache_[t - gs.begin];
+      Tensor dz = grad_g[t - gs.begin];
+      for (std::size_t l = layers_.size(); l-- > 0;) {
+        Layer& layer = layers_[l];
+        Tensor dpre = Tensor::empty(dz.shape(), DType::f32);
+        kernels::relu_backward(dz, saved[l].output, dpre);
+        kernels::column_sums(dpre, layer.bias.grad, true);
+        Tensor dxw = kernels::spmm(g.backward, dpre);
+        if (!snapshot_layout_) {
+          Stopwatch c;
+          dxw = halo_backward(comm_, g.halo, dxw, n_own_);
+          comm_s += c.seconds();
+        }
+        Tensor& wgrad = evolve_ ? grad_w[l][t] : layer.weight.grad;
+        kernels::gemm(saved[l].input, true, dxw, false, wgrad, 1.0f, 1.0f);
+        if (l > 0) {
+          const Tensor& w = evolve_ ? layer.weights[t] : layer.weight.value;
+          dz = matmul(dxw, false, w, true);
+        }
+      }
+    }
+    phases.add("graph", watch.seconds() - comm_s);
+    if (!snapshot_layout_) phases.add("halo", comm_s);
+    if (!evolve_) return;
+    // The weight recurrence: combine the per-snapshot weight gradients of all ranks (each rank
+    // saw only its snapshots or rows), then run its backward identically everywhere.
+    ScopedPhase p(phases, "recurrent");
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      Layer& layer = layers_[l];
+      const std::int64_t per = layer.weight.value.numel();
+      std::vector<float> flat(static_cast<std::size_t>(per * t_end));
+      for (std::int64_t t = 0; t < t_end; ++t)
+        std::copy_n(grad_w[l][t].data<float>(), per, flat.data() + t * per);
+      {
+        ScopedPhase c(phases, "communicate");
+        comm_.allreduce(std::span<float>(flat));
+      }
+      Tensor carry_h = Tensor::zeros(layer.weight.value.shape(), DType::f32), carry_c;
+      for (std::int64_t t = t_end; t-- > 0;) {
+        Tensor g = Tensor::from_vector(std::vector<float>(flat.begin() + t * per, flat.begin() + (t + 1) * per),
+                                       layer.weight.value.shape());
+        add_into(g, carry_h);
+        auto [dx, dprev] = layer.evolve->backward({g, carry_c}, true);
+        carry_h = dprev.h;
+        add_into(carry_h, dx);
+        carry_c = dprev.c;
+      }
+      add_into(layer.weight.grad, carry_h);
+    }
+  }
+
+  void allreduce_partial_gradients() {
+    if (comm_.size() == 1) return;
+    std::int64_t total = 0;
+    for (const nn::Parameter* p : partial_params_) total += p->grad.numel();
+    std::vector<float> flat(static_cast<std::size_t>(total));
+    std::int64_t at = 0;
+    for (const nn::Parameter* p : partial_params_) {
+      std::copy_n(p->grad.data<float>(), p->grad.numel(), flat.data() + at);
+      at += p->grad.numel();
+    }
+    comm_.allreduce(std::span<float>(flat));
+    at = 0;
+    for (nn::Parameter* p : partial_params_) {
+      std::copy_n(flat.data() + at, p->grad.numel(), p->grad.data<float>());
+      at += p->grad.numel();
+    }
+  }
+
+public:
+  std::int64_t take_transpose_bytes() { return std::exchange(transpose_bytes_, 0); }
+
+private:
+  struct Layer {
+    nn::Parameter weight, bias;             // weight: shared, or EvolveGCN's initial weight
+    std::optional<nn::LstmCell> evolve;     // EvolveGCN-O weight recurrence
+    std::vector<Tensor> weights;            // EvolveGCN: W_t of the last forward
+  };
+  struct Saved {
+    Tensor input, output;
+  };
+
+  comm::Communicator& comm_;
+  const TrainOptions& options_;
+  partition::TemporalManifest manifest_;
+  datasets::TemporalStoreInfo info_;
+  TemporalLayout layout_;
+  bool classification_ = false, evolve_ = false, snapshot_layout_ = true;
+  Recurrence recurrence_ = Recurrence::none;
+  std::int64_t N_ = 0, T_ = 0, F_ = 0, H_ = 0, out_dim_ = 1;
+  NodeId v0_ = 0;
+  std::int64_t n_own_ = 0;
+  std::vector<SnapshotGraph> graphs_;
+  std::vector<std::vector<float>> targets_;
+  std::int64_t train_targets_ = -1;
+  std::vector<Layer> layers_;
+  std::optional<nn::GruCell> gru_;
+  std::optional<nn::LstmCell> lstm_;
+  nn::Parameter head_weight_, head_bias_;
+  std::vector<nn::Parameter*> replicated_params_, partial_params_;
+  std::unique_ptr<nn::Optimizer> optimizer_;
+  std::vector<std::vector<Saved>> cache_;
+  std::vector<Tensor> embeddings_;
+  std::int64_t transpose_bytes_ = 0;
+};
+
+std::string format_mb(double bytes) { return fmt::format("{:.2f} MB", bytes / 1e6); }
+
+}  // namespace
+
+TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options) {
+  Stopwatch setup_watch;
+  DynamicTrainer trainer(comm, options);
+  const auto& info = trainer.info();
+  const bool cls = trainer.classification();
+  const std::string metric = cls ? "acc" : "mse";
+  const nlohmann::json model_json = {{"kind", options.model.kind},
+                                     {"hidden", options.model.hidden},
+                                     {"layers", options.model.layers},
+                                     {"task", options.dynamic.task},
+                                     {"optimizer", options.optimizer.kind}};
+  CheckpointMeta meta{0, options.seed, model_json.dump(), "dynamic"};
+  int first_epoch = 1;
+  if (!options.resume_dir.empty()) {
+    const CheckpointMeta loaded =
+        load_checkpoint(options.resume_dir, meta, trainer.parameters(), trainer.optimizer());
+    first_epoch = loaded.epoch + 1;
+    log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
+  }
+  std::ofstream metrics;
+  if (comm.rank() == 0 && !options.metrics_path.empty()) {
+    if (options.metrics_path.has_parent_path())
+      fs::create_directories(options.metrics_path.parent_path());
+    metrics.open(options.metrics_path, std::ios::trunc);
+    TESSEL_EXPECTS(metrics.good(), "cannot write metrics file {}", options.metrics_path.string());
+  }
+  // Analytic all-to-all volume of one epoch: forward + backward transpositions over the
+  // training snapshots, plus the evaluation forward over all snapshots.
+  const std::int64_t H = trainer.hidden();
+  const std::int64_t analytic_train =
+      trainer.transposes() ? 2 * transposition_bytes(trainer.layout(), info.train.end, H) : 0;
+  const std::int64_t analytic_eval =
+      trainer.transposes() ? transposition_bytes(trainer.layout(), info.num_snapshots, H) : 0;
+
+  TrainResult result;
+  result.mode = "dynamic";
+  comm.barrier();
+  result.setup_s = setup_watch.seconds();
+  log::info("dynamic training: {} ranks, {} {} layout, {} GCN layers hidden {}, task {}, {} nodes "
+            "x {} snapshots, setup {:.2f} s",
+            comm.size(), options.model.kind, options.dynamic.partition, options.model.layers,
+            options.model.hidden, options.dynamic.task, info.num_nodes, info.num_snapshots,
+            result.setup_s);
+  double best_valid = cls ? -1 : 1e300;
+  double last_test = 0;
+  nlohmann::json best;
+  Stopwatch wall;
+  std::int64_t total_bytes = 0, total_analytic = 0, total_transpose = 0;
+  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
+    comm.reset_bytes_sent();
+    Stopwatch epoch_watch;
+    PhaseTimes phases;
+    EpochMetrics m;
+    m.epoch = epoch;
+    m.loss = trainer.train_epoch(phases);
+    const bool last = epoch == options.epochs ||
+                      (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
+    std::int64_t analytic = analytic_train;
+    double split[3] = {0, 0, 0};
+    if (options.eval_every > 0 && (epoch % options.eval_every == 0 || last)) {
+      PhaseTimes eval_phases;
+      Stopwatch w;
+      const Losses l = trainer.evaluate(eval_phases);
+      phases.add("eval", w.seconds());
+      for (int s = 0; s < 3; ++s)
+        split[s] = l.count[s] == 0 ? 0.0
+                   : cls ? static_cast<double>(l.correct[s]) / static_cast<double>(l.count[s])
+                         : l.sum[s] / static_cast<double>(l.count[s]);
+      m.evaluated = true;
+      analytic += analytic_eval;
+    }
+    m.epoch_s = comm.allreduce_value(epoch_watch.seconds(), comm::ReduceOp::max);
+    for (const auto& [name, s] : phases.all())
+      m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
+    m.comm_bytes = comm.allreduce_value(comm.bytes_sent());
+    const std::int64_t transpose_bytes = comm.allreduce_value(trainer.take_transpose_bytes());
+    m.wall_s = wall.seconds();
+    if (cls) {
+      m.train_acc = split[0];
+      m.valid_acc = split[1];
+      m.test_acc = split[2];
+    }
+    m.extra = {{"transpose_bytes", transpose_bytes}, {"analytic_transpose_bytes", analytic}};
+    if (!cls && m.evaluated)
+      m.extra.update({{"train_mse", split[0]}, {"valid_mse", split[1]}, {"test_mse", split[2]}});
+    total_bytes += m.comm_bytes;
+    total_analytic += analytic;
+    total_transpose += transpose_bytes;
+    if (m.evaluated) {
+      last_test = split[2];
+      // Best by validation when there is a validation range, else the last evaluation.
+      const bool has_valid = info.valid.size() > 0;
+      const bool better = !has_valid || (cls ? split[1] > best_valid : split[1] < best_valid);
+      if (better) {
+        best_valid = split[1];
+        result.best_epoch = epoch;
+        best = {{"best_epoch", epoch}, {"valid_" + metric, split[1]}, {"test_" + metric, split[2]}};
+      }
+      if (cls && options.target_acc > 0 && result.time_to_target_s < 0 &&
+          split[1] >= options.target_acc)
+        result.time_to_target_s = m.wall_s;
+    }
+    if (!options.quiet) {
+      std::string phase_text;
+      for (const auto& [name, s] : m.phases) phase_text += fmt::format(" {} {:.3f}", name, s);
+      const std::string eval =
+          m.evaluated ? fmt::format("{} train {:.4f} valid {:.4f} test {:.4f}", metric, split[0],
+                                    split[1], split[2])
+                      : std::string("not evaluated");
+      log::info("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {} (all-to-all {}, "
+                "analytic {})",
+                epoch, m.loss, eval, m.epoch_s, phase_text.empty() ? "-" : phase_text.substr(1),
+                format_mb(static_cast<double>(m.comm_bytes)),
+                format_mb(static_cast<double>(transpose_bytes)),
+                format_mb(static_cast<double>(analytic)));
+    }
+    if (metrics.is_open()) metrics << m.to_json().dump() << '\n' << std::flush;
+    result.epochs.push_back(std::move(m));
+    if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
+        (epoch % options.checkpoint_every == 0 || epoch == options.epochs)) {
+      meta.epoch = epoch;
+      if (comm.rank() == 0)
+        save_checkpoint(options.checkpoint_dir, meta, trainer.parameters(), trainer.optimizer());
+      comm.barrier();
+    }
+    if (last) break;
+  }
+  result.peak_rss_bytes = comm.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
+  for (nn::Parameter* p : trainer.parameters()) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < p->value.numel(); ++i) sum += p->value.data<float>()[i];
+    result.final_parameters_checksum.push_back(sum);
+  }
+  const auto epochs = static_cast<double>(std::max<std::size_t>(1, result.epochs.size()));
+  result.summary = best;
+  result.summary["final_test_" + metric] = last_test;
+  result.summary["bytes_per_epoch"] = static_cast<double>(total_bytes) / epochs;
+  result.summary["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose) / epochs;
+  result.summary["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic) / epochs;
+  if (cls) {
+    result.best_valid_acc = best_valid;
+    result.test_acc_at_best = best.value("test_acc", 0.0);
+  }
+  if (metrics.is_open()) {
+    nlohmann::json summary = {{"summary", true},
+                              {"mode", "dynamic"},
+                              {"model", options.model.kind},
+                              {"temporal_partition", options.dynamic.partition},
+                              {"task", options.dynamic.task},
+                              {"epochs", static_cast<int>(result.epochs.size())},
+                              {"peak_rss_bytes", result.peak_rss_bytes},
+                              {"setup_s", result.setup_s}};
+    summary.update(result.summary);
+    metrics << summary.dump() << '\n';
+  }
+  if (!options.predictions_path.empty()) trainer.write_predictions(options.predictions_path);
+  log::info("final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})", metric,
+            last_test,
+            best.contains("best_epoch") && info.valid.size() > 0
+                ? fmt::format(", best valid at epoch {}", result.best_epoch)
+                : std::string(),
+            format_mb(result.summary["bytes_per_epoch"].get<double>()),
+            format_mb(result.summary["transpose_bytes_per_epoch"].get<double>()),
+            format_mb(result.summary["analytic_transpose_bytes_per_epoch"].get<double>()));
+  return result;
+}
+
+}  // namespace tessel::train
