@@ -83,8 +83,9 @@ TEST(TemporalStore, DifferencesAreCheckedWhenApplied) {
   again.added_src.assign(1, d.snapshots[0].indices[0]);
   again.added_dst.assign(1, 0);
   again.added_weight.assign(1, 1.0f);
-  if (d.snapshots[0].degree(0) > 0)
+  if (d.snapshots[0].degree(0) > 0) {
     EXPECT_THROW(datasets::apply_delta(d.snapshots[0], again, "x"), InputError);
+  }
 }
 
 TEST(TemporalSynthetic, DeterministicFromTheSeed) {

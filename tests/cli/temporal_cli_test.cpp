@@ -1,0 +1,121 @@
+// The temporal commands through the binary: bad input to `convert temporal` (one error line
+// naming the file, exit 2, nothing left behind); convert, partition and `train --mode dynamic`
+// under mpirun with metrics, checkpoints (resume continues the same trajectory) and predictions.
+#include "tessel/datasets/h5.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+
+Result run(const std::string& args, int np = 0) {
+  Result r;
+  const std::string prefix = np > 0 ? test::mpirun(np) + " " : std::string();
+  r.code = test::run_command(prefix + quote(test::tessel_binary()) + " " + args, &r.output);
+  return r;
+}
+
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+std::size_t files_in(const fs::path& dir) {
+  return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+}
+
+TEST(TemporalCli, BadInputIsOneLineExitTwoAndNothingLeft) {
+  test::TempDir dir("temporal-cli-bad");
+  const fs::path out = dir / "out";
+  fs::create_directories(out);
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"keys.json", R"({"foo": [1]})", "keys found: foo"},
+      {"missing.json", R"({"edge_mapping": {"edge_index": {"0": []}}, "y": [[1], [2]]})",
+       "missing key \"1\""},
+      {"ragged.json", R"({"edges": [[0, 1]], "FX": [[1, 2], [3]]})", "ragged"},
+      {"range.json", R"({"edges": [[0, 9]], "FX": [[1, 2], [3, 4]]})", "not a node id"},
+      {"text.json", R"({"edges": [[0, 1]], "FX": [[1, "a"], [3, 4]]})", "expected a number"},
+      {"unsorted.csv", "0,1,5\n1,0,3\n", "unsorted.csv line 2"},
+      {"fields.csv", "0,1\n", "expected src,dst,time"},
+  };
+  for (const auto& [name, text, piece] : cases) {
+    write_text(dir / name, text);
+    const Result r = run("convert temporal " + quote(dir / name) + " " + quote(out / "x.h5") +
+                         " --lags 1 --snapshots 2");
+    EXPECT_EQ(r.code, 2) << name << ": " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_NE(r.output.find(name), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(piece), std::string::npos) << r.output;
+    EXPECT_EQ(files_in(out), 0u) << name << " left output behind";
+  }
+}
+
+std::vector<nlohmann::json> read_lines(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
+  test::TempDir dir("temporal-cli-train");
+  Result r = run("convert synthetic-temporal --nodes 120 --snapshots 8 --avg-degree 4 "
+                 "--feat-dim 3 --seed 2 " + quote(dir / "s.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("info " + quote(dir / "s.h5") + " --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["num_snapshots"], 8);
+  r = run("partition " + quote(dir / "s.h5") + " --parts 2 --out " + quote(dir / "p"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string common = "train " + quote(dir / "p") +
+                             " --mode dynamic --model gcn-lstm --hidden 8 --layers 1 --lr 0.02 "
+                             "--temporal-partition snapshot --seed 4 ";
+  r = run(common + "--epochs 6 --metrics " + quote(dir / "full.jsonl") + " --predictions " +
+              quote(dir / "pred.h5"),
+          2);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(common + "--epochs 4 --checkpoint " + quote(dir / "ck") + " --checkpoint-every 2", 2);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(common + "--epochs 6 --resume " + quote(dir / "ck") + " --metrics " +
+              quote(dir / "resumed.jsonl"),
+          2);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto full = read_lines(dir / "full.jsonl");
+  const auto resumed = read_lines(dir / "resumed.jsonl");
+  ASSERT_EQ(full.size(), 7u);     // 6 epochs + summary
+  ASSERT_EQ(resumed.size(), 3u);  // epochs 5, 6 + summary
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed[i]["epoch"], 5 + i);
+    EXPECT_NEAR(resumed[i]["loss"].get<double>(), full[4 + i]["loss"].get<double>(),
+                1e-6 * full[4 + i]["loss"].get<double>());
+  }
+  for (const char* key : {"test_mse", "train_mse", "transpose_bytes", "analytic_transpose_bytes"})
+    EXPECT_TRUE(full[5].contains(key)) << key;
+  EXPECT_EQ(full[5]["transpose_bytes"], full[5]["analytic_transpose_bytes"]);
+  EXPECT_GT(full[5]["transpose_bytes"].get<std::int64_t>(), 0);
+  EXPECT_TRUE(full.back()["summary"].get<bool>());
+  const h5::File pred = h5::File::open_read(dir / "pred.h5");
+  EXPECT_EQ(pred.dims("/prediction"), (std::vector<std::int64_t>{8 * 120, 1}));
+  const auto values = pred.read<float>("/prediction");
+  EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
+  // A partition for 2 ranks refuses 1 rank with one line.
+  r = run(common + "--epochs 1", 1);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("mpirun -np 2"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace tessel
