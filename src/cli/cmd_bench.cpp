@@ -9,6 +9,7 @@
 #include "tessel/core/log.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/partition/part.hpp"
+#include "tessel/partition/temporal.hpp"
 #include "tessel/train/train.hpp"
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,7 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
       {"comm_bytes_per_epoch_median", quantile(bytes, 0.5)},
       {"phase_seconds_per_epoch", phases},
   };
+  if (!r.summary.is_null()) j["mode_summary"] = r.summary;
   return j;
 }
 
@@ -153,7 +155,7 @@ std::function<void()> setup_bench(CLI::App& app) {
   app.add_option("DIR", o->train.part_dir, "partition folder made by `tessel partition`")
       ->required()
       ->check(CLI::ExistingDirectory);
-  app.add_option("--modes", o->modes, "comma-separated training modes to compare")
+  app.add_option("--modes", o->modes, "comma-separated training modes to compare (full, sampled; or dynamic alone, on a temporal partition)")
       ->capture_default_str();
   app.add_option("--epochs", o->train.epochs, "epochs per mode")->capture_default_str();
   app.add_option("--time-budget", o->train.time_budget_s,
@@ -171,7 +173,8 @@ std::function<void()> setup_bench(CLI::App& app) {
     for (std::size_t start = 0; start <= o->modes.size();) {
       const auto comma = o->modes.find(',', start);
       const auto mode = o->modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      TESSEL_EXPECTS(mode == "full" || mode == "sampled", "--modes: unknown mode '{}'", mode);
+      TESSEL_EXPECTS(mode == "full" || mode == "sampled" || mode == "dynamic",
+                     "--modes: unknown mode '{}'", mode);
       modes.push_back(mode);
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -182,11 +185,21 @@ std::function<void()> setup_bench(CLI::App& app) {
       fs::create_directories(o->out_dir);
     }
     comm->barrier();
-    const partition::Manifest manifest = partition::read_manifest(o->train.part_dir);
+    // Dynamic mode trains on a temporal partition (of a temporal store), the others on a
+    // static one: one bench compares modes over the same folder, so they cannot be mixed.
+    const bool temporal = partition::is_temporal_partition(o->train.part_dir);
+    TESSEL_EXPECTS(temporal == (std::find(modes.begin(), modes.end(), "dynamic") != modes.end()) &&
+                       (!temporal || modes.size() == 1),
+                   "--modes {}: {} is a {} partition; dynamic mode needs a temporal partition and "
+                   "runs alone, full and sampled need a static one",
+                   o->modes, o->train.part_dir.string(), temporal ? "temporal" : "static");
+    const std::string dataset = temporal
+                                    ? partition::read_temporal_manifest(o->train.part_dir).dataset
+                                    : partition::read_manifest(o->train.part_dir).dataset;
     nlohmann::json report = {
         {"format", "tessel-bench"},
         {"version", 1},
-        {"dataset", manifest.dataset},
+        {"dataset", dataset},
         {"partition", o->train.part_dir.string()},
         {"ranks", comm->size()},
         {"model", o->train.model.kind},

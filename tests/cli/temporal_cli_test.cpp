@@ -111,6 +111,19 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
   EXPECT_EQ(pred.dims("/prediction"), (std::vector<std::int64_t>{8 * 120, 1}));
   const auto values = pred.read<float>("/prediction");
   EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
+  // tessel bench runs the dynamic mode alone on a temporal partition.
+  r = run("bench " + quote(dir / "p") + " --modes dynamic --model gcn-gru --hidden 8 --layers 1 "
+          "--epochs 2 --quiet --out " + quote(dir / "report"), 2);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream report_file(dir / "report" / "report.json");
+  const auto report = nlohmann::json::parse(report_file);
+  ASSERT_EQ(report["modes"].size(), 1u);
+  EXPECT_EQ(report["modes"][0]["mode"], "dynamic");
+  EXPECT_TRUE(report["modes"][0]["mode_summary"].contains("final_test_mse"));
+  r = run("bench " + quote(dir / "p") + " --modes full,dynamic --model gcn-gru --epochs 1 --out " +
+          quote(dir / "report2"), 2);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("runs alone"), std::string::npos) << r.output;
   // A partition for 2 ranks refuses 1 rank with one line.
   r = run(common + "--epochs 1", 1);
   EXPECT_NE(r.code, 0);
