@@ -34,6 +34,15 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
                                     a.cols(), b.data<float>(), b.cols(), beta, c.data<float>(), n));
 }
 
+const char* cpu_gemm_backend() {
+  return cpu::gemm_backend();
+}
+
+void set_cpu_threads(int threads) {
+  TESSEL_EXPECTS(threads >= 1, "set_cpu_threads: {} threads, need at least 1", threads);
+  cpu::set_threads(threads);
+}
+
 void add_bias(Tensor& y, const Tensor& bias, Context* ctx) {
   constexpr const char* kOp = "add_bias";
   detail::expect_tensor(kOp, "y", y, DType::f32, 2);

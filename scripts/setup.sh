@@ -8,7 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libmetis-dev
   libhdf5-dev hdf5-tools
-  libopenblas-openmp-dev
+  libopenblas-openmp-dev libdnnl-dev
   zlib1g-dev libisal-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libfast-float-dev
   libgtest-dev

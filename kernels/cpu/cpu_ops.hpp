@@ -1,4 +1,5 @@
-// CPU twins of the kernels: raw-pointer loops (OpenMP, OpenBLAS) called by the dispatch layer.
+// CPU twins of the kernels: raw-pointer loops (OpenMP, oneDNN or OpenBLAS) called by the dispatch
+// layer.
 #pragma once
 
 #include "tessel/core/rng.hpp"
@@ -30,6 +31,10 @@ void mean_edge_weights(std::int64_t rows, const EdgeId* indptr, float* values);
 void csr_transpose(std::int64_t rows, std::int64_t cols, const EdgeId* indptr,
                    const LocalId* indices, const float* values, EdgeId* out_indptr,
                    LocalId* out_indices, float* out_values);
+
+// The GEMM library this build uses ("onednn" or "openblas") and its thread count.
+const char* gemm_backend();
+void set_threads(int threads);
 
 // Row-major sgemm: c[m, n] = alpha op(a) op(b) + beta c.
 void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,

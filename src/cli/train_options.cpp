@@ -31,7 +31,7 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   app.add_option("--seed", o.seed, "seed for initialization, dropout and sampling")
       ->capture_default_str();
   app.add_option("--threads", o.threads,
-                 "OpenMP/OpenBLAS threads per rank (default: OMP_NUM_THREADS if set, else cores of the node / ranks on it)");
+                 "OpenMP threads per rank, GEMM included (default: OMP_NUM_THREADS if set, else cores of the node / ranks on it)");
   app.add_option("--normalize-features", o.normalize_features,
                  "input feature normalization: none or row (each row divided by the sum of the "
                  "absolute values of its entries; all-zero rows stay zero)")

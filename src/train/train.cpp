@@ -12,8 +12,6 @@
 #include "tessel/core/mpi.hpp"
 #include "tessel/kernels/dense.hpp"
 
-#include <cblas.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,8 +87,7 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   TrainOptions options = options_in;
   Stopwatch setup_watch;
   const int threads = choose_threads(options.threads);
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  kernels::set_cpu_threads(threads);
   if (options.mode == "dynamic") return train_dynamic(comm, options);
 
   const partition::Manifest manifest = partition::read_manifest(options.part_dir);
@@ -143,9 +140,11 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   result.mode = options.mode;
   comm.barrier();
   result.setup_s = setup_watch.seconds();
-  log::info("{} training: {} ranks x {} threads, {} {} layers hidden {}, {} nodes, setup {:.2f} s",
+  log::info("{} training: {} ranks x {} threads, {} {} layers hidden {}, {} nodes, GEMM {}, "
+            "setup {:.2f} s",
             options.mode, comm.size(), threads, options.model.kind, options.model.layers,
-            options.model.hidden, manifest.num_nodes, result.setup_s);
+            options.model.hidden, manifest.num_nodes, kernels::cpu_gemm_backend(),
+            result.setup_s);
 
   Stopwatch wall;
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
@@ -224,7 +223,8 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                               {"best_epoch", result.best_epoch},
                               {"epochs", static_cast<int>(result.epochs.size())},
                               {"peak_rss_bytes", result.peak_rss_bytes},
-                              {"setup_s", result.setup_s}};
+                              {"setup_s", result.setup_s},
+                              {"gemm_backend", kernels::cpu_gemm_backend()}};
     if (result.time_to_target_s >= 0) summary["time_to_target_s"] = result.time_to_target_s;
     metrics << summary.dump() << '\n';
   }

@@ -12,9 +12,16 @@ namespace tessel::kernels {
 
 // c = alpha op(a) op(b) + beta c, row-major f32 rank-2 tensors on one device; op(a) is
 // [m, k], op(b) is [k, n], c is [m, n] (allocated by the caller; with beta == 0 its old
-// contents are ignored, NaNs included). OpenBLAS on CPU, cuBLAS on CUDA.
+// contents are ignored, NaNs included). oneDNN (or OpenBLAS, see cpu_gemm_backend) on CPU,
+// cuBLAS on CUDA.
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
           float alpha = 1.0f, float beta = 0.0f, Context* ctx = nullptr);
+
+// The library CPU GEMM goes to, chosen when Tessel was configured: "onednn" (found) or
+// "openblas" (the fallback).
+const char* cpu_gemm_backend();
+// Threads of the CPU kernels: the OpenMP pool (which oneDNN's GEMM shares) and OpenBLAS's.
+void set_cpu_threads(int threads);
 
 // y[i, :] += bias for every row. y: f32 [n, F]; bias: f32 [F].
 void add_bias(Tensor& y, const Tensor& bias, Context* ctx = nullptr);
