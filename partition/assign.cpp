@@ -3,6 +3,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/progress.hpp"
 #include "tessel/core/rng.hpp"
 
 #include <metis.h>
@@ -118,8 +119,12 @@ std::vector<std::int32_t> run_metis(std::int64_t n, const EdgeId* xadj64,
   idx_t empty = 0;
   auto* adj = m == 0 ? &empty : const_cast<idx_t*>(adjncy);
   auto* ewgt = adjwgt == nullptr || m == 0 ? nullptr : const_cast<idx_t*>(adjwgt);
-  status = METIS_PartGraphKway(&nvtxs, &nc, xadj.data(), adj, const_cast<idx_t*>(vwgt), nullptr,
-                               ewgt, &nparts, nullptr, ubvec.data(), options, &objval, part.data());
+  {
+    ProgressLine progress("partition: METIS", 0); // one blocking call: elapsed time only
+    status = METIS_PartGraphKway(&nvtxs, &nc, xadj.data(), adj, const_cast<idx_t*>(vwgt), nullptr,
+                                 ewgt, &nparts, nullptr, ubvec.data(), options, &objval,
+                                 part.data());
+  }
   if (status != METIS_OK)
     TESSEL_LIB_FAIL(
         "METIS_PartGraphKway ({} nodes, {} edges, {} parts, {} constraints) returned {}", n, m,

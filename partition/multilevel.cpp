@@ -17,6 +17,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/progress.hpp"
 #include "tessel/core/rng.hpp"
 
 #include <omp.h>
@@ -25,6 +26,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace tessel::partition::detail {
 
@@ -661,6 +663,8 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
   std::vector<std::vector<std::int32_t>> maps;
   const std::int64_t min_nodes = std::max<std::int64_t>(64, 32 * std::int64_t{num_parts});
   const auto current = [&] { return levels.empty() ? fine : view_of(levels.back()); };
+  std::optional<ProgressLine> coarsen_progress;
+  if (current().edges() > metis_max_edges) coarsen_progress.emplace("partition: coarsen", 0);
   // Below min_nodes coarsening stops (METIS balances better with more, smaller nodes) unless
   // METIS could not take the graph at all.
   while (current().edges() > metis_max_edges &&
@@ -689,6 +693,7 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
       break;
     }
   }
+  coarsen_progress.reset();
   for (const auto& level : levels)
     result.levels.push_back({level.num_nodes, level.num_edges()});
   result.coarsen_seconds = watch.seconds();
@@ -723,6 +728,8 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
 
   // Uncoarsening: refine at the coarsest level, then project and refine at each finer one.
   watch.reset();
+  ProgressLine refine_progress("partition: refine levels",
+                               static_cast<std::int64_t>(levels.size()) + 1);
   for (std::int64_t i = static_cast<std::int64_t>(levels.size()); i >= 0; --i) {
     const LevelView g = i == 0 ? fine : view_of(levels[i - 1]);
     if (i < static_cast<std::int64_t>(levels.size())) {
@@ -738,7 +745,9 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
     }
     const auto limit = part_limits(g, num_parts, imbalance);
     result.moved += refine_level(g, part, num_parts, limit, seed, static_cast<int>(i));
+    refine_progress.update(static_cast<std::int64_t>(levels.size()) + 1 - i);
   }
+  refine_progress.finish();
   result.refine_seconds = watch.seconds();
   result.refined_cut = cut_of(fine, part);
   result.part = std::move(part);

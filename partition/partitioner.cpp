@@ -7,6 +7,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/progress.hpp"
 #include "tessel/partition/part.hpp"
 
 #include <fmt/format.h>
@@ -287,6 +288,7 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   BuildScratch scratch;
   std::vector<h5::File> files;
   files.reserve(static_cast<std::size_t>(k));
+  ProgressLine parts_progress("partition: build and write parts", k);
   for (int p = 0; p < k; ++p) {
     Part part;
     {
@@ -301,12 +303,15 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
     stats.parts.push_back(part_stats(part));
     log::info("partition: part {}/{}: {} owned, {} halo, {} edges", p + 1, k, part.num_owned,
               part.num_halo, part.graph.num_edges());
+    parts_progress.update(p + 1);
   }
+  parts_progress.finish();
   scratch = {};
   training = GraphCsr{};
   mark_peak("build");
   {
     ScopedPhase phase(times, "features");
+    ProgressLine progress("partition: write features", 0);
     write_part_features(features, relabeling, files);
   }
   mark_peak("features");

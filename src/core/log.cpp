@@ -32,17 +32,23 @@ int rank() { return g_rank; }
 int size() { return g_size; }
 void set_level(Level level) { g_level = level; }
 Level level() { return g_level; }
-bool stderr_is_tty() { return isatty(STDERR_FILENO) == 1; }
+bool stderr_is_tty() {
+  static const bool tty = isatty(STDERR_FILENO) == 1;
+  return tty;
+}
 
 void write(Level lvl, bool all_ranks, const std::string& message) {
   if (lvl < g_level) return;
   if (!all_ranks && g_rank != 0) return;
   const char* tag = lvl == Level::error ? "error: " : lvl == Level::warn ? "warning: " : "";
+  // On a terminal a progress line may be drawn (tessel/core/progress.hpp): erase it first so
+  // the message starts at column 0; the progress line redraws below it.
+  const char* clear = stderr_is_tty() ? "\r\033[K" : "";
   std::lock_guard lock(g_mutex);
   if (g_size > 1 && all_ranks)
-    std::fprintf(stderr, "[rank %d] %s%s\n", g_rank, tag, message.c_str());
+    std::fprintf(stderr, "%s[rank %d] %s%s\n", clear, g_rank, tag, message.c_str());
   else
-    std::fprintf(stderr, "%s%s\n", tag, message.c_str());
+    std::fprintf(stderr, "%s%s%s\n", clear, tag, message.c_str());
   std::fflush(stderr);
 }
 
