@@ -2,6 +2,7 @@
 #include "tessel/nn/model.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/kernels/dense.hpp"
 #include "tessel/nn/layers.hpp"
 
 namespace tessel::nn {
@@ -72,6 +73,25 @@ Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
     if (l + 1 < m.config.layers) h = m.relus[static_cast<std::size_t>(l)].forward(h);
   }
   m.has_forward = true;
+  return h;
+}
+
+Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
+                    const std::function<void(int)>& after_layer) {
+  auto& m = *impl_;
+  TESSEL_EXPECTS(static_cast<int>(aggregators.size()) == m.config.layers,
+                 "model: {} aggregators for {} layers", aggregators.size(), m.config.layers);
+  m.has_forward = false;
+  Tensor h = x;
+  for (int l = 0; l < m.config.layers; ++l) {
+    Aggregator& agg = *aggregators[static_cast<std::size_t>(l)];
+    TESSEL_EXPECTS(h.rows() == agg.num_src(),
+                   "model: layer {} gets {} rows but its aggregator has {} sources", l, h.rows(),
+                   agg.num_src());
+    h = m.layers[static_cast<std::size_t>(l)]->forward(h, agg);
+    if (l + 1 < m.config.layers) kernels::relu_forward(h, h);
+    if (after_layer) after_layer(l);
+  }
   return h;
 }
 

@@ -2,6 +2,7 @@
 #include "trainer.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/core/progress.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/nn/loss.hpp"
@@ -35,6 +36,12 @@ Accuracy split_accuracy(comm::Communicator& comm, const Tensor& logits,
   };
   return {ratio(correct[0], manifest.num_train), ratio(correct[1], manifest.num_valid),
           ratio(correct[2], manifest.num_test)};
+}
+
+Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
+                       std::span<nn::Aggregator* const> aggregators) {
+  ProgressLine progress("evaluate: layer", static_cast<std::int64_t>(aggregators.size()));
+  return model.infer(features, aggregators, [&](int layer) { progress.update(layer + 1); });
 }
 
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {

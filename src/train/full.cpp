@@ -61,7 +61,7 @@ class FullTrainer final : public Trainer {
     PhaseTimes eval_phases;
     aggregator_.set_phases(&eval_phases);
     Stopwatch watch;
-    logits_ = model_.forward(features_, layer_aggregators_, rng::Key{}, false);
+    logits_ = infer_all_nodes(model_, features_, layer_aggregators_);
     const Accuracy accuracy = split_accuracy(comm_, logits_, part_, manifest_, split_labels_);
     phases.add("eval", watch.seconds());
     return accuracy;
@@ -70,7 +70,7 @@ class FullTrainer final : public Trainer {
   void write_predictions(const std::filesystem::path& path) override {
     PhaseTimes ignored;
     aggregator_.set_phases(&ignored);
-    Tensor logits = model_.forward(features_, layer_aggregators_, rng::Key{}, false);
+    Tensor logits = infer_all_nodes(model_, features_, layer_aggregators_);
     write_predictions_file(comm_, part_, logits, path);
   }
 

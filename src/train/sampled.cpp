@@ -5,6 +5,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/progress.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/nn/aggregation_matrices.hpp"
 #include "tessel/nn/loss.hpp"
@@ -82,12 +83,16 @@ class SampledTrainer final : public Trainer {
     sampler_.assign_steps(epoch, step_seeds, step_counts, phases);
     double loss_sum = 0;
     std::int64_t steps_run = 0;
+    ProgressLine progress(fmt::format("epoch {}: step", epoch),
+                          static_cast<std::int64_t>(step_counts.size()));
     for (std::size_t s = 0; s < step_counts.size(); ++s) {
+      if (progress.enabled()) progress.update(static_cast<std::int64_t>(s), sampling_rate(phases));
       if (step_counts[s] == 0) continue;  // every rank skips it: no collective is left waiting
       loss_sum += run_step(epoch, static_cast<std::uint32_t>(s), step_seeds[s], step_counts[s],
                            phases);
       ++steps_run;
     }
+    progress.finish();
     {
       ScopedPhase t(phases, "communicate");
       loss_sum = comm_.allreduce_value(loss_sum);
@@ -104,7 +109,7 @@ class SampledTrainer final : public Trainer {
     Stopwatch watch;
     std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(options_.model.layers),
                                       eval_aggregator_.get());
-    const Tensor logits = model_.forward(features_, aggs, rng::Key{}, false);
+    const Tensor logits = infer_all_nodes(model_, features_, aggs);
     const Accuracy accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
     phases.add("eval", watch.seconds());
     return accuracy;
@@ -113,7 +118,7 @@ class SampledTrainer final : public Trainer {
   void write_predictions(const std::filesystem::path& path) override {
     std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(options_.model.layers),
                                       eval_aggregator_.get());
-    const Tensor logits = model_.forward(features_, aggs, rng::Key{}, false);
+    const Tensor logits = infer_all_nodes(model_, features_, aggs);
     write_predictions_file(comm_, part_, logits, path);
   }
 
@@ -161,6 +166,13 @@ class SampledTrainer final : public Trainer {
     }
     optimizer_->step(model_.parameters());
     return loss_sum;
+  }
+
+  // This rank's sampling rate so far in the epoch, for the progress line.
+  std::string sampling_rate(const PhaseTimes& phases) const {
+    const double seconds = phases.get("sample");
+    const double edges = static_cast<double>(sampler_.counters().sampled_edges);
+    return fmt::format("{:.1f} M sampled edges/s", seconds > 0 ? edges / seconds / 1e6 : 0.0);
   }
 
   // Per-epoch numbers summed over ranks: throughput, cache, and the bytes of the data-centric

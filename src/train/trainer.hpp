@@ -53,6 +53,10 @@ std::vector<std::vector<std::int64_t>> split_labels(const partition::Part& part)
 Accuracy split_accuracy(comm::Communicator& comm, const Tensor& logits,
                         const partition::Part& part, const partition::Manifest& manifest,
                         const std::vector<std::vector<std::int64_t>>& labels);
+// Layer-wise full-neighbor inference over every owned node (Model::infer), with a progress
+// line per layer on a terminal. Collective (the aggregators exchange halos).
+Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
+                       std::span<nn::Aggregator* const> aggregators);
 // Sums every parameter gradient over ranks in one allreduce.
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
 // Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file.

@@ -184,6 +184,25 @@ TEST(Model, DropoutMasksFollowNodeIdsNotRowOrder) {
   }
 }
 
+TEST(Model, InferEqualsEvaluationForwardAndReportsEachLayer) {
+  const NodeId n = 10;
+  const LocalCsr g = test::local_graph(n, test::two_cliques_edges(5));
+  nn::LocalAggregator agg(g);
+  const Tensor x = test::random_tensor({n, 6}, 7);
+  for (const std::string kind : {"gcn", "sage"}) {
+    nn::Model model(small_config(kind, 0.5f));
+    std::vector<nn::Aggregator*> aggs = {&agg, &agg};
+    const Tensor expected = model.forward(x, aggs, rng::Key{}, false);
+    std::vector<int> layers_done;
+    const Tensor inferred = model.infer(x, aggs, [&](int l) { layers_done.push_back(l); });
+    ASSERT_EQ(inferred.shape(), expected.shape());
+    EXPECT_EQ(std::memcmp(inferred.raw(), expected.raw(), expected.nbytes()), 0) << kind;
+    EXPECT_EQ(layers_done, (std::vector<int>{0, 1})) << kind;
+    // Inference keeps nothing for a backward pass.
+    EXPECT_THROW(model.backward(test::random_tensor({n, 3}, 1)), InputError) << kind;
+  }
+}
+
 TEST(Model, ConfigAndShapeErrorsAreClear) {
   auto bad = small_config("gat");
   EXPECT_THROW(nn::Model{bad}, InputError);

@@ -6,6 +6,7 @@
 #include "tessel/nn/aggregator.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,6 +46,12 @@ class Model {
   // x: [aggregators[0]->num_src(), in_dim] -> logits [aggregators.back()->num_dst(), out_dim].
   Tensor forward(const Tensor& x, std::span<Aggregator* const> aggregators,
                  const rng::Key& dropout_key, bool training);
+  // Layer-wise inference (no dropout): the same logits as forward(..., training = false), with
+  // ReLU applied in place, since no backward follows. Each layer's input replaces what the last
+  // training forward kept, so inference runs in the memory training released. after_layer(l),
+  // when given, runs once layer l is done (progress reports). backward() needs a new forward().
+  Tensor infer(const Tensor& x, std::span<Aggregator* const> aggregators,
+               const std::function<void(int)>& after_layer = {});
   // Accumulates parameter gradients from d loss / d logits (call zero_grad() first). Uses the
   // aggregators and activations of the last forward().
   void backward(const Tensor& grad_logits);
