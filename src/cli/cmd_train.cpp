@@ -17,9 +17,9 @@ std::function<void()> setup_train(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingDirectory);
   app.add_option("--mode", options->mode,
-                 "full (full-batch), sampled (mini-batches) or dynamic (graph snapshots; needs a "
-                 "partition of a temporal store)")
-      ->check(CLI::IsMember({"full", "sampled", "dynamic"}))
+                 "full (full-batch), sampled (mini-batches), dynamic (graph snapshots; needs a "
+                 "partition of a temporal store) or pipeline (SIGN MLP in stages)")
+      ->check(CLI::IsMember({"full", "sampled", "dynamic", "pipeline"}))
       ->capture_default_str();
   app.add_option("--epochs", options->epochs, "epochs to train")
       ->check(CLI::Range(1, 1000000))
@@ -36,6 +36,7 @@ std::function<void()> setup_train(CLI::App& app) {
   app.add_flag("--quiet", options->quiet, "no per-epoch lines");
   app.footer(
       "Run with one rank per part: mpirun -np K tessel train DIR ...\n"
+      "--mode pipeline runs on data-parallel x stages ranks (a partition into that many parts).\n"
       "Each epoch prints loss, train/valid/test accuracy, seconds and their split, bytes sent.");
   return [options, fanouts] {
     finish_train_options(*options, *fanouts);

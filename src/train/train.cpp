@@ -68,6 +68,11 @@ std::string model_signature(const TrainOptions& o) {
   nlohmann::json j = {{"kind", o.model.kind},     {"in_dim", o.model.in_dim},
                       {"hidden", o.model.hidden}, {"out_dim", o.model.out_dim},
                       {"layers", o.model.layers}, {"optimizer", o.optimizer.kind}};
+  if (o.model.kind == "sign-mlp") {
+    j["hops"] = o.pipeline.hops;
+    j["mlp_layers"] = o.pipeline.mlp_layers;
+    j["operator"] = o.pipeline.op;
+  }
   return j.dump();
 }
 
@@ -116,14 +121,16 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     trainer = make_full_trainer(context);
   else if (options.mode == "sampled")
     trainer = make_sampled_trainer(context);
+  else if (options.mode == "pipeline")
+    trainer = make_pipeline_trainer(context);
   else
-    TESSEL_FAIL("unknown training mode '{}': expected full or sampled", options.mode);
+    TESSEL_FAIL("unknown training mode '{}': expected full, sampled, dynamic or pipeline", options.mode);
 
   CheckpointMeta meta{0, options.seed, model_signature(options), options.mode};
   int first_epoch = 1;
   if (!options.resume_dir.empty()) {
     const CheckpointMeta loaded =
-        load_checkpoint(options.resume_dir, meta, trainer->model(), trainer->optimizer());
+        load_checkpoint(options.resume_dir, meta, trainer->parameters(), trainer->optimizer());
     first_epoch = loaded.epoch + 1;
     log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
   }
@@ -200,8 +207,9 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
         (epoch % options.checkpoint_every == 0 || epoch == options.epochs)) {
       meta.epoch = epoch;
+      trainer->gather_parameters();
       if (comm.rank() == 0)
-        save_checkpoint(options.checkpoint_dir, meta, trainer->model(), trainer->optimizer());
+        save_checkpoint(options.checkpoint_dir, meta, trainer->parameters(), trainer->optimizer());
       comm.barrier();
     }
     if (last) break;
@@ -209,7 +217,8 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
 
   result.peak_rss_bytes =
       comm.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
-  for (nn::Parameter* p : trainer->model().parameters()) {
+  trainer->gather_parameters();
+  for (nn::Parameter* p : trainer->parameters()) {
     const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());
     double sum = 0;
     for (std::int64_t i = 0; i < host.numel(); ++i) sum += host.data<float>()[i];

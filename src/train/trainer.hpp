@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tessel/comm/communicator.hpp"
+#include "tessel/core/error.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
@@ -23,7 +24,13 @@ struct Accuracy {
 class Trainer {
  public:
   virtual ~Trainer() = default;
-  virtual nn::Model& model() = 0;
+  // The GNN model of the graph modes; modes with another kind of model override parameters().
+  virtual nn::Model& model() { TESSEL_LIB_FAIL("this training mode has no GNN model"); }
+  // Every parameter of the whole model, in a fixed order (checkpoints, checksums).
+  virtual std::vector<nn::Parameter*> parameters() { return model().parameters(); }
+  // Collective, before parameters() and optimizer() state are read for a checkpoint or the
+  // final checksum: modes that spread the model over ranks gather it here.
+  virtual void gather_parameters() {}
   virtual nn::Optimizer& optimizer() = 0;
   // One epoch of training (all its steps, optimizer updates included); returns the mean
   // training loss over the whole graph's training nodes. Adds seconds per phase to `phases`
@@ -45,6 +52,7 @@ struct TrainerContext {
 
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
 std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
+std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context);
 
 // Pieces the modes share.
 // Labels of the part's train, valid and test nodes, in split order.

@@ -28,9 +28,25 @@ struct DynamicOptions {
   std::string task = "node-regression";  // node-regression | node-classification
 };
 
+// --mode pipeline: a SIGN MLP (--model sign-mlp) over precomputed hop features, its blocks cut
+// into stages on different ranks; ranks = data_parallel x stages.
+struct PipelineOptions {
+  int hops = 2;                    // K: features [X, AX, ..., A^K X]
+  std::string op = "gcn";          // propagation operator: gcn | mean
+  int mlp_layers = 2;              // linear layers after the per-hop maps
+  int stages = 1;                  // S pipeline ranks per data-parallel group
+  std::string split = "auto";      // auto (balance measured block times) or blocks per stage "2,3"
+  int micro_batches = 4;           // m per mini-batch
+  std::string schedule = "1f1b";   // gpipe | 1f1b | wave
+  int data_parallel = 1;           // D groups
+  std::int64_t batch_size = 1024;  // training rows per optimizer step, whole job
+  int max_batches = 0;             // > 0: at most this many mini-batches per epoch (benchmarks)
+  std::filesystem::path features_dir;  // precomputed features (default: inside the partition)
+};
+
 struct TrainOptions {
   std::filesystem::path part_dir;
-  std::string mode = "full";  // full | sampled | dynamic
+  std::string mode = "full";  // full | sampled | dynamic | pipeline
   nn::ModelConfig model;
   nn::OptimizerConfig optimizer;
   int epochs = 200;
@@ -48,6 +64,7 @@ struct TrainOptions {
   bool quiet = false;                      // no per-epoch line
   SampledOptions sampled;
   DynamicOptions dynamic;
+  PipelineOptions pipeline;
 };
 
 struct EpochMetrics {

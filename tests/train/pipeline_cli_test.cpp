@@ -1,0 +1,154 @@
+// --mode pipeline end to end: pipelined runs (GPipe, 1F1B, wave; S = 2, 4; D x S = 2 x 2) end
+// with the parameters of the unpipelined run, resume continues exactly, the replayed bubble
+// matches the schedule's, and bad flags fail with one line.
+#include "train_test_helpers.hpp"
+
+#include <cmath>
+
+namespace tessel::test {
+namespace {
+
+struct PipelineSpec {
+  static constexpr const char* kName = "pipeline-cli";
+  static constexpr const char* kArgs =
+      "--nodes 1200 --avg-degree 8 --classes 4 --feat-dim 12 --seed 3";
+};
+
+class PipelineCli : public PartitionedSuite<PipelineSpec> {
+protected:
+  // Trains with `flags` on np ranks (the partition into np parts); returns the checkpoint dir.
+  static std::filesystem::path train(int np, const std::string& name, const std::string& flags,
+                                     std::string* output = nullptr) {
+    const auto ck = scratch("ck-" + name);
+    std::filesystem::remove_all(ck);
+    const std::string command = mpirun(np) + " " + tessel_bin() + " train " + parts(np).string() +
+                                " --mode pipeline " + flags + " --checkpoint " + ck.string() +
+                                " --metrics " + scratch(name + ".jsonl").string();
+    std::string out;
+    const int rc = run_command(command, &out);
+    EXPECT_EQ(rc, 0) << command << "\n" << out;
+    if (output) *output = out;
+    return ck;
+  }
+  // Five optimizer steps (one mini-batch of every training row per epoch), dropout on.
+  static std::string model_flags() {
+    return "--hops 2 --mlp-layers 7 --hidden 16 --dropout 0.3 --lr 0.01 --seed 5 --epochs 5 "
+           "--batch-size 100000 --eval-every 5 --checkpoint-every 5 --quiet";
+  }
+};
+
+// max |a - b| / max |b|: the run's worst parameter deviation relative to the parameters' scale.
+double relative_deviation(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
+}
+
+TEST_F(PipelineCli, PipelinedRunsEndWithTheUnpipelinedParameters) {
+  const auto reference =
+      checkpoint_params(train(1, "ref", model_flags() + " --stages 1 --micro-batches 1"));
+  ASSERT_FALSE(reference.empty());
+  struct Case {
+    int np, stages, data_parallel;
+    std::string schedule;
+    int micro;
+  };
+  const Case cases[] = {{2, 2, 1, "gpipe", 4}, {2, 2, 1, "1f1b", 4}, {2, 2, 1, "wave", 3},
+                        {4, 4, 1, "gpipe", 4}, {4, 4, 1, "1f1b", 6}, {4, 4, 1, "wave", 4},
+                        {4, 2, 2, "1f1b", 4},  {4, 2, 2, "wave", 2}};
+  for (const Case& c : cases) {
+    const std::string name =
+        fmt::format("s{}-d{}-{}-m{}", c.stages, c.data_parallel, c.schedule, c.micro);
+    SCOPED_TRACE(name);
+    const auto params = checkpoint_params(
+        train(c.np, name,
+              model_flags() + fmt::format(" --stages {} --data-parallel {} --schedule {} "
+                                          "--micro-batches {}",
+                                          c.stages, c.data_parallel, c.schedule, c.micro)));
+    const double deviation = relative_deviation(params, reference);
+    EXPECT_LE(deviation, 1e-5);
+    std::printf("%s: parameters deviate by %.2e (relative) from the unpipelined run\n",
+                name.c_str(), deviation);
+    const auto epochs = epochs_of(scratch(name + ".jsonl"));
+    ASSERT_EQ(epochs.size(), 5u);
+    EXPECT_EQ(epochs.back().at("schedule").get<std::string>(), c.schedule);
+    EXPECT_GT(epochs.back().at("stage_bytes").get<std::int64_t>(), 0);
+  }
+}
+
+TEST_F(PipelineCli, ResumeContinuesExactly) {
+  const std::string flags = "--hops 1 --mlp-layers 3 --hidden 8 --dropout 0.2 --seed 2 "
+                            "--batch-size 200 --micro-batches 3 --stages 2 --schedule 1f1b "
+                            "--checkpoint-every 2 --quiet";
+  const auto straight = checkpoint_params(train(2, "straight", flags + " --epochs 4"));
+  const auto half = train(2, "half", flags + " --epochs 2");
+  const auto ck = scratch("ck-resumed");
+  std::filesystem::remove_all(ck);
+  run_ok(mpirun(2) + " " + tessel_bin() + " train " + parts(2).string() + " --mode pipeline " +
+         flags + " --epochs 4 --resume " + half.string() + " --checkpoint " + ck.string());
+  EXPECT_EQ(checkpoint_params(ck), straight);
+}
+
+TEST_F(PipelineCli, PredictionsCoverEveryNode) {
+  const auto file = scratch("pred.h5");
+  run_ok(mpirun(2) + " " + tessel_bin() + " train " + parts(2).string() +
+         " --mode pipeline --hops 1 --mlp-layers 2 --hidden 8 --stages 2 --epochs 2 --quiet "
+         "--predictions " +
+         file.string());
+  h5::File f = h5::File::open_read(file);
+  EXPECT_EQ(f.attr_int("num_nodes"), 1200);
+  const auto ids = f.read<std::int64_t>("/node_id");
+  ASSERT_EQ(ids.size(), 1200u);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(ids[i], static_cast<std::int64_t>(i));
+}
+
+TEST_F(PipelineCli, MeasuredBubbleMatchesTheSchedule) {
+  // Balanced stages (split 2,3: the hop maps + the wide layer, then three layers of the same
+  // total size) and enough work per micro-batch that compute dominates.
+  for (const std::string schedule : {"gpipe", "1f1b"}) {
+    const std::string name = "bubble-" + schedule;
+    train(2, name,
+          "--hops 1 --mlp-layers 4 --hidden 256 --dropout 0 --epochs 2 --batch-size 600 "
+          "--eval-every 2 --stages 2 --split 2,3 --micro-batches 8 --schedule " +
+              schedule);
+    const auto epochs = epochs_of(scratch(name + ".jsonl"));
+    ASSERT_EQ(epochs.size(), 2u);
+    const auto& e = epochs.back();
+    const double analytic = e.at("bubble_analytic").get<double>();
+    const double replay = e.at("bubble_replay").get<double>();
+    EXPECT_NEAR(analytic, 1.0 / 9.0, 1e-12);
+    EXPECT_NEAR(replay, analytic, 0.1) << schedule;
+    std::printf("%s S=2 m=8: bubble analytic %.3f, replayed from measured stage times %.3f, "
+                "wall clock %.3f\n",
+                schedule.c_str(), analytic, replay, e.at("bubble").get<double>());
+  }
+}
+
+TEST_F(PipelineCli, BadFlagsFailWithOneLine) {
+  struct Bad {
+    int np;
+    std::string flags, message;
+  };
+  const Bad bad[] = {
+      {2, "--stages 3", "--data-parallel 1 x --stages 3 = 3 ranks, but 2 are running"},
+      {2, "--stages 2 --mlp-layers 1 --schedule wave", "needs 4 stages"},
+      {2, "--stages 2 --mlp-layers 3 --split 1,2", "blocks in all, but the model has 4"},
+      {1, "--model sage", "--mode pipeline trains --model sign-mlp"},
+  };
+  for (const Bad& b : bad) {
+    std::string out;
+    const int rc = run_command(mpirun(b.np) + " " + tessel_bin() + " train " +
+                                   parts(b.np).string() + " --mode pipeline --epochs 1 " + b.flags,
+                               &out);
+    EXPECT_NE(rc, 0) << b.flags;
+    EXPECT_NE(out.find(b.message), std::string::npos) << b.flags << "\n" << out;
+  }
+}
+
+} // namespace
+} // namespace tessel::test
