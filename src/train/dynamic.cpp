@@ -333,6 +333,23 @@ public:
     return loss[0] / std::max(1.0, loss[1]);
   }
 
+  // The mean training loss and (with gradients) the all-reduced gradients, without a step.
+  double probe(bool with_gradients) {
+    PhaseTimes phases;
+    for (nn::Parameter* p : parameters()) p->grad.fill_zero();
+    const std::int64_t t_end = info_.train.end;
+    std::vector<Tensor> out = forward(t_end, phases, true);
+    Losses losses;
+    std::vector<Tensor> grad_out = loss_and_grad(out, losses, with_gradients);
+    if (with_gradients) {
+      backward(grad_out, t_end, phases);
+      allreduce_partial_gradients();
+    }
+    double loss[2] = {losses.sum[0], static_cast<double>(losses.count[0])};
+    comm_.allreduce(std::span<double>(loss, 2));
+    return loss[0] / std::max(1.0, loss[1]);
+  }
+
   // Forward over every snapshot; per split mean loss and (classification) accuracy.
   Losses evaluate(PhaseTimes& phases, std::vector<Tensor>* outputs = nullptr) {
     std::vector<Tensor> out = forward(T_, phases, false);
@@ -811,6 +828,24 @@ private:
   std::vector<Tensor> embeddings_;
   std::int64_t transpose_bytes_ = 0;
 };
+
+}  // namespace
+
+// The trainer keeps pointers to its own members and a reference to its options: built in place,
+// next to its own copy of the options.
+struct DynamicModelProbe::Impl {
+  TrainOptions options;
+  DynamicTrainer trainer;
+  Impl(comm::Communicator& comm, const TrainOptions& o) : options(o), trainer(comm, options) {}
+};
+
+DynamicModelProbe::DynamicModelProbe(comm::Communicator& comm, const TrainOptions& options)
+    : impl_(std::make_unique<Impl>(comm, options)) {}
+DynamicModelProbe::~DynamicModelProbe() = default;
+double DynamicModelProbe::loss(bool with_gradients) { return impl_->trainer.probe(with_gradients); }
+std::vector<nn::Parameter*> DynamicModelProbe::parameters() { return impl_->trainer.parameters(); }
+
+namespace {
 
 std::string format_mb(double bytes) { return fmt::format("{:.2f} MB", bytes / 1e6); }
 

@@ -4,6 +4,7 @@
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/datasets/temporal.hpp"
+#include "tessel/nn/model.hpp"
 #include "tessel/partition/temporal.hpp"
 #include "tessel/train/dynamic.hpp"
 
@@ -13,6 +14,7 @@
 
 #include <cmath>
 #include <memory>
+#include <numeric>
 
 using namespace tessel;
 namespace fs = std::filesystem;
@@ -162,6 +164,60 @@ TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
     expect_same(train::train_dynamic(*comm, o), train::train_dynamic(*self, o1),
                 "classification " + layout);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Central differences of the whole model's mean training loss against its backward pass, for
+// the entries with the largest analytic gradient of every parameter (each model, both layouts,
+// at every rank count).
+TEST(DynamicGradient, WholeModelsMatchFiniteDifferences) {
+  auto comm = world();
+  log::set_level(log::Level::warn);
+  const Stores s = make_stores(*comm);
+  for (const std::string model : {"gcn-gru", "gcn-lstm", "evolvegcn-o"})
+    for (const std::string layout : {"snapshot", "vertex"}) {
+      auto o = options(s.regression_p, model, layout);
+      o.model.hidden = 4;
+      train::DynamicModelProbe probe(*comm, o);
+      // Biases start at zero, which puts rows whose input is all zero (a dead ReLU below) exactly
+      // on the next ReLU's kink, where finite differences are meaningless: move them off it.
+      for (nn::Parameter* p : probe.parameters())
+        if (p->name.ends_with(".bias"))
+          for (std::int64_t i = 0; i < p->value.numel(); ++i)
+            p->value.data<float>()[i] += 0.05f + 0.02f * static_cast<float>(i % 3);
+      probe.loss(true);
+      // Copies first: every later loss() zeroes the gradients.
+      std::vector<Tensor> grads;
+      for (nn::Parameter* p : probe.parameters()) grads.push_back(p->grad.clone());
+      std::size_t k = 0;
+      for (nn::Parameter* p : probe.parameters()) {
+        const Tensor analytic = grads[k++];
+        std::vector<std::int64_t> order(static_cast<std::size_t>(analytic.numel()));
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](auto a, auto b) {
+          return std::fabs(analytic.data<float>()[a]) > std::fabs(analytic.data<float>()[b]);
+        });
+        order.resize(std::min<std::size_t>(order.size(), 2));
+        for (std::int64_t i : order) {
+          float* value = p->value.data<float>() + i;
+          const float saved = *value;
+          // A small step: a bias moves every row at once, so a large one crosses ReLU kinks.
+          const float step = 1e-3f;
+          *value = saved + step;
+          const double up = probe.loss(false);
+          *value = saved - step;
+          const double down = probe.loss(false);
+          *value = saved;
+          const double numeric = (up - down) / (2.0 * step);
+          const double exact = analytic.data<float>()[i];
+          EXPECT_NEAR(exact, numeric, 2e-4 + 0.03 * std::fabs(numeric))
+              << model << " " << layout << " " << p->name << "[" << i << "]";
+        }
+      }
+    }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "tessel/train/train.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tessel::train {
@@ -34,6 +35,23 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
 // their rank, sum over r of |own snapshots of r below t_end| * (N - n_own(r)) * cols * 4.
 std::int64_t transposition_bytes(const TemporalLayout& layout, std::int64_t t_end,
                                  std::int64_t cols);
+
+// The dynamic model on a temporal partition, for gradient checks: the mean training loss at the
+// current parameters and, with gradients, every parameter's gradient of it (all-reduced over
+// ranks, like training does before the optimizer step). Collective.
+class DynamicModelProbe {
+public:
+  DynamicModelProbe(comm::Communicator& comm, const TrainOptions& options);
+  ~DynamicModelProbe();
+  DynamicModelProbe(const DynamicModelProbe&) = delete;
+  DynamicModelProbe& operator=(const DynamicModelProbe&) = delete;
+  double loss(bool with_gradients);
+  std::vector<nn::Parameter*> parameters();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Trains options.model.kind (gcn-gru, gcn-lstm, evolvegcn-o) on the temporal partition folder
 // options.part_dir. Collective; called by train() for --mode dynamic.
