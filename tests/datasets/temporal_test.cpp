@@ -10,6 +10,8 @@
 
 #include <fstream>
 
+#include <zlib.h>
+
 namespace tessel {
 namespace {
 
@@ -203,6 +205,17 @@ TEST(TemporalConvert, EdgeListsBinnedIntoSnapshots) {
   o.snapshot_span = 10;
   EXPECT_EQ(datasets::read_temporal_edge_list(dir / "e.csv", o).num_snapshots(), 3);
 
+  // The same edges gzip-compressed (SNAP ships .txt.gz) give the same snapshots.
+  {
+    gzFile gz = gzopen((dir / "e.csv.gz").c_str(), "wb");
+    ASSERT_NE(gz, nullptr);
+    const std::string text = "0,1,10,2\n1,2,11\n2 0 20\n0,2,39,1.5\n";
+    gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(gz);
+    const TemporalDataset z = datasets::read_temporal_edge_list(dir / "e.csv.gz", o);
+    ASSERT_EQ(z.num_snapshots(), 3);
+    for (int t = 0; t < 3; ++t) EXPECT_EQ(z.snapshots[t].indices, d.snapshots[t].indices);
+  }
   write_text(dir / "unsorted.csv", "0,1,10\n1,2,5\n");
   try {
     datasets::read_temporal_edge_list(dir / "unsorted.csv", o);
