@@ -13,7 +13,7 @@ namespace {
 // The builder's loop, for either map type.
 template <class Map>
 void build_block(Map& map, std::span<const NodeId> dst, std::span<const EdgeId> offsets,
-                 std::span<const NodeId> neighbors, Block& out) {
+                 std::span<const NodeId> neighbors, Block& out, std::vector<EdgeId>* first_seen) {
   const auto num_dst = static_cast<std::int64_t>(dst.size());
   const auto num_edges = static_cast<std::int64_t>(neighbors.size());
   // Most batches repeat sources heavily; start a hash table for a fraction of the edges and let
@@ -21,6 +21,7 @@ void build_block(Map& map, std::span<const NodeId> dst, std::span<const EdgeId> 
   map.reset(num_dst + num_edges / 4);
   out.dst.assign(dst.begin(), dst.end());
   out.src.assign(dst.begin(), dst.end());
+  if (first_seen) first_seen->clear();
   bool inserted = false;
   for (std::int64_t i = 0; i < num_dst; ++i) {
     map.insert(dst[i], static_cast<LocalId>(i), inserted);
@@ -39,7 +40,10 @@ void build_block(Map& map, std::span<const NodeId> dst, std::span<const EdgeId> 
     if (e + kPrefetchDistance < num_edges) map.prefetch(neighbors[e + kPrefetchDistance]);
     const NodeId id = neighbors[e];
     const LocalId local = map.insert(id, static_cast<LocalId>(out.src.size()), inserted);
-    if (inserted) out.src.push_back(id);
+    if (inserted) {
+      out.src.push_back(id);
+      if (first_seen) first_seen->push_back(e);
+    }
     adj.indices[e] = local;
   }
   adj.num_cols = static_cast<std::int64_t>(out.src.size());
@@ -52,7 +56,8 @@ BlockBuilder::BlockBuilder(std::int64_t id_bound)
       use_dense_(id_bound > 0 && id_bound <= kDenseMaxIds) {}
 
 void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> offsets,
-                         std::span<const NodeId> neighbors, Block& out) {
+                         std::span<const NodeId> neighbors, Block& out,
+                         std::vector<EdgeId>* first_seen) {
   const auto num_dst = static_cast<std::int64_t>(dst.size());
   const auto num_edges = static_cast<std::int64_t>(neighbors.size());
   TESSEL_EXPECTS(static_cast<std::int64_t>(offsets.size()) == num_dst + 1,
@@ -68,7 +73,7 @@ void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> of
     TESSEL_EXPECTS(offsets[i] <= offsets[i + 1], "build_block: offsets decrease at {} ({} > {})", i,
                    offsets[i], offsets[i + 1]);
   if (!use_dense_) {
-    build_block(map_, dst, offsets, neighbors, out);
+    build_block(map_, dst, offsets, neighbors, out, first_seen);
     return;
   }
   const NodeId bound = dense_.bound();
@@ -79,7 +84,7 @@ void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> of
   const auto bad = std::find_if(neighbors.begin(), neighbors.end(), outside);
   TESSEL_EXPECTS(bad == neighbors.end(), "build_block: neighbor {} outside the id bound [0, {})",
                  bad == neighbors.end() ? 0 : *bad, bound);
-  build_block(dense_, dst, offsets, neighbors, out);
+  build_block(dense_, dst, offsets, neighbors, out, first_seen);
 }
 
 BlockSampler::BlockSampler(const Csr& graph, std::span<const NodeId> node_key)

@@ -15,12 +15,8 @@ namespace tessel::train {
 DistributedSampler::DistributedSampler(partition::Part& part, const partition::Manifest& manifest,
                                        comm::Communicator& comm, std::uint64_t seed,
                                        std::vector<int> fanouts, std::int64_t batch_size)
-    : part_(part),
-      manifest_(manifest),
-      comm_(comm),
-      seed_(seed),
-      fanouts_(std::move(fanouts)),
-      batch_size_(batch_size) {
+    : part_(part), manifest_(manifest), comm_(comm), seed_(seed), fanouts_(std::move(fanouts)),
+      batch_size_(batch_size), builder_(manifest.num_nodes) {
   TESSEL_EXPECTS(!fanouts_.empty(), "sampled mode needs one fanout per layer");
   TESSEL_EXPECTS(batch_size_ > 0, "--batch-size must be positive, got {}", batch_size_);
   // Canonical row order makes every rank draw the same neighbors for a node.
@@ -31,6 +27,14 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
   for (std::int64_t h = 0; h < part_.num_halo; ++h)
     local_global_[part_.num_owned + h] =
         manifest_.offsets[part_.halo_owner[h]] + part_.halo_owner_local[h];
+  // An owner's answer for a drawn neighbor is these three ids side by side: one cache line
+  // read per draw instead of three scattered ones.
+  answer_of_.resize(static_cast<std::size_t>(part_.num_local()) * 3);
+  for (std::int64_t l = 0; l < part_.num_local(); ++l) {
+    answer_of_[3 * l] = local_global_[l];
+    answer_of_[3 * l + 1] = part_.orig_id[l];
+    answer_of_[3 * l + 2] = part_.degree[l];
+  }
   cache_ = sampling::FeatureCache({}, part_.feature_dim);
   cache_.reset_stats();
 }
@@ -62,43 +66,58 @@ void DistributedSampler::assign_steps(int epoch, std::vector<std::vector<LocalId
   comm_.allreduce(std::span<std::int64_t>(step_counts));
 }
 
-void DistributedSampler::remember(NodeId global, NodeInfo info) {
-  bool inserted = false;
-  info_index_.insert(global, static_cast<std::int32_t>(info_.size()), inserted);
-  if (inserted) info_.push_back(info);
-}
-
 void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
                                 PhaseTimes& phases) {
   const int layers = static_cast<int>(fanouts_.size());
   blocks_.resize(static_cast<std::size_t>(layers));
-  info_index_.reset(static_cast<std::int64_t>(seeds.size()) * 8);
-  info_.clear();
-  std::vector<NodeId> frontier(seeds.size());
+  triples_.resize(static_cast<std::size_t>(layers));
+  merged_.resize(static_cast<std::size_t>(layers));
+  src_orig_.resize(static_cast<std::size_t>(layers));
+  src_degree_.resize(static_cast<std::size_t>(layers));
+  std::vector<NodeId> seed_ids(seeds.size()), seed_orig(seeds.size());
+  std::vector<std::int64_t> seed_degree(seeds.size());
   for (std::size_t i = 0; i < seeds.size(); ++i) {
     TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
-    frontier[i] = part_.offset + seeds[i];
-    remember(frontier[i], {part_.orig_id[seeds[i]], part_.degree[seeds[i]]});
+    seed_ids[i] = part_.offset + seeds[i];
+    seed_orig[i] = part_.orig_id[seeds[i]];
+    seed_degree[i] = part_.degree[seeds[i]];
   }
-  // From the output layer back to the input: blocks_[l] feeds layer l.
+  // From the output layer back to the input: blocks_[l] feeds layer l, and its destinations are
+  // the sources of block l + 1 (the seeds for the last block).
+  std::span<const NodeId> frontier = seed_ids;
+  std::span<const NodeId> frontier_orig = seed_orig;
+  std::span<const std::int64_t> frontier_degree = seed_degree;
   for (int l = layers - 1; l >= 0; --l) {
     const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
                        static_cast<std::uint32_t>(l)};
-    hop(frontier, fanouts_[l], key, phases);
-    {
-      ScopedPhase t(phases, "sample");
-      builder_.build(frontier, merged_.offsets, merged_.neighbors, blocks_[l]);
+    hop(frontier, fanouts_[l], key, phases, triples_[l], merged_[l]);
+    ScopedPhase t(phases, "sample");
+    sampling::Block& block = blocks_[l];
+    builder_.build(frontier, merged_[l].offsets, merged_[l].neighbors, block, &first_seen_);
+    // Sources are the destinations, then each new neighbor where it was first drawn: its
+    // original id and degree came with that draw.
+    auto& orig = src_orig_[l];
+    auto& degree = src_degree_[l];
+    orig.assign(frontier_orig.begin(), frontier_orig.end());
+    degree.assign(frontier_degree.begin(), frontier_degree.end());
+    for (const EdgeId e : first_seen_) {
+      orig.push_back(triples_[l].neighbors[3 * e + 1]);
+      degree.push_back(triples_[l].neighbors[3 * e + 2]);
     }
-    frontier = blocks_[l].src;
+    frontier = block.src;
+    frontier_orig = orig;
+    frontier_degree = degree;
   }
 }
 
 // One hop: frontier nodes go to their owners, which draw their neighbors from the local CSR and
-// answer (global id, original id, degree) per drawn neighbor; merged_ gets the draws in
-// frontier order. Requests a rank makes to itself travel through the same exchange (a local
-// copy inside alltoallv) so there is one code path.
+// answer (global id, original id, degree) per drawn neighbor; `triples` gets those answers and
+// `merged` the global ids, both in frontier order (one pair per layer, so their capacity fits
+// that layer's hop from step to step). Requests a rank makes to itself travel through the same
+// exchange (a local copy inside alltoallv) so there is one code path.
 void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key,
-                             PhaseTimes& phases) {
+                             PhaseTimes& phases, sampling::SampledGlobalNeighbors& triples,
+                             sampling::SampledGlobalNeighbors& merged) {
   const int num_ranks = comm_.size();
   const int me = comm_.rank();
   std::vector<int> owners(frontier.size());
@@ -115,59 +134,90 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
     ScopedPhase t(phases, "communicate");
     incoming = comm_.alltoallv<NodeId>(requests, routing_.counts, &incoming_counts);
   }
-  std::vector<std::int64_t> answer_counts(incoming.size());
-  std::vector<NodeId> answer_ids;
+  // Answers and their replies live in members: their capacity is reused by every hop of every
+  // step, so the large id arrays are neither zero-filled nor faulted in again.
+  std::vector<std::int64_t>& answer_counts = answer_counts_;
+  std::vector<NodeId>& answer_ids = answer_ids_;
+  answer_counts.resize(incoming.size());
   std::vector<std::int64_t> answer_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
   {
     ScopedPhase t(phases, "sample");
+    const auto num_incoming = static_cast<std::int64_t>(incoming.size());
     std::vector<LocalId> rows(incoming.size());
     std::vector<NodeId> row_keys(incoming.size());
-    for (std::size_t i = 0; i < incoming.size(); ++i) {
+    for (std::int64_t i = 0; i < num_incoming; ++i) {
       const NodeId l = incoming[i] - part_.offset;
-      TESSEL_ASSERT(l >= 0 && l < part_.num_owned, "sampling request for node {} not owned here",
-                    incoming[i]);
+      TESSEL_EXPECTS(l >= 0 && l < part_.num_owned,
+                     "part {}: a sampling request names node {}, which it does not own",
+                     part_.part_id, incoming[i]);
       rows[i] = static_cast<LocalId>(l);
       row_keys[i] = part_.orig_id[l];
     }
     sampling::sample_neighbors(part_.graph, std::span<const LocalId>(rows), row_keys, fanout, key,
                                sampled_);
-    answer_ids.resize(static_cast<std::size_t>(sampled_.num_sampled()) * 3);
-    std::int64_t at = 0;
-    std::size_t request = 0;
-    for (int r = 0; r < num_ranks; ++r) {
-      for (std::int64_t k = 0; k < incoming_counts[r]; ++k, ++request) {
-        const auto drawn = sampled_.of(static_cast<std::int64_t>(request));
-        answer_counts[request] = static_cast<std::int64_t>(drawn.size()) * 3;
-        for (LocalId u : drawn) {
-          answer_ids[at++] = local_global_[u];
-          answer_ids[at++] = part_.orig_id[u];
-          answer_ids[at++] = part_.degree[u];
-        }
-        answer_ids_per_rank[r] += static_cast<std::int64_t>(drawn.size()) * 3;
-        if (r != me) counters_.remote_adjacency += part_.graph.degree(rows[request]) + 1;
+    // Each request's answer lands at three times its draws' offset, so requests are packed in
+    // parallel with the result of a serial pass. Small hops stay on one thread: on shared cores
+    // a team's barrier can cost more than the packing.
+    // Grow-only: shrinking and growing again would zero-fill the ids on every hop.
+    const auto num_answer_ids = static_cast<std::size_t>(sampled_.num_sampled()) * 3;
+    if (answer_ids.size() < num_answer_ids) answer_ids.resize(num_answer_ids);
+    const EdgeId* draw_offsets = sampled_.offsets.data();
+    constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
+#pragma omp parallel for schedule(dynamic, 256) if (sampled_.num_sampled() >= kParallelDraws)
+    for (std::int64_t request = 0; request < num_incoming; ++request) {
+      NodeId* out = answer_ids.data() + 3 * draw_offsets[request];
+      for (const LocalId u : sampled_.of(request)) {
+        const NodeId* answer = answer_of_.data() + 3 * static_cast<std::int64_t>(u);
+        *out++ = answer[0];
+        *out++ = answer[1];
+        *out++ = answer[2];
       }
+      answer_counts[request] = 3 * (draw_offsets[request + 1] - draw_offsets[request]);
+    }
+    std::int64_t request = 0;
+    for (int r = 0; r < num_ranks; ++r) {
+      const std::int64_t end = request + incoming_counts[r];
+      answer_ids_per_rank[r] = 3 * (draw_offsets[end] - draw_offsets[request]);
+      if (r != me)
+        for (; request < end; ++request)
+          counters_.remote_adjacency += part_.graph.degree(rows[request]) + 1;
+      request = end;
     }
     counters_.sampled_edges += sampled_.num_sampled();
   }
-  std::vector<std::int64_t> back_counts;
-  std::vector<NodeId> back_ids;
+  std::vector<std::int64_t>& back_counts = back_counts_;
+  std::vector<NodeId>& back_ids = back_ids_;
+  std::int64_t num_back_ids = 0;
   {
     ScopedPhase t(phases, "communicate");
-    back_counts = comm_.alltoallv<std::int64_t>(answer_counts, incoming_counts);
-    back_ids = comm_.alltoallv<NodeId>(answer_ids, answer_ids_per_rank);
+    back_counts.resize(static_cast<std::size_t>(routing_.displs[num_ranks]));
+    comm_.alltoallv(answer_counts.data(), incoming_counts, back_counts.data(), routing_.counts,
+                    DType::i64);
+    // What each owner answers is the sum of its answers' counts: no count exchange needed.
+    std::vector<std::int64_t> back_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
+    for (int r = 0; r < num_ranks; ++r)
+      for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k)
+        back_ids_per_rank[r] += back_counts[k];
+    std::int64_t total = 0;
+    for (const std::int64_t c : back_ids_per_rank)
+      total += c;
+    num_back_ids = total;
+    if (back_ids.size() < static_cast<std::size_t>(total))
+      back_ids.resize(static_cast<std::size_t>(total));
+    comm_.alltoallv(answer_ids.data(), answer_ids_per_rank, back_ids.data(), back_ids_per_rank,
+                    DType::i64);
   }
   ScopedPhase t(phases, "sample");
-  sampling::merge_answers(routing_, back_counts, back_ids, triples_);
-  merged_.offsets.resize(triples_.offsets.size());
-  for (std::size_t i = 0; i < triples_.offsets.size(); ++i)
-    merged_.offsets[i] = triples_.offsets[i] / 3;
-  const std::size_t n = triples_.neighbors.size() / 3;
-  merged_.neighbors.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const NodeId g = triples_.neighbors[3 * i];
-    merged_.neighbors[i] = g;
-    remember(g, {triples_.neighbors[3 * i + 1], triples_.neighbors[3 * i + 2]});
-  }
+  sampling::merge_answers(
+      routing_, back_counts,
+      std::span<const NodeId>(back_ids.data(), static_cast<std::size_t>(num_back_ids)), triples);
+  merged.offsets.resize(triples.offsets.size());
+  for (std::size_t i = 0; i < triples.offsets.size(); ++i)
+    merged.offsets[i] = triples.offsets[i] / 3;
+  const std::size_t n = triples.neighbors.size() / 3;
+  merged.neighbors.resize(n);
+  for (std::size_t i = 0; i < n; ++i)
+    merged.neighbors[i] = triples.neighbors[3 * i];
   for (int r = 0; r < num_ranks; ++r)
     if (r != me)
       for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k)
@@ -183,17 +233,20 @@ Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
   const auto row_bytes = static_cast<std::size_t>(f) * sizeof(float);
   Tensor x = Tensor::empty({n, f}, DType::f32);
   float* out = x.data<float>();
+  // Owned rows are copied in parallel; remote ones are listed (in row order) for the cache and
+  // the owners.
+  const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
+#pragma omp parallel for schedule(static) if (n * f > 32768)
+  for (std::int64_t i = 0; i < n; ++i)
+    if (nodes[i] >= begin && nodes[i] < end)
+      std::memcpy(out + i * f, owned_features.data() + (nodes[i] - begin) * f, row_bytes);
   std::vector<NodeId> remote_ids;
   std::vector<std::int64_t> remote_pos;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const NodeId l = nodes[i] - part_.offset;
-    if (l >= 0 && l < part_.num_owned) {
-      std::memcpy(out + i * f, owned_features.data() + l * f, row_bytes);
-    } else {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (nodes[i] < begin || nodes[i] >= end) {
       remote_ids.push_back(nodes[i]);
       remote_pos.push_back(i);
     }
-  }
   counters_.input_rows += n;
   counters_.remote_input_rows += static_cast<std::int64_t>(remote_ids.size());
   // Cached rows land in `staged`; the misses are fetched from their owners.

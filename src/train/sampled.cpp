@@ -22,10 +22,13 @@ namespace {
 // the whole-graph degrees of its source nodes.
 class BlockAggregator final : public nn::Aggregator {
  public:
-  void reset(const sampling::Block& block, std::vector<NodeId> src_orig,
-             std::vector<std::int64_t> src_degree) {
-    src_orig_ = std::move(src_orig);
-    matrices_.reset(kernels::SparseMatrix::from_csr(block.adj), Tensor::from_vector(src_degree));
+  // src_orig, src_degree: per source of the block; src_orig must outlive the step.
+  void reset(const sampling::Block& block, std::span<const NodeId> src_orig,
+             std::span<const std::int64_t> src_degree) {
+    src_orig_ = src_orig;
+    Tensor degree = Tensor::empty({static_cast<std::int64_t>(src_degree.size())}, DType::i64);
+    std::copy(src_degree.begin(), src_degree.end(), degree.data<std::int64_t>());
+    matrices_.reset(kernels::SparseMatrix::from_csr(block.adj), std::move(degree));
   }
 
   std::int64_t num_src() const override { return matrices_.num_src(); }
@@ -44,7 +47,7 @@ class BlockAggregator final : public nn::Aggregator {
   }
 
  private:
-  std::vector<NodeId> src_orig_;
+  std::span<const NodeId> src_orig_;
   nn::AggregationMatrices matrices_;
 };
 
@@ -133,14 +136,7 @@ class SampledTrainer final : public Trainer {
     ScopedPhase compute(phases, "compute");
     std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
     for (int l = 0; l < layers; ++l) {
-      const auto& src = blocks[l].src;
-      std::vector<NodeId> src_orig(src.size());
-      std::vector<std::int64_t> src_degree(src.size());
-      for (std::size_t i = 0; i < src.size(); ++i) {
-        src_orig[i] = sampler_.orig_of(src[i]);
-        src_degree[i] = sampler_.degree_of(src[i]);
-      }
-      aggregators_[l].reset(blocks[l], std::move(src_orig), std::move(src_degree));
+      aggregators_[l].reset(blocks[l], sampler_.src_orig(l), sampler_.src_degree(l));
       aggs[l] = &aggregators_[l];
     }
     model_.zero_grad();

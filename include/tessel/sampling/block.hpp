@@ -43,9 +43,13 @@ public:
   // Sources are the destinations followed by every other neighbor in first-seen order (so the
   // result is a pure function of the inputs); adj keeps the neighbors' order within each row.
   // Host memory; single-threaded. Throws InputError if a destination repeats or the offsets
-  // do not describe `neighbors`. `out` is overwritten, its capacity reused.
+  // do not describe `neighbors`. `out` is overwritten, its capacity reused. When first_seen is
+  // given it receives, for each source after the destinations (src[num_dst + k]), the index k
+  // into `neighbors` where it first appears, so a caller can carry per-neighbor data (ids in
+  // another space, degrees) over to the sources without a second lookup.
   void build(std::span<const NodeId> dst, std::span<const EdgeId> offsets,
-             std::span<const NodeId> neighbors, Block& out);
+             std::span<const NodeId> neighbors, Block& out,
+             std::vector<EdgeId>* first_seen = nullptr);
   Block build(std::span<const NodeId> dst, std::span<const EdgeId> offsets,
               std::span<const NodeId> neighbors) {
     Block out;

@@ -51,9 +51,10 @@ class DistributedSampler {
   // the nodes' original ids. Collective (3 alltoallv per layer).
   void sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds, PhaseTimes& phases);
   const std::vector<sampling::Block>& blocks() const { return blocks_; }
-  // Original id and whole-graph in-degree of a node of the current blocks.
-  NodeId orig_of(NodeId global) const { return info_[info_index_.find(global)].orig; }
-  std::int64_t degree_of(NodeId global) const { return info_[info_index_.find(global)].degree; }
+  // Original ids and whole-graph in-degrees of blocks()[layer].src, in src order (carried with
+  // the draws, so no lookup is needed).
+  std::span<const NodeId> src_orig(int layer) const { return src_orig_[layer]; }
+  std::span<const std::int64_t> src_degree(int layer) const { return src_degree_[layer]; }
 
   // Chooses and fills the remote feature cache: policy "degree" ranks the halo by degree,
   // "presample" counts remote input nodes over a few presampled steps; "none" or an empty
@@ -70,13 +71,9 @@ class DistributedSampler {
   const SamplerCounters& counters() const { return counters_; }
   void reset_counters();
 
- private:
-  struct NodeInfo {
-    NodeId orig = 0;
-    std::int64_t degree = 0;
-  };
-  void remember(NodeId global, NodeInfo info);
-  void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases);
+private:
+  void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
+           sampling::SampledGlobalNeighbors& triples, sampling::SampledGlobalNeighbors& merged);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
   void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
@@ -89,13 +86,17 @@ class DistributedSampler {
   std::vector<int> fanouts_;
   std::int64_t batch_size_;
   std::vector<NodeId> local_global_;  // local id -> relabeled global id
+  std::vector<NodeId> answer_of_;     // [local id][3]: (global id, original id, degree)
   std::vector<sampling::Block> blocks_;
   sampling::BlockBuilder builder_;
   sampling::OwnerRouting routing_;
   sampling::SampledNeighbors sampled_;
-  sampling::SampledGlobalNeighbors triples_, merged_;
-  sampling::IdHashMap info_index_;
-  std::vector<NodeInfo> info_;
+  std::vector<sampling::SampledGlobalNeighbors> triples_, merged_; // [layer]
+  std::vector<std::vector<NodeId>> src_orig_;                      // [layer][src]
+  std::vector<std::vector<std::int64_t>> src_degree_;              // [layer][src]
+  std::vector<EdgeId> first_seen_;
+  std::vector<std::int64_t> answer_counts_, back_counts_; // one per request, per hop
+  std::vector<NodeId> answer_ids_, back_ids_;             // (global, original, degree) per draw
   sampling::FeatureCache cache_;
   SamplerCounters counters_;
 };
