@@ -373,7 +373,31 @@ std::vector<std::int64_t> dataset_dims(const File& file, const std::string& name
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
   read_check(H5Sget_simple_extent_dims(space.get(), d.data(), nullptr), file.path(),
              "the shape of dataset " + name);
+  for (const hsize_t extent : d)
+    TESSEL_EXPECTS(extent < (hsize_t{1} << 62), "{}: dataset {} has an impossible extent {}",
+                   file.path().string(), name, extent);
   return {d.begin(), d.end()};
+}
+
+// The shape of a dataset that is about to be read, after checking the file holds the bytes it
+// promises: a damaged or hand-edited shape would otherwise size a huge allocation before any
+// read fails. Tessel's writers (and h5py) write every element; compressed chunks hold at most
+// deflate's 1032:1.
+std::vector<std::int64_t> stored_dims(const File& file, const std::string& name, hid_t dataset) {
+  auto shape = dataset_dims(file, name, dataset);
+  Handle type(read_check(H5Dget_type(dataset), file.path(), "the type of dataset " + name));
+  Handle dcpl(read_check(H5Dget_create_plist(dataset), file.path(), "the layout of dataset " + name));
+  long double logical = static_cast<long double>(H5Tget_size(type.get()));
+  for (const auto extent : shape)
+    logical *= static_cast<long double>(extent);
+  const auto stored = static_cast<long double>(H5Dget_storage_size(dataset));
+  const long double bound = H5Pget_nfilters(dcpl.get()) > 0 ? 1032 * stored + 4096 : stored;
+  TESSEL_EXPECTS(logical <= bound,
+                 "{}: dataset {} has shape {} ({:.0f} bytes), but the file stores {:.0f} bytes for it "
+                 "(truncated, unwritten or corrupt)",
+                 file.path().string(), name, dims_string(shape), static_cast<double>(logical),
+                 static_cast<double>(stored));
+  return shape;
 }
 
 } // namespace
@@ -408,13 +432,13 @@ void File::write_rows(const std::string& name, std::int64_t begin, const T* data
 }
 
 std::vector<std::int64_t> File::dims(const std::string& name) const {
-  return dataset_dims(*this, name, open_dataset(name));
+  return stored_dims(*this, name, open_dataset(name));
 }
 
 template <class T>
 std::vector<T> File::read(const std::string& name, std::vector<std::int64_t> expect_dims) const {
   const hid_t dataset = open_dataset(name);
-  const auto shape = dataset_dims(*this, name, dataset);
+  const auto shape = stored_dims(*this, name, dataset);
   if (!expect_dims.empty())
     TESSEL_EXPECTS(shape == expect_dims, "{}: dataset {} has shape {}, expected {}", path_.string(),
                    name, dims_string(shape), dims_string(expect_dims));
@@ -426,7 +450,7 @@ std::vector<T> File::read(const std::string& name, std::vector<std::int64_t> exp
 template <class T> void File::read_into(const std::string& name, T* out, std::int64_t count) const {
   const hid_t dataset = open_dataset(name);
   check_readable_as<T>(*this, name, dataset);
-  const auto shape = dataset_dims(*this, name, dataset);
+  const auto shape = stored_dims(*this, name, dataset);
   TESSEL_EXPECTS(product(shape) == count, "{}: dataset {} has {} elements, expected {}",
                  path_.string(), name, product(shape), count);
   if (count == 0) return;
@@ -439,7 +463,7 @@ void File::read_rows(const std::string& name, std::int64_t begin, std::int64_t e
                      std::vector<T>& out) const {
   const hid_t dataset = open_dataset(name);
   check_readable_as<T>(*this, name, dataset);
-  const auto shape = dataset_dims(*this, name, dataset);
+  const auto shape = stored_dims(*this, name, dataset);
   TESSEL_EXPECTS(!shape.empty() && shape.size() <= 2, "{}: dataset {} is not 1-D or 2-D",
                  path_.string(), name);
   TESSEL_EXPECTS(begin >= 0 && begin <= end && end <= shape[0],

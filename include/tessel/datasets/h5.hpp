@@ -93,7 +93,8 @@ public:
   template <class T>
   void write_rows(const std::string& name, std::int64_t begin, const T* data, std::int64_t rows);
 
-  // Shape of a dataset; throws InputError naming the file if it is missing.
+  // Shape of a dataset; throws InputError naming the file if it is missing, or if the file does
+  // not hold the bytes its shape needs (checked by every read too, before anything is sized).
   std::vector<std::int64_t> dims(const std::string& name) const;
   // Reads a whole dataset, checking the stored element type converts to T and, when
   // expect_dims is non-empty, that the shape matches.
