@@ -130,6 +130,7 @@ PartStats part_stats(const Part& part) {
   s.train = static_cast<std::int64_t>(part.train.size());
   s.valid = static_cast<std::int64_t>(part.valid.size());
   s.test = static_cast<std::int64_t>(part.test.size());
+  s.checksums = part_checksums(part, /*with_features=*/false);
   return s;
 }
 
@@ -160,12 +161,20 @@ const float* StoreFeatures::rows(std::int64_t begin, std::int64_t end) {
   return buffer_.data();
 }
 
-void write_part_features(FeatureSource& features, const Relabeling& r,
-                         std::vector<h5::File>& files) {
+std::vector<std::string> write_part_features(FeatureSource& features, const Relabeling& r,
+                                             std::vector<h5::File>& files) {
   const std::int64_t d = features.dim();
   const auto n = static_cast<std::int64_t>(r.part.size());
-  if (d == 0 || n == 0) return;
   const int k = r.num_parts;
+  // Each part's rows are written in order, so one running CRC per part covers its /node/feat.
+  std::vector<Crc32> crcs(static_cast<std::size_t>(k));
+  auto checksums = [&crcs] {
+    std::vector<std::string> out;
+    for (const auto& crc : crcs)
+      out.push_back(crc.str());
+    return out;
+  };
+  if (d == 0 || n == 0) return checksums();
   const std::int64_t block = features.block_rows();
   // written[p]: rows of part p written so far. Part p's owned nodes ascend in original id, so
   // those inside one source block are the next rows of its feature matrix.
@@ -188,6 +197,7 @@ void write_part_features(FeatureSource& features, const Relabeling& r,
         std::memcpy(staging.data() + x * d, rows + (ids[x] - begin) * d,
                     static_cast<std::size_t>(d) * sizeof(float));
       files[p].write_rows("/node/feat", written[p], staging.data(), count);
+      crcs[p].update(staging.data(), staging.size() * sizeof(float));
       written[p] = stop;
     }
   }
@@ -195,6 +205,7 @@ void write_part_features(FeatureSource& features, const Relabeling& r,
     TESSEL_ASSERT(written[p] == r.offsets[p + 1] - r.offsets[p],
                   "write_part_features: part {} got {} feature rows of {}", p, written[p],
                   r.offsets[p + 1] - r.offsets[p]);
+  return checksums();
 }
 
 namespace {

@@ -113,9 +113,13 @@ CheckReport check_partition(const std::filesystem::path& dir, const CheckOptions
   const bool have_part_stats = m.raw.contains("parts") && m.raw["parts"].is_array() &&
                                static_cast<int>(m.raw["parts"].size()) == k;
 
+  // Checksum mismatches are reported after every invariant below, which say more precisely
+  // what is wrong; the checksums then catch edits that keep every invariant (a label, say).
+  std::string checksum_mismatch;
   for (int p = 0; p < k; ++p) {
     LoadOptions load;
     load.features = true; // their values are checked even without a source to compare with
+    load.checksum_mismatch = &checksum_mismatch;
     const Part part = load_part(dir, p, m, load);
     const std::string name = (dir / part_file_name(p)).string();
     const std::int64_t owned = part.num_owned, halo = part.num_halo;
@@ -287,6 +291,8 @@ CheckReport check_partition(const std::filesystem::path& dir, const CheckOptions
                    "{}: the graph is marked symmetrized, but some edge has no reverse edge",
                    manifest_name);
   }
+
+  TESSEL_EXPECTS(checksum_mismatch.empty(), "{}", checksum_mismatch);
 
   CheckReport report;
   report.num_parts = k;

@@ -6,8 +6,10 @@
 #include "tessel/datasets/h5.hpp"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 
@@ -34,7 +36,84 @@ void check_range(const std::vector<T>& values, std::int64_t lo, std::int64_t hi,
                    static_cast<std::int64_t>(values[i]), lo, hi);
 }
 
+// Compares the CRC-32 of each dataset as read with the one partition.json records for it.
+class ChecksumVerifier {
+public:
+  ChecksumVerifier(const Manifest& manifest, int p, std::string file, std::string* mismatch)
+      : file_(std::move(file)), mismatch_(mismatch) {
+    const auto parts = manifest.raw.find("parts");
+    if (parts == manifest.raw.end() || !parts->is_array() ||
+        static_cast<int>(parts->size()) <= p ||
+        !(*parts)[static_cast<std::size_t>(p)].contains("checksums"))
+      return; // a partition written before checksums were recorded
+    recorded_ = &(*parts)[static_cast<std::size_t>(p)]["checksums"];
+    TESSEL_EXPECTS(recorded_->is_object(), "partition.json: parts[{}].checksums is not an object",
+                   p);
+    where_ = fmt::format("parts[{}].checksums", p);
+  }
+
+  template <class T> void verify(const std::string& dataset, const std::vector<T>& values) {
+    if (recorded_ == nullptr) return;
+    const auto it = recorded_->find(dataset);
+    TESSEL_EXPECTS(it != recorded_->end() && it->is_string(),
+                   "partition.json: {} has no checksum for {} of {}", where_, dataset, file_);
+    Crc32 crc;
+    crc.update(values);
+    const std::string actual = crc.str();
+    if (actual == it->template get<std::string>()) return;
+    const std::string message =
+        fmt::format("{}: {} has checksum {}, partition.json records {} (the part file was "
+                    "changed after partitioning)",
+                    file_, dataset, actual, it->template get<std::string>());
+    if (mismatch_ == nullptr) TESSEL_FAIL("{}", message);
+    if (mismatch_->empty()) *mismatch_ = message;
+  }
+
+private:
+  std::string file_;
+  std::string* mismatch_;
+  const nlohmann::json* recorded_ = nullptr;
+  std::string where_;
+};
+
 } // namespace
+
+Crc32::Crc32() : crc_(crc32(0L, Z_NULL, 0)) {}
+
+void Crc32::update(const void* data, std::size_t bytes) {
+  const auto* at = static_cast<const Bytef*>(data);
+  while (bytes > 0) {
+    // zlib takes a 32-bit length.
+    const auto step = static_cast<uInt>(std::min<std::size_t>(bytes, std::size_t{1} << 30));
+    crc_ = crc32(crc_, at, step);
+    at += step;
+    bytes -= step;
+  }
+}
+
+std::string Crc32::str() const {
+  return fmt::format("crc32:{:08x}", static_cast<std::uint32_t>(crc_));
+}
+
+PartChecksums part_checksums(const Part& part, bool with_features) {
+  auto of = [](const auto& values) {
+    Crc32 crc;
+    crc.update(values);
+    return crc.str();
+  };
+  PartChecksums sums = {{"/nodes/orig_id", of(part.orig_id)},
+                        {"/nodes/degree", of(part.degree)},
+                        {"/halo/owner", of(part.halo_owner)},
+                        {"/halo/owner_local", of(part.halo_owner_local)},
+                        {"/graph/indptr", of(part.graph.indptr)},
+                        {"/graph/indices", of(part.graph.indices)},
+                        {"/node/label", of(part.labels)},
+                        {"/split/train", of(part.train)},
+                        {"/split/valid", of(part.valid)},
+                        {"/split/test", of(part.test)}};
+  if (with_features) sums["/node/feat"] = of(part.features);
+  return sums;
+}
 
 std::string part_file_name(int p) {
   return fmt::format("part-{}.h5", p);
@@ -104,6 +183,38 @@ Manifest read_manifest(const std::filesystem::path& dir) {
   return m;
 }
 
+namespace {
+
+// Rows strictly increasing (no repeated neighbor), no self-loop, and each owned node's row as
+// long as its degree: the part holds every in-neighbor of its owned nodes, and GCN's
+// normalization reads the degree.
+void check_rows(const Part& part, const std::string& name) {
+  const LocalCsr& graph = part.graph;
+  const std::int64_t rows = graph.num_rows;
+  std::int64_t bad = rows;
+#pragma omp parallel for reduction(min : bad) schedule(static)
+  for (std::int64_t v = 0; v < rows; ++v) {
+    const EdgeId b = graph.indptr[v], e = graph.indptr[v + 1];
+    bool ok = e - b == part.degree[v];
+    for (EdgeId x = b; ok && x < e; ++x)
+      ok = graph.indices[x] != v && (x == b || graph.indices[x - 1] < graph.indices[x]);
+    if (!ok) bad = std::min(bad, v);
+  }
+  if (bad == rows) return;
+  const EdgeId b = graph.indptr[bad], e = graph.indptr[bad + 1];
+  TESSEL_EXPECTS(e - b == part.degree[bad],
+                 "{}: owned node {} has {} in-edges in /graph, but /nodes/degree says {}", name,
+                 bad, e - b, part.degree[bad]);
+  for (EdgeId x = b; x < e; ++x) {
+    TESSEL_EXPECTS(graph.indices[x] != bad, "{}: /graph row {} has a self-loop", name, bad);
+    TESSEL_EXPECTS(x == b || graph.indices[x - 1] < graph.indices[x],
+                   "{}: /graph row {} is not strictly increasing at position {} ({} then {})",
+                   name, bad, x - b, graph.indices[x - 1], graph.indices[x]);
+  }
+}
+
+} // namespace
+
 Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest,
                const LoadOptions& options) {
   TESSEL_EXPECTS(p >= 0 && p < manifest.num_parts, "part {} is outside [0, {})", p,
@@ -144,13 +255,18 @@ Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest
                  "{}: {} features and {} classes, partition.json says {} and {}", name,
                  part.feature_dim, part.num_classes, manifest.feature_dim, manifest.num_classes);
 
+  ChecksumVerifier checksums(manifest, p, name, options.checksum_mismatch);
   const std::int64_t owned = part.num_owned, halo = part.num_halo, local = part.num_local();
   part.orig_id = file.read<NodeId>("/nodes/orig_id", {local});
   check_range(part.orig_id, 0, manifest.num_nodes, name + ": /nodes/orig_id");
+  checksums.verify("/nodes/orig_id", part.orig_id);
   part.degree = file.read<std::int64_t>("/nodes/degree", {local});
   check_range(part.degree, 0, manifest.num_nodes, name + ": /nodes/degree");
+  checksums.verify("/nodes/degree", part.degree);
   part.halo_owner = file.read<std::int32_t>("/halo/owner", {halo});
   part.halo_owner_local = file.read<std::int32_t>("/halo/owner_local", {halo});
+  checksums.verify("/halo/owner", part.halo_owner);
+  checksums.verify("/halo/owner_local", part.halo_owner_local);
   for (std::int64_t h = 0; h < halo; ++h) {
     const auto owner = part.halo_owner[h];
     TESSEL_EXPECTS(owner >= 0 && owner < manifest.num_parts && owner != p,
@@ -160,6 +276,19 @@ Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest
     TESSEL_EXPECTS(part.halo_owner_local[h] >= 0 && part.halo_owner_local[h] < owner_size,
                    "{}: halo node {} has owner-local id {}, part {} owns {} nodes", name, h,
                    part.halo_owner_local[h], owner, owner_size);
+    // Halo nodes are sorted by relabeled id: a repeated or misplaced owner_local shows here.
+    TESSEL_EXPECTS(h == 0 || std::pair(part.halo_owner[h - 1], part.halo_owner_local[h - 1]) <
+                                 std::pair(owner, part.halo_owner_local[h]),
+                   "{}: halo nodes {} and {} are not in increasing (owner, owner_local) order "
+                   "({}:{} then {}:{})",
+                   name, h - 1, h, part.halo_owner[h - 1], part.halo_owner_local[h - 1], owner,
+                   part.halo_owner_local[h]);
+    // A halo node is an in-neighbor of an owned node; in a symmetrized graph that edge's
+    // reverse makes its in-degree at least 1.
+    TESSEL_EXPECTS(!manifest.symmetrized || part.degree[owned + h] >= 1,
+                   "{}: halo node {} (local {}) has degree {}, expected >= 1 in a symmetrized "
+                   "graph",
+                   name, h, owned + h, part.degree[owned + h]);
   }
 
   LocalCsr& graph = part.graph;
@@ -170,23 +299,35 @@ Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest
   TESSEL_EXPECTS(nnz.size() == 1, "{}: /graph/indices has rank {}, expected 1", name, nnz.size());
   graph.indices = file.read<LocalId>("/graph/indices", {nnz[0]});
   graph.validate(name + ": /graph");
+  checksums.verify("/graph/indptr", graph.indptr);
+  checksums.verify("/graph/indices", graph.indices);
+  check_rows(part, name);
 
   part.labels = file.read<std::int64_t>("/node/label", {owned});
   check_range(part.labels, -1, std::max<std::int64_t>(manifest.num_classes, 0),
               name + ": /node/label");
+  checksums.verify("/node/label", part.labels);
   part.train = file.read<LocalId>("/split/train");
   part.valid = file.read<LocalId>("/split/valid");
   part.test = file.read<LocalId>("/split/test");
   check_range(part.train, 0, owned, name + ": /split/train");
   check_range(part.valid, 0, owned, name + ": /split/valid");
   check_range(part.test, 0, owned, name + ": /split/test");
+  checksums.verify("/split/train", part.train);
+  checksums.verify("/split/valid", part.valid);
+  checksums.verify("/split/test", part.test);
 
   const auto feat_dims = file.dims("/node/feat");
   TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({owned, manifest.feature_dim}),
                  "{}: /node/feat has shape {}, expected [{}, {}]", name,
                  fmt::format("[{}]", fmt::join(feat_dims, ", ")), owned, manifest.feature_dim);
-  if (options.features && manifest.feature_dim > 0)
-    part.features = file.read<float>("/node/feat", {owned, manifest.feature_dim});
+  if (options.features) {
+    if (manifest.feature_dim > 0)
+      part.features = file.read<float>("/node/feat", {owned, manifest.feature_dim});
+    // NaN or Inf in an input feature turns every loss into nan: refuse the row at load.
+    datasets::check_feature_values(name, part.features.data(), 0, owned, part.feature_dim);
+    checksums.verify("/node/feat", part.features);
+  }
   return part;
 }
 

@@ -312,7 +312,9 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   {
     ScopedPhase phase(times, "features");
     ProgressLine progress("partition: write features", 0);
-    write_part_features(features, relabeling, files);
+    const auto feature_checksums = write_part_features(features, relabeling, files);
+    for (int p = 0; p < k; ++p)
+      stats.parts[p].checksums["/node/feat"] = feature_checksums[p];
   }
   mark_peak("features");
   {
@@ -377,7 +379,8 @@ nlohmann::json PartitionStats::to_json() const {
                           {"test", s.test},
                           {"replication", s.owned > 0 ? static_cast<double>(s.owned + s.halo) /
                                                             static_cast<double>(s.owned)
-                                                      : 1.0}});
+                                                      : 1.0},
+                          {"checksums", s.checksums}});
     halo_sizes.push_back(s.halo);
   }
   json peak_after = json::object();

@@ -200,9 +200,11 @@ Part build_part(int p, const GraphCsr& graph, const Relabeling& relabeling,
 void write_part_layout(h5::File& file, const Part& part, const std::string& dataset);
 
 // One pass over the source's feature rows in blocks, each row written to /node/feat of the part
-// owning it (files[p] is part p's open file, made by write_part_layout).
-void write_part_features(FeatureSource& features, const Relabeling& relabeling,
-                         std::vector<h5::File>& files);
+// owning it (files[p] is part p's open file, made by write_part_layout). Returns the CRC-32 of
+// each part's /node/feat.
+std::vector<std::string> write_part_features(FeatureSource& features,
+                                             const Relabeling& relabeling,
+                                             std::vector<h5::File>& files);
 
 PartStats part_stats(const Part& part);
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,10 +65,39 @@ struct Part {
 
 struct LoadOptions {
   bool features = true;
+  // A dataset whose CRC-32 differs from the one partition.json records is an InputError, unless
+  // this is set: then the first mismatch is written here and loading goes on (so a caller can
+  // run its more specific checks first).
+  std::string* checksum_mismatch = nullptr;
 };
-// Reads and validates part p (sizes, index ranges, owners) of the folder.
+// Reads and validates part p of the folder: sizes, index ranges, owners; halo nodes in
+// increasing (owner, owner_local) order; rows strictly increasing without self-loops, each as
+// long as its node's degree; finite features; and each dataset's CRC-32 against
+// partition.json's parts[p].checksums when the manifest records them (/node/feat only when
+// features are loaded).
 Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest,
                const LoadOptions& options = {});
+
+// A running CRC-32 (zlib's), printed as "crc32:<8 hex digits>".
+class Crc32 {
+public:
+  Crc32();
+  void update(const void* data, std::size_t bytes);
+  template <class T> void update(const std::vector<T>& values) {
+    update(values.data(), values.size() * sizeof(T));
+  }
+  std::string str() const;
+
+private:
+  unsigned long crc_;
+};
+
+// Dataset name -> "crc32:<8 hex>" of its values as stored (little-endian), as partition.json
+// records them under parts[p].checksums.
+using PartChecksums = std::map<std::string, std::string>;
+// The checksums of every dataset of `part`; /node/feat only when `with_features` (the
+// partitioner streams feature rows in separately and adds that one itself).
+PartChecksums part_checksums(const Part& part, bool with_features);
 
 // Format header of part-<p>.h5 (root attributes "format" and "version").
 constexpr const char* kPartFormat = "tessel-part";

@@ -5,6 +5,7 @@
 #include "tessel/core/timer.hpp"
 #include "tessel/core/types.hpp"
 #include "tessel/datasets/dataset.hpp"
+#include "tessel/partition/part.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,7 @@ struct PartStats {
   std::int64_t edges = 0;     // local in-edges (rows of the part's CSR)
   std::int64_t cut_edges = 0; // of those, edges whose source is a halo node
   std::int64_t train = 0, valid = 0, test = 0;
+  PartChecksums checksums; // CRC-32 of each dataset of the part file (load_part verifies them)
 };
 
 // What partition_dataset did; to_json() is partition.json minus the format header.
