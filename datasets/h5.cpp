@@ -299,6 +299,21 @@ std::int64_t File::attr_int(const std::string& name, const std::string& object) 
   return value;
 }
 
+double File::attr_double(const std::string& name, const std::string& object) const {
+  Handle attr = open_attr(*this, object, name);
+  Handle type(TESSEL_CHECK_HDF5(H5Aget_type(attr.get())));
+  const auto type_class = H5Tget_class(type.get());
+  TESSEL_EXPECTS(type_class == H5T_FLOAT || type_class == H5T_INTEGER,
+                 "{}: attribute \"{}\" of {} is not a number", path_.string(), name, object);
+  Handle space(TESSEL_CHECK_HDF5(H5Aget_space(attr.get())));
+  TESSEL_EXPECTS(H5Sget_simple_extent_npoints(space.get()) == 1,
+                 "{}: attribute \"{}\" of {} is not a single number", path_.string(), name,
+                 object);
+  double value = 0;
+  TESSEL_CHECK_HDF5(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value));
+  return value;
+}
+
 template <class T>
 void File::create_dataset(const std::string& name, std::vector<std::int64_t> dims,
                           const std::string& description, std::int64_t chunk_rows, int deflate) {

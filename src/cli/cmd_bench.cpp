@@ -8,6 +8,7 @@
 #include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/timer.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/partition/temporal.hpp"
 #include "tessel/train/train.hpp"
@@ -19,7 +20,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <unistd.h>
 
 namespace tessel::cli {
 namespace {
@@ -29,6 +33,7 @@ struct BenchOptions {
   train::TrainOptions train;
   std::string fanouts;
   std::string modes = "full,sampled";
+  std::vector<std::string> mode_list;  // parsed from `modes`
   fs::path out_dir;
   bool force = false;
 };
@@ -157,37 +162,57 @@ std::function<void()> setup_bench(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--modes", o->modes, "comma-separated training modes to compare (full, sampled; or dynamic alone, on a temporal partition)")
       ->capture_default_str();
-  app.add_option("--epochs", o->train.epochs, "epochs per mode")->capture_default_str();
+  app.add_option("--epochs", o->train.epochs, "epochs per mode")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   app.add_option("--time-budget", o->train.time_budget_s,
-                 "seconds of training per mode (stops at the first epoch past it)");
+                 "seconds of training per mode, > 0 (stops at the first epoch past it)")
+      ->check(finite_range(0.0, std::numeric_limits<double>::infinity(), true));
   app.add_option("--target-acc", o->train.target_acc,
-                 "report the seconds each mode needs to reach this validation accuracy");
-  app.add_option("--out", o->out_dir, "report folder (report.json, report.md, plot)")->required();
+                 "report the seconds each mode needs to reach this validation accuracy")
+      ->check(finite_range(0.0, 1.0, true));
+  app.add_option("--out", o->out_dir,
+                 "report folder (report.json, report.md, plot); it appears only when complete")
+      ->required();
   app.add_flag("--force", o->force, "overwrite an existing report folder");
   app.add_flag("--quiet", o->train.quiet, "no per-epoch lines");
   add_model_flags(app, o->train, o->fanouts);
-  return [o] {
+  // Checked while parsing, before MPI starts, so a bad option is one line from rank 0.
+  app.final_callback([o] {
     finish_train_options(o->train, o->fanouts);
-    auto comm = comm::make_mpi_communicator();
-    std::vector<std::string> modes;
+    o->mode_list.clear();
     for (std::size_t start = 0; start <= o->modes.size();) {
       const auto comma = o->modes.find(',', start);
       const auto mode = o->modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       TESSEL_EXPECTS(mode == "full" || mode == "sampled" || mode == "dynamic",
                      "--modes: unknown mode '{}'", mode);
-      modes.push_back(mode);
+      o->mode_list.push_back(mode);
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
+  });
+  return [o] {
+    auto comm = comm::make_mpi_communicator();
+    // The report is written into a hidden sibling folder that becomes out_dir only when every
+    // mode has finished: a failed run leaves no partial report under the final name.
+    std::optional<datasets::AtomicOutput> output;
     if (comm->rank() == 0) {
       TESSEL_EXPECTS(o->force || !fs::exists(o->out_dir) || fs::is_empty(o->out_dir),
                      "{} exists and is not empty (use --force to overwrite)", o->out_dir.string());
-      fs::create_directories(o->out_dir);
+      TESSEL_EXPECTS(!fs::exists(o->out_dir) || fs::is_directory(o->out_dir),
+                     "{} exists and is not a folder", o->out_dir.string());
+      fs::path target = o->out_dir.lexically_normal();
+      if (!target.has_filename()) target = target.parent_path();  // "report/" names "report"
+      if (target.has_parent_path()) fs::create_directories(target.parent_path());
+      output.emplace(target, true);
     }
+    // Only rank 0 writes (metrics files, report); the other ranks never open this path.
+    const fs::path work_dir = output ? output->temp_path() : o->out_dir;
     comm->barrier();
     // Dynamic mode trains on a temporal partition (of a temporal store), the others on a
     // static one: one bench compares modes over the same folder, so they cannot be mixed.
     const bool temporal = partition::is_temporal_partition(o->train.part_dir);
+    const auto& modes = o->mode_list;
     TESSEL_EXPECTS(temporal == (std::find(modes.begin(), modes.end(), "dynamic") != modes.end()) &&
                        (!temporal || modes.size() == 1),
                    "--modes {}: {} is a {} partition; dynamic mode needs a temporal partition and "
@@ -215,23 +240,37 @@ std::function<void()> setup_bench(CLI::App& app) {
                        ? fmt::format("{:.0f} s of training per mode (at most {} epochs)", o->train.time_budget_s, o->train.epochs)
                        : fmt::format("{} epochs per mode", o->train.epochs)},
         {"modes", nlohmann::json::array()}};
-    for (const auto& mode : modes) {
+    for (const auto& mode : o->mode_list) {
       train::TrainOptions options = o->train;
       options.mode = mode;
-      options.metrics_path = o->out_dir / (mode + ".jsonl");
+      options.metrics_path = work_dir / (mode + ".jsonl");
       log::info("== bench: mode {}", mode);
       const train::TrainResult result = train::train(*comm, options);
       const auto rss = comm->allgather_value<std::int64_t>(peak_rss_bytes());
       report["modes"].push_back(summarize(result, rss));
     }
     if (comm->rank() == 0) {
-      const fs::path json_tmp = o->out_dir / "report.json.tmp";
-      std::ofstream(json_tmp) << report.dump(2) << '\n';
-      fs::rename(json_tmp, o->out_dir / "report.json");
+      std::ofstream json(work_dir / "report.json");
+      json << report.dump(2) << '\n';
+      json.close();
+      TESSEL_EXPECTS(json.good(), "cannot write {}", (work_dir / "report.json").string());
       const std::string md = markdown(report);
-      std::ofstream(o->out_dir / "report.md") << md;
+      std::ofstream md_file(work_dir / "report.md");
+      md_file << md;
+      md_file.close();
+      TESSEL_EXPECTS(md_file.good(), "cannot write {}", (work_dir / "report.md").string());
+      run_plot(work_dir);
+      // --force over a non-empty folder: move the old report aside, then drop it once the new
+      // one is in place.
+      fs::path old_report;
+      if (fs::exists(output->target()) && !fs::is_empty(output->target())) {
+        old_report = output->temp_path().parent_path() /
+                     fmt::format(".{}.old-{}", output->target().filename().string(), getpid());
+        fs::rename(output->target(), old_report);
+      }
+      output->commit();
+      if (!old_report.empty()) fs::remove_all(old_report);
       std::printf("%s", md.c_str());
-      run_plot(o->out_dir);
     }
     comm->barrier();
   };

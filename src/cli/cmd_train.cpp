@@ -26,10 +26,17 @@ std::function<void()> setup_train(CLI::App& app) {
       ->capture_default_str();
   add_model_flags(app, *options, *fanouts);
   app.add_option("--metrics", options->metrics_path, "write one JSON object per epoch here");
-  app.add_option("--checkpoint", options->checkpoint_dir, "folder for checkpoints");
+  CLI::Option* checkpoint =
+      app.add_option("--checkpoint", options->checkpoint_dir,
+                     "write a checkpoint into this folder after the last epoch (and every N "
+                     "epochs with --checkpoint-every N)");
   app.add_option("--checkpoint-every", options->checkpoint_every,
-                 "write a checkpoint every N epochs (and after the last)");
-  app.add_option("--resume", options->resume_dir, "continue from the checkpoint in this folder")
+                 "also write a checkpoint every N >= 1 epochs (needs --checkpoint)")
+      ->check(CLI::Range(1, 1000000))
+      ->needs(checkpoint);
+  app.add_option("--resume", options->resume_dir,
+                 "continue from the checkpoint in this folder (same model, mode and --seed; "
+                 "--epochs is the total, beyond the checkpoint's epoch)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--predictions", options->predictions_path,
                  "write predicted classes and logits of every node to this HDF5 file");
@@ -37,11 +44,14 @@ std::function<void()> setup_train(CLI::App& app) {
   app.footer(
       "Run with one rank per part: mpirun -np K tessel train DIR ...\n"
       "--mode pipeline runs on data-parallel x stages ranks (a partition into that many parts).\n"
-      "Each epoch prints loss, train/valid/test accuracy, seconds and their split, bytes sent.");
-  return [options, fanouts] {
-    finish_train_options(*options, *fanouts);
-    TESSEL_EXPECTS(options->checkpoint_every == 0 || !options->checkpoint_dir.empty(),
-                   "--checkpoint-every needs --checkpoint DIR");
+      "Each epoch prints loss, train/valid/test accuracy, seconds and their split, bytes sent.\n"
+      "Training stops with an error naming the epoch when the loss or a parameter stops being "
+      "finite.\n"
+      "Fault injection (tests the whole-job abort): TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e "
+      "make rank r fail at the start of epoch e.");
+  // Checked while parsing, before MPI starts, so a bad option is one line from rank 0.
+  app.final_callback([options, fanouts] { finish_train_options(*options, *fanouts); });
+  return [options] {
     auto comm = comm::make_mpi_communicator();
     train::train(*comm, *options);
   };

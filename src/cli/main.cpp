@@ -10,14 +10,55 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <new>
+#include <string>
 
 namespace tessel::cli {
 std::vector<Command>& registry() {
   static std::vector<Command> commands;
   return commands;
 }
+
+namespace {
+
+// This process's rank as the MPI launcher announces it in the environment, read before
+// MPI_Init (0 outside a launcher): a usage error is the same on every rank, so only rank 0
+// prints it.
+int launcher_rank() {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (const char* value = std::getenv(name); value && *value) return std::atoi(value);
+  return 0;
+}
+
+// "tessel train" etc.: the deepest subcommand the command line reached, for the --help hint.
+std::string command_path(const CLI::App& app) {
+  std::string path = app.get_name();
+  const CLI::App* at = &app;
+  while (true) {
+    const auto parsed = at->get_subcommands();
+    if (parsed.empty()) break;
+    at = parsed.front();
+    path += " " + at->get_name();
+  }
+  return path;
+}
+
+// A usage error (bad flag, value out of range, missing argument): one line on rank 0, exit
+// code 2 on every rank, before MPI starts, so no rank aborts the others.
+int usage_error(const CLI::App& app, std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  if (launcher_rank() == 0) {
+    std::fprintf(stderr, "tessel: error: %s (see `%s --help`)\n", message.c_str(),
+                 command_path(app).c_str());
+    std::fflush(stderr);
+  }
+  return 2;
+}
+
+}  // namespace
 }  // namespace tessel::cli
 
 int main(int argc, char** argv) {
@@ -39,10 +80,19 @@ int main(int argc, char** argv) {
     runners.emplace_back(sub, command.setup(*sub));
     owners.push_back(&command);
   }
+  // Parsing also runs each command's option checks (its final callback), so every usage error
+  // is reported here, before MPI_Init.
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      // --help and --version: printed once per job, not once per rank.
+      if (cli::launcher_rank() == 0) return app.exit(e);
+      return 0;
+    }
+    return cli::usage_error(app, e.what());
+  } catch (const InputError& e) {
+    return cli::usage_error(app, e.what());
   }
   std::unique_ptr<mpi::Environment> mpi_env;
   try {

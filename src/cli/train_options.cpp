@@ -3,11 +3,35 @@
 
 #include "tessel/core/error.hpp"
 
+#include <fmt/format.h>
+
 #include <charconv>
+#include <cmath>
+#include <limits>
 
 namespace tessel::cli {
 
+CLI::Validator finite_range(double lo, double hi, bool lo_open) {
+  const std::string description =
+      std::isinf(hi) ? fmt::format("finite, {} {}", lo_open ? ">" : ">=", lo)
+                     : fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        // CLI11's own Range lets NaN through (every comparison with NaN is false), and inf
+        // passes an unbounded one: both are refused here.
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value))
+          return fmt::format("'{}' is not a finite number", text);
+        if (value < lo || value > hi || (lo_open && value == lo))
+          return fmt::format("{} is outside {}", text,
+                             std::isinf(hi) ? "[" + fmt::format("{}", lo) + ", inf)" : description);
+        return std::string();
+      },
+      description);
+}
+
 void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
+  const double unbounded = std::numeric_limits<double>::infinity();
   app.add_option("--model", o.model.kind,
                  "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
                  "pipeline: sign-mlp (the default there)")
@@ -20,25 +44,36 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   app.add_option("--dropout", o.model.dropout, "dropout probability on each layer's input")
-      ->check(CLI::Range(0.0, 0.95))
+      ->check(finite_range(0.0, 0.95))
       ->capture_default_str();
   app.add_option("--optimizer", o.optimizer.kind, "adam or sgd")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
-  app.add_option("--lr", o.optimizer.lr, "learning rate")->capture_default_str();
-  app.add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
+  app.add_option("--lr", o.optimizer.lr, "learning rate")
+      ->check(finite_range(0.0, kMaxLearningRate, true))
       ->capture_default_str();
-  app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
+      ->check(finite_range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")
+      ->check(finite_range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seed for initialization, dropout and sampling")
       ->capture_default_str();
   app.add_option("--threads", o.threads,
-                 "OpenMP threads per rank, GEMM included (default: OMP_NUM_THREADS if set, else cores of the node / ranks on it)");
+                 fmt::format("OpenMP threads per rank, GEMM included, at most {} (4x this "
+                             "node's hardware threads; default: OMP_NUM_THREADS if set, else "
+                             "cores of the node / ranks on it)",
+                             train::max_threads()))
+      ->check(CLI::Range(1, train::max_threads()));
   app.add_option("--normalize-features", o.normalize_features,
                  "input feature normalization: none or row (each row divided by the sum of the "
                  "absolute values of its entries; all-zero rows stay zero)")
       ->check(CLI::IsMember({"none", "row"}))
       ->capture_default_str();
-  app.add_option("--eval-every", o.eval_every, "evaluate valid/test accuracy every N epochs")
+  app.add_option("--eval-every", o.eval_every,
+                 "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   // Dynamic mode.
   app.add_option("--temporal-partition", o.dynamic.partition,
@@ -63,11 +98,15 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "sampled mode: remote feature cache ranking: degree, presample or none")
       ->check(CLI::IsMember({"degree", "presample", "none"}))
       ->capture_default_str();
-  app.add_option("--cache-size-mb", o.sampled.cache_size_mb,
-                 "sampled mode: feature cache budget per rank in MiB");
+  CLI::Option* size_mb =
+      app.add_option("--cache-size-mb", o.sampled.cache_size_mb,
+                     "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio)")
+          ->check(finite_range(0.0, unbounded));
   app.add_option("--cache-ratio", o.sampled.cache_ratio,
-                 "sampled mode: cache this fraction of the remote rows a rank may need")
-      ->check(CLI::Range(0.0, 1.0));
+                 "sampled mode: cache this fraction of the remote rows a rank may need (not with "
+                 "--cache-size-mb)")
+      ->check(finite_range(0.0, 1.0))
+      ->excludes(size_mb);
   // Pipeline mode.
   auto& p = o.pipeline;
   app.add_option("--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features")
@@ -130,7 +169,10 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
   } else {
     o.sampled.fanouts.assign(static_cast<std::size_t>(o.model.layers), 10);
   }
-  TESSEL_EXPECTS(o.optimizer.lr > 0, "--lr must be positive, got {}", o.optimizer.lr);
+  // The validators above refuse these already; kept for callers that fill options directly.
+  TESSEL_EXPECTS(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0 &&
+                     o.optimizer.lr <= kMaxLearningRate,
+                 "--lr must be in (0, {}], got {}", kMaxLearningRate, o.optimizer.lr);
   if (o.mode == "pipeline") {
     // The graph models have no place in the pipeline: its model is the SIGN MLP.
     if (o.model.kind == "gcn") o.model.kind = "sign-mlp";
@@ -141,7 +183,8 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
     TESSEL_EXPECTS(o.model.kind != "sign-mlp",
                    "--model sign-mlp runs in --mode pipeline, not --mode {}", o.mode);
   }
-  TESSEL_EXPECTS(o.optimizer.weight_decay >= 0, "--weight-decay must be >= 0, got {}",
+  TESSEL_EXPECTS(std::isfinite(o.optimizer.weight_decay) && o.optimizer.weight_decay >= 0,
+                 "--weight-decay must be >= 0, got {}",
                  o.optimizer.weight_decay);
 }
 

@@ -5,6 +5,7 @@
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
 
+#include <cmath>
 #include <filesystem>
 
 namespace tessel::train {
@@ -66,6 +67,11 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
     file.set_attr("seed", static_cast<std::int64_t>(meta.seed));
     file.set_attr("model", meta.model_json);
     file.set_attr("mode", meta.mode);
+    file.set_attr("best_valid_acc", meta.best_valid_acc);
+    file.set_attr("test_acc_at_best", meta.test_acc_at_best);
+    file.set_attr("best_epoch", static_cast<std::int64_t>(meta.best_epoch));
+    file.set_attr("time_to_target_s", meta.time_to_target_s);
+    file.set_attr("wall_s", meta.wall_s);
     file.create_group("/params");
     std::string names;
     for (nn::Parameter* p : params) {
@@ -96,10 +102,15 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
   TESSEL_EXPECTS(file.has_attr("format") && file.attr_string("format") == kCheckpointFormat,
                  "{}: not a Tessel checkpoint", path.string());
   const auto version = file.attr_int("version");
-  TESSEL_EXPECTS(version == kCheckpointVersion, "{}: checkpoint version {}, this Tessel reads {}",
-                 path.string(), version, kCheckpointVersion);
+  TESSEL_EXPECTS(version == 1 || version == kCheckpointVersion,
+                 "{}: checkpoint version {}, this Tessel reads 1 and {}", path.string(), version,
+                 kCheckpointVersion);
   CheckpointMeta meta;
-  meta.epoch = static_cast<int>(file.attr_int("epoch"));
+  const std::int64_t epoch = file.attr_int("epoch");
+  TESSEL_EXPECTS(epoch >= 1 && epoch <= kMaxEpochs,
+                 "{}: epoch = {} is outside [1, {}] (a checkpoint follows a completed epoch)",
+                 path.string(), epoch, kMaxEpochs);
+  meta.epoch = static_cast<int>(epoch);
   meta.seed = static_cast<std::uint64_t>(file.attr_int("seed"));
   meta.model_json = file.attr_string("model");
   meta.mode = file.attr_string("mode");
@@ -108,7 +119,36 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
                  meta.model_json, expect.model_json);
   TESSEL_EXPECTS(meta.mode == expect.mode, "{}: checkpoint is from mode {}, this run is mode {}",
                  path.string(), meta.mode, expect.mode);
-  for (nn::Parameter* p : params) read_tensor(file, "/params/" + p->name, p->value);
+  // Dropout masks and samples are keyed by the seed: another seed would not continue the
+  // trajectory the checkpoint belongs to.
+  TESSEL_EXPECTS(meta.seed == expect.seed,
+                 "{}: checkpoint was written with --seed {}, this run has --seed {} (resume with "
+                 "--seed {})",
+                 path.string(), meta.seed, expect.seed, meta.seed);
+  if (version >= 2) {
+    auto number = [&](const char* name, double lo, double hi) {
+      const double value = file.attr_double(name);
+      TESSEL_EXPECTS(std::isfinite(value) && value >= lo && value <= hi,
+                     "{}: {} = {} is outside [{}, {}]", path.string(), name, value, lo, hi);
+      return value;
+    };
+    meta.best_valid_acc = number("best_valid_acc", 0, 1);
+    meta.test_acc_at_best = number("test_acc_at_best", 0, 1);
+    meta.best_epoch = static_cast<int>(number("best_epoch", 0, static_cast<double>(meta.epoch)));
+    meta.wall_s = number("wall_s", 0, 1e12);
+    meta.time_to_target_s = number("time_to_target_s", -1, meta.wall_s);
+    TESSEL_EXPECTS(meta.time_to_target_s == -1 || meta.time_to_target_s >= 0,
+                   "{}: time_to_target_s = {} (expected -1 or seconds)", path.string(),
+                   meta.time_to_target_s);
+  }
+  for (nn::Parameter* p : params) {
+    read_tensor(file, "/params/" + p->name, p->value);
+    const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());
+    const float* values = host.data<float>();
+    for (std::int64_t i = 0; i < host.numel(); ++i)
+      TESSEL_EXPECTS(std::isfinite(values[i]), "{}: /params/{}[{}] = {} is not finite",
+                     path.string(), p->name, i, values[i]);
+  }
   std::vector<std::pair<std::string, Tensor>> state;
   const std::string entries = file.attr_string("optimizer_state");
   for (std::size_t start = 0; start < entries.size();) {

@@ -1,4 +1,5 @@
-// Checkpoints: parameters, optimizer state, epoch and seed, written atomically by rank 0.
+// Checkpoints: parameters, optimizer state, epoch, seed and the run's best-so-far, written
+// atomically by rank 0.
 #pragma once
 
 #include "tessel/nn/model.hpp"
@@ -12,13 +13,21 @@
 namespace tessel::train {
 
 constexpr const char* kCheckpointFormat = "tessel-checkpoint";
-constexpr int kCheckpointVersion = 1;
+constexpr int kCheckpointVersion = 2;
+// Epoch numbers beyond this are refused (the CLI's --epochs limit).
+constexpr int kMaxEpochs = 1000000;
 
 struct CheckpointMeta {
   int epoch = 0;               // last completed epoch
   std::uint64_t seed = 0;
   std::string model_json;      // model config, to refuse resuming into another model
   std::string mode;
+  // The run's summary so far, so a resumed run reports over all its epochs (version 2).
+  double best_valid_acc = 0;
+  double test_acc_at_best = 0;
+  int best_epoch = 0;              // 0: no epoch evaluated yet
+  double time_to_target_s = -1;    // -1: target not reached yet
+  double wall_s = 0;               // training seconds up to the checkpoint
 };
 
 // Writes dir/checkpoint.h5 (via a temporary file renamed into place).
@@ -29,8 +38,9 @@ void save_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& met
                      const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer);
 CheckpointMeta load_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& expect,
                                const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer);
-// Loads dir/checkpoint.h5 into model and optimizer after checking it matches meta's model and
-// mode; returns the stored metadata.
+// Loads dir/checkpoint.h5 into model and optimizer after checking it matches expect's model,
+// mode and seed and that every attribute is in range; returns the stored metadata. Throws
+// InputError naming the file otherwise.
 CheckpointMeta load_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& expect,
                                nn::Model& model, nn::Optimizer& optimizer);
 

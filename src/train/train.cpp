@@ -35,11 +35,25 @@ nlohmann::json EpochMetrics::to_json() const {
   return j;
 }
 
+int max_threads() {
+  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 int choose_threads(int requested) {
-  if (requested > 0) return requested;
+  if (requested > 0) {
+    TESSEL_EXPECTS(requested <= max_threads(),
+                   "--threads {} is more than {} (4x the {} hardware threads of this node)",
+                   requested, max_threads(), std::thread::hardware_concurrency());
+    return requested;
+  }
   // An explicit OMP_NUM_THREADS is the user's (or the launcher's) choice: keep it.
-  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::atoi(env) > 0)
-    return std::atoi(env);
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::strtoll(env, nullptr, 10) > 0) {
+    const long long from_env = std::strtoll(env, nullptr, 10);
+    TESSEL_EXPECTS(from_env <= max_threads(),
+                   "OMP_NUM_THREADS={} is more than {} (4x the {} hardware threads of this node)",
+                   env, max_threads(), std::thread::hardware_concurrency());
+    return static_cast<int>(from_env);
+  }
   int local_ranks = 1;
   if (mpi::initialized()) {
     MPI_Comm node = MPI_COMM_NULL;
@@ -76,6 +90,38 @@ std::string model_signature(const TrainOptions& o) {
   return j.dump();
 }
 
+// Stops training once the loss or a parameter is no longer finite: every later epoch would only
+// print nan. Names the epoch and the first parameter (in layer order) holding a non-finite value.
+void check_finite(comm::Communicator& comm, int epoch, double loss,
+                  const std::vector<nn::Parameter*>& params, const TrainOptions& o) {
+  std::string first_bad;
+  for (nn::Parameter* p : params) {
+    const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());
+    const float* values = host.data<float>();
+    const std::int64_t n = host.numel();
+    std::int64_t bad = n;
+#pragma omp parallel for reduction(min : bad) schedule(static) if (n > (1 << 16))
+    for (std::int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(values[i])) bad = std::min(bad, i);
+    if (bad < n) {
+      first_bad = fmt::format("first non-finite tensor: parameter {} ({} at flat index {}, after "
+                              "this epoch's update)",
+                              p->name, values[bad], bad);
+      break;
+    }
+  }
+  // Ranks may hold different parameters (pipeline stages): agree on whether any is bad.
+  const std::int64_t any_bad =
+      comm.allreduce_value<std::int64_t>(first_bad.empty() ? 0 : 1, comm::ReduceOp::max);
+  if (std::isfinite(loss) && any_bad == 0) return;
+  if (first_bad.empty() && any_bad > 0)
+    first_bad = "a parameter held by another rank is no longer finite";
+  TESSEL_FAIL("training diverged at epoch {}: loss {}; {}; stopping (try a smaller --lr than {}, "
+              "or check the features)",
+              epoch, loss, first_bad.empty() ? "every parameter is still finite" : first_bad,
+              o.optimizer.lr);
+}
+
 std::string format_bytes(double b) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
   int u = 0;
@@ -90,6 +136,18 @@ std::string format_bytes(double b) {
 
 TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   TrainOptions options = options_in;
+  // The command line checks these too; a library caller gets the same refusals.
+  TESSEL_EXPECTS(options.epochs >= 1 && options.epochs <= kMaxEpochs,
+                 "epochs = {} is outside [1, {}]", options.epochs, kMaxEpochs);
+  TESSEL_EXPECTS(options.eval_every >= 1, "--eval-every must be >= 1, got {}",
+                 options.eval_every);
+  TESSEL_EXPECTS(options.checkpoint_every >= 0, "--checkpoint-every must be >= 1, got {}",
+                 options.checkpoint_every);
+  TESSEL_EXPECTS(std::isfinite(options.time_budget_s) && options.time_budget_s >= 0,
+                 "--time-budget must be a positive number of seconds, got {}",
+                 options.time_budget_s);
+  TESSEL_EXPECTS(std::isfinite(options.optimizer.lr) && options.optimizer.lr > 0,
+                 "--lr must be a positive finite number, got {}", options.optimizer.lr);
   Stopwatch setup_watch;
   const int threads = choose_threads(options.threads);
   kernels::set_cpu_threads(threads);
@@ -126,12 +184,29 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   else
     TESSEL_FAIL("unknown training mode '{}': expected full, sampled, dynamic or pipeline", options.mode);
 
-  CheckpointMeta meta{0, options.seed, model_signature(options), options.mode};
+  CheckpointMeta meta;
+  meta.seed = options.seed;
+  meta.model_json = model_signature(options);
+  meta.mode = options.mode;
   int first_epoch = 1;
+  TrainResult result;
+  result.mode = options.mode;
+  double wall_offset = 0;  // training seconds before this run (resumed runs)
   if (!options.resume_dir.empty()) {
     const CheckpointMeta loaded =
         load_checkpoint(options.resume_dir, meta, trainer->parameters(), trainer->optimizer());
+    TESSEL_EXPECTS(options.epochs > loaded.epoch,
+                   "{}: the checkpoint is after epoch {}, so --epochs {} leaves nothing to train "
+                   "(--epochs counts from the start of the run: give more than {})",
+                   (options.resume_dir / "checkpoint.h5").string(), loaded.epoch, options.epochs,
+                   loaded.epoch);
     first_epoch = loaded.epoch + 1;
+    // The summary covers the whole run, not only the epochs after resuming.
+    result.best_valid_acc = loaded.best_valid_acc;
+    result.test_acc_at_best = loaded.test_acc_at_best;
+    result.best_epoch = loaded.best_epoch;
+    result.time_to_target_s = loaded.time_to_target_s;
+    wall_offset = loaded.wall_s;
     log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
   }
 
@@ -143,8 +218,6 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     TESSEL_EXPECTS(metrics.good(), "cannot write metrics file {}", options.metrics_path.string());
   }
 
-  TrainResult result;
-  result.mode = options.mode;
   comm.barrier();
   result.setup_s = setup_watch.seconds();
   log::info("{} training: {} ranks x {} threads, {} {} layers hidden {}, {} nodes, GEMM {}, "
@@ -162,9 +235,12 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     EpochMetrics m;
     m.epoch = epoch;
     m.loss = trainer->train_epoch(epoch, phases, m.extra);
+    // The loss is all-reduced and the parameters are the same on every rank, so every rank
+    // stops here together.
+    check_finite(comm, epoch, m.loss, trainer->parameters(), options);
     const bool last = epoch == options.epochs ||
                       (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
-    if (options.eval_every > 0 && (epoch % options.eval_every == 0 || last)) {
+    if (epoch % options.eval_every == 0 || last) {
       const Accuracy acc = trainer->evaluate(phases);
       m.train_acc = acc.train;
       m.valid_acc = acc.valid;
@@ -178,9 +254,11 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
       m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
     const std::int64_t local_bytes = comm.bytes_sent();
     m.comm_bytes = comm.allreduce_value(local_bytes);
-    m.wall_s = wall.seconds();
+    m.wall_s = wall_offset + wall.seconds();
 
-    if (m.evaluated && m.valid_acc > result.best_valid_acc) {
+    // The first evaluated epoch is the best so far even at accuracy 0 (e.g. no validation
+    // nodes), so an evaluated run never reports "epoch 0".
+    if (m.evaluated && (result.best_epoch == 0 || m.valid_acc > result.best_valid_acc)) {
       result.best_valid_acc = m.valid_acc;
       result.test_acc_at_best = m.test_acc;
       result.best_epoch = epoch;
@@ -202,12 +280,19 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                 format_bytes(m.comm_bytes));
     }
     if (metrics.is_open()) metrics << m.to_json().dump() << '\n' << std::flush;
+    const double epoch_wall_s = m.wall_s;
     result.epochs.push_back(std::move(m));
 
-    if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
-        (epoch % options.checkpoint_every == 0 || epoch == options.epochs)) {
+    // Always after the last epoch (a resume needs it), and every N epochs when asked.
+    if (!options.checkpoint_dir.empty() &&
+        (last || (options.checkpoint_every > 0 && epoch % options.checkpoint_every == 0))) {
       meta.epoch = epoch;
       trainer->gather_parameters();
+      meta.best_valid_acc = result.best_valid_acc;
+      meta.test_acc_at_best = result.test_acc_at_best;
+      meta.best_epoch = result.best_epoch;
+      meta.time_to_target_s = result.time_to_target_s;
+      meta.wall_s = epoch_wall_s;
       if (comm.rank() == 0)
         save_checkpoint(options.checkpoint_dir, meta, trainer->parameters(), trainer->optimizer());
       comm.barrier();
@@ -238,8 +323,11 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     metrics << summary.dump() << '\n';
   }
   if (!options.predictions_path.empty()) trainer->write_predictions(options.predictions_path);
-  log::info("best valid acc {:.4f} at epoch {}, test acc there {:.4f}", result.best_valid_acc,
-            result.best_epoch, result.test_acc_at_best);
+  if (result.best_epoch > 0)
+    log::info("best valid acc {:.4f} at epoch {}, test acc there {:.4f}", result.best_valid_acc,
+              result.best_epoch, result.test_acc_at_best);
+  else
+    log::info("no epoch was evaluated");
   return result;
 }
 

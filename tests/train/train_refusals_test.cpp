@@ -79,7 +79,186 @@ Outcome run(const std::string& command) {
   return r;
 }
 
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Overwrites a numeric root attribute of an HDF5 file in place.
+void set_attr(const fs::path& file, const char* name, double value) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << file;
+  const hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  ASSERT_GE(a, 0) << name;
+  EXPECT_GE(H5Awrite(a, H5T_NATIVE_DOUBLE, &value), 0);
+  H5Aclose(a);
+  H5Fclose(f);
+}
+
+// The summary line of a metrics file (null, failing the test, when there is none).
+nlohmann::json summary_of(const fs::path& metrics) {
+  const auto lines = read_metrics(metrics);
+  if (lines.empty() || !lines.back().contains("summary")) {
+    ADD_FAILURE() << metrics << " has no summary line";
+    return nlohmann::json::object({{"best_epoch", -1}, {"best_valid_acc", -1.0}, {"test_acc", -1.0}});
+  }
+  return lines.back();
+}
+
+double get_attr(const fs::path& file, const char* name) {
+  return h5::File::open_read(file).attr_double(name);
+}
+
 }  // namespace
+
+// Every usage error, under mpirun with 2 ranks: exit code 2, one "tessel: error:" line printed
+// by rank 0 only, naming the flag, and no MPI_Abort (the ranks never start MPI).
+TEST_F(TrainRefusals, UsageErrorsAreOneLineFromRankZeroWithExitCodeTwo) {
+  const std::string dir = parts(2).string();
+  const std::string ck = scratch("usage-ck").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train " + dir + " --hidden 0", "--hidden"},
+      {"train " + dir + " --epochs 0", "--epochs"},
+      {"train " + dir + " --dropout 1.5", "--dropout"},
+      {"train " + dir + " --dropout nan", "--dropout"},
+      {"train " + dir + " --batch-size 0", "--batch-size"},
+      {"train " + dir + " --mode foo", "--mode"},
+      {"train", "DIR"},
+      {"train " + dir + " --no-such-flag", "--no-such-flag"},
+      {"train " + dir + " --lr inf", "--lr"},
+      {"train " + dir + " --lr 1e30", "--lr"},
+      {"train " + dir + " --lr nan", "--lr"},
+      {"train " + dir + " --weight-decay inf", "--weight-decay"},
+      {"train " + dir + " --threads 0", "--threads"},
+      {"train " + dir + " --threads -2", "--threads"},
+      {"train " + dir + " --threads 65536", "--threads"},
+      {"train " + dir + " --mode sampled --cache-size-mb -5", "--cache-size-mb"},
+      {"train " + dir + " --mode sampled --cache-size-mb 10 --cache-ratio 0.5", "--cache-"},
+      {"train " + dir + " --mode sampled --fanouts 5,x", "--fanouts"},
+      {"train " + dir + " --eval-every 0", "--eval-every"},
+      {"train " + dir + " --eval-every -1", "--eval-every"},
+      {"train " + dir + " --checkpoint " + ck + " --checkpoint-every 0", "--checkpoint-every"},
+      {"train " + dir + " --checkpoint " + ck + " --checkpoint-every -3", "--checkpoint-every"},
+      {"train " + dir + " --checkpoint-every 2", "--checkpoint"},
+      {"bench " + dir + " --epochs 0 --out " + scratch("b0").string(), "--epochs"},
+      {"bench " + dir + " --time-budget 0 --out " + scratch("b1").string(), "--time-budget"},
+      {"bench " + dir + " --time-budget -1 --out " + scratch("b2").string(), "--time-budget"},
+      {"bench " + dir + " --modes full,foo --out " + scratch("b3").string(), "--modes"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const Outcome r = run(tessel_bin() + " " + args);
+    SCOPED_TRACE(args + "\n" + r.output);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.output.rfind("tessel: error: ", 0), 0u);
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1);
+    EXPECT_NE(r.output.find(flag), std::string::npos);
+  }
+  // Under mpirun the line comes from rank 0 alone and no rank aborts the others.
+  for (std::size_t i : {0u, 6u, 8u, 26u}) {
+    const Outcome r = run(test::mpirun(2) + tessel_bin() + " " + cases[i].first);
+    SCOPED_TRACE(cases[i].first + "\n" + r.output);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(count_of(r.output, "tessel: error:"), 1u);
+    EXPECT_NE(r.output.find(cases[i].second), std::string::npos);
+    EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos);
+    EXPECT_EQ(r.output.find("error on rank"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(ck));
+  for (const char* b : {"b0", "b1", "b2", "b3"}) EXPECT_FALSE(fs::exists(scratch(b))) << b;
+}
+
+// --help under mpirun is printed once, not once per rank.
+TEST_F(TrainRefusals, HelpIsPrintedOnceAndNamesTheFaultVariables) {
+  const Outcome r = run(test::mpirun(2) + tessel_bin() + " train --help");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "Fault injection"), 1u) << r.output;
+  EXPECT_NE(r.output.find("TESSEL_FAULT_RANK"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("TESSEL_FAULT_EPOCH"), std::string::npos) << r.output;
+}
+
+// OMP_NUM_THREADS is bounded like --threads (OpenMP crashes or fails far beyond the cores).
+TEST_F(TrainRefusals, HugeOmpNumThreadsIsRefused) {
+  const Outcome r = run("OMP_NUM_THREADS=65536 " + tessel_bin() + " train " + parts(1).string() +
+                        " --epochs 1 --quiet");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("OMP_NUM_THREADS=65536"), std::string::npos) << r.output;
+}
+
+// --checkpoint alone writes a checkpoint after the last epoch (and a resume can use it).
+TEST_F(TrainRefusals, CheckpointWithoutEveryIsWrittenAfterTheLastEpoch) {
+  const fs::path ck = scratch("last-ck");
+  run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+         " --epochs 3 --quiet --checkpoint " + ck.string());
+  ASSERT_TRUE(fs::exists(ck / "checkpoint.h5"));
+  EXPECT_EQ(get_attr(ck / "checkpoint.h5", "epoch"), 3);
+  run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+         " --epochs 4 --quiet --resume " + ck.string());
+}
+
+// The checkpoint carries the best-so-far: the resumed run's summary covers the whole run.
+TEST_F(TrainRefusals, ResumedSummaryCoversTheWholeRun) {
+  const std::string common = test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+                             " --mode full --dropout 0 --seed 4 --quiet";
+  run_ok(common + " --epochs 6 --metrics " + scratch("whole.jsonl").string());
+  const fs::path ck = scratch("best-ck");
+  run_ok(common + " --epochs 3 --checkpoint " + ck.string());
+  run_ok(common + " --epochs 6 --resume " + ck.string() + " --metrics " +
+         scratch("resumed.jsonl").string());
+  const auto whole = summary_of(scratch("whole.jsonl"));
+  const auto resumed = summary_of(scratch("resumed.jsonl"));
+  EXPECT_EQ(resumed.at("best_epoch"), whole.at("best_epoch"));
+  EXPECT_DOUBLE_EQ(resumed.at("best_valid_acc").get<double>(),
+                   whole.at("best_valid_acc").get<double>());
+  EXPECT_DOUBLE_EQ(resumed.at("test_acc").get<double>(), whole.at("test_acc").get<double>());
+
+  // A best epoch before the checkpoint must survive the resume: plant one no later epoch beats.
+  set_attr(ck / "checkpoint.h5", "best_valid_acc", 1.0);
+  set_attr(ck / "checkpoint.h5", "test_acc_at_best", 0.5);
+  set_attr(ck / "checkpoint.h5", "best_epoch", 2);
+  run_ok(common + " --epochs 5 --resume " + ck.string() + " --metrics " +
+         scratch("planted.jsonl").string());
+  const auto planted = summary_of(scratch("planted.jsonl"));
+  EXPECT_EQ(planted.at("best_epoch"), 2);
+  EXPECT_DOUBLE_EQ(planted.at("best_valid_acc").get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(planted.at("test_acc").get<double>(), 0.5);
+}
+
+// Resuming with another seed, with nothing left to train, or from a checkpoint whose
+// attributes are out of range is one clear refusal.
+TEST_F(TrainRefusals, ResumeRefusesOtherSeedNoEpochsLeftAndBadAttributes) {
+  const fs::path ck = scratch("seed-ck");
+  const std::string train = test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+                            " --quiet --resume " + ck.string();
+  run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+         " --epochs 3 --seed 5 --quiet --checkpoint " + ck.string());
+  Outcome r = run(train + " --epochs 6 --seed 6");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--seed 5"), std::string::npos) << r.output;
+  for (const char* epochs : {"3", "2"}) {
+    r = run(train + " --epochs " + epochs + " --seed 5");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("after epoch 3"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("nothing to train"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("best valid acc"), std::string::npos) << r.output;
+  }
+  const fs::path file = ck / "checkpoint.h5";
+  set_attr(file, "epoch", -5);
+  r = run(train + " --epochs 6 --seed 5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("epoch = -5"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch   -4"), std::string::npos) << r.output;
+  set_attr(file, "epoch", 3);
+  set_attr(file, "best_valid_acc", std::numeric_limits<double>::quiet_NaN());
+  r = run(train + " --epochs 6 --seed 5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("best_valid_acc"), std::string::npos) << r.output;
+  set_attr(file, "best_valid_acc", 0.5);
+  set_attr(file, "best_epoch", 7);
+  r = run(train + " --epochs 6 --seed 5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("best_epoch"), std::string::npos) << r.output;
+}
 
 // NaN or Inf in a part file's features is refused at load with file, row and column.
 TEST_F(TrainRefusals, NonFiniteFeaturesAreRefusedAtLoad) {
@@ -96,6 +275,23 @@ TEST_F(TrainRefusals, NonFiniteFeaturesAreRefusedAtLoad) {
     EXPECT_NE(r.output.find("column 3"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("loss"), std::string::npos) << r.output;
   }
+}
+
+// Finite but huge features overflow the forward pass: training stops at epoch 1, naming it
+// and the first non-finite parameter, instead of printing nan every epoch and exiting 0.
+TEST_F(TrainRefusals, DivergingTrainingStopsNamingTheEpoch) {
+  const fs::path dir = copy_parts(1, "huge-feat");
+  edit_part(
+      dir, 0, [](partition::Part& part) { std::fill(part.features.begin(), part.features.end(), 3e38f); },
+      true);
+  const Outcome r = run(tessel_bin() + " train " + dir.string() + " --epochs 5 --metrics " +
+                        (dir / "m.jsonl").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("training diverged at epoch 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("first non-finite tensor: parameter layer0"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("epoch    2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("best valid acc"), std::string::npos) << r.output;
 }
 
 // A part file edited after partitioning: its checksum no longer matches partition.json.
@@ -118,6 +314,7 @@ TEST_F(TrainRefusals, EditedPartFileFailsItsChecksum) {
   }
 }
 
+// What load_part verifies beyond structure, each edit with matching checksums (so the
 // structural check, not the checksum, has to catch it).
 TEST_F(TrainRefusals, LoadPartVerifiesHaloOrderDegreesAndRowOrder) {
   auto load_error = [](const fs::path& dir, int p) {
@@ -169,4 +366,34 @@ TEST_F(TrainRefusals, LoadPartVerifiesHaloOrderDegreesAndRowOrder) {
     part.degree[part.num_owned] = 0;
   }, true);
   EXPECT_NE(load_error(dir, 1).find("halo node 0"), std::string::npos);
+}
+
+// A bench that fails leaves neither a report nor its temporary folder, so the rerun needs no
+// --force.
+TEST_F(TrainRefusals, FailedBenchLeavesNoReport) {
+  const fs::path out_parent = scratch("bench-out");
+  fs::create_directories(out_parent);
+  const fs::path report = out_parent / "report";
+  const std::string bench = test::mpirun(2) + tessel_bin() + " bench " + parts(2).string() +
+                            " --hidden 8 --fanouts 5,5 --batch-size 16 --quiet --out " +
+                            report.string();
+  // The fault hits epoch 2 of the first mode, after its metrics file got its first line.
+  const Outcome failed = run("TESSEL_FAULT_RANK=0 TESSEL_FAULT_EPOCH=2 " + bench +
+                             " --modes full,sampled --epochs 2");
+  EXPECT_NE(failed.code, 0) << failed.output;
+  EXPECT_NE(failed.output.find("injected fault"), std::string::npos) << failed.output;
+  EXPECT_FALSE(fs::exists(report)) << failed.output;
+  EXPECT_TRUE(fs::is_empty(out_parent)) << fs::directory_iterator(out_parent)->path();
+  const Outcome rerun = run(bench + " --modes full,sampled --epochs 2");
+  ASSERT_EQ(rerun.code, 0) << rerun.output;
+  EXPECT_TRUE(fs::exists(report / "report.json"));
+  EXPECT_TRUE(fs::exists(report / "full.jsonl"));
+  EXPECT_TRUE(fs::exists(report / "sampled.jsonl"));
+  // --force replaces a complete report with a new complete one, leaving nothing beside it.
+  const Outcome forced = run(bench + " --force --epochs 1 --modes full");
+  ASSERT_EQ(forced.code, 0) << forced.output;
+  EXPECT_EQ(read_metrics(report / "full.jsonl").size(), 2u);  // 1 epoch + summary
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(out_parent)) entries.push_back(e.path().filename());
+  EXPECT_EQ(entries, std::vector<std::string>{"report"});
 }

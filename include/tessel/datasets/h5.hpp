@@ -71,6 +71,8 @@ public:
   void set_attr(const std::string& name, double value, const std::string& object = "/");
   std::string attr_string(const std::string& name, const std::string& object = "/") const;
   std::int64_t attr_int(const std::string& name, const std::string& object = "/") const;
+  // A single number (float or integer attribute) as a double.
+  double attr_double(const std::string& name, const std::string& object = "/") const;
   bool has_attr(const std::string& name, const std::string& object = "/") const;
 
   // Writes a 1-D or 2-D dataset (dims = {n} or {n, m}); chunked by rows (chunk_rows) and,

@@ -98,6 +98,10 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options);
 
 // Threads for OpenMP and OpenBLAS: requested, else OMP_NUM_THREADS when set, else this node's
 // cores divided by the ranks running on it (so ranks, OpenMP and OpenBLAS never oversubscribe).
+// Throws InputError when the requested or OMP_NUM_THREADS count exceeds max_threads().
 int choose_threads(int requested);
+// The most threads per rank Tessel accepts: 4x this node's hardware threads. Far beyond that,
+// OpenMP fails to create threads or crashes while starting them.
+int max_threads();
 
 }  // namespace tessel::train
