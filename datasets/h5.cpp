@@ -301,16 +301,17 @@ std::int64_t File::attr_int(const std::string& name, const std::string& object) 
 
 double File::attr_double(const std::string& name, const std::string& object) const {
   Handle attr = open_attr(*this, object, name);
-  Handle type(TESSEL_CHECK_HDF5(H5Aget_type(attr.get())));
+  const std::string what = "attribute \"" + name + "\" of " + object;
+  Handle type(read_check(H5Aget_type(attr.get()), path_, what));
   const auto type_class = H5Tget_class(type.get());
   TESSEL_EXPECTS(type_class == H5T_FLOAT || type_class == H5T_INTEGER,
                  "{}: attribute \"{}\" of {} is not a number", path_.string(), name, object);
-  Handle space(TESSEL_CHECK_HDF5(H5Aget_space(attr.get())));
+  Handle space(read_check(H5Aget_space(attr.get()), path_, what));
   TESSEL_EXPECTS(H5Sget_simple_extent_npoints(space.get()) == 1,
                  "{}: attribute \"{}\" of {} is not a single number", path_.string(), name,
                  object);
   double value = 0;
-  TESSEL_CHECK_HDF5(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value));
+  read_check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value), path_, what);
   return value;
 }
 
