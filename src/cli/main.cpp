@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
       const ScopedActivity activity(fmt::format("running `tessel {}`", owners[i]->name));
       runners[i].second();
     }
+  } catch (const AgreedInputError& e) {
+    mpi::exit_agreed(e.what(), 2);
   } catch (const InputError& e) {
     mpi::abort_job(e.what(), 2);
   } catch (const Error& e) {

@@ -122,6 +122,18 @@ void check_finite(comm::Communicator& comm, int epoch, double loss,
               o.optimizer.lr);
 }
 
+// Runs `read` on input every rank reads alike (the manifest, a checkpoint, an all-reduced loss):
+// its InputError becomes an AgreedInputError, which the job reports once instead of per rank.
+template <class F> auto agreed(F&& read) {
+  try {
+    return read();
+  } catch (const AgreedInputError&) {
+    throw;
+  } catch (const InputError& e) {
+    throw AgreedInputError(e.what(), e.where());
+  }
+}
+
 std::string format_bytes(double b) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
   int u = 0;
@@ -153,10 +165,13 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   kernels::set_cpu_threads(threads);
   if (options.mode == "dynamic") return train_dynamic(comm, options);
 
-  const partition::Manifest manifest = partition::read_manifest(options.part_dir);
-  TESSEL_EXPECTS(manifest.num_parts == comm.size(),
-                 "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
-                 options.part_dir.string(), manifest.num_parts, comm.size(), manifest.num_parts);
+  const partition::Manifest manifest = agreed([&] {
+    partition::Manifest m = partition::read_manifest(options.part_dir);
+    TESSEL_EXPECTS(m.num_parts == comm.size(),
+                   "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
+                   options.part_dir.string(), m.num_parts, comm.size(), m.num_parts);
+    return m;
+  });
   partition::Part part = partition::load_part(options.part_dir, comm.rank(), manifest);
   options.model.in_dim = manifest.feature_dim;
   options.model.out_dim = manifest.num_classes;
@@ -193,13 +208,16 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   result.mode = options.mode;
   double wall_offset = 0;  // training seconds before this run (resumed runs)
   if (!options.resume_dir.empty()) {
-    const CheckpointMeta loaded =
-        load_checkpoint(options.resume_dir, meta, trainer->parameters(), trainer->optimizer());
-    TESSEL_EXPECTS(options.epochs > loaded.epoch,
-                   "{}: the checkpoint is after epoch {}, so --epochs {} leaves nothing to train "
-                   "(--epochs counts from the start of the run: give more than {})",
-                   (options.resume_dir / "checkpoint.h5").string(), loaded.epoch, options.epochs,
-                   loaded.epoch);
+    const CheckpointMeta loaded = agreed([&] {
+      CheckpointMeta m =
+          load_checkpoint(options.resume_dir, meta, trainer->parameters(), trainer->optimizer());
+      TESSEL_EXPECTS(options.epochs > m.epoch,
+                     "{}: the checkpoint is after epoch {}, so --epochs {} leaves nothing to "
+                     "train (--epochs counts from the start of the run: give more than {})",
+                     (options.resume_dir / "checkpoint.h5").string(), m.epoch, options.epochs,
+                     m.epoch);
+      return m;
+    });
     first_epoch = loaded.epoch + 1;
     // The summary covers the whole run, not only the epochs after resuming.
     result.best_valid_acc = loaded.best_valid_acc;
@@ -237,7 +255,7 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     m.loss = trainer->train_epoch(epoch, phases, m.extra);
     // The loss is all-reduced and the parameters are the same on every rank, so every rank
     // stops here together.
-    check_finite(comm, epoch, m.loss, trainer->parameters(), options);
+    agreed([&] { check_finite(comm, epoch, m.loss, trainer->parameters(), options); });
     const bool last = epoch == options.epochs ||
                       (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
     if (epoch % options.eval_every == 0 || last) {

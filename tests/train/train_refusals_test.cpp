@@ -235,6 +235,9 @@ TEST_F(TrainRefusals, ResumeRefusesOtherSeedNoEpochsLeftAndBadAttributes) {
   Outcome r = run(train + " --epochs 6 --seed 6");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--seed 5"), std::string::npos) << r.output;
+  // Both ranks find it: reported once, and the job ends without MPI_Abort.
+  EXPECT_EQ(count_of(r.output, "tessel: error:"), 1u) << r.output;
+  EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
   for (const char* epochs : {"3", "2"}) {
     r = run(train + " --epochs " + epochs + " --seed 5");
     EXPECT_EQ(r.code, 2) << r.output;
@@ -278,20 +281,26 @@ TEST_F(TrainRefusals, NonFiniteFeaturesAreRefusedAtLoad) {
 }
 
 // Finite but huge features overflow the forward pass: training stops at epoch 1, naming it
-// and the first non-finite parameter, instead of printing nan every epoch and exiting 0.
+// and the first non-finite parameter, instead of printing nan every epoch and exiting 0. With 2
+// ranks both find it (the loss is all-reduced) and it is reported once.
 TEST_F(TrainRefusals, DivergingTrainingStopsNamingTheEpoch) {
-  const fs::path dir = copy_parts(1, "huge-feat");
-  edit_part(
-      dir, 0, [](partition::Part& part) { std::fill(part.features.begin(), part.features.end(), 3e38f); },
-      true);
-  const Outcome r = run(tessel_bin() + " train " + dir.string() + " --epochs 5 --metrics " +
-                        (dir / "m.jsonl").string());
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("training diverged at epoch 1"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("first non-finite tensor: parameter layer0"), std::string::npos)
-      << r.output;
-  EXPECT_EQ(r.output.find("epoch    2"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("best valid acc"), std::string::npos) << r.output;
+  for (int p : {1, 2}) {
+    const fs::path dir = copy_parts(p, "huge-feat");
+    edit_part(
+        dir, 0,
+        [](partition::Part& part) { std::fill(part.features.begin(), part.features.end(), 3e38f); },
+        true);
+    const Outcome r = run(test::mpirun(p) + tessel_bin() + " train " + dir.string() +
+                          " --epochs 5 --metrics " + (dir / "m.jsonl").string());
+    SCOPED_TRACE("P = " + std::to_string(p) + "\n" + r.output);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.output.find("training diverged at epoch 1"), std::string::npos);
+    EXPECT_NE(r.output.find("first non-finite tensor: parameter layer0"), std::string::npos);
+    EXPECT_EQ(count_of(r.output, "tessel: error:"), 1u);
+    EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos);
+    EXPECT_EQ(r.output.find("epoch    2"), std::string::npos);
+    EXPECT_EQ(r.output.find("best valid acc"), std::string::npos);
+  }
 }
 
 // A part file edited after partitioning: its checksum no longer matches partition.json.

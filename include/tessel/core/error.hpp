@@ -29,6 +29,11 @@ class Error : public std::runtime_error {
 class InputError : public Error {
   using Error::Error;
 };
+// An input error every rank of a job finds at the same point, from data they all share (the
+// partition manifest, a checkpoint, an all-reduced loss): reported once, by rank 0.
+class AgreedInputError : public InputError {
+  using InputError::InputError;
+};
 // A call into a library (MPI, HDF5, METIS, CUDA, ...) failed.
 class LibraryError : public Error {
   using Error::Error;

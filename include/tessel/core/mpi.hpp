@@ -70,6 +70,11 @@ std::string hostname();
 // Prints one line naming rank and host, then takes the whole job down (MPI_Abort when MPI is
 // running, exit otherwise). Never returns.
 [[noreturn]] void abort_job(const std::string& message, int exit_code);
+// For an error every rank raises at the same point: once all ranks have arrived (a barrier),
+// rank 0 prints one line and every rank finalizes MPI and exits with exit_code, so the job
+// ends without an abort. A rank still missing after a few seconds means the ranks did not
+// agree after all: then this falls back to abort_job. Never returns.
+[[noreturn]] void exit_agreed(const std::string& message, int exit_code);
 
 // A count as MPI's int, or an error naming what overflowed.
 int as_count(std::int64_t n, const char* what);
