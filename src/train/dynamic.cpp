@@ -867,6 +867,11 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   if (!options.resume_dir.empty()) {
     const CheckpointMeta loaded =
         load_checkpoint(options.resume_dir, meta, trainer.parameters(), trainer.optimizer());
+    TESSEL_EXPECTS(options.epochs > loaded.epoch,
+                   "{}: the checkpoint is after epoch {}, so --epochs {} leaves nothing to train "
+                   "(--epochs counts from the start of the run: give more than {})",
+                   (options.resume_dir / "checkpoint.h5").string(), loaded.epoch, options.epochs,
+                   loaded.epoch);
     first_epoch = loaded.epoch + 1;
     log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
   }
@@ -969,8 +974,9 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
     }
     if (metrics.is_open()) metrics << m.to_json().dump() << '\n' << std::flush;
     result.epochs.push_back(std::move(m));
-    if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
-        (epoch % options.checkpoint_every == 0 || epoch == options.epochs)) {
+    // Always after the last epoch (a resume needs it), and every N epochs when asked.
+    if (!options.checkpoint_dir.empty() &&
+        (last || (options.checkpoint_every > 0 && epoch % options.checkpoint_every == 0))) {
       meta.epoch = epoch;
       if (comm.rank() == 0)
         save_checkpoint(options.checkpoint_dir, meta, trainer.parameters(), trainer.optimizer());

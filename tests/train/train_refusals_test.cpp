@@ -406,3 +406,21 @@ TEST_F(TrainRefusals, FailedBenchLeavesNoReport) {
   for (const auto& e : fs::directory_iterator(out_parent)) entries.push_back(e.path().filename());
   EXPECT_EQ(entries, std::vector<std::string>{"report"});
 }
+
+// Dynamic mode has its own epoch loop: --checkpoint alone writes after the last epoch there too,
+// and a resume with nothing left to train is refused.
+TEST_F(TrainRefusals, DynamicCheckpointWithoutEveryIsWrittenAfterTheLastEpoch) {
+  const fs::path store = scratch("temporal.h5"), parts_dir = scratch("temporal-p1");
+  run_ok(tessel_bin() + " convert synthetic-temporal --nodes 200 --snapshots 6 --avg-degree 4 "
+                        "--feat-dim 4 --seed 2 " + store.string());
+  run_ok(tessel_bin() + " partition " + store.string() + " --parts 1 --out " + parts_dir.string());
+  const fs::path ck = scratch("temporal-ck");
+  const std::string train = tessel_bin() + " train " + parts_dir.string() +
+                            " --mode dynamic --model gcn-gru --layers 1 --hidden 8 --quiet";
+  run_ok(train + " --epochs 2 --checkpoint " + ck.string());
+  ASSERT_TRUE(fs::exists(ck / "checkpoint.h5"));
+  EXPECT_EQ(get_attr(ck / "checkpoint.h5", "epoch"), 2);
+  const Outcome r = run(train + " --epochs 2 --resume " + ck.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("nothing to train"), std::string::npos) << r.output;
+}
