@@ -180,8 +180,9 @@ NpzArchive::NpzArchive(std::filesystem::path path) : path_(std::move(path)) {
     cd_size = le(rec + 40, 8);
     cd_offset = le(rec + 48, 8);
   }
-  TESSEL_EXPECTS(cd_offset + cd_size <= static_cast<std::uint64_t>(file_bytes_) &&
-                     count < (1u << 20),
+  // Compared without adding: a corrupt offset plus size can wrap around 2^64.
+  const auto file_size = static_cast<std::uint64_t>(file_bytes_);
+  TESSEL_EXPECTS(cd_size <= file_size && cd_offset <= file_size - cd_size && count < (1u << 20),
                  "{}: corrupt zip central directory", path_.string());
   std::vector<unsigned char> cd(static_cast<std::size_t>(cd_size));
   read_at(f.get(), path_, static_cast<std::int64_t>(cd_offset), cd.data(), cd.size());
