@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 namespace tessel::train {
 namespace {
@@ -726,8 +727,8 @@ private:
     }
   }
 
-  // The bubble of group 0's schedule replayed with the compute seconds each of its actions
-  // took this epoch (messages free): what the schedule costs with these stage times, without
+  // The bubble of group 0's schedule replayed with the compute seconds its actions took this
+  // epoch (messages free; the median per rank, action kind and stage): what the schedule costs with these stage times, without
   // the noise of ranks that share cores. Rank 0 gets the number; the others return 0.
   double replay_bubble(const std::vector<double>& seconds) {
     std::vector<std::int64_t> counts(static_cast<std::size_t>(comm_.size()), 0);
@@ -738,8 +739,25 @@ private:
     std::vector<std::size_t> offset(static_cast<std::size_t>(popts_.stages) + 1, 0);
     for (int r = 0; r < popts_.stages; ++r)
       offset[r + 1] = offset[r] + schedule_.actions[r].size();
-    const SimulationResult sim =
-        simulate(schedule_, [&](int r, std::size_t i) { return all[offset[r] + i]; });
+    // Each action costs the median of the measured seconds of its rank's actions of the same
+    // kind and stage: a micro-batch's forward (or backward) on one stage is the same work every
+    // time, and the median drops the few actions a rank spent waiting for a core it shares.
+    std::map<std::tuple<int, int, int>, double> median;
+    for (int r = 0; r < popts_.stages; ++r) {
+      std::map<std::tuple<int, int, int>, std::vector<double>> samples;
+      for (std::size_t i = 0; i < schedule_.actions[r].size(); ++i) {
+        const Action& a = schedule_.actions[r][i];
+        samples[{r, static_cast<int>(a.kind), a.stage}].push_back(all[offset[r] + i]);
+      }
+      for (auto& [key, v] : samples) {
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        median[key] = v[v.size() / 2];
+      }
+    }
+    const SimulationResult sim = simulate(schedule_, [&](int r, std::size_t i) {
+      const Action& a = schedule_.actions[r][i];
+      return median.at({r, static_cast<int>(a.kind), a.stage});
+    });
     return sim.ok ? sim.bubble : -1.0;
   }
 
