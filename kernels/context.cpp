@@ -49,7 +49,13 @@ Context& default_context(Device device) {
   static auto* cuda_contexts = new std::map<int, Context*>();
   const std::lock_guard lock(mutex);
   auto& slot = (*cuda_contexts)[device.index];
-  if (!slot) slot = new Context(device);
+  if (!slot) {
+    slot = new Context(device);
+#ifdef TESSEL_WITH_CUDA
+    // Tensor copies and the caching allocator order their work with this stream.
+    device_memory::set_stream(device, cuda::stream_handle(slot->cuda_resources()));
+#endif
+  }
   return *slot;
 }
 

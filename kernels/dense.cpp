@@ -28,10 +28,10 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
   Context& context = resolve_context(ctx, device, kOp);
   if (m == 0 || n == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(),
-                                   a.cols(), b.data<float>(), b.cols(), beta, c.data<float>(), n),
-                         cuda::gemm(r, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(),
-                                    a.cols(), b.data<float>(), b.cols(), beta, c.data<float>(), n));
+                         cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.ptr<float>(),
+                                   a.cols(), b.ptr<float>(), b.cols(), beta, c.ptr<float>(), n),
+                         cuda::gemm(r, transpose_a, transpose_b, m, n, k, alpha, a.ptr<float>(),
+                                    a.cols(), b.ptr<float>(), b.cols(), beta, c.ptr<float>(), n));
 }
 
 const char* cpu_gemm_backend() {
@@ -53,8 +53,8 @@ void add_bias(Tensor& y, const Tensor& bias, Context* ctx) {
   Context& context = resolve_context(ctx, device, kOp);
   if (y.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(
-      kOp, device, context, cpu::add_bias(y.rows(), y.cols(), bias.data<float>(), y.data<float>()),
-      cuda::add_bias(r, y.rows(), y.cols(), bias.data<float>(), y.data<float>()));
+      kOp, device, context, cpu::add_bias(y.rows(), y.cols(), bias.ptr<float>(), y.ptr<float>()),
+      cuda::add_bias(r, y.rows(), y.cols(), bias.ptr<float>(), y.ptr<float>()));
 }
 
 void column_sums(const Tensor& x, Tensor& out, bool accumulate, Context* ctx) {
@@ -68,8 +68,8 @@ void column_sums(const Tensor& x, Tensor& out, bool accumulate, Context* ctx) {
   if (out.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(
       kOp, device, context,
-      cpu::column_sums(x.rows(), x.cols(), x.data<float>(), out.data<float>(), accumulate),
-      cuda::column_sums(r, x.rows(), x.cols(), x.data<float>(), out.data<float>(), accumulate));
+      cpu::column_sums(x.rows(), x.cols(), x.ptr<float>(), out.ptr<float>(), accumulate),
+      cuda::column_sums(r, x.rows(), x.cols(), x.ptr<float>(), out.ptr<float>(), accumulate));
 }
 
 namespace {
@@ -99,15 +99,15 @@ void gather_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* c
   if (index.dtype() == DType::i32) {
     TESSEL_KERNEL_DISPATCH(
         kOp, device, context,
-        cpu::gather_rows(m, f, src.data<float>(), index.data<std::int32_t>(), out.data<float>()),
-        cuda::gather_rows(r, m, f, src.data<float>(), index.data<std::int32_t>(),
-                          out.data<float>()));
+        cpu::gather_rows(m, f, src.ptr<float>(), index.ptr<std::int32_t>(), out.ptr<float>()),
+        cuda::gather_rows(r, m, f, src.ptr<float>(), index.ptr<std::int32_t>(),
+                          out.ptr<float>()));
   } else {
     TESSEL_KERNEL_DISPATCH(
         kOp, device, context,
-        cpu::gather_rows(m, f, src.data<float>(), index.data<std::int64_t>(), out.data<float>()),
-        cuda::gather_rows(r, m, f, src.data<float>(), index.data<std::int64_t>(),
-                          out.data<float>()));
+        cpu::gather_rows(m, f, src.ptr<float>(), index.ptr<std::int64_t>(), out.ptr<float>()),
+        cuda::gather_rows(r, m, f, src.ptr<float>(), index.ptr<std::int64_t>(),
+                          out.ptr<float>()));
   }
 }
 
@@ -122,16 +122,16 @@ void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Conte
   const std::int64_t m = src.rows(), f = src.cols();
   if (index.dtype() == DType::i32) {
     TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                           cpu::scatter_add_rows(m, f, src.data<float>(),
-                                                 index.data<std::int32_t>(), out.data<float>()),
-                           cuda::scatter_add_rows(r, m, f, src.data<float>(),
-                                                  index.data<std::int32_t>(), out.data<float>()));
+                           cpu::scatter_add_rows(m, f, src.ptr<float>(),
+                                                 index.ptr<std::int32_t>(), out.ptr<float>()),
+                           cuda::scatter_add_rows(r, m, f, src.ptr<float>(),
+                                                  index.ptr<std::int32_t>(), out.ptr<float>()));
   } else {
     TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                           cpu::scatter_add_rows(m, f, src.data<float>(),
-                                                 index.data<std::int64_t>(), out.data<float>()),
-                           cuda::scatter_add_rows(r, m, f, src.data<float>(),
-                                                  index.data<std::int64_t>(), out.data<float>()));
+                           cpu::scatter_add_rows(m, f, src.ptr<float>(),
+                                                 index.ptr<std::int64_t>(), out.ptr<float>()),
+                           cuda::scatter_add_rows(r, m, f, src.ptr<float>(),
+                                                  index.ptr<std::int64_t>(), out.ptr<float>()));
   }
 }
 
@@ -157,17 +157,17 @@ void scatter_add_rows_segmented(const Tensor& src, const Tensor& index,
   if (index.dtype() == DType::i32) {
     TESSEL_KERNEL_DISPATCH(
         kOp, device, context,
-        cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.data<float>(),
-                                        index.data<std::int32_t>(), out.data<float>()),
-        cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.data<float>(),
-                                         index.data<std::int32_t>(), out.data<float>()));
+        cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.ptr<float>(),
+                                        index.ptr<std::int32_t>(), out.ptr<float>()),
+        cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.ptr<float>(),
+                                         index.ptr<std::int32_t>(), out.ptr<float>()));
   } else {
     TESSEL_KERNEL_DISPATCH(
         kOp, device, context,
-        cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.data<float>(),
-                                        index.data<std::int64_t>(), out.data<float>()),
-        cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.data<float>(),
-                                         index.data<std::int64_t>(), out.data<float>()));
+        cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.ptr<float>(),
+                                        index.ptr<std::int64_t>(), out.ptr<float>()),
+        cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.ptr<float>(),
+                                         index.ptr<std::int64_t>(), out.ptr<float>()));
   }
 }
 
@@ -181,8 +181,8 @@ void relu_forward(const Tensor& x, Tensor& y, Context* ctx) {
   Context& context = resolve_context(ctx, device, kOp);
   if (x.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::relu_forward(x.numel(), x.data<float>(), y.data<float>()),
-                         cuda::relu_forward(r, x.numel(), x.data<float>(), y.data<float>()));
+                         cpu::relu_forward(x.numel(), x.ptr<float>(), y.ptr<float>()),
+                         cuda::relu_forward(r, x.numel(), x.ptr<float>(), y.ptr<float>()));
 }
 
 void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Context* ctx) {
@@ -199,9 +199,9 @@ void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Contex
   if (y.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(
       kOp, device, context,
-      cpu::relu_backward(y.numel(), grad_y.data<float>(), y.data<float>(), grad_x.data<float>()),
-      cuda::relu_backward(r, y.numel(), grad_y.data<float>(), y.data<float>(),
-                          grad_x.data<float>()));
+      cpu::relu_backward(y.numel(), grad_y.ptr<float>(), y.ptr<float>(), grad_x.ptr<float>()),
+      cuda::relu_backward(r, y.numel(), grad_y.ptr<float>(), y.ptr<float>(),
+                          grad_x.ptr<float>()));
 }
 
 void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key, float p,
@@ -221,11 +221,39 @@ void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng
   Context& context = resolve_context(ctx, device, kOp);
   if (x.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::dropout_forward(x.rows(), x.cols(), x.data<float>(), row_ids.data(),
-                                              key, p, y.data<float>(), mask.data<std::uint8_t>()),
-                         cuda::dropout_forward(r, x.rows(), x.cols(), x.data<float>(),
-                                               row_ids.data(), key, p, y.data<float>(),
-                                               mask.data<std::uint8_t>()));
+                         cpu::dropout_forward(x.rows(), x.cols(), x.ptr<float>(), row_ids.data(),
+                                              key, p, y.ptr<float>(), mask.ptr<std::uint8_t>()),
+                         cuda::dropout_forward(r, x.rows(), x.cols(), x.ptr<float>(),
+                                               row_ids.data(), key, p, y.ptr<float>(),
+                                               mask.ptr<std::uint8_t>()));
+}
+
+void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, float p,
+                     Tensor& y, Tensor& mask, Context* ctx) {
+  constexpr const char* kOp = "dropout_forward";
+  detail::expect_tensor(kOp, "x", x, DType::f32, 2);
+  detail::expect_tensor(kOp, "row_ids", row_ids, DType::i64, 1);
+  detail::expect_tensor(kOp, "y", y, DType::f32, 2);
+  detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
+  detail::expect_same_shape(kOp, "x", x, "y", y);
+  detail::expect_same_shape(kOp, "x", x, "mask", mask);
+  TESSEL_EXPECTS(row_ids.numel() == x.rows(), "{}: {} row ids for {} rows", kOp, row_ids.numel(),
+                 x.rows());
+  TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
+  const Device device = x.device();
+  detail::expect_device(kOp, "row_ids", row_ids, device);
+  detail::expect_device(kOp, "y", y, device);
+  detail::expect_device(kOp, "mask", mask, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (x.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::dropout_forward(x.rows(), x.cols(), x.ptr<float>(),
+                                              row_ids.ptr<NodeId>(), key, p, y.ptr<float>(),
+                                              mask.ptr<std::uint8_t>()),
+                         cuda::dropout_forward_device_ids(r, x.rows(), x.cols(), x.ptr<float>(),
+                                                          row_ids.ptr<NodeId>(), key, p,
+                                                          y.ptr<float>(),
+                                                          mask.ptr<std::uint8_t>()));
 }
 
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
@@ -243,11 +271,11 @@ void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor&
   Context& context = resolve_context(ctx, device, kOp);
   if (grad_y.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::dropout_backward(grad_y.numel(), grad_y.data<float>(),
-                                               mask.data<std::uint8_t>(), p, grad_x.data<float>()),
-                         cuda::dropout_backward(r, grad_y.numel(), grad_y.data<float>(),
-                                                mask.data<std::uint8_t>(), p,
-                                                grad_x.data<float>()));
+                         cpu::dropout_backward(grad_y.numel(), grad_y.ptr<float>(),
+                                               mask.ptr<std::uint8_t>(), p, grad_x.ptr<float>()),
+                         cuda::dropout_backward(r, grad_y.numel(), grad_y.ptr<float>(),
+                                                mask.ptr<std::uint8_t>(), p,
+                                                grad_x.ptr<float>()));
 }
 
 void normalize_rows(Tensor& x, Context* ctx) {
@@ -257,8 +285,8 @@ void normalize_rows(Tensor& x, Context* ctx) {
   Context& context = resolve_context(ctx, device, kOp);
   if (x.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::normalize_rows(x.rows(), x.cols(), x.data<float>()),
-                         cuda::normalize_rows(r, x.rows(), x.cols(), x.data<float>()));
+                         cpu::normalize_rows(x.rows(), x.cols(), x.ptr<float>()),
+                         cuda::normalize_rows(r, x.rows(), x.cols(), x.ptr<float>()));
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y, Context* ctx) {
@@ -271,8 +299,8 @@ void axpy(float alpha, const Tensor& x, Tensor& y, Context* ctx) {
   Context& context = resolve_context(ctx, device, kOp);
   if (x.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::axpy(x.numel(), alpha, x.data<float>(), y.data<float>()),
-                         cuda::axpy(r, x.numel(), alpha, x.data<float>(), y.data<float>()));
+                         cpu::axpy(x.numel(), alpha, x.ptr<float>(), y.ptr<float>()),
+                         cuda::axpy(r, x.numel(), alpha, x.ptr<float>(), y.ptr<float>()));
 }
 
 } // namespace tessel::kernels

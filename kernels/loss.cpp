@@ -37,14 +37,14 @@ double softmax_cross_entropy(const Tensor& logits, std::span<const LocalId> rows
   Context& context = resolve_context(ctx, device, kOp);
   const auto k = static_cast<std::int64_t>(rows.size());
   if (device.is_cpu()) {
-    return cpu::softmax_cross_entropy(logits.rows(), logits.cols(), logits.data<float>(), k,
-                                      rows.data(), labels.data(), scale, grad.data<float>());
+    return cpu::softmax_cross_entropy(logits.rows(), logits.cols(), logits.ptr<float>(), k,
+                                      rows.data(), labels.data(), scale, grad.ptr<float>());
   }
 #ifdef TESSEL_WITH_CUDA
   if (device.is_cuda()) {
     return cuda::softmax_cross_entropy(context.cuda_resources(), logits.rows(), logits.cols(),
-                                       logits.data<float>(), k, rows.data(), labels.data(), scale,
-                                       grad.data<float>());
+                                       logits.ptr<float>(), k, rows.data(), labels.data(), scale,
+                                       grad.ptr<float>());
   }
 #endif
   (void)context;
@@ -60,11 +60,11 @@ std::int64_t count_correct(const Tensor& logits, std::span<const LocalId> rows,
   const auto k = static_cast<std::int64_t>(rows.size());
   if (k == 0 || logits.cols() == 0) return 0;
   if (device.is_cpu()) {
-    return cpu::count_correct(logits.cols(), logits.data<float>(), k, rows.data(), labels.data());
+    return cpu::count_correct(logits.cols(), logits.ptr<float>(), k, rows.data(), labels.data());
   }
 #ifdef TESSEL_WITH_CUDA
   if (device.is_cuda()) {
-    return cuda::count_correct(context.cuda_resources(), logits.cols(), logits.data<float>(), k,
+    return cuda::count_correct(context.cuda_resources(), logits.cols(), logits.ptr<float>(), k,
                                rows.data(), labels.data());
   }
 #endif

@@ -33,11 +33,11 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
   const auto bias2_sqrt =
       static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(step.beta2), t)));
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::adam_update(param.numel(), param.data<float>(), grad.data<float>(),
-                                          m.data<float>(), v.data<float>(), step.beta1, step.beta2,
+                         cpu::adam_update(param.numel(), param.ptr<float>(), grad.ptr<float>(),
+                                          m.ptr<float>(), v.ptr<float>(), step.beta1, step.beta2,
                                           step.eps, step.weight_decay, step_size, bias2_sqrt),
-                         cuda::adam_update(r, param.numel(), param.data<float>(),
-                                           grad.data<float>(), m.data<float>(), v.data<float>(),
+                         cuda::adam_update(r, param.numel(), param.ptr<float>(),
+                                           grad.ptr<float>(), m.ptr<float>(), v.ptr<float>(),
                                            step.beta1, step.beta2, step.eps, step.weight_decay,
                                            step_size, bias2_sqrt));
 }
@@ -56,14 +56,14 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float l
     detail::expect_tensor(kOp, "momentum_buf", momentum_buf, DType::f32, rank);
     detail::expect_same_shape(kOp, "param", param, "momentum_buf", momentum_buf);
     detail::expect_device(kOp, "momentum_buf", momentum_buf, device);
-    buf = momentum_buf.data<float>();
+    buf = momentum_buf.ptr<float>();
   }
   Context& context = resolve_context(ctx, device, kOp);
   if (param.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::sgd_update(param.numel(), param.data<float>(), grad.data<float>(),
+                         cpu::sgd_update(param.numel(), param.ptr<float>(), grad.ptr<float>(),
                                          buf, lr, momentum, weight_decay),
-                         cuda::sgd_update(r, param.numel(), param.data<float>(), grad.data<float>(),
+                         cuda::sgd_update(r, param.numel(), param.ptr<float>(), grad.ptr<float>(),
                                           buf, lr, momentum, weight_decay));
 }
 

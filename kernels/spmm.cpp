@@ -41,17 +41,17 @@ void spmm(const SparseMatrix& a, const Tensor& x, Tensor& y, Context* ctx,
   detail::expect_shape(kOp, "y", y, {a.num_rows, f});
   Context& context = resolve_context(ctx, device, kOp);
   if (y.numel() == 0) return;
-  const float* values = a.weighted() ? a.values.data<float>() : nullptr;
+  const float* values = a.weighted() ? a.values.ptr<float>() : nullptr;
   if (device.is_cpu()) {
     switch (algorithm) {
     case SpmmAlgorithm::cpu_row_simple:
-      cpu::spmm_simple(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
-                       x.data<float>(), f, y.data<float>());
+      cpu::spmm_simple(a.num_rows, a.indptr.ptr<EdgeId>(), a.indices.ptr<LocalId>(), values,
+                       x.ptr<float>(), f, y.ptr<float>());
       return;
     case SpmmAlgorithm::automatic:
     case SpmmAlgorithm::cpu_row_blocked:
-      cpu::spmm_blocked(a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
-                        x.data<float>(), f, y.data<float>());
+      cpu::spmm_blocked(a.num_rows, a.indptr.ptr<EdgeId>(), a.indices.ptr<LocalId>(), values,
+                        x.ptr<float>(), f, y.ptr<float>());
       return;
     default:
       TESSEL_FAIL("{}: algorithm {} is not a CPU algorithm", kOp, static_cast<int>(algorithm));
@@ -63,13 +63,23 @@ void spmm(const SparseMatrix& a, const Tensor& x, Tensor& y, Context* ctx,
     switch (algorithm) {
     case SpmmAlgorithm::cuda_cusparse:
       TESSEL_EXPECTS(a.weighted(), "{}: cuSPARSE needs a weighted matrix", kOp);
-      cuda::spmm_cusparse(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.data<EdgeId>(),
-                          a.indices.data<LocalId>(), values, x.data<float>(), f, y.data<float>());
+      cuda::spmm_cusparse(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.ptr<EdgeId>(),
+                          a.indices.ptr<LocalId>(), values, x.ptr<float>(), f, y.ptr<float>());
+      return;
+    case SpmmAlgorithm::cuda_narrow_row:
+      cuda::spmm_narrow_row(r, a.num_rows, a.indptr.ptr<EdgeId>(), a.indices.ptr<LocalId>(),
+                            values, x.ptr<float>(), f, y.ptr<float>());
       return;
     case SpmmAlgorithm::automatic:
+      if (f <= cuda::kNarrowRowMaxColumns) {
+        cuda::spmm_narrow_row(r, a.num_rows, a.indptr.ptr<EdgeId>(), a.indices.ptr<LocalId>(),
+                              values, x.ptr<float>(), f, y.ptr<float>());
+        return;
+      }
+      [[fallthrough]];
     case SpmmAlgorithm::cuda_warp_row:
-      cuda::spmm_warp_row(r, a.num_rows, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(), values,
-                          x.data<float>(), f, y.data<float>());
+      cuda::spmm_warp_row(r, a.num_rows, a.indptr.ptr<EdgeId>(), a.indices.ptr<LocalId>(), values,
+                          x.ptr<float>(), f, y.ptr<float>());
       return;
     default:
       TESSEL_FAIL("{}: algorithm {} is not a CUDA algorithm", kOp, static_cast<int>(algorithm));
@@ -93,27 +103,27 @@ void gcn_matrix_into(const SparseMatrix& adj, const Tensor& degree, SparseMatrix
   const Device device = adj.device();
   TESSEL_KERNEL_DISPATCH(
       kOp, device, context,
-      cpu::gcn_matrix(adj.num_rows, adj.indptr.data<EdgeId>(), adj.indices.data<LocalId>(),
-                      degree.data<std::int64_t>(), out.indptr.data<EdgeId>(),
-                      out.indices.data<LocalId>(), out.values.data<float>()),
-      cuda::gcn_matrix(r, adj.num_rows, adj.indptr.data<EdgeId>(), adj.indices.data<LocalId>(),
-                       degree.data<std::int64_t>(), out.indptr.data<EdgeId>(),
-                       out.indices.data<LocalId>(), out.values.data<float>()));
+      cpu::gcn_matrix(adj.num_rows, adj.indptr.ptr<EdgeId>(), adj.indices.ptr<LocalId>(),
+                      degree.ptr<std::int64_t>(), out.indptr.ptr<EdgeId>(),
+                      out.indices.ptr<LocalId>(), out.values.ptr<float>()),
+      cuda::gcn_matrix(r, adj.num_rows, adj.indptr.ptr<EdgeId>(), adj.indices.ptr<LocalId>(),
+                       degree.ptr<std::int64_t>(), out.indptr.ptr<EdgeId>(),
+                       out.indices.ptr<LocalId>(), out.values.ptr<float>()));
 }
 
 void transpose_into(const SparseMatrix& a, SparseMatrix& out, Context& context) {
   constexpr const char* kOp = "csr_transpose";
   const Device device = a.device();
-  const float* values = a.weighted() ? a.values.data<float>() : nullptr;
-  float* out_values = a.weighted() ? out.values.data<float>() : nullptr;
+  const float* values = a.weighted() ? a.values.ptr<float>() : nullptr;
+  float* out_values = a.weighted() ? out.values.ptr<float>() : nullptr;
   TESSEL_KERNEL_DISPATCH(
       kOp, device, context,
-      cpu::csr_transpose(a.num_rows, a.num_cols, a.indptr.data<EdgeId>(), a.indices.data<LocalId>(),
-                         values, out.indptr.data<EdgeId>(), out.indices.data<LocalId>(),
+      cpu::csr_transpose(a.num_rows, a.num_cols, a.indptr.ptr<EdgeId>(), a.indices.ptr<LocalId>(),
+                         values, out.indptr.ptr<EdgeId>(), out.indices.ptr<LocalId>(),
                          out_values),
-      cuda::csr_transpose(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.data<EdgeId>(),
-                          a.indices.data<LocalId>(), values, out.indptr.data<EdgeId>(),
-                          out.indices.data<LocalId>(), out_values));
+      cuda::csr_transpose(r, a.num_rows, a.num_cols, a.nnz(), a.indptr.ptr<EdgeId>(),
+                          a.indices.ptr<LocalId>(), values, out.indptr.ptr<EdgeId>(),
+                          out.indices.ptr<LocalId>(), out_values));
 }
 } // namespace
 
@@ -164,13 +174,13 @@ void mean_edge_weights(const SparseMatrix& a, Tensor& values, Context* ctx) {
   Context& context = resolve_context(ctx, device, kOp);
   if (a.nnz() == 0) return;
   if (device.is_cpu()) {
-    cpu::mean_edge_weights(a.num_rows, a.indptr.data<EdgeId>(), values.data<float>());
+    cpu::mean_edge_weights(a.num_rows, a.indptr.ptr<EdgeId>(), values.ptr<float>());
     return;
   }
 #ifdef TESSEL_WITH_CUDA
   if (device.is_cuda()) {
-    cuda::mean_edge_weights(context.cuda_resources(), a.num_rows, a.indptr.data<EdgeId>(),
-                            values.data<float>());
+    cuda::mean_edge_weights(context.cuda_resources(), a.num_rows, a.indptr.ptr<EdgeId>(),
+                            values.ptr<float>());
     return;
   }
 #endif

@@ -82,6 +82,17 @@ void dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* 
   TESSEL_CHECK_LAUNCH();
 }
 
+void dropout_forward_device_ids(Resources& r, std::int64_t n, std::int64_t f, const float* x,
+                                const NodeId* row_ids, const rng::Key& key, float p, float* y,
+                                std::uint8_t* mask) {
+  if (n * f == 0) return;
+  const std::int64_t quads = (f + detail::kDropoutColumnsPerBlock - 1) / detail::kDropoutColumnsPerBlock;
+  dropout_forward_kernel<<<blocks_for(n * quads), kThreads, 0, r.stream>>>(n, f, quads, x, row_ids,
+                                                                           key, p, y, mask);
+  TESSEL_CHECK_LAUNCH();
+}
+
+
 void dropout_backward(Resources& r, std::int64_t count, const float* grad_y,
                       const std::uint8_t* mask, float p, float* grad_x) {
   if (count == 0) return;

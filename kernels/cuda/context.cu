@@ -62,6 +62,10 @@ void destroy_resources(Resources* resources) noexcept {
   delete resources;
 }
 
+void* stream_handle(Resources& r) {
+  return r.stream;
+}
+
 void synchronize(Resources& r) {
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(r.stream));
 }

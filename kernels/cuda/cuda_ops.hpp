@@ -12,10 +12,15 @@ namespace tessel::kernels::cuda {
 Resources* create_resources(int device);
 void destroy_resources(Resources* resources) noexcept;
 void synchronize(Resources& resources);
+void* stream_handle(Resources& resources);  // the cudaStream_t
 
 // Device pointers unless named host_*. All enqueue on the context's stream.
 void spmm_warp_row(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                    const float* values, const float* x, std::int64_t f, float* y);
+// Rows of at most kNarrowRowMaxColumns columns: several rows per warp.
+inline constexpr std::int64_t kNarrowRowMaxColumns = 32;
+void spmm_narrow_row(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                     const float* values, const float* x, std::int64_t f, float* y);
 void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int64_t nnz,
                    const EdgeId* indptr, const LocalId* indices, const float* values,
                    const float* x, std::int64_t f, float* y);
@@ -58,6 +63,10 @@ void relu_backward(Resources& r, std::int64_t count, const float* grad_y, const 
 void dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* x,
                      const NodeId* host_row_ids, const rng::Key& key, float p, float* y,
                      std::uint8_t* mask);
+// The same with the row ids already on the device.
+void dropout_forward_device_ids(Resources& r, std::int64_t n, std::int64_t f, const float* x,
+                                const NodeId* row_ids, const rng::Key& key, float p, float* y,
+                                std::uint8_t* mask);
 void dropout_backward(Resources& r, std::int64_t count, const float* grad_y,
                       const std::uint8_t* mask, float p, float* grad_x);
 void normalize_rows(Resources& r, std::int64_t n, std::int64_t f, float* x);

@@ -2,7 +2,9 @@
 #include "cuda_ops.hpp"
 #include "resources.cuh"
 
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace tessel::kernels::cuda {
 
@@ -55,6 +57,82 @@ spmm_warp_row_kernel(std::int64_t rows, std::int64_t tiles, const EdgeId* __rest
   }
 }
 
+// Narrow rows (F <= 32): a group of kLanes lanes per row, several rows per warp, so no lane
+// idles on a column that does not exist. With kVector each lane owns 4 consecutive columns and
+// reads them with one 16-byte load (F % 4 == 0, rows 16-byte aligned); otherwise one column.
+// Every lane of a group loads the same (index, weight) pair (one broadcast transaction), four
+// edges at a time so four X-row loads are in flight before the first use. Each output element
+// is summed by one lane in CSR order: deterministic.
+template <int kLanes, bool kVector, bool kWeighted>
+__global__ void spmm_narrow_row_kernel(std::int64_t rows, const EdgeId* __restrict__ indptr,
+                                       const LocalId* __restrict__ indices,
+                                       const float* __restrict__ values,
+                                       const float* __restrict__ x, std::int64_t f,
+                                       float* __restrict__ y) {
+  constexpr int kWidth = kVector ? 4 : 1;
+  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t v = thread / kLanes;
+  if (v >= rows) return;
+  const std::int64_t col = (thread % kLanes) * kWidth;
+  const bool active = col < f;
+  using Vec = typename std::conditional<kVector, float4, float>::type;
+  auto load = [&](LocalId u) -> Vec {
+    if constexpr (kVector) {
+      return active ? __ldg(reinterpret_cast<const float4*>(x + static_cast<std::int64_t>(u) * f +
+                                                            col))
+                    : make_float4(0.f, 0.f, 0.f, 0.f);
+    } else {
+      return active ? __ldg(x + static_cast<std::int64_t>(u) * f + col) : 0.0f;
+    }
+  };
+  auto fma_into = [](Vec& acc, float w, const Vec& xv) {
+    if constexpr (kVector) {
+      acc.x += w * xv.x;
+      acc.y += w * xv.y;
+      acc.z += w * xv.z;
+      acc.w += w * xv.w;
+    } else {
+      acc += w * xv;
+    }
+  };
+  Vec acc{};
+  const EdgeId begin = indptr[v], end = indptr[v + 1];
+  EdgeId e = begin;
+  for (; e + 4 <= end; e += 4) {
+    const LocalId u0 = __ldg(indices + e), u1 = __ldg(indices + e + 1),
+                  u2 = __ldg(indices + e + 2), u3 = __ldg(indices + e + 3);
+    const float w0 = kWeighted ? __ldg(values + e) : 1.0f;
+    const float w1 = kWeighted ? __ldg(values + e + 1) : 1.0f;
+    const float w2 = kWeighted ? __ldg(values + e + 2) : 1.0f;
+    const float w3 = kWeighted ? __ldg(values + e + 3) : 1.0f;
+    const Vec x0 = load(u0), x1 = load(u1), x2 = load(u2), x3 = load(u3);
+    fma_into(acc, w0, x0);
+    fma_into(acc, w1, x1);
+    fma_into(acc, w2, x2);
+    fma_into(acc, w3, x3);
+  }
+  for (; e < end; ++e) fma_into(acc, kWeighted ? __ldg(values + e) : 1.0f, load(__ldg(indices + e)));
+  if (!active) return;
+  if constexpr (kVector)
+    *reinterpret_cast<float4*>(y + v * f + col) = acc;
+  else
+    y[v * f + col] = acc;
+}
+
+template <int kLanes, bool kVector>
+void launch_narrow(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                   const float* values, const float* x, std::int64_t f, float* y) {
+  const std::int64_t threads = rows * kLanes;
+  const auto blocks = static_cast<unsigned int>((threads + kThreads - 1) / kThreads);
+  if (values)
+    spmm_narrow_row_kernel<kLanes, kVector, true>
+        <<<blocks, kThreads, 0, r.stream>>>(rows, indptr, indices, values, x, f, y);
+  else
+    spmm_narrow_row_kernel<kLanes, kVector, false>
+        <<<blocks, kThreads, 0, r.stream>>>(rows, indptr, indices, values, x, f, y);
+  TESSEL_CHECK_LAUNCH();
+}
+
 __global__ void narrow_indptr_kernel(std::int64_t count, const EdgeId* __restrict__ wide,
                                      std::int32_t* __restrict__ narrow) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
@@ -93,6 +171,29 @@ void spmm_warp_row(Resources& r, std::int64_t rows, const EdgeId* indptr, const 
         <<<blocks, kThreads, 0, r.stream>>>(rows, tiles, indptr, indices, values, x, f, y);
   }
   TESSEL_CHECK_LAUNCH();
+}
+
+void spmm_narrow_row(Resources& r, std::int64_t rows, const EdgeId* indptr,
+                     const LocalId* indices, const float* values, const float* x, std::int64_t f,
+                     float* y) {
+  if (rows == 0 || f == 0) return;
+  TESSEL_EXPECTS(f <= kNarrowRowMaxColumns, "spmm (narrow rows): {} columns, at most {}", f,
+                 kNarrowRowMaxColumns);
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+  if (f % 4 == 0 && aligned) {
+    const std::int64_t chunks = f / 4;  // 1..8 lanes per row
+    if (chunks <= 1) return launch_narrow<1, true>(r, rows, indptr, indices, values, x, f, y);
+    if (chunks <= 2) return launch_narrow<2, true>(r, rows, indptr, indices, values, x, f, y);
+    if (chunks <= 4) return launch_narrow<4, true>(r, rows, indptr, indices, values, x, f, y);
+    return launch_narrow<8, true>(r, rows, indptr, indices, values, x, f, y);
+  }
+  if (f <= 1) return launch_narrow<1, false>(r, rows, indptr, indices, values, x, f, y);
+  if (f <= 2) return launch_narrow<2, false>(r, rows, indptr, indices, values, x, f, y);
+  if (f <= 4) return launch_narrow<4, false>(r, rows, indptr, indices, values, x, f, y);
+  if (f <= 8) return launch_narrow<8, false>(r, rows, indptr, indices, values, x, f, y);
+  if (f <= 16) return launch_narrow<16, false>(r, rows, indptr, indices, values, x, f, y);
+  return launch_narrow<32, false>(r, rows, indptr, indices, values, x, f, y);
 }
 
 void spmm_cusparse(Resources& r, std::int64_t rows, std::int64_t cols, std::int64_t nnz,

@@ -70,13 +70,13 @@ void run(const Tensor& indptr, const Tensor& indices, const Tensor& rows, const 
   cudaStream_t stream = nullptr; // the default stream; the entry point is synchronous
 
   offsets = Tensor::empty({n + 1}, DType::i64, device);
-  EdgeId* d_offsets = offsets.data<EdgeId>();
+  EdgeId* d_offsets = offsets.ptr<EdgeId>();
   Tensor flag = Tensor::zeros({1}, DType::i32, device);
   TESSEL_CHECK_CUDA(cudaMemsetAsync(d_offsets, 0, sizeof(EdgeId), stream));
   if (n > 0) {
     count_kernel<Index><<<blocks_for(n), kThreads, 0, stream>>>(
-        indptr.data<EdgeId>(), num_graph_rows, rows.data<Index>(), n, fanout, d_offsets + 1,
-        flag.data<std::int32_t>());
+        indptr.ptr<EdgeId>(), num_graph_rows, rows.ptr<Index>(), n, fanout, d_offsets + 1,
+        flag.ptr<std::int32_t>());
     TESSEL_CHECK_LAUNCH();
     // In-place inclusive scan of the counts turns offsets[1..n] into the row ends.
     std::size_t temp_bytes = 0;
@@ -101,8 +101,8 @@ void run(const Tensor& indptr, const Tensor& indices, const Tensor& rows, const 
   neighbors = Tensor::empty({total}, indices.dtype(), device);
   if (n > 0 && total > 0) {
     sample_kernel<Index><<<blocks_for(n), kThreads, 0, stream>>>(
-        indptr.data<EdgeId>(), indices.data<Index>(), rows.data<Index>(), row_keys.data<NodeId>(),
-        n, key, d_offsets, neighbors.data<Index>());
+        indptr.ptr<EdgeId>(), indices.ptr<Index>(), rows.ptr<Index>(), row_keys.ptr<NodeId>(),
+        n, key, d_offsets, neighbors.ptr<Index>());
     TESSEL_CHECK_LAUNCH();
   }
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));

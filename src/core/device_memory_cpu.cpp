@@ -1,6 +1,8 @@
 // Host allocations for tensors, and the CUDA entry points of CPU-only builds.
 #include "tessel/core/tensor.hpp"
 
+#include "size_class.hpp"
+
 #include <cstdlib>
 #include <iterator>
 #include <cstring>
@@ -21,14 +23,8 @@ namespace {
 // (TESSEL_HOST_CACHE_MB, default 1024; 0 disables): past the cap the largest idle ones are freed.
 class HostBlockCache {
  public:
-  static constexpr std::size_t kMinBytes = std::size_t{1} << 20;
-
-  // The size class of a request of `bytes` (>= kMinBytes): at most 12.5% larger.
-  static std::size_t size_class(std::size_t bytes) {
-    const int top = 63 - __builtin_clzll(bytes);
-    const std::size_t step = std::size_t{1} << (top - 3);
-    return (bytes + step - 1) / step * step;
-  }
+  static constexpr std::size_t kMinBytes = detail::kCachedMinBytes;
+  static std::size_t size_class(std::size_t bytes) { return detail::size_class(bytes); }
 
   void* take(std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -118,6 +114,15 @@ void zero(void* ptr, Device device, std::size_t bytes) {
   std::memset(ptr, 0, bytes);
 }
 bool cuda_available() { return false; }
+int device_count() { return 0; }
+void* pinned_allocate(std::size_t bytes) { return host_allocate(bytes); }
+void pinned_release(void* ptr, std::size_t bytes) noexcept { host_release(ptr, bytes); }
+DeviceMemoryStats stats(Device device) {
+  TESSEL_EXPECTS(device.is_cpu(), "no memory statistics for {}: built without CUDA", device.str());
+  return {};
+}
+void set_stream(Device, void*) {}
+void* stream(Device) { return nullptr; }
 #endif
 
 }  // namespace tessel::device_memory

@@ -1,40 +1,198 @@
-// Tensor memory on CUDA devices (cudaMalloc, cudaMemcpy) for CUDA builds.
+// Tensor memory on CUDA devices: a stream-ordered caching allocator, pinned staging blocks, and
+// copies on the device's stream (CUDA builds).
 #include "tessel/core/tensor.hpp"
 
+#include "size_class.hpp"
 #include "tessel/core/cuda_check.cuh"
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
 
 namespace tessel::device_memory {
 
+namespace {
+
+// Blocks released by tensors stay with the allocator and are handed to the next request of
+// their size class, so a training loop that allocates the same activations every epoch calls
+// cudaMalloc only in its first epochs. All work on a device is ordered with one stream (the
+// kernels' context stream, see set_stream), so a block released after enqueuing work that
+// reads it can be handed out at once: the next user's work is enqueued behind that work.
+// When cudaMalloc runs out of memory the cached blocks are freed and the request retried.
+class DeviceBlockCache {
+ public:
+  void* take(std::size_t bytes, int device) {
+    std::lock_guard lock(mutex_);
+    ++stats_.requests;
+    void* p = nullptr;
+    if (const auto it = free_.find(bytes); it != free_.end()) {
+      p = it->second;
+      free_.erase(it);
+      ++stats_.cache_hits;
+    } else {
+      TESSEL_CHECK_CUDA(cudaSetDevice(device));
+      cudaError_t rc = cudaMalloc(&p, bytes);
+      if (rc == cudaErrorMemoryAllocation && !free_.empty()) {
+        (void)cudaGetLastError();
+        release_cached_locked();
+        rc = cudaMalloc(&p, bytes);
+      }
+      if (rc != cudaSuccess)
+        TESSEL_LIB_FAIL("cudaMalloc of {} bytes on cuda:{} failed: {} ({} bytes in use)", bytes,
+                        device, cudaGetErrorString(rc), stats_.bytes_in_use);
+      ++stats_.device_allocations;
+      stats_.bytes_reserved += static_cast<std::int64_t>(bytes);
+    }
+    stats_.bytes_in_use += static_cast<std::int64_t>(bytes);
+    if (stats_.bytes_in_use > stats_.peak_bytes_in_use)
+      stats_.peak_bytes_in_use = stats_.bytes_in_use;
+    return p;
+  }
+
+  void give(void* p, std::size_t bytes) noexcept {
+    std::lock_guard lock(mutex_);
+    stats_.bytes_in_use -= static_cast<std::int64_t>(bytes);
+    try {
+      free_.emplace(bytes, p);
+    } catch (...) {  // no memory for the map node: return the block to the driver
+      cudaFree(p);
+      stats_.bytes_reserved -= static_cast<std::int64_t>(bytes);
+    }
+  }
+
+  DeviceMemoryStats stats() {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  void release_cached_locked() {
+    cudaDeviceSynchronize();
+    for (auto& [bytes, p] : free_) {
+      cudaFree(p);
+      stats_.bytes_reserved -= static_cast<std::int64_t>(bytes);
+    }
+    free_.clear();
+  }
+
+  std::mutex mutex_;
+  std::multimap<std::size_t, void*> free_;
+  DeviceMemoryStats stats_;
+};
+
+// Small requests share 512-byte granules; larger ones take size classes 1/8 apart.
+std::size_t rounded_size(std::size_t bytes) {
+  const std::size_t aligned = (bytes + 511) / 512 * 512;
+  return aligned >= detail::kCachedMinBytes ? detail::size_class(aligned) : aligned;
+}
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceState {
+  DeviceBlockCache cache;
+  cudaStream_t stream = nullptr;
+};
+
+DeviceState& state(int index) {
+  TESSEL_EXPECTS(index >= 0 && index < kMaxDevices, "CUDA device index {} out of range", index);
+  // Never destroyed: tensors in static storage may be released after main returns.
+  static auto* states = new DeviceState[kMaxDevices];
+  return states[index];
+}
+
+// Pinned host blocks, cached by size class like device blocks (cudaHostAlloc is slow).
+class PinnedCache {
+ public:
+  void* take(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    if (const auto it = free_.find(bytes); it != free_.end()) {
+      void* p = it->second;
+      free_.erase(it);
+      return p;
+    }
+    void* p = nullptr;
+    TESSEL_CHECK_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+    held_ += static_cast<std::int64_t>(bytes);
+    return p;
+  }
+  void give(void* p, std::size_t bytes) noexcept {
+    std::lock_guard lock(mutex_);
+    try {
+      free_.emplace(bytes, p);
+    } catch (...) {
+      cudaFreeHost(p);
+      held_ -= static_cast<std::int64_t>(bytes);
+    }
+  }
+  std::int64_t held() {
+    std::lock_guard lock(mutex_);
+    return held_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<std::size_t, void*> free_;
+  std::int64_t held_ = 0;
+};
+
+PinnedCache& pinned_cache() {
+  static auto* cache = new PinnedCache();
+  return *cache;
+}
+
+cudaStream_t stream_of(Device device) { return state(device.index).stream; }
+
+}  // namespace
 
 void* allocate(std::size_t bytes, Device device) {
   if (device.is_cpu()) return host_allocate(bytes);
   if (bytes == 0) return nullptr;
-  TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
-  void* p = nullptr;
-  TESSEL_CHECK_CUDA(cudaMalloc(&p, bytes));
-  return p;
+  return state(device.index).cache.take(rounded_size(bytes), device.index);
 }
 
 void release(void* ptr, Device device, std::size_t bytes) noexcept {
   if (device.is_cpu()) {
     host_release(ptr, bytes);
   } else if (ptr) {
-    cudaFree(ptr);  // errors at teardown are not actionable
+    state(device.index).cache.give(ptr, rounded_size(bytes));
   }
 }
 
+void* pinned_allocate(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  return pinned_cache().take(rounded_size(bytes));
+}
+
+void pinned_release(void* ptr, std::size_t bytes) noexcept {
+  if (ptr) pinned_cache().give(ptr, rounded_size(bytes));
+}
+
+DeviceMemoryStats stats(Device device) {
+  if (device.is_cpu()) return {};
+  DeviceMemoryStats s = state(device.index).cache.stats();
+  s.pinned_bytes = pinned_cache().held();
+  return s;
+}
+
+void set_stream(Device device, void* stream) {
+  if (device.is_cuda()) state(device.index).stream = static_cast<cudaStream_t>(stream);
+}
+
+void* stream(Device device) { return device.is_cuda() ? stream_of(device) : nullptr; }
+
+// Copies are enqueued on the device's stream; copies that reach host memory wait for it, so
+// the host may read (or reuse) its buffer when this returns.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  const cudaMemcpyKind kind = dst_device.is_cpu()   ? cudaMemcpyDeviceToHost
-                              : src_device.is_cpu() ? cudaMemcpyHostToDevice
-                                                    : cudaMemcpyDeviceToDevice;
-  TESSEL_CHECK_CUDA(cudaMemcpy(dst, src, bytes, kind));
+  const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
+  const cudaStream_t s = stream_of(gpu);
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  if (dst_device.is_cpu() || src_device.is_cpu()) TESSEL_CHECK_CUDA(cudaStreamSynchronize(s));
 }
 
 void zero(void* ptr, Device device, std::size_t bytes) {
@@ -42,12 +200,18 @@ void zero(void* ptr, Device device, std::size_t bytes) {
     std::memset(ptr, 0, bytes);
     return;
   }
-  TESSEL_CHECK_CUDA(cudaMemset(ptr, 0, bytes));
+  TESSEL_CHECK_CUDA(cudaMemsetAsync(ptr, 0, bytes, stream_of(device)));
 }
 
-bool cuda_available() {
+bool cuda_available() { return device_count() > 0; }
+
+int device_count() {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: not an error for the caller
+    return 0;
+  }
+  return count;
 }
 
 }  // namespace tessel::device_memory

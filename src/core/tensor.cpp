@@ -109,4 +109,9 @@ void Tensor::check_dtype(DType want) const {
                 dtype_name(want));
 }
 
+void Tensor::host_access_error() const {
+  TESSEL_FAIL("Tensor::data: {} lives on {}; host code must copy it first (to(Device::cpu()))",
+              describe(), device_.str());
+}
+
 }  // namespace tessel

@@ -59,3 +59,40 @@ TEST(Tensor, CudaDeviceRefusedWithoutGpu) {
 #endif
   }
 }
+
+TEST(TensorDevice, HostAccessToDeviceTensorIsAClearError) {
+  if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible";
+  const Tensor t = Tensor::zeros({4, 3}, DType::f32, Device::cuda(0));
+  try {
+    (void)t.data<float>();
+    FAIL() << "data<float>() on a device tensor did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("to(Device::cpu())"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(t.ptr<float>(), nullptr);  // kernels still get the device address
+  const Tensor host = t.to(Device::cpu());
+  EXPECT_EQ(host.data<float>()[11], 0.0f);
+}
+
+TEST(TensorDevice, CachingAllocatorReusesBlocks) {
+  if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible";
+  const Device gpu = Device::cuda(0);
+  auto epoch = [&] {
+    for (int i = 0; i < 4; ++i) {
+      Tensor a = Tensor::empty({1000 + i, 300}, DType::f32, gpu);
+      Tensor b = Tensor::zeros({5000, 17}, DType::f32, gpu);
+      a.rows_slice(0, 10).fill_zero();
+    }
+  };
+  epoch();
+  const auto after_first = device_memory::stats(gpu);
+  epoch();
+  epoch();
+  const auto after_third = device_memory::stats(gpu);
+  EXPECT_EQ(after_third.device_allocations, after_first.device_allocations)
+      << "repeated work allocated new device memory";
+  EXPECT_GT(after_third.cache_hits, after_first.cache_hits);
+  EXPECT_EQ(after_third.requests - after_first.requests, 2 * 8);
+  EXPECT_EQ(after_third.bytes_in_use, after_first.bytes_in_use);
+}

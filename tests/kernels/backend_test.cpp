@@ -31,7 +31,7 @@ Tensor scalar(double value) {
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   for (bool weighted : {false, true})
-    for (std::int64_t f : {1, 7, 32, 100, 128, 200}) {
+    for (std::int64_t f : {1, 3, 7, 16, 20, 32, 100, 128, 200}) {
       const std::string tag =
           std::string(weighted ? "weighted" : "pattern") + ".F" + std::to_string(f);
       auto spmm_case = [weighted, f](kernels::SpmmAlgorithm cuda_algorithm) {
@@ -47,6 +47,9 @@ std::vector<OpCase> all_cases() {
       };
       cases.push_back(
           {"spmm." + tag, spmm_case(kernels::SpmmAlgorithm::cuda_warp_row), 1e-5, 1e-5});
+      if (f <= 32)
+        cases.push_back({"spmm_narrow_row." + tag,
+                         spmm_case(kernels::SpmmAlgorithm::cuda_narrow_row), 1e-5, 1e-5});
       if (weighted)
         cases.push_back(
             {"spmm_cusparse." + tag, spmm_case(kernels::SpmmAlgorithm::cuda_cusparse), 1e-4, 1e-5});
@@ -186,6 +189,24 @@ std::vector<OpCase> all_cases() {
                      Tensor gx = Tensor::empty({64, 23}, DType::f32, d);
                      kernels::dropout_backward(g, mask, 0.4f, gx);
                      return to_host({y, mask, gx});
+                   },
+                   1e-6, 0});
+  cases.push_back({"dropout.device_ids",
+                   [](Device d) {
+                     // Ids as a tensor on the device: the same masks as the host-span form.
+                     const Tensor x = test::random_tensor({64, 23}, 1).to(d);
+                     std::vector<NodeId> ids(64);
+                     for (int i = 0; i < 64; ++i)
+                       ids[i] = 5000 - 3 * i;
+                     const rng::Key key{9, rng::Stream::dropout, 1, 2, 3};
+                     Tensor y = Tensor::empty({64, 23}, DType::f32, d);
+                     Tensor mask = Tensor::empty({64, 23}, DType::u8, d);
+                     kernels::dropout_forward(x, Tensor::from_vector(ids).to(d), key, 0.4f, y,
+                                              mask);
+                     Tensor y_span = Tensor::empty({64, 23}, DType::f32, d);
+                     Tensor mask_span = Tensor::empty({64, 23}, DType::u8, d);
+                     kernels::dropout_forward(x, ids, key, 0.4f, y_span, mask_span);
+                     return to_host({y, mask, y_span, mask_span});
                    },
                    1e-6, 0});
   cases.push_back({"normalize_rows+axpy",

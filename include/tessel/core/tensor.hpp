@@ -79,10 +79,21 @@ class Tensor {
   std::int64_t numel() const;
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
 
+  // Address of the first element on the tensor's device (a device pointer for CUDA tensors):
+  // for kernel launches and copies, never for dereferencing in host code.
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
+  template <class T>
+  T* ptr() const {
+    check_dtype(dtype_of<T>());
+    return static_cast<T*>(raw());
+  }
+  // Host access to the elements. Throws (instead of crashing on a device address) when the
+  // tensor lives on a CUDA device: copy it with to(Device::cpu()) first.
   template <class T>
   T* data() const {
     check_dtype(dtype_of<T>());
+    if (!device_.is_cpu()) [[unlikely]]
+      host_access_error();
     return static_cast<T*>(raw());
   }
 
@@ -99,6 +110,7 @@ class Tensor {
 
  private:
   void check_dtype(DType want) const;
+  [[noreturn]] void host_access_error() const;
 
   std::shared_ptr<Storage> storage_;
   std::size_t offset_ = 0;
@@ -120,6 +132,16 @@ Tensor Tensor::from_vector(const std::vector<T>& values, std::vector<std::int64_
 
 // Device memory primitives; the CUDA versions exist only in builds with TESSEL_WITH_CUDA.
 namespace device_memory {
+// Counters of a device's caching allocator (all zero for the CPU).
+struct DeviceMemoryStats {
+  std::int64_t requests = 0;        // allocations asked for by tensors
+  std::int64_t cache_hits = 0;      // requests served by a cached block
+  std::int64_t device_allocations = 0;  // cudaMalloc calls (requests that missed the cache)
+  std::int64_t bytes_reserved = 0;  // bytes held from the driver (in use + cached)
+  std::int64_t bytes_in_use = 0;    // bytes held by live tensors (rounded to size classes)
+  std::int64_t peak_bytes_in_use = 0;
+  std::int64_t pinned_bytes = 0;    // pinned host staging bytes held
+};
 void* allocate(std::size_t bytes, Device device);
 void release(void* ptr, Device device, std::size_t bytes) noexcept;
 // Host blocks (64-byte aligned); large ones are cached for reuse (TESSEL_HOST_CACHE_MB).
@@ -128,6 +150,17 @@ void host_release(void* ptr, std::size_t bytes) noexcept;
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
 void zero(void* ptr, Device device, std::size_t bytes);
 bool cuda_available();  // built with CUDA and at least one device is visible
+int device_count();     // visible CUDA devices (0 without CUDA)
+// Page-locked host blocks for staging device data (cached like device blocks; plain host
+// memory in builds without CUDA).
+void* pinned_allocate(std::size_t bytes);
+void pinned_release(void* ptr, std::size_t bytes) noexcept;
+DeviceMemoryStats stats(Device device);
+// The stream that orders a device's work (the kernels' context stream registers itself).
+// Blocks released by tensors are handed to later requests without synchronizing: the
+// caching allocator relies on all work of a device being ordered with this stream.
+void set_stream(Device device, void* stream);
+void* stream(Device device);
 }  // namespace device_memory
 
 }  // namespace tessel

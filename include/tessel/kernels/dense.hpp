@@ -55,6 +55,9 @@ void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Contex
 // device, written with 1 = kept. 0 <= p < 1.
 void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key, float p,
                      Tensor& y, Tensor& mask, Context* ctx = nullptr);
+// The same with the row ids as an i64 [n] tensor on x's device (no upload per call).
+void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, float p,
+                     Tensor& y, Tensor& mask, Context* ctx = nullptr);
 // grad_x = grad_y * mask / (1 - p). grad_x may be grad_y.
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx = nullptr);

@@ -38,10 +38,11 @@ struct SparseMatrix {
 };
 
 enum class SpmmAlgorithm {
-  automatic,       // the fastest measured choice for the device
+  automatic,       // CPU: cpu_row_blocked; CUDA: cuda_narrow_row for F <= 32, else cuda_warp_row
   cpu_row_simple,  // CPU: one pass per row accumulating into the output row in memory
   cpu_row_blocked, // CPU: column blocks accumulated in registers, nonzero-balanced threads
   cuda_warp_row,   // CUDA: a warp per (row, 128-column tile), indices broadcast by shuffles
+  cuda_narrow_row, // CUDA, F <= 32: a group of lanes per row, several rows per warp, 16-byte loads
   cuda_cusparse,   // CUDA: cusparseSpMM (CSR, ALG2); weighted matrices only
 };
 
