@@ -214,6 +214,19 @@ Tensor Dropout::forward(const Tensor& x, std::span<const NodeId> row_ids, const 
   return y;
 }
 
+Tensor Dropout::forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key,
+                        bool training) {
+  active_ = training && p_ > 0.0f;
+  if (!active_) {
+    mask_ = Tensor();
+    return x;
+  }
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  mask_ = Tensor::empty(x.shape(), DType::u8, x.device());
+  kernels::dropout_forward(x, row_ids, key, p_, y, mask_);
+  return y;
+}
+
 Tensor Dropout::backward(const Tensor& grad_out) {
   if (!active_) return grad_out;
   Tensor grad_in = Tensor::empty(grad_out.shape(), DType::f32, grad_out.device());

@@ -13,6 +13,7 @@ struct Model::Impl {
   std::vector<Dropout> dropouts; // on the input of each layer
   std::vector<Relu> relus;       // after every layer but the last
   bool has_forward = false;
+  Tensor flat_values, flat_grads; // every parameter (gradient) is a view into these
 };
 
 namespace {
@@ -45,6 +46,21 @@ Model::Model(const ModelConfig& config) : impl_(std::make_unique<Impl>()) {
     impl_->dropouts.emplace_back(config.dropout);
     if (l + 1 < config.layers) impl_->relus.emplace_back();
   }
+  // Move every parameter and gradient into one flat buffer each, so the gradient all-reduce
+  // of data-parallel training is a single collective on the model's device.
+  std::int64_t total = 0;
+  for (Parameter* p : parameters()) total += p->value.numel();
+  impl_->flat_values = Tensor::empty({total}, DType::f32, config.device);
+  impl_->flat_grads = Tensor::zeros({total}, DType::f32, config.device);
+  std::int64_t at = 0;
+  for (Parameter* p : parameters()) {
+    const std::int64_t n = p->value.numel();
+    Tensor value = impl_->flat_values.rows_slice(at, at + n).reshape(p->value.shape());
+    value.copy_from(p->value);
+    p->value = value;
+    p->grad = impl_->flat_grads.rows_slice(at, at + n).reshape(p->grad.shape());
+    at += n;
+  }
 }
 
 Model::~Model() = default;
@@ -68,7 +84,10 @@ Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
                    agg.num_src());
     rng::Key key = dropout_key;
     key.layer = static_cast<std::uint32_t>(l);
-    h = m.dropouts[static_cast<std::size_t>(l)].forward(h, agg.src_ids(), key, training);
+    if (const Tensor* ids = agg.src_ids_on(h.device()))
+      h = m.dropouts[static_cast<std::size_t>(l)].forward(h, *ids, key, training);
+    else
+      h = m.dropouts[static_cast<std::size_t>(l)].forward(h, agg.src_ids(), key, training);
     h = m.layers[static_cast<std::size_t>(l)]->forward(h, agg);
     if (l + 1 < m.config.layers) h = m.relus[static_cast<std::size_t>(l)].forward(h);
   }
@@ -117,8 +136,15 @@ std::vector<Parameter*> Model::parameters() {
 }
 
 void Model::zero_grad() {
-  for (Parameter* p : parameters())
-    p->grad.fill_zero();
+  impl_->flat_grads.fill_zero();
+}
+
+Tensor& Model::flat_parameters() {
+  return impl_->flat_values;
+}
+
+Tensor& Model::flat_gradients() {
+  return impl_->flat_grads;
 }
 
 } // namespace tessel::nn

@@ -31,6 +31,9 @@ class Aggregator {
   // Ids of the source rows that do not depend on the rank count (the source dataset's node
   // ids): dropout masks and other counter-based draws are keyed by them.
   virtual std::span<const NodeId> src_ids() const = 0;
+  // src_ids() as an i64 tensor on `device` when the aggregator keeps one there (saves an
+  // upload per dropout on a GPU), else null.
+  virtual const Tensor* src_ids_on(Device device) { return nullptr; }
   // x: [num_src, F] f32 -> [num_dst, F].
   virtual Tensor aggregate(const Tensor& x, Norm norm) = 0;
   // grad_out: [num_dst, F] -> gradient with respect to x, [num_src, F].

@@ -105,6 +105,8 @@ public:
   explicit Dropout(float p) : p_(p) {}
   Tensor forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
                  bool training);
+  // row_ids: i64 [rows] on x's device.
+  Tensor forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, bool training);
   Tensor backward(const Tensor& grad_out);
   const Tensor& mask() const { return mask_; } // u8, 1 = kept (undefined when inactive)
 

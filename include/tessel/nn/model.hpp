@@ -57,6 +57,10 @@ class Model {
   void backward(const Tensor& grad_logits);
   std::vector<Parameter*> parameters();
   void zero_grad();
+  // All parameters (gradients) as one f32 [total] tensor on the model's device, in the order
+  // of parameters(); each Parameter's value and grad are views into these.
+  Tensor& flat_parameters();
+  Tensor& flat_gradients();
 
  private:
   struct Impl;
