@@ -62,6 +62,8 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
+  using Communicator::allreduce;
+  using Communicator::alltoallv;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
@@ -141,6 +143,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   void wait_sends() override { reap_sends(true); }
+  using Communicator::recv;
+  using Communicator::send;
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;

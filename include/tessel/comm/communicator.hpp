@@ -17,6 +17,11 @@ enum class ReduceOp { sum, max, min };
 // Collectives over raw buffers tagged by dtype; the templates below give the typed forms.
 // Every call is collective: all ranks call it in the same order. Counts are in elements.
 // bytes_sent() counts the payload this rank sent to *other* ranks, for reporting.
+//
+// The raw-pointer operations take host memory (MPI). The Tensor operations (the data plane)
+// take host or device tensors: the MPI communicator stages device tensors through pinned host
+// buffers (ranks sharing a GPU), the NCCL communicator keeps them on the device and enqueues
+// the transfer on the device's stream without waiting for it.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -44,6 +49,21 @@ class Communicator {
   virtual void send(const void* buffer, std::int64_t count, DType dtype, int peer, int tag) = 0;
   virtual void recv(void* buffer, std::int64_t count, DType dtype, int peer, int tag) = 0;
   virtual void wait_sends() = 0;
+
+  // ---- data plane: tensors on the CPU or a CUDA device ----
+  // In place over all ranks; t is contiguous (any shape), on any device.
+  virtual void allreduce(Tensor& t, ReduceOp op = ReduceOp::sum);
+  // send_rows[r] rows of `send` go to rank r, taken consecutively; recv_rows[r] rows arrive
+  // from rank r into `recv`, stored consecutively in rank order. send and recv have the same
+  // dtype, column count and device; recv is allocated by the caller.
+  virtual void alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows,
+                         Tensor& recv, std::span<const std::int64_t> recv_rows);
+  // Point to point with the semantics of the raw send/recv above; NCCL matches the messages
+  // between two ranks in order and ignores the tag.
+  virtual void send(const Tensor& t, int peer, int tag = 0);
+  virtual void recv(Tensor& t, int peer, int tag = 0);
+  // Whether device tensors travel without host staging (NCCL).
+  virtual bool device_native() const { return false; }
 
   std::int64_t bytes_sent() const { return bytes_sent_; }
   void reset_bytes_sent() { bytes_sent_ = 0; }
