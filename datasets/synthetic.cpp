@@ -86,6 +86,9 @@ void check_options(const SyntheticOptions& o) {
   TESSEL_EXPECTS(std::isfinite(o.avg_degree) && o.avg_degree >= 0 &&
                      o.avg_degree <= static_cast<double>(o.num_nodes - 1),
                  "synthetic: --avg-degree must be in [0, nodes - 1] (got {})", o.avg_degree);
+  TESSEL_EXPECTS(o.uniform_in_degree >= 0 && o.uniform_in_degree <= o.num_nodes - 1,
+                 "synthetic: --uniform-degree must be in [0, nodes - 1] (got {})",
+                 o.uniform_in_degree);
   TESSEL_EXPECTS(o.homophily >= 0 && o.homophily <= 1, "synthetic: homophily must be in [0, 1]");
   TESSEL_EXPECTS(o.locality >= 0 && o.locality <= 1, "synthetic: locality must be in [0, 1]");
   TESSEL_EXPECTS(o.degree_exponent > 2 && o.degree_exponent < 100,
@@ -222,6 +225,48 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   return detail::csr_from_edges(n, src.data(), dst.data(), m, true, true);
 }
 
+// Directed graph with exactly k in-neighbors per node (see SyntheticOptions::uniform_in_degree).
+Csr make_uniform_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) {
+  const std::int64_t n = o.num_nodes;
+  const std::int64_t k = o.uniform_in_degree;
+  // Members of each class in id order, for same-class draws.
+  std::vector<std::int64_t> class_begin(static_cast<std::size_t>(o.num_classes) + 1, 0);
+  for (std::int64_t v = 0; v < n; ++v) ++class_begin[static_cast<std::size_t>(cls[v]) + 1];
+  for (std::int64_t c = 0; c < o.num_classes; ++c)
+    class_begin[static_cast<std::size_t>(c) + 1] += class_begin[static_cast<std::size_t>(c)];
+  std::vector<std::int64_t> members(static_cast<std::size_t>(n));
+  {
+    std::vector<std::int64_t> cursor(class_begin.begin(), class_begin.end() - 1);
+    for (std::int64_t v = 0; v < n; ++v)
+      members[static_cast<std::size_t>(cursor[static_cast<std::size_t>(cls[v])]++)] = v;
+  }
+  Csr csr;
+  csr.num_rows = csr.num_cols = n;
+  csr.indptr.resize(static_cast<std::size_t>(n) + 1);
+  for (std::int64_t v = 0; v <= n; ++v) csr.indptr[static_cast<std::size_t>(v)] = v * k;
+  csr.indices.resize(static_cast<std::size_t>(n * k));
+  const std::uint64_t stay_below = probability_threshold(o.homophily);
+  const rng::Key edge_key = key_for(o.seed, kEdges);
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (std::int64_t v = 0; v < n; ++v) {
+    rng::Sequence draw(edge_key, static_cast<std::uint64_t>(v));
+    const auto c = static_cast<std::size_t>(cls[v]);
+    const std::int64_t lo = class_begin[c], size = class_begin[c + 1] - class_begin[c];
+    for (std::int64_t i = 0; i < k; ++i) {
+      std::int64_t u = v;
+      while (u == v) {
+        if (size > 1 && draw.next_u32() < stay_below)
+          u = members[static_cast<std::size_t>(
+              lo + static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(size))))];
+        else
+          u = static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(n)));
+      }
+      csr.indices[static_cast<std::size_t>(v * k + i)] = u;
+    }
+  }
+  return csr;
+}
+
 } // namespace
 
 Dataset make_synthetic(const SyntheticOptions& o) {
@@ -242,9 +287,14 @@ Dataset make_synthetic(const SyntheticOptions& o) {
     data.labels[static_cast<std::size_t>(v)] = static_cast<std::int64_t>(class_key.below(
         static_cast<std::uint64_t>(v), 0, static_cast<std::uint64_t>(o.num_classes)));
 
-  data.graph = n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max())
-                   ? make_graph<std::uint32_t>(o, data.labels)
-                   : make_graph<std::int64_t>(o, data.labels);
+  if (o.uniform_in_degree > 0) {
+    data.directed = true;
+    data.graph = make_uniform_graph(o, data.labels);
+  } else {
+    data.graph = n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max())
+                     ? make_graph<std::uint32_t>(o, data.labels)
+                     : make_graph<std::int64_t>(o, data.labels);
+  }
 
   // Class centroids, then features: centroid plus unit Gaussian noise.
   std::vector<float> centroid(static_cast<std::size_t>(o.num_classes * f));

@@ -157,6 +157,10 @@ const Registrar registrar{Command{
                        "Mean degree once symmetrized (about nodes * degree / 2 edges)")
           ->capture_default_str();
       syn_cmd->add_option("--classes", o.num_classes, "Number of classes")->capture_default_str();
+      syn_cmd->add_option("--uniform-degree", o.uniform_in_degree,
+                          "Directed graph with exactly this many uniformly drawn in-neighbors "
+                          "per node (homophily still applies) instead of power-law degrees; "
+                          "--avg-degree is then ignored");
       syn_cmd->add_option("--feat-dim", o.feature_dim, "Feature dimension")->capture_default_str();
       syn_cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
       syn_cmd->add_option("--train-frac", o.train_frac, "Fraction of nodes in the training set")

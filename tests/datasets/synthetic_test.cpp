@@ -169,5 +169,33 @@ TEST(Synthetic, RejectsBadOptions) {
   EXPECT_THROW((void)datasets::make_synthetic(o), InputError);
 }
 
+
+TEST(Synthetic, UniformInDegreeGivesExactlyKInNeighbors) {
+  datasets::SyntheticOptions o;
+  o.num_nodes = 500;
+  o.num_classes = 4;
+  o.feature_dim = 8;
+  o.uniform_in_degree = 7;
+  const datasets::Dataset d = datasets::make_synthetic(o);
+  EXPECT_TRUE(d.directed);
+  ASSERT_EQ(d.graph.num_rows, 500);
+  ASSERT_EQ(d.graph.num_edges(), 500 * 7);
+  std::int64_t same_class = 0;
+  for (std::int64_t v = 0; v < 500; ++v) {
+    ASSERT_EQ(d.graph.degree(v), 7) << "node " << v;
+    for (EdgeId e = d.graph.indptr[v]; e < d.graph.indptr[v + 1]; ++e) {
+      const NodeId u = d.graph.indices[e];
+      ASSERT_NE(u, v) << "self-loop at " << v;
+      ASSERT_TRUE(u >= 0 && u < 500);
+      same_class += d.labels[u] == d.labels[v];
+    }
+  }
+  // Homophily 0.8 plus the 1/4 of uniform draws that land in the class: about 85%.
+  EXPECT_GT(same_class, 3500 * 0.8);
+  EXPECT_LT(same_class, 3500 * 0.9);
+  // Deterministic from the seed.
+  EXPECT_EQ(datasets::make_synthetic(o).graph.indices, d.graph.indices);
+}
+
 } // namespace
 } // namespace tessel

@@ -25,6 +25,10 @@ namespace tessel::datasets {
 //   classify far above chance yet imperfectly, and averaging over same-class neighbours helps.
 //   split: train with probability train_frac, valid with valid_frac, else test
 //   (default 10% / 10% / 80%).
+// With uniform_in_degree = K > 0 the graph is instead directed with exactly K in-neighbors per
+// node (the shape GPU kernels are usually measured on): each draw takes, with probability
+// homophily, a uniformly chosen node of v's class, else a uniformly chosen node; self-loops are
+// redrawn, repeats kept. Degrees, classes, features and splits then follow the rules above.
 struct SyntheticOptions {
   std::int64_t num_nodes = 100000;
   double avg_degree = 16; // mean degree once symmetrized (about num_nodes * avg_degree / 2 edges)
@@ -37,6 +41,7 @@ struct SyntheticOptions {
   double feature_signal = 1.0;
   double train_frac = 0.1;
   double valid_frac = 0.1;
+  std::int64_t uniform_in_degree = 0;  // > 0: directed, exactly this many in-neighbors per node
   std::string name = "synthetic";
 };
 
