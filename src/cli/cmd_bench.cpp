@@ -13,6 +13,7 @@
 #include "tessel/partition/temporal.hpp"
 #include "tessel/train/train.hpp"
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -184,8 +185,9 @@ std::function<void()> setup_bench(CLI::App& app) {
     for (std::size_t start = 0; start <= o->modes.size();) {
       const auto comma = o->modes.find(',', start);
       const auto mode = o->modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      TESSEL_EXPECTS(mode == "full" || mode == "sampled" || mode == "dynamic",
-                     "--modes: unknown mode '{}'", mode);
+      const auto known = train::mode_names();
+      TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
+                     "--modes: unknown mode '{}' (known: {})", mode, fmt::join(known, ", "));
       o->mode_list.push_back(mode);
       if (comma == std::string::npos) break;
       start = comma + 1;

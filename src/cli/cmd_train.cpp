@@ -19,7 +19,7 @@ std::function<void()> setup_train(CLI::App& app) {
   app.add_option("--mode", options->mode,
                  "full (full-batch), sampled (mini-batches), dynamic (graph snapshots; needs a "
                  "partition of a temporal store) or pipeline (SIGN MLP in stages)")
-      ->check(CLI::IsMember({"full", "sampled", "dynamic", "pipeline"}))
+      ->check(CLI::IsMember(train::mode_names()))
       ->capture_default_str();
   app.add_option("--epochs", options->epochs, "epochs to train")
       ->check(CLI::Range(1, 1000000))

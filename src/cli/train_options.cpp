@@ -71,6 +71,16 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "absolute values of its entries; all-zero rows stay zero)")
       ->check(CLI::IsMember({"none", "row"}))
       ->capture_default_str();
+  app.add_option("--device", o.device,
+                 "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), cpu "
+                 "or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--comm", o.comm,
+                 "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
+                 "staged through pinned host memory), nccl or mpi")
+      ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
+      ->capture_default_str();
   app.add_option("--eval-every", o.eval_every,
                  "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)")
       ->check(CLI::Range(1, 1000000))

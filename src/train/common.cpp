@@ -46,26 +46,7 @@ Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
 
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {
   if (comm.size() == 1) return;
-  const auto params = model.parameters();
-  std::int64_t total = 0;
-  for (const nn::Parameter* p : params) total += p->grad.numel();
-  // One flat buffer, one collective: latency matters more than the copy for GNN-sized models.
-  std::vector<float> flat(static_cast<std::size_t>(total));
-  std::int64_t at = 0;
-  for (const nn::Parameter* p : params) {
-    const Tensor host = p->grad.device().is_cpu() ? p->grad : p->grad.to(Device::cpu());
-    std::copy_n(host.data<float>(), host.numel(), flat.data() + at);
-    at += host.numel();
-  }
-  comm.allreduce(std::span<float>(flat));
-  at = 0;
-  for (nn::Parameter* p : params) {
-    Tensor host = Tensor::from_vector(
-        std::vector<float>(flat.begin() + at, flat.begin() + at + p->grad.numel()),
-        p->grad.shape());
-    p->grad.copy_from(host);
-    at += p->grad.numel();
-  }
+  comm.allreduce(model.flat_gradients());
 }
 
 void write_predictions_file(comm::Communicator& comm, const partition::Part& part,

@@ -16,14 +16,18 @@ class FullTrainer final : public Trainer {
  public:
   explicit FullTrainer(TrainerContext ctx)
       : comm_(ctx.comm),
+        data_(ctx.runtime.data ? *ctx.runtime.data : ctx.comm),
+        device_(ctx.runtime.device),
         options_(ctx.options),
         manifest_(ctx.manifest),
         part_(ctx.part),
-        aggregator_(ctx.part, ctx.comm),
-        model_(ctx.options.model),
+        aggregator_(ctx.part, ctx.comm, &data_, ctx.runtime.device),
+        model_(model_config(ctx)),
         optimizer_(nn::make_optimizer(ctx.options.optimizer)) {
-    features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
-    std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
+    // Features go to the device once; every epoch step then stays there.
+    Tensor host = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
+    std::copy(part_.features.begin(), part_.features.end(), host.data<float>());
+    features_ = device_.is_cpu() ? host : host.to(device_);
     split_labels_ = split_labels(part_);
     layer_aggregators_.assign(static_cast<std::size_t>(options_.model.layers), &aggregator_);
   }
@@ -46,13 +50,22 @@ class FullTrainer final : public Trainer {
     phases.add("dense", compute.seconds() - phases.get("aggregate") - phases.get("communicate"));
     {
       ScopedPhase t(phases, "communicate");
-      allreduce_gradients(comm_, model_);
+      allreduce_gradients(data_, model_);
+      if (device_.is_cuda()) kernels::default_context(device_).synchronize();
     }
     {
       ScopedPhase t(phases, "dense");
       optimizer_->step(model_.parameters());
     }
     extra["halo_rows_sent"] = comm_.allreduce_value<std::int64_t>(aggregator_.halo().rows_sent());
+    if (device_.is_cuda()) {
+      kernels::default_context(device_).synchronize();
+      const auto mem = device_memory::stats(device_);
+      extra["gpu_allocations"] = comm_.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
+      extra["gpu_cache_hits"] = comm_.allreduce_value(mem.cache_hits, comm::ReduceOp::max);
+      extra["gpu_peak_bytes"] = comm_.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max);
+      extra["gpu_reserved_bytes"] = comm_.allreduce_value(mem.bytes_reserved, comm::ReduceOp::max);
+    }
     const double loss_sum = comm_.allreduce_value(loss.loss_sum);
     return loss_sum / static_cast<double>(manifest_.num_train);
   }
@@ -75,7 +88,15 @@ class FullTrainer final : public Trainer {
   }
 
  private:
+  static nn::ModelConfig model_config(const TrainerContext& ctx) {
+    nn::ModelConfig config = ctx.options.model;
+    config.device = ctx.runtime.device;
+    return config;
+  }
+
   comm::Communicator& comm_;
+  comm::Communicator& data_;
+  Device device_;
   const TrainOptions& options_;
   const partition::Manifest& manifest_;
   partition::Part& part_;

@@ -14,14 +14,17 @@
 namespace tessel::train {
 
 // The aggregation matrices of a part: its in-neighbor pattern over owned + halo columns and the
-// whole-graph in-degrees of those columns.
-inline nn::AggregationMatrices part_matrices(const partition::Part& part) {
+// whole-graph in-degrees of those columns, on `device` (the weights and the transpose are then
+// built there by kernel ops).
+inline nn::AggregationMatrices part_matrices(const partition::Part& part,
+                                             Device device = Device::cpu()) {
   const std::vector<std::int64_t> degree(
       part.degree.begin(), part.degree.begin() + static_cast<std::ptrdiff_t>(part.graph.num_cols));
   LocalCsr pattern = part.graph;
   pattern.values.clear();
   nn::AggregationMatrices matrices;
-  matrices.reset(kernels::SparseMatrix::from_csr(pattern), Tensor::from_vector(degree));
+  matrices.reset(kernels::SparseMatrix::from_csr(pattern, device),
+                 Tensor::from_vector(degree).to(device));
   return matrices;
 }
 
@@ -29,8 +32,12 @@ inline nn::AggregationMatrices part_matrices(const partition::Part& part) {
 // are built once per normalization from the part's graph and whole-graph degrees.
 class FullAggregator final : public nn::Aggregator {
  public:
-  FullAggregator(const partition::Part& part, comm::Communicator& comm)
-      : part_(part), halo_(part, comm), matrices_(part_matrices(part)) {}
+  // Aggregates tensors on `device` (activations and matrices stay there); halo rows travel
+  // through `data` (the control communicator `comm` when null).
+  FullAggregator(const partition::Part& part, comm::Communicator& comm,
+                 comm::Communicator* data = nullptr, Device device = Device::cpu())
+      : part_(part), halo_(part, comm, data), device_(device),
+        matrices_(part_matrices(part, device)) {}
   FullAggregator(const FullAggregator&) = delete;
   FullAggregator& operator=(const FullAggregator&) = delete;
 
@@ -44,14 +51,26 @@ class FullAggregator final : public nn::Aggregator {
     return {part_.orig_id.data(), static_cast<std::size_t>(part_.num_owned)};
   }
 
+  const Tensor* src_ids_on(Device device) override {
+    if (device.is_cpu()) return nullptr;  // the host span serves the CPU twin directly
+    if (!src_ids_device_.defined() || src_ids_device_.device() != device)
+      src_ids_device_ = Tensor::from_vector(std::vector<NodeId>(
+                                                part_.orig_id.begin(),
+                                                part_.orig_id.begin() + part_.num_owned))
+                            .to(device);
+    return &src_ids_device_;
+  }
+
   Tensor aggregate(const Tensor& x, nn::Norm norm) override {
     {
       ScopedPhase t(*phases_, "communicate");
       halo_.forward(x, x_full_);
+      settle();
     }
     ScopedPhase t(*phases_, "aggregate");
     Tensor y;
     matrices_.aggregate(x_full_, norm, y);
+    settle();
     return y;
   }
 
@@ -60,21 +79,30 @@ class FullAggregator final : public nn::Aggregator {
       ScopedPhase t(*phases_, "aggregate");
       // grad_full_ is consumed by the halo exchange below before the next call: reusable.
       matrices_.aggregate_backward(grad_out, norm, grad_full_);
+      settle();
     }
     ScopedPhase t(*phases_, "communicate");
     Tensor grad_owned;
     halo_.backward(grad_full_, grad_owned);
+    settle();
     return grad_owned;
   }
 
 private:
+  // On a GPU, waits for the enqueued work so the phase times measure it, not its launch.
+  void settle() {
+    if (device_.is_cuda()) kernels::default_context(device_).synchronize();
+  }
+
   const partition::Part& part_;
   HaloExchange halo_;
+  Device device_;
   PhaseTimes own_phases_;
   PhaseTimes* phases_ = &own_phases_;
   nn::AggregationMatrices matrices_;
   Tensor x_full_;
   Tensor grad_full_;
+  Tensor src_ids_device_;
 };
 
 }  // namespace tessel::train

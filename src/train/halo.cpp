@@ -8,8 +8,10 @@
 
 namespace tessel::train {
 
-HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm)
-    : comm_(comm), num_owned_(part.num_owned), num_halo_(part.num_halo) {
+HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm,
+                           comm::Communicator* data)
+    : comm_(comm), data_(data ? *data : comm), num_owned_(part.num_owned),
+      num_halo_(part.num_halo) {
   const int num_ranks = comm.size();
   TESSEL_EXPECTS(part.num_parts == num_ranks,
                  "part {} belongs to a partition into {} parts, but {} ranks are running",
@@ -66,42 +68,44 @@ void ensure_rows(Tensor& t, std::int64_t rows, std::int64_t cols, Device device)
 }
 } // namespace
 
+void HaloExchange::indices_on(Device device) {
+  if (send_index_.device() == device) return;
+  send_index_ = send_index_.to(device);
+  recv_to_halo_ = recv_to_halo_.to(device);
+  halo_to_recv_ = halo_to_recv_.to(device);
+}
+
 void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
-  TESSEL_EXPECTS(x_owned.dtype() == DType::f32 && x_owned.device().is_cpu() && x_owned.dim() == 2 &&
+  TESSEL_EXPECTS(x_owned.dtype() == DType::f32 && x_owned.dim() == 2 &&
                      x_owned.rows() == num_owned_,
-                 "halo forward: expected f32[{}, F] on cpu, got {}", num_owned_,
-                 x_owned.describe());
+                 "halo forward: expected f32[{}, F], got {}", num_owned_, x_owned.describe());
   const std::int64_t f = x_owned.cols();
   const Device device = x_owned.device();
+  indices_on(device);
   ensure_rows(x_full, num_owned_ + num_halo_, f, device);
   x_full.rows_slice(0, num_owned_).copy_from(x_owned);
   const auto num_send = static_cast<std::int64_t>(send_rows_.size());
   ensure_rows(send_buffer_, num_send, f, device);
   kernels::gather_rows(x_owned, send_index_, send_buffer_);
 
-  const int num_ranks = comm_.size();
-  std::vector<std::int64_t> send_counts(num_ranks), recv_counts(num_ranks);
-  for (int r = 0; r < num_ranks; ++r) {
-    send_counts[r] = send_rows_per_peer_[r] * f;
-    recv_counts[r] = recv_rows_per_peer_[r] * f;
-  }
   Tensor halo_rows = x_full.rows_slice(num_owned_, num_owned_ + num_halo_);
   if (recv_in_halo_order_) {
-    comm_.alltoallv(send_buffer_.raw(), send_counts, halo_rows.raw(), recv_counts, DType::f32);
+    data_.alltoallv(send_buffer_, send_rows_per_peer_, halo_rows, recv_rows_per_peer_);
     return;
   }
   ensure_rows(recv_buffer_, num_halo_, f, device);
-  comm_.alltoallv(send_buffer_.raw(), send_counts, recv_buffer_.raw(), recv_counts, DType::f32);
+  data_.alltoallv(send_buffer_, send_rows_per_peer_, recv_buffer_, recv_rows_per_peer_);
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
 void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
-  TESSEL_EXPECTS(grad_full.dtype() == DType::f32 && grad_full.device().is_cpu() &&
-                     grad_full.dim() == 2 && grad_full.rows() == num_owned_ + num_halo_,
-                 "halo backward: expected f32[{}, F] on cpu, got {}", num_owned_ + num_halo_,
+  TESSEL_EXPECTS(grad_full.dtype() == DType::f32 && grad_full.dim() == 2 &&
+                     grad_full.rows() == num_owned_ + num_halo_,
+                 "halo backward: expected f32[{}, F], got {}", num_owned_ + num_halo_,
                  grad_full.describe());
   const std::int64_t f = grad_full.cols();
   const Device device = grad_full.device();
+  indices_on(device);
   ensure_rows(grad_owned, num_owned_, f, device);
   grad_owned.copy_from(grad_full.rows_slice(0, num_owned_));
 
@@ -113,15 +117,9 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
     kernels::gather_rows(back_rows, recv_to_halo_, recv_buffer_);
     back_rows = recv_buffer_;
   }
-  const int num_ranks = comm_.size();
-  std::vector<std::int64_t> send_counts(num_ranks), recv_counts(num_ranks);
-  for (int r = 0; r < num_ranks; ++r) {
-    send_counts[r] = recv_rows_per_peer_[r] * f;
-    recv_counts[r] = send_rows_per_peer_[r] * f;
-  }
   const auto num_back = static_cast<std::int64_t>(send_rows_.size());
   ensure_rows(send_buffer_, num_back, f, device);
-  comm_.alltoallv(back_rows.raw(), send_counts, send_buffer_.raw(), recv_counts, DType::f32);
+  data_.alltoallv(back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_);
   // One segment per peer in rank order: the sum at each owned row has a fixed order.
   kernels::scatter_add_rows_segmented(send_buffer_, send_index_, send_rows_per_peer_, grad_owned);
 }

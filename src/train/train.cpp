@@ -3,6 +3,7 @@
 #include "tessel/train/train.hpp"
 
 #include "checkpoint.hpp"
+#include "runtime.hpp"
 #include "trainer.hpp"
 
 #include "tessel/train/dynamic.hpp"
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -69,13 +71,16 @@ int choose_threads(int requested) {
 namespace {
 
 // TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests the
-// whole-job abort path).
+// whole-job abort path); with TESSEL_FAULT_KIND=kill it dies by SIGKILL instead, as a rank
+// killed from outside would, without a chance to report anything itself.
 void maybe_inject_fault(int rank, int epoch) {
   const char* fault_rank = std::getenv("TESSEL_FAULT_RANK");
   const char* fault_epoch = std::getenv("TESSEL_FAULT_EPOCH");
   if (!fault_rank || !fault_epoch) return;
-  if (std::atoi(fault_rank) == rank && std::atoi(fault_epoch) == epoch)
-    TESSEL_LIB_FAIL("injected fault (TESSEL_FAULT_RANK={}, TESSEL_FAULT_EPOCH={})", rank, epoch);
+  if (std::atoi(fault_rank) != rank || std::atoi(fault_epoch) != epoch) return;
+  const char* kind = std::getenv("TESSEL_FAULT_KIND");
+  if (kind && std::string(kind) == "kill") std::raise(SIGKILL);
+  TESSEL_LIB_FAIL("injected fault (TESSEL_FAULT_RANK={}, TESSEL_FAULT_EPOCH={})", rank, epoch);
 }
 
 std::string model_signature(const TrainOptions& o) {
@@ -188,16 +193,11 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     std::copy_n(features.data<float>(), features.numel(), part.features.data());
   }
 
-  TrainerContext context{comm, options, manifest, part};
-  std::unique_ptr<Trainer> trainer;
-  if (options.mode == "full")
-    trainer = make_full_trainer(context);
-  else if (options.mode == "sampled")
-    trainer = make_sampled_trainer(context);
-  else if (options.mode == "pipeline")
-    trainer = make_pipeline_trainer(context);
-  else
-    TESSEL_FAIL("unknown training mode '{}': expected full, sampled, dynamic or pipeline", options.mode);
+  const ModeInfo& mode = find_mode(options.mode);
+  RuntimeHolder runtime = make_runtime(comm, options, mode);
+  comm::Communicator& data = *runtime.runtime.data;
+  TrainerContext context{comm, options, manifest, part, runtime.runtime};
+  std::unique_ptr<Trainer> trainer = mode.make(context);
 
   CheckpointMeta meta;
   meta.seed = options.seed;
@@ -243,11 +243,13 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
             options.mode, comm.size(), threads, options.model.kind, options.model.layers,
             options.model.hidden, manifest.num_nodes, kernels::cpu_gemm_backend(),
             result.setup_s);
+  log::info("{}", runtime.description);
 
   Stopwatch wall;
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
     maybe_inject_fault(comm.rank(), epoch);
     comm.reset_bytes_sent();
+    if (&data != &comm) data.reset_bytes_sent();
     Stopwatch epoch_watch;
     PhaseTimes phases;
     EpochMetrics m;
@@ -270,7 +272,7 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     m.epoch_s = comm.allreduce_value(local_epoch_s, comm::ReduceOp::max);
     for (const auto& [name, s] : phases.all())
       m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
-    const std::int64_t local_bytes = comm.bytes_sent();
+    const std::int64_t local_bytes = comm.bytes_sent() + (&data != &comm ? data.bytes_sent() : 0);
     m.comm_bytes = comm.allreduce_value(local_bytes);
     m.wall_s = wall_offset + wall.seconds();
 

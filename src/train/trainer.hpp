@@ -4,6 +4,7 @@
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/kernels/context.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
@@ -42,12 +43,23 @@ class Trainer {
   virtual void write_predictions(const std::filesystem::path& path) = 0;
 };
 
-// Shared state a mode is built from.
+// Where a trainer runs: its device, the device's kernel context, the control communicator
+// (MPI, host memory: counts, metrics, barriers) and the data communicator (tensors: NCCL, or
+// MPI staged through pinned host buffers; the control communicator itself on the CPU).
+struct Runtime {
+  Device device = Device::cpu();
+  kernels::Context* context = nullptr;
+  comm::Communicator* control = nullptr;
+  comm::Communicator* data = nullptr;
+};
+
+// Shared state a mode is built from. `comm` is the runtime's control communicator.
 struct TrainerContext {
   comm::Communicator& comm;
   const TrainOptions& options;
   const partition::Manifest& manifest;
   partition::Part& part;
+  const Runtime& runtime;
 };
 
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
@@ -65,7 +77,8 @@ Accuracy split_accuracy(comm::Communicator& comm, const Tensor& logits,
 // line per layer on a terminal. Collective (the aggregators exchange halos).
 Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
                        std::span<nn::Aggregator* const> aggregators);
-// Sums every parameter gradient over ranks in one allreduce.
+// Sums every parameter gradient over ranks: one allreduce of the model's flat gradient buffer
+// on the model's device.
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
 // Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file.
 void write_predictions_file(comm::Communicator& comm, const partition::Part& part,

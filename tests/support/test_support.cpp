@@ -12,13 +12,26 @@
 
 namespace tessel::test {
 
+namespace {
+// The build tree and mpiexec of this build; a copied test tree (a GPU machine without the build
+// dependencies) names its own with TESSEL_TEST_BINARY_DIR and TESSEL_TEST_MPIEXEC.
+std::filesystem::path binary_dir() {
+  if (const char* dir = std::getenv("TESSEL_TEST_BINARY_DIR"); dir && *dir) return dir;
+  return TESSEL_BINARY_DIR;
+}
+std::string mpiexec() {
+  if (const char* exe = std::getenv("TESSEL_TEST_MPIEXEC"); exe && *exe) return exe;
+  return TESSEL_MPIEXEC;
+}
+}  // namespace
+
 TempDir::TempDir(const std::string& tag) {
   static std::atomic<int> counter{0};
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "none";
   for (auto& c : name)
     if (c == '/') c = '_';
-  path_ = std::filesystem::path(TESSEL_BINARY_DIR) / "test-tmp" /
+  path_ = binary_dir() / "test-tmp" /
           (name + "." + tag + "." + std::to_string(getpid()) + "." + std::to_string(counter++));
   std::filesystem::remove_all(path_);
   std::filesystem::create_directories(path_);
@@ -43,14 +56,14 @@ std::optional<std::filesystem::path> shared_dataset(const std::string& name) {
 }
 
 std::filesystem::path tessel_binary() {
-  return std::filesystem::path(TESSEL_BINARY_DIR) / "src" / "cli" / "tessel";
+  return binary_dir() / "src" / "cli" / "tessel";
 }
 
 std::string mpirun(int np, int threads) {
   return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
          "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1 "
          "OMP_NUM_THREADS=" +
-         std::to_string(threads) + " " + std::string(TESSEL_MPIEXEC) +
+         std::to_string(threads) + " " + mpiexec() +
          " --oversubscribe --bind-to none -np " + std::to_string(np) + " ";
 }
 

@@ -15,10 +15,13 @@ namespace tessel::train {
 // Rows travel in one alltoallv per call; a rank sends each needed row once per peer. Rows are
 // packed, reordered and summed by kernel ops (gather_rows, scatter_add_rows_segmented), so the
 // exchange touches no row with a host loop; the gradient sum at an owner adds its peers' rows
-// in rank order, which keeps P ranks bit for bit deterministic.
+// in rank order, which keeps P ranks bit for bit deterministic. Tensors may live on the CPU or
+// a GPU: rows then travel through the data communicator `data` (NCCL, or MPI staged through
+// pinned host buffers), `comm` when null, and the index lists follow the tensors' device.
 class HaloExchange {
  public:
-  HaloExchange(const partition::Part& part, comm::Communicator& comm);
+  HaloExchange(const partition::Part& part, comm::Communicator& comm,
+               comm::Communicator* data = nullptr);
 
   // x_owned: [n_owned, F] f32 -> x_full: [n_owned + n_halo, F] (resized if needed): owned rows
   // copied, halo rows received from their owners. Collective.
@@ -32,7 +35,11 @@ class HaloExchange {
   std::int64_t rows_received() const { return static_cast<std::int64_t>(recv_slots_.size()); }
 
  private:
+  // The index tensors on `device` (moved there on first use).
+  void indices_on(Device device);
+
   comm::Communicator& comm_;
+  comm::Communicator& data_;
   std::int64_t num_owned_ = 0;
   std::int64_t num_halo_ = 0;
   std::vector<std::int64_t> send_rows_per_peer_;  // [P] rows this rank sends to each peer

@@ -46,7 +46,9 @@ struct PipelineOptions {
 
 struct TrainOptions {
   std::filesystem::path part_dir;
-  std::string mode = "full";  // full | sampled | dynamic | pipeline
+  std::string mode = "full";  // one of mode_names()
+  std::string device = "auto";  // auto (CUDA when a GPU is visible) | cpu | cuda
+  std::string comm = "auto";    // data plane: auto | nccl | mpi
   nn::ModelConfig model;
   nn::OptimizerConfig optimizer;
   int epochs = 200;
@@ -95,6 +97,9 @@ struct TrainResult {
 
 // Runs training in the mode named by options.mode on this rank's part. Collective.
 TrainResult train(comm::Communicator& comm, const TrainOptions& options);
+
+// The training modes, in the order `tessel bench` runs them by default.
+std::vector<std::string> mode_names();
 
 // Threads for OpenMP and OpenBLAS: requested, else OMP_NUM_THREADS when set, else this node's
 // cores divided by the ranks running on it (so ranks, OpenMP and OpenBLAS never oversubscribe).

@@ -1,0 +1,132 @@
+// Runtime selection: device per rank, data plane (NCCL or MPI-staged), and the mode table.
+#include "runtime.hpp"
+
+#include "tessel/comm/nccl_communicator.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/core/mpi.hpp"
+
+#include <fmt/ranges.h>
+
+#include <set>
+
+namespace tessel::train {
+
+namespace {
+
+const std::vector<ModeInfo>& mode_table() {
+  static const std::vector<ModeInfo> table = {
+      {"full", true, make_full_trainer},
+      {"sampled", false, make_sampled_trainer},
+      {"pipeline", false, make_pipeline_trainer},
+      // Dynamic mode has its own driver (train_dynamic), entered before a Trainer is built.
+      {"dynamic", false, nullptr},
+  };
+  return table;
+}
+
+// Ranks on this node and this rank's index among them.
+std::pair<int, int> local_rank_and_size() {
+  if (!mpi::initialized()) return {0, 1};
+  MPI_Comm node = MPI_COMM_NULL;
+  TESSEL_CHECK_MPI(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int rank = 0, size = 1;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return {rank, size};
+}
+
+}  // namespace
+
+std::vector<std::string> mode_names() {
+  std::vector<std::string> names;
+  for (const auto& m : mode_table()) names.push_back(m.name);
+  return names;
+}
+
+const ModeInfo& find_mode(const std::string& name) {
+  for (const auto& m : mode_table())
+    if (m.name == name) return m;
+  TESSEL_FAIL("unknown training mode '{}': expected one of {}", name,
+              fmt::join(mode_names(), ", "));
+}
+
+RuntimeHolder make_runtime(comm::Communicator& control, const TrainOptions& options,
+                           const ModeInfo& mode) {
+  TESSEL_EXPECTS(options.device == "auto" || options.device == "cpu" || options.device == "cuda",
+                 "--device {}: expected auto, cpu or cuda", options.device);
+  TESSEL_EXPECTS(options.comm == "auto" || options.comm == "nccl" || options.comm == "mpi",
+                 "--comm {}: expected auto, nccl or mpi", options.comm);
+  const int gpus = device_memory::device_count();
+  // Every rank must agree on CPU or GPU: auto takes GPUs only when all ranks see one.
+  const int min_gpus = control.allreduce_value(gpus, comm::ReduceOp::min);
+  bool use_gpu = false;
+  if (options.device == "cuda") {
+#ifdef TESSEL_WITH_CUDA
+    constexpr const char* kBuild = "";
+#else
+    constexpr const char* kBuild = " (Tessel was built without CUDA)";
+#endif
+    TESSEL_EXPECTS(gpus > 0, "--device cuda: no GPU is visible on rank {} (host {}){}",
+                   control.rank(), mpi::hostname(), kBuild);
+    TESSEL_EXPECTS(mode.runs_on_gpu, "--device cuda: {} mode runs on the CPU only; use --device cpu",
+                   mode.name);
+    use_gpu = true;
+  } else if (options.device == "auto") {
+    use_gpu = min_gpus > 0 && mode.runs_on_gpu;
+  }
+  TESSEL_EXPECTS(use_gpu || options.comm != "nccl",
+                 "--comm nccl needs GPUs (--device cuda); this run uses the CPU");
+
+  RuntimeHolder holder;
+  holder.runtime.control = &control;
+  holder.runtime.data = &control;
+  if (!use_gpu) {
+    holder.runtime.device = Device::cpu();
+    holder.runtime.context = &kernels::default_context(Device::cpu());
+    holder.description = fmt::format("device cpu, data plane {} (host memory)", control.backend());
+    return holder;
+  }
+  const auto [local_rank, local_size] = local_rank_and_size();
+  const Device device = Device::cuda(local_rank % gpus);
+  holder.runtime.device = device;
+  holder.runtime.context = &kernels::default_context(device);  // registers the device's stream
+  const auto gpu_of_rank = control.allgather_value<std::int64_t>(device.index);
+  const auto host_of_rank = control.allgather_value<std::int64_t>(
+      static_cast<std::int64_t>(std::hash<std::string>{}(mpi::hostname())));
+  // NCCL needs one GPU per rank: two ranks of one host on one GPU share it through MPI.
+  std::set<std::pair<std::int64_t, std::int64_t>> distinct;
+  for (int r = 0; r < control.size(); ++r) distinct.insert({host_of_rank[r], gpu_of_rank[r]});
+  const bool shared_gpu = static_cast<int>(distinct.size()) < control.size();
+  const int any_shared = control.allreduce_value<int>(shared_gpu ? 1 : 0, comm::ReduceOp::max);
+  bool nccl = false;
+  std::string why;
+  if (options.comm == "nccl") {
+    TESSEL_EXPECTS(comm::nccl_available(), "--comm nccl: Tessel was built without NCCL");
+    TESSEL_EXPECTS(!any_shared,
+                   "--comm nccl: {} ranks share {} GPU(s) on a host; NCCL needs one GPU per "
+                   "rank (use --comm mpi)",
+                   control.size(), gpus);
+    nccl = true;
+  } else if (options.comm == "auto") {
+    nccl = comm::nccl_available() && !any_shared;
+    why = nccl ? "one GPU per rank" : "ranks share a GPU";
+  } else {
+    why = "--comm mpi";
+  }
+  if (nccl) {
+    holder.owned_data = comm::make_nccl_communicator(control, device);
+    holder.runtime.data = holder.owned_data.get();
+  }
+  std::vector<std::string> per_rank;
+  for (int r = 0; r < control.size(); ++r)
+    per_rank.push_back(fmt::format("{}:cuda:{}", r, gpu_of_rank[r]));
+  holder.description =
+      fmt::format("device cuda, data plane {} ({}), GPU per rank {}",
+                  nccl ? "nccl" : "mpi staged through pinned host memory",
+                  why.empty() ? "--comm nccl" : why, fmt::join(per_rank, " "));
+  return holder;
+}
+
+}  // namespace tessel::train
