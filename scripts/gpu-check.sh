@@ -51,7 +51,7 @@ if [ -n "$bundle" ]; then
   cp scripts/bench/gpu.sh scripts/bench/pyg_fullbatch.py "$bundle/scripts/bench/"
   [ -d ../shared/datasets/cora ] && cp -r ../shared/datasets/cora "$bundle/data/"
   # Open MPI (and PMIx) with their install layout, for OPAL_PREFIX relocation.
-  ompi_lib=$(dirname "$(dirname "$(ompi_info --path libdir --parsable | cut -d: -f3)")")  # .../openmpi
+  ompi_lib=$(dirname "$(ompi_info --path libdir --parsable | cut -d: -f3)")  # .../openmpi
   for d in "$ompi_lib" "$(dirname "$ompi_lib")/pmix2" /usr/share/openmpi /usr/share/pmix /etc/openmpi; do
     [ -e "$d" ] && mkdir -p "$bundle/ompi$(dirname "$d")" && cp -a "$d" "$bundle/ompi$(dirname "$d")/"
   done
@@ -60,7 +60,12 @@ if [ -n "$bundle" ]; then
   # Shared libraries: everything the executables and MPI plugins need, but not the C runtime
   # (the target's is newer) and not CUDA's (the target's driver and toolkit are used).
   skip='^(libc|libm|libdl|libpthread|librt|libutil|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcusparse|libnccl|libnvidia|libnvJitLink)\.so'
-  { find "$bundle/tree" -type f -perm -u+x; find "$bundle/ompi" -name '*.so*' -type f; echo "$bundle/ompi/usr/bin/mpirun"; } |
+  # MPI's plugins that need more (InfiniBand, UCX, OpenCL, ...) are left to fail to load there:
+  # a single-node run uses shared memory and TCP.
+  { find "$bundle/tree" -type f -perm -u+x; echo "$bundle/ompi/usr/bin/mpirun";
+    find "$bundle/ompi" -name '*.so*' -type f | while read -r plugin; do
+      ldd "$plugin" 2>/dev/null | grep -qE "lib(ucp|ucs|uct|ibverbs|fabric|psm|OpenCL|cuda|jvm|xml2|X11|numa)" || echo "$plugin"
+    done; } |
     xargs -r ldd 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
       base=$(basename "$lib")
       [[ "$base" =~ $skip ]] && continue
@@ -85,6 +90,12 @@ export OPAL_PREFIX="$ompi" OPAL_EXEC_PREFIX="$ompi" OPAL_BINDIR="$ompi/bin" \
   OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_ALLOW_RUN_AS_ROOT=1 \
   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
   OMPI_MCA_rmaps_base_oversubscribe=1
+# PMIx looks for its plugins only where it was installed: on a machine without that folder,
+# point it at the bundle's copy (root only; the path is Debian's).
+pmix_home="$(dirname "$ompi_lib")/pmix2"
+if [ ! -e /usr/lib/x86_64-linux-gnu/pmix2 ] && [ -w / ]; then
+  mkdir -p /usr/lib/x86_64-linux-gnu && ln -s "$pmix_home" /usr/lib/x86_64-linux-gnu/pmix2
+fi
 # CUDA libraries of this machine: the toolkit's, else the ones Python's CUDA wheels carry.
 cuda_libs=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && cuda_libs="$cuda_libs:$d"; done
@@ -112,14 +123,14 @@ run_suite() {  # name command...
   timeout "${SUITE_TIMEOUT:-240}" "$@" >"$logs/$name.log" 2>&1
   local rc=$?
   local counts
-  counts=$(grep -E "^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]+ test" "$logs/$name.log" | sed -E 's/^\[ *([A-Z]+) *\] ([0-9]+) tests?.*/\1 \2/' | tr '\n' ' ')
+  counts=$(grep -E "^\[ *(PASSED|FAILED|SKIPPED) *\] [0-9]+ tests?" "$logs/$name.log" | sed -E 's/^\[ *([A-Z]+) *\] ([0-9]+) tests?.*/\1 \2/' | sort | uniq -c | awk '{printf "%s %s (x%s) ", $2, $3, $1}')
   echo "| $name | $([ $rc = 0 ] && echo pass || echo "FAIL rc=$rc") | ${counts:-see log} | $((SECONDS - start)) |" >>"$summary"
-  grep -E "^\[  FAILED  \] [A-Za-z]" "$logs/$name.log" | sort -u | sed "s/^/    $name: /" >>"$out/failures.txt"
-  grep -E "^\[ *SKIPPED *\] [A-Za-z]" "$logs/$name.log" | sort -u | sed "s/^/    $name: /" >>"$out/skipped.txt"
+  grep -E "^\[  FAILED  \] [A-Za-z]" "$logs/$name.log" | grep -v " ms)$" | sort -u | sed "s/^/    $name: /" >>"$out/failures.txt"
+  grep -E "^\[ *SKIPPED *\] [A-Za-z]" "$logs/$name.log" | grep -v " ms)$" | sort -u | sed "s/^/    $name: /" >>"$out/skipped.txt"
   save_logs
 }
 : >"$out/failures.txt"; : >"$out/skipped.txt"
-export OMP_NUM_THREADS=4
+export OMP_NUM_THREADS=4 GTEST_COLOR=no
 mpi="$ompi/bin/mpirun --oversubscribe --bind-to none"
 if [ "${ONLY_BENCH:-0}" != 1 ]; then
   for t in core_test kernels_test nn_test sampling_test; do run_suite "$t" "tree/tests/$t"; done
