@@ -168,7 +168,10 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   Stopwatch setup_watch;
   const int threads = choose_threads(options.threads);
   kernels::set_cpu_threads(threads);
-  if (options.mode == "dynamic") return train_dynamic(comm, options);
+  if (options.mode == "dynamic") {
+    TESSEL_EXPECTS(options.device != "cuda", "--device cuda: dynamic mode runs on the CPU only");
+    return train_dynamic(comm, options);
+  }
 
   const partition::Manifest manifest = agreed([&] {
     partition::Manifest m = partition::read_manifest(options.part_dir);
