@@ -40,7 +40,9 @@ TEST(Schedule, EveryKindIsValidDeadlockFreeAndMeetsItsBubbleAndMemoryBounds) {
             EXPECT_GE(sim.bubble, analytic - 1e-9) << "backward cost " << backward;
             const double one_f_one_b = analytic_bubble(ScheduleKind::one_f_one_b, s, m);
             EXPECT_LE(sim.bubble, one_f_one_b + 1e-9) << "backward cost " << backward;
-            if (m >= s && s > 2) EXPECT_LT(sim.bubble, one_f_one_b - 1e-3);
+            if (m >= s && s > 2) {
+              EXPECT_LT(sim.bubble, one_f_one_b - 1e-3);
+            }
           } else {
             EXPECT_NEAR(sim.bubble, analytic, 1e-9) << "backward cost " << backward;
           }
@@ -48,7 +50,9 @@ TEST(Schedule, EveryKindIsValidDeadlockFreeAndMeetsItsBubbleAndMemoryBounds) {
         const SimulationResult sim = simulate(schedule);
         const int peak =
             *std::max_element(sim.peak_in_flight_stage.begin(), sim.peak_in_flight_stage.end());
-        if (kind == ScheduleKind::gpipe) EXPECT_EQ(peak, m);
+        if (kind == ScheduleKind::gpipe) {
+          EXPECT_EQ(peak, m);
+        }
         if (kind == ScheduleKind::one_f_one_b) {
           EXPECT_LE(peak, s);
           EXPECT_EQ(peak, std::min(s, m)); // the first stage holds S (or all m) activations
