@@ -117,6 +117,12 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "--cache-size-mb)")
       ->check(finite_range(0.0, 1.0))
       ->excludes(size_mb);
+  app.add_option("--graph-placement", o.sampled.graph_placement,
+                 "sampled mode on a GPU: where the owned graph the GPU samples lives: auto "
+                 "(device memory when it needs at most a quarter of the free GPU memory, else "
+                 "pinned; the log says which), device or pinned (host memory read over UVA)")
+      ->check(CLI::IsMember({"auto", "device", "pinned"}))
+      ->capture_default_str();
   // Pipeline mode.
   auto& p = o.pipeline;
   app.add_option("--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features")

@@ -39,6 +39,26 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
   cache_.reset_stats();
 }
 
+void DistributedSampler::sample_on_device(Device device, const std::string& placement) {
+  std::vector<NodeId> owned_keys(part_.orig_id.begin(), part_.orig_id.begin() + part_.num_owned);
+  const LocalCsr& owned = part_.graph;  // rows: the owned nodes, in canonical order
+  const std::int64_t bytes =
+      static_cast<std::int64_t>(owned.indptr.size() * sizeof(EdgeId) +
+                                owned.indices.size() * sizeof(LocalId) +
+                                (owned_keys.size() + answer_of_.size()) * sizeof(NodeId));
+  std::string reason;
+  const sampling::GraphPlacement where =
+      sampling::choose_graph_placement(placement, bytes, device, reason);
+  device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, answer_of_, device,
+                                                          where);
+  log::info("GPU sampling on {}: {}", device.str(), reason);
+}
+
+sampling::GraphPlacement DistributedSampler::graph_placement() const {
+  TESSEL_EXPECTS(device_graph_ != nullptr, "graph_placement: sampling runs on the CPU");
+  return device_graph_->placement();
+}
+
 void DistributedSampler::reset_counters() {
   counters_ = {};
   cache_.reset_stats();
@@ -153,26 +173,35 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
       rows[i] = static_cast<LocalId>(l);
       row_keys[i] = part_.orig_id[l];
     }
-    sampling::sample_neighbors(part_.graph, std::span<const LocalId>(rows), row_keys, fanout, key,
-                               sampled_);
-    // Each request's answer lands at three times its draws' offset, so requests are packed in
-    // parallel with the result of a serial pass. Small hops stay on one thread: on shared cores
-    // a team's barrier can cost more than the packing.
-    // Grow-only: shrinking and growing again would zero-fill the ids on every hop.
-    const auto num_answer_ids = static_cast<std::size_t>(sampled_.num_sampled()) * 3;
-    if (answer_ids.size() < num_answer_ids) answer_ids.resize(num_answer_ids);
-    const EdgeId* draw_offsets = sampled_.offsets.data();
-    constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
+    const EdgeId* draw_offsets = nullptr;
+    if (device_graph_) {
+      // The GPU draws and writes the answers; they come back in request order, as below.
+      device_graph_->sample(rows, fanout, key, device_offsets_, answer_ids);
+      draw_offsets = device_offsets_.data();
+      for (std::int64_t request = 0; request < num_incoming; ++request)
+        answer_counts[request] = 3 * (draw_offsets[request + 1] - draw_offsets[request]);
+    } else {
+      sampling::sample_neighbors(part_.graph, std::span<const LocalId>(rows), row_keys, fanout,
+                                 key, sampled_);
+      // Each request's answer lands at three times its draws' offset, so requests are packed in
+      // parallel with the result of a serial pass. Small hops stay on one thread: on shared
+      // cores a team's barrier can cost more than the packing.
+      // Grow-only: shrinking and growing again would zero-fill the ids on every hop.
+      const auto num_answer_ids = static_cast<std::size_t>(sampled_.num_sampled()) * 3;
+      if (answer_ids.size() < num_answer_ids) answer_ids.resize(num_answer_ids);
+      draw_offsets = sampled_.offsets.data();
+      constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
 #pragma omp parallel for schedule(dynamic, 256) if (sampled_.num_sampled() >= kParallelDraws)
-    for (std::int64_t request = 0; request < num_incoming; ++request) {
-      NodeId* out = answer_ids.data() + 3 * draw_offsets[request];
-      for (const LocalId u : sampled_.of(request)) {
-        const NodeId* answer = answer_of_.data() + 3 * static_cast<std::int64_t>(u);
-        *out++ = answer[0];
-        *out++ = answer[1];
-        *out++ = answer[2];
+      for (std::int64_t request = 0; request < num_incoming; ++request) {
+        NodeId* out = answer_ids.data() + 3 * draw_offsets[request];
+        for (const LocalId u : sampled_.of(request)) {
+          const NodeId* answer = answer_of_.data() + 3 * static_cast<std::int64_t>(u);
+          *out++ = answer[0];
+          *out++ = answer[1];
+          *out++ = answer[2];
+        }
+        answer_counts[request] = 3 * (draw_offsets[request + 1] - draw_offsets[request]);
       }
-      answer_counts[request] = 3 * (draw_offsets[request + 1] - draw_offsets[request]);
     }
     std::int64_t request = 0;
     for (int r = 0; r < num_ranks; ++r) {
@@ -183,7 +212,7 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
           counters_.remote_adjacency += part_.graph.degree(rows[request]) + 1;
       request = end;
     }
-    counters_.sampled_edges += sampled_.num_sampled();
+    counters_.sampled_edges += draw_offsets[num_incoming];
   }
   std::vector<std::int64_t>& back_counts = back_counts_;
   std::vector<NodeId>& back_ids = back_ids_;

@@ -16,7 +16,7 @@ namespace {
 const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
       {"full", true, make_full_trainer},
-      {"sampled", false, make_sampled_trainer},
+      {"sampled", true, make_sampled_trainer},
       {"pipeline", false, make_pipeline_trainer},
       // Dynamic mode has its own driver (train_dynamic), entered before a Trainer is built.
       {"dynamic", false, nullptr},

@@ -1,5 +1,6 @@
 // Sampled mode: mini-batches of each rank's own training nodes, sampled by the data-centric
 // DistributedSampler, gradients all-reduced every step in lock-step; evaluation is full-neighbor.
+// On a GPU the owners draw with the CUDA sampler and the model, loss and optimizer run there.
 #include "full_aggregator.hpp"
 #include "trainer.hpp"
 
@@ -19,16 +20,17 @@ namespace tessel::train {
 namespace {
 
 // Aggregation over one sampled block: its matrices are rebuilt every step from the block and
-// the whole-graph degrees of its source nodes.
+// the whole-graph degrees of its source nodes, on the device the model runs on.
 class BlockAggregator final : public nn::Aggregator {
  public:
   // src_orig, src_degree: per source of the block; src_orig must outlive the step.
   void reset(const sampling::Block& block, std::span<const NodeId> src_orig,
-             std::span<const std::int64_t> src_degree) {
+             std::span<const std::int64_t> src_degree, Device device) {
     src_orig_ = src_orig;
     Tensor degree = Tensor::empty({static_cast<std::int64_t>(src_degree.size())}, DType::i64);
     std::copy(src_degree.begin(), src_degree.end(), degree.data<std::int64_t>());
-    matrices_.reset(kernels::SparseMatrix::from_csr(block.adj), std::move(degree));
+    matrices_.reset(kernels::SparseMatrix::from_csr(block.adj, device),
+                    device.is_cpu() ? std::move(degree) : degree.to(device));
   }
 
   std::int64_t num_src() const override { return matrices_.num_src(); }
@@ -55,19 +57,25 @@ class SampledTrainer final : public Trainer {
  public:
   explicit SampledTrainer(TrainerContext ctx)
       : comm_(ctx.comm),
+        data_(ctx.runtime.data ? *ctx.runtime.data : ctx.comm),
+        device_(ctx.runtime.device),
         options_(ctx.options),
         manifest_(ctx.manifest),
         part_(ctx.part),
-        model_(ctx.options.model),
+        model_(model_config(ctx)),
         optimizer_(nn::make_optimizer(ctx.options.optimizer)),
         sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
                  ctx.options.sampled.batch_size) {
     TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
                    "sampled mode: {} fanouts for {} layers", options_.sampled.fanouts.size(),
                    options_.model.layers);
-    eval_aggregator_ = std::make_unique<FullAggregator>(part_, comm_);
+    if (device_.is_cuda()) sampler_.sample_on_device(device_, options_.sampled.graph_placement);
+    // Evaluation aggregates over the whole part on the training device (halo rows over the data
+    // plane), as full-batch training does.
+    eval_aggregator_ = std::make_unique<FullAggregator>(part_, comm_, &data_, device_);
     features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
     std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
+    if (device_.is_cuda()) features_ = features_.to(device_);
     split_labels_ = split_labels(part_);
     aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
     sampling::CacheBudget budget;
@@ -131,17 +139,21 @@ class SampledTrainer final : public Trainer {
     const int layers = options_.model.layers;
     sampler_.sample(epoch, step, seeds, phases);
     const auto& blocks = sampler_.blocks();
-    const Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
+    Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
+    if (device_.is_cuda() && !seeds.empty()) {
+      ScopedPhase t(phases, "fetch");
+      x = x.to(device_);
+    }
 
     ScopedPhase compute(phases, "compute");
-    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
-    for (int l = 0; l < layers; ++l) {
-      aggregators_[l].reset(blocks[l], sampler_.src_orig(l), sampler_.src_degree(l));
-      aggs[l] = &aggregators_[l];
-    }
     model_.zero_grad();
     double loss_sum = 0;
     if (!seeds.empty()) {
+      std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
+      for (int l = 0; l < layers; ++l) {
+        aggregators_[l].reset(blocks[l], sampler_.src_orig(l), sampler_.src_degree(l), device_);
+        aggs[l] = &aggregators_[l];
+      }
       const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
                                  static_cast<std::uint32_t>(epoch), step, 0};
       const Tensor logits = model_.forward(x, aggs, dropout_key, true);
@@ -155,13 +167,27 @@ class SampledTrainer final : public Trainer {
           nn::softmax_cross_entropy(logits, rows, labels, 1.0 / static_cast<double>(global_count));
       model_.backward(loss.grad);
       loss_sum = loss.loss_sum;
+      settle();
     }
     {
       ScopedPhase t(phases, "communicate");
-      allreduce_gradients(comm_, model_);
+      allreduce_gradients(data_, model_);
+      settle();
     }
     optimizer_->step(model_.parameters());
+    settle();
     return loss_sum;
+  }
+
+  // On a GPU, waits for the enqueued work so each phase's seconds measure it, not its launch.
+  void settle() {
+    if (device_.is_cuda()) kernels::default_context(device_).synchronize();
+  }
+
+  static nn::ModelConfig model_config(const TrainerContext& ctx) {
+    nn::ModelConfig config = ctx.options.model;
+    config.device = ctx.runtime.device;
+    return config;
   }
 
   // This rank's sampling rate so far in the epoch, for the progress line.
@@ -193,11 +219,15 @@ class SampledTrainer final : public Trainer {
     extra["bytes_fetched"] = c[6] * f * 4;
     extra["data_centric_bytes"] = dc_sample_bytes + c[6] * row_bytes;
     extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
+    if (device_.is_cuda())
+      extra["graph_placement"] = sampling::graph_placement_name(sampler_.graph_placement());
     extra["data_centric_sample_bytes"] = dc_sample_bytes;
     extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
   }
 
   comm::Communicator& comm_;
+  comm::Communicator& data_;
+  Device device_;
   const TrainOptions& options_;
   const partition::Manifest& manifest_;
   partition::Part& part_;

@@ -6,11 +6,13 @@
 #include "tessel/core/timer.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/sampling/block.hpp"
+#include "tessel/sampling/device_graph.hpp"
 #include "tessel/sampling/feature_cache.hpp"
 #include "tessel/sampling/hop.hpp"
 #include "tessel/sampling/id_map.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,6 +70,13 @@ class DistributedSampler {
   Tensor fetch_features(std::span<const NodeId> nodes, std::span<const float> owned_features,
                         PhaseTimes& phases);
 
+  // Owners draw on `device` from here on (the CUDA sampler: the same draws, answers written on
+  // the GPU): the owned graph goes to device memory or to pinned host memory read over UVA, as
+  // `placement` (auto | device | pinned) says; the choice is logged. Builds with CUDA only.
+  void sample_on_device(Device device, const std::string& placement);
+  // Where the GPU reads the graph (after sample_on_device).
+  sampling::GraphPlacement graph_placement() const;
+
   const SamplerCounters& counters() const { return counters_; }
   void reset_counters();
 
@@ -99,6 +108,8 @@ private:
   std::vector<NodeId> answer_ids_, back_ids_;             // (global, original, degree) per draw
   sampling::FeatureCache cache_;
   SamplerCounters counters_;
+  std::unique_ptr<sampling::DeviceGraph> device_graph_;  // set: owners draw on the GPU
+  std::vector<EdgeId> device_offsets_;                    // draw offsets of the GPU's answers
 };
 
 }  // namespace tessel::train

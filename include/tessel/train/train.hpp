@@ -21,6 +21,7 @@ struct SampledOptions {
   std::string cache_policy = "degree";      // degree | presample | none
   double cache_size_mb = 0;                 // budget in MiB (0 = use cache_ratio)
   double cache_ratio = 0;                   // fraction of remote candidate rows to cache
+  std::string graph_placement = "auto";     // GPU sampling: auto | device | pinned
 };
 
 struct DynamicOptions {

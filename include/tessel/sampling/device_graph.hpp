@@ -1,0 +1,66 @@
+// A partition's graph sampled by a GPU: CSR and per-node answers in device memory, or in pinned
+// host memory that the GPU reads over UVA when the graph does not fit.
+#pragma once
+
+#include "tessel/core/csr.hpp"
+#include "tessel/core/rng.hpp"
+#include "tessel/core/tensor.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessel::sampling {
+
+// Where the sampled graph lives (--graph-placement).
+enum class GraphPlacement : std::uint8_t {
+  device, // device memory: fastest, needs the bytes on the GPU
+  pinned, // page-locked host memory mapped into the GPU's address space (UVA reads over PCIe)
+};
+const char* graph_placement_name(GraphPlacement placement);
+
+// The placement for `requested` ("auto", "device" or "pinned"; InputError otherwise) of a graph
+// of `bytes` on `device`. auto takes device memory when the graph needs at most a quarter of the
+// GPU's free memory (the rest is left to features, activations and the cache), else pinned.
+// `reason` receives one line saying what was chosen and why.
+GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t bytes,
+                                      Device device, std::string& reason);
+
+// The graph one rank answers sampling requests from, on a GPU. Rows are the part's owned
+// nodes (in-neighbor lists over owned + halo columns, canonical order); for every column u it
+// keeps the answer an owner sends for a draw of u: (global id, original id, whole-graph
+// degree), three i64 side by side. The draws are the CPU sampler's (sampling::floyd_positions
+// keyed by each row's original id), so a GPU rank and a CPU rank answer the same request with
+// the same neighbors in the same order. Exists only in builds with TESSEL_WITH_CUDA (the
+// constructor throws otherwise).
+class DeviceGraph {
+public:
+  // graph: num_rows owned rows over num_cols columns, in canonical order; row_keys: the
+  // original id of each row [num_rows]; answers: [num_cols * 3]. Copies them to `device` or to
+  // mapped pinned host memory. Throws InputError for a row of 2^32 or more neighbors.
+  DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys,
+              std::span<const NodeId> answers, Device device, GraphPlacement placement);
+  ~DeviceGraph();
+  DeviceGraph(const DeviceGraph&) = delete;
+  DeviceGraph& operator=(const DeviceGraph&) = delete;
+
+  GraphPlacement placement() const;
+  // Bytes of the CSR, row keys and answers (wherever they live).
+  std::int64_t bytes() const;
+
+  // Draws min(fanout, degree) neighbors of each row in `rows` (local ids < num_rows, host
+  // memory) with `key` on the GPU and returns, in host memory, offsets [rows + 1] (draws of
+  // request i are [offsets[i], offsets[i+1])) and answers[3 * d .. 3 * d + 2] for draw d.
+  // `answers` only grows (its capacity is reused). Synchronous on the device's stream.
+  void sample(std::span<const LocalId> rows, int fanout, const rng::Key& key,
+              std::vector<EdgeId>& offsets, std::vector<NodeId>& answers);
+
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace tessel::sampling

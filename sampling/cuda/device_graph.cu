@@ -1,0 +1,220 @@
+// CUDA side of GPU sampling: the graph in device or mapped pinned memory, and the kernels that
+// draw neighbors and write the owners' answers (the CPU sampler's draws).
+#include "cuda/device_graph_cuda.hpp"
+
+#include "tessel/core/cuda_check.cuh"
+#include "tessel/sampling/device_graph.hpp"
+#include "tessel/sampling/draw.hpp"
+
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <cstring>
+
+namespace tessel::sampling {
+namespace cuda {
+
+std::int64_t free_device_bytes(Device device) {
+  TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  TESSEL_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::int64_t>(free_bytes);
+}
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned int blocks_for(std::int64_t n) {
+  return static_cast<unsigned int>((n + kThreads - 1) / kThreads);
+}
+
+// Page-locked host memory mapped into the device's address space: kernels read it over PCIe
+// through `device_ptr` (the same address as `host` under UVA, asked for anyway).
+class MappedHostBuffer {
+public:
+  explicit MappedHostBuffer(std::size_t bytes) : bytes_(std::max<std::size_t>(bytes, 64)) {
+    TESSEL_CHECK_CUDA(cudaHostAlloc(&host_, bytes_, cudaHostAllocMapped | cudaHostAllocPortable));
+    TESSEL_CHECK_CUDA(cudaHostGetDevicePointer(&device_ptr_, host_, 0));
+  }
+  ~MappedHostBuffer() {
+    if (host_) cudaFreeHost(host_);
+  }
+  MappedHostBuffer(const MappedHostBuffer&) = delete;
+  MappedHostBuffer& operator=(const MappedHostBuffer&) = delete;
+  void* host() const { return host_; }
+  void* device_ptr() const { return device_ptr_; }
+
+private:
+  std::size_t bytes_;
+  void* host_ = nullptr;
+  void* device_ptr_ = nullptr;
+};
+
+// counts[i] = draws of request i (offsets[i + 1] before the scan).
+__global__ void count_kernel(const EdgeId* __restrict__ indptr, const LocalId* __restrict__ rows,
+                             std::int64_t n, int fanout, EdgeId* __restrict__ counts) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const LocalId r = rows[i];
+  counts[i] = sample_count(indptr[r + 1] - indptr[r], fanout);
+}
+
+// One thread per request: Floyd's positions (the CPU twin's draws) land in `positions`, then each
+// drawn neighbor u is answered with answer_table[3 u .. 3 u + 2]. A whole row is answered in
+// row order.
+__global__ void answer_kernel(const EdgeId* __restrict__ indptr,
+                              const LocalId* __restrict__ indices,
+                              const NodeId* __restrict__ row_keys,
+                              const NodeId* __restrict__ answer_table,
+                              const LocalId* __restrict__ rows, std::int64_t n, rng::Key key,
+                              const EdgeId* __restrict__ offsets,
+                              std::uint32_t* __restrict__ positions, NodeId* __restrict__ out) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const LocalId r = rows[i];
+  const EdgeId begin = indptr[r];
+  const EdgeId degree = indptr[r + 1] - begin;
+  const EdgeId first = offsets[i];
+  const EdgeId count = offsets[i + 1] - first;
+  const LocalId* row = indices + begin;
+  NodeId* answer = out + 3 * first;
+  if (count == degree) {
+    for (EdgeId k = 0; k < count; ++k) {
+      const NodeId* a = answer_table + 3 * static_cast<std::int64_t>(row[k]);
+      answer[3 * k] = a[0];
+      answer[3 * k + 1] = a[1];
+      answer[3 * k + 2] = a[2];
+    }
+    return;
+  }
+  std::uint32_t* pos = positions + first;
+  floyd_positions(key, static_cast<std::uint64_t>(row_keys[r]), degree, count, pos);
+  for (EdgeId k = 0; k < count; ++k) {
+    const NodeId* a = answer_table + 3 * static_cast<std::int64_t>(row[pos[k]]);
+    answer[3 * k] = a[0];
+    answer[3 * k + 1] = a[1];
+    answer[3 * k + 2] = a[2];
+  }
+}
+
+} // namespace
+} // namespace cuda
+
+struct DeviceGraph::Impl {
+  Device device;
+  GraphPlacement placement = GraphPlacement::device;
+  std::int64_t num_rows = 0;
+  std::int64_t bytes = 0;
+  // Device placement: tensors from the caching allocator; pinned: one mapped host block each.
+  Tensor indptr_t, indices_t, row_keys_t, answers_t;
+  std::unique_ptr<cuda::MappedHostBuffer> indptr_h, indices_h, row_keys_h, answers_h;
+  const EdgeId* indptr = nullptr;
+  const LocalId* indices = nullptr;
+  const NodeId* row_keys = nullptr;
+  const NodeId* answers = nullptr;
+
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(device_memory::stream(device)); }
+
+  // Copies `values` to where the placement puts them and returns the address kernels read.
+  template <class T>
+  const T* place(std::span<const T> values, Tensor& tensor,
+                 std::unique_ptr<cuda::MappedHostBuffer>& mapped) {
+    const std::size_t n = std::max<std::size_t>(values.size(), 1);
+    bytes += static_cast<std::int64_t>(values.size() * sizeof(T));
+    if (placement == GraphPlacement::device) {
+      tensor = Tensor::zeros({static_cast<std::int64_t>(n)}, dtype_of<T>(), device);
+      if (!values.empty())
+        TESSEL_CHECK_CUDA(cudaMemcpyAsync(tensor.raw(), values.data(), values.size() * sizeof(T),
+                                          cudaMemcpyHostToDevice, stream()));
+      return tensor.ptr<T>();
+    }
+    mapped = std::make_unique<cuda::MappedHostBuffer>(n * sizeof(T));
+    if (!values.empty()) std::memcpy(mapped->host(), values.data(), values.size() * sizeof(T));
+    return static_cast<const T*>(mapped->device_ptr());
+  }
+};
+
+DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys,
+                         std::span<const NodeId> answers, Device device, GraphPlacement placement)
+    : impl_(std::make_unique<Impl>()) {
+  TESSEL_EXPECTS(device.is_cuda(), "GPU sampling needs a CUDA device, got {}", device.str());
+  TESSEL_EXPECTS(static_cast<std::int64_t>(row_keys.size()) == graph.num_rows,
+                 "DeviceGraph: {} row keys for {} rows", row_keys.size(), graph.num_rows);
+  TESSEL_EXPECTS(static_cast<std::int64_t>(answers.size()) == graph.num_cols * 3,
+                 "DeviceGraph: {} answer ids for {} columns, expected 3 per column", answers.size(),
+                 graph.num_cols);
+  for (std::int64_t v = 0; v < graph.num_rows; ++v)
+    TESSEL_EXPECTS(graph.degree(v) < (EdgeId{1} << 32),
+                   "GPU sampling: row {} has {} neighbors, expected fewer than 2^32", v,
+                   graph.degree(v));
+  TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
+  Impl& g = *impl_;
+  g.device = device;
+  g.placement = placement;
+  g.num_rows = graph.num_rows;
+  g.indptr = g.place(std::span<const EdgeId>(graph.indptr), g.indptr_t, g.indptr_h);
+  g.indices = g.place(std::span<const LocalId>(graph.indices), g.indices_t, g.indices_h);
+  g.row_keys = g.place(row_keys, g.row_keys_t, g.row_keys_h);
+  g.answers = g.place(answers, g.answers_t, g.answers_h);
+  TESSEL_CHECK_CUDA(cudaStreamSynchronize(g.stream()));
+}
+
+DeviceGraph::~DeviceGraph() = default;
+
+GraphPlacement DeviceGraph::placement() const {
+  return impl_->placement;
+}
+std::int64_t DeviceGraph::bytes() const {
+  return impl_->bytes;
+}
+
+void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::Key& key,
+                         std::vector<EdgeId>& offsets, std::vector<NodeId>& answers) {
+  Impl& g = *impl_;
+  TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
+  const cudaStream_t stream = g.stream();
+  const auto n = static_cast<std::int64_t>(rows.size());
+  offsets.assign(static_cast<std::size_t>(n) + 1, 0);
+  if (n == 0) return;
+  for (const LocalId r : rows)
+    TESSEL_ASSERT(r >= 0 && r < g.num_rows, "GPU sampling: row {} outside [0, {})", r, g.num_rows);
+  Tensor rows_d = Tensor::empty({n}, DType::i32, g.device);
+  Tensor offsets_d = Tensor::empty({n + 1}, DType::i64, g.device);
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(rows_d.raw(), rows.data(), rows.size() * sizeof(LocalId),
+                                    cudaMemcpyHostToDevice, stream));
+  EdgeId* d_offsets = offsets_d.ptr<EdgeId>();
+  TESSEL_CHECK_CUDA(cudaMemsetAsync(d_offsets, 0, sizeof(EdgeId), stream));
+  cuda::count_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
+      g.indptr, rows_d.ptr<LocalId>(), n, fanout, d_offsets + 1);
+  TESSEL_CHECK_LAUNCH();
+  std::size_t temp_bytes = 0;
+  TESSEL_CHECK_CUDA(
+      cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, d_offsets + 1, d_offsets + 1, n, stream));
+  Tensor temp = Tensor::empty({static_cast<std::int64_t>(temp_bytes) + 1}, DType::u8, g.device);
+  TESSEL_CHECK_CUDA(cub::DeviceScan::InclusiveSum(temp.raw(), temp_bytes, d_offsets + 1,
+                                                  d_offsets + 1, n, stream));
+  EdgeId total = 0;
+  TESSEL_CHECK_CUDA(
+      cudaMemcpyAsync(&total, d_offsets + n, sizeof(EdgeId), cudaMemcpyDeviceToHost, stream));
+  TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
+  if (answers.size() < static_cast<std::size_t>(3 * total))
+    answers.resize(static_cast<std::size_t>(3 * total));
+  if (total > 0) {
+    Tensor positions = Tensor::empty({total}, DType::i32, g.device);
+    Tensor answers_d = Tensor::empty({3 * total}, DType::i64, g.device);
+    cuda::answer_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
+        g.indptr, g.indices, g.row_keys, g.answers, rows_d.ptr<LocalId>(), n, key, d_offsets,
+        static_cast<std::uint32_t*>(positions.raw()), answers_d.ptr<NodeId>());
+    TESSEL_CHECK_LAUNCH();
+    TESSEL_CHECK_CUDA(cudaMemcpyAsync(answers.data(), answers_d.raw(),
+                                      static_cast<std::size_t>(3 * total) * sizeof(NodeId),
+                                      cudaMemcpyDeviceToHost, stream));
+  }
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(offsets.data(), d_offsets,
+                                    static_cast<std::size_t>(n + 1) * sizeof(EdgeId),
+                                    cudaMemcpyDeviceToHost, stream));
+  TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
+}
+
+} // namespace tessel::sampling
