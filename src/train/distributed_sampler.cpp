@@ -90,8 +90,7 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
                                 PhaseTimes& phases) {
   const int layers = static_cast<int>(fanouts_.size());
   blocks_.resize(static_cast<std::size_t>(layers));
-  triples_.resize(static_cast<std::size_t>(layers));
-  merged_.resize(static_cast<std::size_t>(layers));
+  draws_.resize(static_cast<std::size_t>(layers));
   src_orig_.resize(static_cast<std::size_t>(layers));
   src_degree_.resize(static_cast<std::size_t>(layers));
   std::vector<NodeId> seed_ids(seeds.size()), seed_orig(seeds.size());
@@ -110,19 +109,33 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
   for (int l = layers - 1; l >= 0; --l) {
     const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
                        static_cast<std::uint32_t>(l)};
-    hop(frontier, fanouts_[l], key, phases, triples_[l], merged_[l]);
+    HopDraws& draws = draws_[l];
+    hop(frontier, fanouts_[l], key, phases, draws);
     ScopedPhase t(phases, "sample");
     sampling::Block& block = blocks_[l];
-    builder_.build(frontier, merged_[l].offsets, merged_[l].neighbors, block, &first_seen_);
-    // Sources are the destinations, then each new neighbor where it was first drawn: its
-    // original id and degree came with that draw.
+    const std::span<const NodeId> ids(draws.ids.data(),
+                                      static_cast<std::size_t>(draws.offsets.back()));
+    builder_.build(frontier, draws.offsets, ids, block, &first_seen_);
+    // Sources are the destinations, then each new neighbor where it was first drawn: an owned
+    // node's original id and degree are in part_, another rank's came with its draw.
     auto& orig = src_orig_[l];
     auto& degree = src_degree_[l];
-    orig.assign(frontier_orig.begin(), frontier_orig.end());
-    degree.assign(frontier_degree.begin(), frontier_degree.end());
+    const std::size_t num_src = frontier.size() + first_seen_.size();
+    orig.resize(num_src);
+    degree.resize(num_src);
+    std::copy(frontier_orig.begin(), frontier_orig.end(), orig.begin());
+    std::copy(frontier_degree.begin(), frontier_degree.end(), degree.begin());
+    NodeId* orig_out = orig.data() + frontier.size();
+    std::int64_t* degree_out = degree.data() + frontier.size();
     for (const EdgeId e : first_seen_) {
-      orig.push_back(triples_[l].neighbors[3 * e + 1]);
-      degree.push_back(triples_[l].neighbors[3 * e + 2]);
+      const NodeId local = ids[e] - part_.offset;
+      if (local >= 0 && local < part_.num_owned) {
+        *orig_out++ = part_.orig_id[local];
+        *degree_out++ = part_.degree[local];
+      } else {
+        *orig_out++ = draws.info[2 * e];
+        *degree_out++ = draws.info[2 * e + 1];
+      }
     }
     frontier = block.src;
     frontier_orig = orig;
@@ -130,41 +143,50 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
   }
 }
 
-// One hop: frontier nodes go to their owners, which draw their neighbors from the local CSR and
-// answer (global id, original id, degree) per drawn neighbor; `triples` gets those answers and
-// `merged` the global ids, both in frontier order (one pair per layer, so their capacity fits
-// that layer's hop from step to step). Requests a rank makes to itself travel through the same
-// exchange (a local copy inside alltoallv) so there is one code path.
+// One hop. Frontier nodes owned elsewhere go to their owners, which draw their neighbors from
+// the local CSR and answer (global id, original id, degree) per draw. This rank's own frontier
+// nodes are drawn in the same call as the requests it serves, and their draws are written
+// straight into frontier order: at one rank nothing is packed, exchanged or merged. Every draw
+// depends only on the key and the node's original id, so where it is drawn does not matter.
 void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key,
-                             PhaseTimes& phases, sampling::SampledGlobalNeighbors& triples,
-                             sampling::SampledGlobalNeighbors& merged) {
+                             PhaseTimes& phases, HopDraws& draws) {
   const int num_ranks = comm_.size();
   const int me = comm_.rank();
+  const auto n = static_cast<std::int64_t>(frontier.size());
   std::vector<int> owners(frontier.size());
-  for (std::size_t i = 0; i < frontier.size(); ++i) owners[i] = manifest_.owner_of(frontier[i]);
+  for (std::int64_t i = 0; i < n; ++i)
+    owners[i] = manifest_.owner_of(frontier[i]);
   sampling::route_by_owner(owners, num_ranks, routing_);
-  std::vector<NodeId> requests;
-  sampling::gather_by_order<NodeId>(frontier, routing_.order, requests);
-  for (int r = 0; r < num_ranks; ++r)
-    if (r != me) counters_.remote_requests += routing_.counts[r];
+  const std::vector<std::int64_t>& order = routing_.order;
+  // Routed positions [own_begin, own_end) are this rank's own nodes; the rest are requests.
+  const std::int64_t own_begin = routing_.displs[me], own_end = routing_.displs[me + 1];
+  const std::int64_t num_own = own_end - own_begin;
+  std::vector<std::int64_t> send_counts(routing_.counts);
+  send_counts[me] = 0;
+  std::vector<NodeId> requests(static_cast<std::size_t>(n - num_own));
+  for (std::int64_t k = 0, out = 0; k < n; ++k)
+    if (k < own_begin || k >= own_end) requests[out++] = frontier[order[k]];
+  counters_.remote_requests += n - num_own;
 
   std::vector<std::int64_t> incoming_counts;
   std::vector<NodeId> incoming;
   {
     ScopedPhase t(phases, "communicate");
-    incoming = comm_.alltoallv<NodeId>(requests, routing_.counts, &incoming_counts);
+    incoming = comm_.alltoallv<NodeId>(requests, send_counts, &incoming_counts);
   }
   // Answers and their replies live in members: their capacity is reused by every hop of every
   // step, so the large id arrays are neither zero-filled nor faulted in again.
   std::vector<std::int64_t>& answer_counts = answer_counts_;
   std::vector<NodeId>& answer_ids = answer_ids_;
+  const auto num_incoming = static_cast<std::int64_t>(incoming.size());
   answer_counts.resize(incoming.size());
   std::vector<std::int64_t> answer_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
+  constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
   {
     ScopedPhase t(phases, "sample");
-    const auto num_incoming = static_cast<std::int64_t>(incoming.size());
-    std::vector<LocalId> rows(incoming.size());
-    std::vector<NodeId> row_keys(incoming.size());
+    // Rows: the requests other ranks sent, then this rank's own frontier nodes.
+    std::vector<LocalId> rows(static_cast<std::size_t>(num_incoming + num_own));
+    std::vector<NodeId> row_keys(rows.size());
     for (std::int64_t i = 0; i < num_incoming; ++i) {
       const NodeId l = incoming[i] - part_.offset;
       TESSEL_EXPECTS(l >= 0 && l < part_.num_owned,
@@ -173,9 +195,15 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
       rows[i] = static_cast<LocalId>(l);
       row_keys[i] = part_.orig_id[l];
     }
+    for (std::int64_t j = 0; j < num_own; ++j) {
+      const NodeId l = frontier[order[own_begin + j]] - part_.offset;
+      rows[num_incoming + j] = static_cast<LocalId>(l);
+      row_keys[num_incoming + j] = part_.orig_id[l];
+    }
     const EdgeId* draw_offsets = nullptr;
     if (device_graph_) {
-      // The GPU draws and writes the answers; they come back in request order, as below.
+      // The GPU draws and writes the answers of every row, own nodes' too; they come back in
+      // row order, requests first as below.
       device_graph_->sample(rows, fanout, key, device_offsets_, answer_ids);
       draw_offsets = device_offsets_.data();
       for (std::int64_t request = 0; request < num_incoming; ++request)
@@ -187,11 +215,10 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
       // parallel with the result of a serial pass. Small hops stay on one thread: on shared
       // cores a team's barrier can cost more than the packing.
       // Grow-only: shrinking and growing again would zero-fill the ids on every hop.
-      const auto num_answer_ids = static_cast<std::size_t>(sampled_.num_sampled()) * 3;
-      if (answer_ids.size() < num_answer_ids) answer_ids.resize(num_answer_ids);
       draw_offsets = sampled_.offsets.data();
-      constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
-#pragma omp parallel for schedule(dynamic, 256) if (sampled_.num_sampled() >= kParallelDraws)
+      const auto num_answer_ids = static_cast<std::size_t>(draw_offsets[num_incoming]) * 3;
+      if (answer_ids.size() < num_answer_ids) answer_ids.resize(num_answer_ids);
+#pragma omp parallel for schedule(dynamic, 256) if (draw_offsets[num_incoming] >= kParallelDraws)
       for (std::int64_t request = 0; request < num_incoming; ++request) {
         NodeId* out = answer_ids.data() + 3 * draw_offsets[request];
         for (const LocalId u : sampled_.of(request)) {
@@ -207,50 +234,89 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
     for (int r = 0; r < num_ranks; ++r) {
       const std::int64_t end = request + incoming_counts[r];
       answer_ids_per_rank[r] = 3 * (draw_offsets[end] - draw_offsets[request]);
-      if (r != me)
-        for (; request < end; ++request)
-          counters_.remote_adjacency += part_.graph.degree(rows[request]) + 1;
-      request = end;
+      for (; request < end; ++request)
+        counters_.remote_adjacency += part_.graph.degree(rows[request]) + 1;
     }
-    counters_.sampled_edges += draw_offsets[num_incoming];
+    counters_.sampled_edges += draw_offsets[num_incoming + num_own];
   }
   std::vector<std::int64_t>& back_counts = back_counts_;
   std::vector<NodeId>& back_ids = back_ids_;
-  std::int64_t num_back_ids = 0;
   {
     ScopedPhase t(phases, "communicate");
-    back_counts.resize(static_cast<std::size_t>(routing_.displs[num_ranks]));
-    comm_.alltoallv(answer_counts.data(), incoming_counts, back_counts.data(), routing_.counts,
+    back_counts.resize(requests.size());
+    comm_.alltoallv(answer_counts.data(), incoming_counts, back_counts.data(), send_counts,
                     DType::i64);
     // What each owner answers is the sum of its answers' counts: no count exchange needed.
     std::vector<std::int64_t> back_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
+    back_start_.resize(requests.size() + 1);
+    back_start_[0] = 0;
+    std::int64_t k = 0;
     for (int r = 0; r < num_ranks; ++r)
-      for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k)
+      for (const std::int64_t end = k + send_counts[r]; k < end; ++k) {
         back_ids_per_rank[r] += back_counts[k];
-    std::int64_t total = 0;
-    for (const std::int64_t c : back_ids_per_rank)
-      total += c;
-    num_back_ids = total;
-    if (back_ids.size() < static_cast<std::size_t>(total))
-      back_ids.resize(static_cast<std::size_t>(total));
+        back_start_[k + 1] = back_start_[k] + back_counts[k];
+      }
+    const auto total = static_cast<std::size_t>(back_start_.back());
+    if (back_ids.size() < total) back_ids.resize(total);
     comm_.alltoallv(answer_ids.data(), answer_ids_per_rank, back_ids.data(), back_ids_per_rank,
                     DType::i64);
   }
   ScopedPhase t(phases, "sample");
-  sampling::merge_answers(
-      routing_, back_counts,
-      std::span<const NodeId>(back_ids.data(), static_cast<std::size_t>(num_back_ids)), triples);
-  merged.offsets.resize(triples.offsets.size());
-  for (std::size_t i = 0; i < triples.offsets.size(); ++i)
-    merged.offsets[i] = triples.offsets[i] / 3;
-  const std::size_t n = triples.neighbors.size() / 3;
-  merged.neighbors.resize(n);
-  for (std::size_t i = 0; i < n; ++i)
-    merged.neighbors[i] = triples.neighbors[3 * i];
-  for (int r = 0; r < num_ranks; ++r)
-    if (r != me)
-      for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k)
-        counters_.answer_ids += back_counts[k] / 3;
+  counters_.answer_ids += back_start_.back() / 3;
+  // Frontier offsets: an answer's size came with it, an own node's is in sampled_.
+  std::vector<EdgeId>& offsets = draws.offsets;
+  offsets.resize(static_cast<std::size_t>(n) + 1);
+  offsets[0] = 0;
+  const EdgeId* row_offsets = device_graph_ ? device_offsets_.data() : sampled_.offsets.data();
+  const EdgeId* own_offsets = row_offsets + num_incoming - own_begin;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const bool own = k >= own_begin && k < own_end;
+    const std::int64_t answer = k < own_begin ? k : k - num_own;
+    offsets[order[k] + 1] = own ? own_offsets[k + 1] - own_offsets[k]
+                                : (back_start_[answer + 1] - back_start_[answer]) / 3;
+  }
+  for (std::int64_t i = 0; i < n; ++i)
+    offsets[i + 1] += offsets[i];
+  const auto num_draws = static_cast<std::size_t>(offsets[n]);
+  if (draws.ids.size() < num_draws) draws.ids.resize(num_draws);
+  if (draws.info.size() < 2 * num_draws) draws.info.resize(2 * num_draws);
+  // Own draws are local ids: global ids from local_global_, and the original id and degree only
+  // for halo nodes (an owned node's are in part_). Answers, and own draws the GPU answered, are
+  // copied whole.
+  const LocalId num_owned = static_cast<LocalId>(part_.num_owned);
+  const NodeId* global_of = local_global_.data();
+  const NodeId* answer_of = answer_of_.data();
+#pragma omp parallel for schedule(dynamic, 256) if (num_draws >= kParallelDraws)
+  for (std::int64_t k = 0; k < n; ++k) {
+    NodeId* ids = draws.ids.data() + offsets[order[k]];
+    NodeId* info = draws.info.data() + 2 * offsets[order[k]];
+    const NodeId* in = nullptr;
+    const NodeId* end = nullptr;
+    if (k >= own_begin && k < own_end) {
+      if (device_graph_) {
+        in = answer_ids.data() + 3 * own_offsets[k];
+        end = answer_ids.data() + 3 * own_offsets[k + 1];
+      } else {
+        for (const LocalId u : sampled_.of(num_incoming + k - own_begin)) {
+          *ids++ = global_of[u];
+          if (u >= num_owned) {
+            info[0] = answer_of[3 * static_cast<std::int64_t>(u) + 1];
+            info[1] = answer_of[3 * static_cast<std::int64_t>(u) + 2];
+          }
+          info += 2;
+        }
+      }
+    } else {
+      const std::int64_t answer = k < own_begin ? k : k - num_own;
+      in = back_ids.data() + back_start_[answer];
+      end = back_ids.data() + back_start_[answer + 1];
+    }
+    for (; in != end; in += 3) {
+      *ids++ = in[0];
+      *info++ = in[1];
+      *info++ = in[2];
+    }
+  }
 }
 
 Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,

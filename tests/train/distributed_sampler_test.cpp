@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 using namespace tessel;
@@ -59,6 +60,10 @@ TEST(DistributedSampler, BlocksEqualTheSingleProcessReference) {
   sampler.assign_steps(epoch, step_seeds, step_counts, phases);
   ASSERT_FALSE(step_counts.empty());
   const auto step = static_cast<std::uint32_t>(std::min<std::size_t>(1, step_counts.size() - 1));
+  // Another step first: the sampler reuses its buffers, and nothing of that step may leak into
+  // the one checked.
+  const auto other = static_cast<std::uint32_t>(step_counts.size() - 1);
+  sampler.sample(epoch, other, step_seeds[other], phases);
   sampler.sample(epoch, step, step_seeds[step], phases);
 
   // The original ids and degrees carried with the draws agree with the part for owned sources.
@@ -77,8 +82,14 @@ TEST(DistributedSampler, BlocksEqualTheSingleProcessReference) {
   }
   EXPECT_GT(checked, 0);
 
-  // This rank's edges in original ids, gathered at rank 0.
-  std::vector<std::int64_t> mine;
+  // This rank's edges in original ids, and every source's (original id, degree), gathered at
+  // rank 0.
+  std::vector<std::int64_t> mine, source_degrees;
+  for (int l = 0; l < 2; ++l)
+    for (std::size_t j = 0; j < sampler.blocks()[l].src.size(); ++j) {
+      source_degrees.push_back(sampler.src_orig(l)[j]);
+      source_degrees.push_back(sampler.src_degree(l)[j]);
+    }
   for (int l = 0; l < 2; ++l) {
     const auto& b = sampler.blocks()[l];
     for (std::int64_t i = 0; i < b.num_dst(); ++i)
@@ -96,6 +107,8 @@ TEST(DistributedSampler, BlocksEqualTheSingleProcessReference) {
   std::vector<std::int64_t> seed_counts(static_cast<std::size_t>(comm->size()), 0);
   seed_counts[0] = static_cast<std::int64_t>(my_seed_orig.size());
   auto seeds = comm->alltoallv<std::int64_t>(my_seed_orig, seed_counts);
+  to_root[0] = static_cast<std::int64_t>(source_degrees.size());
+  const auto all_degrees = comm->alltoallv<std::int64_t>(source_degrees, to_root);
   if (comm->rank() != 0) return;
 
   std::set<Edge> distributed;
@@ -105,6 +118,12 @@ TEST(DistributedSampler, BlocksEqualTheSingleProcessReference) {
   // The reference: the whole graph in original ids, symmetrized as the partitioner does.
   datasets::Dataset data = datasets::read_store(dir / "g.h5", {.features = false});
   const Csr graph = datasets::symmetrize(data.graph);
+  // Sources owned by another rank (drawn there, or drawn here as halo nodes) carry the right
+  // degree too.
+  for (std::size_t i = 0; i < all_degrees.size(); i += 2) {
+    ASSERT_TRUE(all_degrees[i] >= 0 && all_degrees[i] < graph.num_rows) << all_degrees[i];
+    EXPECT_EQ(all_degrees[i + 1], graph.degree(all_degrees[i])) << "node " << all_degrees[i];
+  }
   std::sort(seeds.begin(), seeds.end());
   ASSERT_EQ(static_cast<std::int64_t>(seeds.size()), step_counts[step]);
   ASSERT_FALSE(seeds.empty());
@@ -119,4 +138,24 @@ TEST(DistributedSampler, BlocksEqualTheSingleProcessReference) {
   }
   EXPECT_GT(reference.size(), seeds.size());
   EXPECT_EQ(distributed, reference);
+
+  // The draws are pinned: these keys gave these edges when this test was written, on any rank
+  // count. A change to the sampler's draws, its row order or the exchange that alters a single
+  // edge changes the fingerprint (FNV-1a over the sorted edge set in original ids).
+  std::uint64_t fingerprint = 14695981039346656037ull;
+  for (const auto& [layer, dst, src] : distributed)
+    for (const std::int64_t value : {std::int64_t{layer}, std::int64_t{dst}, std::int64_t{src}})
+      for (int byte = 0; byte < 8; ++byte) {
+        fingerprint ^= (static_cast<std::uint64_t>(value) >> (8 * byte)) & 0xff;
+        fingerprint *= 1099511628211ull;
+      }
+  // The global batch is 8 seeds per rank, so each rank count has its own edges.
+  const std::map<int, std::pair<std::size_t, std::uint64_t>> pinned = {
+      {1, {145, 11622988349674628064ull}},
+      {2, {265, 3523218165822953197ull}},
+      {4, {480, 1798455298914141017ull}}};
+  const auto it = pinned.find(comm->size());
+  ASSERT_NE(it, pinned.end()) << "no pinned draws for " << comm->size() << " ranks";
+  EXPECT_EQ(distributed.size(), it->second.first);
+  EXPECT_EQ(fingerprint, it->second.second);
 }

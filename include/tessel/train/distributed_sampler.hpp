@@ -50,7 +50,8 @@ class DistributedSampler {
 
   // Samples the blocks of one step for `seeds` (owned local ids): blocks()[l] feeds layer l,
   // blocks().back().dst are the seeds. Draws use key (seed, sampling, epoch, step, layer) and
-  // the nodes' original ids. Collective (3 alltoallv per layer).
+  // the nodes' original ids. Collective (3 alltoallv per layer; this rank's own frontier nodes
+  // are drawn here and never enter the exchange).
   void sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds, PhaseTimes& phases);
   const std::vector<sampling::Block>& blocks() const { return blocks_; }
   // Original ids and whole-graph in-degrees of blocks()[layer].src, in src order (carried with
@@ -81,8 +82,16 @@ class DistributedSampler {
   void reset_counters();
 
 private:
+  // One hop's draws in frontier order: the draws of frontier node i are ids[offsets[i],
+  // offsets[i + 1]) (global ids); info[2 e], info[2 e + 1] are the original id and degree of draw
+  // e where another rank owns the drawn node (entries of owned nodes are stale: part_ has them).
+  // Grow-only buffers: offsets.back() is the draw count, not ids.size().
+  struct HopDraws {
+    std::vector<EdgeId> offsets;
+    std::vector<NodeId> ids, info;
+  };
   void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
-           sampling::SampledGlobalNeighbors& triples, sampling::SampledGlobalNeighbors& merged);
+           HopDraws& draws);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
   void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
@@ -100,11 +109,12 @@ private:
   sampling::BlockBuilder builder_;
   sampling::OwnerRouting routing_;
   sampling::SampledNeighbors sampled_;
-  std::vector<sampling::SampledGlobalNeighbors> triples_, merged_; // [layer]
+  std::vector<HopDraws> draws_;                                    // [layer]
   std::vector<std::vector<NodeId>> src_orig_;                      // [layer][src]
   std::vector<std::vector<std::int64_t>> src_degree_;              // [layer][src]
   std::vector<EdgeId> first_seen_;
   std::vector<std::int64_t> answer_counts_, back_counts_; // one per request, per hop
+  std::vector<EdgeId> back_start_;                        // where each answer starts in back_ids_
   std::vector<NodeId> answer_ids_, back_ids_;             // (global, original, degree) per draw
   sampling::FeatureCache cache_;
   SamplerCounters counters_;
