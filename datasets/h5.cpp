@@ -2,6 +2,7 @@
 // object.
 #include "tessel/datasets/h5.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -406,7 +407,12 @@ std::vector<std::int64_t> stored_dims(const File& file, const std::string& name,
   long double logical = static_cast<long double>(H5Tget_size(type.get()));
   for (const auto extent : shape)
     logical *= static_cast<long double>(extent);
-  const auto stored = static_cast<long double>(H5Dget_storage_size(dataset));
+  // A damaged chunk index can claim more stored bytes than the whole file has: no dataset
+  // stores more than the file's size.
+  hsize_t file_bytes = 0;
+  read_check(H5Fget_filesize(file.id(), &file_bytes), file.path(), "the size of the file");
+  const auto stored = static_cast<long double>(
+      std::min<hsize_t>(H5Dget_storage_size(dataset), file_bytes));
   const long double bound = H5Pget_nfilters(dcpl.get()) > 0 ? 1032 * stored + 4096 : stored;
   TESSEL_EXPECTS(logical <= bound,
                  "{}: dataset {} has shape {} ({:.0f} bytes), but the file stores {:.0f} bytes for it "

@@ -5,6 +5,8 @@
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -161,10 +163,24 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
                    path.string(), entry);
     const std::string name = entry.substr(0, colon), dtype = entry.substr(colon + 1);
     const std::string object = "/optimizer/" + name;
+    // State that belongs to a parameter ("adam.m.NAME") has its shape; any other entry (a step
+    // count) is one value. Checked before the tensor is sized by what the file says.
+    std::vector<std::int64_t> expected{1};
+    std::size_t matched = 0;  // the longest parameter name that ends the entry's name
+    for (const nn::Parameter* p : params) {
+      if (p->name.size() > matched && name.size() > p->name.size() + 1 &&
+          name.ends_with("." + p->name)) {
+        expected = p->value.shape();
+        matched = p->name.size();
+      }
+    }
+    const std::vector<std::int64_t> dims = file.dims(object);
+    TESSEL_EXPECTS(dims == expected, "{}: optimizer state {} has shape {}, expected {}",
+                   path.string(), name, fmt::join(dims, "x"), fmt::join(expected, "x"));
     Tensor t;
-    if (dtype == "f32") t = Tensor::empty(file.dims(object), DType::f32);
-    else if (dtype == "i64") t = Tensor::empty(file.dims(object), DType::i64);
-    else if (dtype == "f64") t = Tensor::empty(file.dims(object), DType::f64);
+    if (dtype == "f32") t = Tensor::empty(dims, DType::f32);
+    else if (dtype == "i64") t = Tensor::empty(dims, DType::i64);
+    else if (dtype == "f64") t = Tensor::empty(dims, DType::f64);
     else TESSEL_FAIL("{}: optimizer state {} has unsupported dtype {}", path.string(), name, dtype);
     read_tensor(file, object, t);
     state.emplace_back(name, std::move(t));

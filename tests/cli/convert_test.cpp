@@ -226,11 +226,10 @@ TEST(CliBadInput, LabelAboveNodeCount) {
 }
 
 // Out of memory names what was being done. A virtual memory limit makes the allocation fail.
+// Not built with AddressSanitizer: it reserves terabytes of shadow memory, so its binaries cannot
+// start under ulimit -v at all; every other build runs this test.
+#if !defined(__SANITIZE_ADDRESS__)
 TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory, so a binary built with "
-                  "it cannot start under ulimit -v; the normal build runs this test";
-#endif
   test::TempDir dir;
   fs::create_directories(dir / "out");
   Result r;
@@ -247,6 +246,7 @@ TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
       << r.output;
   EXPECT_TRUE(test::list_dir(dir / "out").empty());
 }
+#endif
 
 TEST(CliBadInput, SplitIdOutOfRange) {
   test::TinyOgb tiny;

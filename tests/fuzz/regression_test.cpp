@@ -1,9 +1,12 @@
 // Replays the fuzz targets' saved inputs through the same entries the fuzzers use: every seed
 // in corpus/<target>/ must be accepted, every input in regressions/<target>/ (each once made a
 // reader crash or misbehave) must end in one InputError.
+#include "fuzz_fixtures.hpp"
 #include "fuzz_targets.hpp"
 
+#include "checkpoint.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/nn/optimizer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -59,6 +62,35 @@ TEST_P(FuzzInputs, RegressionsEndInOneInputError) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << file.filename() << ": not an InputError: " << e.what();
     }
+  }
+}
+
+// Optimizer state is checked against its parameter's shape before anything is sized by the
+// file: a damaged chunk index once let a small checkpoint claim a state big enough to exhaust
+// memory. Written with the checkpoint writer, whose optimizer holds a moment of the wrong shape.
+TEST(CheckpointInput, OptimizerStateOfAnotherShapeIsRefusedWithTheFile) {
+  using namespace tessel;
+  nn::Model model(fuzz::checkpoint_model());
+  nn::OptimizerConfig oc;
+  oc.kind = fuzz::kCheckpointOptimizer;
+  auto optimizer = nn::make_optimizer(oc);
+  const std::string param = model.parameters().front()->name;
+  optimizer->load_state({{"adam.m." + param, Tensor::zeros({5}, DType::f32)}});
+  train::CheckpointMeta meta;
+  meta.epoch = 1;
+  meta.seed = 1;
+  meta.model_json = fuzz::kCheckpointModelJson;
+  meta.mode = fuzz::kCheckpointMode;
+  const fs::path dir = fuzz::scratch_dir() / "wrong-shape";
+  train::save_checkpoint(dir, meta, model, *optimizer);
+  try {
+    fuzz::checkpoint(read_bytes(dir / "checkpoint.h5"));
+    ADD_FAILURE() << "a moment of shape 5 was accepted for " << param;
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("checkpoint.h5: optimizer state adam.m." + param + " has shape 5, expected"),
+              std::string::npos)
+        << what;
   }
 }
 
