@@ -105,7 +105,8 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--cache-policy", o.sampled.cache_policy,
-                 "sampled mode: remote feature cache ranking: degree, presample or none")
+                 "sampled mode: feature cache ranking: degree, presample or none (on a GPU the "
+                 "cache is device memory and holds owned rows too)")
       ->check(CLI::IsMember({"degree", "presample", "none"}))
       ->capture_default_str();
   CLI::Option* size_mb =
@@ -113,8 +114,8 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                      "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio)")
           ->check(finite_range(0.0, unbounded));
   app.add_option("--cache-ratio", o.sampled.cache_ratio,
-                 "sampled mode: cache this fraction of the remote rows a rank may need (not with "
-                 "--cache-size-mb)")
+                 "sampled mode: cache this fraction of the remote rows a rank may need (on a "
+                 "GPU: of its owned + halo rows; not with --cache-size-mb)")
       ->check(finite_range(0.0, 1.0))
       ->excludes(size_mb);
   app.add_option("--graph-placement", o.sampled.graph_placement,

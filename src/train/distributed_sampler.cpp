@@ -62,6 +62,89 @@ sampling::GraphPlacement DistributedSampler::graph_placement() const {
 void DistributedSampler::reset_counters() {
   counters_ = {};
   cache_.reset_stats();
+  if (device_store_) device_store_->reset_counters();
+}
+
+void DistributedSampler::setup_device_store(const std::string& policy,
+                                            const sampling::CacheBudget& budget, Device device) {
+  const std::int64_t f = part_.feature_dim;
+  const bool enabled = policy != "none" && (budget.size_mb > 0 || budget.ratio > 0);
+  std::vector<NodeId> hot;
+  if (enabled) {
+    std::vector<NodeId> candidates;
+    std::vector<std::int64_t> score;
+    if (policy == "degree") {
+      // Every row a step may need, owned or halo: hubs are drawn most often.
+      candidates = local_global_;
+      score.assign(part_.degree.begin(), part_.degree.begin() + part_.num_local());
+    } else {
+      // Input nodes of the first steps of a presampled epoch (epoch key 0, never trained on).
+      constexpr std::int64_t kPresampleSteps = 8;
+      PhaseTimes ignored;
+      std::vector<std::vector<LocalId>> step_seeds;
+      std::vector<std::int64_t> step_counts;
+      assign_steps(0, step_seeds, step_counts, ignored);
+      std::unordered_map<NodeId, std::int64_t> counts;
+      const auto steps =
+          std::min<std::int64_t>(kPresampleSteps, static_cast<std::int64_t>(step_counts.size()));
+      for (std::int64_t s = 0; s < steps; ++s) {
+        if (step_counts[s] == 0) continue;
+        sample(0, static_cast<std::uint32_t>(s), step_seeds[s], ignored);
+        for (NodeId g : blocks_[0].src)
+          ++counts[g];
+      }
+      for (const auto& [g, c] : counts) {
+        candidates.push_back(g);
+        score.push_back(c);
+      }
+    }
+    const std::int64_t capacity =
+        budget.capacity_rows(static_cast<std::int64_t>(candidates.size()), f * 4);
+    hot = sampling::rank_candidates(candidates, score);
+    hot.resize(static_cast<std::size_t>(capacity));
+  }
+  // Owned hot rows are copied here, remote ones come from their owners (every rank takes part
+  // in the exchange, with or without a cache).
+  std::vector<float> rows(hot.size() * static_cast<std::size_t>(f));
+  std::vector<NodeId> remote;
+  std::vector<std::int64_t> remote_pos;
+  for (std::size_t k = 0; k < hot.size(); ++k) {
+    const NodeId l = hot[k] - part_.offset;
+    if (l >= 0 && l < part_.num_owned) {
+      std::copy_n(part_.features.begin() + l * f, f,
+                  rows.begin() + static_cast<std::int64_t>(k) * f);
+    } else {
+      remote.push_back(hot[k]);
+      remote_pos.push_back(static_cast<std::int64_t>(k));
+    }
+  }
+  fetch_remote_rows(remote, part_.features, rows.data(), remote_pos);
+  device_store_ = std::make_unique<sampling::DeviceFeatureStore>(part_.features, part_.num_owned, f,
+                                                                 part_.offset, hot, rows, device);
+  const auto total_rows = comm_.allreduce_value<std::int64_t>(device_store_->cache_rows());
+  log::info("GPU feature store ({}): owned rows in pinned host memory (read over UVA), {} hot "
+            "rows in device memory on all ranks ({:.1f} MiB on rank 0)",
+            enabled ? policy : "no cache", total_rows,
+            static_cast<double>(device_store_->cache_bytes()) / (1 << 20));
+}
+
+Tensor DistributedSampler::fetch_features_device(std::span<const NodeId> nodes,
+                                                 PhaseTimes& phases) {
+  ScopedPhase t(phases, "fetch");
+  TESSEL_ASSERT(device_store_ != nullptr, "fetch_features_device before setup_device_store");
+  device_store_->plan(nodes, network_ids_);
+  const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
+  std::int64_t remote = 0;
+  for (const NodeId g : nodes)
+    remote += (g < begin || g >= end) ? 1 : 0;
+  const auto k = static_cast<std::int64_t>(network_ids_.size());
+  counters_.input_rows += static_cast<std::int64_t>(nodes.size());
+  counters_.remote_input_rows += remote;
+  counters_.cache_hits += remote - k;
+  network_rows_.resize(static_cast<std::size_t>(k * part_.feature_dim));
+  fetch_remote_rows(network_ids_, part_.features, network_rows_.data(), {});
+  counters_.fetched_rows += k;
+  return device_store_->gather(network_rows_);
 }
 
 void DistributedSampler::assign_steps(int epoch, std::vector<std::vector<LocalId>>& step_seeds,

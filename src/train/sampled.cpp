@@ -81,7 +81,10 @@ class SampledTrainer final : public Trainer {
     sampling::CacheBudget budget;
     if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
     else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
-    sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
+    if (device_.is_cuda())
+      sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
+    else
+      sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
   }
 
   nn::Model& model() override { return model_; }
@@ -139,10 +142,13 @@ class SampledTrainer final : public Trainer {
     const int layers = options_.model.layers;
     sampler_.sample(epoch, step, seeds, phases);
     const auto& blocks = sampler_.blocks();
-    Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
-    if (device_.is_cuda() && !seeds.empty()) {
+    Tensor x;
+    if (device_.is_cuda()) {
+      x = sampler_.fetch_features_device(blocks[0].src, phases);
       ScopedPhase t(phases, "fetch");
-      x = x.to(device_);
+      settle();
+    } else {
+      x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
     }
 
     ScopedPhase compute(phases, "compute");
@@ -214,15 +220,42 @@ class SampledTrainer final : public Trainer {
     extra["sampled_edges_per_s"] = sample_s > 0 ? static_cast<double>(c[0]) / sample_s : 0.0;
     extra["input_rows"] = c[4];
     extra["remote_input_rows"] = c[5];
-    extra["cache_rows"] = comm_.allreduce_value<std::int64_t>(sampler_.cache().size());
+    extra["cache_rows"] = comm_.allreduce_value<std::int64_t>(sampler_.cache_rows());
     extra["cache_hit_rate"] = c[5] > 0 ? static_cast<double>(c[7]) / static_cast<double>(c[5]) : 0.0;
     extra["bytes_fetched"] = c[6] * f * 4;
     extra["data_centric_bytes"] = dc_sample_bytes + c[6] * row_bytes;
     extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
-    if (device_.is_cuda())
+    if (device_.is_cuda()) {
       extra["graph_placement"] = sampling::graph_placement_name(sampler_.graph_placement());
+      report_tiers(extra);
+    }
     extra["data_centric_sample_bytes"] = dc_sample_bytes;
     extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
+  }
+
+  // Per-tier counters of the GPU feature store, summed over ranks: requests, hits, misses, bytes
+  // and hit rate of the device cache, the pinned host rows and the network.
+  void report_tiers(nlohmann::json& extra) {
+    const sampling::FeatureStoreCounters& k = sampler_.device_store()->counters();
+    const sampling::TierCounters* tiers[3] = {&k.device, &k.host, &k.network};
+    const char* names[3] = {"device", "host", "network"};
+    std::int64_t c[12];
+    for (int t = 0; t < 3; ++t) {
+      c[4 * t] = tiers[t]->requests;
+      c[4 * t + 1] = tiers[t]->hits;
+      c[4 * t + 2] = tiers[t]->misses;
+      c[4 * t + 3] = tiers[t]->bytes;
+    }
+    comm_.allreduce(std::span<std::int64_t>(c, 12));
+    for (int t = 0; t < 3; ++t) {
+      const std::string p = std::string(names[t]) + "_tier_";
+      extra[p + "requests"] = c[4 * t];
+      extra[p + "hits"] = c[4 * t + 1];
+      extra[p + "misses"] = c[4 * t + 2];
+      extra[p + "bytes"] = c[4 * t + 3];
+      extra[p + "hit_rate"] =
+          c[4 * t] > 0 ? static_cast<double>(c[4 * t + 1]) / static_cast<double>(c[4 * t]) : 0.0;
+    }
   }
 
   comm::Communicator& comm_;

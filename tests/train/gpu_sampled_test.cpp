@@ -1,8 +1,9 @@
 // Sampled training on a GPU: --device cuda against --device cpu (the same draws, so the same
 // sampled edges and input rows, and losses within 1e-4 relative) for GraphSAGE with dropout on a
 // synthetic graph and on Cora, at P = 1 and at P = 2 with both ranks on one GPU; the graph in
-// device memory and in pinned host memory read over UVA sample the same blocks. Skips with a
-// message when no GPU is visible.
+// device memory and in pinned host memory read over UVA sample the same blocks; the feature
+// store's tiers (device cache by degree or presampled counts, pinned host rows, network) change
+// bytes, not losses, and their counters add up. Skips with a message when no GPU is visible.
 #include "train_test_helpers.hpp"
 
 #include "tessel/core/tensor.hpp"
@@ -102,6 +103,47 @@ TEST_F(GpuSampled, PinnedGraphSamplesWhatDeviceGraphSamples) {
   ASSERT_FALSE(pinned.empty());
   EXPECT_EQ(pinned[0].at("graph_placement").get<std::string>(), "pinned");
   expect_same(on_device, pinned, 1e-6, "device vs pinned");
+}
+
+TEST_F(GpuSampled, FeatureTiersChangeBytesNotLosses) {
+  const std::string flags = std::string(kSage) + " --device cuda";
+  const auto none = train(parts(2), 2, flags + " --cache-policy none", "tiers-none");
+  const auto degree =
+      train(parts(2), 2, flags + " --cache-policy degree --cache-ratio 0.3", "tiers-degree");
+  const auto presample = train(
+      parts(2), 2, flags + " --cache-policy presample --cache-size-mb 0.05", "tiers-presample");
+  const auto cpu = train(parts(2), 2, std::string(kSage) + " --device cpu", "tiers-cpu");
+  expect_same(cpu, degree, 1e-4, "cpu vs gpu degree cache");
+  for (const auto* run : {&degree, &presample}) {
+    expect_same(none, *run, 1e-6, "gpu without vs with cache");
+    for (const auto& e : *run) {
+      EXPECT_GT(e.at("device_tier_hits").get<std::int64_t>(), 0);
+      EXPECT_GT(e.at("cache_rows").get<std::int64_t>(), 0);
+    }
+  }
+  for (const auto* run : {&none, &degree, &presample})
+    for (const auto& e : *run) {
+      for (const char* tier : {"device", "host", "network"}) {
+        const std::string p = std::string(tier) + "_tier_";
+        EXPECT_EQ(e.at(p + "hits").get<std::int64_t>() + e.at(p + "misses").get<std::int64_t>(),
+                  e.at(p + "requests").get<std::int64_t>())
+            << tier;
+      }
+      EXPECT_EQ(e.at("device_tier_requests").get<std::int64_t>(),
+                e.at("input_rows").get<std::int64_t>());
+      EXPECT_EQ(e.at("host_tier_requests").get<std::int64_t>(),
+                e.at("device_tier_misses").get<std::int64_t>());
+      EXPECT_EQ(e.at("network_tier_requests").get<std::int64_t>(),
+                e.at("host_tier_misses").get<std::int64_t>());
+    }
+  // Without a cache every owned row comes over UVA and every remote one from its owner.
+  EXPECT_EQ(none[0].at("device_tier_hits").get<std::int64_t>(), 0);
+  EXPECT_EQ(none[0].at("network_tier_requests").get<std::int64_t>(),
+            none[0].at("remote_input_rows").get<std::int64_t>());
+  EXPECT_GT(none[0].at("host_tier_hits").get<std::int64_t>(), 0);
+  // A cache of remote rows leaves less for the network.
+  EXPECT_LT(degree[0].at("network_tier_bytes").get<std::int64_t>(),
+            none[0].at("network_tier_bytes").get<std::int64_t>());
 }
 
 TEST_F(GpuSampled, CoraMatchesCpu) {

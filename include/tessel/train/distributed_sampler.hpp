@@ -6,6 +6,7 @@
 #include "tessel/core/timer.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/sampling/block.hpp"
+#include "tessel/sampling/device_feature_store.hpp"
 #include "tessel/sampling/device_graph.hpp"
 #include "tessel/sampling/feature_cache.hpp"
 #include "tessel/sampling/hop.hpp"
@@ -78,6 +79,23 @@ class DistributedSampler {
   // Where the GPU reads the graph (after sample_on_device).
   sampling::GraphPlacement graph_placement() const;
 
+  // The GPU's feature store (instead of setup_cache): the part's own rows in pinned host memory
+  // read over UVA, and the hottest rows, owned or remote, copied to device memory once. Policy
+  // "degree" ranks owned and halo nodes by degree, "presample" by how often a few presampled
+  // steps need them as input; the budget sizes it as for setup_cache (a ratio of owned + halo
+  // rows); "none" or no budget caches nothing. Collective; builds with CUDA only.
+  void setup_device_store(const std::string& policy, const sampling::CacheBudget& budget,
+                          Device device);
+  // Rows [nodes, F] on the device from the store's tiers; remote rows the cache lacks come from
+  // their owners in one exchange. Collective.
+  Tensor fetch_features_device(std::span<const NodeId> nodes, PhaseTimes& phases);
+  // The store's per-tier counters (after setup_device_store), null on the CPU.
+  const sampling::DeviceFeatureStore* device_store() const { return device_store_.get(); }
+  // Rows the feature cache holds (host cache or device store).
+  std::int64_t cache_rows() const {
+    return device_store_ ? device_store_->cache_rows() : cache_.size();
+  }
+
   const SamplerCounters& counters() const { return counters_; }
   void reset_counters();
 
@@ -120,6 +138,9 @@ private:
   SamplerCounters counters_;
   std::unique_ptr<sampling::DeviceGraph> device_graph_;  // set: owners draw on the GPU
   std::vector<EdgeId> device_offsets_;                    // draw offsets of the GPU's answers
+  std::unique_ptr<sampling::DeviceFeatureStore> device_store_;  // set: features on the GPU
+  std::vector<NodeId> network_ids_;                             // a step's rows from owners
+  std::vector<float> network_rows_;
 };
 
 }  // namespace tessel::train
