@@ -193,14 +193,15 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
     const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
                        static_cast<std::uint32_t>(l)};
     HopDraws& draws = draws_[l];
-    hop(frontier, fanouts_[l], key, phases, draws);
+    hop(frontier, frontier_orig, fanouts_[l], key, phases, draws);
     ScopedPhase t(phases, "sample");
     sampling::Block& block = blocks_[l];
     const std::span<const NodeId> ids(draws.ids.data(),
                                       static_cast<std::size_t>(draws.offsets.back()));
     builder_.build(frontier, draws.offsets, ids, block, &first_seen_);
     // Sources are the destinations, then each new neighbor where it was first drawn: an owned
-    // node's original id and degree are in part_, another rank's came with its draw.
+    // node's original id and degree are in its answer_of_ row (one cache line, fetched ahead),
+    // another rank's came with its draw.
     auto& orig = src_orig_[l];
     auto& degree = src_degree_[l];
     const std::size_t num_src = frontier.size() + first_seen_.size();
@@ -210,15 +211,20 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
     std::copy(frontier_degree.begin(), frontier_degree.end(), degree.begin());
     NodeId* orig_out = orig.data() + frontier.size();
     std::int64_t* degree_out = degree.data() + frontier.size();
-    for (const EdgeId e : first_seen_) {
-      const NodeId local = ids[e] - part_.offset;
-      if (local >= 0 && local < part_.num_owned) {
-        *orig_out++ = part_.orig_id[local];
-        *degree_out++ = part_.degree[local];
-      } else {
-        *orig_out++ = draws.info[2 * e];
-        *degree_out++ = draws.info[2 * e + 1];
+    const auto num_new = static_cast<std::int64_t>(first_seen_.size());
+    const NodeId* answer_of = answer_of_.data();
+    constexpr std::int64_t kPrefetchDistance = 16;
+    for (std::int64_t k = 0; k < num_new; ++k) {
+      if (k + kPrefetchDistance < num_new) {
+        const NodeId ahead = ids[first_seen_[k + kPrefetchDistance]] - part_.offset;
+        if (ahead >= 0 && ahead < part_.num_owned) __builtin_prefetch(answer_of + 3 * ahead + 1);
       }
+      const EdgeId e = first_seen_[k];
+      const NodeId local = ids[e] - part_.offset;
+      const NodeId* from = local >= 0 && local < part_.num_owned ? answer_of + 3 * local + 1
+                                                                 : draws.info.data() + 2 * e;
+      *orig_out++ = from[0];
+      *degree_out++ = from[1];
     }
     frontier = block.src;
     frontier_orig = orig;
@@ -231,8 +237,9 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
 // nodes are drawn in the same call as the requests it serves, and their draws are written
 // straight into frontier order: at one rank nothing is packed, exchanged or merged. Every draw
 // depends only on the key and the node's original id, so where it is drawn does not matter.
-void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key,
-                             PhaseTimes& phases, HopDraws& draws) {
+void DistributedSampler::hop(std::span<const NodeId> frontier,
+                             std::span<const NodeId> frontier_orig, int fanout,
+                             const rng::Key& key, PhaseTimes& phases, HopDraws& draws) {
   const int num_ranks = comm_.size();
   const int me = comm_.rank();
   const auto n = static_cast<std::int64_t>(frontier.size());
@@ -279,9 +286,9 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
       row_keys[i] = part_.orig_id[l];
     }
     for (std::int64_t j = 0; j < num_own; ++j) {
-      const NodeId l = frontier[order[own_begin + j]] - part_.offset;
-      rows[num_incoming + j] = static_cast<LocalId>(l);
-      row_keys[num_incoming + j] = part_.orig_id[l];
+      const std::int64_t i = order[own_begin + j];
+      rows[num_incoming + j] = static_cast<LocalId>(frontier[i] - part_.offset);
+      row_keys[num_incoming + j] = frontier_orig[i];
     }
     const EdgeId* draw_offsets = nullptr;
     if (device_graph_) {

@@ -108,8 +108,9 @@ private:
     std::vector<EdgeId> offsets;
     std::vector<NodeId> ids, info;
   };
-  void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
-           HopDraws& draws);
+  // frontier_orig: the frontier's original ids (the keys of its draws).
+  void hop(std::span<const NodeId> frontier, std::span<const NodeId> frontier_orig, int fanout,
+           const rng::Key& key, PhaseTimes& phases, HopDraws& draws);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
   void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
