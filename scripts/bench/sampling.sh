@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Sampled-training benchmark on a synthetic graph of 200k nodes / 2M undirected edges:
-#   1. sampling throughput (sampled edges per second, fanouts 15,10,5, batch 1024) at P = 1, 2;
+#   1. sampling throughput (sampled edges per second of the sample phase's wall time, and per
+#      CPU second, which other jobs on the cores do not inflate; fanouts 15,10,5, batch 1024) at
+#      P = 1, 2;
 #   2. feature bytes fetched per epoch with a cache of 0%, 10% and 30% of the remote candidates;
 #   3. the data-centric saving: bytes moved when owners sample and serve their own nodes, against
 #      a model-centric run where the trainer pulls every remote frontier node's whole adjacency
 #      list and every remote input row itself (both counted on the same batches);
-#   4. the single-process sampler microbenchmark (tessel_bench_sampling).
+#   4. the single-process sampler microbenchmark (tessel_bench_sampling; its owner_local rates
+#      per wall and per CPU second are the reference for 1.).
 # Environment (optional): TESSEL, WORK (default build/bench-sampling), NODES, AVG_DEGREE, FEAT,
 # CLASSES, EPOCHS (default 2), CORES (2).
 set -euo pipefail
@@ -45,14 +48,17 @@ run() {  # run P CACHE_RATIO TAG
 summary() {  # summary TAG -> the last epoch's numbers
   jq -s -r '[ .[] | select(.summary | not) ] | last |
     [.epoch_s, .phases.sample, .sampled_edges, .sampled_edges_per_s, .cache_hit_rate,
-     .bytes_fetched, .data_centric_bytes, .model_centric_bytes] | @tsv' "$work/$1.jsonl"
+     .bytes_fetched, .data_centric_bytes, .model_centric_bytes, .sampled_edges_per_cpu_s] | @tsv' \
+    "$work/$1.jsonl"
 }
 
 echo "== sampling throughput (fanouts 15,10,5, batch 1024 per rank, last of $epochs epochs)"
-printf "%-3s %10s %10s %14s %18s\n" P "epoch s" "sample s" "sampled edges" "edges/s (sample)"
+printf "%-3s %10s %10s %14s %18s %18s\n" P "epoch s" "sample s" "sampled edges" "edges/s (sample)" \
+  "edges/CPU-s"
 for p in 1 2; do
   run "$p" 0 "p$p-cache0"
-  summary "p$p-cache0" | awk -F'\t' -v p="$p" '{printf "%-3s %10.3f %10.3f %14d %18.3e\n", p, $1, $2, $3, $4}'
+  summary "p$p-cache0" | awk -F'\t' -v p="$p" \
+    '{printf "%-3s %10.3f %10.3f %14d %18.3e %18.3e\n", p, $1, $2, $3, $4, $9}'
 done
 
 echo

@@ -8,9 +8,34 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <unordered_map>
 
 namespace tessel::train {
+namespace {
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The "sample" phase in wall seconds, and in process CPU seconds added to `cpu_seconds`.
+class SamplePhase {
+ public:
+  SamplePhase(PhaseTimes& phases, double& cpu_seconds)
+      : wall_(phases, "sample"), cpu_seconds_(cpu_seconds), start_(process_cpu_seconds()) {}
+  ~SamplePhase() { cpu_seconds_ += process_cpu_seconds() - start_; }
+  SamplePhase(const SamplePhase&) = delete;
+  SamplePhase& operator=(const SamplePhase&) = delete;
+
+ private:
+  ScopedPhase wall_;
+  double& cpu_seconds_;
+  double start_;
+};
+
+}  // namespace
 
 DistributedSampler::DistributedSampler(partition::Part& part, const partition::Manifest& manifest,
                                        comm::Communicator& comm, std::uint64_t seed,
@@ -61,6 +86,7 @@ sampling::GraphPlacement DistributedSampler::graph_placement() const {
 
 void DistributedSampler::reset_counters() {
   counters_ = {};
+  sample_cpu_seconds_ = 0;
   cache_.reset_stats();
   if (device_store_) device_store_->reset_counters();
 }
@@ -194,7 +220,7 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
                        static_cast<std::uint32_t>(l)};
     HopDraws& draws = draws_[l];
     hop(frontier, frontier_orig, fanouts_[l], key, phases, draws);
-    ScopedPhase t(phases, "sample");
+    SamplePhase t(phases, sample_cpu_seconds_);
     sampling::Block& block = blocks_[l];
     const std::span<const NodeId> ids(draws.ids.data(),
                                       static_cast<std::size_t>(draws.offsets.back()));
@@ -273,7 +299,7 @@ void DistributedSampler::hop(std::span<const NodeId> frontier,
   std::vector<std::int64_t> answer_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
   constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
   {
-    ScopedPhase t(phases, "sample");
+    SamplePhase t(phases, sample_cpu_seconds_);
     // Rows: the requests other ranks sent, then this rank's own frontier nodes.
     std::vector<LocalId> rows(static_cast<std::size_t>(num_incoming + num_own));
     std::vector<NodeId> row_keys(rows.size());
@@ -351,7 +377,7 @@ void DistributedSampler::hop(std::span<const NodeId> frontier,
     comm_.alltoallv(answer_ids.data(), answer_ids_per_rank, back_ids.data(), back_ids_per_rank,
                     DType::i64);
   }
-  ScopedPhase t(phases, "sample");
+  SamplePhase t(phases, sample_cpu_seconds_);
   counters_.answer_ids += back_start_.back() / 3;
   // Frontier offsets: an answer's size came with it, an own node's is in sampled_.
   std::vector<EdgeId>& offsets = draws.offsets;

@@ -218,6 +218,12 @@ class SampledTrainer final : public Trainer {
     extra["steps"] = steps_run;
     extra["sampled_edges"] = c[0];
     extra["sampled_edges_per_s"] = sample_s > 0 ? static_cast<double>(c[0]) / sample_s : 0.0;
+    // CPU seconds of every rank: with T threads per rank, what the single-process sampler
+    // benchmark reports per CPU second at T threads.
+    const double sample_cpu_s = comm_.allreduce_value(sampler_.sample_cpu_seconds());
+    extra["sample_cpu_s"] = sample_cpu_s;
+    extra["sampled_edges_per_cpu_s"] =
+        sample_cpu_s > 0 ? static_cast<double>(c[0]) / sample_cpu_s : 0.0;
     extra["input_rows"] = c[4];
     extra["remote_input_rows"] = c[5];
     extra["cache_rows"] = comm_.allreduce_value<std::int64_t>(sampler_.cache_rows());

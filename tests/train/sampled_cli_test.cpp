@@ -90,6 +90,12 @@ TEST_F(SampledCli, CacheChangesBytesNotResults) {
   }
   EXPECT_EQ(off[0].at("cache_hit_rate").get<double>(), 0.0);
   EXPECT_GT(off[0].at("bytes_fetched").get<std::int64_t>(), 0);
+  // The sampling rate per CPU second is the epoch's draws over the ranks' CPU seconds.
+  const double cpu_s = off[0].at("sample_cpu_s").get<double>();
+  ASSERT_GT(cpu_s, 0.0);
+  EXPECT_NEAR(off[0].at("sampled_edges_per_cpu_s").get<double>(),
+              static_cast<double>(off[0].at("sampled_edges").get<std::int64_t>()) / cpu_s,
+              1e-9 * off[0].at("sampled_edges_per_cpu_s").get<double>());
 }
 
 TEST(SampledCora, SageReachesAccuracyAtTwoRanks) {

@@ -97,6 +97,9 @@ class DistributedSampler {
   }
 
   const SamplerCounters& counters() const { return counters_; }
+  // Process CPU seconds spent in the "sample" phase since the last reset_counters(): unlike its
+  // wall time, not inflated when other processes share the cores.
+  double sample_cpu_seconds() const { return sample_cpu_seconds_; }
   void reset_counters();
 
 private:
@@ -137,6 +140,7 @@ private:
   std::vector<NodeId> answer_ids_, back_ids_;             // (global, original, degree) per draw
   sampling::FeatureCache cache_;
   SamplerCounters counters_;
+  double sample_cpu_seconds_ = 0;
   std::unique_ptr<sampling::DeviceGraph> device_graph_;  // set: owners draw on the GPU
   std::vector<EdgeId> device_offsets_;                    // draw offsets of the GPU's answers
   std::unique_ptr<sampling::DeviceFeatureStore> device_store_;  // set: features on the GPU
