@@ -38,9 +38,35 @@ struct DeviceFeatureStore::Impl {
   void* host_rows = nullptr;          // mapped pinned: the owned rows
   const float* host_device = nullptr; // the same rows' address for kernels
   Tensor cache;                       // f32 [cache rows, F] on the device
+  // Pinned staging for each gather's uploads (tier codes, then network rows), so the copies are
+  // truly asynchronous and the host goes on preparing while the GPU computes. A slot is reused
+  // only kStagingSlots gathers later, when its copies are long done: at most --prefetch (<= 16)
+  // steps plus the one computing are gathered but not yet trained, and training a step waits for
+  // the device's stream.
+  static constexpr int kStagingSlots = 20;
+  struct Staging {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  Staging staging[kStagingSlots];
+  int next_slot = 0;
 
   ~Impl() {
     if (host_rows) cudaFreeHost(host_rows);
+    for (Staging& slot : staging)
+      if (slot.ptr) cudaFreeHost(slot.ptr);
+  }
+  void* staging_at_least(std::size_t bytes) {
+    Staging& slot = staging[next_slot];
+    next_slot = (next_slot + 1) % kStagingSlots;
+    if (bytes > slot.bytes || slot.ptr == nullptr) {
+      if (slot.ptr) TESSEL_CHECK_CUDA(cudaFreeHost(slot.ptr));
+      slot.ptr = nullptr;
+      const std::size_t grown = std::max<std::size_t>(bytes + bytes / 2, 4096);
+      TESSEL_CHECK_CUDA(cudaHostAlloc(&slot.ptr, grown, cudaHostAllocPortable));
+      slot.bytes = grown;
+    }
+    return slot.ptr;
   }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(device_memory::stream(device)); }
 };
@@ -97,23 +123,24 @@ Tensor DeviceFeatureStore::gather(std::span<const float> network_rows) {
   Tensor out = Tensor::empty({n, feature_dim_}, DType::f32, g.device);
   if (n == 0) return out;
   const cudaStream_t stream = g.stream();
-  Tensor codes = Tensor::empty({n}, DType::i64, g.device);
-  // Pageable sources: each copy returns once its bytes are staged, so the host buffers may be
-  // reused by the next step.
-  TESSEL_CHECK_CUDA(cudaMemcpyAsync(codes.raw(), codes_.data(),
-                                    static_cast<std::size_t>(n) * sizeof(std::int64_t),
+  // Codes and network rows go up together from one pinned block.
+  const std::size_t code_bytes =
+      (static_cast<std::size_t>(n) * sizeof(std::int64_t) + 255) / 256 * 256;
+  const std::size_t row_bytes = network_rows.size() * sizeof(float);
+  char* staged = static_cast<char*>(g.staging_at_least(code_bytes + row_bytes));
+  std::memcpy(staged, codes_.data(), static_cast<std::size_t>(n) * sizeof(std::int64_t));
+  if (row_bytes > 0) std::memcpy(staged + code_bytes, network_rows.data(), row_bytes);
+  Tensor upload =
+      Tensor::empty({static_cast<std::int64_t>(code_bytes + row_bytes)}, DType::u8, g.device);
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(upload.raw(), staged, code_bytes + row_bytes,
                                     cudaMemcpyHostToDevice, stream));
-  Tensor network = Tensor::empty({std::max<std::int64_t>(planned_network_, 1), feature_dim_},
-                                 DType::f32, g.device);
-  if (!network_rows.empty())
-    TESSEL_CHECK_CUDA(cudaMemcpyAsync(network.raw(), network_rows.data(),
-                                      network_rows.size() * sizeof(float), cudaMemcpyHostToDevice,
-                                      stream));
+  const auto* codes = static_cast<const std::int64_t*>(upload.raw());
+  const auto* network =
+      reinterpret_cast<const float*>(static_cast<const char*>(upload.raw()) + code_bytes);
   const std::int64_t threads = n * kWarp;
   const auto blocks = static_cast<unsigned int>((threads + kThreads - 1) / kThreads);
-  gather_tiers_kernel<<<blocks, kThreads, 0, stream>>>(n, feature_dim_, codes.ptr<std::int64_t>(),
-                                                       g.cache.ptr<float>(), g.host_device,
-                                                       network.ptr<float>(), out.ptr<float>());
+  gather_tiers_kernel<<<blocks, kThreads, 0, stream>>>(n, feature_dim_, codes, g.cache.ptr<float>(),
+                                                       g.host_device, network, out.ptr<float>());
   TESSEL_CHECK_LAUNCH();
   return out;
 }

@@ -51,6 +51,34 @@ private:
   void* device_ptr_ = nullptr;
 };
 
+// Device memory private to the sampler's stream, grown on demand and kept: the caching allocator
+// orders its blocks by the device's main stream, which the sampler does not wait for.
+class StreamBuffer {
+public:
+  StreamBuffer() = default;
+  ~StreamBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  // At least `bytes`; the old contents are dropped when it grows (by half again, so a run grows
+  // it a few times at most). Callers synchronize the sampler's stream after each use.
+  void* at_least(std::size_t bytes) {
+    if (bytes > bytes_ || ptr_ == nullptr) {
+      if (ptr_) TESSEL_CHECK_CUDA(cudaFree(ptr_));
+      ptr_ = nullptr;
+      const std::size_t grown = std::max<std::size_t>({bytes + bytes / 2, bytes_, 256});
+      TESSEL_CHECK_CUDA(cudaMalloc(&ptr_, grown));
+      bytes_ = grown;
+    }
+    return ptr_;
+  }
+
+private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 // counts[i] = draws of request i (offsets[i + 1] before the scan).
 __global__ void count_kernel(const EdgeId* __restrict__ indptr, const LocalId* __restrict__ rows,
                              std::int64_t n, int fanout, EdgeId* __restrict__ counts) {
@@ -113,7 +141,14 @@ struct DeviceGraph::Impl {
   const LocalId* indices = nullptr;
   const NodeId* row_keys = nullptr;
   const NodeId* answers = nullptr;
+  // Sampling runs on a stream of its own with its own buffers, so a step's draws can proceed
+  // while the main stream still computes the previous step.
+  cudaStream_t own_stream = nullptr;
+  cuda::StreamBuffer rows_d, offsets_d, positions_d, answers_d, temp_d;
 
+  ~Impl() {
+    if (own_stream) cudaStreamDestroy(own_stream);
+  }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(device_memory::stream(device)); }
 
   // Copies `values` to where the placement puts them and returns the address kernels read.
@@ -158,6 +193,7 @@ DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys
   g.row_keys = g.place(row_keys, g.row_keys_t, g.row_keys_h);
   g.answers = g.place(answers, g.answers_t, g.answers_h);
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(g.stream()));
+  TESSEL_CHECK_CUDA(cudaStreamCreateWithFlags(&g.own_stream, cudaStreamNonBlocking));
 }
 
 DeviceGraph::~DeviceGraph() = default;
@@ -173,27 +209,27 @@ void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::K
                          std::vector<EdgeId>& offsets, std::vector<NodeId>& answers) {
   Impl& g = *impl_;
   TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
-  const cudaStream_t stream = g.stream();
+  const cudaStream_t stream = g.own_stream;
   const auto n = static_cast<std::int64_t>(rows.size());
   offsets.assign(static_cast<std::size_t>(n) + 1, 0);
   if (n == 0) return;
   for (const LocalId r : rows)
     TESSEL_ASSERT(r >= 0 && r < g.num_rows, "GPU sampling: row {} outside [0, {})", r, g.num_rows);
-  Tensor rows_d = Tensor::empty({n}, DType::i32, g.device);
-  Tensor offsets_d = Tensor::empty({n + 1}, DType::i64, g.device);
-  TESSEL_CHECK_CUDA(cudaMemcpyAsync(rows_d.raw(), rows.data(), rows.size() * sizeof(LocalId),
+  auto* d_rows = static_cast<LocalId*>(g.rows_d.at_least(rows.size() * sizeof(LocalId)));
+  auto* d_offsets =
+      static_cast<EdgeId*>(g.offsets_d.at_least(static_cast<std::size_t>(n + 1) * sizeof(EdgeId)));
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(d_rows, rows.data(), rows.size() * sizeof(LocalId),
                                     cudaMemcpyHostToDevice, stream));
-  EdgeId* d_offsets = offsets_d.ptr<EdgeId>();
   TESSEL_CHECK_CUDA(cudaMemsetAsync(d_offsets, 0, sizeof(EdgeId), stream));
-  cuda::count_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
-      g.indptr, rows_d.ptr<LocalId>(), n, fanout, d_offsets + 1);
+  cuda::count_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(g.indptr, d_rows, n,
+                                                                         fanout, d_offsets + 1);
   TESSEL_CHECK_LAUNCH();
   std::size_t temp_bytes = 0;
   TESSEL_CHECK_CUDA(
       cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, d_offsets + 1, d_offsets + 1, n, stream));
-  Tensor temp = Tensor::empty({static_cast<std::int64_t>(temp_bytes) + 1}, DType::u8, g.device);
-  TESSEL_CHECK_CUDA(cub::DeviceScan::InclusiveSum(temp.raw(), temp_bytes, d_offsets + 1,
-                                                  d_offsets + 1, n, stream));
+  void* temp = g.temp_d.at_least(temp_bytes + 1);
+  TESSEL_CHECK_CUDA(
+      cub::DeviceScan::InclusiveSum(temp, temp_bytes, d_offsets + 1, d_offsets + 1, n, stream));
   EdgeId total = 0;
   TESSEL_CHECK_CUDA(
       cudaMemcpyAsync(&total, d_offsets + n, sizeof(EdgeId), cudaMemcpyDeviceToHost, stream));
@@ -201,13 +237,15 @@ void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::K
   if (answers.size() < static_cast<std::size_t>(3 * total))
     answers.resize(static_cast<std::size_t>(3 * total));
   if (total > 0) {
-    Tensor positions = Tensor::empty({total}, DType::i32, g.device);
-    Tensor answers_d = Tensor::empty({3 * total}, DType::i64, g.device);
+    auto* d_positions = static_cast<std::uint32_t*>(
+        g.positions_d.at_least(static_cast<std::size_t>(total) * sizeof(std::uint32_t)));
+    auto* d_answers = static_cast<NodeId*>(
+        g.answers_d.at_least(static_cast<std::size_t>(3 * total) * sizeof(NodeId)));
     cuda::answer_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
-        g.indptr, g.indices, g.row_keys, g.answers, rows_d.ptr<LocalId>(), n, key, d_offsets,
-        static_cast<std::uint32_t*>(positions.raw()), answers_d.ptr<NodeId>());
+        g.indptr, g.indices, g.row_keys, g.answers, d_rows, n, key, d_offsets, d_positions,
+        d_answers);
     TESSEL_CHECK_LAUNCH();
-    TESSEL_CHECK_CUDA(cudaMemcpyAsync(answers.data(), answers_d.raw(),
+    TESSEL_CHECK_CUDA(cudaMemcpyAsync(answers.data(), d_answers,
                                       static_cast<std::size_t>(3 * total) * sizeof(NodeId),
                                       cudaMemcpyDeviceToHost, stream));
   }

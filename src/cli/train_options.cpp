@@ -124,6 +124,11 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "pinned; the log says which), device or pinned (host memory read over UVA)")
       ->check(CLI::IsMember({"auto", "device", "pinned"}))
       ->capture_default_str();
+  app.add_option("--prefetch", o.sampled.prefetch,
+                 "sampled mode on a GPU: steps sampled and gathered ahead while the GPU computes "
+                 "(0 = none; the same draws and updates at every depth)")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
   // Pipeline mode.
   auto& p = o.pipeline;
   app.add_option("--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features")
@@ -156,7 +161,8 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "2,3 (blocks: the hop maps, then each MLP layer)")
       ->capture_default_str();
   app.add_option("--max-batches", p.max_batches,
-                 "pipeline mode: train at most N mini-batches per epoch (0 = all; for benchmarks)")
+                 "pipeline and sampled modes: train at most N mini-batches (steps) per epoch (0 = "
+                 "all; for benchmarks; the epoch's loss is then the mean over those steps' seeds)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--features", p.features_dir,
                  "pipeline mode: folder of precomputed SIGN features (default: "
@@ -197,6 +203,7 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
                    o.model.kind);
     o.pipeline.batch_size = o.sampled.batch_size;
   } else {
+    o.sampled.max_steps = o.pipeline.max_batches;
     TESSEL_EXPECTS(o.model.kind != "sign-mlp",
                    "--model sign-mlp runs in --mode pipeline, not --mode {}", o.mode);
   }

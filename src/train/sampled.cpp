@@ -14,6 +14,7 @@
 #include "tessel/train/distributed_sampler.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 
 namespace tessel::train {
@@ -95,24 +96,39 @@ class SampledTrainer final : public Trainer {
     std::vector<std::vector<LocalId>> step_seeds;
     std::vector<std::int64_t> step_counts;
     sampler_.assign_steps(epoch, step_seeds, step_counts, phases);
-    double loss_sum = 0;
-    std::int64_t steps_run = 0;
-    ProgressLine progress(fmt::format("epoch {}: step", epoch),
-                          static_cast<std::int64_t>(step_counts.size()));
+    // The steps to run: every rank skips an empty one alike, so no collective is left waiting;
+    // --max-batches keeps the first N (benchmarks).
+    std::vector<std::size_t> steps;
+    std::int64_t seeds_run = 0;
     for (std::size_t s = 0; s < step_counts.size(); ++s) {
-      if (progress.enabled()) progress.update(static_cast<std::int64_t>(s), sampling_rate(phases));
-      if (step_counts[s] == 0) continue;  // every rank skips it: no collective is left waiting
-      loss_sum += run_step(epoch, static_cast<std::uint32_t>(s), step_seeds[s], step_counts[s],
-                           phases);
-      ++steps_run;
+      if (step_counts[s] == 0) continue;
+      if (options_.sampled.max_steps > 0 &&
+          static_cast<std::int64_t>(steps.size()) >= options_.sampled.max_steps)
+        break;
+      steps.push_back(s);
+      seeds_run += step_counts[s];
+    }
+    double loss_sum = 0;
+    ProgressLine progress(fmt::format("epoch {}: step", epoch),
+                          static_cast<std::int64_t>(steps.size()));
+    if (device_.is_cuda()) {
+      loss_sum = train_steps_device(epoch, step_seeds, step_counts, steps, phases, progress);
+    } else {
+      for (std::size_t k = 0; k < steps.size(); ++k) {
+        if (progress.enabled()) progress.update(static_cast<std::int64_t>(k), sampling_rate(phases));
+        const std::size_t s = steps[k];
+        loss_sum += run_step(epoch, static_cast<std::uint32_t>(s), step_seeds[s], step_counts[s],
+                             phases);
+      }
     }
     progress.finish();
     {
       ScopedPhase t(phases, "communicate");
       loss_sum = comm_.allreduce_value(loss_sum);
     }
-    report(extra, steps_run, phases);
-    return loss_sum / static_cast<double>(manifest_.num_train);
+    report(extra, static_cast<std::int64_t>(steps.size()), phases);
+    // The mean over the seeds trained: all training nodes unless --max-batches cut the epoch.
+    return loss_sum / static_cast<double>(std::max<std::int64_t>(seeds_run, 1));
   }
 
   Accuracy evaluate(PhaseTimes& phases) override {
@@ -137,44 +153,144 @@ class SampledTrainer final : public Trainer {
   }
 
  private:
+  // A sampled step ready to train: its blocks, the original ids and degrees of their sources, and
+  // its input rows. Prefetched steps own copies of the sampler's blocks (it reuses its buffers).
+  struct Batch {
+    std::uint32_t step = 0;
+    std::int64_t global_count = 0;
+    const std::vector<LocalId>* seeds = nullptr;
+    std::vector<sampling::Block> blocks;
+    std::vector<std::vector<NodeId>> src_orig;
+    std::vector<std::vector<std::int64_t>> src_degree;
+    Tensor x;
+  };
+
+  // One step on the CPU: sample, fetch, train, in that order.
   double run_step(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
                   std::int64_t global_count, PhaseTimes& phases) {
     const int layers = options_.model.layers;
     sampler_.sample(epoch, step, seeds, phases);
     const auto& blocks = sampler_.blocks();
-    Tensor x;
-    if (device_.is_cuda()) {
-      x = sampler_.fetch_features_device(blocks[0].src, phases);
-      ScopedPhase t(phases, "fetch");
-      settle();
-    } else {
-      x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
+    const Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
+    std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
+    std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
+    for (int l = 0; l < layers; ++l) {
+      orig[l] = sampler_.src_orig(l);
+      degree[l] = sampler_.src_degree(l);
     }
-
     ScopedPhase compute(phases, "compute");
-    model_.zero_grad();
-    double loss_sum = 0;
-    if (!seeds.empty()) {
-      std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
-      for (int l = 0; l < layers; ++l) {
-        aggregators_[l].reset(blocks[l], sampler_.src_orig(l), sampler_.src_degree(l), device_);
-        aggs[l] = &aggregators_[l];
-      }
-      const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
-                                 static_cast<std::uint32_t>(epoch), step, 0};
-      const Tensor logits = model_.forward(x, aggs, dropout_key, true);
-      std::vector<LocalId> rows(seeds.size());
-      std::iota(rows.begin(), rows.end(), 0);
-      std::vector<std::int64_t> labels(seeds.size());
-      for (std::size_t i = 0; i < seeds.size(); ++i) labels[i] = part_.labels[seeds[i]];
-      // Scaled by the global batch: the all-reduced gradient is that of the mean loss over the
-      // union of every rank's seeds, as if one rank had processed them all.
-      const nn::LossResult loss =
-          nn::softmax_cross_entropy(logits, rows, labels, 1.0 / static_cast<double>(global_count));
-      model_.backward(loss.grad);
-      loss_sum = loss.loss_sum;
-      settle();
+    const double loss_sum =
+        forward_backward(epoch, step, seeds, global_count, blocks, orig, degree, x);
+    finish_step(phases);
+    return loss_sum;
+  }
+
+  // Samples a step and gathers its input rows on the GPU into a Batch of its own. Collective.
+  void prepare(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
+               std::int64_t global_count, PhaseTimes& phases, Batch& batch) {
+    sampler_.sample(epoch, step, seeds, phases);
+    const int layers = options_.model.layers;
+    batch.step = step;
+    batch.global_count = global_count;
+    batch.seeds = &seeds;
+    batch.blocks = sampler_.blocks();
+    batch.src_orig.resize(static_cast<std::size_t>(layers));
+    batch.src_degree.resize(static_cast<std::size_t>(layers));
+    for (int l = 0; l < layers; ++l) {
+      batch.src_orig[l].assign(sampler_.src_orig(l).begin(), sampler_.src_orig(l).end());
+      batch.src_degree[l].assign(sampler_.src_degree(l).begin(), sampler_.src_degree(l).end());
     }
+    batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases);
+  }
+
+  // One epoch on the GPU with `depth` steps prefetched: once step i's backward pass is enqueued,
+  // the host samples and gathers steps up to i + depth (their kernels queue behind it, the
+  // sampler's on a stream of its own) before it all-reduces step i's gradients. Sampling and
+  // input rows do not depend on the parameters, so every depth gives the same draws and the same
+  // updates in the same order; every rank prepares and trains the same steps in the same order,
+  // so the collectives stay in lock-step.
+  double train_steps_device(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
+                            const std::vector<std::int64_t>& step_counts,
+                            const std::vector<std::size_t>& steps, PhaseTimes& phases,
+                            ProgressLine& progress) {
+    const int depth = options_.sampled.prefetch;
+    const int layers = options_.model.layers;
+    std::deque<Batch> ready;
+    std::size_t next = 0;
+    auto fill = [&](std::size_t count) {
+      while (ready.size() < count && next < steps.size()) {
+        const std::size_t s = steps[next++];
+        ready.emplace_back();
+        prepare(epoch, static_cast<std::uint32_t>(s), step_seeds[s], step_counts[s], phases,
+                ready.back());
+      }
+    };
+    double loss_sum = 0;
+    std::int64_t done = 0;
+    fill(1);
+    while (!ready.empty()) {
+      if (progress.enabled()) progress.update(done, sampling_rate(phases));
+      const Batch batch = std::move(ready.front());
+      ready.pop_front();
+      if (depth == 0) {
+        ScopedPhase t(phases, "fetch");
+        settle();
+      }
+      std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
+      std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
+      for (int l = 0; l < layers; ++l) {
+        orig[l] = batch.src_orig[l];
+        degree[l] = batch.src_degree[l];
+      }
+      {
+        ScopedPhase compute(phases, "compute");
+        loss_sum += forward_backward(epoch, batch.step, *batch.seeds, batch.global_count,
+                                     batch.blocks, orig, degree, batch.x);
+        if (depth == 0) settle();
+      }
+      fill(static_cast<std::size_t>(depth));
+      {
+        ScopedPhase compute(phases, "compute");
+        finish_step(phases);
+      }
+      if (depth == 0) fill(1);
+      ++done;
+    }
+    return loss_sum;
+  }
+
+  // Forward, loss and backward of one step (gradients zeroed first); returns this rank's loss
+  // sum. A rank without seeds in the step only zeroes its gradients.
+  double forward_backward(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
+                          std::int64_t global_count, const std::vector<sampling::Block>& blocks,
+                          const std::vector<std::span<const NodeId>>& src_orig,
+                          const std::vector<std::span<const std::int64_t>>& src_degree,
+                          const Tensor& x) {
+    const int layers = options_.model.layers;
+    model_.zero_grad();
+    if (seeds.empty()) return 0;
+    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
+    for (int l = 0; l < layers; ++l) {
+      aggregators_[l].reset(blocks[l], src_orig[l], src_degree[l], device_);
+      aggs[l] = &aggregators_[l];
+    }
+    const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
+                               static_cast<std::uint32_t>(epoch), step, 0};
+    const Tensor logits = model_.forward(x, aggs, dropout_key, true);
+    std::vector<LocalId> rows(seeds.size());
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<std::int64_t> labels(seeds.size());
+    for (std::size_t i = 0; i < seeds.size(); ++i) labels[i] = part_.labels[seeds[i]];
+    // Scaled by the global batch: the all-reduced gradient is that of the mean loss over the
+    // union of every rank's seeds, as if one rank had processed them all.
+    const nn::LossResult loss =
+        nn::softmax_cross_entropy(logits, rows, labels, 1.0 / static_cast<double>(global_count));
+    model_.backward(loss.grad);
+    return loss.loss_sum;
+  }
+
+  // The gradient all-reduce and the optimizer step.
+  void finish_step(PhaseTimes& phases) {
     {
       ScopedPhase t(phases, "communicate");
       allreduce_gradients(data_, model_);
@@ -182,7 +298,6 @@ class SampledTrainer final : public Trainer {
     }
     optimizer_->step(model_.parameters());
     settle();
-    return loss_sum;
   }
 
   // On a GPU, waits for the enqueued work so each phase's seconds measure it, not its launch.

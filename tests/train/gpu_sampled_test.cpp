@@ -3,7 +3,8 @@
 // synthetic graph and on Cora, at P = 1 and at P = 2 with both ranks on one GPU; the graph in
 // device memory and in pinned host memory read over UVA sample the same blocks; the feature
 // store's tiers (device cache by degree or presampled counts, pinned host rows, network) change
-// bytes, not losses, and their counters add up. Skips with a message when no GPU is visible.
+// bytes, not losses, and their counters add up; prefetching steps (--prefetch 2) gives the
+// losses of --prefetch 0. Skips with a message when no GPU is visible.
 #include "train_test_helpers.hpp"
 
 #include "tessel/core/tensor.hpp"
@@ -74,30 +75,34 @@ protected:
     ASSERT_FALSE(gpu.empty());
     EXPECT_TRUE(gpu[0].contains("graph_placement")) << tag;
     expect_same(cpu, gpu, 1e-4, tag);
+    // Full-neighbour evaluation runs on the GPU: the same predictions up to near-ties.
+    for (std::size_t e = 0; e < cpu.size() && e < gpu.size(); ++e)
+      for (const char* split : {"train_acc", "valid_acc", "test_acc"})
+        EXPECT_NEAR(cpu[e].at(split).get<double>(), gpu[e].at(split).get<double>(), 0.01)
+            << tag << " epoch " << e + 1 << " " << split;
     // The model learns: the last epoch's loss is below the first.
     EXPECT_LT(gpu.back().at("loss").get<double>(), gpu.front().at("loss").get<double>()) << tag;
   }
 };
 
 constexpr const char* kSage =
-    "--model sage --layers 2 --hidden 32 --fanouts 10,5 --batch-size 128 --dropout 0.5 --seed 3 "
-    "--quiet";
+    "--model sage --layers 2 --hidden 32 --fanouts 10,5 --dropout 0.5 --seed 3 --quiet";
 
 } // namespace
 
 TEST_F(GpuSampled, SageMatchesCpuAtOneAndTwoRanks) {
-  compare_devices(parts(1), 1, kSage, "sage-p1");
-  compare_devices(parts(2), 2, std::string(kSage) + " --batch-size 64", "sage-p2");
+  compare_devices(parts(1), 1, std::string(kSage) + " --batch-size 64", "sage-p1");
+  compare_devices(parts(2), 2, std::string(kSage) + " --batch-size 32", "sage-p2");
 }
 
 TEST_F(GpuSampled, PinnedGraphSamplesWhatDeviceGraphSamples) {
   std::string device_log, pinned_log;
-  const auto on_device =
-      train(parts(2), 2, std::string(kSage) + " --device cuda --graph-placement device",
-            "placement-device", &device_log);
-  const auto pinned =
-      train(parts(2), 2, std::string(kSage) + " --device cuda --graph-placement pinned",
-            "placement-pinned", &pinned_log);
+  const auto on_device = train(
+      parts(2), 2, std::string(kSage) + " --batch-size 32 --device cuda --graph-placement device",
+      "placement-device", &device_log);
+  const auto pinned = train(
+      parts(2), 2, std::string(kSage) + " --batch-size 32 --device cuda --graph-placement pinned",
+      "placement-pinned", &pinned_log);
   EXPECT_NE(device_log.find("graph in device memory"), std::string::npos) << device_log;
   EXPECT_NE(pinned_log.find("graph in pinned host memory"), std::string::npos) << pinned_log;
   ASSERT_FALSE(pinned.empty());
@@ -106,13 +111,14 @@ TEST_F(GpuSampled, PinnedGraphSamplesWhatDeviceGraphSamples) {
 }
 
 TEST_F(GpuSampled, FeatureTiersChangeBytesNotLosses) {
-  const std::string flags = std::string(kSage) + " --device cuda";
+  const std::string flags = std::string(kSage) + " --batch-size 32 --device cuda";
   const auto none = train(parts(2), 2, flags + " --cache-policy none", "tiers-none");
   const auto degree =
       train(parts(2), 2, flags + " --cache-policy degree --cache-ratio 0.3", "tiers-degree");
   const auto presample = train(
       parts(2), 2, flags + " --cache-policy presample --cache-size-mb 0.05", "tiers-presample");
-  const auto cpu = train(parts(2), 2, std::string(kSage) + " --device cpu", "tiers-cpu");
+  const auto cpu =
+      train(parts(2), 2, std::string(kSage) + " --batch-size 32 --device cpu", "tiers-cpu");
   expect_same(cpu, degree, 1e-4, "cpu vs gpu degree cache");
   for (const auto* run : {&degree, &presample}) {
     expect_same(none, *run, 1e-6, "gpu without vs with cache");
@@ -144,6 +150,25 @@ TEST_F(GpuSampled, FeatureTiersChangeBytesNotLosses) {
   // A cache of remote rows leaves less for the network.
   EXPECT_LT(degree[0].at("network_tier_bytes").get<std::int64_t>(),
             none[0].at("network_tier_bytes").get<std::int64_t>());
+}
+
+TEST_F(GpuSampled, PrefetchChangesNothingButOverlap) {
+  // Steps sampled and gathered ahead (queue depth 2) against one step at a time (10 steps an
+  // epoch): the same draws, the same updates in the same order. A third run cuts the epoch at 3
+  // steps.
+  const std::string flags =
+      std::string(kSage) + " --batch-size 16 --device cuda --cache-policy degree --cache-ratio 0.2";
+  const auto none = train(parts(2), 2, flags + " --prefetch 0", "prefetch-0");
+  const auto two = train(parts(2), 2, flags + " --prefetch 2", "prefetch-2");
+  expect_same(none, two, 1e-6, "prefetch 0 vs 2");
+  for (std::size_t e = 0; e < none.size() && e < two.size(); ++e) {
+    EXPECT_EQ(none[e].at("steps").get<std::int64_t>(), two[e].at("steps").get<std::int64_t>());
+    for (const char* split : {"train_acc", "valid_acc", "test_acc"})
+      EXPECT_NEAR(none[e].at(split).get<double>(), two[e].at(split).get<double>(), 1e-9);
+  }
+  const auto cut = train(parts(2), 2, flags + " --prefetch 2 --max-batches 3", "prefetch-cut");
+  for (const auto& e : cut)
+    EXPECT_EQ(e.at("steps").get<std::int64_t>(), 3);
 }
 
 TEST_F(GpuSampled, CoraMatchesCpu) {

@@ -98,6 +98,20 @@ TEST_F(SampledCli, CacheChangesBytesNotResults) {
               1e-9 * off[0].at("sampled_edges_per_cpu_s").get<double>());
 }
 
+TEST_F(SampledCli, MaxBatchesCutsTheEpoch) {
+  // --max-batches 2 at global batch 16: two steps per epoch, the loss over their seeds only.
+  run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+         " --mode sampled --model sage --fanouts 5,3 --batch-size 8 --epochs 2 --max-batches 2 "
+         "--seed 9 --quiet --metrics " + scratch("cut.jsonl").string());
+  const auto epochs = epochs_of(scratch("cut.jsonl"));
+  ASSERT_EQ(epochs.size(), 2u);
+  for (const auto& e : epochs) {
+    EXPECT_EQ(e.at("steps").get<std::int64_t>(), 2);
+    EXPECT_TRUE(std::isfinite(e.at("loss").get<double>()));
+    EXPECT_GT(e.at("loss").get<double>(), 0.0);
+  }
+}
+
 TEST(SampledCora, SageReachesAccuracyAtTwoRanks) {
   const auto cora = test::shared_dataset("cora");
   if (!cora) GTEST_SKIP() << "Cora is not present beside the source tree (../shared/datasets)";
