@@ -3,13 +3,17 @@
 # on a synthetic graph with a uniform number of in-neighbors per node, one GPU, P = 1: ms per
 # epoch (median of epochs 3-12) and peak GPU memory; SpMM effective TB/s at F = 32 and 128
 # against a device copy; and, when torch_geometric is importable, the same models in PyG on the
-# same graph and GPU (scripts/bench/pyg_fullbatch.py, torch.sparse CSR adjacency).
+# same graph and GPU (scripts/bench/pyg_fullbatch.py, torch.sparse CSR adjacency). Then sampled
+# GraphSAGE (3 x hidden, fanouts 15,10,5, batch 1024) on the same graph, a fixed number of steps
+# per epoch, with --prefetch 0 and 1: sampled edges per second of the sample phase, the epoch and
+# its split (sample / fetch / compute / communicate), the feature store's hit rates.
 #
 # Environment (optional): TESSEL (binary, default build/src/cli/tessel), SPMM_BENCH (default
 # beside it: build/kernels/tessel_bench_gpu_spmm), MPIRUN (mpirun), WORK (scratch folder,
 # default build/bench-gpu), NODES (2000000), DEGREE (25), FEAT (128), CLASSES (16), HIDDEN (128),
-# EPOCHS (13), PYTHON (python3), SKIP_PYG (1 to skip PyG), DEVICE (cuda; cpu for a dry run).
-# Writes $WORK/gpu-bench.md.
+# EPOCHS (13), PYTHON (python3), SKIP_PYG (1 to skip PyG), DEVICE (cuda; cpu for a dry run),
+# SAMPLED_STEPS (steps per sampled epoch, 20), SAMPLED_CACHE (device cache ratio, 0.25),
+# SKIP_SAMPLED (1 to skip the sampled runs). Writes $WORK/gpu-bench.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tessel="${TESSEL:-build/src/cli/tessel}"
@@ -99,6 +103,39 @@ for l in open('$work/pyg.jsonl'):
   echo "| $model 2x$hidden | $ms | $peak | $pyg_ms | $pyg_peak |" >>"$summary"
 done
 [ "$pyg_ok" = 1 ] || echo "(PyG not run: torch_geometric with CUDA not importable, or SKIP_PYG=1)" >>"$summary"
+
+# Sampled GraphSAGE: 3 epochs of SAMPLED_STEPS steps; the second epoch is reported (the first
+# warms the allocator and the cache, the third evaluates).
+if [ "${SKIP_SAMPLED:-0}" != 1 ]; then
+  steps="${SAMPLED_STEPS:-20}"
+  echo >>"$summary"
+  echo "Sampled SAGE 3x$hidden, fanouts 15,10,5, batch 1024, $steps steps per epoch, P = 1, degree cache ratio ${SAMPLED_CACHE:-0.25} (epoch 2):" >>"$summary"
+  echo >>"$summary"
+  echo "| prefetch | sampled edges/s (sample phase) | epoch s | sample s | fetch s | compute s | communicate s | device hit | host hit | network rows | loss |" >>"$summary"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|" >>"$summary"
+  for prefetch in 0 1; do
+    metrics="$work/tessel-sampled-prefetch$prefetch.jsonl"
+    if ! "$mpirun" --oversubscribe --bind-to none -np 1 "$tessel" train "$parts" --mode sampled \
+      --device "${DEVICE:-cuda}" --model sage --layers 3 --hidden "$hidden" --dropout 0.5 \
+      --fanouts 15,10,5 --batch-size 1024 --max-batches "$steps" --epochs 3 --eval-every 1000 \
+      --cache-policy degree --cache-ratio "${SAMPLED_CACHE:-0.25}" --prefetch "$prefetch" --quiet \
+      --metrics "$metrics"; then
+      echo "| $prefetch | failed (see the log) | | | | | | | | | |" >>"$summary"
+      continue
+    fi
+    py - "$metrics" "$prefetch" >>"$summary" <<'PY'
+import json, sys
+epochs = [json.loads(l) for l in open(sys.argv[1]) if l.strip() and '"summary"' not in l]
+e = epochs[1]
+p = e.get("phases", {})
+rate = lambda k: f"{100 * e[k]:.1f}%" if k in e else "-"
+print(f"| {sys.argv[2]} | {e.get('sampled_edges_per_s', 0) / 1e6:.1f} M | {e['epoch_s']:.3f} | "
+      f"{p.get('sample', 0):.3f} | {p.get('fetch', 0):.3f} | {p.get('compute', 0):.3f} | "
+      f"{p.get('communicate', 0):.3f} | {rate('device_tier_hit_rate')} | {rate('host_tier_hit_rate')} | "
+      f"{e.get('network_tier_requests', '-')} | {e['loss']:.4f} |")
+PY
+  done
+fi
 
 echo
 cat "$summary"

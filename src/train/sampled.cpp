@@ -249,10 +249,7 @@ class SampledTrainer final : public Trainer {
         if (depth == 0) settle();
       }
       fill(static_cast<std::size_t>(depth));
-      {
-        ScopedPhase compute(phases, "compute");
-        finish_step(phases);
-      }
+      finish_step(phases, true);
       if (depth == 0) fill(1);
       ++done;
     }
@@ -289,15 +286,18 @@ class SampledTrainer final : public Trainer {
     return loss.loss_sum;
   }
 
-  // The gradient all-reduce and the optimizer step.
-  void finish_step(PhaseTimes& phases) {
+  // The gradient all-reduce and the optimizer step; time_optimizer adds the optimizer's seconds
+  // to "compute" (for callers that do not time the whole step as compute).
+  void finish_step(PhaseTimes& phases, bool time_optimizer = false) {
     {
       ScopedPhase t(phases, "communicate");
       allreduce_gradients(data_, model_);
       settle();
     }
+    Stopwatch watch;
     optimizer_->step(model_.parameters());
     settle();
+    if (time_optimizer) phases.add("compute", watch.seconds());
   }
 
   // On a GPU, waits for the enqueued work so each phase's seconds measure it, not its launch.
