@@ -1,5 +1,7 @@
 // CUDA side of the tiered feature store: the device cache, the owned rows in mapped pinned host
 // memory, and the kernel that gathers a step's rows from all three tiers.
+#include "cuda/device_graph_cuda.hpp"
+
 #include "tessel/core/cuda_check.cuh"
 #include "tessel/sampling/device_feature_store.hpp"
 
@@ -99,9 +101,7 @@ DeviceFeatureStore::DeviceFeatureStore(std::span<const float> owned, std::int64_
   TESSEL_CHECK_CUDA(
       cudaHostAlloc(&g.host_rows, host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
   if (!owned.empty()) std::memcpy(g.host_rows, owned.data(), owned.size() * sizeof(float));
-  void* mapped = nullptr;
-  TESSEL_CHECK_CUDA(cudaHostGetDevicePointer(&mapped, g.host_rows, 0));
-  g.host_device = static_cast<const float*>(mapped);
+  g.host_device = static_cast<const float*>(cuda::mapped_device_pointer(g.host_rows));
   const std::int64_t rows = std::max<std::int64_t>(cache_rows(), 1);
   g.cache = Tensor::zeros({rows, feature_dim}, DType::f32, device);
   if (!cached_rows.empty())

@@ -21,6 +21,15 @@ std::int64_t free_device_bytes(Device device) {
   return static_cast<std::int64_t>(free_bytes);
 }
 
+void* mapped_device_pointer(void* host) {
+  void* mapped = nullptr;
+  if (cudaHostGetDevicePointer(&mapped, host, 0) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it so the next launch check does not see it
+    mapped = host;
+  }
+  return mapped;
+}
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -35,7 +44,7 @@ class MappedHostBuffer {
 public:
   explicit MappedHostBuffer(std::size_t bytes) : bytes_(std::max<std::size_t>(bytes, 64)) {
     TESSEL_CHECK_CUDA(cudaHostAlloc(&host_, bytes_, cudaHostAllocMapped | cudaHostAllocPortable));
-    TESSEL_CHECK_CUDA(cudaHostGetDevicePointer(&device_ptr_, host_, 0));
+    device_ptr_ = mapped_device_pointer(host_);
   }
   ~MappedHostBuffer() {
     if (host_) cudaFreeHost(host_);
