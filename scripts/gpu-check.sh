@@ -31,7 +31,7 @@ if [ -z "$arch" ]; then
   [ -n "$arch" ] || arch=90
 fi
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-gpu_tests="core_test kernels_test nn_test sampling_test data_plane_test gpu_train_test gpu_sampled_test"
+gpu_tests="core_test kernels_test nn_test sampling_test data_plane_test gpu_train_test gpu_sampled_test gpu_sampler_test"
 
 if [ "$skip_build" = 0 ]; then
   launcher=()
@@ -137,6 +137,8 @@ if [ "${ONLY_BENCH:-0}" != 1 ]; then
   run_suite data_plane_test.np1 $mpi -np 1 tree/tests/data_plane_test
   run_suite data_plane_test.np2 $mpi -np 2 tree/tests/data_plane_test
   SUITE_TIMEOUT=300 run_suite gpu_train_test tree/tests/gpu_train_test
+  run_suite gpu_sampler_test.np1 $mpi -np 1 tree/tests/gpu_sampler_test
+  run_suite gpu_sampler_test.np2 $mpi -np 2 tree/tests/gpu_sampler_test
   SUITE_TIMEOUT=300 run_suite gpu_sampled_test tree/tests/gpu_sampled_test
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then

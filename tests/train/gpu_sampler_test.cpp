@@ -1,0 +1,139 @@
+// The distributed sampler on a GPU: owners drawing with the CUDA sampler from a graph in device
+// memory, or in pinned host memory read over UVA, build exactly the CPU's blocks (same sources in
+// the same order, same edges, same original ids and degrees), and the tiered feature store's
+// rows (device cache, UVA, network) are the CPU's rows bit for bit. Skips without a GPU.
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/train/distributed_sampler.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rank 0 makes a dataset and its partition into P parts; everyone waits for it.
+fs::path prepare(comm::Communicator& comm) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("tessel-gpu-sampler.np" + std::to_string(comm.size()));
+  if (comm.rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string tessel = test::tessel_binary().string();
+    std::string out;
+    EXPECT_EQ(test::run_command(tessel +
+                                    " convert synthetic --nodes 2000 --avg-degree 12 "
+                                    "--classes 3 --feat-dim 7 --seed 5 " +
+                                    (dir / "g.h5").string(),
+                                &out),
+              0)
+        << out;
+    EXPECT_EQ(test::run_command(tessel + " partition " + (dir / "g.h5").string() + " --parts " +
+                                    std::to_string(comm.size()) + " --out " +
+                                    (dir / "parts").string(),
+                                &out),
+              0)
+        << out;
+  }
+  comm.barrier();
+  return dir;
+}
+
+void expect_same_blocks(const train::DistributedSampler& a, const train::DistributedSampler& b,
+                        int layers, const std::string& what) {
+  for (int l = 0; l < layers; ++l) {
+    const sampling::Block& x = a.blocks()[l];
+    const sampling::Block& y = b.blocks()[l];
+    EXPECT_EQ(x.dst, y.dst) << what << " layer " << l;
+    EXPECT_EQ(x.src, y.src) << what << " layer " << l;
+    EXPECT_EQ(x.adj.indptr, y.adj.indptr) << what << " layer " << l;
+    EXPECT_EQ(x.adj.indices, y.adj.indices) << what << " layer " << l;
+    EXPECT_TRUE(std::equal(a.src_orig(l).begin(), a.src_orig(l).end(), b.src_orig(l).begin(),
+                           b.src_orig(l).end()))
+        << what << " layer " << l;
+    EXPECT_TRUE(std::equal(a.src_degree(l).begin(), a.src_degree(l).end(), b.src_degree(l).begin(),
+                           b.src_degree(l).end()))
+        << what << " layer " << l;
+  }
+}
+
+} // namespace
+
+TEST(GpuSampler, DeviceAndPinnedGraphsDrawTheCpuBlocksAndRows) {
+  if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible: GPU sampler not tested";
+  auto comm = comm::make_mpi_communicator();
+  const fs::path dir = prepare(*comm);
+  const partition::Manifest manifest = partition::read_manifest(dir / "parts");
+  partition::Part part = partition::load_part(dir / "parts", comm->rank(), manifest);
+  const Device gpu = Device::cuda(0);
+  // Fanouts with whole rows (-1) and rows longer and shorter than the fanout.
+  const std::vector<int> fanouts = {6, -1, 3};
+  const int layers = static_cast<int>(fanouts.size());
+  train::DistributedSampler cpu(part, manifest, *comm, 13, fanouts, 16);
+  train::DistributedSampler on_device(part, manifest, *comm, 13, fanouts, 16);
+  train::DistributedSampler pinned(part, manifest, *comm, 13, fanouts, 16);
+  on_device.sample_on_device(gpu, "device");
+  pinned.sample_on_device(gpu, "pinned");
+  EXPECT_EQ(on_device.graph_placement(), sampling::GraphPlacement::device);
+  EXPECT_EQ(pinned.graph_placement(), sampling::GraphPlacement::pinned);
+  // Device cache: a third of owned + halo rows by degree (hits in all three tiers); pinned: no
+  // cache (every owned row over UVA, every remote one from its owner).
+  sampling::CacheBudget third;
+  third.ratio = 0.3;
+  on_device.setup_device_store("degree", third, gpu);
+  pinned.setup_device_store("none", {}, gpu);
+
+  PhaseTimes phases;
+  std::int64_t steps_checked = 0;
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    std::vector<std::vector<LocalId>> step_seeds;
+    std::vector<std::int64_t> step_counts;
+    cpu.assign_steps(epoch, step_seeds, step_counts, phases);
+    for (std::size_t s = 0; s < step_counts.size() && s < 6; ++s) {
+      if (step_counts[s] == 0) continue;
+      const auto step = static_cast<std::uint32_t>(s);
+      const std::string what = "epoch " + std::to_string(epoch) + " step " + std::to_string(s);
+      cpu.sample(epoch, step, step_seeds[s], phases);
+      on_device.sample(epoch, step, step_seeds[s], phases);
+      pinned.sample(epoch, step, step_seeds[s], phases);
+      expect_same_blocks(cpu, on_device, layers, what + " device");
+      expect_same_blocks(cpu, pinned, layers, what + " pinned");
+
+      const auto& input = cpu.blocks()[0].src;
+      const Tensor x_cpu = cpu.fetch_features(input, part.features, phases);
+      const Tensor x_device =
+          on_device.fetch_features_device(on_device.blocks()[0].src, phases).to(Device::cpu());
+      const Tensor x_pinned =
+          pinned.fetch_features_device(pinned.blocks()[0].src, phases).to(Device::cpu());
+      ASSERT_EQ(x_device.shape(), x_cpu.shape()) << what;
+      ASSERT_EQ(x_pinned.shape(), x_cpu.shape()) << what;
+      EXPECT_EQ(std::memcmp(x_device.data<float>(), x_cpu.data<float>(), x_cpu.nbytes()), 0)
+          << what << ": device-cached rows differ from the CPU's";
+      EXPECT_EQ(std::memcmp(x_pinned.data<float>(), x_cpu.data<float>(), x_cpu.nbytes()), 0)
+          << what << ": UVA-gathered rows differ from the CPU's";
+      ++steps_checked;
+    }
+  }
+  EXPECT_GT(steps_checked, 2);
+  EXPECT_EQ(cpu.counters().sampled_edges, on_device.counters().sampled_edges);
+  EXPECT_EQ(cpu.counters().sampled_edges, pinned.counters().sampled_edges);
+  for (const auto* sampler : {&on_device, &pinned}) {
+    const sampling::FeatureStoreCounters& c = sampler->device_store()->counters();
+    for (const sampling::TierCounters* t : {&c.device, &c.host, &c.network})
+      EXPECT_EQ(t->hits + t->misses, t->requests);
+    EXPECT_EQ(c.device.requests, cpu.counters().input_rows);
+    EXPECT_EQ(c.host.requests, c.device.misses);
+    EXPECT_EQ(c.network.requests, c.host.misses);
+  }
+  EXPECT_GT(on_device.device_store()->counters().device.hits, 0);
+  EXPECT_EQ(pinned.device_store()->counters().device.hits, 0);
+  EXPECT_GT(pinned.device_store()->counters().host.hits, 0);
+  if (comm->size() > 1) {
+    EXPECT_GT(pinned.device_store()->counters().network.hits, 0);
+  }
+}
