@@ -1,0 +1,42 @@
+// Link prediction pieces: the Hadamard scoring head, binary cross-entropy on its scores, and the
+// ranking metrics AUC and MRR.
+#pragma once
+
+#include "tessel/core/tensor.hpp"
+#include "tessel/core/types.hpp"
+
+#include <cstdint>
+#include <span>
+
+namespace tessel::nn {
+
+// Scores of node pairs from their embeddings: score_j = sum_k w[k] z[src_j, k] z[dst_j, k] + b,
+// a diagonal bilinear form (symmetric in the two endpoints). z: f32 [rows, H] on the CPU;
+// src, dst: rows of z, one pair each; w: f32 [H, 1] (or [H]); b: f32 [1]. Returns f32 [pairs].
+Tensor link_scores(const Tensor& z, std::span<const LocalId> src, std::span<const LocalId> dst,
+                   const Tensor& w, const Tensor& b);
+
+// The backward pass of link_scores for d(loss)/d score = grad_scores [pairs]: adds into
+// grad_z [rows, H], grad_w (w's shape) and grad_b [1].
+void link_scores_backward(const Tensor& z, std::span<const LocalId> src,
+                          std::span<const LocalId> dst, const Tensor& w, const Tensor& grad_scores,
+                          Tensor& grad_z, Tensor& grad_w, Tensor& grad_b);
+
+// Binary cross-entropy with logits, summed: sum_j softplus(s_j) - y_j s_j (y_j in {0, 1}),
+// computed without overflow for any finite score. With grad (f32 [pairs], may be undefined to
+// skip), writes scale * (sigmoid(s_j) - y_j).
+double binary_cross_entropy_sum(const Tensor& scores, std::span<const float> labels, double scale,
+                                Tensor* grad);
+
+// Area under the ROC curve of scores of positives against scores of negatives: the fraction of
+// (positive, negative) pairs where the positive scores higher, a tie counting 1/2
+// (Mann-Whitney with mid-ranks). A perfect ranking gives 1, a reversed one 0, all ties 0.5.
+// Either list empty: 0.5 (nothing to rank).
+double roc_auc(std::span<const float> positive, std::span<const float> negative);
+
+// The reciprocal rank of a positive among its negatives: 1 / (1 + #{negatives scoring higher}
+// + #{negatives scoring equal} / 2) (the mean of the optimistic and pessimistic ranks, OGB's
+// convention). MRR is its mean over positives.
+double reciprocal_rank(float positive, std::span<const float> negatives);
+
+} // namespace tessel::nn

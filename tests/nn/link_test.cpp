@@ -1,0 +1,85 @@
+// Link prediction pieces: AUC and reciprocal rank on hand-computed cases, binary cross-entropy
+// against its formula, and a finite-difference gradient check of the scoring head under it.
+#include "nn_test_util.hpp"
+
+#include "tessel/nn/link.hpp"
+
+#include <limits>
+
+namespace tessel {
+namespace {
+
+TEST(LinkMetrics, AucOfHandComputedRankings) {
+  const std::vector<float> pos = {0.9f, 0.8f, 0.7f}, neg = {0.1f, 0.2f, 0.3f, 0.4f};
+  EXPECT_DOUBLE_EQ(nn::roc_auc(pos, neg), 1.0); // every positive above every negative
+  EXPECT_DOUBLE_EQ(nn::roc_auc(neg, pos), 0.0); // reversed
+  const std::vector<float> same = {0.5f, 0.5f};
+  EXPECT_DOUBLE_EQ(nn::roc_auc(same, same), 0.5); // all ties
+  // pos {3, 1}, neg {2, 1, 0}: wins of 3: 3; of 1: one win (0), one tie (1): 1.5; 4.5 / 6.
+  const std::vector<float> p2 = {3.0f, 1.0f}, n2 = {2.0f, 1.0f, 0.0f};
+  EXPECT_DOUBLE_EQ(nn::roc_auc(p2, n2), 0.75);
+  // Order of the inputs does not matter.
+  const std::vector<float> p3 = {1.0f, 3.0f}, n3 = {0.0f, 2.0f, 1.0f};
+  EXPECT_DOUBLE_EQ(nn::roc_auc(p3, n3), 0.75);
+  EXPECT_DOUBLE_EQ(nn::roc_auc({}, n2), 0.5);
+}
+
+TEST(LinkMetrics, ReciprocalRankByHand) {
+  const std::vector<float> neg = {0.1f, 0.5f, 0.9f};
+  EXPECT_DOUBLE_EQ(nn::reciprocal_rank(1.0f, neg), 1.0);       // rank 1
+  EXPECT_DOUBLE_EQ(nn::reciprocal_rank(0.6f, neg), 0.5);       // rank 2
+  EXPECT_DOUBLE_EQ(nn::reciprocal_rank(0.0f, neg), 0.25);      // rank 4
+  EXPECT_DOUBLE_EQ(nn::reciprocal_rank(0.5f, neg), 1.0 / 2.5); // one above, one tie: 2.5
+  // MRR of three positives with these negatives: (1 + 1/2 + 1/4) / 3.
+  const double mrr = (nn::reciprocal_rank(1.0f, neg) + nn::reciprocal_rank(0.6f, neg) +
+                      nn::reciprocal_rank(0.0f, neg)) /
+                     3.0;
+  EXPECT_DOUBLE_EQ(mrr, 1.75 / 3.0);
+}
+
+TEST(LinkHead, BinaryCrossEntropyMatchesItsFormulaAndStaysFinite) {
+  Tensor s = Tensor::from_vector(std::vector<float>{0.0f, 2.0f, -1.0f, 200.0f, -200.0f}, {5});
+  const std::vector<float> y = {1, 0, 1, 1, 0};
+  Tensor g = Tensor::empty({5}, DType::f32);
+  const double sum = nn::binary_cross_entropy_sum(s, y, 0.5, &g);
+  auto sp = [](double x) { return std::log1p(std::exp(x)); };
+  // softplus(s) - y s: log 2, softplus(2), softplus(-1) + 1, ~0, ~0.
+  EXPECT_NEAR(sum, std::log(2.0) + sp(2.0) + sp(-1.0) + 1.0, 1e-9);
+  EXPECT_FLOAT_EQ(g.data<float>()[0], 0.5f * (0.5f - 1.0f));
+  EXPECT_NEAR(g.data<float>()[1], 0.5 / (1.0 + std::exp(-2.0)), 1e-7);
+  EXPECT_NEAR(g.data<float>()[3], 0.0, 1e-7);
+  EXPECT_NEAR(g.data<float>()[4], 0.0, 1e-7);
+}
+
+// Central differences of sum BCE(score(z, w, b)) against link_scores_backward, with a row used
+// as both endpoint of one pair and in several pairs (the gradient must accumulate).
+TEST(LinkHead, ScoringHeadGradientMatchesFiniteDifferences) {
+  Tensor z = test::random_tensor({5, 4}, 1);
+  Tensor w = test::random_tensor({4, 1}, 2);
+  Tensor b = Tensor::from_vector(std::vector<float>{0.3f}, {1});
+  const std::vector<LocalId> src = {0, 1, 2, 3, 4, 2, 0};
+  const std::vector<LocalId> dst = {1, 2, 3, 4, 0, 2, 3};
+  const std::vector<float> y = {1, 0, 1, 0, 1, 0, 1};
+  const double scale = 1.0 / 7.0;
+  auto loss = [&] {
+    return scale *
+           nn::binary_cross_entropy_sum(nn::link_scores(z, src, dst, w, b), y, 1.0, nullptr);
+  };
+  Tensor scores = nn::link_scores(z, src, dst, w, b);
+  // The score is the formula of the header.
+  double expect0 = 0.3;
+  for (int k = 0; k < 4; ++k)
+    expect0 += w.data<float>()[k] * z.data<float>()[0 * 4 + k] * z.data<float>()[1 * 4 + k];
+  EXPECT_NEAR(scores.data<float>()[0], expect0, 1e-6);
+  Tensor grad_s = Tensor::empty({7}, DType::f32);
+  nn::binary_cross_entropy_sum(scores, y, scale, &grad_s);
+  Tensor gz = Tensor::zeros(z.shape(), DType::f32), gw = Tensor::zeros(w.shape(), DType::f32),
+         gb = Tensor::zeros({1}, DType::f32);
+  nn::link_scores_backward(z, src, dst, w, grad_s, gz, gw, gb);
+  test::expect_gradient("z", z, gz, loss, 1e-2, 1e-2, 1e-4);
+  test::expect_gradient("w", w, gw, loss, 1e-2, 1e-2, 1e-4);
+  test::expect_gradient("b", b, gb, loss, 1e-2, 1e-2, 1e-4);
+}
+
+} // namespace
+} // namespace tessel
