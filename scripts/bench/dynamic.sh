@@ -56,7 +56,7 @@ for p in $ranks; do
     metrics="$work/dynamic-p$p-$layout.jsonl"
     OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -np "$p" -x OMP_NUM_THREADS \
       "$tessel" train "$parts" --mode dynamic --model gcn-gru --layers 1 --hidden "$hidden" \
-      --temporal-partition "$layout" --epochs "$epochs" --eval-every 1000000 --threads "$threads" \
+      --dropout 0 --temporal-partition "$layout" --epochs "$epochs" --eval-every 1000000 --threads "$threads" \
       --quiet --metrics "$metrics"
     # Analytic volume of a training epoch (forward + backward over the training snapshots):
     # snapshot layout, the transposition the trainer reports; vertex layout, every halo row of

@@ -93,8 +93,20 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->check(CLI::IsMember({"snapshot", "vertex"}))
       ->capture_default_str();
   app.add_option("--task", o.dynamic.task,
-                 "dynamic mode: node-regression (MSE) or node-classification")
-      ->check(CLI::IsMember({"node-regression", "node-classification"}))
+                 "dynamic mode: node-regression (MSE), node-classification, or link-prediction "
+                 "(the edges of snapshot t+1 from the embeddings at t against sampled "
+                 "negatives; AUC and MRR)")
+      ->check(CLI::IsMember({"node-regression", "node-classification", "link-prediction"}))
+      ->capture_default_str();
+  app.add_option("--negatives", o.dynamic.negatives,
+                 "dynamic link prediction: negatives sampled per edge in training (the source "
+                 "replaced by a uniform node that is not an in-neighbour)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--eval-negatives", o.dynamic.eval_negatives,
+                 "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
+                 "ranks each edge among its negatives)")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   // Sampled mode.
   app.add_option("--fanouts", fanouts,

@@ -74,6 +74,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
     file.set_attr("best_epoch", static_cast<std::int64_t>(meta.best_epoch));
     file.set_attr("time_to_target_s", meta.time_to_target_s);
     file.set_attr("wall_s", meta.wall_s);
+    if (meta.mode == "dynamic") file.set_attr("test_mrr_at_best", meta.test_mrr_at_best);
     file.create_group("/params");
     std::string names;
     for (nn::Parameter* p : params) {
@@ -134,8 +135,12 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
                      "{}: {} = {} is outside [{}, {}]", path.string(), name, value, lo, hi);
       return value;
     };
-    meta.best_valid_acc = number("best_valid_acc", 0, 1);
-    meta.test_acc_at_best = number("test_acc_at_best", 0, 1);
+    // Dynamic mode keeps its validation metric there: an accuracy, an AUC or an MSE.
+    const double metric_max = meta.mode == "dynamic" ? 1e30 : 1.0;
+    meta.best_valid_acc = number("best_valid_acc", 0, metric_max);
+    meta.test_acc_at_best = number("test_acc_at_best", 0, metric_max);
+    if (file.has_attr("test_mrr_at_best"))
+      meta.test_mrr_at_best = number("test_mrr_at_best", 0, 1);
     meta.best_epoch = static_cast<int>(number("best_epoch", 0, static_cast<double>(meta.epoch)));
     meta.wall_s = number("wall_s", 0, 1e12);
     meta.time_to_target_s = number("time_to_target_s", -1, meta.wall_s);

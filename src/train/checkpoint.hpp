@@ -28,6 +28,9 @@ struct CheckpointMeta {
   int best_epoch = 0;              // 0: no epoch evaluated yet
   double time_to_target_s = -1;    // -1: target not reached yet
   double wall_s = 0;               // training seconds up to the checkpoint
+  // Dynamic mode: best_valid_acc and test_acc_at_best hold its validation metric (accuracy,
+  // AUC or MSE); link prediction adds the test MRR at the best epoch.
+  double test_mrr_at_best = 0;
 };
 
 // Writes dir/checkpoint.h5 (via a temporary file renamed into place).

@@ -1,7 +1,8 @@
 // Dynamic mode: GCN per snapshot + per-node GRU/LSTM (gcn-gru, gcn-lstm) or EvolveGCN-O, trained
 // across ranks with snapshot partitioning (graph phase on a block of snapshots, one all-to-all to
 // vertex partitioning for the recurrent phase and back) or vertex partitioning (halo exchange
-// per snapshot); the epoch loop, metrics, checkpoints and predictions of the mode.
+// per snapshot), for node regression, node classification or link prediction; the epoch loop,
+// metrics, checkpoints and predictions of the mode.
 #include "tessel/train/dynamic.hpp"
 
 #include "checkpoint.hpp"
@@ -15,6 +16,7 @@
 #include "tessel/kernels/dense.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/nn/layers.hpp"
+#include "tessel/nn/link.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/nn/recurrent.hpp"
 #include "tessel/partition/temporal.hpp"
@@ -223,6 +225,30 @@ Tensor halo_backward(comm::Communicator& comm, const HaloPlan& plan, const Tenso
   return out;
 }
 
+// The plan that fetches rows `halo` (global ids, ascending, none in this rank's vertex range)
+// from their owners. Collective: one alltoallv of the requested ids.
+HaloPlan make_halo_plan(comm::Communicator& comm, const TemporalLayout& layout,
+                        const std::vector<NodeId>& halo) {
+  HaloPlan plan;
+  const NodeId v0 = layout.vertex_offsets[comm.rank()], v1 = layout.vertex_offsets[comm.rank() + 1];
+  plan.num_halo = static_cast<std::int64_t>(halo.size());
+  plan.recv_counts.assign(static_cast<std::size_t>(comm.size()), 0);
+  for (NodeId u : halo) {
+    const auto owner = std::upper_bound(layout.vertex_offsets.begin(),
+                                        layout.vertex_offsets.end(), u) -
+                       layout.vertex_offsets.begin() - 1;
+    ++plan.recv_counts[owner];
+  }
+  const auto requested = comm.alltoallv<NodeId>(halo, plan.recv_counts, &plan.send_counts);
+  std::vector<std::int32_t> rows(requested.size());
+  for (std::size_t i = 0; i < requested.size(); ++i) {
+    TESSEL_ASSERT(requested[i] >= v0 && requested[i] < v1, "halo request for row {}", requested[i]);
+    rows[i] = static_cast<std::int32_t>(requested[i] - v0);
+  }
+  plan.send_rows = Tensor::from_vector(rows);
+  return plan;
+}
+
 Tensor matmul(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   Tensor y = Tensor::empty({ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols()}, DType::f32);
   kernels::gemm(a, ta, b, tb, y);
@@ -242,8 +268,22 @@ enum class Recurrence { none, gru, lstm };
 
 struct Losses {
   double sum[3] = {0, 0, 0};        // train, valid, test: squared error or cross-entropy
-  std::int64_t count[3] = {0, 0, 0};
+  std::int64_t count[3] = {0, 0, 0};  // targets, or (link prediction) scored pairs
   std::int64_t correct[3] = {0, 0, 0};
+  // Link prediction: AUC over all pairs of the split, sum of reciprocal ranks and positives.
+  double auc[3] = {0.5, 0.5, 0.5};
+  double rr_sum[3] = {0, 0, 0};
+  std::int64_t positives[3] = {0, 0, 0};
+};
+
+// The pairs one embedding snapshot t scores: the edges of snapshot t + 1 whose destination this
+// rank holds, each followed by its negatives (the source replaced by a sampled node). Rows are
+// of the embedding block extended by the fetched halo rows.
+struct PairBatch {
+  int split = -1;  // 0 train, 1 valid, 2 test; -1: nothing to score
+  std::vector<LocalId> src, dst;
+  std::vector<float> label;
+  HaloPlan halo;
 };
 
 class DynamicTrainer {
@@ -263,9 +303,15 @@ public:
                    "--temporal-partition must be snapshot or vertex, got {}",
                    options.dynamic.partition);
     classification_ = options.dynamic.task == "node-classification";
-    TESSEL_EXPECTS(classification_ || options.dynamic.task == "node-regression",
-                   "--task {} is not supported: use node-regression or node-classification",
+    link_ = options.dynamic.task == "link-prediction";
+    TESSEL_EXPECTS(classification_ || link_ || options.dynamic.task == "node-regression",
+                   "--task {} is not supported: use node-regression, node-classification or "
+                   "link-prediction",
                    options.dynamic.task);
+    TESSEL_EXPECTS(options.dynamic.negatives >= 1 && options.dynamic.eval_negatives >= 1,
+                   "--negatives and --eval-negatives must be at least 1");
+    TESSEL_EXPECTS(options.model.dropout >= 0.0f && options.model.dropout < 1.0f,
+                   "--dropout {} is outside [0, 1)", options.model.dropout);
     recurrence_ = kind == "gcn-gru" ? Recurrence::gru
                   : kind == "gcn-lstm" ? Recurrence::lstm
                                        : Recurrence::none;
@@ -283,7 +329,12 @@ public:
     info_ = reader.info();
     TESSEL_EXPECTS(info_.num_nodes == N_ && info_.num_snapshots == T_ && info_.feature_dim == F_,
                    "{}: the store does not match partition.json", manifest_.store.string());
-    if (classification_)
+    if (link_)
+      TESSEL_EXPECTS(T_ >= 2 && N_ < (std::int64_t{1} << 31),
+                     "{}: --task link-prediction needs at least 2 snapshots and fewer than 2^31 "
+                     "nodes",
+                     manifest_.store.string());
+    else if (classification_)
       TESSEL_EXPECTS(info_.num_classes >= 2,
                      "{}: --task node-classification needs class targets (the store has "
                      "regression targets)",
@@ -293,8 +344,18 @@ public:
                      "{}: the store holds {} classes; use --task node-classification",
                      manifest_.store.string(), info_.num_classes);
     out_dim_ = classification_ ? info_.num_classes : 1;
+    // Dropout masks and negative samples are keyed by source node ids, so every partition of
+    // the store draws the same ones.
+    orig_ids_ = reader.orig_ids();
+    if (link_) {
+      relabel_.assign(static_cast<std::size_t>(N_), 0);
+      for (NodeId g = 0; g < N_; ++g) relabel_[orig_ids_[g]] = g;
+    }
     load_graphs(reader);
-    load_targets(reader);
+    if (link_)
+      load_link_rows(reader);
+    else
+      load_targets(reader);
     build_model();
     optimizer_ = nn::make_optimizer(options.optimizer);
   }
@@ -306,6 +367,7 @@ public:
   }
   nn::Optimizer& optimizer() { return *optimizer_; }
   bool classification() const { return classification_; }
+  bool link_prediction() const { return link_; }
   const datasets::TemporalStoreInfo& info() const { return info_; }
   const TemporalLayout& layout() const { return layout_; }
   bool transposes() const { return snapshot_layout_ && recurrence_ != Recurrence::none; }
@@ -313,12 +375,12 @@ public:
 
   // One epoch: forward over the snapshots up to the end of the training range, loss on the
   // training snapshots, backward, gradient all-reduce, optimizer step. Returns the mean loss.
-  double train_epoch(PhaseTimes& phases) {
+  double train_epoch(int epoch, PhaseTimes& phases) {
     for (nn::Parameter* p : parameters()) p->grad.fill_zero();
     const std::int64_t t_end = info_.train.end;
-    std::vector<Tensor> out = forward(t_end, phases, true);
+    std::vector<Tensor> out = forward(t_end, phases, true, static_cast<std::uint32_t>(epoch));
     Losses losses;
-    std::vector<Tensor> grad_out = loss_and_grad(out, losses, true);
+    std::vector<Tensor> grad_out = task_loss(out, losses, true, true, static_cast<std::uint32_t>(epoch), phases);
     backward(grad_out, t_end, phases);
     {
       ScopedPhase t(phases, "communicate");
@@ -334,13 +396,14 @@ public:
   }
 
   // The mean training loss and (with gradients) the all-reduced gradients, without a step.
+  // Dropout masks and negatives are those of epoch 1.
   double probe(bool with_gradients) {
     PhaseTimes phases;
     for (nn::Parameter* p : parameters()) p->grad.fill_zero();
     const std::int64_t t_end = info_.train.end;
-    std::vector<Tensor> out = forward(t_end, phases, true);
+    std::vector<Tensor> out = forward(t_end, phases, true, 1);
     Losses losses;
-    std::vector<Tensor> grad_out = loss_and_grad(out, losses, with_gradients);
+    std::vector<Tensor> grad_out = task_loss(out, losses, true, with_gradients, 1, phases);
     if (with_gradients) {
       backward(grad_out, t_end, phases);
       allreduce_partial_gradients();
@@ -351,13 +414,25 @@ public:
   }
 
   // Forward over every snapshot; per split mean loss and (classification) accuracy.
+  // The mean loss of evaluate() over all three splits.
+  double evaluation_loss() {
+    PhaseTimes ignored;
+    const Losses l = evaluate(ignored);
+    return (l.sum[0] + l.sum[1] + l.sum[2]) /
+           static_cast<double>(std::max<std::int64_t>(1, l.count[0] + l.count[1] + l.count[2]));
+  }
+
+  // Link prediction: the training split's pairs use the evaluation negatives (fixed, those of
+  // "epoch 0"), so the three splits are measured alike.
   Losses evaluate(PhaseTimes& phases, std::vector<Tensor>* outputs = nullptr) {
-    std::vector<Tensor> out = forward(T_, phases, false);
+    std::vector<Tensor> out = forward(T_, phases, false, 0);
     Losses l;
-    loss_and_grad(out, l, false);
+    task_loss(out, l, false, false, 0, phases);
     comm_.allreduce(std::span<double>(l.sum, 3));
     comm_.allreduce(std::span<std::int64_t>(l.count, 3));
     comm_.allreduce(std::span<std::int64_t>(l.correct, 3));
+    comm_.allreduce(std::span<double>(l.rr_sum, 3));
+    comm_.allreduce(std::span<std::int64_t>(l.positives, 3));
     if (outputs) *outputs = std::move(out);
     return l;
   }
@@ -384,12 +459,14 @@ public:
     datasets::TemporalStoreReader reader(manifest_.store);
     const auto orig = reader.orig_ids();
     // Rows in source order: position of relabeled node g is orig[g].
-    std::vector<float> pred(static_cast<std::size_t>(T_ * N_ * out_dim_), 0.0f);
+    // Link prediction writes the embeddings its scoring head reads.
+    const std::int64_t width = link_ ? H_ : out_dim_;
+    std::vector<float> pred(static_cast<std::size_t>(T_ * N_ * width), 0.0f);
     std::size_t at = 0;
     for (std::size_t b = 0; b < all_where.size(); b += 3) {
       const std::int64_t t = all_where[b], rb = all_where[b + 1], rows = all_where[b + 2];
-      for (std::int64_t i = 0; i < rows; ++i, at += static_cast<std::size_t>(out_dim_))
-        std::copy_n(&all_values[at], out_dim_, &pred[((t * N_) + orig[rb + i]) * out_dim_]);
+      for (std::int64_t i = 0; i < rows; ++i, at += static_cast<std::size_t>(width))
+        std::copy_n(&all_values[at], width, &pred[((t * N_) + orig[rb + i]) * width]);
     }
     if (path.has_parent_path()) fs::create_directories(path.parent_path());
     datasets::AtomicOutput output(path);
@@ -400,9 +477,10 @@ public:
       file.set_attr("num_nodes", N_);
       file.set_attr("num_snapshots", T_);
       file.set_attr("task", options_.dynamic.task);
-      file.write("/prediction", pred.data(), {T_ * N_, out_dim_},
+      file.write("/prediction", pred.data(), {T_ * N_, width},
                  "float32 [T*N, out]: row t*N+v is the model output for source node v at "
-                 "snapshot t (regression: the predicted target; classification: logits)");
+                 "snapshot t (regression: the predicted target; classification: logits; link "
+                 "prediction: the embedding the scoring head reads)");
       file.close();
     }
     output.commit();
@@ -463,22 +541,7 @@ private:
       g.backward = g.forward.transpose();
       g.features = Tensor::from_vector(reader.features(t, v0_, v1), {n_own_, F_});
       // Ask each owner for its rows among the halo.
-      HaloPlan& plan = g.halo;
-      plan.num_halo = n_halo;
-      plan.recv_counts.assign(static_cast<std::size_t>(comm_.size()), 0);
-      for (NodeId u : halo) {
-        const auto owner = std::upper_bound(layout_.vertex_offsets.begin(),
-                                            layout_.vertex_offsets.end(), u) -
-                           layout_.vertex_offsets.begin() - 1;
-        ++plan.recv_counts[owner];
-      }
-      const auto requested = comm_.alltoallv<NodeId>(halo, plan.recv_counts, &plan.send_counts);
-      std::vector<std::int32_t> rows(requested.size());
-      for (std::size_t i = 0; i < requested.size(); ++i) {
-        TESSEL_ASSERT(requested[i] >= v0_ && requested[i] < v1, "halo request for row {}", requested[i]);
-        rows[i] = static_cast<std::int32_t>(requested[i] - v0_);
-      }
-      plan.send_rows = Tensor::from_vector(rows);
+      g.halo = make_halo_plan(comm_, layout_, halo);
       graphs_.push_back(std::move(g));
     }
   }
@@ -490,6 +553,161 @@ private:
       const Block mine = owned_snapshots(layout_, comm_.rank(), T_);
       for (std::int64_t t = mine.begin; t < mine.end; ++t) targets_.push_back(reader.targets(t, 0, N_));
     }
+  }
+
+  // Link prediction: the rows of snapshot t + 1 each embedding snapshot t scores against.
+  void load_link_rows(datasets::TemporalStoreReader& reader) {
+    const bool by_vertex = node_phase_by_vertex();
+    const Block held = by_vertex ? Block{0, T_} : owned_snapshots(layout_, comm_.rank(), T_);
+    const NodeId rb = by_vertex ? v0_ : 0, re = by_vertex ? v0_ + n_own_ : N_;
+    // A few snapshots at a time: the reader rebuilds them in order from the base and deltas.
+    constexpr std::int64_t kChunk = 4;
+    for (std::int64_t t0 = held.begin; t0 < held.end; t0 += kChunk) {
+      const std::int64_t t1 = std::min(held.end, t0 + kChunk);
+      const std::int64_t first = t0 + 1, last = std::min(t1 + 1, T_);
+      const std::vector<Csr> snaps =
+          first < last ? reader.snapshots(first, last) : std::vector<Csr>();
+      for (std::int64_t t = t0; t < t1; ++t) {
+        Csr rows;
+        rows.num_rows = re - rb;
+        rows.num_cols = N_;
+        if (t + 1 < T_) {
+          const Csr& s = snaps[t + 1 - first];
+          rows.indptr.reserve(static_cast<std::size_t>(rows.num_rows + 1));
+          for (NodeId v = rb; v < re; ++v) {
+            rows.indices.insert(rows.indices.end(), s.indices.begin() + s.indptr[v],
+                                s.indices.begin() + s.indptr[v + 1]);
+            rows.indptr.push_back(static_cast<EdgeId>(rows.indices.size()));
+          }
+        } else {
+          rows.indptr.assign(static_cast<std::size_t>(rows.num_rows + 1), 0);
+        }
+        link_rows_.push_back(std::move(rows));
+      }
+    }
+  }
+
+  // Negative k for the edge u -> v of snapshot s: a source drawn uniformly from the nodes, keyed
+  // by (seed, epoch, s, k) and the edge's source node ids, redrawn while it is v or a real
+  // in-neighbor of v at s (up to 16 draws). `row` lists v's in-neighbors at s, ascending.
+  NodeId negative_source(NodeId u, NodeId v, std::span<const NodeId> row, std::int64_t s,
+                         std::uint32_t k, std::uint32_t epoch) const {
+    const rng::Key key{options_.seed, rng::Stream::sampling, epoch, static_cast<std::uint32_t>(s),
+                       k};
+    const std::uint64_t item = (static_cast<std::uint64_t>(orig_ids_[v]) << 32) |
+                               static_cast<std::uint64_t>(orig_ids_[u]);
+    NodeId candidate = v;
+    for (std::uint32_t attempt = 0; attempt < 16; ++attempt) {
+      candidate = relabel_[key.below(item, attempt, static_cast<std::uint64_t>(N_))];
+      if (candidate != v && !std::binary_search(row.begin(), row.end(), candidate)) break;
+    }
+    return candidate;
+  }
+
+  // Link prediction over the head inputs z (one block per embedding snapshot t): the edges of
+  // snapshot t + 1 against negatives, scored by the Hadamard head. `training`: the training
+  // split only, --negatives per edge drawn for `epoch`; else every split with --eval-negatives
+  // (fixed draws), and AUC and reciprocal ranks. With `grad`, returns d(mean BCE)/dz per block.
+  // In the vertex-by-vertex node phase the pairs live with their destination's owner and the
+  // sources' rows are fetched like a halo (collective).
+  std::vector<Tensor> link_loss(const std::vector<Tensor>& z, Losses& l, bool training,
+                                bool grad, std::uint32_t epoch) {
+    const datasets::SnapshotRange splits[3] = {info_.train, info_.valid, info_.test};
+    const int K = training ? options_.dynamic.negatives : options_.dynamic.eval_negatives;
+    const bool by_vertex = node_phase_by_vertex();
+    std::vector<PairBatch> batches(z.size());
+    std::int64_t train_pairs = 0;
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      const auto [t, first_row] = node_block(i);
+      const std::int64_t s = t + 1;
+      PairBatch& b = batches[i];
+      for (int sp = 0; sp < 3; ++sp)
+        if (s < T_ && s >= splits[sp].begin && s < splits[sp].end) b.split = sp;
+      if (training && b.split != 0) b.split = -1;
+      if (b.split < 0) continue;
+      const Csr& rows = link_rows_[i];
+      std::vector<NodeId> src_global;
+      for (std::int64_t r = 0; r < rows.num_rows; ++r) {
+        const NodeId v = first_row + r;
+        const std::span<const NodeId> row(rows.indices.data() + rows.indptr[r],
+                                          static_cast<std::size_t>(rows.indptr[r + 1] - rows.indptr[r]));
+        for (NodeId u : row) {
+          src_global.push_back(u);
+          b.dst.push_back(static_cast<LocalId>(r));
+          b.label.push_back(1.0f);
+          for (int k = 0; k < K; ++k) {
+            src_global.push_back(negative_source(u, v, row, s, static_cast<std::uint32_t>(k), epoch));
+            b.dst.push_back(static_cast<LocalId>(r));
+            b.label.push_back(0.0f);
+          }
+        }
+      }
+      // Sources outside the held rows come after them, in ascending id (halo order).
+      std::vector<NodeId> halo;
+      if (by_vertex)
+        for (NodeId u : src_global)
+          if (u < v0_ || u >= v0_ + n_own_) halo.push_back(u);
+      std::sort(halo.begin(), halo.end());
+      halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
+      b.src.resize(src_global.size());
+      for (std::size_t j = 0; j < src_global.size(); ++j) {
+        const NodeId u = src_global[j];
+        b.src[j] = static_cast<LocalId>(
+            !by_vertex ? u
+            : (u >= v0_ && u < v0_ + n_own_)
+                ? u - v0_
+                : n_own_ + (std::lower_bound(halo.begin(), halo.end(), u) - halo.begin()));
+      }
+      if (by_vertex) b.halo = make_halo_plan(comm_, layout_, halo);
+      if (b.split == 0) train_pairs += static_cast<std::int64_t>(b.label.size());
+    }
+    // The gradient of the mean over the whole job's training pairs.
+    const double scale =
+        grad ? 1.0 / static_cast<double>(std::max<std::int64_t>(1, comm_.allreduce_value(train_pairs)))
+             : 0.0;
+    std::vector<Tensor> grads;
+    std::vector<float> positive_scores[3], negative_scores[3];
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      PairBatch& b = batches[i];
+      if (grad) grads.push_back(Tensor::zeros(z[i].shape(), DType::f32));
+      if (b.split < 0) continue;
+      const Tensor rows = by_vertex ? halo_forward(comm_, b.halo, z[i]) : z[i];
+      const Tensor scores = nn::link_scores(rows, b.src, b.dst, head_weight_.value, head_bias_.value);
+      Tensor grad_scores;
+      if (grad) grad_scores = Tensor::empty(scores.shape(), DType::f32);
+      l.sum[b.split] += nn::binary_cross_entropy_sum(scores, b.label, scale,
+                                                     grad ? &grad_scores : nullptr);
+      l.count[b.split] += scores.numel();
+      if (!training) {
+        const float* sc = scores.data<float>();
+        const std::int64_t group = K + 1;
+        for (std::int64_t j = 0; j < scores.numel(); j += group) {
+          positive_scores[b.split].push_back(sc[j]);
+          negative_scores[b.split].insert(negative_scores[b.split].end(), sc + j + 1, sc + j + group);
+          l.rr_sum[b.split] += nn::reciprocal_rank(sc[j], std::span<const float>(sc + j + 1, static_cast<std::size_t>(K)));
+          ++l.positives[b.split];
+        }
+      }
+      if (!grad) continue;
+      Tensor grad_rows = Tensor::zeros(rows.shape(), DType::f32);
+      nn::link_scores_backward(rows, b.src, b.dst, head_weight_.value, grad_scores, grad_rows,
+                               head_weight_.grad, head_bias_.grad);
+      grads.back() = by_vertex ? halo_backward(comm_, b.halo, grad_rows, n_own_) : grad_rows;
+    }
+    if (!training) {
+      // AUC ranks every positive against every negative of the split: rank 0 gathers the
+      // scores, computes it exactly and broadcasts it.
+      for (int sp = 0; sp < 3; ++sp) {
+        std::vector<std::int64_t> to_root(static_cast<std::size_t>(comm_.size()), 0);
+        to_root[0] = static_cast<std::int64_t>(positive_scores[sp].size());
+        const auto pos = comm_.alltoallv<float>(positive_scores[sp], to_root);
+        to_root[0] = static_cast<std::int64_t>(negative_scores[sp].size());
+        const auto neg = comm_.alltoallv<float>(negative_scores[sp], to_root);
+        if (comm_.rank() == 0) l.auc[sp] = nn::roc_auc(pos, neg);
+      }
+      comm_.broadcast(l.auc, 3, DType::f64, 0);
+    }
+    return grads;
   }
 
   void build_model() {
@@ -533,7 +751,31 @@ private:
     partial_params_.push_back(&head_bias_);
   }
 
-  std::vector<Tensor> forward(std::int64_t t_end, PhaseTimes& phases, bool training) {
+  // Dropout on the input of GCN layer l at snapshot t, keyed like the static models' masks
+  // (seed, epoch, layer) plus the snapshot as the step and the source node id as the row, so
+  // the mask does not depend on the layout or the rank count. `layer` = the GCN layer count
+  // is the head's input. Identity (no mask) when not training or p = 0.
+  Tensor dropout(const Tensor& x, NodeId first_row, std::uint32_t epoch, std::int64_t t,
+                 std::uint32_t layer, bool training, Tensor& mask) {
+    const float p = options_.model.dropout;
+    mask = Tensor();
+    if (!training || p <= 0.0f) return x;
+    const rng::Key key{options_.seed, rng::Stream::dropout, epoch, static_cast<std::uint32_t>(t),
+                       layer};
+    Tensor y = Tensor::empty(x.shape(), DType::f32);
+    mask = Tensor::empty(x.shape(), DType::u8);
+    kernels::dropout_forward(x, std::span<const NodeId>(orig_ids_).subspan(
+                                    static_cast<std::size_t>(first_row),
+                                    static_cast<std::size_t>(x.rows())),
+                             key, p, y, mask);
+    return y;
+  }
+  void dropout_backward(Tensor& grad, const Tensor& mask) {
+    if (mask.defined()) kernels::dropout_backward(grad, mask, options_.model.dropout, grad);
+  }
+
+  std::vector<Tensor> forward(std::int64_t t_end, PhaseTimes& phases, bool training,
+                              std::uint32_t epoch) {
     Stopwatch watch;
     // EvolveGCN-O: the weights of snapshot t, W_t = LSTM(W_{t-1}), W_{-1} = the initial weight.
     for (Layer& layer : layers_) {
@@ -556,9 +798,14 @@ private:
       SnapshotGraph& g = graphs_[snapshot_layout_ ? t - gs.begin : t];
       auto& saved = cache_[t - gs.begin];
       Tensor z = g.features;
+      // The graph phase holds every row in the snapshot layout, this rank's rows in the vertex
+      // layout (halo rows arrive after the weight multiplication).
+      const NodeId first_row = snapshot_layout_ ? 0 : v0_;
       for (std::size_t l = 0; l < layers_.size(); ++l) {
         Layer& layer = layers_[l];
         const Tensor& w = evolve_ ? layer.weights[t] : layer.weight.value;
+        Tensor mask;
+        z = dropout(z, first_row, epoch, t, static_cast<std::uint32_t>(l), training, mask);
         Tensor xw = matmul(z, false, w, false);
         if (!snapshot_layout_) {
           Stopwatch c;
@@ -568,7 +815,7 @@ private:
         Tensor y = kernels::spmm(g.forward, xw);
         kernels::add_bias(y, layer.bias.value);
         kernels::relu_forward(y, y);
-        saved.push_back({z, y});
+        saved.push_back({z, y, mask});
         z = y;
       }
       g_out.push_back(z);
@@ -606,15 +853,35 @@ private:
     } else {
       embeddings_ = std::move(blocks);
     }
+    // The head's input: the embeddings after dropout. Link prediction returns it (its scoring
+    // head needs rows of other ranks); the node tasks apply the linear head here.
+    head_inputs_.clear();
+    head_masks_.assign(embeddings_.size(), Tensor());
     std::vector<Tensor> out;
-    for (const Tensor& e : embeddings_) {
-      Tensor y = matmul(e, false, head_weight_.value, false);
+    for (std::size_t i = 0; i < embeddings_.size(); ++i) {
+      const auto [t, first_row] = node_block(i);
+      head_inputs_.push_back(dropout(embeddings_[i], first_row, epoch, t,
+                                     static_cast<std::uint32_t>(layers_.size()), training,
+                                     head_masks_[i]));
+      if (link_) {
+        out.push_back(head_inputs_.back());
+        continue;
+      }
+      Tensor y = matmul(head_inputs_.back(), false, head_weight_.value, false);
       kernels::add_bias(y, head_bias_.value);
       out.push_back(std::move(y));
     }
     phases.add("recurrent", rec.seconds());
-    (void)training;
     return out;
+  }
+
+  // The task's loss over the node phase's outputs; `training`: the training split as trained
+  // (link prediction: the training negatives of `epoch`), else every split as evaluated.
+  std::vector<Tensor> task_loss(const std::vector<Tensor>& out, Losses& l, bool training,
+                                bool grad, std::uint32_t epoch, PhaseTimes& phases) {
+    if (!link_) return loss_and_grad(out, l, grad);
+    ScopedPhase p(phases, "link");
+    return link_loss(out, l, training, grad, epoch);
   }
 
   // Loss over the node-phase outputs by split; with `grad`, d(mean training loss)/d out.
@@ -679,11 +946,18 @@ private:
   void backward(const std::vector<Tensor>& grad_out, std::int64_t t_end, PhaseTimes& phases) {
     Stopwatch rec;
     // Head and recurrence, last snapshot first.
+    // Link prediction's grad_out is already the gradient of the head's input (its head's
+    // parameters got theirs in link_loss).
     std::vector<Tensor> grad_blocks(embeddings_.size());
     for (std::size_t i = 0; i < embeddings_.size(); ++i) {
-      kernels::gemm(embeddings_[i], true, grad_out[i], false, head_weight_.grad, 1.0f, 1.0f);
-      kernels::column_sums(grad_out[i], head_bias_.grad, true);
-      grad_blocks[i] = matmul(grad_out[i], false, head_weight_.value, true);
+      if (link_) {
+        grad_blocks[i] = grad_out[i].clone();
+      } else {
+        kernels::gemm(head_inputs_[i], true, grad_out[i], false, head_weight_.grad, 1.0f, 1.0f);
+        kernels::column_sums(grad_out[i], head_bias_.grad, true);
+        grad_blocks[i] = matmul(grad_out[i], false, head_weight_.value, true);
+      }
+      dropout_backward(grad_blocks[i], head_masks_[i]);
     }
     if (recurrence_ == Recurrence::gru) {
       Tensor carry = Tensor::zeros({n_own_, H_}, DType::f32);
@@ -741,6 +1015,7 @@ private:
         if (l > 0) {
           const Tensor& w = evolve_ ? layer.weights[t] : layer.weight.value;
           dz = matmul(dxw, false, w, true);
+          dropout_backward(dz, saved[l].mask);
         }
       }
     }
@@ -802,7 +1077,8 @@ private:
     std::vector<Tensor> weights;            // EvolveGCN: W_t of the last forward
   };
   struct Saved {
-    Tensor input, output;
+    Tensor input, output;  // input after dropout
+    Tensor mask;           // dropout mask of the input (undefined: none)
   };
 
   comm::Communicator& comm_;
@@ -826,6 +1102,12 @@ private:
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::vector<std::vector<Saved>> cache_;
   std::vector<Tensor> embeddings_;
+  std::vector<Tensor> head_inputs_, head_masks_;
+  bool link_ = false;
+  std::vector<NodeId> orig_ids_, relabel_;  // relabeled -> source id and back (link only)
+  // Link prediction: for embedding snapshot t, the in-neighbor rows of snapshot t + 1 this rank
+  // scores (its vertices, or the whole snapshot when it holds whole snapshots), global ids.
+  std::vector<Csr> link_rows_;
   std::int64_t transpose_bytes_ = 0;
 };
 
@@ -843,6 +1125,7 @@ DynamicModelProbe::DynamicModelProbe(comm::Communicator& comm, const TrainOption
     : impl_(std::make_unique<Impl>(comm, options)) {}
 DynamicModelProbe::~DynamicModelProbe() = default;
 double DynamicModelProbe::loss(bool with_gradients) { return impl_->trainer.probe(with_gradients); }
+double DynamicModelProbe::evaluation_loss() { return impl_->trainer.evaluation_loss(); }
 std::vector<nn::Parameter*> DynamicModelProbe::parameters() { return impl_->trainer.parameters(); }
 
 namespace {
@@ -856,7 +1139,10 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   DynamicTrainer trainer(comm, options);
   const auto& info = trainer.info();
   const bool cls = trainer.classification();
-  const std::string metric = cls ? "acc" : "mse";
+  const bool link = trainer.link_prediction();
+  // The validation metric: accuracy, AUC (higher is better) or MSE (lower is better).
+  const std::string metric = cls ? "acc" : link ? "auc" : "mse";
+  const bool higher_better = cls || link;
   const nlohmann::json model_json = {{"kind", options.model.kind},
                                      {"hidden", options.model.hidden},
                                      {"layers", options.model.layers},
@@ -864,6 +1150,11 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
                                      {"optimizer", options.optimizer.kind}};
   CheckpointMeta meta{0, options.seed, model_json.dump(), "dynamic"};
   int first_epoch = 1;
+  double best_valid = higher_better ? -1 : 1e300;
+  double best_test_mrr = 0;
+  nlohmann::json best;
+  double wall_offset = 0;  // training seconds before this run (resumed runs)
+  TrainResult result;
   if (!options.resume_dir.empty()) {
     const CheckpointMeta loaded =
         load_checkpoint(options.resume_dir, meta, trainer.parameters(), trainer.optimizer());
@@ -873,6 +1164,21 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
                    (options.resume_dir / "checkpoint.h5").string(), loaded.epoch, options.epochs,
                    loaded.epoch);
     first_epoch = loaded.epoch + 1;
+    // The best-so-far of the epochs before the checkpoint, so the summary covers the whole run
+    // (the checkpoint's best_valid_acc holds the mode's validation metric).
+    if (loaded.best_epoch > 0) {
+      best_valid = loaded.best_valid_acc;
+      result.best_epoch = loaded.best_epoch;
+      best = {{"best_epoch", loaded.best_epoch},
+              {"valid_" + metric, loaded.best_valid_acc},
+              {"test_" + metric, loaded.test_acc_at_best}};
+      if (link) {
+        best_test_mrr = loaded.test_mrr_at_best;
+        best["test_mrr"] = best_test_mrr;
+      }
+    }
+    result.time_to_target_s = loaded.time_to_target_s;
+    wall_offset = loaded.wall_s;
     log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
   }
   std::ofstream metrics;
@@ -890,7 +1196,6 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   const std::int64_t analytic_eval =
       trainer.transposes() ? transposition_bytes(trainer.layout(), info.num_snapshots, H) : 0;
 
-  TrainResult result;
   result.mode = "dynamic";
   comm.barrier();
   result.setup_s = setup_watch.seconds();
@@ -899,9 +1204,7 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
             comm.size(), options.model.kind, options.dynamic.partition, options.model.layers,
             options.model.hidden, options.dynamic.task, info.num_nodes, info.num_snapshots,
             result.setup_s);
-  double best_valid = cls ? -1 : 1e300;
-  double last_test = 0;
-  nlohmann::json best;
+  double last_test = 0, last_test_mrr = 0;
   Stopwatch wall;
   std::int64_t total_bytes = 0, total_analytic = 0, total_transpose = 0;
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
@@ -910,20 +1213,23 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
     PhaseTimes phases;
     EpochMetrics m;
     m.epoch = epoch;
-    m.loss = trainer.train_epoch(phases);
+    m.loss = trainer.train_epoch(epoch, phases);
     const bool last = epoch == options.epochs ||
                       (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
     std::int64_t analytic = analytic_train;
-    double split[3] = {0, 0, 0};
+    double split[3] = {0, 0, 0}, mrr[3] = {0, 0, 0};
     if (options.eval_every > 0 && (epoch % options.eval_every == 0 || last)) {
       PhaseTimes eval_phases;
       Stopwatch w;
       const Losses l = trainer.evaluate(eval_phases);
       phases.add("eval", w.seconds());
-      for (int s = 0; s < 3; ++s)
+      for (int s = 0; s < 3; ++s) {
         split[s] = l.count[s] == 0 ? 0.0
-                   : cls ? static_cast<double>(l.correct[s]) / static_cast<double>(l.count[s])
-                         : l.sum[s] / static_cast<double>(l.count[s]);
+                   : cls  ? static_cast<double>(l.correct[s]) / static_cast<double>(l.count[s])
+                   : link ? l.auc[s]
+                          : l.sum[s] / static_cast<double>(l.count[s]);
+        if (l.positives[s] > 0) mrr[s] = l.rr_sum[s] / static_cast<double>(l.positives[s]);
+      }
       m.evaluated = true;
       analytic += analytic_eval;
     }
@@ -932,7 +1238,7 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
       m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
     m.comm_bytes = comm.allreduce_value(comm.bytes_sent());
     const std::int64_t transpose_bytes = comm.allreduce_value(trainer.take_transpose_bytes());
-    m.wall_s = wall.seconds();
+    m.wall_s = wall_offset + wall.seconds();
     if (cls) {
       m.train_acc = split[0];
       m.valid_acc = split[1];
@@ -940,31 +1246,41 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
     }
     m.extra = {{"transpose_bytes", transpose_bytes}, {"analytic_transpose_bytes", analytic}};
     if (!cls && m.evaluated)
-      m.extra.update({{"train_mse", split[0]}, {"valid_mse", split[1]}, {"test_mse", split[2]}});
+      m.extra.update({{"train_" + metric, split[0]},
+                      {"valid_" + metric, split[1]},
+                      {"test_" + metric, split[2]}});
+    if (link && m.evaluated)
+      m.extra.update({{"train_mrr", mrr[0]}, {"valid_mrr", mrr[1]}, {"test_mrr", mrr[2]}});
     total_bytes += m.comm_bytes;
     total_analytic += analytic;
     total_transpose += transpose_bytes;
     if (m.evaluated) {
       last_test = split[2];
+      last_test_mrr = mrr[2];
       // Best by validation when there is a validation range, else the last evaluation.
       const bool has_valid = info.valid.size() > 0;
-      const bool better = !has_valid || (cls ? split[1] > best_valid : split[1] < best_valid);
+      const bool better =
+          !has_valid || (higher_better ? split[1] > best_valid : split[1] < best_valid);
       if (better) {
         best_valid = split[1];
+        best_test_mrr = mrr[2];
         result.best_epoch = epoch;
         best = {{"best_epoch", epoch}, {"valid_" + metric, split[1]}, {"test_" + metric, split[2]}};
+        if (link) best["test_mrr"] = mrr[2];
       }
-      if (cls && options.target_acc > 0 && result.time_to_target_s < 0 &&
+      if (higher_better && options.target_acc > 0 && result.time_to_target_s < 0 &&
           split[1] >= options.target_acc)
         result.time_to_target_s = m.wall_s;
     }
     if (!options.quiet) {
       std::string phase_text;
       for (const auto& [name, s] : m.phases) phase_text += fmt::format(" {} {:.3f}", name, s);
-      const std::string eval =
+      std::string eval =
           m.evaluated ? fmt::format("{} train {:.4f} valid {:.4f} test {:.4f}", metric, split[0],
                                     split[1], split[2])
                       : std::string("not evaluated");
+      if (link && m.evaluated)
+        eval += fmt::format(" | mrr train {:.4f} valid {:.4f} test {:.4f}", mrr[0], mrr[1], mrr[2]);
       log::info("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {} (all-to-all {}, "
                 "analytic {})",
                 epoch, m.loss, eval, m.epoch_s, phase_text.empty() ? "-" : phase_text.substr(1),
@@ -978,6 +1294,12 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
     if (!options.checkpoint_dir.empty() &&
         (last || (options.checkpoint_every > 0 && epoch % options.checkpoint_every == 0))) {
       meta.epoch = epoch;
+      meta.best_epoch = result.best_epoch;
+      meta.best_valid_acc = result.best_epoch > 0 ? best_valid : 0.0;
+      meta.test_acc_at_best = best.value("test_" + metric, 0.0);
+      meta.test_mrr_at_best = best_test_mrr;
+      meta.time_to_target_s = result.time_to_target_s;
+      meta.wall_s = result.epochs.back().wall_s;
       if (comm.rank() == 0)
         save_checkpoint(options.checkpoint_dir, meta, trainer.parameters(), trainer.optimizer());
       comm.barrier();
@@ -993,6 +1315,7 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   const auto epochs = static_cast<double>(std::max<std::size_t>(1, result.epochs.size()));
   result.summary = best;
   result.summary["final_test_" + metric] = last_test;
+  if (link) result.summary["final_test_mrr"] = last_test_mrr;
   result.summary["bytes_per_epoch"] = static_cast<double>(total_bytes) / epochs;
   result.summary["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose) / epochs;
   result.summary["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic) / epochs;

@@ -45,7 +45,10 @@ public:
   ~DynamicModelProbe();
   DynamicModelProbe(const DynamicModelProbe&) = delete;
   DynamicModelProbe& operator=(const DynamicModelProbe&) = delete;
+  // Training forward (dropout masks and negatives of epoch 1).
   double loss(bool with_gradients);
+  // The mean loss of an evaluation over all snapshots and splits (no dropout).
+  double evaluation_loss();
   std::vector<nn::Parameter*> parameters();
 
 private:

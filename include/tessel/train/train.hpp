@@ -28,7 +28,9 @@ struct SampledOptions {
 
 struct DynamicOptions {
   std::string partition = "snapshot";    // snapshot | vertex
-  std::string task = "node-regression";  // node-regression | node-classification
+  std::string task = "node-regression";  // node-regression | node-classification | link-prediction
+  int negatives = 1;        // link prediction: sampled negatives per edge in training
+  int eval_negatives = 10;  // link prediction: negatives per edge in evaluation (AUC, MRR)
 };
 
 // --mode pipeline: a SIGN MLP (--model sign-mlp) over precomputed hop features, its blocks cut
