@@ -137,10 +137,10 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->check(CLI::IsMember({"auto", "device", "pinned"}))
       ->capture_default_str();
   app.add_option("--prefetch", o.sampled.prefetch,
-                 "sampled mode on a GPU: steps sampled and gathered ahead while the GPU computes "
-                 "(0 = none; the same draws and updates at every depth)")
-      ->check(CLI::Range(0, 16))
-      ->capture_default_str();
+                 "sampled mode: steps sampled and gathered ahead while the GPU computes (0 = "
+                 "none; default 1 on a GPU, 0 on the CPU, where nothing overlaps; the same draws "
+                 "and updates at every depth)")
+      ->check(CLI::Range(0, 16));
   // Pipeline mode.
   auto& p = o.pipeline;
   app.add_option("--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features")

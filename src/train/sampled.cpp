@@ -111,8 +111,8 @@ class SampledTrainer final : public Trainer {
     double loss_sum = 0;
     ProgressLine progress(fmt::format("epoch {}: step", epoch),
                           static_cast<std::int64_t>(steps.size()));
-    if (device_.is_cuda()) {
-      loss_sum = train_steps_device(epoch, step_seeds, step_counts, steps, phases, progress);
+    if (device_.is_cuda() || options_.sampled.prefetch > 0) {
+      loss_sum = train_steps_queued(epoch, step_seeds, step_counts, steps, phases, progress);
     } else {
       for (std::size_t k = 0; k < steps.size(); ++k) {
         if (progress.enabled()) progress.update(static_cast<std::int64_t>(k), sampling_rate(phases));
@@ -185,7 +185,8 @@ class SampledTrainer final : public Trainer {
     return loss_sum;
   }
 
-  // Samples a step and gathers its input rows on the GPU into a Batch of its own. Collective.
+  // Samples a step and gathers its input rows (on the GPU from the feature store) into a Batch of
+  // its own. Collective.
   void prepare(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
                std::int64_t global_count, PhaseTimes& phases, Batch& batch) {
     sampler_.sample(epoch, step, seeds, phases);
@@ -200,20 +201,24 @@ class SampledTrainer final : public Trainer {
       batch.src_orig[l].assign(sampler_.src_orig(l).begin(), sampler_.src_orig(l).end());
       batch.src_degree[l].assign(sampler_.src_degree(l).begin(), sampler_.src_degree(l).end());
     }
-    batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases);
+    batch.x = device_.is_cuda()
+                  ? sampler_.fetch_features_device(batch.blocks[0].src, phases)
+                  : sampler_.fetch_features(batch.blocks[0].src, part_.features, phases);
   }
 
-  // One epoch on the GPU with `depth` steps prefetched: once step i's backward pass is enqueued,
+  // The steps of an epoch with `depth` steps prefetched: once step i's backward pass is enqueued,
   // the host samples and gathers steps up to i + depth (their kernels queue behind it, the
   // sampler's on a stream of its own) before it all-reduces step i's gradients. Sampling and
   // input rows do not depend on the parameters, so every depth gives the same draws and the same
   // updates in the same order; every rank prepares and trains the same steps in the same order,
-  // so the collectives stay in lock-step.
-  double train_steps_device(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
+  // so the collectives stay in lock-step. On the CPU (only with an explicit --prefetch) nothing
+  // runs alongside, but the order is the same: the results are those of --prefetch 0, bit for bit.
+  double train_steps_queued(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
                             const std::vector<std::int64_t>& step_counts,
                             const std::vector<std::size_t>& steps, PhaseTimes& phases,
                             ProgressLine& progress) {
-    const int depth = options_.sampled.prefetch;
+    const int depth = options_.sampled.prefetch >= 0 ? options_.sampled.prefetch
+                                                     : (device_.is_cuda() ? 1 : 0);
     const int layers = options_.model.layers;
     std::deque<Batch> ready;
     std::size_t next = 0;
