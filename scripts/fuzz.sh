@@ -5,20 +5,27 @@
 # A failing input is kept as build-fuzz/findings/<target>/crash-* (or leak-*, timeout-*, oom-*):
 # fix the reader, then add the input to tests/fuzz/regressions/<target>/.
 #   scripts/fuzz.sh [SECONDS]      TESSEL_FUZZ_TARGETS="npz store" limits the targets
+# TESSEL_FUZZ_BUILD=DIR uses a build folder already configured with -DTESSEL_FUZZ=ON (CI's
+# sanitizer build, which also builds the tests) instead of configuring build-fuzz/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
-build=build-fuzz
+build="${TESSEL_FUZZ_BUILD:-build-fuzz}"
 targets=(${TESSEL_FUZZ_TARGETS:-ogb_csv npz store part checkpoint})
 jobs="${TESSEL_JOBS:-$(nproc)}"
 
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if [ -z "${TESSEL_FUZZ_BUILD:-}" ]; then
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSEL_WITH_CUDA=OFF \
+    -DTESSEL_BUILD_TESTS=OFF -DTESSEL_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    "${launcher[@]}" >/dev/null
+elif ! grep -q '^TESSEL_FUZZ:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "fuzz.sh: $build is not configured with -DTESSEL_FUZZ=ON" >&2
+  exit 2
 fi
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSEL_WITH_CUDA=OFF \
-  -DTESSEL_BUILD_TESTS=OFF -DTESSEL_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$jobs" --target "${targets[@]/#/fuzz_}"
 
 root="$PWD"

@@ -228,7 +228,14 @@ TEST(CliBadInput, LabelAboveNodeCount) {
 // Out of memory names what was being done. A virtual memory limit makes the allocation fail.
 // Not built with AddressSanitizer: it reserves terabytes of shadow memory, so its binaries cannot
 // start under ulimit -v at all; every other build runs this test.
-#if !defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define TESSEL_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang
+#define TESSEL_TEST_UNDER_ASAN 1
+#endif
+#endif
+#if !defined(TESSEL_TEST_UNDER_ASAN)
 TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
   test::TempDir dir;
   fs::create_directories(dir / "out");
