@@ -6,6 +6,7 @@
 #include "tessel/train/dynamic.hpp"
 
 #include "checkpoint.hpp"
+#include "trainer.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
@@ -1213,7 +1214,10 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
     PhaseTimes phases;
     EpochMetrics m;
     m.epoch = epoch;
+    maybe_inject_fault(comm.rank(), epoch);
     m.loss = trainer.train_epoch(epoch, phases);
+    // The loss is all-reduced and the parameters are alike on every rank: all stop together.
+    stop_if_not_finite(comm, epoch, m.loss, trainer.parameters(), options);
     const bool last = epoch == options.epochs ||
                       (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
     std::int64_t analytic = analytic_train;

@@ -68,8 +68,6 @@ int choose_threads(int requested) {
   return std::max(1, cores / local_ranks);
 }
 
-namespace {
-
 // TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests the
 // whole-job abort path); with TESSEL_FAULT_KIND=kill it dies by SIGKILL instead, as a rank
 // killed from outside would, without a chance to report anything itself.
@@ -82,6 +80,8 @@ void maybe_inject_fault(int rank, int epoch) {
   if (kind && std::string(kind) == "kill") std::raise(SIGKILL);
   TESSEL_LIB_FAIL("injected fault (TESSEL_FAULT_RANK={}, TESSEL_FAULT_EPOCH={})", rank, epoch);
 }
+
+namespace {
 
 std::string model_signature(const TrainOptions& o) {
   nlohmann::json j = {{"kind", o.model.kind},     {"in_dim", o.model.in_dim},
@@ -138,6 +138,15 @@ template <class F> auto agreed(F&& read) {
     throw AgreedInputError(e.what(), e.where());
   }
 }
+
+}  // namespace
+
+void stop_if_not_finite(comm::Communicator& comm, int epoch, double loss,
+                        const std::vector<nn::Parameter*>& params, const TrainOptions& options) {
+  agreed([&] { check_finite(comm, epoch, loss, params, options); });
+}
+
+namespace {
 
 std::string format_bytes(double b) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
@@ -260,7 +269,7 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     m.loss = trainer->train_epoch(epoch, phases, m.extra);
     // The loss is all-reduced and the parameters are the same on every rank, so every rank
     // stops here together.
-    agreed([&] { check_finite(comm, epoch, m.loss, trainer->parameters(), options); });
+    stop_if_not_finite(comm, epoch, m.loss, trainer->parameters(), options);
     const bool last = epoch == options.epochs ||
                       (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
     if (epoch % options.eval_every == 0 || last) {

@@ -67,6 +67,14 @@ std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context);
 
 // Pieces the modes share.
+// TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests of the
+// whole-job abort); TESSEL_FAULT_KIND=kill makes it die by SIGKILL.
+void maybe_inject_fault(int rank, int epoch);
+// After an epoch's update: stops training with an error every rank reports alike (an
+// AgreedInputError) naming the epoch and the first non-finite parameter when the all-reduced
+// loss or a parameter is no longer finite. Collective.
+void stop_if_not_finite(comm::Communicator& comm, int epoch, double loss,
+                        const std::vector<nn::Parameter*>& params, const TrainOptions& options);
 // Labels of the part's train, valid and test nodes, in split order.
 std::vector<std::vector<std::int64_t>> split_labels(const partition::Part& part);
 // Whole-graph accuracies of logits over the part's owned nodes (summed over ranks). Collective.

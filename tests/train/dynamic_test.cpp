@@ -3,6 +3,7 @@
 // all three tasks, with dropout too; whole-model gradients match finite differences; a resumed
 // run reports the best epoch of the whole run.
 #include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/datasets/temporal.hpp"
 #include "tessel/nn/model.hpp"
@@ -210,6 +211,25 @@ TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
     EXPECT_GT(std::fabs(train::train_dynamic(*comm, o).epochs[0].loss - dropped.epochs[0].loss),
               1e-4)
         << task;
+  }
+}
+
+// A diverging run stops with one error every rank raises alike, naming the epoch, instead of
+// training on with a NaN loss.
+TEST(DynamicTraining, StopsWhenTheLossIsNoLongerFinite) {
+  auto comm = world();
+  log::set_level(log::Level::warn);
+  const Stores s = make_stores(*comm);
+  auto o = options(s.regression_p, "gcn-gru", "vertex");
+  o.optimizer.kind = "sgd";
+  o.optimizer.lr = 1e30f;
+  o.epochs = 4;
+  try {
+    train::train_dynamic(*comm, o);
+    ADD_FAILURE() << "training with --lr 1e30 did not stop";
+  } catch (const AgreedInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("training diverged at epoch"), std::string::npos)
+        << e.what();
   }
 }
 
