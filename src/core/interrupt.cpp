@@ -1,5 +1,8 @@
-// Interrupt handling: a sigwait thread that removes registered temporary outputs and exits.
+// Interrupt handling: a sigwait thread that removes registered temporary outputs and exits, and
+// a std::terminate handler that does the same for an exception nothing could catch.
 #include "tessel/core/interrupt.hpp"
+
+#include "tessel/core/activity.hpp"
 
 #include <fmt/format.h>
 
@@ -12,8 +15,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <new>
 #include <thread>
 
 extern char** environ;
@@ -60,16 +65,17 @@ bool remove_with_retries(const fs::path& path) {
   return false;
 }
 
-[[noreturn]] void on_signal(int signal) {
+// Removes every registered path, appends what it did to `line`, writes the line to stderr and
+// ends the process. Keeps the registry locked until _exit: a thread that registers or releases a
+// path meanwhile waits for the end.
+[[noreturn]] void clean_up_and_exit(std::string line, int exit_code) {
   Registry& r = registry();
-  // Held until _exit: a thread that registers or releases a path meanwhile waits for the end.
   r.mutex.lock();
   std::string removed, kept;
   for (const auto& [id, path] : r.paths) {
     std::string& list = remove_with_retries(path) ? removed : kept;
     list += (list.empty() ? "" : ", ") + path.string();
   }
-  std::string line = fmt::format("{}: interrupted by {}", r.who, signal_name(signal));
   if (!removed.empty()) line += "; removed the unfinished output " + removed;
   if (!kept.empty()) line += "; could not remove " + kept;
   line += '\n';
@@ -79,7 +85,34 @@ bool remove_with_retries(const fs::path& path) {
     if (n <= 0) break;
     done += static_cast<std::size_t>(n);
   }
-  ::_exit(128 + signal);
+  ::_exit(exit_code);
+}
+
+[[noreturn]] void on_signal(int signal) {
+  clean_up_and_exit(fmt::format("{}: interrupted by {}", registry().who, signal_name(signal)),
+                    128 + signal);
+}
+
+// std::terminate: an exception that escaped where nothing can catch it, above all an OpenMP
+// parallel region (the runtime terminates instead of unwinding into the caller) or a noexcept
+// function. Without this the process would abort with the C++ runtime's message, a core dump
+// and its unfinished outputs left behind; instead it says what failed, in one line, removes the
+// outputs and exits with 1, which mpirun turns into the end of the job.
+[[noreturn]] void on_terminate() {
+  std::string what = "internal error: std::terminate called without an exception";
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::bad_alloc&) {
+      const std::string where = current_activity();
+      what = where.empty() ? std::string("out of memory") : "out of memory while " + where;
+    } catch (const std::exception& ex) {
+      what = ex.what();
+    } catch (...) {
+      what = "internal error: an exception that is not a std::exception escaped";
+    }
+  }
+  clean_up_and_exit(fmt::format("{}: error: {}", registry().who, what), 1);
 }
 
 void watch(sigset_t set) {
@@ -110,6 +143,7 @@ void install() {
   sigset_t set = watched_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread(watch, set).detach();
+  std::set_terminate(on_terminate);
 }
 
 bool installed() { return g_installed.load(); }

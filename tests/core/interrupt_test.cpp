@@ -13,7 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <new>
 #include <stdexcept>
 
@@ -53,6 +56,36 @@ TEST(Interrupt, SigtermRemovesRegisteredPathsAndExits143) {
   EXPECT_EQ(code, 128 + SIGTERM);
   EXPECT_FALSE(fs::exists(doomed));
   EXPECT_TRUE(fs::exists(kept));
+}
+
+// An exception cannot leave an OpenMP parallel region: the runtime calls std::terminate. The
+// handler install() sets names the failure in one line (out of memory, with the activity in
+// progress), removes the registered outputs and exits with 1 instead of aborting.
+TEST(Interrupt, ExceptionEscapingAParallelRegionIsOneLineAndCleansUp) {
+  test::TempDir dir;
+  const auto doomed = dir / ".out.h5.tmp-1-0";
+  const auto log = dir / "stderr.txt";
+  const int code = in_child([&] {
+    interrupt::install();
+    std::ofstream(doomed) << "x";
+    interrupt::TemporaryPath registered(doomed);
+    std::FILE* err = std::freopen(log.c_str(), "w", stderr);
+    if (!err) _exit(99);
+    const ScopedActivity activity("building the test's table");
+#pragma omp parallel num_threads(2)
+    {
+      // Thrown on every thread: whichever reaches it first terminates the process.
+      throw std::bad_alloc();
+    }
+    _exit(98);  // not reached
+  });
+  EXPECT_EQ(code, 1);
+  EXPECT_FALSE(fs::exists(doomed));
+  std::ifstream in(log);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(text, "tessel: error: out of memory while building the test's table; removed the "
+                  "unfinished output " +
+                      doomed.string() + "\n");
 }
 
 TEST(Interrupt, RegistrationFollowsLifetime) {

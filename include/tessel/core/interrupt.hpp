@@ -14,6 +14,10 @@ namespace tessel::interrupt {
 // by SIGTERM ..." (naming the rank under mpirun) and calls _exit(128 + signal). No signal handler runs: libraries that install
 // their own handlers for these signals (METIS traps SIGTERM and turns it into METIS_ERROR) never
 // see them, and the cleanup runs in an ordinary thread, free to use the file system API.
+// It also installs a std::terminate handler: an exception that escapes where it cannot be caught
+// (an OpenMP parallel region, a noexcept function) ends the process with one line,
+// "tessel: error: out of memory while <activity>" or the exception's message, after removing
+// the registered temporary paths, and exit code 1.
 // Call it first thing in main, before any thread exists. Idempotent.
 void install();
 
