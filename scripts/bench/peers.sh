@@ -81,10 +81,11 @@ for p in 1 2; do
       --metrics "$work/tessel-p$p-full-$model.jsonl"
   done
   echo "tessel P=$p x $t: sampled sage" >&2
-  # The global batch is --batch-size x ranks: keep it at 1024. No evaluation: epochs time
-  # training only, as the peers' sampled epochs do.
+  # The global batch is --batch-size x ranks: keep it at 1024. Evaluation only after the last
+  # epoch, and its seconds are left out: epochs time training only, as the peers' sampled
+  # epochs do.
   "${run[@]}" --mode sampled --model sage --layers 3 --fanouts 15,10,5 \
-    --batch-size $(( 1024 / p )) --epochs "$sampled_epochs" --eval-every 0 \
+    --batch-size $(( 1024 / p )) --epochs "$sampled_epochs" --eval-every 1000000 \
     --metrics "$work/tessel-p$p-sampled-sage.jsonl"
   python3 scripts/bench/peers_table.py tessel-metrics --label "Tessel P=$p x $t" \
     --full-gcn "$work/tessel-p$p-full-gcn.jsonl" --full-sage "$work/tessel-p$p-full-sage.jsonl" \

@@ -53,7 +53,7 @@ run() {
   OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -np "$ranks" -x OMP_NUM_THREADS \
     "$tessel" train "$parts" --mode pipeline --hops 2 --mlp-layers "$layers" --hidden "$hidden" \
     --dropout 0 --lr 0.001 --batch-size "$batch" --max-batches "$batches" --epochs "$epochs" \
-    --eval-every 0 --stages "$s" --data-parallel "$d" --schedule "$schedule" --micro-batches "$m" \
+    --eval-every 1000000 --stages "$s" --data-parallel "$d" --schedule "$schedule" --micro-batches "$m" \
     --threads "$threads" --quiet --metrics "$metrics"
   jq -r -s --arg r "$ranks" '[ .[] | select(.summary | not) ] | last |
     [$r, .data_parallel, .stages, .schedule, .micro_batches, .samples_per_s, .bubble,
