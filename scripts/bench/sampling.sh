@@ -7,10 +7,12 @@
 #   3. the data-centric saving: bytes moved when owners sample and serve their own nodes, against
 #      a model-centric run where the trainer pulls every remote frontier node's whole adjacency
 #      list and every remote input row itself (both counted on the same batches);
-#   4. the single-process sampler microbenchmark (tessel_bench_sampling; its owner_local rates
-#      per wall and per CPU second are the reference for 1.).
+#   4. the single-process sampler microbenchmark (tessel_bench_sampling);
+#   5. sampling inside training against that bare sampler (owner_local: what an owner does), run
+#      back to back at P = 1 with 1 and CORES threads: the ratio of their rates per wall second
+#      and per CPU second (ROUNDS times, default 1).
 # Environment (optional): TESSEL, WORK (default build/bench-sampling), NODES, AVG_DEGREE, FEAT,
-# CLASSES, EPOCHS (default 2), CORES (2).
+# CLASSES, EPOCHS (default 2), CORES (2), ROUNDS (1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -24,6 +26,7 @@ feat="${FEAT:-128}"
 classes="${CLASSES:-16}"
 epochs="${EPOCHS:-2}"
 cores="${CORES:-2}"
+rounds="${ROUNDS:-1}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bench_require sampling.sh "$tessel" jq
 mkdir -p "$work"
@@ -34,9 +37,9 @@ for p in 1 2; do
   bench_parts "$tessel" "$data" "$p" "$work/parts$p"
 done
 
-run() {  # run P CACHE_RATIO TAG
+run() {  # run P CACHE_RATIO TAG [THREADS]
   local p=$1 ratio=$2 tag=$3 threads
-  threads=$(bench_threads "$1" "$cores")
+  threads=${4:-$(bench_threads "$1" "$cores")}
   local cache=(--cache-policy none)
   [ "$ratio" != 0 ] && cache=(--cache-policy degree --cache-ratio "$ratio")
   OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -np "$p" -x OMP_NUM_THREADS \
@@ -74,4 +77,25 @@ if [ -x "$sampling_bench" ]; then
   echo
   echo "== single-process sampler (tessel_bench_sampling)"
   "$sampling_bench" --batches 20
+fi
+
+if [ -x "$sampling_bench" ]; then
+  echo
+  echo "== sampling inside training (P = 1, last of $epochs epochs) against the bare sampler" \
+    "(owner_local, 40 batches), back to back"
+  printf "%-8s %12s %12s %8s %14s %14s %8s %12s\n" threads "train M/s" "bare M/s" ratio \
+    "train M/CPU-s" "bare M/CPU-s" ratio "load avg"
+  for round in $(seq 1 "$rounds"); do
+    for t in $(printf '%s\n' 1 "$cores" | sort -n -u); do
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      run 1 0 "p1-t$t" "$t"
+      train=$(jq -s -r '[ .[] | select(.summary | not) ] | last |
+        [.sampled_edges_per_s, .sampled_edges_per_cpu_s] | @tsv' "$work/p1-t$t.jsonl")
+      bare=$("$sampling_bench" --batches 40 --threads "$t" --variants owner_local --json |
+        grep '^{' | jq -r 'select(.bench == "sampling") | [.edges_per_s, .edges_per_cpu_s] | @tsv')
+      printf '%s\t%s\t%s\n' "$train" "$bare" "$load" | awk -F'\t' -v t="$t" \
+        '{printf "%-8s %12.2f %12.2f %7.2fx %14.2f %14.2f %7.2fx %12s\n", t, $1/1e6, $3/1e6, $1/$3,
+          $2/1e6, $4/1e6, $2/$4, $5}'
+    done
+  done
 fi
