@@ -23,35 +23,34 @@ Resources::Resources(int device_index) : device(device_index) {
 Resources::~Resources() {
   // Destructors do not throw: teardown errors are not actionable.
   cudaSetDevice(device);
-  if (scratch) cudaFree(scratch);
-  if (workspace) cudaFree(workspace);
+  device_memory::release(scratch, Device::cuda(device), scratch_bytes);
+  device_memory::release(workspace, Device::cuda(device), workspace_bytes);
   if (cusparse) cusparseDestroy(cusparse);
   if (cublas) cublasDestroy(cublas);
   if (stream) cudaStreamDestroy(stream);
 }
 
 namespace {
-void* grow(cudaStream_t stream, void*& buffer, std::size_t& capacity, std::size_t bytes) {
+void* grow(int device, void*& buffer, std::size_t& capacity, std::size_t bytes) {
   if (bytes <= capacity && buffer) return buffer;
   const std::size_t grown = bytes > 2 * capacity ? bytes : 2 * capacity;
   if (buffer) {
-    TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
-    TESSEL_CHECK_CUDA(cudaFree(buffer));
+    device_memory::release(buffer, Device::cuda(device), capacity);
     buffer = nullptr;
     capacity = 0;
   }
-  TESSEL_CHECK_CUDA(cudaMalloc(&buffer, grown > 0 ? grown : 256));
+  buffer = device_memory::allocate(grown > 0 ? grown : 256, Device::cuda(device));
   capacity = grown > 0 ? grown : 256;
   return buffer;
 }
 } // namespace
 
 void* Resources::scratch_at_least(std::size_t bytes) {
-  return grow(stream, scratch, scratch_bytes, bytes);
+  return grow(device, scratch, scratch_bytes, bytes);
 }
 
 void* Resources::workspace_at_least(std::size_t bytes) {
-  return grow(stream, workspace, workspace_bytes, bytes);
+  return grow(device, workspace, workspace_bytes, bytes);
 }
 
 Resources* create_resources(int device) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tessel/core/cuda_check.cuh"
+#include "tessel/core/tensor.hpp"
 #include "tessel/kernels/context.hpp"
 
 #include <cstddef>
@@ -14,9 +15,9 @@ struct Resources {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cusparseHandle_t cusparse = nullptr;
-  // Grow-only scratch for uploads of host spans and library workspaces. Work on the stream
-  // is ordered, so one op's use cannot overlap the next one's; growing frees the old block
-  // with cudaFree, which waits for the device.
+  // Grow-only scratch for uploads of host spans and library workspaces, from the caching
+  // allocator (so its statistics count them). Work on the stream is ordered, so one op's use
+  // cannot overlap the next one's, and a block given back when growing can be reused at once.
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
   // Separate grow-only workspace for library calls (cuSPARSE buffers), whose size is known
@@ -42,11 +43,31 @@ inline unsigned int blocks_for(std::int64_t count, int threads = kThreads) {
   return static_cast<unsigned int>(blocks < 65535 * 16 ? blocks : 65535 * 16);
 }
 
-// Carves consecutive 256-byte-aligned pieces out of the scratch buffer.
+// Device memory from the caching allocator for one op: given back when the op's work is
+// enqueued (the stream orders it before any later user of the block). For temporaries as large
+// as a graph, which the grow-only scratch would otherwise hold for the rest of the run.
+class DeviceBuffer {
+public:
+  DeviceBuffer(int device, std::size_t bytes)
+      : device_(Device::cuda(device)), bytes_(bytes),
+        ptr_(static_cast<char*>(device_memory::allocate(bytes, device_))) {}
+  ~DeviceBuffer() { device_memory::release(ptr_, device_, bytes_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+private:
+  Device device_;
+  std::size_t bytes_;
+  char* ptr_;
+};
+
+// Carves consecutive 256-byte-aligned pieces out of the scratch buffer (or a DeviceBuffer).
 class ScratchCarver {
 public:
   explicit ScratchCarver(Resources& r, std::size_t total_bytes)
       : base_(static_cast<char*>(r.scratch_at_least(total_bytes))) {}
+  explicit ScratchCarver(const DeviceBuffer& buffer) : base_(static_cast<char*>(buffer.get())) {}
   template <class T> T* take(std::int64_t count) {
     T* p = reinterpret_cast<T*>(base_ + used_);
     used_ += (static_cast<std::size_t>(count) * sizeof(T) + 255) / 256 * 256;

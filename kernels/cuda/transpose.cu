@@ -80,13 +80,17 @@ void csr_transpose(Resources& r, std::int64_t rows, std::int64_t cols, std::int6
       nullptr, sort_bytes, static_cast<const LocalId*>(nullptr), static_cast<LocalId*>(nullptr),
       static_cast<const std::int32_t*>(nullptr), static_cast<std::int32_t*>(nullptr), items, 0,
       bits_for(cols), r.stream));
-  ScratchCarver carver(r, ScratchCarver::bytes<LocalId>(nnz) * 2 +
-                              ScratchCarver::bytes<std::int32_t>(nnz) * 2);
+  // Temporaries of 16 bytes per entry: from the caching allocator for this call only, not the
+  // grow-only scratch, which would keep them for the rest of the run.
+  const DeviceBuffer temporaries(r.device, ScratchCarver::bytes<LocalId>(nnz) * 2 +
+                                               ScratchCarver::bytes<std::int32_t>(nnz) * 2);
+  ScratchCarver carver(temporaries);
   auto* row_of = carver.take<LocalId>(nnz);
   auto* sorted_cols = carver.take<LocalId>(nnz);
   auto* edge_id = carver.take<std::int32_t>(nnz);
   auto* order = carver.take<std::int32_t>(nnz);
-  void* sort_space = r.workspace_at_least(sort_bytes);
+  const DeviceBuffer sort_buffer(r.device, sort_bytes > 0 ? sort_bytes : 256);
+  void* sort_space = sort_buffer.get();
 
   if (rows > 0) {
     expand_rows_kernel<<<blocks_for(rows), kThreads, 0, r.stream>>>(rows, indptr, row_of, edge_id);

@@ -3,6 +3,7 @@
 
 #include "size_class.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <iterator>
 #include <cstring>
@@ -70,22 +71,58 @@ std::size_t rounded_size(std::size_t bytes) {
   return aligned >= HostBlockCache::kMinBytes ? HostBlockCache::size_class(aligned) : aligned;
 }
 
+// Live host bytes and their peak, for stats(Device::cpu()) (what a step holds at once).
+struct HostCounters {
+  std::atomic<std::int64_t> requests{0};
+  std::atomic<std::int64_t> in_use{0};
+  std::atomic<std::int64_t> peak{0};
+};
+
+HostCounters& host_counters() {
+  static auto* counters = new HostCounters();
+  return *counters;
+}
+
+void count_host(std::int64_t delta) {
+  HostCounters& c = host_counters();
+  const std::int64_t now = c.in_use.fetch_add(delta, std::memory_order_relaxed) + delta;
+  std::int64_t peak = c.peak.load(std::memory_order_relaxed);
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
+
+DeviceMemoryStats host_stats() {
+  HostCounters& c = host_counters();
+  DeviceMemoryStats s;
+  s.requests = c.requests.load();
+  s.bytes_in_use = c.in_use.load();
+  s.peak_bytes_in_use = c.peak.load();
+  return s;
+}
+
+void host_reset_peak() {
+  HostCounters& c = host_counters();
+  c.peak.store(c.in_use.load());
+}
 
 void* host_allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   // 64-byte alignment: full cache lines and aligned AVX-512 loads.
   const std::size_t rounded = rounded_size(bytes);
-  if (rounded >= HostBlockCache::kMinBytes)
-    if (void* p = host_cache().take(rounded)) return p;
-  void* p = std::aligned_alloc(64, rounded);
+  host_counters().requests.fetch_add(1, std::memory_order_relaxed);
+  void* p = rounded >= HostBlockCache::kMinBytes ? host_cache().take(rounded) : nullptr;
+  if (!p) p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
+  count_host(static_cast<std::int64_t>(rounded));
   return p;
 }
 
 void host_release(void* ptr, std::size_t bytes) noexcept {
   if (!ptr) return;
   const std::size_t rounded = rounded_size(bytes);
+  count_host(-static_cast<std::int64_t>(rounded));
   if (rounded >= HostBlockCache::kMinBytes) {
     try {
       host_cache().give(ptr, rounded);
@@ -119,8 +156,14 @@ void* pinned_allocate(std::size_t bytes) { return host_allocate(bytes); }
 void pinned_release(void* ptr, std::size_t bytes) noexcept { host_release(ptr, bytes); }
 DeviceMemoryStats stats(Device device) {
   TESSEL_EXPECTS(device.is_cpu(), "no memory statistics for {}: built without CUDA", device.str());
-  return {};
+  return host_stats();
 }
+void reset_peak(Device device) {
+  TESSEL_EXPECTS(device.is_cpu(), "no memory statistics for {}: built without CUDA", device.str());
+  host_reset_peak();
+}
+void release_cached(Device) {}
+std::int64_t device_used_bytes(Device) { return 0; }
 void set_stream(Device, void*) {}
 void* stream(Device) { return nullptr; }
 #endif

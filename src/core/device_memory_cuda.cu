@@ -44,6 +44,8 @@ class DeviceBlockCache {
                         device, cudaGetErrorString(rc), stats_.bytes_in_use);
       ++stats_.device_allocations;
       stats_.bytes_reserved += static_cast<std::int64_t>(bytes);
+      if (stats_.bytes_reserved > stats_.peak_bytes_reserved)
+        stats_.peak_bytes_reserved = stats_.bytes_reserved;
     }
     stats_.bytes_in_use += static_cast<std::int64_t>(bytes);
     if (stats_.bytes_in_use > stats_.peak_bytes_in_use)
@@ -65,6 +67,18 @@ class DeviceBlockCache {
   DeviceMemoryStats stats() {
     std::lock_guard lock(mutex_);
     return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard lock(mutex_);
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
+    stats_.peak_bytes_reserved = stats_.bytes_reserved;
+  }
+
+  void release_cached(int device) {
+    std::lock_guard lock(mutex_);
+    TESSEL_CHECK_CUDA(cudaSetDevice(device));
+    release_cached_locked();
   }
 
  private:
@@ -170,10 +184,29 @@ void pinned_release(void* ptr, std::size_t bytes) noexcept {
 }
 
 DeviceMemoryStats stats(Device device) {
-  if (device.is_cpu()) return {};
+  if (device.is_cpu()) return host_stats();
   DeviceMemoryStats s = state(device.index).cache.stats();
   s.pinned_bytes = pinned_cache().held();
   return s;
+}
+
+void reset_peak(Device device) {
+  if (device.is_cpu())
+    host_reset_peak();
+  else
+    state(device.index).cache.reset_peak();
+}
+
+void release_cached(Device device) {
+  if (device.is_cuda()) state(device.index).cache.release_cached(device.index);
+}
+
+std::int64_t device_used_bytes(Device device) {
+  if (!device.is_cuda()) return 0;
+  TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  TESSEL_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::int64_t>(total_bytes - free_bytes);
 }
 
 void set_stream(Device device, void* stream) {

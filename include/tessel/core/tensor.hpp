@@ -132,14 +132,17 @@ Tensor Tensor::from_vector(const std::vector<T>& values, std::vector<std::int64_
 
 // Device memory primitives; the CUDA versions exist only in builds with TESSEL_WITH_CUDA.
 namespace device_memory {
-// Counters of a device's caching allocator (all zero for the CPU).
+// Counters of a device's caching allocator. For the CPU: requests, bytes_in_use and
+// peak_bytes_in_use of host_allocate (tensors and staging blocks on the host), the rest zero.
 struct DeviceMemoryStats {
   std::int64_t requests = 0;        // allocations asked for by tensors
   std::int64_t cache_hits = 0;      // requests served by a cached block
   std::int64_t device_allocations = 0;  // cudaMalloc calls (requests that missed the cache)
   std::int64_t bytes_reserved = 0;  // bytes held from the driver (in use + cached)
-  std::int64_t bytes_in_use = 0;    // bytes held by live tensors (rounded to size classes)
-  std::int64_t peak_bytes_in_use = 0;
+  std::int64_t bytes_in_use = 0;    // bytes held by live tensors and kernel scratch (rounded to
+                                    // size classes)
+  std::int64_t peak_bytes_in_use = 0;    // since the start or the last reset_peak
+  std::int64_t peak_bytes_reserved = 0;  // likewise
   std::int64_t pinned_bytes = 0;    // pinned host staging bytes held
 };
 void* allocate(std::size_t bytes, Device device);
@@ -147,6 +150,9 @@ void release(void* ptr, Device device, std::size_t bytes) noexcept;
 // Host blocks (64-byte aligned); large ones are cached for reuse (TESSEL_HOST_CACHE_MB).
 void* host_allocate(std::size_t bytes);
 void host_release(void* ptr, std::size_t bytes) noexcept;
+// Counters of host_allocate (what stats(Device::cpu()) returns) and their reset_peak.
+DeviceMemoryStats host_stats();
+void host_reset_peak();
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
 void zero(void* ptr, Device device, std::size_t bytes);
 bool cuda_available();  // built with CUDA and at least one device is visible
@@ -156,6 +162,14 @@ int device_count();     // visible CUDA devices (0 without CUDA)
 void* pinned_allocate(std::size_t bytes);
 void pinned_release(void* ptr, std::size_t bytes) noexcept;
 DeviceMemoryStats stats(Device device);
+// Starts new peaks: peak_bytes_in_use and peak_bytes_reserved become the current values.
+void reset_peak(Device device);
+// Gives the blocks a CUDA device's cache holds unused back to the driver (waits for the
+// device first); nothing on the CPU. For after setup, whose temporaries training never reuses.
+void release_cached(Device device);
+// Memory in use on the whole device as the driver reports it (cudaMemGetInfo: total - free, so
+// the CUDA context, library handles and other processes included); 0 for the CPU.
+std::int64_t device_used_bytes(Device device);
 // The stream that orders a device's work (the kernels' context stream registers itself).
 // Blocks released by tensors are handed to later requests without synchronizing: the
 // caching allocator relies on all work of a device being ordered with this stream.
