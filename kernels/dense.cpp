@@ -209,23 +209,25 @@ void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng
   constexpr const char* kOp = "dropout_forward";
   detail::expect_tensor(kOp, "x", x, DType::f32, 2);
   detail::expect_tensor(kOp, "y", y, DType::f32, 2);
-  detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
   detail::expect_same_shape(kOp, "x", x, "y", y);
-  detail::expect_same_shape(kOp, "x", x, "mask", mask);
+  if (mask.defined()) {
+    detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
+    detail::expect_same_shape(kOp, "x", x, "mask", mask);
+  }
   TESSEL_EXPECTS(static_cast<std::int64_t>(row_ids.size()) == x.rows(),
                  "{}: {} row ids for {} rows", kOp, row_ids.size(), x.rows());
   TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
   const Device device = x.device();
   detail::expect_device(kOp, "y", y, device);
-  detail::expect_device(kOp, "mask", mask, device);
+  if (mask.defined()) detail::expect_device(kOp, "mask", mask, device);
+  std::uint8_t* mask_ptr = mask.defined() ? mask.ptr<std::uint8_t>() : nullptr;
   Context& context = resolve_context(ctx, device, kOp);
   if (x.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
                          cpu::dropout_forward(x.rows(), x.cols(), x.ptr<float>(), row_ids.data(),
-                                              key, p, y.ptr<float>(), mask.ptr<std::uint8_t>()),
+                                              key, p, y.ptr<float>(), mask_ptr),
                          cuda::dropout_forward(r, x.rows(), x.cols(), x.ptr<float>(),
-                                               row_ids.data(), key, p, y.ptr<float>(),
-                                               mask.ptr<std::uint8_t>()));
+                                               row_ids.data(), key, p, y.ptr<float>(), mask_ptr));
 }
 
 void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, float p,
@@ -234,26 +236,28 @@ void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key
   detail::expect_tensor(kOp, "x", x, DType::f32, 2);
   detail::expect_tensor(kOp, "row_ids", row_ids, DType::i64, 1);
   detail::expect_tensor(kOp, "y", y, DType::f32, 2);
-  detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
   detail::expect_same_shape(kOp, "x", x, "y", y);
-  detail::expect_same_shape(kOp, "x", x, "mask", mask);
+  if (mask.defined()) {
+    detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
+    detail::expect_same_shape(kOp, "x", x, "mask", mask);
+  }
   TESSEL_EXPECTS(row_ids.numel() == x.rows(), "{}: {} row ids for {} rows", kOp, row_ids.numel(),
                  x.rows());
   TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
   const Device device = x.device();
   detail::expect_device(kOp, "row_ids", row_ids, device);
   detail::expect_device(kOp, "y", y, device);
-  detail::expect_device(kOp, "mask", mask, device);
+  if (mask.defined()) detail::expect_device(kOp, "mask", mask, device);
+  std::uint8_t* mask_ptr = mask.defined() ? mask.ptr<std::uint8_t>() : nullptr;
   Context& context = resolve_context(ctx, device, kOp);
   if (x.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
                          cpu::dropout_forward(x.rows(), x.cols(), x.ptr<float>(),
                                               row_ids.ptr<NodeId>(), key, p, y.ptr<float>(),
-                                              mask.ptr<std::uint8_t>()),
+                                              mask_ptr),
                          cuda::dropout_forward_device_ids(r, x.rows(), x.cols(), x.ptr<float>(),
                                                           row_ids.ptr<NodeId>(), key, p,
-                                                          y.ptr<float>(),
-                                                          mask.ptr<std::uint8_t>()));
+                                                          y.ptr<float>(), mask_ptr));
 }
 
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
@@ -276,6 +280,76 @@ void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor&
                          cuda::dropout_backward(r, grad_y.numel(), grad_y.ptr<float>(),
                                                 mask.ptr<std::uint8_t>(), p,
                                                 grad_x.ptr<float>()));
+}
+
+namespace {
+void expect_relu_dropout(const char* op, const Tensor& x, const Tensor& y, const Tensor& bits,
+                         float p) {
+  detail::expect_tensor(op, "x", x, DType::f32, 2);
+  detail::expect_tensor(op, "y", y, DType::f32, 2);
+  detail::expect_tensor(op, "bits", bits, DType::u8, 2);
+  detail::expect_same_shape(op, "x", x, "y", y);
+  TESSEL_EXPECTS(bits.rows() == x.rows() && bits.cols() == (x.cols() + 7) / 8,
+                 "{}: bits {} expected [{}, {}]", op, bits.describe(), x.rows(),
+                 (x.cols() + 7) / 8);
+  TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", op, p);
+  detail::expect_device(op, "y", y, x.device());
+  detail::expect_device(op, "bits", bits, x.device());
+}
+} // namespace
+
+void relu_dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
+                          float p, Tensor& y, Tensor& bits, Context* ctx) {
+  constexpr const char* kOp = "relu_dropout_forward";
+  expect_relu_dropout(kOp, x, y, bits, p);
+  TESSEL_EXPECTS(p == 0.0f || static_cast<std::int64_t>(row_ids.size()) == x.rows(),
+                 "{}: {} row ids for {} rows", kOp, row_ids.size(), x.rows());
+  const Device device = x.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  if (x.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::relu_dropout_forward(x.rows(), x.cols(), x.ptr<float>(), row_ids.data(), key, p,
+                                y.ptr<float>(), bits.ptr<std::uint8_t>()),
+      cuda::relu_dropout_forward(r, x.rows(), x.cols(), x.ptr<float>(),
+                                 p > 0.0f ? cuda::upload_row_ids(r, x.rows(), row_ids.data())
+                                          : nullptr,
+                                 key, p, y.ptr<float>(), bits.ptr<std::uint8_t>()));
+}
+
+void relu_dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, float p,
+                          Tensor& y, Tensor& bits, Context* ctx) {
+  constexpr const char* kOp = "relu_dropout_forward";
+  expect_relu_dropout(kOp, x, y, bits, p);
+  detail::expect_tensor(kOp, "row_ids", row_ids, DType::i64, 1);
+  TESSEL_EXPECTS(row_ids.numel() == x.rows(), "{}: {} row ids for {} rows", kOp, row_ids.numel(),
+                 x.rows());
+  const Device device = x.device();
+  detail::expect_device(kOp, "row_ids", row_ids, device);
+  Context& context = resolve_context(ctx, device, kOp);
+  if (x.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::relu_dropout_forward(x.rows(), x.cols(), x.ptr<float>(), row_ids.ptr<NodeId>(), key, p,
+                                y.ptr<float>(), bits.ptr<std::uint8_t>()),
+      cuda::relu_dropout_forward(r, x.rows(), x.cols(), x.ptr<float>(), row_ids.ptr<NodeId>(), key,
+                                 p, y.ptr<float>(), bits.ptr<std::uint8_t>()));
+}
+
+void relu_dropout_backward(const Tensor& grad_y, const Tensor& bits, float p, Tensor& grad_x,
+                           Context* ctx) {
+  constexpr const char* kOp = "relu_dropout_backward";
+  expect_relu_dropout(kOp, grad_y, grad_x, bits, p);
+  const Device device = grad_y.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  if (grad_y.numel() == 0) return;
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::relu_dropout_backward(grad_y.rows(), grad_y.cols(),
+                                                    grad_y.ptr<float>(), bits.ptr<std::uint8_t>(),
+                                                    p, grad_x.ptr<float>()),
+                         cuda::relu_dropout_backward(r, grad_y.rows(), grad_y.cols(),
+                                                     grad_y.ptr<float>(), bits.ptr<std::uint8_t>(),
+                                                     p, grad_x.ptr<float>()));
 }
 
 void normalize_rows(Tensor& x, Context* ctx) {

@@ -60,6 +60,11 @@ void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeI
                      const rng::Key& key, float p, float* y, std::uint8_t* mask);
 void dropout_backward(std::int64_t count, const float* grad_y, const std::uint8_t* mask, float p,
                       float* grad_x);
+// mask may be null (not written). bits: u8 [n, (f + 7) / 8].
+void relu_dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
+                          const rng::Key& key, float p, float* y, std::uint8_t* bits);
+void relu_dropout_backward(std::int64_t n, std::int64_t f, const float* grad_y,
+                           const std::uint8_t* bits, float p, float* grad_x);
 void normalize_rows(std::int64_t n, std::int64_t f, float* x);
 void axpy(std::int64_t count, float alpha, const float* x, float* y);
 

@@ -69,6 +69,14 @@ void dropout_forward_device_ids(Resources& r, std::int64_t n, std::int64_t f, co
                                 std::uint8_t* mask);
 void dropout_backward(Resources& r, std::int64_t count, const float* grad_y,
                       const std::uint8_t* mask, float p, float* grad_x);
+// mask may be null in dropout_forward*. row_ids: on the device.
+void relu_dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* x,
+                          const NodeId* row_ids, const rng::Key& key, float p, float* y,
+                          std::uint8_t* bits);
+void relu_dropout_backward(Resources& r, std::int64_t n, std::int64_t f, const float* grad_y,
+                           const std::uint8_t* bits, float p, float* grad_x);
+// Uploads n host node ids into the scratch buffer (for the host-span forms).
+const NodeId* upload_row_ids(Resources& r, std::int64_t n, const NodeId* host_row_ids);
 void normalize_rows(Resources& r, std::int64_t n, std::int64_t f, float* x);
 void axpy(Resources& r, std::int64_t count, float alpha, const float* x, float* y);
 

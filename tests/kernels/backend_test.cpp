@@ -113,16 +113,17 @@ std::vector<OpCase> all_cases() {
                          return to_host({c});
                        },
                        1e-4, 1e-5});
-  cases.push_back({"add_bias+column_sums",
-                   [](Device d) {
-                     Tensor y = test::random_tensor({3000, 19}, 1).to(d);
-                     const Tensor bias = test::random_tensor({19}, 2).to(d);
-                     kernels::add_bias(y, bias);
-                     Tensor sums = test::random_tensor({19}, 3).to(d);
-                     kernels::column_sums(y, sums, true);
-                     return to_host({y, sums});
-                   },
-                   1e-5, 1e-4});
+  for (const std::int64_t f : {19, 24}) // 24: the CUDA twin's float4 bias path
+    cases.push_back({"add_bias+column_sums.F" + std::to_string(f),
+                     [f](Device d) {
+                       Tensor y = test::random_tensor({3000, f}, 1).to(d);
+                       const Tensor bias = test::random_tensor({f}, 2).to(d);
+                       kernels::add_bias(y, bias);
+                       Tensor sums = test::random_tensor({f}, 3).to(d);
+                       kernels::column_sums(y, sums, true);
+                       return to_host({y, sums});
+                     },
+                     1e-5, 1e-4});
   for (DType index_type : {DType::i32, DType::i64})
     cases.push_back({std::string("gather+scatter_add.") + dtype_name(index_type),
                      [index_type](Device d) {
@@ -175,22 +176,23 @@ std::vector<OpCase> all_cases() {
                      return to_host({y, gx});
                    },
                    0, 0});
-  cases.push_back({"dropout",
-                   [](Device d) {
-                     const Tensor x = test::random_tensor({64, 23}, 1).to(d);
-                     std::vector<NodeId> ids(64);
-                     for (int i = 0; i < 64; ++i)
-                       ids[i] = 5000 - 3 * i;
-                     const rng::Key key{9, rng::Stream::dropout, 1, 2, 3};
-                     Tensor y = Tensor::empty({64, 23}, DType::f32, d);
-                     Tensor mask = Tensor::empty({64, 23}, DType::u8, d);
-                     kernels::dropout_forward(x, ids, key, 0.4f, y, mask);
-                     const Tensor g = test::random_tensor({64, 23}, 2).to(d);
-                     Tensor gx = Tensor::empty({64, 23}, DType::f32, d);
-                     kernels::dropout_backward(g, mask, 0.4f, gx);
-                     return to_host({y, mask, gx});
-                   },
-                   1e-6, 0});
+  for (const std::int64_t f : {23, 32}) // 32: the CUDA twin's 8-column fast path
+    cases.push_back({"dropout.F" + std::to_string(f),
+                     [f](Device d) {
+                       const Tensor x = test::random_tensor({64, f}, 1).to(d);
+                       std::vector<NodeId> ids(64);
+                       for (int i = 0; i < 64; ++i)
+                         ids[i] = 5000 - 3 * i;
+                       const rng::Key key{9, rng::Stream::dropout, 1, 2, 3};
+                       Tensor y = Tensor::empty({64, f}, DType::f32, d);
+                       Tensor mask = Tensor::empty({64, f}, DType::u8, d);
+                       kernels::dropout_forward(x, ids, key, 0.4f, y, mask);
+                       const Tensor g = test::random_tensor({64, f}, 2).to(d);
+                       Tensor gx = Tensor::empty({64, f}, DType::f32, d);
+                       kernels::dropout_backward(g, mask, 0.4f, gx);
+                       return to_host({y, mask, gx});
+                     },
+                     1e-6, 0});
   cases.push_back({"dropout.device_ids",
                    [](Device d) {
                      // Ids as a tensor on the device: the same masks as the host-span form.
@@ -209,6 +211,33 @@ std::vector<OpCase> all_cases() {
                      return to_host({y, mask, y_span, mask_span});
                    },
                    1e-6, 0});
+  for (const float p : {0.0f, 0.4f})
+    for (const std::int64_t f : {5, 16, 23}) {
+      cases.push_back({"relu_dropout.p" + std::to_string(p) + ".F" + std::to_string(f),
+                       [p, f](Device d) {
+                         // Host-span and device ids, in place; the backward from the bits alone;
+                         // the maskless dropout.
+                         const Tensor x = test::random_tensor({64, f}, 1, -1, 1).to(d);
+                         std::vector<NodeId> ids(64);
+                         for (int i = 0; i < 64; ++i)
+                           ids[i] = 7000 - 5 * i;
+                         const rng::Key key{9, rng::Stream::dropout, 1, 2, 3};
+                         Tensor y = x.clone();
+                         Tensor bits = Tensor::empty({64, (f + 7) / 8}, DType::u8, d);
+                         kernels::relu_dropout_forward(y, ids, key, p, y, bits);
+                         Tensor y_ids = Tensor::empty({64, f}, DType::f32, d);
+                         Tensor bits_ids = Tensor::empty({64, (f + 7) / 8}, DType::u8, d);
+                         kernels::relu_dropout_forward(x, Tensor::from_vector(ids).to(d), key, p,
+                                                       y_ids, bits_ids);
+                         const Tensor g = test::random_tensor({64, f}, 2).to(d);
+                         Tensor gx = Tensor::empty({64, f}, DType::f32, d);
+                         kernels::relu_dropout_backward(g, bits, p, gx);
+                         Tensor plain = Tensor::empty({64, f}, DType::f32, d), no_mask;
+                         kernels::dropout_forward(x, ids, key, 0.4f, plain, no_mask);
+                         return to_host({y, bits, y_ids, bits_ids, gx, plain});
+                       },
+                       0, 0});
+    }
   cases.push_back({"normalize_rows+axpy",
                    [](Device d) {
                      Tensor x = test::random_tensor({30, 45}, 1).to(d);

@@ -140,6 +140,51 @@ TEST(Relu, ForwardAndBackward) {
     EXPECT_EQ(gx.data<float>()[i], expected_g[i]);
 }
 
+TEST(ReluDropout, EqualsReluThenDropoutAndItsBitsGiveTheBackward) {
+  const std::int64_t n = 50, f = 29; // f not a multiple of 8: the last bit byte is partial
+  const rng::Key key{11, rng::Stream::dropout, 2, 0, 1};
+  const Tensor x = test::random_tensor({n, f}, 7, -1.0f, 1.0f);
+  std::vector<NodeId> ids(n);
+  std::iota(ids.begin(), ids.end(), 300);
+  for (const float p : {0.0f, 0.5f}) {
+    SCOPED_TRACE(p);
+    // Reference: ReLU, then dropout with a mask, then their backward passes one after another.
+    Tensor relu = Tensor::empty({n, f}, DType::f32);
+    kernels::relu_forward(x, relu);
+    Tensor expected = relu.clone(), mask = Tensor::empty({n, f}, DType::u8);
+    if (p > 0) kernels::dropout_forward(relu, ids, key, p, expected, mask);
+    const Tensor g = test::random_tensor({n, f}, 8);
+    Tensor expected_grad = g.clone();
+    if (p > 0) kernels::dropout_backward(g, mask, p, expected_grad);
+    kernels::relu_backward(expected_grad, relu, expected_grad);
+
+    Tensor y = x.clone();
+    Tensor bits = Tensor::empty({n, (f + 7) / 8}, DType::u8);
+    kernels::relu_dropout_forward(y, ids, key, p, y, bits);
+    Tensor grad = g.clone();
+    kernels::relu_dropout_backward(grad, bits, p, grad);
+    std::int64_t set = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < f; ++j) {
+        ASSERT_EQ(at(y, i, j), at(expected, i, j)) << i << "," << j;
+        const bool bit = (bits.data<std::uint8_t>()[i * ((f + 7) / 8) + j / 8] >> (j % 8)) & 1;
+        ASSERT_EQ(bit, at(y, i, j) > 0.0f) << i << "," << j;
+        ASSERT_EQ(at(grad, i, j), at(expected_grad, i, j)) << i << "," << j;
+        set += bit;
+      }
+    // About half the entries are positive, and dropout keeps about 1 - p of those.
+    EXPECT_NEAR(double(set) / (n * f), 0.5 * (1 - p), 0.06);
+  }
+  // Dropout without a mask writes the same values as with one.
+  Tensor with_mask = Tensor::empty({n, f}, DType::f32), mask = Tensor::empty({n, f}, DType::u8);
+  Tensor without = Tensor::empty({n, f}, DType::f32), none;
+  kernels::dropout_forward(x, ids, key, 0.3f, with_mask, mask);
+  kernels::dropout_forward(x, ids, key, 0.3f, without, none);
+  EXPECT_EQ(std::memcmp(with_mask.raw(), without.raw(), n * f * sizeof(float)), 0);
+  Tensor short_bits = Tensor::empty({n, 3}, DType::u8);
+  EXPECT_THROW(kernels::relu_dropout_forward(x, ids, key, 0.3f, without, short_bits), InputError);
+}
+
 TEST(Dropout, MaskDependsOnNodeIdNotRowOrder) {
   const std::int64_t n = 200, f = 37;
   const float p = 0.3f;

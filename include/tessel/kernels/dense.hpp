@@ -52,7 +52,8 @@ void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Contex
 // The draw for (row, column j) is word j % 4 of key.block(row_ids[i], j / 4), a pure
 // function of (key, node id, column): masks do not depend on row order or rank count.
 // x, y: f32 [n, F] (y may be x); row_ids: host span of n node ids; mask: u8 [n, F] on x's
-// device, written with 1 = kept. 0 <= p < 1.
+// device, written with 1 = kept, or undefined when no backward needs it (the input features'
+// dropout, or a draw that is recomputed instead of kept). 0 <= p < 1.
 void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key, float p,
                      Tensor& y, Tensor& mask, Context* ctx = nullptr);
 // The same with the row ids as an i64 [n] tensor on x's device (no upload per call).
@@ -61,6 +62,20 @@ void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key
 // grad_x = grad_y * mask / (1 - p). grad_x may be grad_y.
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx = nullptr);
+// y = dropout(relu(x)) with the draws of dropout_forward (p = 0: relu alone), and the bits the
+// backward needs: bit j % 8 of bits[i, j / 8] is set iff y[i, j] > 0. Dropout scales by a
+// non-negative factor, so y > 0 exactly where both the ReLU and the dropout let the gradient
+// through: one bit per element replaces the kept [n, F] ReLU output and the u8 dropout mask.
+// x, y: f32 [n, F] (y may be x); bits: u8 [n, ceil(F / 8)] on x's device.
+void relu_dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
+                          float p, Tensor& y, Tensor& bits, Context* ctx = nullptr);
+// The same with the row ids as an i64 [n] tensor on x's device.
+void relu_dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, float p,
+                          Tensor& y, Tensor& bits, Context* ctx = nullptr);
+// grad_x = grad_y / (1 - p) where relu_dropout_forward's bit is set, else 0 (the backward of
+// dropout(relu(.))). grad_y, grad_x: f32 [n, F] (grad_x may be grad_y); bits as above.
+void relu_dropout_backward(const Tensor& grad_y, const Tensor& bits, float p, Tensor& grad_x,
+                           Context* ctx = nullptr);
 
 // Row (L1) normalization: divides each row of x (f32 [n, F]) by the sum of the absolute values
 // of its entries; all-zero rows stay zero. For non-negative features (bag of words) this is
