@@ -13,9 +13,19 @@ void AggregationMatrices::reset(kernels::SparseMatrix pattern, Tensor degree) {
   mean_ = {};
 }
 
+void AggregationMatrices::release_pattern() {
+  pattern_.indptr = Tensor();
+  pattern_.indices = Tensor();
+  degree_ = Tensor();
+}
+
 const kernels::SparseMatrix& AggregationMatrices::forward(Norm norm) {
   Slot& s = slot(norm);
   if (s.forward) return *s.forward;
+  TESSEL_EXPECTS(pattern_.indptr.defined(),
+                 "aggregation matrices of a {}x{} graph: the {} matrix was not built before the "
+                 "pattern was released",
+                 pattern_.num_rows, pattern_.num_cols, norm == Norm::gcn ? "GCN" : "mean");
   if (norm == Norm::gcn) {
     TESSEL_EXPECTS(degree_.defined(), "GCN aggregation of a {}x{} graph needs its degrees",
                    pattern_.num_rows, pattern_.num_cols);
@@ -30,7 +40,12 @@ const kernels::SparseMatrix& AggregationMatrices::forward(Norm norm) {
 
 const kernels::SparseMatrix& AggregationMatrices::backward(Norm norm) {
   Slot& s = slot(norm);
-  if (!s.backward) s.backward = kernels::csr_transpose(forward(norm));
+  if (!s.backward) {
+    TESSEL_EXPECTS(pattern_.indptr.defined() || s.forward,
+                   "aggregation matrices: the transpose was not built before the pattern was "
+                   "released");
+    s.backward = kernels::csr_transpose(forward(norm));
+  }
   return *s.backward;
 }
 

@@ -4,6 +4,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/kernels/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessel::nn {
@@ -81,6 +82,57 @@ Tensor Linear::backward(const Tensor& grad_out, bool need_input_grad) {
   return grad_in;
 }
 
+// ---- Saved inputs ----
+
+namespace {
+// Rows per recomputed chunk: 2^25 elements (128 MiB of f32) keep the GEMMs large enough to run
+// at full speed while the chunk stays small beside an [N, F] activation.
+constexpr std::int64_t kRecomputeChunkElements = std::int64_t{1} << 25;
+} // namespace
+
+void SavedInput::save(Tensor x, const InputRecompute& recompute) {
+  cols_ = x.cols();
+  device_ = x.device();
+  if (recompute) {
+    recompute_ = recompute;
+    value_ = Tensor();
+  } else {
+    recompute_ = nullptr;
+    value_ = std::move(x);
+  }
+}
+
+void SavedInput::for_chunks(
+    std::int64_t rows,
+    const std::function<void(const Tensor&, std::int64_t, std::int64_t)>& fn) const {
+  TESSEL_ASSERT(saved(), "a layer's backward ran without its forward");
+  if (value_.defined()) {
+    fn(value_.rows_slice(0, rows), 0, rows);
+    return;
+  }
+  const std::int64_t chunk = std::max<std::int64_t>(1, kRecomputeChunkElements / std::max<std::int64_t>(cols_, 1));
+  Tensor buffer = new_like(std::min(chunk, rows), cols_, device_);
+  for (std::int64_t begin = 0; begin < rows; begin += chunk) {
+    const std::int64_t end = std::min(rows, begin + chunk);
+    Tensor part = buffer.rows_slice(0, end - begin);
+    recompute_(begin, end, part);
+    fn(part, begin, end);
+  }
+}
+
+void SavedInput::add_transposed_times(const Tensor& g, Tensor& dw) const {
+  for_chunks(g.rows(), [&](const Tensor& x, std::int64_t begin, std::int64_t end) {
+    kernels::gemm(x, true, g.rows_slice(begin, end), false, dw, 1.0f, 1.0f);
+  });
+}
+
+void SavedInput::times(const Tensor& w, Tensor& out, bool accumulate) const {
+  for_chunks(out.rows(), [&](const Tensor& x, std::int64_t begin, std::int64_t end) {
+    Tensor rows = out.rows_slice(begin, end);
+    matmul(x, w, rows, accumulate);
+  });
+}
+
 // ---- GCN ----
 
 GcnLayer::GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
@@ -88,19 +140,21 @@ GcnLayer::GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t 
     : weight_(make_parameter(prefix + ".weight", glorot_uniform(in_dim, out_dim, key, 0, device))),
       bias_(make_bias(prefix + ".bias", out_dim, device)) {}
 
-Tensor GcnLayer::forward(const Tensor& x, Aggregator& agg) {
+Tensor GcnLayer::forward(Tensor x, Aggregator& agg, const InputRecompute& recompute) {
   expect_input("GcnLayer", x, agg.num_src(), in_dim(), weight_.value.device());
   agg_ = &agg;
-  input_ = x;
+  input_.release();
+  aggregated_ = Tensor();
   Tensor out;
   if (transforms_first()) {
     Tensor transformed = new_like(x.rows(), out_dim(), x.device());
     matmul(x, weight_.value, transformed, false);
+    input_.save(std::move(x), recompute);
     out = agg.aggregate(transformed, Norm::gcn);
-    aggregated_ = Tensor();
   } else {
     aggregated_ = agg.aggregate(x, Norm::gcn);
-    out = new_like(agg.num_dst(), out_dim(), x.device());
+    x = Tensor(); // aggregate-first never reads X again: free it before the output exists
+    out = new_like(agg.num_dst(), out_dim(), aggregated_.device());
     matmul(aggregated_, weight_.value, out, false);
   }
   kernels::add_bias(out, bias_.value);
@@ -113,14 +167,17 @@ Tensor GcnLayer::backward(const Tensor& grad_out, bool need_input_grad) {
   if (transforms_first()) {
     // out = Â (X W): d/d(XW) = Âᵀ G, then dW = Xᵀ (Âᵀ G), dX = (Âᵀ G) Wᵀ.
     const Tensor grad_transformed = agg_->aggregate_backward(grad_out, Norm::gcn);
-    kernels::gemm(input_, true, grad_transformed, false, weight_.grad, 1.0f, 1.0f);
+    input_.add_transposed_times(grad_transformed, weight_.grad);
+    input_.release(); // before grad_in exists: the two never need to be held together
     if (!need_input_grad) return {};
-    Tensor grad_in = new_like(input_.rows(), in_dim(), input_.device());
+    Tensor grad_in = new_like(grad_transformed.rows(), in_dim(), grad_transformed.device());
     kernels::gemm(grad_transformed, false, weight_.value, true, grad_in);
     return grad_in;
   }
   // out = (Â X) W: dW = (Â X)ᵀ G, dX = Âᵀ (G Wᵀ). Layer 0 skips the aggregation backward.
+  TESSEL_ASSERT(aggregated_.defined(), "GcnLayer::backward twice after one forward");
   kernels::gemm(aggregated_, true, grad_out, false, weight_.grad, 1.0f, 1.0f);
+  aggregated_ = Tensor();
   if (!need_input_grad) return {};
   Tensor grad_aggregated = new_like(grad_out.rows(), in_dim(), grad_out.device());
   kernels::gemm(grad_out, false, weight_.value, true, grad_aggregated);
@@ -137,25 +194,30 @@ SageLayer::SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_
                                    glorot_uniform(in_dim, out_dim, key, 1, device))),
       bias_(make_bias(prefix + ".bias", out_dim, device)) {}
 
-Tensor SageLayer::forward(const Tensor& x, Aggregator& agg) {
+Tensor SageLayer::forward(Tensor x, Aggregator& agg, const InputRecompute& recompute) {
   expect_input("SageLayer", x, agg.num_src(), in_dim(), self_weight_.value.device());
   TESSEL_EXPECTS(agg.num_dst() <= agg.num_src(), "SageLayer: {} destinations but {} sources",
                  agg.num_dst(), agg.num_src());
   agg_ = &agg;
-  input_ = x;
-  const Tensor x_dst = x.rows_slice(0, agg.num_dst());
+  input_.release();
+  aggregated_ = Tensor();
+  const Device device = x.device();
   Tensor out;
   if (transforms_first()) {
-    Tensor transformed = new_like(x.rows(), out_dim(), x.device());
+    Tensor transformed = new_like(x.rows(), out_dim(), device);
     matmul(x, neigh_weight_.value, transformed, false);
     out = agg.aggregate(transformed, Norm::mean);
-    aggregated_ = Tensor();
-    matmul(x_dst, self_weight_.value, out, true);
+    transformed = Tensor();
+    matmul(x.rows_slice(0, agg.num_dst()), self_weight_.value, out, true);
+    input_.save(std::move(x), recompute);
   } else {
     aggregated_ = agg.aggregate(x, Norm::mean);
-    out = new_like(agg.num_dst(), out_dim(), x.device());
-    matmul(x_dst, self_weight_.value, out, false);
-    matmul(aggregated_, neigh_weight_.value, out, true);
+    // With a recompute, X is freed before the output exists and the self term redraws it in
+    // chunks: X, mean_agg(X) and the output are never held at once.
+    input_.save(std::move(x), recompute);
+    out = new_like(agg.num_dst(), out_dim(), device);
+    matmul(aggregated_, neigh_weight_.value, out, false);
+    input_.times(self_weight_.value, out, true);
   }
   kernels::add_bias(out, bias_.value);
   return out;
@@ -163,26 +225,28 @@ Tensor SageLayer::forward(const Tensor& x, Aggregator& agg) {
 
 Tensor SageLayer::backward(const Tensor& grad_out, bool need_input_grad) {
   TESSEL_ASSERT(agg_ != nullptr, "SageLayer::backward before forward");
-  const std::int64_t num_dst = grad_out.rows();
-  const Tensor x_dst = input_.rows_slice(0, num_dst);
   kernels::column_sums(grad_out, bias_.grad, true);
-  kernels::gemm(x_dst, true, grad_out, false, self_weight_.grad, 1.0f, 1.0f);
+  input_.add_transposed_times(grad_out, self_weight_.grad); // X_dstᵀ G
   Tensor grad_in;
   if (transforms_first()) {
     const Tensor grad_transformed = agg_->aggregate_backward(grad_out, Norm::mean);
-    kernels::gemm(input_, true, grad_transformed, false, neigh_weight_.grad, 1.0f, 1.0f);
+    input_.add_transposed_times(grad_transformed, neigh_weight_.grad);
+    input_.release(); // before grad_in exists
     if (!need_input_grad) return {};
-    grad_in = new_like(input_.rows(), in_dim(), input_.device());
+    grad_in = new_like(grad_transformed.rows(), in_dim(), grad_transformed.device());
     kernels::gemm(grad_transformed, false, neigh_weight_.value, true, grad_in);
   } else {
+    TESSEL_ASSERT(aggregated_.defined(), "SageLayer::backward twice after one forward");
     kernels::gemm(aggregated_, true, grad_out, false, neigh_weight_.grad, 1.0f, 1.0f);
+    aggregated_ = Tensor();
+    input_.release();
     if (!need_input_grad) return {};
-    Tensor grad_aggregated = new_like(num_dst, in_dim(), grad_out.device());
+    Tensor grad_aggregated = new_like(grad_out.rows(), in_dim(), grad_out.device());
     kernels::gemm(grad_out, false, neigh_weight_.value, true, grad_aggregated);
     grad_in = agg_->aggregate_backward(grad_aggregated, Norm::mean);
   }
   // The self term reaches only the destination rows, which are the first sources.
-  Tensor grad_in_dst = grad_in.rows_slice(0, num_dst);
+  Tensor grad_in_dst = grad_in.rows_slice(0, grad_out.rows());
   kernels::gemm(grad_out, false, self_weight_.value, true, grad_in_dst, 1.0f, 1.0f);
   return grad_in;
 }

@@ -10,8 +10,10 @@ namespace tessel::nn {
 struct Model::Impl {
   ModelConfig config;
   std::vector<std::unique_ptr<GraphLayer>> layers;
-  std::vector<Dropout> dropouts; // on the input of each layer
-  std::vector<Relu> relus;       // after every layer but the last
+  // After every layer but the last: ReLU and the next layer's dropout in one step, which keeps
+  // 1 bit per element for backward (kernels::relu_dropout_forward), and the probability used.
+  std::vector<Tensor> relu_bits;
+  std::vector<float> relu_p;
   bool has_forward = false;
   Tensor flat_values, flat_grads; // every parameter (gradient) is a view into these
 };
@@ -43,9 +45,9 @@ Model::Model(const ModelConfig& config) : impl_(std::make_unique<Impl>()) {
       impl_->layers.push_back(std::make_unique<GcnLayer>(prefix, in, out, key, config.device));
     else
       impl_->layers.push_back(std::make_unique<SageLayer>(prefix, in, out, key, config.device));
-    impl_->dropouts.emplace_back(config.dropout);
-    if (l + 1 < config.layers) impl_->relus.emplace_back();
   }
+  impl_->relu_bits.resize(static_cast<std::size_t>(config.layers - 1));
+  impl_->relu_p.assign(static_cast<std::size_t>(config.layers - 1), 0.0f);
   // Move every parameter and gradient into one flat buffer each, so the gradient all-reduce
   // of data-parallel training is a single collective on the model's device.
   std::int64_t total = 0;
@@ -71,25 +73,77 @@ const ModelConfig& Model::config() const {
   return impl_->config;
 }
 
+namespace {
+
+void expect_rows(const Tensor& h, const Aggregator& agg, int layer) {
+  TESSEL_EXPECTS(h.rows() == agg.num_src(),
+                 "model: layer {} gets {} rows but its aggregator has {} sources", layer, h.rows(),
+                 agg.num_src());
+}
+
+// Dropout of `x` (all rows, or rows [begin, end)) with the draws keyed by agg's source ids,
+// without a mask: the input features' dropout needs none (layer 0 sends no gradient back).
+void dropout_rows(const Tensor& x, Aggregator& agg, const rng::Key& key, float p,
+                  std::int64_t begin, std::int64_t end, Tensor& out) {
+  Tensor no_mask;
+  const Tensor rows = x.rows_slice(begin, end);
+  if (const Tensor* ids = agg.src_ids_on(x.device()))
+    kernels::dropout_forward(rows, ids->rows_slice(begin, end), key, p, out, no_mask);
+  else
+    kernels::dropout_forward(rows, agg.src_ids().subspan(static_cast<std::size_t>(begin),
+                                                          static_cast<std::size_t>(end - begin)),
+                             key, p, out, no_mask);
+}
+
+} // namespace
+
 Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
                       const rng::Key& dropout_key, bool training) {
   auto& m = *impl_;
   TESSEL_EXPECTS(static_cast<int>(aggregators.size()) == m.config.layers,
                  "model: {} aggregators for {} layers", aggregators.size(), m.config.layers);
-  Tensor h = x;
-  for (int l = 0; l < m.config.layers; ++l) {
-    Aggregator& agg = *aggregators[static_cast<std::size_t>(l)];
-    TESSEL_EXPECTS(h.rows() == agg.num_src(),
-                   "model: layer {} gets {} rows but its aggregator has {} sources", l, h.rows(),
-                   agg.num_src());
+  m.has_forward = false;
+  const float p = training ? m.config.dropout : 0.0f;
+  auto layer_key = [&](int l) {
     rng::Key key = dropout_key;
     key.layer = static_cast<std::uint32_t>(l);
-    if (const Tensor* ids = agg.src_ids_on(h.device()))
-      h = m.dropouts[static_cast<std::size_t>(l)].forward(h, *ids, key, training);
-    else
-      h = m.dropouts[static_cast<std::size_t>(l)].forward(h, agg.src_ids(), key, training);
-    h = m.layers[static_cast<std::size_t>(l)]->forward(h, agg);
-    if (l + 1 < m.config.layers) h = m.relus[static_cast<std::size_t>(l)].forward(h);
+    return key;
+  };
+  Tensor h = x;
+  for (int l = 0; l < m.config.layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    Aggregator& agg = *aggregators[i];
+    expect_rows(h, agg, l);
+    InputRecompute recompute;
+    if (l == 0 && p > 0.0f) {
+      // The input features' dropout is redrawn where layer 0 needs its input again (the same
+      // counter-based draws), so the dropped copy lives only while layer 0's forward runs.
+      const rng::Key key = layer_key(0);
+      Tensor dropped = Tensor::empty(h.shape(), DType::f32, h.device());
+      dropout_rows(h, agg, key, p, 0, h.rows(), dropped);
+      recompute = [features = h, &agg, key, p](std::int64_t begin, std::int64_t end,
+                                                Tensor& rows) {
+        dropout_rows(features, agg, key, p, begin, end, rows);
+      };
+      h = std::move(dropped);
+    }
+    h = m.layers[i]->forward(std::move(h), agg, recompute);
+    if (l + 1 < m.config.layers) {
+      // Layer l + 1's input: ReLU, then its dropout (keyed by its aggregator's source ids), in
+      // place, with 1 bit per element kept for backward.
+      Aggregator& next = *aggregators[i + 1];
+      expect_rows(h, next, l + 1);
+      Tensor& bits = m.relu_bits[i];
+      if (!bits.defined() || bits.rows() != h.rows() || bits.cols() != (h.cols() + 7) / 8 ||
+          bits.device() != h.device())
+        bits = Tensor::empty({h.rows(), (h.cols() + 7) / 8}, DType::u8, h.device());
+      const rng::Key key = layer_key(l + 1);
+      if (const Tensor* ids = next.src_ids_on(h.device()))
+        kernels::relu_dropout_forward(h, *ids, key, p, h, bits);
+      else
+        kernels::relu_dropout_forward(h, next.src_ids(), key, p, h, bits);
+      m.relu_p[i] = p;
+    }
   }
   m.has_forward = true;
   return h;
@@ -107,7 +161,7 @@ Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
     TESSEL_EXPECTS(h.rows() == agg.num_src(),
                    "model: layer {} gets {} rows but its aggregator has {} sources", l, h.rows(),
                    agg.num_src());
-    h = m.layers[static_cast<std::size_t>(l)]->forward(h, agg);
+    h = m.layers[static_cast<std::size_t>(l)]->forward(std::move(h), agg);
     if (l + 1 < m.config.layers) kernels::relu_forward(h, h);
     if (after_layer) after_layer(l);
   }
@@ -117,13 +171,16 @@ Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
 void Model::backward(const Tensor& grad_logits) {
   auto& m = *impl_;
   TESSEL_EXPECTS(m.has_forward, "model: backward() needs a forward() first");
+  m.has_forward = false; // the layers release what they saved as their backward uses it
   Tensor grad = grad_logits;
   for (int l = m.config.layers - 1; l >= 0; --l) {
     const auto i = static_cast<std::size_t>(l);
-    if (l + 1 < m.config.layers) grad = m.relus[i].backward(grad);
+    if (l + 1 < m.config.layers) {
+      // grad is layer l + 1's fresh input gradient: owned here, so updated in place.
+      kernels::relu_dropout_backward(grad, m.relu_bits[i], m.relu_p[i], grad);
+    }
     // Layer 0's input is the features: no gradient needed (and none sent to halo owners).
     grad = m.layers[i]->backward(grad, l > 0);
-    if (l > 0) grad = m.dropouts[i].backward(grad);
   }
 }
 

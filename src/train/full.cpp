@@ -30,6 +30,16 @@ class FullTrainer final : public Trainer {
     features_ = device_.is_cpu() ? host : host.to(device_);
     split_labels_ = split_labels(part_);
     layer_aggregators_.assign(static_cast<std::size_t>(options_.model.layers), &aggregator_);
+    // The aggregation matrices are built now, not in the first epoch: building the transpose
+    // takes temporaries of 16 bytes per edge, which then go back to the driver, so the
+    // device's memory during training is what a step holds (the peaks restart here).
+    aggregator_.prepare(options_.model.kind == "gcn" ? nn::Norm::gcn : nn::Norm::mean);
+    if (device_.is_cuda()) {
+      kernels::default_context(device_).synchronize();
+      setup_peak_bytes_ = device_memory::stats(device_).peak_bytes_in_use;
+      device_memory::release_cached(device_);
+      device_memory::reset_peak(device_);
+    }
   }
 
   nn::Model& model() override { return model_; }
@@ -45,7 +55,9 @@ class FullTrainer final : public Trainer {
     const nn::LossResult loss =
         nn::softmax_cross_entropy(logits, part_.train, split_labels_[0],
                                   1.0 / static_cast<double>(manifest_.num_train));
+    logits = Tensor(); // the loss gradient is all backward reads
     model_.backward(loss.grad);
+    if (device_.is_cuda()) kernels::default_context(device_).synchronize();
     // Dense work is what forward/backward spent outside aggregation and halo exchange.
     phases.add("dense", compute.seconds() - phases.get("aggregate") - phases.get("communicate"));
     {
@@ -63,8 +75,15 @@ class FullTrainer final : public Trainer {
       const auto mem = device_memory::stats(device_);
       extra["gpu_allocations"] = comm_.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
       extra["gpu_cache_hits"] = comm_.allreduce_value(mem.cache_hits, comm::ReduceOp::max);
+      // Peaks since setup (features, graph and everything a step holds at once), and the
+      // device's own count (cudaMemGetInfo: the CUDA context and library handles too).
       extra["gpu_peak_bytes"] = comm_.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max);
       extra["gpu_reserved_bytes"] = comm_.allreduce_value(mem.bytes_reserved, comm::ReduceOp::max);
+      extra["gpu_peak_reserved_bytes"] =
+          comm_.allreduce_value(mem.peak_bytes_reserved, comm::ReduceOp::max);
+      extra["gpu_device_used_bytes"] = comm_.allreduce_value(
+          device_memory::device_used_bytes(device_), comm::ReduceOp::max);
+      extra["gpu_setup_peak_bytes"] = comm_.allreduce_value(setup_peak_bytes_, comm::ReduceOp::max);
     }
     const double loss_sum = comm_.allreduce_value(loss.loss_sum);
     return loss_sum / static_cast<double>(manifest_.num_train);
@@ -105,6 +124,7 @@ class FullTrainer final : public Trainer {
   std::unique_ptr<nn::Optimizer> optimizer_;
   Tensor features_;
   Tensor logits_;
+  std::int64_t setup_peak_bytes_ = 0;
   std::vector<std::vector<std::int64_t>> split_labels_;
   std::vector<nn::Aggregator*> layer_aggregators_;
 };

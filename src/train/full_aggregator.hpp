@@ -41,6 +41,14 @@ class FullAggregator final : public nn::Aggregator {
   FullAggregator(const FullAggregator&) = delete;
   FullAggregator& operator=(const FullAggregator&) = delete;
 
+  // Builds the matrix of `norm` and its transpose now instead of on first use, then drops the
+  // pattern: a run that aggregates with one Norm needs nothing else.
+  void prepare(nn::Norm norm) {
+    (void)matrices_.forward(norm);
+    (void)matrices_.backward(norm);
+    matrices_.release_pattern();
+  }
+
   // Where aggregate() and aggregate_backward() add their seconds ("aggregate", "communicate").
   void set_phases(PhaseTimes* phases) { phases_ = phases; }
   const HaloExchange& halo() const { return halo_; }
@@ -61,29 +69,34 @@ class FullAggregator final : public nn::Aggregator {
     return &src_ids_device_;
   }
 
+  // Buffers live for one call only (the caching allocator hands the same blocks back next
+  // time): an [owned + halo, F] copy held between layers would cost a whole activation.
   Tensor aggregate(const Tensor& x, nn::Norm norm) override {
+    Tensor x_full;
+    settle(); // the dense work enqueued before belongs to "dense", not to this exchange
     {
       ScopedPhase t(*phases_, "communicate");
-      halo_.forward(x, x_full_);
+      halo_.forward(x, x_full);
       settle();
     }
     ScopedPhase t(*phases_, "aggregate");
     Tensor y;
-    matrices_.aggregate(x_full_, norm, y);
+    matrices_.aggregate(x_full, norm, y);
     settle();
     return y;
   }
 
   Tensor aggregate_backward(const Tensor& grad_out, nn::Norm norm) override {
+    Tensor grad_full;
+    settle();
     {
       ScopedPhase t(*phases_, "aggregate");
-      // grad_full_ is consumed by the halo exchange below before the next call: reusable.
-      matrices_.aggregate_backward(grad_out, norm, grad_full_);
+      matrices_.aggregate_backward(grad_out, norm, grad_full);
       settle();
     }
     ScopedPhase t(*phases_, "communicate");
     Tensor grad_owned;
-    halo_.backward(grad_full_, grad_owned);
+    halo_.backward(grad_full, grad_owned);
     settle();
     return grad_owned;
   }
@@ -100,8 +113,6 @@ private:
   PhaseTimes own_phases_;
   PhaseTimes* phases_ = &own_phases_;
   nn::AggregationMatrices matrices_;
-  Tensor x_full_;
-  Tensor grad_full_;
   Tensor src_ids_device_;
 };
 

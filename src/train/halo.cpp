@@ -82,8 +82,12 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
   const std::int64_t f = x_owned.cols();
   const Device device = x_owned.device();
   indices_on(device);
-  ensure_rows(x_full, num_owned_ + num_halo_, f, device);
-  x_full.rows_slice(0, num_owned_).copy_from(x_owned);
+  if (num_halo_ == 0) {
+    x_full = x_owned; // nothing to append: share the rows instead of copying them
+  } else {
+    ensure_rows(x_full, num_owned_ + num_halo_, f, device);
+    x_full.rows_slice(0, num_owned_).copy_from(x_owned);
+  }
   const auto num_send = static_cast<std::int64_t>(send_rows_.size());
   ensure_rows(send_buffer_, num_send, f, device);
   kernels::gather_rows(x_owned, send_index_, send_buffer_);
@@ -106,8 +110,12 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
   const std::int64_t f = grad_full.cols();
   const Device device = grad_full.device();
   indices_on(device);
-  ensure_rows(grad_owned, num_owned_, f, device);
-  grad_owned.copy_from(grad_full.rows_slice(0, num_owned_));
+  if (num_halo_ == 0) {
+    grad_owned = grad_full; // the same rows: add the peers' gradients in place
+  } else {
+    ensure_rows(grad_owned, num_owned_, f, device);
+    grad_owned.copy_from(grad_full.rows_slice(0, num_owned_));
+  }
 
   // Halo gradients go back to their owners, in the order the owners sent the rows: straight from
   // the gradient when the halo is already in that order, else gathered into that order first.

@@ -341,6 +341,25 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     for (std::int64_t i = 0; i < host.numel(); ++i) sum += host.data<float>()[i];
     result.final_parameters_checksum.push_back(sum);
   }
+  // Device memory of the run (max over ranks): the caching allocator's peak bytes in use and
+  // reserved since setup ended (what a step holds, comparable to torch.cuda.max_memory_allocated
+  // and max_memory_reserved), and the device's use as cudaMemGetInfo reports it now.
+  std::vector<std::pair<std::string, std::int64_t>> gpu_memory;
+  if (runtime.runtime.device.is_cuda()) {
+    const Device gpu = runtime.runtime.device;
+    const auto mem = device_memory::stats(gpu);
+    gpu_memory = {
+        {"gpu_peak_bytes", comm.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max)},
+        {"gpu_peak_reserved_bytes",
+         comm.allreduce_value(mem.peak_bytes_reserved, comm::ReduceOp::max)},
+        {"gpu_device_used_bytes",
+         comm.allreduce_value(device_memory::device_used_bytes(gpu), comm::ReduceOp::max)}};
+    log::info("gpu memory: peak in use {:.3f} GB, peak reserved {:.3f} GB (caching allocator, "
+              "since setup), device used {:.3f} GB (cudaMemGetInfo)",
+              static_cast<double>(gpu_memory[0].second) / 1e9,
+              static_cast<double>(gpu_memory[1].second) / 1e9,
+              static_cast<double>(gpu_memory[2].second) / 1e9);
+  }
   if (metrics.is_open()) {
     nlohmann::json summary = {{"summary", true},
                               {"mode", options.mode},
@@ -352,6 +371,7 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                               {"setup_s", result.setup_s},
                               {"gemm_backend", kernels::cpu_gemm_backend()}};
     if (result.time_to_target_s >= 0) summary["time_to_target_s"] = result.time_to_target_s;
+    for (const auto& [name, value] : gpu_memory) summary[name] = value;
     metrics << summary.dump() << '\n';
   }
   if (!options.predictions_path.empty()) trainer->write_predictions(options.predictions_path);

@@ -311,3 +311,70 @@ TEST(Model, CudaDeviceRunsWhereAGpuIsPresent) {
 
 } // namespace
 } // namespace tessel
+
+namespace tessel {
+namespace {
+
+// The memory design of a training step, measured with the host allocator's counters (the CUDA
+// twin allocates the same tensors from the device cache). Besides the features, the graph
+// matrices and the parameters, a 2-layer step with dropout 0.5 holds at most two [N, hidden]
+// f32 activations at once for GCN (layer 0's aggregation, plus the dropped features, then
+// layer 0's output, then layer 1's input gradient), and three for GraphSAGE (its layer 0
+// redraws the dropped features in chunks, here one chunk of all N rows), plus [N, classes]
+// tensors and one bit per hidden element. The step as first written (ReLU output, u8 masks,
+// dropped copies and a halo copy kept) held about seven.
+TEST(ModelMemory, TwoLayerStepHoldsTwoOrThreeHiddenActivations) {
+  const std::int64_t n = 6000, f = 48, hidden = 48, classes = 4;
+  std::vector<std::pair<NodeId, NodeId>> edges;
+  for (NodeId v = 0; v < n; ++v) {
+    edges.emplace_back(v, (v + 1) % n);
+    edges.emplace_back(v, (v * 7 + 3) % n);
+  }
+  const LocalCsr graph = test::local_graph(n, edges);
+  nn::LocalAggregator agg(graph);
+  std::vector<nn::Aggregator*> aggs{&agg, &agg};
+  Tensor x = Tensor::empty({n, f}, DType::f32);
+  for (std::int64_t i = 0; i < n * f; ++i)
+    x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 101.0f;
+  std::vector<LocalId> rows(n);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<std::int64_t> labels(n);
+  for (std::int64_t i = 0; i < n; ++i)
+    labels[i] = i % classes;
+  const std::int64_t unit = n * hidden * 4, small = n * classes * 4;
+  for (const std::string kind : {"gcn", "sage"}) {
+    SCOPED_TRACE(kind);
+    nn::ModelConfig config;
+    config.kind = kind;
+    config.in_dim = f;
+    config.hidden = hidden;
+    config.out_dim = classes;
+    config.dropout = 0.5f;
+    nn::Model model(config);
+    auto step = [&](std::uint32_t epoch) {
+      model.zero_grad();
+      Tensor logits = model.forward(x, aggs, rng::Key{5, rng::Stream::dropout, epoch, 0, 0}, true);
+      const nn::LossResult loss = nn::softmax_cross_entropy(logits, rows, labels, 1.0 / n);
+      logits = Tensor();
+      model.backward(loss.grad);
+      return loss.loss_sum;
+    };
+    step(1); // builds the aggregation matrices and the bit buffers
+    const auto before = device_memory::stats(Device::cpu());
+    device_memory::reset_peak(Device::cpu());
+    const double loss = step(2);
+    const auto after = device_memory::stats(Device::cpu());
+    EXPECT_TRUE(std::isfinite(loss));
+    const std::int64_t step_bytes = after.peak_bytes_in_use - before.bytes_in_use;
+    const std::int64_t activations = kind == "gcn" ? 2 : 3;
+    EXPECT_LE(step_bytes, activations * unit + 6 * small + n * hidden / 8 + (1 << 16))
+        << "a step held " << double(step_bytes) / unit << " [N, hidden] activations";
+    // The counters see the step at all (layer 0's aggregation alone is one activation).
+    EXPECT_GE(step_bytes, unit);
+    // Nothing a step allocates outlives it but the bit buffer it reuses.
+    EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  }
+}
+
+} // namespace
+} // namespace tessel

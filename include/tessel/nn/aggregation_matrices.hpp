@@ -22,6 +22,12 @@ public:
   // by Norm::gcn only; may be undefined otherwise). Drops the matrices built so far.
   void reset(kernels::SparseMatrix pattern, Tensor degree);
 
+  // Drops the pattern and the degrees, keeping the matrices built so far (their arrays stay
+  // alive where they share them, as the mean matrix does): for a run that uses one Norm, whose
+  // GCN matrices otherwise hold a third copy of the graph. A Norm not built yet can then no
+  // longer be built (an error).
+  void release_pattern();
+
   std::int64_t num_dst() const { return pattern_.num_rows; }
   std::int64_t num_src() const { return pattern_.num_cols; }
   const kernels::SparseMatrix& pattern() const { return pattern_; }

@@ -7,6 +7,7 @@
 #include "tessel/nn/model.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,13 +37,45 @@ private:
   Tensor input_;
 };
 
-// A layer that reads neighbors through an Aggregator.
+// Writes rows [begin, end) of a layer's input again into `rows` (f32 [end - begin, in_dim], on
+// the input's device). Given for inputs that are cheap to redraw, such as the dropout of the
+// input features: the layer then need not keep its input for the backward pass.
+using InputRecompute = std::function<void(std::int64_t begin, std::int64_t end, Tensor& rows)>;
+
+// A layer's input as its backward pass needs it: kept, or redrawn in row chunks.
+class SavedInput {
+public:
+  // Keeps x, or only `recompute` when one is given (x's storage is then not held here).
+  void save(Tensor x, const InputRecompute& recompute);
+  void release() { *this = SavedInput(); }
+  bool saved() const { return value_.defined() || recompute_ != nullptr; }
+  // dw += X[0, rows)^T g. g: f32 [rows, out]; dw: f32 [in, out].
+  void add_transposed_times(const Tensor& g, Tensor& dw) const;
+  // out = X[0, rows) w (+ out when accumulate). w: f32 [in, out]; out: f32 [rows, out].
+  void times(const Tensor& w, Tensor& out, bool accumulate) const;
+
+private:
+  // Calls fn(chunk, begin, end) over rows [0, rows) with chunk = X[begin, end).
+  void for_chunks(std::int64_t rows,
+                  const std::function<void(const Tensor&, std::int64_t, std::int64_t)>& fn) const;
+  Tensor value_;
+  InputRecompute recompute_;
+  std::int64_t cols_ = 0;
+  Device device_;
+};
+
+// A layer that reads neighbors through an Aggregator. Layers release what they saved as soon
+// as their backward pass has used it, and each tensor they return belongs to the caller (it
+// may be modified in place).
 class GraphLayer {
 public:
   virtual ~GraphLayer() = default;
-  // x: [agg.num_src(), in_dim] -> [agg.num_dst(), out_dim]. Keeps &agg for backward.
-  virtual Tensor forward(const Tensor& x, Aggregator& agg) = 0;
-  // grad_out: [num_dst, out_dim] -> [num_src, in_dim] (or undefined).
+  // x: [agg.num_src(), in_dim] -> [agg.num_dst(), out_dim]. Keeps &agg for backward. Pass x by
+  // std::move when the caller no longer needs it: a layer that does not read its input again
+  // then frees it before allocating its output. With `recompute`, the layer keeps no copy of its
+  // input and redraws the rows it needs in chunks.
+  virtual Tensor forward(Tensor x, Aggregator& agg, const InputRecompute& recompute = {}) = 0;
+  // grad_out: [num_dst, out_dim] -> [num_src, in_dim] (or undefined). Once per forward().
   virtual Tensor backward(const Tensor& grad_out, bool need_input_grad) = 0;
   virtual std::vector<Parameter*> parameters() = 0;
   virtual std::int64_t in_dim() const = 0;
@@ -56,7 +89,7 @@ class GcnLayer final : public GraphLayer {
 public:
   GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
            const rng::Key& key, Device device);
-  Tensor forward(const Tensor& x, Aggregator& agg) override;
+  Tensor forward(Tensor x, Aggregator& agg, const InputRecompute& recompute = {}) override;
   Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   std::int64_t in_dim() const override { return weight_.value.rows(); }
@@ -66,7 +99,7 @@ public:
 private:
   Parameter weight_, bias_;
   Aggregator* agg_ = nullptr;
-  Tensor input_;      // X
+  SavedInput input_;  // X (transform-first only: aggregate-first never reads X again)
   Tensor aggregated_; // Â X (aggregate-first only)
 };
 
@@ -76,7 +109,7 @@ class SageLayer final : public GraphLayer {
 public:
   SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
             const rng::Key& key, Device device);
-  Tensor forward(const Tensor& x, Aggregator& agg) override;
+  Tensor forward(Tensor x, Aggregator& agg, const InputRecompute& recompute = {}) override;
   Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override { return {&self_weight_, &neigh_weight_, &bias_}; }
   std::int64_t in_dim() const override { return self_weight_.value.rows(); }
@@ -86,7 +119,7 @@ public:
 private:
   Parameter self_weight_, neigh_weight_, bias_;
   Aggregator* agg_ = nullptr;
-  Tensor input_;
+  SavedInput input_;
   Tensor aggregated_; // mean_agg(X) (aggregate-first only)
 };
 

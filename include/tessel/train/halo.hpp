@@ -24,10 +24,12 @@ class HaloExchange {
                comm::Communicator* data = nullptr);
 
   // x_owned: [n_owned, F] f32 -> x_full: [n_owned + n_halo, F] (resized if needed): owned rows
-  // copied, halo rows received from their owners. Collective.
+  // copied, halo rows received from their owners; x_full shares x_owned's storage instead when
+  // this rank holds no halo rows. Collective.
   void forward(const Tensor& x_owned, Tensor& x_full);
   // grad_full: [n_owned + n_halo, F] -> grad_owned: [n_owned, F] = owned rows of grad_full plus,
-  // for every row another rank holds as halo, the gradient that rank computed for it. Collective.
+  // for every row another rank holds as halo, the gradient that rank computed for it; with no
+  // halo rows here grad_owned is grad_full itself, updated in place. Collective.
   void backward(const Tensor& grad_full, Tensor& grad_owned);
 
   // Rows this rank sends per forward call (the analytic halo volume is that times F * 4 bytes).
