@@ -150,6 +150,23 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "| bench | rc=$? | see the tables below | $((SECONDS - start)) |" >>"$summary"
   [ -f "$work/gpu-bench.md" ] && { echo; cat "$work/gpu-bench.md"; } >>"$summary"
 fi
+# NSYS=1: where Nsight Systems is installed, the kernel time of 6 epochs of each model on the
+# benchmark's graph (nsys stats, per kernel), for finding where an epoch goes.
+nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1 || true)
+parts=$(ls -d "${BENCH_WORK:-/tmp/tessel-bench-gpu}"/uniform-*-p1 2>/dev/null | head -1)
+if [ "${NSYS:-0}" = 1 ] && [ -n "$nsys_bin" ] && [ -n "$parts" ]; then
+  for model in gcn sage; do
+    timeout 120 "$nsys_bin" profile -o "$(dirname "$logs")/$model" --force-overwrite true \
+      $mpi -np 1 tree/src/cli/tessel train "$parts" --mode full --device cuda --model "$model" \
+      --layers 2 --hidden 128 --dropout 0.5 --epochs 6 --eval-every 1000 --quiet >"$logs/nsys-$model.log" 2>&1
+    { echo "== $model: GPU kernels and copies over 6 epochs (nsys)"
+      "$nsys_bin" stats --report cuda_gpu_kern_sum --report cuda_gpu_mem_time_sum --format csv \
+        "$(dirname "$logs")/$model.nsys-rep" 2>&1 | head -45; } >>"$out/profile.txt"
+  done
+  save_logs
+elif [ "${NSYS:-0}" = 1 ]; then
+  echo "NSYS=1: no nsys found (or no benchmark graph): no profile" >"$out/profile.txt"
+fi
 { echo; echo "failed tests:"; cat "$out/failures.txt"; echo "skipped tests:"; cat "$out/skipped.txt"; } >>"$summary"
 rm -f "$out/failures.txt" "$out/skipped.txt"
 save_logs

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,75 @@ int main(int argc, char** argv) {
     if (json.is_open())
       json << fmt::format("{{\"F\": {}, \"kernel\": \"gemm\", \"best_s\": {:.6f}, \"tflops\": {:.3f}}}\n",
                           f, g.best, tflops);
+  }
+  // The other ops of a 2-layer full-batch epoch at the benchmark's shapes (hidden = the last
+  // --feat, 16 classes), one line each: where an epoch goes beside SpMM and the square GEMM.
+  {
+    const std::int64_t h = parse_list(feats).back(), c = 16;
+    auto filled = [&](std::int64_t rows, std::int64_t cols, std::uint64_t stream) {
+      Tensor t = Tensor::empty({rows, cols}, DType::f32);
+      rng::Sequence fill(rng::Key{seed, rng::Stream::synthetic, 4}, stream);
+      for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = fill.next_uniform() - 0.5f;
+      return t.to(gpu);
+    };
+    const Tensor xh = filled(nodes, h, 1), gh = filled(nodes, h, 2), gc = filled(nodes, c, 3);
+    Tensor yh = Tensor::empty({nodes, h}, DType::f32, gpu), yc = Tensor::empty({nodes, c}, DType::f32, gpu);
+    Tensor whh = Tensor::zeros({h, h}, DType::f32, gpu), whc = Tensor::zeros({h, c}, DType::f32, gpu);
+    Tensor bias = Tensor::zeros({h}, DType::f32, gpu), bias_grad = Tensor::zeros({h}, DType::f32, gpu);
+    Tensor bits = Tensor::empty({nodes, (h + 7) / 8}, DType::u8, gpu), no_mask;
+    std::vector<NodeId> ids_host(static_cast<std::size_t>(nodes));
+    for (std::int64_t i = 0; i < nodes; ++i) ids_host[static_cast<std::size_t>(i)] = i;
+    const Tensor ids = Tensor::from_vector(ids_host).to(gpu);
+    const rng::Key key{seed, rng::Stream::dropout, 1, 0, 0};
+    std::vector<LocalId> train_rows;
+    std::vector<std::int64_t> labels;
+    for (std::int64_t i = 0; i < nodes; i += 10) {
+      train_rows.push_back(static_cast<LocalId>(i));
+      labels.push_back(i % c);
+    }
+    const auto at = kernels::csr_transpose(a, &ctx);
+    const std::int64_t chunk = std::min<std::int64_t>(nodes, (std::int64_t{1} << 24) / h);
+    struct Op {
+      std::string name;
+      std::function<void()> run;
+    };
+    const std::vector<Op> ops = {
+        {"gemm X W [N,h]x[h,c]", [&] { kernels::gemm(xh, false, whc, false, yc, 1, 0, &ctx); }},
+        {"gemm X^T G [h,N]x[N,h]", [&] { kernels::gemm(xh, true, gh, false, whh, 1, 1, &ctx); }},
+        {"gemm X^T G [h,N]x[N,c]", [&] { kernels::gemm(xh, true, gc, false, whc, 1, 1, &ctx); }},
+        {"gemm G W^T [N,c]x[c,h]", [&] { kernels::gemm(gc, false, whc, true, yh, 1, 0, &ctx); }},
+        {"gemm G W^T beta=1", [&] { kernels::gemm(gc, false, whc, true, yh, 1, 1, &ctx); }},
+        {"gemm X W beta=1 [N,h]x[h,h]", [&] { kernels::gemm(xh, false, whh, false, yh, 1, 1, &ctx); }},
+        {"gemm X W in 64 MiB chunks", [&] {
+           for (std::int64_t b = 0; b < nodes; b += chunk) {
+             const std::int64_t e = std::min(nodes, b + chunk);
+             Tensor out = yh.rows_slice(b, e);
+             kernels::gemm(xh.rows_slice(b, e), false, whh, false, out, 1, 1, &ctx);
+           }
+         }},
+        {"gemm X^T G in 64 MiB chunks", [&] {
+           for (std::int64_t b = 0; b < nodes; b += chunk) {
+             const std::int64_t e = std::min(nodes, b + chunk);
+             kernels::gemm(xh.rows_slice(b, e), true, gh.rows_slice(b, e), false, whh, 1, 1, &ctx);
+           }
+         }},
+        {"dropout [N,h] no mask", [&] { kernels::dropout_forward(xh, ids, key, 0.5f, yh, no_mask, &ctx); }},
+        {"relu_dropout [N,h] in place", [&] { kernels::relu_dropout_forward(yh, ids, key, 0.5f, yh, bits, &ctx); }},
+        {"relu_dropout_backward", [&] { kernels::relu_dropout_backward(yh, bits, 0.5f, yh, &ctx); }},
+        {"add_bias [N,h]", [&] { kernels::add_bias(yh, bias, &ctx); }},
+        {"column_sums [N,h]", [&] { kernels::column_sums(gh, bias_grad, true, &ctx); }},
+        {"spmm A [N,c]", [&] { kernels::spmm(a, gc, yc, &ctx); }},
+        {"spmm A^T [N,c]", [&] { kernels::spmm(at, gc, yc, &ctx); }},
+        {"softmax_xent N/10 rows", [&] { (void)kernels::softmax_cross_entropy(yc, train_rows, labels, 1e-5, yc, &ctx); }},
+    };
+    std::printf("epoch ops (h = %lld, c = %lld):\n", static_cast<long long>(h), static_cast<long long>(c));
+    for (const Op& op : ops) {
+      const Timing t = time_reps(ctx, reps, op.run);
+      std::printf("  %-30s %10.3f %10.3f ms\n", op.name.c_str(), t.best * 1e3, t.median * 1e3);
+      if (json.is_open())
+        json << fmt::format("{{\"op\": \"{}\", \"best_s\": {:.6f}, \"median_s\": {:.6f}}}\n", op.name,
+                            t.best, t.median);
+    }
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU benchmark: device-resident full-batch training (GCN and GraphSAGE, 2 layers, hidden 128)
 # on a synthetic graph with a uniform number of in-neighbors per node, one GPU, P = 1: ms per
-# epoch (median of epochs 3-12) and peak GPU memory; SpMM effective TB/s at F = 32 and 128
+# epoch (median of epochs 3-12) and peak GPU memory (Tessel's caching allocator beside
+# torch.cuda.max_memory_allocated, with the ratios); SpMM effective TB/s at F = 32 and 128
 # against a device copy; and, when torch_geometric is importable, the same models in PyG on the
 # same graph and GPU (scripts/bench/pyg_fullbatch.py, torch.sparse CSR adjacency). Then sampled
 # GraphSAGE (3 x hidden, fanouts 15,10,5, batch 1024) on the same graph, a fixed number of steps
@@ -62,46 +63,62 @@ SECONDS=0
   --out "$parts" --force >/dev/null
 echo "graph ready in ${SECONDS} s: $nodes nodes, $degree in-neighbors each, F = $feat" | tee -a "$summary"
 
-# median_and_peak METRICS: "ms_per_epoch peak_gb" from a metrics file (epochs 3..12).
-median_and_peak() {
+# tessel_numbers METRICS: "ms_per_epoch peak_gb reserved_gb device_used_gb setup_peak_gb loss
+# phases" from a metrics file: the median of epochs 3..12, and the device memory of the summary
+# line (caching allocator's peak in use and reserved since setup, cudaMemGetInfo's use at the
+# end; the epoch lines as a fallback).
+tessel_numbers() {
   py - "$1" <<'PY'
 import json, statistics, sys
-epochs = [json.loads(l) for l in open(sys.argv[1]) if l.strip() and '"summary"' not in l]
-timed = [e["epoch_s"] for e in epochs[2:12]]
-print(f"{1e3 * statistics.median(timed):.2f} {max(e.get('gpu_peak_bytes', 0) for e in epochs) / 1e9:.2f}"
-      f" {epochs[-1]['loss']:.4f}")
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+epochs = [e for e in lines if not e.get("summary")]
+summary = next((e for e in lines if e.get("summary")), {})
+timed = epochs[2:12]
+def most(key):
+    return max([e.get(key, 0) for e in epochs] + [summary.get(key, 0)]) / 1e9
+phases = {k: statistics.median(e["phases"].get(k, 0) for e in timed) for k in timed[0].get("phases", {})}
+print(f"{1e3 * statistics.median(e['epoch_s'] for e in timed):.2f} {most('gpu_peak_bytes'):.2f}"
+      f" {most('gpu_peak_reserved_bytes'):.2f} {most('gpu_device_used_bytes'):.2f}"
+      f" {most('gpu_setup_peak_bytes'):.2f} {epochs[-1]['loss']:.4f} "
+      + ",".join(f"{k}={1e3 * v:.1f}ms" for k, v in sorted(phases.items())))
 PY
 }
 
-echo "| model | tessel ms/epoch | tessel peak GB | PyG (sparse adj) ms/epoch | PyG peak GB |" >>"$summary"
-echo "|---|---|---|---|---|" >>"$summary"
+echo "| model | tessel ms/epoch | PyG (sparse adj) ms/epoch | time ratio | tessel peak GB | PyG peak GB | memory ratio | tessel reserved GB | PyG reserved GB | tessel device used GB |" >>"$summary"
+echo "|---|---|---|---|---|---|---|---|---|---|" >>"$summary"
 pyg_ok=0
 if [ "${SKIP_PYG:-0}" != 1 ] && py -c "import torch_geometric, torch; assert torch.cuda.is_available()" 2>/dev/null; then
   pyg_ok=1
   py scripts/bench/pyg_fullbatch.py "$parts/part-0.h5" --models gcn,sage --hidden "$hidden" \
     --epochs "$epochs" --json "$work/pyg.jsonl" || pyg_ok=0
 fi
+phase_notes="$work/phases.txt"
+: >"$phase_notes"
 for model in gcn sage; do
   metrics="$work/tessel-$model.jsonl"
   if ! "$mpirun" --oversubscribe --bind-to none -np 1 "$tessel" train "$parts" --mode full \
     --device "${DEVICE:-cuda}" --model "$model" --layers 2 --hidden "$hidden" --dropout 0.5 \
     --epochs "$epochs" --eval-every 1000 --quiet --metrics "$metrics"; then
-    echo "| $model 2x$hidden | failed (see the log) | | | |" >>"$summary"
+    echo "| $model 2x$hidden | failed (see the log) | | | | | | | | |" >>"$summary"
     continue
   fi
-  read -r ms peak loss < <(median_and_peak "$metrics")
-  pyg_ms="-"; pyg_peak="-"
+  read -r ms peak reserved used setup_peak loss phases < <(tessel_numbers "$metrics")
+  pyg_ms="-"; pyg_peak="-"; pyg_reserved="-"; time_ratio="-"; mem_ratio="-"
   if [ "$pyg_ok" = 1 ]; then
-    read -r pyg_ms pyg_peak < <(py -c "
+    read -r pyg_ms pyg_peak pyg_reserved < <(py -c "
 import json
 for l in open('$work/pyg.jsonl'):
     r = json.loads(l)
     if r['model'] == '$model' and r['input'] == 'sparse':
-        print(f\"{r['ms_per_epoch']:.2f} {r['peak_gb']:.2f}\")")
+        print(f\"{r['ms_per_epoch']:.2f} {r['peak_gb']:.2f} {r.get('reserved_gb', 0):.2f}\")")
+    read -r time_ratio mem_ratio < <(py -c "print(f'{$ms / $pyg_ms:.2f}x {$peak / $pyg_peak:.2f}x')")
   fi
-  echo "tessel $model: $ms ms/epoch, peak $peak GB, loss after $epochs epochs $loss"
-  echo "| $model 2x$hidden | $ms | $peak | $pyg_ms | $pyg_peak |" >>"$summary"
+  echo "tessel $model: $ms ms/epoch ($phases), peak $peak GB in use, $reserved GB reserved, device used $used GB, setup peak $setup_peak GB, loss after $epochs epochs $loss"
+  echo "| $model 2x$hidden | $ms | $pyg_ms | $time_ratio | $peak | $pyg_peak | $mem_ratio | $reserved | $pyg_reserved | $used |" >>"$summary"
+  echo "tessel $model phases (median ms): $phases" >>"$phase_notes"
 done
+cat "$phase_notes" >>"$summary"
+echo "(peak GB: Tessel's caching allocator and torch.cuda.max_memory_allocated, bytes in use at the worst moment, features and graph included; reserved: held from the driver; device used: cudaMemGetInfo at the end, CUDA context included)" >>"$summary"
 [ "$pyg_ok" = 1 ] || echo "(PyG not run: torch_geometric with CUDA not importable, or SKIP_PYG=1)" >>"$summary"
 
 # Sampled GraphSAGE: 3 epochs of SAMPLED_STEPS steps; the second epoch is reported (the first

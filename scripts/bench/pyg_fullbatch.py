@@ -5,7 +5,8 @@ the graph of a 1-part Tessel partition (part-0.h5), timed per epoch on one GPU.
 usage: pyg_fullbatch.py PART_H5 [--models gcn,sage] [--hidden 128] [--epochs 13]
                         [--inputs sparse,edge_index] [--json FILE]
 Prints one line per (model, input): ms per epoch (median of epochs 3-12, i.e. after two
-warm-up epochs) and peak GPU memory (torch.cuda.max_memory_allocated). `sparse` hands the
+warm-up epochs) and peak GPU memory (torch.cuda.max_memory_allocated, and
+max_memory_reserved). `sparse` hands the
 convolutions a torch.sparse CSR adjacency (rows = targets), `edge_index` a [2, E] tensor.
 """
 import argparse
@@ -95,10 +96,12 @@ def main():
                 times.append(time.perf_counter() - t0)
             timed = times[2:12] if len(times) >= 12 else times[2:]
             r = {"model": model, "input": kind, "ms_per_epoch": 1e3 * statistics.median(timed),
-                 "peak_gb": torch.cuda.max_memory_allocated() / 1e9, "final_loss": loss_value}
+                 "peak_gb": torch.cuda.max_memory_allocated() / 1e9,
+                 "reserved_gb": torch.cuda.max_memory_reserved() / 1e9, "final_loss": loss_value}
             results.append(r)
             print(f"pyg {model:5s} {kind:10s} {r['ms_per_epoch']:9.2f} ms/epoch  "
-                  f"peak {r['peak_gb']:6.2f} GB  loss {loss_value:.4f}", flush=True)
+                  f"peak {r['peak_gb']:6.2f} GB  reserved {r['reserved_gb']:6.2f} GB  "
+                  f"loss {loss_value:.4f}", flush=True)
             del adj, net, opt
     if a.json:
         with open(a.json, "w") as f:
