@@ -23,6 +23,7 @@ Resources::Resources(int device_index) : device(device_index) {
 Resources::~Resources() {
   // Destructors do not throw: teardown errors are not actionable.
   cudaSetDevice(device);
+  if (stream) cudaStreamSynchronize(stream);
   device_memory::release(scratch, Device::cuda(device), scratch_bytes);
   device_memory::release(workspace, Device::cuda(device), workspace_bytes);
   if (cusparse) cusparseDestroy(cusparse);
@@ -31,10 +32,14 @@ Resources::~Resources() {
 }
 
 namespace {
-void* grow(int device, void*& buffer, std::size_t& capacity, std::size_t bytes) {
+void* grow(int device, cudaStream_t stream, void*& buffer, std::size_t& capacity,
+           std::size_t bytes) {
   if (bytes <= capacity && buffer) return buffer;
   const std::size_t grown = bytes > 2 * capacity ? bytes : 2 * capacity;
   if (buffer) {
+    // The cache hands blocks out in the order of the device's own stream; this context's
+    // stream may be another one, so the old block's work must be done before it goes back.
+    TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
     device_memory::release(buffer, Device::cuda(device), capacity);
     buffer = nullptr;
     capacity = 0;
@@ -46,11 +51,11 @@ void* grow(int device, void*& buffer, std::size_t& capacity, std::size_t bytes) 
 } // namespace
 
 void* Resources::scratch_at_least(std::size_t bytes) {
-  return grow(device, scratch, scratch_bytes, bytes);
+  return grow(device, stream, scratch, scratch_bytes, bytes);
 }
 
 void* Resources::workspace_at_least(std::size_t bytes) {
-  return grow(device, workspace, workspace_bytes, bytes);
+  return grow(device, stream, workspace, workspace_bytes, bytes);
 }
 
 Resources* create_resources(int device) {

@@ -48,16 +48,22 @@ inline unsigned int blocks_for(std::int64_t count, int threads = kThreads) {
 // as a graph, which the grow-only scratch would otherwise hold for the rest of the run.
 class DeviceBuffer {
 public:
-  DeviceBuffer(int device, std::size_t bytes)
-      : device_(Device::cuda(device)), bytes_(bytes),
+  DeviceBuffer(const Resources& r, std::size_t bytes)
+      : device_(Device::cuda(r.device)), stream_(r.stream), bytes_(bytes),
         ptr_(static_cast<char*>(device_memory::allocate(bytes, device_))) {}
-  ~DeviceBuffer() { device_memory::release(ptr_, device_, bytes_); }
+  ~DeviceBuffer() {
+    // A context on another stream than the cache's must finish with the block first.
+    if (stream_ != static_cast<cudaStream_t>(device_memory::stream(device_)))
+      cudaStreamSynchronize(stream_);
+    device_memory::release(ptr_, device_, bytes_);
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return ptr_; }
 
 private:
   Device device_;
+  cudaStream_t stream_;
   std::size_t bytes_;
   char* ptr_;
 };

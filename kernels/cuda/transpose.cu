@@ -82,14 +82,14 @@ void csr_transpose(Resources& r, std::int64_t rows, std::int64_t cols, std::int6
       bits_for(cols), r.stream));
   // Temporaries of 16 bytes per entry: from the caching allocator for this call only, not the
   // grow-only scratch, which would keep them for the rest of the run.
-  const DeviceBuffer temporaries(r.device, ScratchCarver::bytes<LocalId>(nnz) * 2 +
+  const DeviceBuffer temporaries(r, ScratchCarver::bytes<LocalId>(nnz) * 2 +
                                                ScratchCarver::bytes<std::int32_t>(nnz) * 2);
   ScratchCarver carver(temporaries);
   auto* row_of = carver.take<LocalId>(nnz);
   auto* sorted_cols = carver.take<LocalId>(nnz);
   auto* edge_id = carver.take<std::int32_t>(nnz);
   auto* order = carver.take<std::int32_t>(nnz);
-  const DeviceBuffer sort_buffer(r.device, sort_bytes > 0 ? sort_bytes : 256);
+  const DeviceBuffer sort_buffer(r, sort_bytes > 0 ? sort_bytes : 256);
   void* sort_space = sort_buffer.get();
 
   if (rows > 0) {
