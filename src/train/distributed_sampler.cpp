@@ -104,25 +104,7 @@ void DistributedSampler::setup_device_store(const std::string& policy,
       candidates = local_global_;
       score.assign(part_.degree.begin(), part_.degree.begin() + part_.num_local());
     } else {
-      // Input nodes of the first steps of a presampled epoch (epoch key 0, never trained on).
-      constexpr std::int64_t kPresampleSteps = 8;
-      PhaseTimes ignored;
-      std::vector<std::vector<LocalId>> step_seeds;
-      std::vector<std::int64_t> step_counts;
-      assign_steps(0, step_seeds, step_counts, ignored);
-      std::unordered_map<NodeId, std::int64_t> counts;
-      const auto steps =
-          std::min<std::int64_t>(kPresampleSteps, static_cast<std::int64_t>(step_counts.size()));
-      for (std::int64_t s = 0; s < steps; ++s) {
-        if (step_counts[s] == 0) continue;
-        sample(0, static_cast<std::uint32_t>(s), step_seeds[s], ignored);
-        for (NodeId g : blocks_[0].src)
-          ++counts[g];
-      }
-      for (const auto& [g, c] : counts) {
-        candidates.push_back(g);
-        score.push_back(c);
-      }
+      presampled_inputs(false, candidates, score);
     }
     const std::int64_t capacity =
         budget.capacity_rows(static_cast<std::int64_t>(candidates.size()), f * 4);
@@ -507,6 +489,28 @@ void DistributedSampler::fetch_remote_rows(std::span<const NodeId> ids,
   }
 }
 
+void DistributedSampler::presampled_inputs(bool remote_only, std::vector<NodeId>& candidates,
+                                           std::vector<std::int64_t>& score) {
+  constexpr std::int64_t kPresampleSteps = 8;
+  PhaseTimes ignored;
+  std::vector<std::vector<LocalId>> step_seeds;
+  std::vector<std::int64_t> step_counts;
+  assign_steps(0, step_seeds, step_counts, ignored);
+  std::unordered_map<NodeId, std::int64_t> counts;
+  const auto steps =
+      std::min<std::int64_t>(kPresampleSteps, static_cast<std::int64_t>(step_counts.size()));
+  for (std::int64_t s = 0; s < steps; ++s) {
+    if (step_counts[s] == 0) continue;
+    sample(0, static_cast<std::uint32_t>(s), step_seeds[s], ignored);
+    for (NodeId g : blocks_[0].src)
+      if (!remote_only || g < part_.offset || g >= part_.offset + part_.num_owned) ++counts[g];
+  }
+  for (const auto& [g, c] : counts) {
+    candidates.push_back(g);
+    score.push_back(c);
+  }
+}
+
 void DistributedSampler::setup_cache(const std::string& policy, const sampling::CacheBudget& budget,
                                      std::span<const float> owned_features) {
   const bool enabled = policy != "none" && (budget.size_mb > 0 || budget.ratio > 0);
@@ -520,26 +524,7 @@ void DistributedSampler::setup_cache(const std::string& policy, const sampling::
       score.push_back(part_.degree[part_.num_owned + h]);
     }
   } else {
-    // Remote input nodes of the first steps of a presampled epoch. Epoch key 0 is never used
-    // by training (epochs start at 1), so no training draw is reused.
-    constexpr std::int64_t kPresampleSteps = 8;
-    PhaseTimes ignored;
-    std::vector<std::vector<LocalId>> step_seeds;
-    std::vector<std::int64_t> step_counts;
-    assign_steps(0, step_seeds, step_counts, ignored);
-    std::unordered_map<NodeId, std::int64_t> counts;
-    const auto steps =
-        std::min<std::int64_t>(kPresampleSteps, static_cast<std::int64_t>(step_counts.size()));
-    for (std::int64_t s = 0; s < steps; ++s) {
-      if (step_counts[s] == 0) continue;
-      sample(0, static_cast<std::uint32_t>(s), step_seeds[s], ignored);
-      for (NodeId g : blocks_[0].src)
-        if (g < part_.offset || g >= part_.offset + part_.num_owned) ++counts[g];
-    }
-    for (const auto& [g, c] : counts) {
-      candidates.push_back(g);
-      score.push_back(c);
-    }
+    presampled_inputs(true, candidates, score);
   }
   cache_ = sampling::FeatureCache::build(candidates, score, budget, part_.feature_dim);
   std::vector<float> rows(static_cast<std::size_t>(cache_.size()) *

@@ -114,6 +114,12 @@ private:
   // frontier_orig: the frontier's original ids (the keys of its draws).
   void hop(std::span<const NodeId> frontier, std::span<const NodeId> frontier_orig, int fanout,
            const rng::Key& key, PhaseTimes& phases, HopDraws& draws);
+  // The "presample" cache policy's candidates: input nodes of the first steps of a presampled
+  // epoch (epoch key 0, never used by training, which starts at 1, so no training draw is
+  // reused), scored by how many of those steps need them; only nodes another rank owns when
+  // remote_only. Collective (the steps' sampling is).
+  void presampled_inputs(bool remote_only, std::vector<NodeId>& candidates,
+                         std::vector<std::int64_t>& score);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
   void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
