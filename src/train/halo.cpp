@@ -10,7 +10,7 @@ namespace tessel::train {
 
 HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm,
                            comm::Communicator* data)
-    : comm_(comm), data_(data ? *data : comm), num_owned_(part.num_owned),
+    : data_(data ? *data : comm), num_owned_(part.num_owned),
       num_halo_(part.num_halo) {
   const int num_ranks = comm.size();
   TESSEL_EXPECTS(part.num_parts == num_ranks,

@@ -40,8 +40,7 @@ class HaloExchange {
   // The index tensors on `device` (moved there on first use).
   void indices_on(Device device);
 
-  comm::Communicator& comm_;
-  comm::Communicator& data_;
+  comm::Communicator& data_;  // moves the rows (the control communicator sets up the plan only)
   std::int64_t num_owned_ = 0;
   std::int64_t num_halo_ = 0;
   std::vector<std::int64_t> send_rows_per_peer_;  // [P] rows this rank sends to each peer
