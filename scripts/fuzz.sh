@@ -72,7 +72,10 @@ run_target() {
     case "$f" in *.log) continue ;; esac
     # An input that runs clean when replayed alone failed only through state an earlier input
     # of the same fork left behind (HDF5 keeps global state across files): listed, not blamed.
-    if "$bin" -timeout=5 -rss_limit_mb=2048 "$f" >"$f.log" 2>&1; then
+    # First replay: one allocation over 2 GB stops it with the allocating stack (the RSS limit,
+    # raised, cannot fire first and stop it without one); then the fuzzing limits as they were.
+    if "$bin" -timeout=5 -rss_limit_mb=6144 -malloc_limit_mb=2048 "$f" >"$f.log" 2>&1 &&
+      "$bin" -timeout=5 -rss_limit_mb=2048 "$f" >"$f.log" 2>&1; then
       echo "  $f (did not fail when replayed alone)" >>"$log.unreproduced"
       continue
     fi
