@@ -5,8 +5,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 
 namespace tessel {
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 void PhaseTimes::add(const std::string& phase, double seconds) { seconds_[phase] += seconds; }
 

@@ -14,12 +14,6 @@
 namespace tessel::train {
 namespace {
 
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 // The "sample" phase in wall seconds, and in process CPU seconds added to `cpu_seconds`.
 class SamplePhase {
  public:

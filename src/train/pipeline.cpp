@@ -320,7 +320,7 @@ private:
     double busy = 0;                    // compute seconds
     double wall = 0;                    // seconds inside the schedules
     std::int64_t bytes = 0;             // activations and gradients sent to other stages
-    std::vector<double> action_seconds; // per action of this rank's schedule, summed
+    std::vector<double> action_seconds; // per action of this rank's schedule, CPU seconds, summed
   };
 
   // One micro-batch's rows as this rank sees them.
@@ -594,6 +594,7 @@ private:
       const std::size_t k = at(act.micro, act.stage);
       const int b0 = stage_begin_[act.stage], b1 = stage_begin_[act.stage + 1];
       const auto t0 = Clock::now();
+      const double cpu0 = process_cpu_seconds();
       const std::span<const NodeId> micro_ids =
           ids.subspan(static_cast<std::size_t>(mb.begin), static_cast<std::size_t>(rows));
       switch (act.kind) {
@@ -682,7 +683,10 @@ private:
       const double dt = since(t0);
       if (act.kind == ActionKind::forward || act.kind == ActionKind::backward) {
         stats.busy += dt;
-        if (a < stats.action_seconds.size()) stats.action_seconds[a] += dt;
+        // The replay's costs are CPU seconds: a rank that waited for a core it shares with
+        // other processes did the same work, and the schedule's bubble is about the work.
+        if (a < stats.action_seconds.size())
+          stats.action_seconds[a] += process_cpu_seconds() - cpu0;
       }
     }
     stats.wall += since(start);
@@ -727,9 +731,9 @@ private:
     }
   }
 
-  // The bubble of group 0's schedule replayed with the compute seconds its actions took this
-  // epoch (messages free; the median per rank, action kind and stage): what the schedule costs with these stage times, without
-  // the noise of ranks that share cores. Rank 0 gets the number; the others return 0.
+  // The bubble of group 0's schedule replayed with the CPU seconds its actions took this epoch
+  // (messages free; the median per rank, action kind and stage): what the schedule costs with
+  // these stage times, without the noise of ranks that wait for cores they share. Rank 0 gets the number; the others return 0.
   double replay_bubble(const std::vector<double>& seconds) {
     std::vector<std::int64_t> counts(static_cast<std::size_t>(comm_.size()), 0);
     if (group_ == 0) counts[0] = static_cast<std::int64_t>(seconds.size());

@@ -107,7 +107,7 @@ TEST_F(PipelineCli, PredictionsCoverEveryNode) {
     EXPECT_EQ(ids[i], static_cast<std::int64_t>(i));
 }
 
-TEST_F(PipelineCli, ReplayedBubbleIsAtLeastTheSchedulesFloor) {
+TEST_F(PipelineCli, MeasuredBubbleMatchesTheSchedule) {
   // Balanced stages (split 2,3: the hop maps + the wide layer, then three layers of the same
   // total size) and enough work per micro-batch that compute dominates.
   for (const std::string schedule : {"gpipe", "1f1b"}) {
@@ -122,14 +122,14 @@ TEST_F(PipelineCli, ReplayedBubbleIsAtLeastTheSchedulesFloor) {
     const double analytic = e.at("bubble_analytic").get<double>();
     const double replay = e.at("bubble_replay").get<double>();
     EXPECT_NEAR(analytic, 1.0 / 9.0, 1e-12);
-    // Not a timing tolerance: how close the replay comes to 1/9 depends on how equal the stage
-    // times were on this machine at this moment (printed below). What holds for any stage
-    // times is that GPipe's replay idles at least the analytic floor
-    // (schedule_test's GpipeBubbleIsAtLeastTheAnalyticFloorForAnyStageCosts), and that a
-    // replay is a fraction of the time.
-    if (schedule == "gpipe") EXPECT_GE(replay, analytic - 1e-9);
-    EXPECT_GT(replay, 0.0) << schedule;
-    EXPECT_LT(replay, 1.0) << schedule;
+    // The replay costs each action its CPU seconds, so ranks waiting for a core shared with
+    // other processes do not unbalance the stages. GPipe's replay can never idle less than the
+    // analytic floor (schedule_test's GpipeBubbleIsAtLeastTheAnalyticFloorForAnyStageCosts);
+    // with these balanced stages both schedules come within 0.1 of it.
+    if (schedule == "gpipe") {
+      EXPECT_GE(replay, analytic - 1e-9);
+    }
+    EXPECT_NEAR(replay, analytic, 0.1) << schedule;
     std::printf("%s S=2 m=8: bubble analytic %.3f, replayed from measured stage times %.3f, "
                 "wall clock %.3f\n",
                 schedule.c_str(), analytic, replay, e.at("bubble").get<double>());

@@ -19,6 +19,10 @@ class Stopwatch {
   Clock::time_point start_;
 };
 
+// CPU seconds used so far by all threads of this process: unlike wall time, not inflated while
+// the process waits for a core that other processes share.
+double process_cpu_seconds();
+
 // Accumulates seconds per named phase ("sample", "aggregate", ...), in first-use order.
 class PhaseTimes {
  public:
