@@ -265,8 +265,9 @@ Tensor Relu::backward(const Tensor& grad_out) {
   return grad_in;
 }
 
-Tensor Dropout::forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
-                        bool training) {
+template <class RowIds>
+Tensor Dropout::forward_rows(const Tensor& x, const RowIds& row_ids, const rng::Key& key,
+                             bool training) {
   active_ = training && p_ > 0.0f;
   if (!active_) {
     mask_ = Tensor();
@@ -278,17 +279,14 @@ Tensor Dropout::forward(const Tensor& x, std::span<const NodeId> row_ids, const 
   return y;
 }
 
+Tensor Dropout::forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
+                        bool training) {
+  return forward_rows(x, row_ids, key, training);
+}
+
 Tensor Dropout::forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key,
                         bool training) {
-  active_ = training && p_ > 0.0f;
-  if (!active_) {
-    mask_ = Tensor();
-    return x;
-  }
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
-  mask_ = Tensor::empty(x.shape(), DType::u8, x.device());
-  kernels::dropout_forward(x, row_ids, key, p_, y, mask_);
-  return y;
+  return forward_rows(x, row_ids, key, training);
 }
 
 Tensor Dropout::backward(const Tensor& grad_out) {

@@ -144,6 +144,10 @@ public:
   const Tensor& mask() const { return mask_; } // u8, 1 = kept (undefined when inactive)
 
 private:
+  // Both forwards: RowIds is a host span or an i64 device tensor of row ids.
+  template <class RowIds>
+  Tensor forward_rows(const Tensor& x, const RowIds& row_ids, const rng::Key& key, bool training);
+
   float p_;
   bool active_ = false;
   Tensor mask_;
