@@ -207,6 +207,10 @@ NpzArchive::NpzArchive(std::filesystem::path path) : path_(std::move(path)) {
     while (x + 4 <= x_end) {
       const auto id = le(&cd[x], 2);
       const auto size = le(&cd[x + 2], 2);
+      TESSEL_EXPECTS(x + 4 + size <= x_end,
+                     "{}: corrupt zip central directory (entry {}: an extra field of {} bytes "
+                     "overruns the entry's {} bytes of extra fields)",
+                     path_.string(), i, size, extra_len);
       if (id == 0x0001) {
         std::size_t y = x + 4;
         const auto take = [&](std::uint64_t& field) {
