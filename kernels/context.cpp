@@ -16,11 +16,16 @@ namespace {
 void no_resources(cuda::Resources*) {}
 } // namespace
 
-Context::Context(Device device) : device_(device), cuda_(nullptr, &no_resources) {
+Context::Context(Device device) : Context(device, false) {}
+
+Context::Context(Device device, bool shares_device_stream)
+    : device_(device), cuda_(nullptr, &no_resources) {
   if (device.is_cpu()) return;
 #ifdef TESSEL_WITH_CUDA
-  cuda_ = {cuda::create_resources(device.index), &cuda::destroy_resources};
+  void* shared = shares_device_stream ? device_memory::stream(device) : nullptr;
+  cuda_ = {cuda::create_resources(device.index, shared), &cuda::destroy_resources};
 #else
+  (void)shares_device_stream;
   detail::unsupported_device("Context", device);
 #endif
 }
@@ -49,13 +54,9 @@ Context& default_context(Device device) {
   static auto* cuda_contexts = new std::map<int, Context*>();
   const std::lock_guard lock(mutex);
   auto& slot = (*cuda_contexts)[device.index];
-  if (!slot) {
-    slot = new Context(device);
-#ifdef TESSEL_WITH_CUDA
-    // Tensor copies and the caching allocator order their work with this stream.
-    device_memory::set_stream(device, cuda::stream_handle(slot->cuda_resources()));
-#endif
-  }
+  // Tensor copies and the caching allocator order their work with the device's stream, so the
+  // default context enqueues its kernels there too.
+  if (!slot) slot = new Context(device, true);
   return *slot;
 }
 

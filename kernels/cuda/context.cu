@@ -1,13 +1,20 @@
-// CUDA context resources: a blocking stream with cuBLAS and cuSPARSE handles bound to it.
+// CUDA context resources: a non-blocking stream with cuBLAS and cuSPARSE handles bound to it.
 #include "cuda_ops.hpp"
 #include "resources.cuh"
 
 namespace tessel::kernels::cuda {
 
-Resources::Resources(int device_index) : device(device_index) {
+Resources::Resources(int device_index, cudaStream_t shared_stream) : device(device_index) {
   TESSEL_CHECK_CUDA(cudaSetDevice(device));
-  // A blocking stream stays ordered with the legacy default stream that Tensor copies use.
-  TESSEL_CHECK_CUDA(cudaStreamCreate(&stream));
+  // The default context shares the device's stream, on which tensor copies, fills and the
+  // caching allocator's reuse are ordered. Either way the stream is non-blocking: nothing in
+  // Tessel enqueues on the legacy default stream, so there is nothing to wait for there.
+  if (shared_stream) {
+    stream = shared_stream;
+  } else {
+    TESSEL_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    owns_stream = true;
+  }
   try {
     TESSEL_CHECK_CUBLAS(cublasCreate(&cublas));
     TESSEL_CHECK_CUBLAS(cublasSetStream(cublas, stream));
@@ -15,7 +22,7 @@ Resources::Resources(int device_index) : device(device_index) {
     TESSEL_CHECK_CUSPARSE(cusparseSetStream(cusparse, stream));
   } catch (...) {
     if (cublas) cublasDestroy(cublas);
-    cudaStreamDestroy(stream);
+    if (owns_stream) cudaStreamDestroy(stream);
     throw;
   }
 }
@@ -28,7 +35,7 @@ Resources::~Resources() {
   device_memory::release(workspace, Device::cuda(device), workspace_bytes);
   if (cusparse) cusparseDestroy(cusparse);
   if (cublas) cublasDestroy(cublas);
-  if (stream) cudaStreamDestroy(stream);
+  if (stream && owns_stream) cudaStreamDestroy(stream);
 }
 
 namespace {
@@ -58,16 +65,12 @@ void* Resources::workspace_at_least(std::size_t bytes) {
   return grow(device, stream, workspace, workspace_bytes, bytes);
 }
 
-Resources* create_resources(int device) {
-  return new Resources(device);
+Resources* create_resources(int device, void* shared_stream) {
+  return new Resources(device, static_cast<cudaStream_t>(shared_stream));
 }
 
 void destroy_resources(Resources* resources) noexcept {
   delete resources;
-}
-
-void* stream_handle(Resources& r) {
-  return r.stream;
 }
 
 void synchronize(Resources& r) {

@@ -9,10 +9,11 @@
 
 namespace tessel::kernels::cuda {
 
-Resources* create_resources(int device);
+// shared_stream: the device's stream (device_memory::stream) for the default context, which
+// then does not own it; nullptr gives the context a non-blocking stream of its own.
+Resources* create_resources(int device, void* shared_stream);
 void destroy_resources(Resources* resources) noexcept;
 void synchronize(Resources& resources);
-void* stream_handle(Resources& resources);  // the cudaStream_t
 
 // Device pointers unless named host_*. All enqueue on the context's stream.
 void spmm_warp_row(Resources& r, std::int64_t rows, const EdgeId* indptr, const LocalId* indices,

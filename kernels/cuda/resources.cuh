@@ -12,7 +12,9 @@ namespace tessel::kernels::cuda {
 
 struct Resources {
   int device = 0;
+  // Non-blocking: never ordered with the legacy default stream, which nothing here uses.
   cudaStream_t stream = nullptr;
+  bool owns_stream = false;  // false for the device's own stream, shared with device_memory
   cublasHandle_t cublas = nullptr;
   cusparseHandle_t cusparse = nullptr;
   // Grow-only scratch for uploads of host spans and library workspaces, from the caching
@@ -25,7 +27,7 @@ struct Resources {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 
-  explicit Resources(int device_index);
+  Resources(int device_index, cudaStream_t shared_stream);
   ~Resources();
   Resources(const Resources&) = delete;
   Resources& operator=(const Resources&) = delete;

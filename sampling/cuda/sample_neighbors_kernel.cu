@@ -67,7 +67,9 @@ void run(const Tensor& indptr, const Tensor& indices, const Tensor& rows, const 
   TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
   const std::int64_t n = rows.numel();
   const std::int64_t num_graph_rows = indptr.numel() - 1;
-  cudaStream_t stream = nullptr; // the default stream; the entry point is synchronous
+  // The device's stream, which orders the input tensors' copies and the blocks the caching
+  // allocator hands out; the entry point waits for it before returning.
+  const auto stream = static_cast<cudaStream_t>(device_memory::stream(device));
 
   offsets = Tensor::empty({n + 1}, DType::i64, device);
   EdgeId* d_offsets = offsets.ptr<EdgeId>();

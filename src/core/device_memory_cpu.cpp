@@ -164,7 +164,6 @@ void reset_peak(Device device) {
 }
 void release_cached(Device) {}
 std::int64_t device_used_bytes(Device) { return 0; }
-void set_stream(Device, void*) {}
 void* stream(Device) { return nullptr; }
 #endif
 

@@ -5,6 +5,7 @@
 #include "size_class.hpp"
 #include "tessel/core/cuda_check.cuh"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -18,9 +19,10 @@ namespace {
 // Blocks released by tensors stay with the allocator and are handed to the next request of
 // their size class, so a training loop that allocates the same activations every epoch calls
 // cudaMalloc only in its first epochs. All work on a device is ordered with one stream (the
-// kernels' context stream, see set_stream), so a block released after enqueuing work that
-// reads it can be handed out at once: the next user's work is enqueued behind that work.
-// When cudaMalloc runs out of memory the cached blocks are freed and the request retried.
+// device's stream below, which the kernels' default context shares), so a block released after
+// enqueuing work that reads it can be handed out at once: the next user's work is enqueued
+// behind that work. When cudaMalloc runs out of memory the cached blocks are freed (after the
+// whole device is idle) and the request retried.
 class DeviceBlockCache {
  public:
   void* take(std::size_t bytes, int device) {
@@ -59,6 +61,8 @@ class DeviceBlockCache {
     try {
       free_.emplace(bytes, p);
     } catch (...) {  // no memory for the map node: return the block to the driver
+      // Work enqueued on the block may still run: wait for the device before freeing it.
+      cudaDeviceSynchronize();
       cudaFree(p);
       stats_.bytes_reserved -= static_cast<std::int64_t>(bytes);
     }
@@ -106,7 +110,9 @@ constexpr int kMaxDevices = 64;
 
 struct DeviceState {
   DeviceBlockCache cache;
-  cudaStream_t stream = nullptr;
+  // Created on the first use of the device and never destroyed (like the states themselves).
+  std::atomic<cudaStream_t> stream{nullptr};
+  std::mutex stream_mutex;
 };
 
 DeviceState& state(int index) {
@@ -156,7 +162,24 @@ PinnedCache& pinned_cache() {
   return *cache;
 }
 
-cudaStream_t stream_of(Device device) { return state(device.index).stream; }
+// The device's stream, created on first use. Non-blocking: it never waits for (nor holds up)
+// the legacy default stream, so nothing in Tessel may use that one (a source check in the
+// tests enforces it). The caller's current device is restored.
+cudaStream_t stream_of(Device device) {
+  DeviceState& s = state(device.index);
+  if (cudaStream_t existing = s.stream.load(std::memory_order_acquire)) return existing;
+  std::lock_guard lock(s.stream_mutex);
+  if (cudaStream_t existing = s.stream.load(std::memory_order_relaxed)) return existing;
+  int previous = 0;
+  TESSEL_CHECK_CUDA(cudaGetDevice(&previous));
+  TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
+  cudaStream_t created = nullptr;
+  const cudaError_t rc = cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
+  cudaSetDevice(previous);
+  TESSEL_CHECK_CUDA(rc);
+  s.stream.store(created, std::memory_order_release);
+  return created;
+}
 
 }  // namespace
 
@@ -209,14 +232,11 @@ std::int64_t device_used_bytes(Device device) {
   return static_cast<std::int64_t>(total_bytes - free_bytes);
 }
 
-void set_stream(Device device, void* stream) {
-  if (device.is_cuda()) state(device.index).stream = static_cast<cudaStream_t>(stream);
-}
-
 void* stream(Device device) { return device.is_cuda() ? stream_of(device) : nullptr; }
 
-// Copies are enqueued on the device's stream; copies that reach host memory wait for it, so
-// the host may read (or reuse) its buffer when this returns.
+// Copies are enqueued on the device's stream; copies that touch host memory (pageable or
+// pinned) or a second device wait for it, so the host may read or reuse its buffer when this
+// returns.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, bytes);
@@ -224,8 +244,14 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, std:
   }
   const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
   const cudaStream_t s = stream_of(gpu);
+  // Between two devices the copy runs on the destination's stream, which orders neither the
+  // source's pending writes nor its later reuse of the source block: wait on both sides.
+  const bool across = dst_device.is_cuda() && src_device.is_cuda() &&
+                      dst_device.index != src_device.index;
+  if (across) TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream_of(src_device)));
   TESSEL_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
-  if (dst_device.is_cpu() || src_device.is_cpu()) TESSEL_CHECK_CUDA(cudaStreamSynchronize(s));
+  if (across || dst_device.is_cpu() || src_device.is_cpu())
+    TESSEL_CHECK_CUDA(cudaStreamSynchronize(s));
 }
 
 void zero(void* ptr, Device device, std::size_t bytes) {

@@ -170,10 +170,12 @@ void release_cached(Device device);
 // Memory in use on the whole device as the driver reports it (cudaMemGetInfo: total - free, so
 // the CUDA context, library handles and other processes included); 0 for the CPU.
 std::int64_t device_used_bytes(Device device);
-// The stream that orders a device's work (the kernels' context stream registers itself).
-// Blocks released by tensors are handed to later requests without synchronizing: the
-// caching allocator relies on all work of a device being ordered with this stream.
-void set_stream(Device device, void* stream);
+// The stream that orders a device's work: a non-blocking cudaStream_t created on the first
+// call for a CUDA device (nullptr for the CPU). Tensor copies and fills, the kernels' default
+// context, the NCCL data plane and the GPU feature store enqueue on it. Blocks released by
+// tensors are handed to later requests without synchronizing: the caching allocator relies on
+// all work of a device being ordered with this stream, and work on any other stream must be
+// waited for before the blocks it touches are released.
 void* stream(Device device);
 }  // namespace device_memory
 

@@ -11,10 +11,15 @@ namespace cuda {
 struct Resources; // stream, cuBLAS and cuSPARSE handles, workspace (defined for nvcc only)
 }
 
-// One per device and thread of control. CPU contexts hold nothing; a CUDA context owns a
-// stream (blocking, so the legacy default stream used by Tensor copies stays ordered with
-// it), a cuBLAS handle and a cuSPARSE handle bound to that stream, and a grow-only scratch
-// buffer. Kernels enqueue on the stream; entry points that return host values synchronize.
+// One per device and thread of control. CPU contexts hold nothing; a CUDA context has a
+// non-blocking stream, a cuBLAS handle and a cuSPARSE handle bound to that stream, and a
+// grow-only scratch buffer. Kernels enqueue on the stream; entry points that return host values
+// synchronize. The default context of a device (default_context) shares the device's stream
+// (device_memory::stream), on which tensor copies and fills and the caching allocator's reuse
+// are ordered, so its work needs no further synchronization. A context constructed directly
+// owns a stream of its own that nothing else waits for: its user synchronizes it before
+// tensors it wrote are read or released elsewhere, and before it reads tensors just written on
+// the device's stream.
 class Context {
 public:
   explicit Context(Device device);
@@ -31,6 +36,9 @@ public:
   cuda::Resources& cuda_resources();
 
 private:
+  friend Context& default_context(Device device);
+  Context(Device device, bool shares_device_stream);
+
   Device device_;
   std::unique_ptr<cuda::Resources, void (*)(cuda::Resources*)> cuda_;
 };
