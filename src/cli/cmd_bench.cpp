@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 struct BenchOptions {
   train::TrainOptions train;
   std::string fanouts;
-  std::string modes = "full,sampled";
+  std::string modes = fmt::format("{}", fmt::join(train::default_bench_modes(), ","));
   std::vector<std::string> mode_list;  // parsed from `modes`
   fs::path out_dir;
   bool force = false;
@@ -215,8 +215,10 @@ std::function<void()> setup_bench(CLI::App& app) {
     // static one: one bench compares modes over the same folder, so they cannot be mixed.
     const bool temporal = partition::is_temporal_partition(o->train.part_dir);
     const auto& modes = o->mode_list;
-    TESSEL_EXPECTS(temporal == (std::find(modes.begin(), modes.end(), "dynamic") != modes.end()) &&
-                       (!temporal || modes.size() == 1),
+    const bool any_temporal = std::any_of(modes.begin(), modes.end(), [](const std::string& m) {
+      return train::mode_traits(m).temporal;
+    });
+    TESSEL_EXPECTS(temporal == any_temporal && (!temporal || modes.size() == 1),
                    "--modes {}: {} is a {} partition; dynamic mode needs a temporal partition and "
                    "runs alone, full and sampled need a static one",
                    o->modes, o->train.part_dir.string(), temporal ? "temporal" : "static");

@@ -208,16 +208,21 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
   TESSEL_EXPECTS(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0 &&
                      o.optimizer.lr <= kMaxLearningRate,
                  "--lr must be in (0, {}], got {}", kMaxLearningRate, o.optimizer.lr);
-  if (o.mode == "pipeline") {
-    // The graph models have no place in the pipeline: its model is the SIGN MLP.
-    if (o.model.kind == "gcn") o.model.kind = "sign-mlp";
-    TESSEL_EXPECTS(o.model.kind == "sign-mlp", "--mode pipeline trains --model sign-mlp, not {}",
-                   o.model.kind);
+  // A mode that trains one model kind (the pipeline's SIGN MLP) takes it in place of the
+  // default gcn; the GNN modes refuse the kinds such a mode owns.
+  const std::string& only_model = train::mode_traits(o.mode).only_model;
+  if (!only_model.empty()) {
+    if (o.model.kind == "gcn") o.model.kind = only_model;
+    TESSEL_EXPECTS(o.model.kind == only_model, "--mode {} trains --model {}, not {}", o.mode,
+                   only_model, o.model.kind);
     o.pipeline.batch_size = o.sampled.batch_size;
   } else {
     o.sampled.max_steps = o.pipeline.max_batches;
-    TESSEL_EXPECTS(o.model.kind != "sign-mlp",
-                   "--model sign-mlp runs in --mode pipeline, not --mode {}", o.mode);
+    for (const std::string& name : train::mode_names()) {
+      const std::string& owned = train::mode_traits(name).only_model;
+      TESSEL_EXPECTS(owned.empty() || o.model.kind != owned,
+                     "--model {} runs in --mode {}, not --mode {}", owned, name, o.mode);
+    }
   }
   TESSEL_EXPECTS(std::isfinite(o.optimizer.weight_decay) && o.optimizer.weight_decay >= 0,
                  "--weight-decay must be >= 0, got {}",

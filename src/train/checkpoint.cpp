@@ -4,6 +4,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
+#include "tessel/train/train.hpp"
 
 #include <fmt/ranges.h>
 
@@ -74,7 +75,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
     file.set_attr("best_epoch", static_cast<std::int64_t>(meta.best_epoch));
     file.set_attr("time_to_target_s", meta.time_to_target_s);
     file.set_attr("wall_s", meta.wall_s);
-    if (meta.mode == "dynamic") file.set_attr("test_mrr_at_best", meta.test_mrr_at_best);
+    if (mode_traits(meta.mode).temporal) file.set_attr("test_mrr_at_best", meta.test_mrr_at_best);
     file.create_group("/params");
     std::string names;
     for (nn::Parameter* p : params) {
@@ -136,7 +137,7 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
       return value;
     };
     // Dynamic mode keeps its validation metric there: an accuracy, an AUC or an MSE.
-    const double metric_max = meta.mode == "dynamic" ? 1e30 : 1.0;
+    const double metric_max = mode_traits(meta.mode).temporal ? 1e30 : 1.0;
     meta.best_valid_acc = number("best_valid_acc", 0, metric_max);
     meta.test_acc_at_best = number("test_acc_at_best", 0, metric_max);
     if (file.has_attr("test_mrr_at_best"))

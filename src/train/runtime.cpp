@@ -4,6 +4,7 @@
 #include "tessel/comm/nccl_communicator.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/mpi.hpp"
+#include "tessel/train/dynamic.hpp"
 
 #include <fmt/ranges.h>
 
@@ -13,13 +14,31 @@ namespace tessel::train {
 
 namespace {
 
+ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerContext)> make,
+              std::function<TrainResult(comm::Communicator&, const TrainOptions&)> run) {
+  ModeInfo m;
+  static_cast<ModeTraits&>(m) = std::move(traits);
+  m.make = std::move(make);
+  m.run = std::move(run);
+  return m;
+}
+
+// The one place a mode's name is written: each entry registers a mode's traits and its entry.
 const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
-      {"full", true, make_full_trainer},
-      {"sampled", true, make_sampled_trainer},
-      {"pipeline", false, make_pipeline_trainer},
-      // Dynamic mode has its own driver (train_dynamic), entered before a Trainer is built.
-      {"dynamic", false, nullptr},
+      mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
+            .only_model = ""},
+           make_full_trainer, nullptr),
+      mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
+            .benched_by_default = true, .only_model = ""},
+           make_sampled_trainer, nullptr),
+      mode({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
+            .benched_by_default = false, .only_model = "sign-mlp"},
+           make_pipeline_trainer, nullptr),
+      // Dynamic mode drives its own run (temporal partitions), entered before a runtime exists.
+      mode({.name = "dynamic", .runs_on_gpu = false, .temporal = true, .benched_by_default = false,
+            .only_model = ""},
+           nullptr, train_dynamic),
   };
   return table;
 }
@@ -42,6 +61,15 @@ std::pair<int, int> local_rank_and_size() {
 std::vector<std::string> mode_names() {
   std::vector<std::string> names;
   for (const auto& m : mode_table()) names.push_back(m.name);
+  return names;
+}
+
+const ModeTraits& mode_traits(const std::string& name) { return find_mode(name); }
+
+std::vector<std::string> default_bench_modes() {
+  std::vector<std::string> names;
+  for (const auto& m : mode_table())
+    if (m.benched_by_default) names.push_back(m.name);
   return names;
 }
 

@@ -9,11 +9,11 @@
 
 namespace tessel::train {
 
-// A mode: its name, whether its epoch steps run on a GPU, and how its trainer is built.
-struct ModeInfo {
-  std::string name;
-  bool runs_on_gpu = false;
+// A mode: its traits, and how it runs: a Trainer built on the runtime (make), or a driver of
+// the whole run that reads its own partition (run, for the temporal mode).
+struct ModeInfo : ModeTraits {
   std::function<std::unique_ptr<Trainer>(TrainerContext)> make;
+  std::function<TrainResult(comm::Communicator&, const TrainOptions&)> run;
 };
 // The registered modes; throws naming the known ones for an unknown name.
 const ModeInfo& find_mode(const std::string& name);

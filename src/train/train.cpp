@@ -177,9 +177,11 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   Stopwatch setup_watch;
   const int threads = choose_threads(options.threads);
   kernels::set_cpu_threads(threads);
-  if (options.mode == "dynamic") {
-    TESSEL_EXPECTS(options.device != "cuda", "--device cuda: dynamic mode runs on the CPU only");
-    return train_dynamic(comm, options);
+  const ModeInfo& mode = find_mode(options.mode);
+  if (mode.run) {
+    TESSEL_EXPECTS(options.device != "cuda" || mode.runs_on_gpu,
+                   "--device cuda: {} mode runs on the CPU only", mode.name);
+    return mode.run(comm, options);
   }
 
   const partition::Manifest manifest = agreed([&] {
@@ -205,7 +207,6 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     std::copy_n(features.data<float>(), features.numel(), part.features.data());
   }
 
-  const ModeInfo& mode = find_mode(options.mode);
   RuntimeHolder runtime = make_runtime(comm, options, mode);
   comm::Communicator& data = *runtime.runtime.data;
   TrainerContext context{comm, options, manifest, part, runtime.runtime};

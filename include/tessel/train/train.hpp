@@ -103,8 +103,21 @@ struct TrainResult {
 // Runs training in the mode named by options.mode on this rank's part. Collective.
 TrainResult train(comm::Communicator& comm, const TrainOptions& options);
 
-// The training modes, in the order `tessel bench` runs them by default.
+// The training modes, in the order of their table.
 std::vector<std::string> mode_names();
+// What the command line and other callers need to know of a mode; the table that holds these
+// lives with the modes (one entry per mode), so no caller compares mode names.
+struct ModeTraits {
+  std::string name;
+  bool runs_on_gpu = false;         // has a CUDA path: --device cuda (and auto) may pick a GPU
+  bool temporal = false;            // trains on a temporal partition, and alone in a bench
+  bool benched_by_default = false;  // in `tessel bench`'s default --modes
+  std::string only_model;           // the one model kind it trains (empty: the GNN models)
+};
+// Throws InputError naming the known modes for an unknown name.
+const ModeTraits& mode_traits(const std::string& name);
+// The modes `tessel bench` compares when --modes is not given, in table order.
+std::vector<std::string> default_bench_modes();
 
 // Threads for OpenMP and OpenBLAS: requested, else OMP_NUM_THREADS when set, else this node's
 // cores divided by the ranks running on it (so ranks, OpenMP and OpenBLAS never oversubscribe).
