@@ -10,6 +10,7 @@
 #include "tessel/datasets/synthetic.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -28,7 +29,23 @@ struct SyntheticArgs {
   std::string out;
   datasets::SyntheticOptions options;
   bool ogb = false;
+  std::string preset;  // a named shape (datasets::synthetic_preset); explicit flags override it
 };
+
+// Fills the options a preset sets, except those given on the command line.
+void apply_preset(SyntheticArgs& args, const CLI::App& cmd) {
+  if (args.preset.empty()) return;
+  const datasets::SyntheticOptions preset = datasets::synthetic_preset(args.preset);
+  auto& o = args.options;
+  const auto unset = [&](const char* flag) { return cmd.get_option(flag)->count() == 0; };
+  if (unset("--nodes")) o.num_nodes = preset.num_nodes;
+  if (unset("--avg-degree")) o.avg_degree = preset.avg_degree;
+  if (unset("--classes")) o.num_classes = preset.num_classes;
+  if (unset("--feat-dim")) o.feature_dim = preset.feature_dim;
+  if (unset("--train-frac")) o.train_frac = preset.train_frac;
+  if (unset("--valid-frac")) o.valid_frac = preset.valid_frac;
+  if (unset("--name")) o.name = preset.name;
+}
 
 std::string megabytes(std::int64_t bytes) {
   return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6);
@@ -183,6 +200,12 @@ const Registrar registrar{Command{
                        "Power-law exponent of the expected degrees (> 2)")
           ->capture_default_str();
       syn_cmd->add_option("--name", o.name, "Dataset name")->capture_default_str();
+      syn_cmd->add_option("--preset", syn->preset,
+                          fmt::format("Start from a named shape ({}); flags given as well "
+                                      "override it. products: ogbn-products' size, 2,449,029 "
+                                      "nodes, about 62M undirected edges, 100 features, 47 "
+                                      "classes, 8%/1.6% train/valid (not its graph)",
+                                      fmt::join(datasets::synthetic_preset_names(), ", ")));
       syn_cmd->add_flag("--ogb", syn->ogb,
                         "Write an OGB raw folder (gzip CSV) at OUT instead of a store, e.g. to "
                         "benchmark `convert ogb`");
@@ -190,7 +213,10 @@ const Registrar registrar{Command{
       return [ogb_cmd, syn_cmd, ogb, syn, run_temporal] {
         run_temporal();
         if (ogb_cmd->parsed()) run_ogb(*ogb);
-        if (syn_cmd->parsed()) run_synthetic(*syn);
+        if (syn_cmd->parsed()) {
+          apply_preset(*syn, *syn_cmd);
+          run_synthetic(*syn);
+        }
       };
     },
     10}};

@@ -119,6 +119,29 @@ TEST(CliConvert, SyntheticIsReproducibleAndRoundTripsThroughOgb) {
   EXPECT_NE(info.output.find("nodes         3000"), std::string::npos) << info.output;
 }
 
+// A preset fills what the command line leaves out; flags given override it.
+TEST(CliConvert, SyntheticPresetFillsUnsetOptions) {
+  test::TempDir dir;
+  const auto r = tessel("convert synthetic --preset products --nodes 20000 --feat-dim 4 " +
+                        quote(dir / "p.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto info = datasets::read_store_info(dir / "p.h5");
+  EXPECT_EQ(info.num_nodes, 20000);  // given
+  EXPECT_EQ(info.feature_dim, 4);    // given
+  EXPECT_EQ(info.num_classes, 47);   // from the preset
+  EXPECT_EQ(info.name, "synthetic-products");
+  // About nodes * 57 / 2 draws, fewer once repeated pairs are dropped.
+  EXPECT_GT(info.num_edges, 20000 * 57 / 2 * 7 / 10);
+  EXPECT_LE(info.num_edges, 20000 * 57 / 2);
+  // 8% train, 1.6% valid.
+  EXPECT_NEAR(static_cast<double>(info.num_train) / 20000, 0.08, 0.01);
+  EXPECT_NEAR(static_cast<double>(info.num_valid) / 20000, 0.016, 0.005);
+  fs::create_directories(dir / "bad");
+  expect_clean_failure(
+      tessel("convert synthetic --preset papers " + quote(dir / "bad" / "x.h5")),
+      {"preset 'papers'", "products"}, dir / "bad");
+}
+
 TEST(CliConvert, SymmetrizeFlag) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "tiny");

@@ -197,5 +197,18 @@ TEST(Synthetic, UniformInDegreeGivesExactlyKInNeighbors) {
   EXPECT_EQ(datasets::make_synthetic(o).graph.indices, d.graph.indices);
 }
 
+TEST(SyntheticPreset, ProductsHasOgbnProductsShape) {
+  const datasets::SyntheticOptions o = datasets::synthetic_preset("products");
+  EXPECT_EQ(o.num_nodes, 2449029);
+  EXPECT_EQ(o.num_classes, 47);
+  EXPECT_EQ(o.feature_dim, 100);
+  EXPECT_EQ(o.uniform_in_degree, 0);  // power-law degrees, undirected
+  // About 62M undirected edges: nodes * avg_degree / 2 draws before duplicates are dropped.
+  const double draws = static_cast<double>(o.num_nodes) * o.avg_degree / 2;
+  EXPECT_GT(draws, 60e6);
+  EXPECT_LT(draws, 80e6);
+  EXPECT_THROW(datasets::synthetic_preset("Products"), InputError);
+}
+
 } // namespace
 } // namespace tessel

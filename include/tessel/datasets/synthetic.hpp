@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessel::datasets {
 
@@ -47,5 +48,13 @@ struct SyntheticOptions {
 
 // Builds the dataset in memory. Throws InputError for options out of range.
 Dataset make_synthetic(const SyntheticOptions& options);
+
+// Named shapes of well-known datasets, for benchmarks at their scale (`convert synthetic
+// --preset NAME`). "products": ogbn-products' size -- 2,449,029 nodes, about 62M undirected
+// edges (power-law degrees, mean about 50 once symmetrized), 100 features, 47 classes, its
+// 8% / 1.6% / 90.4% split -- with this generator's homophily and features (it is not the
+// real graph). Throws InputError naming the known presets for another name.
+SyntheticOptions synthetic_preset(const std::string& name);
+std::vector<std::string> synthetic_preset_names();
 
 } // namespace tessel::datasets
