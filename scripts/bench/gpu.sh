@@ -7,14 +7,20 @@
 # same graph and GPU (scripts/bench/pyg_fullbatch.py, torch.sparse CSR adjacency). Then sampled
 # GraphSAGE (3 x hidden, fanouts 15,10,5, batch 1024) on the same graph, a fixed number of steps
 # per epoch, with --prefetch 0 and 1: sampled edges per second of the sample phase, the epoch and
-# its split (sample / fetch / compute / communicate), the feature store's hit rates.
+# its split (sample / fetch / compute / communicate), the feature store's hit rates. Then the
+# same full-batch and sampled runs on a products-scale graph (`tessel convert synthetic --preset
+# products`: 2.45M nodes, about 62M undirected edges, power-law degrees, 100 features, 47
+# classes), PyG included only when the time budget still allows it.
 #
 # Environment (optional): TESSEL (binary, default build/src/cli/tessel), SPMM_BENCH (default
 # beside it: build/kernels/tessel_bench_gpu_spmm), MPIRUN (mpirun), WORK (scratch folder,
 # default build/bench-gpu), NODES (2000000), DEGREE (25), FEAT (128), CLASSES (16), HIDDEN (128),
 # EPOCHS (13), PYTHON (python3), SKIP_PYG (1 to skip PyG), DEVICE (cuda; cpu for a dry run),
 # SAMPLED_STEPS (steps per sampled epoch, 20), SAMPLED_CACHE (device cache ratio, 0.25),
-# SKIP_SAMPLED (1 to skip the sampled runs). Writes $WORK/gpu-bench.md.
+# SKIP_SAMPLED (1 to skip the sampled runs), SKIP_PRODUCTS (1 to skip the products-scale graph),
+# PRODUCTS_NODES (the preset's 2449029; fewer for a dry run), BUDGET_S (seconds the whole script
+# may take, 285: gpu-check's bundle stops it at 300; a products section that would start with
+# less than its share left is skipped and says so). Writes $WORK/gpu-bench.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tessel="${TESSEL:-build/src/cli/tessel}"
@@ -34,6 +40,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$work"
 summary="$work/gpu-bench.md"
 : >"$summary"
+script_start=$(date +%s)
 
 # The SpMM kernels first: they need no store, and their numbers are the ceiling of the epochs.
 if [ -x "$spmm_bench" ]; then
@@ -84,54 +91,73 @@ print(f"{1e3 * statistics.median(e['epoch_s'] for e in timed):.2f} {most('gpu_pe
 PY
 }
 
-echo "| model | tessel ms/epoch | PyG (sparse adj) ms/epoch | time ratio | tessel peak GB | PyG peak GB | memory ratio | tessel reserved GB | PyG reserved GB | tessel device used GB |" >>"$summary"
-echo "|---|---|---|---|---|---|---|---|---|---|" >>"$summary"
-pyg_ok=0
+pyg_available=0
 if [ "${SKIP_PYG:-0}" != 1 ] && py -c "import torch_geometric, torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  pyg_ok=1
-  py scripts/bench/pyg_fullbatch.py "$parts/part-0.h5" --models gcn,sage --hidden "$hidden" \
-    --epochs "$epochs" --json "$work/pyg.jsonl" || pyg_ok=0
+  pyg_available=1
 fi
-phase_notes="$work/phases.txt"
-: >"$phase_notes"
-for model in gcn sage; do
-  metrics="$work/tessel-$model.jsonl"
-  if ! "$mpirun" --oversubscribe --bind-to none -np 1 "$tessel" train "$parts" --mode full \
-    --device "${DEVICE:-cuda}" --model "$model" --layers 2 --hidden "$hidden" --dropout 0.5 \
-    --epochs "$epochs" --eval-every 1000 --quiet --metrics "$metrics"; then
-    echo "| $model 2x$hidden | failed (see the log) | | | | | | | | |" >>"$summary"
-    continue
+
+# fullbatch_section PARTS TAG RUN_PYG: GCN and SAGE 2 x hidden full-batch on PARTS (1 part),
+# beside PyG on the same graph when RUN_PYG is 1 and PyG is importable.
+fullbatch_section() {
+  local parts=$1 tag=$2 run_pyg=$3
+  echo "| model | tessel ms/epoch | PyG (sparse adj) ms/epoch | time ratio | tessel peak GB | PyG peak GB | memory ratio | tessel reserved GB | PyG reserved GB | tessel device used GB |" >>"$summary"
+  echo "|---|---|---|---|---|---|---|---|---|---|" >>"$summary"
+  local pyg_ok=0
+  if [ "$pyg_available" = 1 ] && [ "$run_pyg" = 1 ]; then
+    pyg_ok=1
+    py scripts/bench/pyg_fullbatch.py "$parts/part-0.h5" --models gcn,sage --hidden "$hidden" \
+      --epochs "$epochs" --json "$work/pyg-$tag.jsonl" || pyg_ok=0
   fi
-  read -r ms peak reserved used setup_peak loss phases < <(tessel_numbers "$metrics")
-  pyg_ms="-"; pyg_peak="-"; pyg_reserved="-"; time_ratio="-"; mem_ratio="-"
-  if [ "$pyg_ok" = 1 ]; then
-    read -r pyg_ms pyg_peak pyg_reserved < <(py -c "
+  local phase_notes="$work/phases-$tag.txt"
+  : >"$phase_notes"
+  local model metrics ms peak reserved used setup_peak loss phases
+  local pyg_ms pyg_peak pyg_reserved time_ratio mem_ratio
+  for model in gcn sage; do
+    metrics="$work/tessel-$tag-$model.jsonl"
+    if ! "$mpirun" --oversubscribe --bind-to none -np 1 "$tessel" train "$parts" --mode full \
+      --device "${DEVICE:-cuda}" --model "$model" --layers 2 --hidden "$hidden" --dropout 0.5 \
+      --epochs "$epochs" --eval-every 1000 --quiet --metrics "$metrics"; then
+      echo "| $model 2x$hidden | failed (see the log) | | | | | | | | |" >>"$summary"
+      continue
+    fi
+    read -r ms peak reserved used setup_peak loss phases < <(tessel_numbers "$metrics")
+    pyg_ms="-"; pyg_peak="-"; pyg_reserved="-"; time_ratio="-"; mem_ratio="-"
+    if [ "$pyg_ok" = 1 ]; then
+      read -r pyg_ms pyg_peak pyg_reserved < <(py -c "
 import json
-for l in open('$work/pyg.jsonl'):
+for l in open('$work/pyg-$tag.jsonl'):
     r = json.loads(l)
     if r['model'] == '$model' and r['input'] == 'sparse':
         print(f\"{r['ms_per_epoch']:.2f} {r['peak_gb']:.2f} {r.get('reserved_gb', 0):.2f}\")")
-    read -r time_ratio mem_ratio < <(py -c "print(f'{$ms / $pyg_ms:.2f}x {$peak / $pyg_peak:.2f}x')")
+      read -r time_ratio mem_ratio < <(py -c "print(f'{$ms / $pyg_ms:.2f}x {$peak / $pyg_peak:.2f}x')")
+    fi
+    echo "tessel $tag $model: $ms ms/epoch ($phases), peak $peak GB in use, $reserved GB reserved, device used $used GB, setup peak $setup_peak GB, loss after $epochs epochs $loss"
+    echo "| $model 2x$hidden | $ms | $pyg_ms | $time_ratio | $peak | $pyg_peak | $mem_ratio | $reserved | $pyg_reserved | $used |" >>"$summary"
+    echo "tessel $model phases (median ms): $phases" >>"$phase_notes"
+  done
+  cat "$phase_notes" >>"$summary"
+  echo "(peak GB: Tessel's caching allocator and torch.cuda.max_memory_allocated, bytes in use at the worst moment, features and graph included; reserved: held from the driver; device used: cudaMemGetInfo at the end, CUDA context included)" >>"$summary"
+  if [ "$pyg_available" != 1 ]; then
+    echo "(PyG not run: torch_geometric with CUDA not importable, or SKIP_PYG=1)" >>"$summary"
+  elif [ "$run_pyg" != 1 ]; then
+    echo "(PyG not run on this graph: it would not fit the time budget BUDGET_S)" >>"$summary"
+  elif [ "$pyg_ok" != 1 ]; then
+    echo "(PyG failed on this graph: see the log)" >>"$summary"
   fi
-  echo "tessel $model: $ms ms/epoch ($phases), peak $peak GB in use, $reserved GB reserved, device used $used GB, setup peak $setup_peak GB, loss after $epochs epochs $loss"
-  echo "| $model 2x$hidden | $ms | $pyg_ms | $time_ratio | $peak | $pyg_peak | $mem_ratio | $reserved | $pyg_reserved | $used |" >>"$summary"
-  echo "tessel $model phases (median ms): $phases" >>"$phase_notes"
-done
-cat "$phase_notes" >>"$summary"
-echo "(peak GB: Tessel's caching allocator and torch.cuda.max_memory_allocated, bytes in use at the worst moment, features and graph included; reserved: held from the driver; device used: cudaMemGetInfo at the end, CUDA context included)" >>"$summary"
-[ "$pyg_ok" = 1 ] || echo "(PyG not run: torch_geometric with CUDA not importable, or SKIP_PYG=1)" >>"$summary"
+}
 
-# Sampled GraphSAGE: 3 epochs of SAMPLED_STEPS steps; the second epoch is reported (the first
-# warms the allocator and the cache, the third evaluates).
-if [ "${SKIP_SAMPLED:-0}" != 1 ]; then
-  steps="${SAMPLED_STEPS:-20}"
+# sampled_section PARTS TAG: sampled GraphSAGE, 3 epochs of SAMPLED_STEPS steps, --prefetch 0
+# and 1; the second epoch is reported (the first warms the allocator and the cache, the third
+# evaluates).
+sampled_section() {
+  local parts=$1 tag=$2 steps="${SAMPLED_STEPS:-20}" prefetch metrics
   echo >>"$summary"
-  echo "Sampled SAGE 3x$hidden, fanouts 15,10,5, batch 1024, $steps steps per epoch, P = 1, degree cache ratio ${SAMPLED_CACHE:-0.25} (epoch 2):" >>"$summary"
+  echo "Sampled SAGE 3x$hidden on $tag, fanouts 15,10,5, batch 1024, $steps steps per epoch, P = 1, degree cache ratio ${SAMPLED_CACHE:-0.25} (epoch 2):" >>"$summary"
   echo >>"$summary"
   echo "| prefetch | sampled edges/s (sample phase) | epoch s | sample s | fetch s | compute s | communicate s | device hit | host hit | network rows | loss |" >>"$summary"
   echo "|---|---|---|---|---|---|---|---|---|---|---|" >>"$summary"
   for prefetch in 0 1; do
-    metrics="$work/tessel-sampled-prefetch$prefetch.jsonl"
+    metrics="$work/tessel-$tag-sampled-prefetch$prefetch.jsonl"
     if ! "$mpirun" --oversubscribe --bind-to none -np 1 "$tessel" train "$parts" --mode sampled \
       --device "${DEVICE:-cuda}" --model sage --layers 3 --hidden "$hidden" --dropout 0.5 \
       --fanouts 15,10,5 --batch-size 1024 --max-batches "$steps" --epochs 3 --eval-every 1000 \
@@ -152,6 +178,50 @@ print(f"| {sys.argv[2]} | {e.get('sampled_edges_per_s', 0) / 1e6:.1f} M | {e['ep
       f"{e.get('network_tier_requests', '-')} | {e['loss']:.4f} |")
 PY
   done
+}
+
+fullbatch_section "$parts" uniform 1
+[ "${SKIP_SAMPLED:-0}" = 1 ] || sampled_section "$parts" "the uniform graph"
+
+# The products-scale graph, within what is left of BUDGET_S: each part starts only when its
+# share of the budget (measured on an H200: generation and partition about 60 s, full-batch
+# Tessel about 40 s, PyG about 60 s, sampled about 40 s; a first guess, see the log's seconds)
+# is still there, so the script ends before gpu-check's limit stops it.
+budget="${BUDGET_S:-285}"
+left() { echo $((budget - $(date +%s) + script_start)); }
+skipped() { echo "(products-scale graph: $1 skipped, $(left) s of BUDGET_S=$budget left)" | tee -a "$summary"; }
+if [ "${SKIP_PRODUCTS:-0}" != 1 ]; then
+  echo >>"$summary"
+  pnodes="${PRODUCTS_NODES:-2449029}"
+  pdata="$work/products-n$pnodes.h5"
+  pparts="$work/products-n$pnodes-p1"
+  if [ "$(left)" -lt 150 ] && [ ! -f "$pparts/partition.json" ]; then
+    skipped "everything (generation and partition need about 60 s, the runs 80 s more)"
+  else
+    SECONDS=0
+    [ -f "$pdata" ] || "$tessel" convert synthetic --preset products --nodes "$pnodes" --seed 1 \
+      "$pdata" >/dev/null
+    [ -f "$pparts/partition.json" ] || "$tessel" partition "$pdata" --parts 1 --out "$pparts" \
+      --force >/dev/null
+    echo "products-scale graph ready in ${SECONDS} s: $pnodes nodes, $("$tessel" info "$pdata" | sed -n 's/^ *edges *\([0-9]*\).*/\1/p') undirected edges, F = 100, 47 classes" | tee -a "$summary"
+    if [ "$(left)" -lt 40 ]; then
+      skipped "full-batch"
+    else
+      # PyG only when its share and the sampled runs' still fit after Tessel's runs.
+      run_pyg=0
+      [ "$(left)" -ge 150 ] && run_pyg=1
+      echo "Full-batch on the products-scale graph:" >>"$summary"
+      echo >>"$summary"
+      fullbatch_section "$pparts" products "$run_pyg"
+    fi
+    if [ "${SKIP_SAMPLED:-0}" = 1 ]; then
+      :
+    elif [ "$(left)" -lt 40 ]; then
+      skipped "sampled"
+    else
+      sampled_section "$pparts" "the products-scale graph"
+    fi
+  fi
 fi
 
 echo
