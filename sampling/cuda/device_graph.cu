@@ -98,7 +98,7 @@ __global__ void count_kernel(const EdgeId* __restrict__ indptr, const LocalId* _
 }
 
 // One thread per request: Floyd's positions (the CPU twin's draws) land in `positions`, then each
-// drawn neighbor u is answered with answer_table[3 u .. 3 u + 2]. A whole row is answered in
+// drawn neighbor u is answered with answer_table[u] (its global id). A whole row is answered in
 // row order.
 __global__ void answer_kernel(const EdgeId* __restrict__ indptr,
                               const LocalId* __restrict__ indices,
@@ -115,24 +115,16 @@ __global__ void answer_kernel(const EdgeId* __restrict__ indptr,
   const EdgeId first = offsets[i];
   const EdgeId count = offsets[i + 1] - first;
   const LocalId* row = indices + begin;
-  NodeId* answer = out + 3 * first;
+  NodeId* answer = out + first;
   if (count == degree) {
-    for (EdgeId k = 0; k < count; ++k) {
-      const NodeId* a = answer_table + 3 * static_cast<std::int64_t>(row[k]);
-      answer[3 * k] = a[0];
-      answer[3 * k + 1] = a[1];
-      answer[3 * k + 2] = a[2];
-    }
+    for (EdgeId k = 0; k < count; ++k)
+      answer[k] = answer_table[row[k]];
     return;
   }
   std::uint32_t* pos = positions + first;
   floyd_positions(key, static_cast<std::uint64_t>(row_keys[r]), degree, count, pos);
-  for (EdgeId k = 0; k < count; ++k) {
-    const NodeId* a = answer_table + 3 * static_cast<std::int64_t>(row[pos[k]]);
-    answer[3 * k] = a[0];
-    answer[3 * k + 1] = a[1];
-    answer[3 * k + 2] = a[2];
-  }
+  for (EdgeId k = 0; k < count; ++k)
+    answer[k] = answer_table[row[pos[k]]];
 }
 
 } // namespace
@@ -185,9 +177,9 @@ DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys
   TESSEL_EXPECTS(device.is_cuda(), "GPU sampling needs a CUDA device, got {}", device.str());
   TESSEL_EXPECTS(static_cast<std::int64_t>(row_keys.size()) == graph.num_rows,
                  "DeviceGraph: {} row keys for {} rows", row_keys.size(), graph.num_rows);
-  TESSEL_EXPECTS(static_cast<std::int64_t>(answers.size()) == graph.num_cols * 3,
-                 "DeviceGraph: {} answer ids for {} columns, expected 3 per column", answers.size(),
-                 graph.num_cols);
+  TESSEL_EXPECTS(static_cast<std::int64_t>(answers.size()) == graph.num_cols,
+                 "DeviceGraph: {} answer ids for {} columns, expected one per column",
+                 answers.size(), graph.num_cols);
   for (std::int64_t v = 0; v < graph.num_rows; ++v)
     TESSEL_EXPECTS(graph.degree(v) < (EdgeId{1} << 32),
                    "GPU sampling: row {} has {} neighbors, expected fewer than 2^32", v,
@@ -243,19 +235,19 @@ void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::K
   TESSEL_CHECK_CUDA(
       cudaMemcpyAsync(&total, d_offsets + n, sizeof(EdgeId), cudaMemcpyDeviceToHost, stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
-  if (answers.size() < static_cast<std::size_t>(3 * total))
-    answers.resize(static_cast<std::size_t>(3 * total));
+  if (answers.size() < static_cast<std::size_t>(total))
+    answers.resize(static_cast<std::size_t>(total));
   if (total > 0) {
     auto* d_positions = static_cast<std::uint32_t*>(
         g.positions_d.at_least(static_cast<std::size_t>(total) * sizeof(std::uint32_t)));
     auto* d_answers = static_cast<NodeId*>(
-        g.answers_d.at_least(static_cast<std::size_t>(3 * total) * sizeof(NodeId)));
+        g.answers_d.at_least(static_cast<std::size_t>(total) * sizeof(NodeId)));
     cuda::answer_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
         g.indptr, g.indices, g.row_keys, g.answers, d_rows, n, key, d_offsets, d_positions,
         d_answers);
     TESSEL_CHECK_LAUNCH();
     TESSEL_CHECK_CUDA(cudaMemcpyAsync(answers.data(), d_answers,
-                                      static_cast<std::size_t>(3 * total) * sizeof(NodeId),
+                                      static_cast<std::size_t>(total) * sizeof(NodeId),
                                       cudaMemcpyDeviceToHost, stream));
   }
   TESSEL_CHECK_CUDA(cudaMemcpyAsync(offsets.data(), d_offsets,

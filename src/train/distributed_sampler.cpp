@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <numeric>
 #include <unordered_map>
 
 namespace tessel::train {
@@ -46,14 +47,11 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
   for (std::int64_t h = 0; h < part_.num_halo; ++h)
     local_global_[part_.num_owned + h] =
         manifest_.offsets[part_.halo_owner[h]] + part_.halo_owner_local[h];
-  // An owner's answer for a drawn neighbor is these three ids side by side: one cache line
-  // read per draw instead of three scattered ones.
-  answer_of_.resize(static_cast<std::size_t>(part_.num_local()) * 3);
-  for (std::int64_t l = 0; l < part_.num_local(); ++l) {
-    answer_of_[3 * l] = local_global_[l];
-    answer_of_[3 * l + 1] = part_.orig_id[l];
-    answer_of_[3 * l + 2] = part_.degree[l];
-  }
+  // Halo nodes' original ids and degrees are in the part: requests for them carry no flag.
+  halo_local_.reset(part_.num_halo);
+  bool inserted = false;
+  for (std::int64_t h = part_.num_owned; h < part_.num_local(); ++h)
+    halo_local_.insert(local_global_[h], static_cast<std::int32_t>(h), inserted);
   cache_ = sampling::FeatureCache({}, part_.feature_dim);
   cache_.reset_stats();
 }
@@ -64,11 +62,11 @@ void DistributedSampler::sample_on_device(Device device, const std::string& plac
   const std::int64_t bytes =
       static_cast<std::int64_t>(owned.indptr.size() * sizeof(EdgeId) +
                                 owned.indices.size() * sizeof(LocalId) +
-                                (owned_keys.size() + answer_of_.size()) * sizeof(NodeId));
+                                (owned_keys.size() + local_global_.size()) * sizeof(NodeId));
   std::string reason;
   const sampling::GraphPlacement where =
       sampling::choose_graph_placement(placement, bytes, device, reason);
-  device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, answer_of_, device,
+  device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, local_global_, device,
                                                           where);
   log::info("GPU sampling on {}: {}", device.str(), reason);
 }
@@ -178,70 +176,51 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
   draws_.resize(static_cast<std::size_t>(layers));
   src_orig_.resize(static_cast<std::size_t>(layers));
   src_degree_.resize(static_cast<std::size_t>(layers));
-  std::vector<NodeId> seed_ids(seeds.size()), seed_orig(seeds.size());
-  std::vector<std::int64_t> seed_degree(seeds.size());
+  std::vector<NodeId> seed_ids(seeds.size());
   for (std::size_t i = 0; i < seeds.size(); ++i) {
     TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
     seed_ids[i] = part_.offset + seeds[i];
-    seed_orig[i] = part_.orig_id[seeds[i]];
-    seed_degree[i] = part_.degree[seeds[i]];
   }
   // From the output layer back to the input: blocks_[l] feeds layer l, and its destinations are
-  // the sources of block l + 1 (the seeds for the last block).
+  // the sources of block l + 1 (the seeds for the last block). The hop that samples block l's
+  // sources (as hop l - 1's frontier) also brings their original ids and degrees from their
+  // owners; the input block's come from one more exchange without draws.
   std::span<const NodeId> frontier = seed_ids;
-  std::span<const NodeId> frontier_orig = seed_orig;
-  std::span<const std::int64_t> frontier_degree = seed_degree;
   for (int l = layers - 1; l >= 0; --l) {
     const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
                        static_cast<std::uint32_t>(l)};
     HopDraws& draws = draws_[l];
-    hop(frontier, frontier_orig, fanouts_[l], key, phases, draws);
+    const bool sources_of_next = l + 1 < layers;
+    hop(frontier, fanouts_[l], key, phases, &draws,
+        sources_of_next ? src_orig_[l + 1] : seed_orig_,
+        sources_of_next ? src_degree_[l + 1] : seed_degree_);
     SamplePhase t(phases, sample_cpu_seconds_);
     sampling::Block& block = blocks_[l];
     const std::span<const NodeId> ids(draws.ids.data(),
                                       static_cast<std::size_t>(draws.offsets.back()));
-    builder_.build(frontier, draws.offsets, ids, block, &first_seen_);
-    // Sources are the destinations, then each new neighbor where it was first drawn: an owned
-    // node's original id and degree are in its answer_of_ row (one cache line, fetched ahead),
-    // another rank's came with its draw.
-    auto& orig = src_orig_[l];
-    auto& degree = src_degree_[l];
-    const std::size_t num_src = frontier.size() + first_seen_.size();
-    orig.resize(num_src);
-    degree.resize(num_src);
-    std::copy(frontier_orig.begin(), frontier_orig.end(), orig.begin());
-    std::copy(frontier_degree.begin(), frontier_degree.end(), degree.begin());
-    NodeId* orig_out = orig.data() + frontier.size();
-    std::int64_t* degree_out = degree.data() + frontier.size();
-    const auto num_new = static_cast<std::int64_t>(first_seen_.size());
-    const NodeId* answer_of = answer_of_.data();
-    constexpr std::int64_t kPrefetchDistance = 16;
-    for (std::int64_t k = 0; k < num_new; ++k) {
-      if (k + kPrefetchDistance < num_new) {
-        const NodeId ahead = ids[first_seen_[k + kPrefetchDistance]] - part_.offset;
-        if (ahead >= 0 && ahead < part_.num_owned) __builtin_prefetch(answer_of + 3 * ahead + 1);
-      }
-      const EdgeId e = first_seen_[k];
-      const NodeId local = ids[e] - part_.offset;
-      const NodeId* from = local >= 0 && local < part_.num_owned ? answer_of + 3 * local + 1
-                                                                 : draws.info.data() + 2 * e;
-      *orig_out++ = from[0];
-      *degree_out++ = from[1];
-    }
+    builder_.build(frontier, draws.offsets, ids, block);
     frontier = block.src;
-    frontier_orig = orig;
-    frontier_degree = degree;
   }
+  hop(frontier, 0, rng::Key{}, phases, nullptr, src_orig_[0], src_degree_[0]);
 }
 
 // One hop. Frontier nodes owned elsewhere go to their owners, which draw their neighbors from
-// the local CSR and answer (global id, original id, degree) per draw. This rank's own frontier
-// nodes are drawn in the same call as the requests it serves, and their draws are written
-// straight into frontier order: at one rank nothing is packed, exchanged or merged. Every draw
-// depends only on the key and the node's original id, so where it is drawn does not matter.
-void DistributedSampler::hop(std::span<const NodeId> frontier,
-                             std::span<const NodeId> frontier_orig, int fanout,
-                             const rng::Key& key, PhaseTimes& phases, HopDraws& draws) {
+// the local CSR and answer with the drawn nodes' global ids, one per draw, and the draw count
+// per request. What the requester needs beyond that is, per block source, its original id
+// (dropout keys) and its degree (GCN normalization): once per node, not once per draw, and
+// never for drawing (owners key draws by their own nodes' original ids). The part has them for
+// owned and halo nodes; for any other node the request carries a flag (the id's complement) and
+// the owner adds the two to its reply. Every block source is a frontier node of the next hop,
+// so this costs no extra message except for the input block's sources (draws == nullptr: a hop
+// that draws nothing and only asks owners about the nodes the part lacks). This rank's own
+// frontier nodes are drawn in the same call as the requests it serves, and their draws are
+// written straight into frontier order: at one rank nothing is packed, exchanged or merged.
+// Every draw depends only on the key and the node's original id, so where it is drawn does not
+// matter.
+void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key,
+                             PhaseTimes& phases, HopDraws* draws,
+                             std::vector<NodeId>& frontier_orig,
+                             std::vector<std::int64_t>& frontier_degree) {
   const int num_ranks = comm_.size();
   const int me = comm_.rank();
   const auto n = static_cast<std::int64_t>(frontier.size());
@@ -253,12 +232,37 @@ void DistributedSampler::hop(std::span<const NodeId> frontier,
   // Routed positions [own_begin, own_end) are this rank's own nodes; the rest are requests.
   const std::int64_t own_begin = routing_.displs[me], own_end = routing_.displs[me + 1];
   const std::int64_t num_own = own_end - own_begin;
-  std::vector<std::int64_t> send_counts(routing_.counts);
-  send_counts[me] = 0;
-  std::vector<NodeId> requests(static_cast<std::size_t>(n - num_own));
-  for (std::int64_t k = 0, out = 0; k < n; ++k)
-    if (k < own_begin || k >= own_end) requests[out++] = frontier[order[k]];
-  counters_.remote_requests += n - num_own;
+  frontier_orig.resize(static_cast<std::size_t>(n));
+  frontier_degree.resize(static_cast<std::size_t>(n));
+  // Requests in routed order; a node the part knows gets its original id and degree here, and
+  // one it does not is sent flagged. Without draws only the flagged ones are sent.
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(num_ranks), 0);
+  std::vector<std::int64_t> flagged_per_rank(static_cast<std::size_t>(num_ranks), 0);
+  std::vector<NodeId> requests;
+  std::vector<std::int64_t>& request_pos = request_pos_;  // frontier position of each request
+  requests.reserve(static_cast<std::size_t>(n - num_own));
+  request_pos.clear();
+  for (int r = 0; r < num_ranks; ++r) {
+    if (r == me) continue;
+    for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k) {
+      const auto i = static_cast<std::size_t>(order[k]);
+      const std::int32_t halo = halo_local_.find(frontier[i]);
+      if (halo != sampling::IdHashMap::kAbsent) {
+        frontier_orig[i] = part_.orig_id[halo];
+        frontier_degree[i] = part_.degree[halo];
+        if (!draws) continue;
+        requests.push_back(frontier[i]);
+      } else {
+        requests.push_back(~frontier[i]);
+        ++flagged_per_rank[r];
+      }
+      request_pos.push_back(static_cast<std::int64_t>(i));
+      ++send_counts[r];
+    }
+  }
+  const auto num_requests = static_cast<std::int64_t>(requests.size());
+  counters_.remote_requests += num_requests;
+  counters_.sample_bytes += num_requests * static_cast<std::int64_t>(sizeof(NodeId));
 
   std::vector<std::int64_t> incoming_counts;
   std::vector<NodeId> incoming;
@@ -268,146 +272,176 @@ void DistributedSampler::hop(std::span<const NodeId> frontier,
   }
   // Answers and their replies live in members: their capacity is reused by every hop of every
   // step, so the large id arrays are neither zero-filled nor faulted in again.
-  std::vector<std::int64_t>& answer_counts = answer_counts_;
+  std::vector<std::int64_t>& replies = replies_;
   std::vector<NodeId>& answer_ids = answer_ids_;
   const auto num_incoming = static_cast<std::int64_t>(incoming.size());
-  answer_counts.resize(incoming.size());
+  // A reply is the draw count (with draws), then the original id and degree (if flagged).
+  const std::int64_t count_values = draws ? 1 : 0;
+  std::vector<std::int64_t> reply_counts(static_cast<std::size_t>(num_ranks), 0);
   std::vector<std::int64_t> answer_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
   constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
+  const EdgeId* row_offsets = nullptr;  // draws of row r: [row_offsets[r], row_offsets[r + 1])
   {
     SamplePhase t(phases, sample_cpu_seconds_);
-    // Rows: the requests other ranks sent, then this rank's own frontier nodes.
-    std::vector<LocalId> rows(static_cast<std::size_t>(num_incoming + num_own));
+    // Rows: the requests other ranks sent, then (with draws) this rank's own frontier nodes.
+    std::vector<LocalId> rows(static_cast<std::size_t>(num_incoming + (draws ? num_own : 0)));
     std::vector<NodeId> row_keys(rows.size());
+    std::int64_t num_flagged = 0;
     for (std::int64_t i = 0; i < num_incoming; ++i) {
-      const NodeId l = incoming[i] - part_.offset;
+      const bool flagged = incoming[i] < 0;
+      const NodeId g = flagged ? ~incoming[i] : incoming[i];
+      const NodeId l = g - part_.offset;
       TESSEL_EXPECTS(l >= 0 && l < part_.num_owned,
                      "part {}: a sampling request names node {}, which it does not own",
-                     part_.part_id, incoming[i]);
+                     part_.part_id, g);
       rows[i] = static_cast<LocalId>(l);
       row_keys[i] = part_.orig_id[l];
+      num_flagged += flagged ? 1 : 0;
     }
-    for (std::int64_t j = 0; j < num_own; ++j) {
-      const std::int64_t i = order[own_begin + j];
-      rows[num_incoming + j] = static_cast<LocalId>(frontier[i] - part_.offset);
-      row_keys[num_incoming + j] = frontier_orig[i];
-    }
-    const EdgeId* draw_offsets = nullptr;
-    if (device_graph_) {
+    if (draws)
+      for (std::int64_t j = 0; j < num_own; ++j) {
+        const NodeId l = frontier[order[own_begin + j]] - part_.offset;
+        rows[num_incoming + j] = static_cast<LocalId>(l);
+        row_keys[num_incoming + j] = part_.orig_id[l];
+      }
+    replies.resize(static_cast<std::size_t>(count_values * num_incoming + 2 * num_flagged));
+    if (draws && device_graph_) {
       // The GPU draws and writes the answers of every row, own nodes' too; they come back in
       // row order, requests first as below.
       device_graph_->sample(rows, fanout, key, device_offsets_, answer_ids);
-      draw_offsets = device_offsets_.data();
-      for (std::int64_t request = 0; request < num_incoming; ++request)
-        answer_counts[request] = 3 * (draw_offsets[request + 1] - draw_offsets[request]);
-    } else {
+      row_offsets = device_offsets_.data();
+    } else if (draws) {
       sampling::sample_neighbors(part_.graph, std::span<const LocalId>(rows), row_keys, fanout,
                                  key, sampled_);
-      // Each request's answer lands at three times its draws' offset, so requests are packed in
-      // parallel with the result of a serial pass. Small hops stay on one thread: on shared
-      // cores a team's barrier can cost more than the packing.
+      // Each request's answer lands at its draws' offset, so requests are packed in parallel
+      // with the result of a serial pass. Small hops stay on one thread: on shared cores a
+      // team's barrier can cost more than the packing.
       // Grow-only: shrinking and growing again would zero-fill the ids on every hop.
-      draw_offsets = sampled_.offsets.data();
-      const auto num_answer_ids = static_cast<std::size_t>(draw_offsets[num_incoming]) * 3;
+      row_offsets = sampled_.offsets.data();
+      const auto num_answer_ids = static_cast<std::size_t>(row_offsets[num_incoming]);
       if (answer_ids.size() < num_answer_ids) answer_ids.resize(num_answer_ids);
-#pragma omp parallel for schedule(dynamic, 256) if (draw_offsets[num_incoming] >= kParallelDraws)
+      const NodeId* global_of = local_global_.data();
+#pragma omp parallel for schedule(dynamic, 256) if (row_offsets[num_incoming] >= kParallelDraws)
       for (std::int64_t request = 0; request < num_incoming; ++request) {
-        NodeId* out = answer_ids.data() + 3 * draw_offsets[request];
-        for (const LocalId u : sampled_.of(request)) {
-          const NodeId* answer = answer_of_.data() + 3 * static_cast<std::int64_t>(u);
-          *out++ = answer[0];
-          *out++ = answer[1];
-          *out++ = answer[2];
-        }
-        answer_counts[request] = 3 * (draw_offsets[request + 1] - draw_offsets[request]);
+        NodeId* out = answer_ids.data() + row_offsets[request];
+        for (const LocalId u : sampled_.of(request))
+          *out++ = global_of[u];
       }
     }
-    std::int64_t request = 0;
+    std::int64_t request = 0, value = 0;
     for (int r = 0; r < num_ranks; ++r) {
+      const std::int64_t first_value = value;
       const std::int64_t end = request + incoming_counts[r];
-      answer_ids_per_rank[r] = 3 * (draw_offsets[end] - draw_offsets[request]);
-      for (; request < end; ++request)
-        counters_.remote_adjacency += part_.graph.degree(rows[request]) + 1;
+      if (draws) answer_ids_per_rank[r] = row_offsets[end] - row_offsets[request];
+      for (; request < end; ++request) {
+        const LocalId row = rows[request];
+        if (draws) {
+          replies[value++] = row_offsets[request + 1] - row_offsets[request];
+          counters_.remote_adjacency += part_.graph.degree(row) + 1;
+        }
+        if (incoming[request] < 0) {
+          replies[value++] = part_.orig_id[row];
+          replies[value++] = part_.degree[row];
+        }
+      }
+      reply_counts[r] = value - first_value;
     }
-    counters_.sampled_edges += draw_offsets[num_incoming + num_own];
+    if (draws) counters_.sampled_edges += row_offsets[num_incoming + num_own];
   }
-  std::vector<std::int64_t>& back_counts = back_counts_;
+  std::vector<std::int64_t>& back_replies = back_replies_;
   std::vector<NodeId>& back_ids = back_ids_;
   {
     ScopedPhase t(phases, "communicate");
-    back_counts.resize(requests.size());
-    comm_.alltoallv(answer_counts.data(), incoming_counts, back_counts.data(), send_counts,
+    std::vector<std::int64_t> back_reply_counts(static_cast<std::size_t>(num_ranks), 0);
+    for (int r = 0; r < num_ranks; ++r)
+      back_reply_counts[r] = count_values * send_counts[r] + 2 * flagged_per_rank[r];
+    const std::int64_t num_back_values =
+        std::accumulate(back_reply_counts.begin(), back_reply_counts.end(), std::int64_t{0});
+    back_replies.resize(static_cast<std::size_t>(num_back_values));
+    comm_.alltoallv(replies.data(), reply_counts, back_replies.data(), back_reply_counts,
                     DType::i64);
-    // What each owner answers is the sum of its answers' counts: no count exchange needed.
-    std::vector<std::int64_t> back_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
-    back_start_.resize(requests.size() + 1);
+    counters_.sample_bytes += num_back_values * static_cast<std::int64_t>(sizeof(std::int64_t));
+    // Where each reply starts, and (with draws) where each answer starts in back_ids: what each
+    // owner answers is the sum of its answers' counts, so no count exchange is needed.
+    back_reply_start_.resize(static_cast<std::size_t>(num_requests) + 1);
+    back_start_.resize(static_cast<std::size_t>(num_requests) + 1);
+    back_reply_start_[0] = 0;
     back_start_[0] = 0;
+    std::vector<std::int64_t> back_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
     std::int64_t k = 0;
     for (int r = 0; r < num_ranks; ++r)
       for (const std::int64_t end = k + send_counts[r]; k < end; ++k) {
-        back_ids_per_rank[r] += back_counts[k];
-        back_start_[k + 1] = back_start_[k] + back_counts[k];
+        const std::int64_t at = back_reply_start_[k];
+        const std::int64_t count = draws ? back_replies[at] : 0;
+        back_reply_start_[k + 1] = at + count_values + (requests[k] < 0 ? 2 : 0);
+        back_ids_per_rank[r] += count;
+        back_start_[k + 1] = back_start_[k] + count;
       }
-    const auto total = static_cast<std::size_t>(back_start_.back());
-    if (back_ids.size() < total) back_ids.resize(total);
-    comm_.alltoallv(answer_ids.data(), answer_ids_per_rank, back_ids.data(), back_ids_per_rank,
-                    DType::i64);
+    if (draws) {
+      const auto total = static_cast<std::size_t>(back_start_.back());
+      if (back_ids.size() < total) back_ids.resize(total);
+      comm_.alltoallv(answer_ids.data(), answer_ids_per_rank, back_ids.data(), back_ids_per_rank,
+                      DType::i64);
+      counters_.sample_bytes += static_cast<std::int64_t>(total * sizeof(NodeId));
+    }
   }
   SamplePhase t(phases, sample_cpu_seconds_);
-  counters_.answer_ids += back_start_.back() / 3;
-  // Frontier offsets: an answer's size came with it, an own node's is in sampled_.
-  std::vector<EdgeId>& offsets = draws.offsets;
+  // The rest of the frontier's original ids and degrees: an own node's are in part_, a flagged
+  // one's came with its reply.
+  for (std::int64_t k = own_begin; k < own_end; ++k) {
+    const auto i = static_cast<std::size_t>(order[k]);
+    const NodeId l = frontier[i] - part_.offset;
+    frontier_orig[i] = part_.orig_id[l];
+    frontier_degree[i] = part_.degree[l];
+  }
+  for (std::int64_t k = 0; k < num_requests; ++k)
+    if (requests[k] < 0) {
+      const std::int64_t* info = back_replies.data() + back_reply_start_[k] + count_values;
+      const auto i = static_cast<std::size_t>(request_pos[k]);
+      frontier_orig[i] = info[0];
+      frontier_degree[i] = info[1];
+    }
+  if (!draws) return;
+  counters_.answer_ids += back_start_.back();
+  // Frontier offsets: an answer's size came with it, an own node's is in the row offsets.
+  // With draws every remote frontier node was requested, so routed position k maps to request
+  // k (before this rank's group) or k - num_own (after it).
+  std::vector<EdgeId>& offsets = draws->offsets;
   offsets.resize(static_cast<std::size_t>(n) + 1);
   offsets[0] = 0;
-  const EdgeId* row_offsets = device_graph_ ? device_offsets_.data() : sampled_.offsets.data();
   const EdgeId* own_offsets = row_offsets + num_incoming - own_begin;
   for (std::int64_t k = 0; k < n; ++k) {
     const bool own = k >= own_begin && k < own_end;
     const std::int64_t answer = k < own_begin ? k : k - num_own;
     offsets[order[k] + 1] = own ? own_offsets[k + 1] - own_offsets[k]
-                                : (back_start_[answer + 1] - back_start_[answer]) / 3;
+                                : back_start_[answer + 1] - back_start_[answer];
   }
   for (std::int64_t i = 0; i < n; ++i)
     offsets[i + 1] += offsets[i];
   const auto num_draws = static_cast<std::size_t>(offsets[n]);
-  if (draws.ids.size() < num_draws) draws.ids.resize(num_draws);
-  if (draws.info.size() < 2 * num_draws) draws.info.resize(2 * num_draws);
-  // Own draws are local ids: global ids from local_global_, and the original id and degree only
-  // for halo nodes (an owned node's are in part_). Answers, and own draws the GPU answered, are
-  // copied whole.
-  const LocalId num_owned = static_cast<LocalId>(part_.num_owned);
+  if (draws->ids.size() < num_draws) draws->ids.resize(num_draws);
+  // Own draws are local ids (global ids from local_global_) on the CPU, global ids where the GPU
+  // answered them; answers are copied whole.
   const NodeId* global_of = local_global_.data();
-  const NodeId* answer_of = answer_of_.data();
 #pragma omp parallel for schedule(dynamic, 256) if (num_draws >= kParallelDraws)
   for (std::int64_t k = 0; k < n; ++k) {
-    NodeId* ids = draws.ids.data() + offsets[order[k]];
-    NodeId* info = draws.info.data() + 2 * offsets[order[k]];
+    NodeId* ids = draws->ids.data() + offsets[order[k]];
+    if (k >= own_begin && k < own_end && !device_graph_) {
+      for (const LocalId u : sampled_.of(num_incoming + k - own_begin))
+        *ids++ = global_of[u];
+      continue;
+    }
     const NodeId* in = nullptr;
     const NodeId* end = nullptr;
     if (k >= own_begin && k < own_end) {
-      if (device_graph_) {
-        in = answer_ids.data() + 3 * own_offsets[k];
-        end = answer_ids.data() + 3 * own_offsets[k + 1];
-      } else {
-        for (const LocalId u : sampled_.of(num_incoming + k - own_begin)) {
-          *ids++ = global_of[u];
-          if (u >= num_owned) {
-            info[0] = answer_of[3 * static_cast<std::int64_t>(u) + 1];
-            info[1] = answer_of[3 * static_cast<std::int64_t>(u) + 2];
-          }
-          info += 2;
-        }
-      }
+      in = answer_ids.data() + own_offsets[k];
+      end = answer_ids.data() + own_offsets[k + 1];
     } else {
       const std::int64_t answer = k < own_begin ? k : k - num_own;
       in = back_ids.data() + back_start_[answer];
       end = back_ids.data() + back_start_[answer + 1];
     }
-    for (; in != end; in += 3) {
-      *ids++ = in[0];
-      *info++ = in[1];
-      *info++ = in[2];
-    }
+    std::copy(in, end, ids);
   }
 }
 

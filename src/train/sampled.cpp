@@ -328,12 +328,14 @@ class SampledTrainer final : public Trainer {
   void report(nlohmann::json& extra, std::int64_t steps_run, const PhaseTimes& phases) {
     const SamplerCounters& k = sampler_.counters();
     const std::int64_t f = part_.feature_dim;
-    std::int64_t c[8] = {k.sampled_edges, k.remote_requests,   k.answer_ids,   k.remote_adjacency,
+    std::int64_t c[8] = {k.sampled_edges, k.sample_bytes,      k.answer_ids,   k.remote_adjacency,
                          k.input_rows,    k.remote_input_rows, k.fetched_rows, k.cache_hits};
     comm_.allreduce(std::span<std::int64_t>(c, 8));
     const double sample_s = comm_.allreduce_value(phases.get("sample"), comm::ReduceOp::max);
     const std::int64_t row_bytes = f * 4 + 8;  // the row plus the id that asked for it
-    const std::int64_t dc_sample_bytes = c[1] * 16 + c[2] * 24;  // request + count; id triples
+    // Requests (an id each), replies (a draw count, and an original id and degree for nodes the
+    // requester's part lacks) and answers (a global id per draw), as exchanged.
+    const std::int64_t dc_sample_bytes = c[1];
     const std::int64_t mc_adjacency_bytes = c[3] * 8;
     extra["steps"] = steps_run;
     extra["sampled_edges"] = c[0];
@@ -356,6 +358,7 @@ class SampledTrainer final : public Trainer {
       report_tiers(extra);
     }
     extra["data_centric_sample_bytes"] = dc_sample_bytes;
+    extra["answer_ids"] = c[2];
     extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
   }
 

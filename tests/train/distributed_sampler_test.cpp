@@ -82,6 +82,17 @@ TEST(DistributedSampler, BlocksEqualTheSingleProcessReference) {
   }
   EXPECT_GT(checked, 0);
 
+  // Answers carry one global id per draw; the rest of the sampling traffic is bounded per
+  // request (its id, a draw count, and at most an original id and degree): per-draw original
+  // ids or degrees would exceed this bound at 3-4 draws per request.
+  const train::SamplerCounters& counters = sampler.counters();
+  EXPECT_LE(counters.sample_bytes, 8 * counters.answer_ids + 32 * counters.remote_requests);
+  if (comm->size() > 1) {
+    EXPECT_GT(counters.answer_ids, 2 * counters.remote_requests);
+  } else {
+    EXPECT_EQ(counters.sample_bytes, 0);
+  }
+
   // This rank's edges in original ids, and every source's (original id, degree), gathered at
   // rank 0.
   std::vector<std::int64_t> mine, source_degrees;

@@ -30,15 +30,15 @@ GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t
 
 // The graph one rank answers sampling requests from, on a GPU. Rows are the part's owned
 // nodes (in-neighbor lists over owned + halo columns, canonical order); for every column u it
-// keeps the answer an owner sends for a draw of u: (global id, original id, whole-graph
-// degree), three i64 side by side. The draws are the CPU sampler's (sampling::floyd_positions
-// keyed by each row's original id), so a GPU rank and a CPU rank answer the same request with
-// the same neighbors in the same order. Exists only in builds with TESSEL_WITH_CUDA (the
-// constructor throws otherwise).
+// keeps the answer an owner sends for a draw of u: its global id (the requester has no use for
+// more per draw: see DistributedSampler::hop). The draws are the CPU sampler's
+// (sampling::floyd_positions keyed by each row's original id), so a GPU rank and a CPU rank
+// answer the same request with the same neighbors in the same order. Exists only in builds with
+// TESSEL_WITH_CUDA (the constructor throws otherwise).
 class DeviceGraph {
 public:
   // graph: num_rows owned rows over num_cols columns, in canonical order; row_keys: the
-  // original id of each row [num_rows]; answers: [num_cols * 3]. Copies them to `device` or to
+  // original id of each row [num_rows]; answers: [num_cols]. Copies them to `device` or to
   // mapped pinned host memory. Throws InputError for a row of 2^32 or more neighbors.
   DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys,
               std::span<const NodeId> answers, Device device, GraphPlacement placement);
@@ -52,7 +52,7 @@ public:
 
   // Draws min(fanout, degree) neighbors of each row in `rows` (local ids < num_rows, host
   // memory) with `key` on the GPU and returns, in host memory, offsets [rows + 1] (draws of
-  // request i are [offsets[i], offsets[i+1])) and answers[3 * d .. 3 * d + 2] for draw d.
+  // request i are [offsets[i], offsets[i+1])) and answers[d] for draw d.
   // `answers` only grows (its capacity is reused). Synchronous on the device's stream.
   void sample(std::span<const LocalId> rows, int fanout, const rng::Key& key,
               std::vector<EdgeId>& offsets, std::vector<NodeId>& answers);

@@ -23,13 +23,16 @@ namespace tessel::train {
 // Byte and row counters since the last reset_counters(), this rank's share.
 struct SamplerCounters {
   std::int64_t sampled_edges = 0;      // neighbor draws this rank made (for any requester)
-  std::int64_t remote_requests = 0;    // frontier nodes this rank sent to another owner
+  std::int64_t remote_requests = 0;    // node ids this rank sent to another owner: frontier
+                                       // nodes to draw, or sources to tell their original id
+                                       // and degree
   std::int64_t answer_ids = 0;         // neighbor ids that came back from other owners
   std::int64_t remote_adjacency = 0;   // sum of (degree + 1) of nodes sampled for other ranks
   std::int64_t input_rows = 0;         // rows of blocks[0].src over all steps
   std::int64_t remote_input_rows = 0;  // of them, owned by another rank
   std::int64_t fetched_rows = 0;       // remote rows fetched from owners (cache misses)
   std::int64_t cache_hits = 0;
+  std::int64_t sample_bytes = 0;       // sampling requests sent and replies and answers received
 };
 
 // One per rank; every call marked collective must be made by all ranks in the same order.
@@ -51,12 +54,13 @@ class DistributedSampler {
 
   // Samples the blocks of one step for `seeds` (owned local ids): blocks()[l] feeds layer l,
   // blocks().back().dst are the seeds. Draws use key (seed, sampling, epoch, step, layer) and
-  // the nodes' original ids. Collective (3 alltoallv per layer; this rank's own frontier nodes
-  // are drawn here and never enter the exchange).
+  // the nodes' original ids. Collective (3 alltoallv per layer and 2 more that ask owners for
+  // the original ids and degrees of input-block sources the part does not hold; this rank's own
+  // frontier nodes are drawn here and never enter the exchange).
   void sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds, PhaseTimes& phases);
   const std::vector<sampling::Block>& blocks() const { return blocks_; }
-  // Original ids and whole-graph in-degrees of blocks()[layer].src, in src order (carried with
-  // the draws, so no lookup is needed).
+  // Original ids and whole-graph in-degrees of blocks()[layer].src, in src order (from the part
+  // for owned and halo nodes, from the owner once per node for the others: see hop()).
   std::span<const NodeId> src_orig(int layer) const { return src_orig_[layer]; }
   std::span<const std::int64_t> src_degree(int layer) const { return src_degree_[layer]; }
 
@@ -104,16 +108,18 @@ class DistributedSampler {
 
 private:
   // One hop's draws in frontier order: the draws of frontier node i are ids[offsets[i],
-  // offsets[i + 1]) (global ids); info[2 e], info[2 e + 1] are the original id and degree of draw
-  // e where another rank owns the drawn node (entries of owned nodes are stale: part_ has them).
-  // Grow-only buffers: offsets.back() is the draw count, not ids.size().
+  // offsets[i + 1]) (global ids). Grow-only buffers: offsets.back() is the draw count, not
+  // ids.size().
   struct HopDraws {
     std::vector<EdgeId> offsets;
-    std::vector<NodeId> ids, info;
+    std::vector<NodeId> ids;
   };
-  // frontier_orig: the frontier's original ids (the keys of its draws).
-  void hop(std::span<const NodeId> frontier, std::span<const NodeId> frontier_orig, int fanout,
-           const rng::Key& key, PhaseTimes& phases, HopDraws& draws);
+  // Draws `fanout` neighbors of each frontier node (global ids) into `draws` with `key`, and
+  // fills the frontier's original ids and degrees (from part_ or from the nodes' owners);
+  // draws == nullptr fetches only those. Collective.
+  void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
+           HopDraws* draws, std::vector<NodeId>& frontier_orig,
+           std::vector<std::int64_t>& frontier_degree);
   // The "presample" cache policy's candidates: input nodes of the first steps of a presampled
   // epoch (epoch key 0, never used by training, which starts at 1, so no training draw is
   // reused), scored by how many of those steps need them; only nodes another rank owns when
@@ -132,7 +138,6 @@ private:
   std::vector<int> fanouts_;
   std::int64_t batch_size_;
   std::vector<NodeId> local_global_;  // local id -> relabeled global id
-  std::vector<NodeId> answer_of_;     // [local id][3]: (global id, original id, degree)
   std::vector<sampling::Block> blocks_;
   sampling::BlockBuilder builder_;
   sampling::OwnerRouting routing_;
@@ -140,10 +145,18 @@ private:
   std::vector<HopDraws> draws_;                                    // [layer]
   std::vector<std::vector<NodeId>> src_orig_;                      // [layer][src]
   std::vector<std::vector<std::int64_t>> src_degree_;              // [layer][src]
-  std::vector<EdgeId> first_seen_;
-  std::vector<std::int64_t> answer_counts_, back_counts_; // one per request, per hop
-  std::vector<EdgeId> back_start_;                        // where each answer starts in back_ids_
-  std::vector<NodeId> answer_ids_, back_ids_;             // (global, original, degree) per draw
+  // The seeds' original ids and degrees, which the output hop fills and nothing reads (they
+  // are blocks_.back().src's first entries, filled by the next hop).
+  std::vector<NodeId> seed_orig_;
+  std::vector<std::int64_t> seed_degree_;
+  sampling::IdHashMap halo_local_;  // global id -> local id of the part's halo nodes
+  // Per request, served and received: the draw count (with draws), then the original id and
+  // degree where the request was flagged.
+  std::vector<std::int64_t> replies_, back_replies_;
+  std::vector<std::int64_t> request_pos_;      // frontier position of each request sent
+  std::vector<std::int64_t> back_reply_start_; // where each reply starts in back_replies_
+  std::vector<EdgeId> back_start_;             // where each answer starts in back_ids_
+  std::vector<NodeId> answer_ids_, back_ids_;  // global id per draw
   sampling::FeatureCache cache_;
   SamplerCounters counters_;
   double sample_cpu_seconds_ = 0;
