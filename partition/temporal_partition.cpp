@@ -1,5 +1,6 @@
 // Temporal partitions: METIS (or random) vertex ranges over the union of all snapshots, snapshot
-// blocks, a relabeled copy of the store and partition.json with per-snapshot halo statistics.
+// blocks balanced for training, a relabeled copy of the store and partition.json with
+// per-snapshot halo statistics.
 #include "tessel/partition/temporal.hpp"
 
 #include "steps.hpp"
@@ -23,6 +24,26 @@ std::vector<std::int64_t> snapshot_blocks(std::int64_t num_snapshots, int num_pa
 }
 
 namespace {
+
+// Blocks in rank order, each as long as the caps allow: at most max_train snapshots below
+// train_end and max_size in all, leaving one snapshot for each later part when there are enough.
+// Taking the farthest reach at every step covers [0, T) whenever any blocks within the caps do
+// (the farthest end allowed never decreases with the start), so this decides feasibility.
+// Returns the offsets, or an empty vector when the parts do not reach T.
+std::vector<std::int64_t> greedy_blocks(std::int64_t T, std::int64_t train_end, int P,
+                                        std::int64_t max_train, std::int64_t max_size) {
+  std::vector<std::int64_t> off(static_cast<std::size_t>(P + 1), 0);
+  std::int64_t at = 0;
+  for (int p = 0; p < P; ++p) {
+    std::int64_t end = std::min(T, at + max_size);
+    if (at + max_train < train_end) end = std::min(end, at + max_train);
+    if (T >= P) end = std::min(end, T - (P - 1 - p));
+    at = std::max(at, end);
+    off[p + 1] = at;
+  }
+  if (at != T) return {};
+  return off;
+}
 
 // The union of all snapshots' edges (without weights) as one CSR.
 Csr union_graph(const std::vector<Csr>& snapshots, std::int64_t n) {
@@ -89,8 +110,6 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
   nlohmann::json halo = nlohmann::json::array();
   std::vector<std::int64_t> halo_total(static_cast<std::size_t>(num_parts), 0);
   std::vector<std::int64_t> cut_total(static_cast<std::size_t>(num_parts), 0);
-  std::vector<std::int64_t> block_edges(static_cast<std::size_t>(num_parts), 0);
-  const auto blocks = snapshot_blocks(T, num_parts);
   std::vector<std::int64_t> seen(static_cast<std::size_t>(N), -1);
   for (std::int64_t t = 0; t < T; ++t) {
     const Csr& s = data.snapshots[t];
@@ -131,8 +150,6 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
       cut_total[p] += cut;
     }
     halo.push_back(per_part);
-    for (int p = 0; p < num_parts; ++p)
-      if (t >= blocks[p] && t < blocks[p + 1]) block_edges[p] += r.num_edges();
     out.snapshots.push_back(std::move(r));
   }
   data = {};
@@ -152,7 +169,6 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
   m.feature_dim = F;
   m.num_classes = out.num_classes;
   m.vertex_offsets = rl.offsets;
-  m.snapshot_offsets = blocks;
   m.store = out_dir / "temporal.h5";
   std::int64_t total_edges = 0;
   for (const Csr& s : out.snapshots) total_edges += s.num_edges();
@@ -162,7 +178,6 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
              {"vertex_halo_per_snapshot", halo},
              {"vertex_halo_total", halo_total},
              {"vertex_cut_edges_total", cut_total},
-             {"snapshot_block_edges", block_edges},
              {"seed", seed}};
   times.add("write", watch.seconds());
   nlohmann::json phases = nlohmann::json::object();
@@ -178,12 +193,52 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
                             {"feature_dim", F},
                             {"num_classes", m.num_classes},
                             {"vertex_offsets", m.vertex_offsets},
-                            {"snapshot_offsets", m.snapshot_offsets},
                             {"store", "temporal.h5"},
                             {"stats", m.stats}};
   std::ofstream(folder.temp_path() / "partition.json") << j.dump(2) << '\n';
   folder.commit();
   return m;
+}
+
+std::vector<std::int64_t> balanced_snapshot_blocks(std::int64_t num_snapshots,
+                                                   std::int64_t train_end, int num_parts,
+                                                   double evaluations_per_epoch) {
+  const std::int64_t T = num_snapshots, P = num_parts;
+  const std::int64_t E = std::clamp<std::int64_t>(train_end, 0, T);
+  TESSEL_ASSERT(P >= 1 && T >= 0 && evaluations_per_epoch >= 0,
+                "balanced_snapshot_blocks: {} snapshots, {} parts, {} evaluations per epoch", T, P,
+                evaluations_per_epoch);
+  if (P == 1 || T == 0) {
+    std::vector<std::int64_t> off(static_cast<std::size_t>(P + 1), T);
+    off[0] = 0;
+    return off;
+  }
+  // For each cap on the training share (from the even split up), the smallest cap on the block
+  // size that still covers every snapshot; the cheapest pair wins (ties: the first, which has
+  // the smaller training share).
+  std::vector<std::int64_t> best;
+  double best_cost = 0;
+  for (std::int64_t max_train = (E + P - 1) / P; max_train <= std::max<std::int64_t>(E, 1);
+       ++max_train) {
+    // Feasibility is monotone in max_size: binary search the smallest.
+    std::int64_t lo = (T + P - 1) / P, hi = T;
+    if (greedy_blocks(T, E, num_parts, max_train, hi).empty()) continue;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (greedy_blocks(T, E, num_parts, max_train, mid).empty())
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    const double cost = 2.0 * static_cast<double>(max_train) +
+                        evaluations_per_epoch * static_cast<double>(lo);
+    if (best.empty() || cost < best_cost) {
+      best = greedy_blocks(T, E, num_parts, max_train, lo);
+      best_cost = cost;
+    }
+  }
+  TESSEL_ASSERT(!best.empty(), "balanced_snapshot_blocks: no blocks for {} snapshots", T);
+  return best;
 }
 
 bool is_temporal_partition(const fs::path& dir) {
@@ -208,10 +263,11 @@ TemporalManifest read_temporal_manifest(const fs::path& dir) {
                    "{}: not a temporal partition (format is not \"{}\"); --mode dynamic needs "
                    "`tessel partition` run on a temporal store",
                    file.string(), kTemporalPartitionFormat);
-    TESSEL_EXPECTS(j.at("version").get<int>() <= kTemporalPartitionVersion,
-                   "{}: version {} is newer than this Tessel reads ({})", file.string(),
-                   j.at("version").get<int>(), kTemporalPartitionVersion);
     TemporalManifest m;
+    m.version = j.at("version").get<int>();
+    TESSEL_EXPECTS(m.version >= 1 && m.version <= kTemporalPartitionVersion,
+                   "{}: version {} is not one this Tessel reads (1 to {})", file.string(),
+                   m.version, kTemporalPartitionVersion);
     m.num_parts = j.at("num_parts").get<int>();
     m.dataset = j.at("dataset").get<std::string>();
     m.method = j.at("method").get<std::string>();
@@ -220,17 +276,17 @@ TemporalManifest read_temporal_manifest(const fs::path& dir) {
     m.feature_dim = j.at("feature_dim").get<std::int64_t>();
     m.num_classes = j.at("num_classes").get<std::int64_t>();
     m.vertex_offsets = j.at("vertex_offsets").get<std::vector<NodeId>>();
-    m.snapshot_offsets = j.at("snapshot_offsets").get<std::vector<std::int64_t>>();
+    // Version 1 also held `snapshot_offsets`, even blocks of all snapshots; the trainer
+    // chooses the blocks now, so they are not read.
     m.store = dir / j.at("store").get<std::string>();
     m.stats = j.value("stats", nlohmann::json::object());
     const auto P = static_cast<std::size_t>(m.num_parts);
-    TESSEL_EXPECTS(m.num_parts >= 1 && m.vertex_offsets.size() == P + 1 &&
-                       m.snapshot_offsets.size() == P + 1 && m.vertex_offsets.front() == 0 &&
-                       m.vertex_offsets.back() == m.num_nodes && m.snapshot_offsets.front() == 0 &&
-                       m.snapshot_offsets.back() == m.num_snapshots &&
-                       std::is_sorted(m.vertex_offsets.begin(), m.vertex_offsets.end()) &&
-                       std::is_sorted(m.snapshot_offsets.begin(), m.snapshot_offsets.end()),
-                   "{}: vertex or snapshot offsets do not cover the nodes and snapshots",
+    TESSEL_EXPECTS(m.num_parts >= 1 && m.num_parts <= m.num_snapshots &&
+                       m.vertex_offsets.size() == P + 1 && m.vertex_offsets.front() == 0 &&
+                       m.vertex_offsets.back() == m.num_nodes &&
+                       std::is_sorted(m.vertex_offsets.begin(), m.vertex_offsets.end()),
+                   "{}: the vertex offsets do not cover the nodes, or there are more parts "
+                   "than snapshots",
                    file.string());
     return m;
   } catch (const nlohmann::json::exception& e) {

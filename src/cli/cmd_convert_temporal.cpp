@@ -179,17 +179,15 @@ bool temporal_partition(const std::string& input, const std::string& out, int pa
   const auto m = partition::partition_temporal_store(input, out, parts,
                                                      partition::parse_method(method), seed, force);
   const auto& halo = m.stats["vertex_halo_total"];
-  const auto& block_edges = m.stats["snapshot_block_edges"];
   fmt::print("{}: {} nodes, {} snapshots into {} parts ({}); union graph {} edges, cut {}\n",
              input, m.num_nodes, m.num_snapshots, m.num_parts, m.method,
              m.stats["union_edges"].get<std::int64_t>(),
              m.stats["union_metis_cut"].get<std::int64_t>());
   for (int p = 0; p < m.num_parts; ++p)
-    fmt::print("  part {}: vertices [{}, {}) with {} halo rows over all snapshots; snapshots "
-               "[{}, {}) with {} edges\n",
-               p, m.vertex_offsets[p], m.vertex_offsets[p + 1], halo[p].get<std::int64_t>(),
-               m.snapshot_offsets[p], m.snapshot_offsets[p + 1],
-               block_edges[p].get<std::int64_t>());
+    fmt::print("  part {}: vertices [{}, {}) with {} halo rows over all snapshots\n", p,
+               m.vertex_offsets[p], m.vertex_offsets[p + 1], halo[p].get<std::int64_t>());
+  fmt::print("  (the snapshot layout's blocks are chosen by `train --temporal-partition snapshot` "
+             "from the training range)\n");
   fmt::print("wrote {} in {:.2f} s\n", out, watch.seconds());
   return true;
 }

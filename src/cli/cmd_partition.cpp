@@ -63,8 +63,8 @@ const Registrar registrar{Command{
     "partition",
     "Split a dataset store into K parts (METIS k-way or random) with 1-hop halos, one HDF5 file "
     "per part plus partition.json; or verify a partition folder with --check. On a temporal "
-    "store: vertex ranges (METIS on the union of the snapshots) and snapshot blocks for "
-    "`train --mode dynamic`",
+    "store: vertex ranges (METIS on the union of the snapshots) and the relabeled store for "
+    "`train --mode dynamic` (which chooses the snapshot blocks itself)",
     false,
     [](CLI::App& sub) -> std::function<void()> {
       auto args = std::make_shared<PartitionArgs>();

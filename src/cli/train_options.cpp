@@ -87,9 +87,9 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->capture_default_str();
   // Dynamic mode.
   app.add_option("--temporal-partition", o.dynamic.partition,
-                 "dynamic mode: snapshot (each rank a block of snapshots, all-to-all to vertices "
-                 "for the recurrence) or vertex (each rank a vertex range, halo exchange per "
-                 "snapshot)")
+                 "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
+                 "training range and the evaluations, all-to-all to vertices for the "
+                 "recurrence) or vertex (each rank a vertex range, halo exchange per snapshot)")
       ->check(CLI::IsMember({"snapshot", "vertex"}))
       ->capture_default_str();
   app.add_option("--task", o.dynamic.task,

@@ -318,18 +318,23 @@ public:
                                        : Recurrence::none;
     evolve_ = kind == "evolvegcn-o";
     snapshot_layout_ = options.dynamic.partition == "snapshot";
-    layout_ = {manifest_.vertex_offsets, manifest_.snapshot_offsets};
     N_ = manifest_.num_nodes;
     T_ = manifest_.num_snapshots;
     F_ = manifest_.feature_dim;
     H_ = options.model.hidden;
-    const int r = comm.rank();
-    v0_ = layout_.vertex_offsets[r];
-    n_own_ = layout_.vertex_offsets[r + 1] - v0_;
     datasets::TemporalStoreReader reader(manifest_.store);
     info_ = reader.info();
     TESSEL_EXPECTS(info_.num_nodes == N_ && info_.num_snapshots == T_ && info_.feature_dim == F_,
                    "{}: the store does not match partition.json", manifest_.store.string());
+    // Snapshot blocks balanced for the work of an epoch: the training range forward and
+    // backward, plus the evaluations' share of a forward over all snapshots.
+    const int evaluated_epochs = std::max(1, std::min(options.eval_every, options.epochs));
+    layout_ = {manifest_.vertex_offsets,
+               partition::balanced_snapshot_blocks(T_, info_.train.end, comm.size(),
+                                                   1.0 / evaluated_epochs)};
+    const int r = comm.rank();
+    v0_ = layout_.vertex_offsets[r];
+    n_own_ = layout_.vertex_offsets[r + 1] - v0_;
     if (link_)
       TESSEL_EXPECTS(T_ >= 2 && N_ < (std::int64_t{1} << 31),
                      "{}: --task link-prediction needs at least 2 snapshots and fewer than 2^31 "
@@ -1200,11 +1205,17 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   result.mode = "dynamic";
   comm.barrier();
   result.setup_s = setup_watch.seconds();
+  const auto& blocks = trainer.layout().snapshot_offsets;
+  std::string block_text;
+  if (options.dynamic.partition == "snapshot")
+    for (int q = 0; q < comm.size(); ++q)
+      block_text += fmt::format("{}[{}, {})", q == 0 ? ", snapshot blocks " : " ", blocks[q],
+                                blocks[q + 1]);
   log::info("dynamic training: {} ranks, {} {} layout, {} GCN layers hidden {}, task {}, {} nodes "
-            "x {} snapshots, setup {:.2f} s",
+            "x {} snapshots (training [{}, {})){}, setup {:.2f} s",
             comm.size(), options.model.kind, options.dynamic.partition, options.model.layers,
             options.model.hidden, options.dynamic.task, info.num_nodes, info.num_snapshots,
-            result.setup_s);
+            info.train.begin, info.train.end, block_text, result.setup_s);
   double last_test = 0, last_test_mrr = 0;
   Stopwatch wall;
   std::int64_t total_bytes = 0, total_analytic = 0, total_transpose = 0;
@@ -1323,6 +1334,7 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   result.summary["bytes_per_epoch"] = static_cast<double>(total_bytes) / epochs;
   result.summary["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose) / epochs;
   result.summary["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic) / epochs;
+  if (options.dynamic.partition == "snapshot") result.summary["snapshot_blocks"] = blocks;
   if (cls) {
     result.best_valid_acc = best_valid;
     result.test_acc_at_best = best.value("test_acc", 0.0);

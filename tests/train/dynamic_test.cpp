@@ -42,39 +42,53 @@ TEST(DynamicTranspose, RoundTripsExactlyWithTheAnalyticVolume) {
   const int P = comm->size(), r = comm->rank();
   const std::int64_t N = 37, T = 9, H = 5;
   train::TemporalLayout layout;
-  // Uneven vertex ranges and snapshot blocks.
+  // Uneven vertex ranges; even snapshot blocks, and blocks balanced over a training range
+  // [0, 4) (at P = 4 each rank has one training snapshot and the last one the rest).
   layout.vertex_offsets = {0};
-  layout.snapshot_offsets = partition::snapshot_blocks(T, P);
   for (int q = 1; q <= P; ++q) layout.vertex_offsets.push_back(q == P ? N : N * q * q / (P * P));
   auto value = [](std::int64_t t, std::int64_t v, std::int64_t c) {
     return static_cast<float>(t * 1000 + v) + static_cast<float>(c) / 8.0f;
   };
-  for (std::int64_t t_end : {T, T - 3}) {
-    std::vector<Tensor> by_snapshot;
-    for (std::int64_t t = layout.snapshot_offsets[r]; t < std::min(t_end, layout.snapshot_offsets[r + 1]); ++t) {
-      Tensor x = Tensor::empty({N, H}, DType::f32);
-      for (std::int64_t v = 0; v < N; ++v)
-        for (std::int64_t c = 0; c < H; ++c) x.data<float>()[v * H + c] = value(t, v, c);
-      by_snapshot.push_back(x);
+  const std::vector<std::vector<std::int64_t>> block_choices = {
+      partition::snapshot_blocks(T, P), partition::balanced_snapshot_blocks(T, 4, P, 0.0)};
+  for (const auto& blocks : block_choices) {
+    layout.snapshot_offsets = blocks;
+    for (std::int64_t t_end : {T, T - 3, std::int64_t{4}}) {
+      // The analytic volume, counted here from the blocks: every row of a rank's snapshots below
+      // t_end that another rank owns, H floats.
+      std::int64_t expected_rows = 0;
+      for (int q = 0; q < P; ++q)
+        expected_rows += std::max<std::int64_t>(0, std::min(t_end, blocks[q + 1]) - blocks[q]) *
+                         (N - (layout.vertex_offsets[q + 1] - layout.vertex_offsets[q]));
+      EXPECT_EQ(train::transposition_bytes(layout, t_end, H), expected_rows * H * 4);
+      std::vector<Tensor> by_snapshot;
+      for (std::int64_t t = layout.snapshot_offsets[r];
+           t < std::min(t_end, layout.snapshot_offsets[r + 1]); ++t) {
+        Tensor x = Tensor::empty({N, H}, DType::f32);
+        for (std::int64_t v = 0; v < N; ++v)
+          for (std::int64_t c = 0; c < H; ++c)
+            x.data<float>()[v * H + c] = value(t, v, c);
+        by_snapshot.push_back(x);
+      }
+      comm->reset_bytes_sent();
+      const auto by_vertex = train::snapshots_to_vertices(*comm, layout, by_snapshot, t_end, H);
+      const std::int64_t sent = comm->allreduce_value(comm->bytes_sent());
+      EXPECT_EQ(sent, train::transposition_bytes(layout, t_end, H));
+      if (P > 1) {
+        EXPECT_GT(sent, 0);
+      }
+      ASSERT_EQ(static_cast<std::int64_t>(by_vertex.size()), t_end);
+      const NodeId v0 = layout.vertex_offsets[r];
+      for (std::int64_t t = 0; t < t_end; ++t)
+        for (std::int64_t i = 0; i < by_vertex[t].rows(); ++i)
+          for (std::int64_t c = 0; c < H; ++c)
+            ASSERT_EQ(by_vertex[t].data<float>()[i * H + c], value(t, v0 + i, c));
+      const auto back = train::vertices_to_snapshots(*comm, layout, by_vertex, t_end, H);
+      ASSERT_EQ(back.size(), by_snapshot.size());
+      for (std::size_t i = 0; i < back.size(); ++i)
+        for (std::int64_t k = 0; k < N * H; ++k)
+          ASSERT_EQ(back[i].data<float>()[k], by_snapshot[i].data<float>()[k]);
     }
-    comm->reset_bytes_sent();
-    const auto by_vertex = train::snapshots_to_vertices(*comm, layout, by_snapshot, t_end, H);
-    const std::int64_t sent = comm->allreduce_value(comm->bytes_sent());
-    EXPECT_EQ(sent, train::transposition_bytes(layout, t_end, H));
-    if (P > 1) {
-      EXPECT_GT(sent, 0);
-    }
-    ASSERT_EQ(static_cast<std::int64_t>(by_vertex.size()), t_end);
-    const NodeId v0 = layout.vertex_offsets[r];
-    for (std::int64_t t = 0; t < t_end; ++t)
-      for (std::int64_t i = 0; i < by_vertex[t].rows(); ++i)
-        for (std::int64_t c = 0; c < H; ++c)
-          ASSERT_EQ(by_vertex[t].data<float>()[i * H + c], value(t, v0 + i, c));
-    const auto back = train::vertices_to_snapshots(*comm, layout, by_vertex, t_end, H);
-    ASSERT_EQ(back.size(), by_snapshot.size());
-    for (std::size_t i = 0; i < back.size(); ++i)
-      for (std::int64_t k = 0; k < N * H; ++k)
-        ASSERT_EQ(back[i].data<float>()[k], by_snapshot[i].data<float>()[k]);
   }
 }
 
@@ -165,6 +179,15 @@ TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
         EXPECT_NEAR(distributed.summary["transpose_bytes_per_epoch"].get<double>(),
                     distributed.summary["analytic_transpose_bytes_per_epoch"].get<double>(), 0.5);
         EXPECT_GT(distributed.summary["transpose_bytes_per_epoch"].get<double>(), 0);
+      }
+      if (layout == "snapshot") {
+        // The blocks balance the training range [0, 6) of the 9 snapshots, evaluating every
+        // epoch: at P = 2, 3 training snapshots each ([0, 3) and [3, 9)), not [0, 4) and [4, 9).
+        const auto blocks = distributed.summary["snapshot_blocks"].get<std::vector<std::int64_t>>();
+        EXPECT_EQ(blocks, partition::balanced_snapshot_blocks(9, 6, comm->size(), 1.0)) << model;
+        if (comm->size() == 2) {
+          EXPECT_EQ(blocks, (std::vector<std::int64_t>{0, 3, 9})) << model;
+        }
       }
     }
   for (const std::string layout : {"snapshot", "vertex"}) {

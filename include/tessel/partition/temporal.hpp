@@ -15,23 +15,38 @@
 namespace tessel::partition {
 
 constexpr const char* kTemporalPartitionFormat = "tessel-temporal-partition";
-constexpr int kTemporalPartitionVersion = 1;
+// Version 2 dropped the snapshot blocks (version 1's `snapshot_offsets`, ignored when read): the
+// trainer chooses them, since the best blocks depend on the training range and on how often a
+// run evaluates.
+constexpr int kTemporalPartitionVersion = 2;
 
 // partition.json of a temporal partition folder. The folder also holds temporal.h5: the
 // source store with nodes relabeled so that part p owns [vertex_offsets[p],
 // vertex_offsets[p+1]) (its /node/orig_id maps back), which both layouts read from.
 struct TemporalManifest {
   int num_parts = 0;
+  int version = kTemporalPartitionVersion;
   std::string dataset, method;
   std::int64_t num_nodes = 0, num_snapshots = 0, feature_dim = 0, num_classes = 0;
   std::vector<NodeId> vertex_offsets;            // [num_parts + 1]
-  std::vector<std::int64_t> snapshot_offsets;    // [num_parts + 1]
   std::filesystem::path store;                   // dir / "temporal.h5"
   nlohmann::json stats;                          // what the partitioner measured
 };
 
 // Snapshot block of each part: [offsets[p], offsets[p+1]), as even as T / parts allows.
 std::vector<std::int64_t> snapshot_blocks(std::int64_t num_snapshots, int num_parts);
+
+// The snapshot blocks of the snapshot layout that minimize the graph phase of an average epoch.
+// The ranks meet at every transposition, so a phase lasts as long as its busiest rank: a
+// training epoch runs the graph phase forward and backward (about twice the forward's work)
+// over the snapshots [0, train_end), and an evaluation runs it forward over all snapshots. The
+// blocks minimize 2 * max_r |block_r & [0, train_end)| + evaluations_per_epoch * max_r |block_r|;
+// among equal costs, the smaller largest training share, then the smaller largest block. Blocks
+// are contiguous and in rank order, and none is empty when num_snapshots >= num_parts.
+// Returns offsets [num_parts + 1]: part p owns [off[p], off[p+1]).
+std::vector<std::int64_t> balanced_snapshot_blocks(std::int64_t num_snapshots,
+                                                   std::int64_t train_end, int num_parts,
+                                                   double evaluations_per_epoch);
 
 // Reads the store, assigns vertices (METIS on the symmetrized union of all snapshots without
 // self-loops, or random), relabels, writes out_dir/temporal.h5 and out_dir/partition.json (the
