@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Plots validation accuracy against wall-clock seconds, one line per mode, from a
-`tessel bench` report folder (report.json + <mode>.jsonl metrics files).
+"""Plots the validation metric against wall-clock seconds, one line per mode, from a
+`tessel bench` report folder (report.json + <mode>.jsonl metrics files): accuracy, or for
+dynamic mode its MSE or AUC (each mode's `metric` in report.json).
 
 usage: plot_bench.py REPORT_DIR [--out FILE.png]
 Exits 0 without a plot (printing why) when matplotlib is not installed.
@@ -40,17 +41,22 @@ def main():
     with open(os.path.join(args.report_dir, "report.json")) as f:
         report = json.load(f)
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    # Version 1 reports have no metric: accuracy.
+    metric_names = sorted({mode.get("metric", "acc") for mode in report["modes"]})
     for mode in report["modes"]:
         name = mode["mode"]
+        key = "valid_" + mode.get("metric", "acc")
         metrics = read_metrics(os.path.join(args.report_dir, f"{name}.jsonl"))
+        metrics = [m for m in metrics if key in m]
         xs = [m["wall_s"] for m in metrics]
-        ys = [m["valid_acc"] for m in metrics]
+        ys = [m[key] for m in metrics]
         ax.plot(xs, ys, marker="o", markersize=3, label=f"{name} ({mode['seconds_per_epoch_median']:.3g} s/epoch)")
     target = report.get("target_acc")
     if target:
         ax.axhline(target, color="gray", linestyle="--", linewidth=1, label=f"target {target}")
     ax.set_xlabel("wall-clock seconds (training, after setup)")
-    ax.set_ylabel("validation accuracy")
+    labels = {"acc": "accuracy", "mse": "MSE (lower is better)", "auc": "AUC"}
+    ax.set_ylabel("validation " + ", ".join(labels.get(m, m) for m in metric_names))
     ax.set_title(f"{report.get('dataset', '')}: {report.get('model', '')}, {report.get('ranks', '?')} ranks")
     ax.grid(True, alpha=0.3)
     ax.legend()

@@ -70,8 +70,14 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
       {"train_seconds", r.epochs.empty() ? 0.0 : r.epochs.back().wall_s},
       {"setup_seconds", r.setup_s},
       {"time_to_target_s", r.time_to_target_s >= 0 ? nlohmann::json(r.time_to_target_s) : nlohmann::json(nullptr)},
-      {"best_valid_acc", r.best_valid_acc},
-      {"test_acc_at_best_valid", r.test_acc_at_best},
+      // The mode's own validation metric (accuracy, or dynamic mode's AUC or MSE), and the
+      // accuracy keys only when the metric is an accuracy.
+      {"metric", r.metric},
+      {"higher_is_better", r.higher_is_better},
+      {"best_valid", r.best_valid_acc},
+      {"test_at_best_valid", r.test_acc_at_best},
+      {"best_valid_acc", r.metric == "acc" ? nlohmann::json(r.best_valid_acc) : nlohmann::json(nullptr)},
+      {"test_acc_at_best_valid", r.metric == "acc" ? nlohmann::json(r.test_acc_at_best) : nlohmann::json(nullptr)},
       {"best_epoch", r.best_epoch},
       {"peak_rss_bytes_per_rank", rss_per_rank},
       {"comm_bytes_per_epoch_median", quantile(bytes, 0.5)},
@@ -109,12 +115,20 @@ std::string markdown(const nlohmann::json& report) {
     return m["time_to_target_s"].is_null() ? std::string("not reached")
                                            : fmt::format("{:.2f}", m["time_to_target_s"].template get<double>());
   });
-  row("best valid acc", [](const auto& m) {
-    return fmt::format("{:.4f}", m["best_valid_acc"].template get<double>());
-  });
-  row("test acc at best valid", [](const auto& m) {
-    return fmt::format("{:.4f}", m["test_acc_at_best_valid"].template get<double>());
-  });
+  // One metric for every mode (full and sampled: accuracy) names the rows; otherwise each
+  // value carries its metric's name.
+  std::string metric = report["modes"].empty() ? "acc" : report["modes"][0]["metric"].get<std::string>();
+  bool higher = report["modes"].empty() || report["modes"][0]["higher_is_better"].get<bool>();
+  for (const auto& m : report["modes"])
+    if (m["metric"].get<std::string>() != metric) metric.clear();
+  auto metric_value = [&metric](const auto& m, const char* key) {
+    const std::string value = fmt::format("{:.4f}", m[key].template get<double>());
+    return metric.empty() ? value + " " + m["metric"].template get<std::string>() : value;
+  };
+  const std::string name = metric.empty() ? std::string() : metric + " ";
+  row("best valid " + name + (metric.empty() ? "" : higher ? "(higher is better)" : "(lower is better)"),
+      [&](const auto& m) { return metric_value(m, "best_valid"); });
+  row("test " + name + "at best valid", [&](const auto& m) { return metric_value(m, "test_at_best_valid"); });
   row("peak RSS per rank (MB)", [](const auto& m) {
     std::string s;
     for (const auto& b : m["peak_rss_bytes_per_rank"])
@@ -170,7 +184,8 @@ std::function<void()> setup_bench(CLI::App& app) {
                  "seconds of training per mode, > 0 (stops at the first epoch past it)")
       ->check(finite_range(0.0, std::numeric_limits<double>::infinity(), true));
   app.add_option("--target-acc", o->train.target_acc,
-                 "report the seconds each mode needs to reach this validation accuracy")
+                 "report the seconds each mode needs to reach this validation accuracy (dynamic "
+                 "link prediction: AUC; not used for MSE)")
       ->check(finite_range(0.0, 1.0, true));
   app.add_option("--out", o->out_dir,
                  "report folder (report.json, report.md, plot); it appears only when complete")
@@ -227,7 +242,7 @@ std::function<void()> setup_bench(CLI::App& app) {
                                     : partition::read_manifest(o->train.part_dir).dataset;
     nlohmann::json report = {
         {"format", "tessel-bench"},
-        {"version", 1},
+        {"version", 2},
         {"dataset", dataset},
         {"partition", o->train.part_dir.string()},
         {"ranks", comm->size()},
@@ -282,7 +297,9 @@ std::function<void()> setup_bench(CLI::App& app) {
 
 const Registrar registrar({"bench",
                            "Train several modes on the same partitions and report them side by side "
-                           "(run under mpirun).",
+                           "(run under mpirun): time per epoch, bytes, memory and the best "
+                           "validation value of each mode's metric (accuracy; dynamic mode: MSE, "
+                           "lower is better, or AUC for link prediction).",
                            true, setup_bench, 40});
 
 }  // namespace

@@ -1335,9 +1335,11 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   result.summary["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose) / epochs;
   result.summary["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic) / epochs;
   if (options.dynamic.partition == "snapshot") result.summary["snapshot_blocks"] = blocks;
-  if (cls) {
+  result.metric = metric;
+  result.higher_is_better = higher_better;
+  if (result.best_epoch > 0) {
     result.best_valid_acc = best_valid;
-    result.test_acc_at_best = best.value("test_acc", 0.0);
+    result.test_acc_at_best = best.value("test_" + metric, 0.0);
   }
   if (metrics.is_open()) {
     nlohmann::json summary = {{"summary", true},

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace tessel {
@@ -120,6 +121,40 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
   ASSERT_EQ(report["modes"].size(), 1u);
   EXPECT_EQ(report["modes"][0]["mode"], "dynamic");
   EXPECT_TRUE(report["modes"][0]["mode_summary"].contains("final_test_mse"));
+  // The report carries the task's metric: the lowest validation MSE of the run, not an accuracy.
+  const auto bench_epochs = read_lines(dir / "report" / "dynamic.jsonl");
+  auto check_metric = [](const nlohmann::json& mode, const std::vector<nlohmann::json>& epochs,
+                         const std::string& metric, bool higher) {
+    EXPECT_EQ(mode["metric"], metric);
+    EXPECT_EQ(mode["higher_is_better"], higher);
+    EXPECT_TRUE(mode["best_valid_acc"].is_null()) << mode.dump();
+    double best = higher ? -1.0 : 1e300;
+    for (const auto& e : epochs)
+      if (e.contains("valid_" + metric)) {
+        const double v = e["valid_" + metric].get<double>();
+        best = higher ? std::max(best, v) : std::min(best, v);
+      }
+    EXPECT_GT(best, 0.0) << metric;
+    EXPECT_DOUBLE_EQ(mode["best_valid"].get<double>(), best) << metric;
+    EXPECT_DOUBLE_EQ(mode["test_at_best_valid"].get<double>(),
+                     mode["mode_summary"]["test_" + metric].get<double>())
+        << metric;
+  };
+  check_metric(report["modes"][0], bench_epochs, "mse", false);
+  {
+    std::ifstream md_file(dir / "report" / "report.md");
+    const std::string md((std::istreambuf_iterator<char>(md_file)),
+                         std::istreambuf_iterator<char>());
+    EXPECT_NE(md.find("| best valid mse (lower is better) |"), std::string::npos) << md;
+  }
+  // Link prediction: the highest validation AUC.
+  r = run("bench " + quote(dir / "p") + " --modes dynamic --model gcn-gru --hidden 8 --layers 1 "
+          "--task link-prediction --epochs 3 --quiet --out " + quote(dir / "report-link"), 2);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream link_file(dir / "report-link" / "report.json");
+  const auto link_report = nlohmann::json::parse(link_file);
+  check_metric(link_report["modes"][0], read_lines(dir / "report-link" / "dynamic.jsonl"), "auc",
+               true);
   r = run("bench " + quote(dir / "p") + " --modes full,dynamic --model gcn-gru --epochs 1 --out " +
           quote(dir / "report2"), 2);
   EXPECT_NE(r.code, 0);

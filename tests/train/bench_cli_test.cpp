@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 using namespace tessel;
 namespace fs = std::filesystem;
@@ -53,6 +54,11 @@ TEST(BenchCli, ReportHasBothModesWithEveryKey) {
                             "time_to_target_s", "best_valid_acc", "test_acc_at_best_valid",
                             "best_epoch", "comm_bytes_per_epoch_median"})
       expect_positive_number(m, key, mode);
+    // Both modes pick their best epoch by validation accuracy, under both names.
+    EXPECT_EQ(m.at("metric"), "acc") << mode;
+    EXPECT_EQ(m.at("higher_is_better"), true) << mode;
+    EXPECT_EQ(m.at("best_valid"), m.at("best_valid_acc")) << mode;
+    EXPECT_EQ(m.at("test_at_best_valid"), m.at("test_acc_at_best_valid")) << mode;
     ASSERT_EQ(m.at("peak_rss_bytes_per_rank").size(), 2u) << mode;
     for (const auto& rss : m["peak_rss_bytes_per_rank"]) EXPECT_GT(rss.get<double>(), 1e6) << mode;
     ASSERT_FALSE(m.at("phase_seconds_per_epoch").empty()) << mode;
@@ -62,7 +68,9 @@ TEST(BenchCli, ReportHasBothModesWithEveryKey) {
     }
     EXPECT_TRUE(fs::exists(report_dir / (mode + ".jsonl"))) << mode;
   }
-  EXPECT_TRUE(fs::exists(report_dir / "report.md"));
+  std::ifstream md_file(report_dir / "report.md");
+  const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("| best valid acc (higher is better) |"), std::string::npos) << md;
   // The plot needs matplotlib; without it the run says so and still succeeds.
   EXPECT_TRUE(fs::exists(report_dir / "accuracy_vs_time.png") ||
               out.find("matplotlib is not installed") != std::string::npos)

@@ -90,6 +90,12 @@ struct EpochMetrics {
 struct TrainResult {
   std::string mode;
   std::vector<EpochMetrics> epochs;
+  // The validation metric that picks the best epoch, and whether higher is better: accuracy
+  // ("acc") in every mode and task but dynamic mode's node regression ("mse", lower is better)
+  // and link prediction ("auc"). best_valid_acc and test_acc_at_best hold that metric's
+  // validation and test values at the best epoch.
+  std::string metric = "acc";
+  bool higher_is_better = true;
   double best_valid_acc = 0;
   double test_acc_at_best = 0;
   int best_epoch = 0;
