@@ -4,6 +4,8 @@
 
 #include "tessel/core/error.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -52,34 +54,61 @@ void link_scores_backward(const Tensor& z, std::span<const LocalId> src,
   TESSEL_EXPECTS(grad_scores.numel() == static_cast<std::int64_t>(src.size()) &&
                      grad_z.shape() == z.shape() && grad_w.numel() == w.numel(),
                  "link_scores_backward: shapes do not match the forward pass");
-  const std::int64_t H = z.cols(), n = static_cast<std::int64_t>(src.size());
+  const std::int64_t H = z.cols(), n = static_cast<std::int64_t>(src.size()), rows = z.rows();
   const float* pz = z.data<float>();
   const float* pw = w.data<float>();
   const float* g = grad_scores.data<float>();
   float* gz = grad_z.data<float>();
-  // Double accumulators: a sum over millions of pairs.
-  std::vector<double> gw(static_cast<std::size_t>(H), 0.0);
-  double gb = 0;
-  // Pairs share rows in any pattern, so the scatter into grad_z stays on one thread.
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float gj = g[j];
-    if (gj == 0.0f) continue;
-    const std::int64_t u = src[j], v = dst[j];
-    const float* a = pz + u * H;
-    const float* c = pz + v * H;
-    float* ga = gz + u * H;
-    float* gc = gz + v * H;
-    for (std::int64_t k = 0; k < H; ++k) {
-      const float ak = a[k], ck = c[k];
-      ga[k] += gj * pw[k] * ck;
-      gc[k] += gj * pw[k] * ak;
-      gw[k] += static_cast<double>(gj) * ak * ck;
+  // Rows of grad_z: pairs share rows in any pattern, so each thread owns a range of rows and
+  // walks all pairs, adding only into its rows. A row then receives its terms in pair order (the
+  // source's before the destination's within a pair), exactly as one thread adding pair after
+  // pair would: the same floats at any thread count.
+  const bool parallel = n > 4096 && rows > 1;
+#pragma omp parallel if (parallel)
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t row_begin = rows * t / threads, row_end = rows * (t + 1) / threads;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float gj = g[j];
+      if (gj == 0.0f) continue;
+      const std::int64_t u = src[j], v = dst[j];
+      const bool mine_u = u >= row_begin && u < row_end, mine_v = v >= row_begin && v < row_end;
+      if (!mine_u && !mine_v) continue;
+      const float* a = pz + u * H;
+      const float* c = pz + v * H;
+      if (mine_u) {
+        float* ga = gz + u * H;
+        for (std::int64_t k = 0; k < H; ++k) ga[k] += gj * pw[k] * c[k];
+      }
+      if (mine_v) {
+        float* gc = gz + v * H;
+        for (std::int64_t k = 0; k < H; ++k) gc[k] += gj * pw[k] * a[k];
+      }
     }
-    gb += gj;
   }
+  // grad_w and grad_b: double sums over fixed blocks of pairs, then over the blocks in order, so
+  // the rounding does not depend on the thread count either.
+  constexpr std::int64_t kBlock = 4096;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks * (H + 1)), 0.0);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    double* gw = partial.data() + b * (H + 1);
+    for (std::int64_t j = b * kBlock; j < std::min(n, (b + 1) * kBlock); ++j) {
+      const float gj = g[j];
+      if (gj == 0.0f) continue;
+      const float* a = pz + static_cast<std::int64_t>(src[j]) * H;
+      const float* c = pz + static_cast<std::int64_t>(dst[j]) * H;
+      for (std::int64_t k = 0; k < H; ++k) gw[k] += static_cast<double>(gj) * a[k] * c[k];
+      gw[H] += gj;
+    }
+  }
+  std::vector<double> sum(static_cast<std::size_t>(H + 1), 0.0);
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t k = 0; k <= H; ++k) sum[k] += partial[b * (H + 1) + k];
   for (std::int64_t k = 0; k < H; ++k)
-    grad_w.data<float>()[k] += static_cast<float>(gw[k]);
-  grad_b.data<float>()[0] += static_cast<float>(gb);
+    grad_w.data<float>()[k] += static_cast<float>(sum[k]);
+  grad_b.data<float>()[0] += static_cast<float>(sum[H]);
 }
 
 double binary_cross_entropy_sum(const Tensor& scores, std::span<const float> labels, double scale,

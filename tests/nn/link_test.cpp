@@ -1,9 +1,13 @@
 // Link prediction pieces: AUC and reciprocal rank on hand-computed cases, binary cross-entropy
-// against its formula, and a finite-difference gradient check of the scoring head under it.
+// against its formula, a finite-difference gradient check of the scoring head under it, and its
+// parallel backward giving the same floats at every thread count.
 #include "nn_test_util.hpp"
 
 #include "tessel/nn/link.hpp"
 
+#include <omp.h>
+
+#include <cstring>
 #include <limits>
 
 namespace tessel {
@@ -79,6 +83,59 @@ TEST(LinkHead, ScoringHeadGradientMatchesFiniteDifferences) {
   test::expect_gradient("z", z, gz, loss, 1e-2, 1e-2, 1e-4);
   test::expect_gradient("w", w, gw, loss, 1e-2, 1e-2, 1e-4);
   test::expect_gradient("b", b, gb, loss, 1e-2, 1e-2, 1e-4);
+}
+
+// The backward pass scatters into rows that many pairs share: at 1, 2, 3 and 4 threads it gives
+// the same bits, and the sums of adding pair after pair on one thread.
+TEST(LinkHead, ScoringHeadBackwardIsTheSameAtEveryThreadCount) {
+  const std::int64_t rows = 301, H = 7, n = 20011;
+  Tensor z = test::random_tensor({rows, H}, 3);
+  Tensor w = test::random_tensor({H, 1}, 4);
+  Tensor g = test::random_tensor({n}, 5);
+  std::vector<LocalId> src(n), dst(n);
+  for (std::int64_t j = 0; j < n; ++j) {
+    // Skewed rows (row 0 is in a fifth of the pairs), some self pairs, some zero gradients.
+    src[j] = static_cast<LocalId>(j % 5 == 0 ? 0 : (j * 7919) % rows);
+    dst[j] = static_cast<LocalId>(j % 11 == 0 ? src[j] : (j * 104729 + 13) % rows);
+    if (j % 13 == 0) g.data<float>()[j] = 0.0f;
+  }
+  // One thread adding pair after pair: the order the parallel pass must keep per row.
+  std::vector<float> expect_z(static_cast<std::size_t>(rows * H), 0.0f);
+  double expect_w0 = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float gj = g.data<float>()[j];
+    if (gj == 0.0f) continue;
+    const float* a = z.data<float>() + src[j] * H;
+    const float* c = z.data<float>() + dst[j] * H;
+    const float* pw = w.data<float>();
+    for (std::int64_t k = 0; k < H; ++k) {
+      expect_z[src[j] * H + k] += gj * pw[k] * c[k];
+      expect_z[dst[j] * H + k] += gj * pw[k] * a[k];
+    }
+    expect_w0 += static_cast<double>(gj) * a[0] * c[0];
+  }
+  const int saved_threads = omp_get_max_threads();
+  std::vector<Tensor> results;
+  for (int threads : {1, 2, 3, 4}) {
+    omp_set_num_threads(threads);
+    Tensor gz = Tensor::zeros(z.shape(), DType::f32), gw = Tensor::zeros(w.shape(), DType::f32),
+           gb = Tensor::zeros({1}, DType::f32);
+    nn::link_scores_backward(z, src, dst, w, g, gz, gw, gb);
+    for (std::int64_t i = 0; i < rows * H; ++i)
+      ASSERT_NEAR(gz.data<float>()[i], expect_z[i], 1e-4 * (1.0 + std::fabs(expect_z[i])))
+          << threads << " threads, entry " << i;
+    EXPECT_NEAR(gw.data<float>()[0], expect_w0, 1e-5 * std::fabs(expect_w0)) << threads;
+    if (!results.empty()) {
+      EXPECT_EQ(std::memcmp(gz.data<float>(), results[0].data<float>(), gz.nbytes()), 0)
+          << threads << " threads";
+      EXPECT_EQ(std::memcmp(gw.data<float>(), results[1].data<float>(), gw.nbytes()), 0)
+          << threads << " threads";
+      EXPECT_EQ(gb.data<float>()[0], results[2].data<float>()[0]) << threads << " threads";
+    } else {
+      results = {gz, gw, gb};
+    }
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 } // namespace
