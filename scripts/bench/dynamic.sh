@@ -4,7 +4,8 @@
 # of the epochs after the first, evaluation excluded) and its split (graph phase, transposition
 # or halo exchange, recurrent phase), bytes sent per epoch against the analytic volume (the
 # all-to-all transposition for the snapshot layout, the per-snapshot halo rows for the vertex
-# layout), and the store's size with differences only against with full snapshots too.
+# layout), and the store's size with differences only against with full snapshots too. The
+# snapshot layout's rows are followed by the blocks the trainer chose.
 #
 # The issue's size is 200k nodes x 32 snapshots (average degree 10, 32 features); the default
 # here is 50k nodes (NODES=200000 for the full size) so that the whole script runs in a few
@@ -72,6 +73,9 @@ for p in $ranks; do
        med(.comm_bytes) / 1e6, med(.transpose_bytes) / 1e6, $a / 1e6,
        (if $a > 0 then med(.comm_bytes) / $a else 0 end)] | @tsv' "$metrics" |
       awk -F'\t' '{printf "%-3s %-9s %-3s %9.3f %9.3f %11.3f %10.3f %11.2f %11.2f %12.2f %7.3f\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11}'
+    if [ "$layout" = snapshot ]; then
+      jq -r -s '.[] | select(.summary) | "    snapshot blocks \(.snapshot_blocks | tostring) (training [0, '"$train_end"'))"' "$metrics"
+    fi
   done
 done
 echo "(sent MB/ep also carries the gradient all-reduce and the loss sums; ratio = sent / analytic)"
