@@ -1,4 +1,4 @@
-// Dispatch of softmax cross-entropy and argmax accuracy.
+// Dispatch of softmax cross-entropy, argmax accuracy, squared error and binary cross-entropy.
 #include "tessel/kernels/loss.hpp"
 
 #include "check.hpp"
@@ -67,6 +67,64 @@ std::int64_t count_correct(const Tensor& logits, std::span<const LocalId> rows,
     return cuda::count_correct(context.cuda_resources(), logits.cols(), logits.ptr<float>(), k,
                                rows.data(), labels.data());
   }
+#endif
+  (void)context;
+  detail::unsupported_device(kOp, device);
+}
+
+namespace {
+// a and b hold the same number of f32 elements on one device; grad, when given, is shaped like a.
+void expect_elementwise_loss(const char* op, const char* a_name, const Tensor& a,
+                             const char* b_name, const Tensor& b, const Tensor* grad) {
+  TESSEL_EXPECTS(a.defined() && b.defined(), "{}: {} or {} is undefined", op, a_name, b_name);
+  TESSEL_EXPECTS(a.dtype() == DType::f32 && b.dtype() == DType::f32 && a.numel() == b.numel(),
+                 "{}: {} is {} and {} is {}; expected f32 with as many elements", op, a_name,
+                 a.describe(), b_name, b.describe());
+  detail::expect_device(op, b_name, b, a.device());
+  if (grad) {
+    TESSEL_EXPECTS(grad->defined() && grad->dtype() == DType::f32,
+                   "{}: grad is undefined or not f32", op);
+    detail::expect_same_shape(op, a_name, a, "grad", *grad);
+    detail::expect_device(op, "grad", *grad, a.device());
+  }
+}
+} // namespace
+
+double squared_error(const Tensor& pred, const Tensor& target, double scale, Tensor* grad,
+                     Context* ctx) {
+  constexpr const char* kOp = "squared_error";
+  expect_elementwise_loss(kOp, "pred", pred, "target", target, grad);
+  const Device device = pred.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  const std::int64_t n = pred.numel();
+  float* g = grad ? grad->ptr<float>() : nullptr;
+  if (n == 0) return 0.0;
+  if (device.is_cpu())
+    return cpu::squared_error(n, pred.ptr<float>(), target.ptr<float>(), scale, g);
+#ifdef TESSEL_WITH_CUDA
+  if (device.is_cuda())
+    return cuda::squared_error(context.cuda_resources(), n, pred.ptr<float>(), target.ptr<float>(),
+                               scale, g);
+#endif
+  (void)context;
+  detail::unsupported_device(kOp, device);
+}
+
+double binary_cross_entropy(const Tensor& scores, const Tensor& labels, double scale, Tensor* grad,
+                            Context* ctx) {
+  constexpr const char* kOp = "binary_cross_entropy";
+  expect_elementwise_loss(kOp, "scores", scores, "labels", labels, grad);
+  const Device device = scores.device();
+  Context& context = resolve_context(ctx, device, kOp);
+  const std::int64_t n = scores.numel();
+  float* g = grad ? grad->ptr<float>() : nullptr;
+  if (n == 0) return 0.0;
+  if (device.is_cpu())
+    return cpu::binary_cross_entropy(n, scores.ptr<float>(), labels.ptr<float>(), scale, g);
+#ifdef TESSEL_WITH_CUDA
+  if (device.is_cuda())
+    return cuda::binary_cross_entropy(context.cuda_resources(), n, scores.ptr<float>(),
+                                      labels.ptr<float>(), scale, g);
 #endif
   (void)context;
   detail::unsupported_device(kOp, device);

@@ -74,6 +74,33 @@ double softmax_cross_entropy(std::int64_t n, std::int64_t c, const float* logits
 std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k, const LocalId* rows,
                            const std::int64_t* labels);
 
+// grad may be null (not written).
+double squared_error(std::int64_t n, const float* pred, const float* target, double scale,
+                     float* grad);
+double binary_cross_entropy(std::int64_t n, const float* scores, const float* labels, double scale,
+                            float* grad);
+
+// Gate arithmetic of the recurrent cells (see recurrent.hpp); h is H wide, gates 3H or 4H.
+void gru_cell_forward(std::int64_t n, std::int64_t h, const float* gi, const float* gh,
+                      const float* h_prev, float* r, float* z, float* n_gate, float* hn,
+                      float* h_next);
+void gru_cell_backward(std::int64_t n, std::int64_t h, const float* grad_h_next,
+                       const float* h_prev, const float* r, const float* z, const float* n_gate,
+                       const float* hn, float* grad_gi, float* grad_gh, float* grad_h);
+void lstm_cell_forward(std::int64_t n, std::int64_t h, float* gates, const float* c, float* c_next,
+                       float* h_next);
+// grad_c may be null (zero).
+void lstm_cell_backward(std::int64_t n, std::int64_t h, const float* grad_h, const float* grad_c,
+                        const float* gates, const float* c, const float* c_next, float* grad_pre,
+                        float* grad_c_prev);
+
+// The Hadamard link head over `pairs` (src, dst) rows of z [., h].
+void link_scores(std::int64_t pairs, std::int64_t h, const float* z, const LocalId* src,
+                 const LocalId* dst, const float* w, const float* b, float* scores);
+void link_scores_backward(std::int64_t pairs, std::int64_t h, const float* z, const LocalId* src,
+                          const LocalId* dst, const float* w, const float* grad_scores,
+                          float* grad_z, float* grad_w, float* grad_b);
+
 // step_size = lr / (1 - b1^t); bias2_sqrt = sqrt(1 - b2^t).
 void adam_update(std::int64_t count, float* param, const float* grad, float* m, float* v,
                  float beta1, float beta2, float eps, float weight_decay, float step_size,

@@ -1,4 +1,5 @@
-// CPU twins of softmax cross-entropy (loss and gradient) and argmax accuracy.
+// CPU twins of softmax cross-entropy (loss and gradient), argmax accuracy, squared error and
+// binary cross-entropy with logits.
 #include "cpu_ops.hpp"
 
 #include <algorithm>
@@ -49,6 +50,39 @@ std::int64_t count_correct(std::int64_t c, const float* logits, std::int64_t k, 
     correct += best == labels[i] ? 1 : 0;
   }
   return correct;
+}
+
+double squared_error(std::int64_t n, const float* pred, const float* target, double scale,
+                     float* grad) {
+  // Terms in double, added in element order (the CUDA twin adds the same terms on the host).
+  double total = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double diff = static_cast<double>(pred[i]) - static_cast<double>(target[i]);
+    total += diff * diff;
+    if (grad) grad[i] = static_cast<float>(2.0 * scale * diff);
+  }
+  return total;
+}
+
+double binary_cross_entropy(std::int64_t n, const float* scores, const float* labels, double scale,
+                            float* grad) {
+  std::vector<double> term(static_cast<std::size_t>(n));
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double x = scores[j], y = labels[j];
+    // softplus(x) = max(x, 0) + log1p(exp(-|x|)): no overflow for large |x|.
+    term[static_cast<std::size_t>(j)] =
+        std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))) - y * x;
+    if (grad) {
+      const double sigmoid =
+          x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+      grad[j] = static_cast<float>(scale * (sigmoid - y));
+    }
+  }
+  double total = 0.0;
+  for (double t : term)
+    total += t;
+  return total;
 }
 
 } // namespace tessel::kernels::cpu

@@ -87,6 +87,31 @@ double softmax_cross_entropy(Resources& r, std::int64_t n, std::int64_t c, const
 std::int64_t count_correct(Resources& r, std::int64_t c, const float* logits, std::int64_t k,
                            const LocalId* host_rows, const std::int64_t* host_labels);
 
+// The sum is taken on the host in element order (synchronizes). grad may be null.
+double squared_error(Resources& r, std::int64_t n, const float* pred, const float* target,
+                     double scale, float* grad);
+double binary_cross_entropy(Resources& r, std::int64_t n, const float* scores, const float* labels,
+                            double scale, float* grad);
+
+void gru_cell_forward(Resources& r, std::int64_t n, std::int64_t h, const float* gi,
+                      const float* gh, const float* h_prev, float* rg, float* z, float* n_gate,
+                      float* hn, float* h_next);
+void gru_cell_backward(Resources& r, std::int64_t n, std::int64_t h, const float* grad_h_next,
+                       const float* h_prev, const float* rg, const float* z, const float* n_gate,
+                       const float* hn, float* grad_gi, float* grad_gh, float* grad_h);
+void lstm_cell_forward(Resources& r, std::int64_t n, std::int64_t h, float* gates, const float* c,
+                       float* c_next, float* h_next);
+void lstm_cell_backward(Resources& r, std::int64_t n, std::int64_t h, const float* grad_h,
+                        const float* grad_c, const float* gates, const float* c,
+                        const float* c_next, float* grad_pre, float* grad_c_prev);
+
+void link_scores(Resources& r, std::int64_t pairs, std::int64_t h, const float* z,
+                 const LocalId* src, const LocalId* dst, const float* w, const float* b,
+                 float* scores);
+void link_scores_backward(Resources& r, std::int64_t pairs, std::int64_t h, const float* z,
+                          const LocalId* src, const LocalId* dst, const float* w,
+                          const float* grad_scores, float* grad_z, float* grad_w, float* grad_b);
+
 void adam_update(Resources& r, std::int64_t count, float* param, const float* grad, float* m,
                  float* v, float beta1, float beta2, float eps, float weight_decay, float step_size,
                  float bias2_sqrt);

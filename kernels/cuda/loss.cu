@@ -1,4 +1,6 @@
-// CUDA twins of softmax cross-entropy (a warp per selected row) and argmax accuracy.
+// CUDA twins of softmax cross-entropy (a warp per selected row), argmax accuracy, squared error and
+// binary cross-entropy with logits (a thread per element; the terms are summed on the host in
+// order, like the CPU twin).
 #include "cuda_ops.hpp"
 #include "resources.cuh"
 
@@ -62,6 +64,43 @@ __global__ void correct_kernel(std::int64_t c, const float* __restrict__ logits,
   }
 }
 
+__global__ void squared_error_kernel(std::int64_t n, const float* __restrict__ pred,
+                                     const float* __restrict__ target, double scale,
+                                     float* __restrict__ grad, double* __restrict__ term) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const double diff = static_cast<double>(pred[i]) - static_cast<double>(target[i]);
+    term[i] = diff * diff;
+    if (grad) grad[i] = static_cast<float>(2.0 * scale * diff);
+  }
+}
+
+__global__ void bce_kernel(std::int64_t n, const float* __restrict__ scores,
+                           const float* __restrict__ labels, double scale, float* __restrict__ grad,
+                           double* __restrict__ term) {
+  for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n;
+       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const double x = scores[j], y = labels[j];
+    term[j] = fmax(x, 0.0) + log1p(exp(-fabs(x))) - y * x;
+    if (grad) {
+      const double sigmoid = x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+      grad[j] = static_cast<float>(scale * (sigmoid - y));
+    }
+  }
+}
+
+// Copies n per-element terms to the host (synchronizing) and sums them in order.
+double sum_terms_on_host(Resources& r, const double* term, std::int64_t n) {
+  std::vector<double> host(static_cast<std::size_t>(n));
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(host.data(), term, static_cast<std::size_t>(n) * sizeof(double),
+                                    cudaMemcpyDeviceToHost, r.stream));
+  TESSEL_CHECK_CUDA(cudaStreamSynchronize(r.stream));
+  double total = 0.0;
+  for (double t : host)
+    total += t;
+  return total;
+}
+
 } // namespace
 
 double softmax_cross_entropy(Resources& r, std::int64_t n, std::int64_t c, const float* logits,
@@ -120,6 +159,27 @@ std::int64_t count_correct(Resources& r, std::int64_t c, const float* logits, st
   for (auto flag : host_correct)
     total += flag;
   return total;
+}
+
+double squared_error(Resources& r, std::int64_t n, const float* pred, const float* target,
+                     double scale, float* grad) {
+  if (n == 0) return 0.0;
+  DeviceBuffer terms(r, static_cast<std::size_t>(n) * sizeof(double));
+  auto* term = static_cast<double*>(terms.get());
+  squared_error_kernel<<<blocks_for(n), kThreads, 0, r.stream>>>(n, pred, target, scale, grad,
+                                                                 term);
+  TESSEL_CHECK_LAUNCH();
+  return sum_terms_on_host(r, term, n);
+}
+
+double binary_cross_entropy(Resources& r, std::int64_t n, const float* scores, const float* labels,
+                            double scale, float* grad) {
+  if (n == 0) return 0.0;
+  DeviceBuffer terms(r, static_cast<std::size_t>(n) * sizeof(double));
+  auto* term = static_cast<double*>(terms.get());
+  bce_kernel<<<blocks_for(n), kThreads, 0, r.stream>>>(n, scores, labels, scale, grad, term);
+  TESSEL_CHECK_LAUNCH();
+  return sum_terms_on_host(r, term, n);
 }
 
 } // namespace tessel::kernels::cuda

@@ -263,6 +263,99 @@ std::vector<OpCase> all_cases() {
                      return to_host({grad, scalar(loss), scalar(static_cast<double>(correct))});
                    },
                    1e-6, 1e-7});
+  // The recurrent cells' gate arithmetic: a ragged row count and a hidden width that is not a
+  // multiple of a warp, inputs wide enough to saturate the sigmoids and tanh.
+  for (std::int64_t h : {1, 5, 32, 45})
+    cases.push_back({"gru_cell.H" + std::to_string(h),
+                     [h](Device d) {
+                       const std::int64_t n = 67;
+                       const Tensor gi = test::random_tensor({n, 3 * h}, 1, -4, 4).to(d);
+                       const Tensor gh = test::random_tensor({n, 3 * h}, 2, -4, 4).to(d);
+                       const Tensor hp = test::random_tensor({n, h}, 3).to(d);
+                       auto block = [&] { return Tensor::empty({n, h}, DType::f32, d); };
+                       Tensor r = block(), z = block(), ng = block(), hn = block(), out = block();
+                       kernels::gru_cell_forward(gi, gh, hp, r, z, ng, hn, out);
+                       const Tensor g = test::random_tensor({n, h}, 4).to(d);
+                       Tensor dgi = Tensor::empty({n, 3 * h}, DType::f32, d);
+                       Tensor dgh = Tensor::empty({n, 3 * h}, DType::f32, d);
+                       Tensor dh = block();
+                       kernels::gru_cell_backward(g, hp, r, z, ng, hn, dgi, dgh, dh);
+                       return to_host({r, z, ng, hn, out, dgi, dgh, dh});
+                     },
+                     1e-5, 1e-6});
+  for (std::int64_t h : {1, 5, 32, 45})
+    for (bool with_grad_c : {false, true})
+      cases.push_back(
+          {"lstm_cell.H" + std::to_string(h) + (with_grad_c ? ".grad_c" : ".no_grad_c"),
+           [h, with_grad_c](Device d) {
+             const std::int64_t n = 67;
+             Tensor gates = test::random_tensor({n, 4 * h}, 1, -4, 4).to(d);
+             const Tensor c = test::random_tensor({n, h}, 2, -2, 2).to(d);
+             Tensor c2 = Tensor::empty({n, h}, DType::f32, d);
+             Tensor h2 = Tensor::empty({n, h}, DType::f32, d);
+             kernels::lstm_cell_forward(gates, c, c2, h2);
+             const Tensor gh = test::random_tensor({n, h}, 3).to(d);
+             const Tensor gc = with_grad_c ? test::random_tensor({n, h}, 4).to(d) : Tensor();
+             Tensor dpre = Tensor::empty({n, 4 * h}, DType::f32, d);
+             Tensor dc = Tensor::empty({n, h}, DType::f32, d);
+             kernels::lstm_cell_backward(gh, gc, gates, c, c2, dpre, dc);
+             return to_host({gates, c2, h2, dpre, dc});
+           },
+           1e-5, 1e-6});
+  cases.push_back({"squared_error",
+                   [](Device d) {
+                     const Tensor pred = test::random_tensor({301, 1}, 1, -2, 2).to(d);
+                     const Tensor target = test::random_tensor({301}, 2, -2, 2).to(d);
+                     Tensor grad = Tensor::empty({301, 1}, DType::f32, d);
+                     const double with_grad = kernels::squared_error(pred, target, 0.25, &grad);
+                     const double without = kernels::squared_error(pred, target, 0.25, nullptr);
+                     return to_host({grad, scalar(with_grad), scalar(without)});
+                   },
+                   1e-6, 1e-7});
+  cases.push_back(
+      {"binary_cross_entropy",
+       [](Device d) {
+         // Scores far into both tails (softplus and sigmoid without overflow).
+         std::vector<float> s, y;
+         for (int j = 0; j < 500; ++j) {
+           s.push_back(static_cast<float>((j % 41) - 20) * (j % 7 == 0 ? 15.0f : 0.37f));
+           y.push_back(j % 3 == 0 ? 1.0f : 0.0f);
+         }
+         const Tensor scores = Tensor::from_vector(s).to(d);
+         const Tensor labels = Tensor::from_vector(y).to(d);
+         Tensor grad = Tensor::empty({500}, DType::f32, d);
+         const double loss = kernels::binary_cross_entropy(scores, labels, 0.1, &grad);
+         return to_host({grad, scalar(loss),
+                         scalar(kernels::binary_cross_entropy(scores, labels, 1.0, nullptr))});
+       },
+       1e-6, 1e-7});
+  for (std::int64_t h : {1, 16, 45, 128})
+    cases.push_back({"link_scores.H" + std::to_string(h),
+                     [h](Device d) {
+                       // Pairs sharing rows (and one self pair), so grad_z sums over several
+                       // pairs per row.
+                       const std::int64_t rows = 40, pairs = 900;
+                       std::vector<LocalId> src, dst;
+                       for (std::int64_t j = 0; j < pairs; ++j) {
+                         src.push_back(static_cast<LocalId>((j * 7) % rows));
+                         dst.push_back(
+                             static_cast<LocalId>(j == 5 ? (j * 7) % rows : (j * 13 + 3) % rows));
+                       }
+                       const Tensor z = test::random_tensor({rows, h}, 1).to(d);
+                       const Tensor w = test::random_tensor({h, 1}, 2).to(d);
+                       const Tensor b = Tensor::from_vector(std::vector<float>{0.25f}).to(d);
+                       const Tensor s_ids = Tensor::from_vector(src).to(d);
+                       const Tensor d_ids = Tensor::from_vector(dst).to(d);
+                       Tensor scores = Tensor::empty({pairs}, DType::f32, d);
+                       kernels::link_scores(z, s_ids, d_ids, w, b, scores);
+                       const Tensor g = test::random_tensor({pairs}, 3).to(d);
+                       Tensor gz = test::random_tensor({rows, h}, 4).to(d); // accumulates
+                       Tensor gw = test::random_tensor({h, 1}, 5).to(d);
+                       Tensor gb = Tensor::from_vector(std::vector<float>{1.5f}).to(d);
+                       kernels::link_scores_backward(z, s_ids, d_ids, w, g, gz, gw, gb);
+                       return to_host({scores, gz, gw, gb});
+                     },
+                     1e-4, 1e-5});
   cases.push_back({"adam+sgd",
                    [](Device d) {
                      Tensor p = test::random_tensor({10, 7}, 1).to(d);

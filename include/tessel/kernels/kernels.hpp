@@ -3,6 +3,8 @@
 
 #include "tessel/kernels/context.hpp"
 #include "tessel/kernels/dense.hpp"
+#include "tessel/kernels/link.hpp"
 #include "tessel/kernels/loss.hpp"
 #include "tessel/kernels/optim.hpp"
+#include "tessel/kernels/recurrent.hpp"
 #include "tessel/kernels/sparse.hpp"
