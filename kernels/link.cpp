@@ -76,7 +76,7 @@ void link_scores_backward(const Tensor& z, const Tensor& src, const Tensor& dst,
       kOp, device, context,
       cpu::link_scores_backward(pairs, H, z.ptr<float>(), src.ptr<LocalId>(), dst.ptr<LocalId>(),
                                 w.ptr<float>(), grad_scores.ptr<float>(), grad_z.ptr<float>(),
-                                grad_w.ptr<float>(), grad_b.ptr<float>()),
+                                grad_w.ptr<float>(), grad_b.ptr<float>(), z.rows()),
       cuda::link_scores_backward(r, pairs, H, z.ptr<float>(), src.ptr<LocalId>(),
                                  dst.ptr<LocalId>(), w.ptr<float>(), grad_scores.ptr<float>(),
                                  grad_z.ptr<float>(), grad_w.ptr<float>(), grad_b.ptr<float>()));

@@ -97,9 +97,11 @@ void lstm_cell_backward(std::int64_t n, std::int64_t h, const float* grad_h, con
 // The Hadamard link head over `pairs` (src, dst) rows of z [., h].
 void link_scores(std::int64_t pairs, std::int64_t h, const float* z, const LocalId* src,
                  const LocalId* dst, const float* w, const float* b, float* scores);
+// z has `rows` rows; each thread adds into its own range of them, so the floats do not depend
+// on the thread count.
 void link_scores_backward(std::int64_t pairs, std::int64_t h, const float* z, const LocalId* src,
                           const LocalId* dst, const float* w, const float* grad_scores,
-                          float* grad_z, float* grad_w, float* grad_b);
+                          float* grad_z, float* grad_w, float* grad_b, std::int64_t rows);
 
 // step_size = lr / (1 - b1^t); bias2_sqrt = sqrt(1 - b2^t).
 void adam_update(std::int64_t count, float* param, const float* grad, float* m, float* v,

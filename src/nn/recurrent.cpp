@@ -1,12 +1,11 @@
-// GRU and LSTM cells with hand-written backward passes (dense GEMMs through the kernels layer,
-// gate arithmetic on the host).
+// GRU and LSTM cells with hand-written backward passes: GEMMs and the gate arithmetic are kernel
+// ops, so a cell runs on the device its parameters and inputs are on.
 #include "tessel/nn/recurrent.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/kernels/dense.hpp"
+#include "tessel/kernels/recurrent.hpp"
 #include "tessel/nn/layers.hpp"
-
-#include <cmath>
 
 namespace tessel::nn {
 
@@ -17,19 +16,19 @@ Parameter param(const std::string& name, Tensor value) {
   return Parameter{name, std::move(value), std::move(grad)};
 }
 
-// y = a b (+ bias rows). a: [n, k], b: [k, m].
+// y = a b. a: [n, k], b: [k, m], on one device.
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  Tensor y = Tensor::empty({a.rows(), b.cols()}, DType::f32);
+  Tensor y = Tensor::empty({a.rows(), b.cols()}, DType::f32, a.device());
   kernels::gemm(a, false, b, false, y);
   return y;
 }
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-void check_input(const char* what, const Tensor& x, std::int64_t rows, std::int64_t cols) {
-  TESSEL_ASSERT(x.dtype() == DType::f32 && x.device().is_cpu() && x.dim() == 2 &&
+void check_input(const char* what, const Tensor& x, std::int64_t rows, std::int64_t cols,
+                 Device device) {
+  TESSEL_ASSERT(x.dtype() == DType::f32 && x.device() == device && x.dim() == 2 &&
                     x.rows() == rows && x.cols() == cols,
-                "{}: input {} is not f32 [{}, {}] on the CPU", what, x.describe(), rows, cols);
+                "{}: input {} is not f32 [{}, {}] on {}", what, x.describe(), rows, cols,
+                device.str());
 }
 
 }  // namespace
@@ -45,31 +44,21 @@ GruCell::GruCell(const std::string& prefix, std::int64_t in_dim, std::int64_t hi
 
 Tensor GruCell::forward(const Tensor& x, const Tensor& h) {
   const std::int64_t n = x.rows(), H = hidden();
-  check_input("GruCell x", x, n, in_dim());
-  check_input("GruCell h", h, n, H);
+  const Device d = w_input_.value.device();
+  check_input("GruCell x", x, n, in_dim(), d);
+  check_input("GruCell h", h, n, H, d);
   Tensor gi = matmul(x, w_input_.value);
   Tensor gh = matmul(h, w_hidden_.value);
   kernels::add_bias(gi, b_input_.value);
   kernels::add_bias(gh, b_hidden_.value);
-  Saved s{x, h, Tensor::empty({n, H}, DType::f32), Tensor::empty({n, H}, DType::f32),
-          Tensor::empty({n, H}, DType::f32), Tensor::empty({n, H}, DType::f32)};
-  Tensor out = Tensor::empty({n, H}, DType::f32);
-  const float *pi = gi.data<float>(), *ph = gh.data<float>(), *hp = h.data<float>();
-  float *r = s.r.data<float>(), *z = s.z.data<float>(), *nn_ = s.n.data<float>(),
-        *hn = s.hn.data<float>(), *o = out.data<float>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t v = 0; v < n; ++v) {
-    const float* a = pi + v * 3 * H;
-    const float* b = ph + v * 3 * H;
-    for (std::int64_t j = 0; j < H; ++j) {
-      const std::int64_t k = v * H + j;
-      r[k] = sigmoid(a[j] + b[j]);
-      z[k] = sigmoid(a[H + j] + b[H + j]);
-      hn[k] = b[2 * H + j];
-      nn_[k] = std::tanh(a[2 * H + j] + r[k] * hn[k]);
-      o[k] = (1.0f - z[k]) * nn_[k] + z[k] * hp[k];
-    }
-  }
+  Saved s{x,
+          h,
+          Tensor::empty({n, H}, DType::f32, d),
+          Tensor::empty({n, H}, DType::f32, d),
+          Tensor::empty({n, H}, DType::f32, d),
+          Tensor::empty({n, H}, DType::f32, d)};
+  Tensor out = Tensor::empty({n, H}, DType::f32, d);
+  kernels::gru_cell_forward(gi, gh, h, s.r, s.z, s.n, s.hn, out);
   saved_.push_back(std::move(s));
   return out;
 }
@@ -79,31 +68,12 @@ std::pair<Tensor, Tensor> GruCell::backward(const Tensor& grad_h_next, bool need
   Saved s = std::move(saved_.back());
   saved_.pop_back();
   const std::int64_t n = s.x.rows(), H = hidden();
-  check_input("GruCell grad", grad_h_next, n, H);
-  Tensor dgi = Tensor::empty({n, 3 * H}, DType::f32);
-  Tensor dgh = Tensor::empty({n, 3 * H}, DType::f32);
-  Tensor dh = Tensor::empty({n, H}, DType::f32);
-  const float *g = grad_h_next.data<float>(), *hp = s.h.data<float>(), *r = s.r.data<float>(),
-              *z = s.z.data<float>(), *nn_ = s.n.data<float>(), *hn = s.hn.data<float>();
-  float *di = dgi.data<float>(), *dhh = dgh.data<float>(), *dhp = dh.data<float>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t v = 0; v < n; ++v) {
-    for (std::int64_t j = 0; j < H; ++j) {
-      const std::int64_t k = v * H + j;
-      const float dn = g[k] * (1.0f - z[k]);
-      const float dz = g[k] * (hp[k] - nn_[k]);
-      dhp[k] = g[k] * z[k];
-      const float dn_pre = dn * (1.0f - nn_[k] * nn_[k]);
-      const float dr_pre = dn_pre * hn[k] * r[k] * (1.0f - r[k]);
-      const float dz_pre = dz * z[k] * (1.0f - z[k]);
-      float* a = di + v * 3 * H;
-      float* b = dhh + v * 3 * H;
-      a[j] = b[j] = dr_pre;
-      a[H + j] = b[H + j] = dz_pre;
-      a[2 * H + j] = dn_pre;
-      b[2 * H + j] = dn_pre * r[k];
-    }
-  }
+  const Device d = w_input_.value.device();
+  check_input("GruCell grad", grad_h_next, n, H, d);
+  Tensor dgi = Tensor::empty({n, 3 * H}, DType::f32, d);
+  Tensor dgh = Tensor::empty({n, 3 * H}, DType::f32, d);
+  Tensor dh = Tensor::empty({n, H}, DType::f32, d);
+  kernels::gru_cell_backward(grad_h_next, s.h, s.r, s.z, s.n, s.hn, dgi, dgh, dh);
   kernels::gemm(s.x, true, dgi, false, w_input_.grad, 1.0f, 1.0f);
   kernels::gemm(s.h, true, dgh, false, w_hidden_.grad, 1.0f, 1.0f);
   kernels::column_sums(dgi, b_input_.grad, true);
@@ -111,7 +81,7 @@ std::pair<Tensor, Tensor> GruCell::backward(const Tensor& grad_h_next, bool need
   kernels::gemm(dgh, false, w_hidden_.value, true, dh, 1.0f, 1.0f);
   Tensor dx;
   if (need_input_grad) {
-    dx = Tensor::empty({n, in_dim()}, DType::f32);
+    dx = Tensor::empty({n, in_dim()}, DType::f32, d);
     kernels::gemm(dgi, false, w_input_.value, true, dx);
   }
   return {dx, dh};
@@ -131,31 +101,15 @@ LstmCell::LstmCell(const std::string& prefix, std::int64_t in_dim, std::int64_t 
 
 LstmCell::State LstmCell::forward(const Tensor& x, const State& state) {
   const std::int64_t n = x.rows(), H = hidden();
-  check_input("LstmCell x", x, n, in_dim());
-  check_input("LstmCell h", state.h, n, H);
-  check_input("LstmCell c", state.c, n, H);
+  const Device d = w_input_.value.device();
+  check_input("LstmCell x", x, n, in_dim(), d);
+  check_input("LstmCell h", state.h, n, H, d);
+  check_input("LstmCell c", state.c, n, H, d);
   Tensor gates = matmul(x, w_input_.value);
   kernels::gemm(state.h, false, w_hidden_.value, false, gates, 1.0f, 1.0f);
   kernels::add_bias(gates, bias_.value);
-  State out{Tensor::empty({n, H}, DType::f32), Tensor::empty({n, H}, DType::f32)};
-  float* a = gates.data<float>();
-  const float* c = state.c.data<float>();
-  float *h2 = out.h.data<float>(), *c2 = out.c.data<float>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t v = 0; v < n; ++v) {
-    float* row = a + v * 4 * H;
-    for (std::int64_t j = 0; j < H; ++j) {
-      const float i = sigmoid(row[j]), f = sigmoid(row[H + j]), g = std::tanh(row[2 * H + j]),
-                  o = sigmoid(row[3 * H + j]);
-      row[j] = i;
-      row[H + j] = f;
-      row[2 * H + j] = g;
-      row[3 * H + j] = o;
-      const std::int64_t k = v * H + j;
-      c2[k] = f * c[k] + i * g;
-      h2[k] = o * std::tanh(c2[k]);
-    }
-  }
+  State out{Tensor::empty({n, H}, DType::f32, d), Tensor::empty({n, H}, DType::f32, d)};
+  kernels::lstm_cell_forward(gates, state.c, out.c, out.h);
   saved_.push_back(Saved{x, state.h, state.c, gates, out.c});
   return out;
 }
@@ -165,35 +119,19 @@ std::pair<Tensor, LstmCell::State> LstmCell::backward(const State& grad, bool ne
   Saved s = std::move(saved_.back());
   saved_.pop_back();
   const std::int64_t n = s.x.rows(), H = hidden();
-  check_input("LstmCell grad h", grad.h, n, H);
-  Tensor dpre = Tensor::empty({n, 4 * H}, DType::f32);
-  State dprev{Tensor::empty({n, H}, DType::f32), Tensor::empty({n, H}, DType::f32)};
-  const float *gh = grad.h.data<float>(), *gc = grad.c.defined() ? grad.c.data<float>() : nullptr,
-              *gates = s.gates.data<float>(), *c = s.c.data<float>(), *c2 = s.c_next.data<float>();
-  float *d = dpre.data<float>(), *dc_prev = dprev.c.data<float>();
-#pragma omp parallel for schedule(static)
-  for (std::int64_t v = 0; v < n; ++v) {
-    const float* row = gates + v * 4 * H;
-    float* drow = d + v * 4 * H;
-    for (std::int64_t j = 0; j < H; ++j) {
-      const std::int64_t k = v * H + j;
-      const float i = row[j], f = row[H + j], g = row[2 * H + j], o = row[3 * H + j];
-      const float tc = std::tanh(c2[k]);
-      const float dc = (gc ? gc[k] : 0.0f) + gh[k] * o * (1.0f - tc * tc);
-      drow[j] = dc * g * i * (1.0f - i);
-      drow[H + j] = dc * c[k] * f * (1.0f - f);
-      drow[2 * H + j] = dc * i * (1.0f - g * g);
-      drow[3 * H + j] = gh[k] * tc * o * (1.0f - o);
-      dc_prev[k] = dc * f;
-    }
-  }
+  const Device d = w_input_.value.device();
+  check_input("LstmCell grad h", grad.h, n, H, d);
+  if (grad.c.defined()) check_input("LstmCell grad c", grad.c, n, H, d);
+  Tensor dpre = Tensor::empty({n, 4 * H}, DType::f32, d);
+  State dprev{Tensor::empty({n, H}, DType::f32, d), Tensor::empty({n, H}, DType::f32, d)};
+  kernels::lstm_cell_backward(grad.h, grad.c, s.gates, s.c, s.c_next, dpre, dprev.c);
   kernels::gemm(s.x, true, dpre, false, w_input_.grad, 1.0f, 1.0f);
   kernels::gemm(s.h, true, dpre, false, w_hidden_.grad, 1.0f, 1.0f);
   kernels::column_sums(dpre, bias_.grad, true);
   kernels::gemm(dpre, false, w_hidden_.value, true, dprev.h);
   Tensor dx;
   if (need_input_grad) {
-    dx = Tensor::empty({n, in_dim()}, DType::f32);
+    dx = Tensor::empty({n, in_dim()}, DType::f32, d);
     kernels::gemm(dpre, false, w_input_.value, true, dx);
   }
   return {dx, dprev};

@@ -12,9 +12,10 @@ namespace tessel::kernels {
 void link_scores(const Tensor& z, const Tensor& src, const Tensor& dst, const Tensor& w,
                  const Tensor& b, Tensor& scores, Context* ctx = nullptr);
 // For d loss / d scores = grad_scores (f32 [pairs]): adds into grad_z (f32 [rows, H]), grad_w
-// (H elements) and grad_b ([1]). The sums over pairs for grad_w and grad_b are taken in double.
-// grad_z's rows receive their additions in pair order on the CPU and in any order on CUDA
-// (atomics), so CUDA agrees with the CPU to rounding.
+// (H elements) and grad_b ([1]). The sums over pairs for grad_w and grad_b are taken in double
+// (on the CPU over fixed blocks of pairs). grad_z's rows receive their additions in pair order on
+// the CPU (the same floats at any thread count) and in any order on CUDA (atomics), so CUDA
+// agrees with the CPU to rounding.
 void link_scores_backward(const Tensor& z, const Tensor& src, const Tensor& dst, const Tensor& w,
                           const Tensor& grad_scores, Tensor& grad_z, Tensor& grad_w, Tensor& grad_b,
                           Context* ctx = nullptr);

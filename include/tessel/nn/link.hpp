@@ -11,8 +11,9 @@
 namespace tessel::nn {
 
 // Scores of node pairs from their embeddings: score_j = sum_k w[k] z[src_j, k] z[dst_j, k] + b,
-// a diagonal bilinear form (symmetric in the two endpoints). z: f32 [rows, H] on the CPU;
-// src, dst: rows of z, one pair each; w: f32 [H, 1] (or [H]); b: f32 [1]. Returns f32 [pairs].
+// a diagonal bilinear form (symmetric in the two endpoints). z: f32 [rows, H] on any device;
+// src, dst: rows of z, one pair each (host spans, uploaded); w: f32 [H, 1] (or [H]) and b: f32 [1]
+// on z's device. Returns f32 [pairs] on z's device (the kernels::link_scores op).
 Tensor link_scores(const Tensor& z, std::span<const LocalId> src, std::span<const LocalId> dst,
                    const Tensor& w, const Tensor& b);
 
@@ -23,8 +24,9 @@ void link_scores_backward(const Tensor& z, std::span<const LocalId> src,
                           Tensor& grad_z, Tensor& grad_w, Tensor& grad_b);
 
 // Binary cross-entropy with logits, summed: sum_j softplus(s_j) - y_j s_j (y_j in {0, 1}),
-// computed without overflow for any finite score. With grad (f32 [pairs], may be undefined to
-// skip), writes scale * (sigmoid(s_j) - y_j).
+// computed without overflow for any finite score (the kernels::binary_cross_entropy op, on the
+// scores' device). With grad (f32 [pairs] on that device; null to skip), writes
+// scale * (sigmoid(s_j) - y_j).
 double binary_cross_entropy_sum(const Tensor& scores, std::span<const float> labels, double scale,
                                 Tensor* grad);
 

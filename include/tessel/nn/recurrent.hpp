@@ -15,7 +15,8 @@ namespace tessel::nn {
 
 // GRU (PyTorch's equations): r = s(x Wir + bir + h Whr + bhr), z = s(x Wiz + biz + h Whz + bhz),
 // n = tanh(x Win + bin + r * (h Whn + bhn)), h' = (1 - z) n + z h. Weights are [in, 3H] and
-// [H, 3H] with gate columns in the order r, z, n. f32 CPU tensors.
+// [H, 3H] with gate columns in the order r, z, n. f32 tensors, on the device of the parameters
+// (inputs must be there too; the gate arithmetic is a kernel op with CPU and CUDA twins).
 //
 // Every forward() pushes what its backward needs on a stack; backward() pops the most recent,
 // so a sequence is differentiated by calling backward() in reverse step order. backward() adds
