@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check anyone can run: builds Tessel with CUDA, runs the GPU-labelled tests (`ctest -L gpu`)
-# and scripts/bench/gpu.sh, and prints one summary table. About 6 minutes on one GPU.
+# and scripts/bench/gpu.sh, and prints one summary table. About 8 minutes on one GPU.
 #
 #   scripts/gpu-check.sh [--arch 90] [--build-dir build-gpu] [--skip-build]
 #   scripts/gpu-check.sh --bundle DIR [--arch 90] [--build-dir build-gpu]
@@ -10,7 +10,7 @@
 # NVIDIA driver, the CUDA toolkit's runtime libraries, Python and CMake but not Tessel's build
 # dependencies: the tessel binary, the GPU test executables and benchmark, their non-system
 # shared libraries (not the CUDA ones: the target's are used), Open MPI relocated under
-# DIR/ompi (OPAL_PREFIX), the Cora files when present, and DIR/run.sh, which runs the same
+# DIR/ompi (OPAL_PREFIX), the Cora and england_covid files when present, and DIR/run.sh, which runs the same
 # tests and benchmark there and writes its logs and summary to $OUT (or DIR/out).
 # Environment for the benchmark: see scripts/bench/gpu.sh (NODES, DEGREE, FEAT, ...).
 set -euo pipefail
@@ -31,7 +31,7 @@ if [ -z "$arch" ]; then
   [ -n "$arch" ] || arch=90
 fi
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-gpu_tests="core_test kernels_test nn_test sampling_test data_plane_test gpu_train_test gpu_sampled_test gpu_sampler_test"
+gpu_tests="core_test kernels_test nn_test sampling_test data_plane_test gpu_train_test gpu_sampled_test gpu_sampler_test gpu_dynamic_test"
 
 if [ "$skip_build" = 0 ]; then
   launcher=()
@@ -50,6 +50,7 @@ if [ -n "$bundle" ]; then
   for t in $gpu_tests; do cp "$(find "$build/tests" -name "$t" -type f -perm -u+x | head -1)" "$bundle/tree/tests/"; done
   cp scripts/bench/gpu.sh scripts/bench/pyg_fullbatch.py "$bundle/scripts/bench/"
   [ -d ../shared/datasets/cora ] && cp -r ../shared/datasets/cora "$bundle/data/"
+  [ -d ../shared/datasets/england_covid ] && cp -r ../shared/datasets/england_covid "$bundle/data/"
   # Open MPI (and PMIx) with their install layout, for OPAL_PREFIX relocation.
   ompi_lib=$(dirname "$(ompi_info --path libdir --parsable | cut -d: -f3)")  # .../openmpi
   for d in "$ompi_lib" "$(dirname "$ompi_lib")/pmix2" /usr/share/openmpi /usr/share/pmix /etc/openmpi; do
@@ -140,6 +141,7 @@ if [ "${ONLY_BENCH:-0}" != 1 ]; then
   run_suite gpu_sampler_test.np1 $mpi -np 1 tree/tests/gpu_sampler_test
   run_suite gpu_sampler_test.np2 $mpi -np 2 tree/tests/gpu_sampler_test
   SUITE_TIMEOUT=300 run_suite gpu_sampled_test tree/tests/gpu_sampled_test
+  SUITE_TIMEOUT=420 run_suite gpu_dynamic_test tree/tests/gpu_dynamic_test
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   start=$SECONDS

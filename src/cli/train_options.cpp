@@ -73,7 +73,8 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->capture_default_str();
   app.add_option("--device", o.device,
                  "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), cpu "
-                 "or cuda")
+                 "or cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on the "
+                 "CPU")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--comm", o.comm,

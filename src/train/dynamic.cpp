@@ -6,6 +6,7 @@
 #include "tessel/train/dynamic.hpp"
 
 #include "checkpoint.hpp"
+#include "runtime.hpp"
 #include "trainer.hpp"
 
 #include "tessel/core/error.hpp"
@@ -15,6 +16,7 @@
 #include "tessel/datasets/h5.hpp"
 #include "tessel/datasets/temporal.hpp"
 #include "tessel/kernels/dense.hpp"
+#include "tessel/kernels/loss.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/nn/layers.hpp"
 #include "tessel/nn/link.hpp"
@@ -53,42 +55,43 @@ std::int64_t vertex_count(const TemporalLayout& layout, int rank) {
 
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_snapshot,
-                                          std::int64_t t_end, std::int64_t cols) {
+                                          std::int64_t t_end, std::int64_t cols, Device device) {
   const int P = comm.size(), r = comm.rank();
   const Block mine = owned_snapshots(layout, r, t_end);
   TESSEL_ASSERT(static_cast<std::int64_t>(by_snapshot.size()) == mine.size(),
                 "snapshots_to_vertices: {} tensors for {} owned snapshots", by_snapshot.size(),
                 mine.size());
   const std::int64_t n_own = vertex_count(layout, r);
-  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(P)), recv_counts = send_counts;
+  std::vector<std::int64_t> send_rows(static_cast<std::size_t>(P)), recv_rows = send_rows;
   std::int64_t send_total = 0, recv_total = 0;
   for (int q = 0; q < P; ++q) {
-    send_counts[q] = mine.size() * vertex_count(layout, q) * cols;
-    recv_counts[q] = owned_snapshots(layout, q, t_end).size() * n_own * cols;
-    send_total += send_counts[q];
-    recv_total += recv_counts[q];
+    send_rows[q] = mine.size() * vertex_count(layout, q);
+    recv_rows[q] = owned_snapshots(layout, q, t_end).size() * n_own;
+    send_total += send_rows[q];
+    recv_total += recv_rows[q];
   }
-  std::vector<float> send(static_cast<std::size_t>(send_total));
+  // Rank q's rows of each owned snapshot, in snapshot order, one block per rank.
+  Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
   std::int64_t at = 0;
   for (int q = 0; q < P; ++q)
     for (const Tensor& g : by_snapshot) {
-      const std::int64_t n = vertex_count(layout, q) * cols;
-      std::memcpy(send.data() + at, g.data<float>() + layout.vertex_offsets[q] * cols,
-                  static_cast<std::size_t>(n) * sizeof(float));
+      const std::int64_t n = vertex_count(layout, q);
+      send.rows_slice(at, at + n)
+          .copy_from(g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1]));
       at += n;
     }
-  std::vector<float> recv(static_cast<std::size_t>(recv_total));
-  comm.alltoallv(send.data(), send_counts, recv.data(), recv_counts, DType::f32);
+  Tensor recv = Tensor::empty({recv_total, cols}, DType::f32, device);
+  comm.alltoallv(send, send_rows, recv, recv_rows);
+  // The received blocks arrive in snapshot order (rank q's snapshots precede rank q+1's): each
+  // snapshot's rows are a view of the receive buffer.
   std::vector<Tensor> out;
   out.reserve(static_cast<std::size_t>(t_end));
   at = 0;
   for (int q = 0; q < P; ++q) {
     const Block theirs = owned_snapshots(layout, q, t_end);
     for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
-      Tensor x = Tensor::empty({n_own, cols}, DType::f32);
-      std::memcpy(x.data<float>(), recv.data() + at, static_cast<std::size_t>(n_own * cols) * sizeof(float));
-      at += n_own * cols;
-      out.push_back(std::move(x));
+      out.push_back(recv.rows_slice(at, at + n_own));
+      at += n_own;
     }
   }
   TESSEL_ASSERT(static_cast<std::int64_t>(out.size()) == t_end,
@@ -98,41 +101,41 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
 
 std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_vertex,
-                                          std::int64_t t_end, std::int64_t cols) {
+                                          std::int64_t t_end, std::int64_t cols, Device device) {
   const int P = comm.size(), r = comm.rank();
   TESSEL_ASSERT(static_cast<std::int64_t>(by_vertex.size()) == t_end,
                 "vertices_to_snapshots: {} tensors for {} snapshots", by_vertex.size(), t_end);
   const Block mine = owned_snapshots(layout, r, t_end);
   const std::int64_t n_own = vertex_count(layout, r);
   const std::int64_t N = layout.vertex_offsets.back();
-  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(P)), recv_counts = send_counts;
+  std::vector<std::int64_t> send_rows(static_cast<std::size_t>(P)), recv_rows = send_rows;
   std::int64_t send_total = 0, recv_total = 0;
   for (int q = 0; q < P; ++q) {
-    send_counts[q] = owned_snapshots(layout, q, t_end).size() * n_own * cols;
-    recv_counts[q] = mine.size() * vertex_count(layout, q) * cols;
-    send_total += send_counts[q];
-    recv_total += recv_counts[q];
+    send_rows[q] = owned_snapshots(layout, q, t_end).size() * n_own;
+    recv_rows[q] = mine.size() * vertex_count(layout, q);
+    send_total += send_rows[q];
+    recv_total += recv_rows[q];
   }
-  std::vector<float> send(static_cast<std::size_t>(send_total));
+  Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
   std::int64_t at = 0;
   for (int q = 0; q < P; ++q) {
     const Block theirs = owned_snapshots(layout, q, t_end);
     for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
-      std::memcpy(send.data() + at, by_vertex[t].data<float>(),
-                  static_cast<std::size_t>(n_own * cols) * sizeof(float));
-      at += n_own * cols;
+      send.rows_slice(at, at + n_own).copy_from(by_vertex[t]);
+      at += n_own;
     }
   }
-  std::vector<float> recv(static_cast<std::size_t>(recv_total));
-  comm.alltoallv(send.data(), send_counts, recv.data(), recv_counts, DType::f32);
+  Tensor recv = Tensor::empty({recv_total, cols}, DType::f32, device);
+  comm.alltoallv(send, send_rows, recv, recv_rows);
   std::vector<Tensor> out;
-  for (std::int64_t i = 0; i < mine.size(); ++i) out.push_back(Tensor::empty({N, cols}, DType::f32));
+  for (std::int64_t i = 0; i < mine.size(); ++i)
+    out.push_back(Tensor::empty({N, cols}, DType::f32, device));
   at = 0;
   for (int q = 0; q < P; ++q)
     for (Tensor& g : out) {
-      const std::int64_t n = vertex_count(layout, q) * cols;
-      std::memcpy(g.data<float>() + layout.vertex_offsets[q] * cols, recv.data() + at,
-                  static_cast<std::size_t>(n) * sizeof(float));
+      const std::int64_t n = vertex_count(layout, q);
+      g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1])
+          .copy_from(recv.rows_slice(at, at + n));
       at += n;
     }
   return out;
@@ -196,40 +199,38 @@ struct SnapshotGraph {
   Tensor features;                          // [rows, F]
 };
 
-std::vector<std::int64_t> scaled(const std::vector<std::int64_t>& rows, std::int64_t cols) {
-  std::vector<std::int64_t> out(rows.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) out[i] = rows[i] * cols;
-  return out;
-}
-
-// x: [n_own, H] -> [n_own + n_halo, H] with the halo rows fetched from their owners.
-Tensor halo_forward(comm::Communicator& comm, const HaloPlan& plan, const Tensor& x) {
+// x: [n_own, H] -> [n_own + n_halo, H] with the halo rows fetched from their owners, over the
+// data plane on x's device.
+Tensor halo_forward(comm::Communicator& data, const HaloPlan& plan, const Tensor& x) {
   const std::int64_t n = x.rows(), H = x.cols();
-  Tensor full = Tensor::empty({n + plan.num_halo, H}, DType::f32);
-  std::memcpy(full.data<float>(), x.data<float>(), x.nbytes());
-  Tensor send = Tensor::empty({plan.send_rows.numel(), H}, DType::f32);
+  Tensor full = Tensor::empty({n + plan.num_halo, H}, DType::f32, x.device());
+  full.rows_slice(0, n).copy_from(x);
+  Tensor send = Tensor::empty({plan.send_rows.numel(), H}, DType::f32, x.device());
   if (plan.send_rows.numel() > 0) kernels::gather_rows(x, plan.send_rows, send);
-  comm.alltoallv(send.data<float>(), scaled(plan.send_counts, H),
-                 full.data<float>() + n * H, scaled(plan.recv_counts, H), DType::f32);
+  Tensor halo_rows = full.rows_slice(n, n + plan.num_halo);
+  data.alltoallv(send, plan.send_counts, halo_rows, plan.recv_counts);
   return full;
 }
 
-// grad: [n_own + n_halo, H] -> [n_own, H], halo gradients summed at their owners.
-Tensor halo_backward(comm::Communicator& comm, const HaloPlan& plan, const Tensor& grad,
+// grad: [n_own + n_halo, H] -> [n_own, H], halo gradients summed at their owners: one segment
+// per peer in rank order (a peer asks for a row once), so the sum's order is fixed on every
+// backend.
+Tensor halo_backward(comm::Communicator& data, const HaloPlan& plan, const Tensor& grad,
                      std::int64_t n_own) {
   const std::int64_t H = grad.cols();
   Tensor out = grad.rows_slice(0, n_own).clone();
-  Tensor back = Tensor::empty({plan.send_rows.numel(), H}, DType::f32);
-  comm.alltoallv(grad.data<float>() + n_own * H, scaled(plan.recv_counts, H), back.data<float>(),
-                 scaled(plan.send_counts, H), DType::f32);
-  if (plan.send_rows.numel() > 0) kernels::scatter_add_rows(back, plan.send_rows, out);
+  Tensor back = Tensor::empty({plan.send_rows.numel(), H}, DType::f32, grad.device());
+  data.alltoallv(grad.rows_slice(n_own, grad.rows()), plan.recv_counts, back, plan.send_counts);
+  if (plan.send_rows.numel() > 0)
+    kernels::scatter_add_rows_segmented(back, plan.send_rows, plan.send_counts, out);
   return out;
 }
 
 // The plan that fetches rows `halo` (global ids, ascending, none in this rank's vertex range)
-// from their owners. Collective: one alltoallv of the requested ids.
+// from their owners; its row list lives on `device`. Collective over the control
+// communicator: one alltoallv of the requested ids.
 HaloPlan make_halo_plan(comm::Communicator& comm, const TemporalLayout& layout,
-                        const std::vector<NodeId>& halo) {
+                        const std::vector<NodeId>& halo, Device device) {
   HaloPlan plan;
   const NodeId v0 = layout.vertex_offsets[comm.rank()], v1 = layout.vertex_offsets[comm.rank() + 1];
   plan.num_halo = static_cast<std::int64_t>(halo.size());
@@ -247,11 +248,13 @@ HaloPlan make_halo_plan(comm::Communicator& comm, const TemporalLayout& layout,
     rows[i] = static_cast<std::int32_t>(requested[i] - v0);
   }
   plan.send_rows = Tensor::from_vector(rows);
+  if (!device.is_cpu()) plan.send_rows = plan.send_rows.to(device);
   return plan;
 }
 
 Tensor matmul(const Tensor& a, bool ta, const Tensor& b, bool tb) {
-  Tensor y = Tensor::empty({ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols()}, DType::f32);
+  Tensor y = Tensor::empty({ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols()}, DType::f32,
+                           a.device());
   kernels::gemm(a, ta, b, tb, y);
   return y;
 }
@@ -289,8 +292,10 @@ struct PairBatch {
 
 class DynamicTrainer {
 public:
-  DynamicTrainer(comm::Communicator& comm, const TrainOptions& options)
-      : comm_(comm), options_(options) {
+  // The runtime gives the device every tensor of the model lives on and the data plane that
+  // carries them (halo rows, the transposition, gradients); counts and metrics use `comm`.
+  DynamicTrainer(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime)
+      : comm_(comm), data_(*runtime.data), device_(runtime.device), options_(options) {
     manifest_ = partition::read_temporal_manifest(options.part_dir);
     TESSEL_EXPECTS(manifest_.num_parts == comm.size(),
                    "{} holds a temporal partition into {} parts, but {} ranks are running: run "
@@ -382,7 +387,7 @@ public:
   // One epoch: forward over the snapshots up to the end of the training range, loss on the
   // training snapshots, backward, gradient all-reduce, optimizer step. Returns the mean loss.
   double train_epoch(int epoch, PhaseTimes& phases) {
-    for (nn::Parameter* p : parameters()) p->grad.fill_zero();
+    flat_gradients_.fill_zero();
     const std::int64_t t_end = info_.train.end;
     std::vector<Tensor> out = forward(t_end, phases, true, static_cast<std::uint32_t>(epoch));
     Losses losses;
@@ -405,7 +410,7 @@ public:
   // Dropout masks and negatives are those of epoch 1.
   double probe(bool with_gradients) {
     PhaseTimes phases;
-    for (nn::Parameter* p : parameters()) p->grad.fill_zero();
+    flat_gradients_.fill_zero();
     const std::int64_t t_end = info_.train.end;
     std::vector<Tensor> out = forward(t_end, phases, true, 1);
     Losses losses;
@@ -454,7 +459,8 @@ public:
     for (std::size_t i = 0; i < out.size(); ++i) {
       const auto [t, rb] = node_block(i);
       where.insert(where.end(), {t, rb, out[i].rows()});
-      values.insert(values.end(), out[i].data<float>(), out[i].data<float>() + out[i].numel());
+      const Tensor host = out[i].to(Device::cpu());
+      values.insert(values.end(), host.data<float>(), host.data<float>() + host.numel());
     }
     std::vector<std::int64_t> to_root(static_cast<std::size_t>(comm_.size()), 0);
     to_root[0] = static_cast<std::int64_t>(where.size());
@@ -516,9 +522,10 @@ private:
         const Csr& s = snaps[i];
         SnapshotGraph g;
         const LocalCsr a = normalized_rows(s, weighted_degree(s), 0, N_, [](NodeId u) { return u; }, N_);
-        g.forward = kernels::SparseMatrix::from_csr(a);
+        g.forward = kernels::SparseMatrix::from_csr(a, device_);
         g.backward = g.forward.transpose();
-        g.features = Tensor::from_vector(reader.features(mine.begin + i, 0, N_), {N_, F_});
+        g.features =
+            Tensor::from_vector(reader.features(mine.begin + i, 0, N_), {N_, F_}).to(device_);
         graphs_.push_back(std::move(g));
       }
       return;
@@ -543,11 +550,11 @@ private:
           s, weighted_degree(s), v0_, v1,
           [&](NodeId u) { return (u >= v0_ && u < v1) ? u - v0_ : halo_index[u]; }, n_own_ + n_halo);
       for (NodeId u : halo) halo_index[u] = -1;
-      g.forward = kernels::SparseMatrix::from_csr(a);
+      g.forward = kernels::SparseMatrix::from_csr(a, device_);
       g.backward = g.forward.transpose();
-      g.features = Tensor::from_vector(reader.features(t, v0_, v1), {n_own_, F_});
+      g.features = Tensor::from_vector(reader.features(t, v0_, v1), {n_own_, F_}).to(device_);
       // Ask each owner for its rows among the halo.
-      g.halo = make_halo_plan(comm_, layout_, halo);
+      g.halo = make_halo_plan(comm_, layout_, halo, device_);
       graphs_.push_back(std::move(g));
     }
   }
@@ -558,6 +565,23 @@ private:
     } else {
       const Block mine = owned_snapshots(layout_, comm_.rank(), T_);
       for (std::int64_t t = mine.begin; t < mine.end; ++t) targets_.push_back(reader.targets(t, 0, N_));
+    }
+    // What the loss ops read: regression targets on the training device; the labelled rows and
+    // their classes (unlabelled rows hold -1) on the host, as softmax_cross_entropy takes them.
+    for (const std::vector<float>& y : targets_) {
+      if (!classification_) {
+        target_tensors_.push_back(Tensor::from_vector(y).to(device_));
+        continue;
+      }
+      std::vector<LocalId> rows;
+      std::vector<std::int64_t> labels;
+      for (std::size_t v = 0; v < y.size(); ++v)
+        if (y[v] >= 0) {
+          rows.push_back(static_cast<LocalId>(v));
+          labels.push_back(static_cast<std::int64_t>(y[v]));
+        }
+      class_rows_.push_back(std::move(rows));
+      class_labels_.push_back(std::move(labels));
     }
   }
 
@@ -664,7 +688,7 @@ private:
                 ? u - v0_
                 : n_own_ + (std::lower_bound(halo.begin(), halo.end(), u) - halo.begin()));
       }
-      if (by_vertex) b.halo = make_halo_plan(comm_, layout_, halo);
+      if (by_vertex) b.halo = make_halo_plan(comm_, layout_, halo, device_);
       if (b.split == 0) train_pairs += static_cast<std::int64_t>(b.label.size());
     }
     // The gradient of the mean over the whole job's training pairs.
@@ -675,17 +699,18 @@ private:
     std::vector<float> positive_scores[3], negative_scores[3];
     for (std::size_t i = 0; i < z.size(); ++i) {
       PairBatch& b = batches[i];
-      if (grad) grads.push_back(Tensor::zeros(z[i].shape(), DType::f32));
+      if (grad) grads.push_back(Tensor::zeros(z[i].shape(), DType::f32, device_));
       if (b.split < 0) continue;
-      const Tensor rows = by_vertex ? halo_forward(comm_, b.halo, z[i]) : z[i];
+      const Tensor rows = by_vertex ? halo_forward(data_, b.halo, z[i]) : z[i];
       const Tensor scores = nn::link_scores(rows, b.src, b.dst, head_weight_.value, head_bias_.value);
       Tensor grad_scores;
-      if (grad) grad_scores = Tensor::empty(scores.shape(), DType::f32);
+      if (grad) grad_scores = Tensor::empty(scores.shape(), DType::f32, device_);
       l.sum[b.split] += nn::binary_cross_entropy_sum(scores, b.label, scale,
                                                      grad ? &grad_scores : nullptr);
       l.count[b.split] += scores.numel();
       if (!training) {
-        const float* sc = scores.data<float>();
+        const Tensor host_scores = scores.to(Device::cpu());
+        const float* sc = host_scores.data<float>();
         const std::int64_t group = K + 1;
         for (std::int64_t j = 0; j < scores.numel(); j += group) {
           positive_scores[b.split].push_back(sc[j]);
@@ -695,10 +720,10 @@ private:
         }
       }
       if (!grad) continue;
-      Tensor grad_rows = Tensor::zeros(rows.shape(), DType::f32);
+      Tensor grad_rows = Tensor::zeros(rows.shape(), DType::f32, device_);
       nn::link_scores_backward(rows, b.src, b.dst, head_weight_.value, grad_scores, grad_rows,
                                head_weight_.grad, head_bias_.grad);
-      grads.back() = by_vertex ? halo_backward(comm_, b.halo, grad_rows, n_own_) : grad_rows;
+      grads.back() = by_vertex ? halo_backward(data_, b.halo, grad_rows, n_own_) : grad_rows;
     }
     if (!training) {
       // AUC ranks every positive against every negative of the split: rank 0 gathers the
@@ -755,6 +780,13 @@ private:
     if (lstm_) for (nn::Parameter* p : lstm_->parameters()) partial_params_.push_back(p);
     partial_params_.push_back(&head_weight_);
     partial_params_.push_back(&head_bias_);
+    flatten_parameters();
+  }
+
+  // Waits for the device's queued kernels, so that a phase's seconds are its own (no-op on the
+  // CPU).
+  void sync_device() {
+    if (device_.is_cuda()) kernels::default_context(device_).synchronize();
   }
 
   // Dropout on the input of GCN layer l at snapshot t, keyed like the static models' masks
@@ -768,8 +800,8 @@ private:
     if (!training || p <= 0.0f) return x;
     const rng::Key key{options_.seed, rng::Stream::dropout, epoch, static_cast<std::uint32_t>(t),
                        layer};
-    Tensor y = Tensor::empty(x.shape(), DType::f32);
-    mask = Tensor::empty(x.shape(), DType::u8);
+    Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+    mask = Tensor::empty(x.shape(), DType::u8, x.device());
     kernels::dropout_forward(x, std::span<const NodeId>(orig_ids_).subspan(
                                     static_cast<std::size_t>(first_row),
                                     static_cast<std::size_t>(x.rows())),
@@ -789,7 +821,7 @@ private:
       if (!evolve_) continue;
       layer.evolve->clear();
       nn::LstmCell::State state{layer.weight.value,
-                                Tensor::zeros(layer.weight.value.shape(), DType::f32)};
+                                Tensor::zeros(layer.weight.value.shape(), DType::f32, device_)};
       for (std::int64_t t = 0; t < t_end; ++t) {
         state = layer.evolve->forward(state.h, state);
         layer.weights.push_back(state.h);
@@ -815,7 +847,7 @@ private:
         Tensor xw = matmul(z, false, w, false);
         if (!snapshot_layout_) {
           Stopwatch c;
-          xw = halo_forward(comm_, g.halo, xw);
+          xw = halo_forward(data_, g.halo, xw);
           comm_s += c.seconds();
         }
         Tensor y = kernels::spmm(g.forward, xw);
@@ -826,15 +858,16 @@ private:
       }
       g_out.push_back(z);
     }
+    sync_device();
     phases.add("graph", watch.seconds() - comm_s);
     if (!snapshot_layout_) phases.add("halo", comm_s);
     // Transposition to the vertex layout for the recurrence.
     std::vector<Tensor> blocks;
     if (transposes()) {
       ScopedPhase p(phases, "transpose");
-      const std::int64_t before = comm_.bytes_sent();
-      blocks = snapshots_to_vertices(comm_, layout_, g_out, t_end, H_);
-      transpose_bytes_ += comm_.bytes_sent() - before;
+      const std::int64_t before = data_.bytes_sent();
+      blocks = snapshots_to_vertices(data_, layout_, g_out, t_end, H_, device_);
+      transpose_bytes_ += data_.bytes_sent() - before;
     } else {
       blocks = std::move(g_out);
     }
@@ -843,15 +876,15 @@ private:
     embeddings_.clear();
     if (recurrence_ == Recurrence::gru) {
       gru_->clear();
-      Tensor h = Tensor::zeros({n_own_, H_}, DType::f32);
+      Tensor h = Tensor::zeros({n_own_, H_}, DType::f32, device_);
       for (const Tensor& x : blocks) {
         h = gru_->forward(x, h);
         embeddings_.push_back(h);
       }
     } else if (recurrence_ == Recurrence::lstm) {
       lstm_->clear();
-      nn::LstmCell::State st{Tensor::zeros({n_own_, H_}, DType::f32),
-                             Tensor::zeros({n_own_, H_}, DType::f32)};
+      nn::LstmCell::State st{Tensor::zeros({n_own_, H_}, DType::f32, device_),
+                             Tensor::zeros({n_own_, H_}, DType::f32, device_)};
       for (const Tensor& x : blocks) {
         st = lstm_->forward(x, st);
         embeddings_.push_back(st.h);
@@ -877,6 +910,7 @@ private:
       kernels::add_bias(y, head_bias_.value);
       out.push_back(std::move(y));
     }
+    sync_device();
     phases.add("recurrent", rec.seconds());
     return out;
   }
@@ -890,45 +924,35 @@ private:
     return link_loss(out, l, training, grad, epoch);
   }
 
-  // Loss over the node-phase outputs by split; with `grad`, d(mean training loss)/d out.
+  // Loss over the node-phase outputs by split; with `grad`, d(mean training loss)/d out. The
+  // loss ops run on the outputs' device (softmax cross-entropy over the labelled rows, or the
+  // squared error of every row) and return their sums in double.
   std::vector<Tensor> loss_and_grad(const std::vector<Tensor>& out, Losses& l, bool grad) {
     const datasets::SnapshotRange splits[3] = {info_.train, info_.valid, info_.test};
     std::vector<Tensor> grads;
     // The global count of training targets scales the gradient so P ranks compute the mean
     // loss of the whole graph.
-    const double train_count = static_cast<double>(train_targets());
+    const double scale = 1.0 / static_cast<double>(train_targets());
     for (std::size_t i = 0; i < out.size(); ++i) {
       const std::int64_t t = node_block(i).first;
-      const std::vector<float>& y = targets_[node_phase_by_vertex() ? t : static_cast<std::int64_t>(i)];
+      const std::size_t k = node_phase_by_vertex() ? static_cast<std::size_t>(t) : i;
       const Tensor& o = out[i];
       Tensor g;
-      if (grad) g = Tensor::zeros(o.shape(), DType::f32);
+      if (grad) g = Tensor::zeros(o.shape(), DType::f32, device_);
       for (int s = 0; s < 3; ++s) {
         if (t < splits[s].begin || t >= splits[s].end) continue;
-        const float* po = o.data<float>();
-        for (std::int64_t v = 0; v < o.rows(); ++v) {
-          const float target = y[v];
-          if (classification_) {
-            if (target < 0) continue;
-            const float* row = po + v * out_dim_;
-            const float mx = *std::max_element(row, row + out_dim_);
-            double z = 0;
-            for (std::int64_t c = 0; c < out_dim_; ++c) z += std::exp(static_cast<double>(row[c] - mx));
-            const auto label = static_cast<std::int64_t>(target);
-            l.sum[s] += std::log(z) - (row[label] - mx);
-            l.correct[s] += (std::max_element(row, row + out_dim_) - row) == label;
-            ++l.count[s];
-            if (grad && s == 0)
-              for (std::int64_t c = 0; c < out_dim_; ++c)
-                g.data<float>()[v * out_dim_ + c] = static_cast<float>(
-                    (std::exp(static_cast<double>(row[c] - mx)) / z - (c == label ? 1.0 : 0.0)) /
-                    train_count);
-          } else {
-            const double diff = static_cast<double>(po[v]) - target;
-            l.sum[s] += diff * diff;
-            ++l.count[s];
-            if (grad && s == 0) g.data<float>()[v] = static_cast<float>(2.0 * diff / train_count);
-          }
+        const bool with_grad = grad && s == 0;
+        if (classification_) {
+          const std::vector<LocalId>& rows = class_rows_[k];
+          const std::vector<std::int64_t>& labels = class_labels_[k];
+          // The op writes a gradient either way: evaluation gives it a scratch tensor.
+          Tensor g_out = with_grad ? g : Tensor::empty(o.shape(), DType::f32, device_);
+          l.sum[s] += kernels::softmax_cross_entropy(o, rows, labels, scale, g_out);
+          l.correct[s] += kernels::count_correct(o, rows, labels);
+          l.count[s] += static_cast<std::int64_t>(rows.size());
+        } else {
+          l.sum[s] += kernels::squared_error(o, target_tensors_[k], scale, with_grad ? &g : nullptr);
+          l.count[s] += o.rows();
         }
       }
       grads.push_back(std::move(g));
@@ -966,7 +990,7 @@ private:
       dropout_backward(grad_blocks[i], head_masks_[i]);
     }
     if (recurrence_ == Recurrence::gru) {
-      Tensor carry = Tensor::zeros({n_own_, H_}, DType::f32);
+      Tensor carry = Tensor::zeros({n_own_, H_}, DType::f32, device_);
       for (std::size_t i = embeddings_.size(); i-- > 0;) {
         add_into(grad_blocks[i], carry);
         auto [dx, dh] = gru_->backward(grad_blocks[i], true);
@@ -974,7 +998,7 @@ private:
         carry = dh;
       }
     } else if (recurrence_ == Recurrence::lstm) {
-      nn::LstmCell::State carry{Tensor::zeros({n_own_, H_}, DType::f32), Tensor()};
+      nn::LstmCell::State carry{Tensor::zeros({n_own_, H_}, DType::f32, device_), Tensor()};
       for (std::size_t i = embeddings_.size(); i-- > 0;) {
         add_into(grad_blocks[i], carry.h);
         auto [dx, dprev] = lstm_->backward({grad_blocks[i], carry.c}, true);
@@ -982,13 +1006,14 @@ private:
         carry = dprev;
       }
     }
+    sync_device();
     phases.add("recurrent", rec.seconds());
     std::vector<Tensor> grad_g;
     if (transposes()) {
       ScopedPhase p(phases, "transpose");
-      const std::int64_t before = comm_.bytes_sent();
-      grad_g = vertices_to_snapshots(comm_, layout_, grad_blocks, t_end, H_);
-      transpose_bytes_ += comm_.bytes_sent() - before;
+      const std::int64_t before = data_.bytes_sent();
+      grad_g = vertices_to_snapshots(data_, layout_, grad_blocks, t_end, H_, device_);
+      transpose_bytes_ += data_.bytes_sent() - before;
     } else {
       grad_g = std::move(grad_blocks);
     }
@@ -996,24 +1021,31 @@ private:
     Stopwatch watch;
     double comm_s = 0;
     const Block gs = graph_snapshots(t_end);
+    // EvolveGCN: layer l's weight gradients of every snapshot, views of one flat buffer so that
+    // combining them over ranks is one collective.
+    std::vector<Tensor> grad_w_flat(layers_.size());
     std::vector<std::vector<Tensor>> grad_w(layers_.size());
     if (evolve_)
-      for (std::size_t l = 0; l < layers_.size(); ++l)
+      for (std::size_t l = 0; l < layers_.size(); ++l) {
+        const Tensor& w0 = layers_[l].weight.value;
+        grad_w_flat[l] = Tensor::zeros({t_end * w0.numel()}, DType::f32, device_);
         for (std::int64_t t = 0; t < t_end; ++t)
-          grad_w[l].push_back(Tensor::zeros(layers_[l].weight.value.shape(), DType::f32));
+          grad_w[l].push_back(
+              grad_w_flat[l].rows_slice(t * w0.numel(), (t + 1) * w0.numel()).reshape(w0.shape()));
+      }
     for (std::int64_t t = gs.begin; t < gs.end; ++t) {
       SnapshotGraph& g = graphs_[snapshot_layout_ ? t - gs.begin : t];
       auto& saved = cache_[t - gs.begin];
       Tensor dz = grad_g[t - gs.begin];
       for (std::size_t l = layers_.size(); l-- > 0;) {
         Layer& layer = layers_[l];
-        Tensor dpre = Tensor::empty(dz.shape(), DType::f32);
+        Tensor dpre = Tensor::empty(dz.shape(), DType::f32, device_);
         kernels::relu_backward(dz, saved[l].output, dpre);
         kernels::column_sums(dpre, layer.bias.grad, true);
         Tensor dxw = kernels::spmm(g.backward, dpre);
         if (!snapshot_layout_) {
           Stopwatch c;
-          dxw = halo_backward(comm_, g.halo, dxw, n_own_);
+          dxw = halo_backward(data_, g.halo, dxw, n_own_);
           comm_s += c.seconds();
         }
         Tensor& wgrad = evolve_ ? grad_w[l][t] : layer.weight.grad;
@@ -1025,6 +1057,7 @@ private:
         }
       }
     }
+    sync_device();
     phases.add("graph", watch.seconds() - comm_s);
     if (!snapshot_layout_) phases.add("halo", comm_s);
     if (!evolve_) return;
@@ -1033,18 +1066,15 @@ private:
     ScopedPhase p(phases, "recurrent");
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       Layer& layer = layers_[l];
-      const std::int64_t per = layer.weight.value.numel();
-      std::vector<float> flat(static_cast<std::size_t>(per * t_end));
-      for (std::int64_t t = 0; t < t_end; ++t)
-        std::copy_n(grad_w[l][t].data<float>(), per, flat.data() + t * per);
       {
         ScopedPhase c(phases, "communicate");
-        comm_.allreduce(std::span<float>(flat));
+        data_.allreduce(grad_w_flat[l]);
       }
-      Tensor carry_h = Tensor::zeros(layer.weight.value.shape(), DType::f32), carry_c;
+      // The recurrence is tiny ([in, H] matrices, t_end steps): it runs where the weights are,
+      // on the training device, identically on every rank.
+      Tensor carry_h = Tensor::zeros(layer.weight.value.shape(), DType::f32, device_), carry_c;
       for (std::int64_t t = t_end; t-- > 0;) {
-        Tensor g = Tensor::from_vector(std::vector<float>(flat.begin() + t * per, flat.begin() + (t + 1) * per),
-                                       layer.weight.value.shape());
+        Tensor& g = grad_w[l][t];
         add_into(g, carry_h);
         auto [dx, dprev] = layer.evolve->backward({g, carry_c}, true);
         carry_h = dprev.h;
@@ -1055,22 +1085,34 @@ private:
     }
   }
 
+  // The gradients of the parameters each rank saw only part of are the front of the flat
+  // gradient buffer: one all-reduce on the data plane.
   void allreduce_partial_gradients() {
     if (comm_.size() == 1) return;
-    std::int64_t total = 0;
-    for (const nn::Parameter* p : partial_params_) total += p->grad.numel();
-    std::vector<float> flat(static_cast<std::size_t>(total));
+    data_.allreduce(partial_gradients_);
+  }
+
+  // Moves every parameter into one flat value buffer and one flat gradient buffer on the
+  // training device (partial parameters first, then the replicated ones), each Parameter's
+  // value and grad becoming views into them.
+  void flatten_parameters() {
+    std::vector<nn::Parameter*> order = partial_params_;
+    order.insert(order.end(), replicated_params_.begin(), replicated_params_.end());
+    std::int64_t total = 0, partial = 0;
+    for (const nn::Parameter* p : order) total += p->value.numel();
+    for (const nn::Parameter* p : partial_params_) partial += p->value.numel();
+    flat_values_ = Tensor::empty({total}, DType::f32, device_);
+    flat_gradients_ = Tensor::zeros({total}, DType::f32, device_);
     std::int64_t at = 0;
-    for (const nn::Parameter* p : partial_params_) {
-      std::copy_n(p->grad.data<float>(), p->grad.numel(), flat.data() + at);
-      at += p->grad.numel();
+    for (nn::Parameter* p : order) {
+      const std::int64_t n = p->value.numel();
+      Tensor value = flat_values_.rows_slice(at, at + n).reshape(p->value.shape());
+      value.copy_from(p->value);
+      p->value = value;
+      p->grad = flat_gradients_.rows_slice(at, at + n).reshape(p->value.shape());
+      at += n;
     }
-    comm_.allreduce(std::span<float>(flat));
-    at = 0;
-    for (nn::Parameter* p : partial_params_) {
-      std::copy_n(flat.data() + at, p->grad.numel(), p->grad.data<float>());
-      at += p->grad.numel();
-    }
+    partial_gradients_ = flat_gradients_.rows_slice(0, partial);
   }
 
 public:
@@ -1088,6 +1130,8 @@ private:
   };
 
   comm::Communicator& comm_;
+  comm::Communicator& data_;
+  Device device_;
   const TrainOptions& options_;
   partition::TemporalManifest manifest_;
   datasets::TemporalStoreInfo info_;
@@ -1099,12 +1143,16 @@ private:
   std::int64_t n_own_ = 0;
   std::vector<SnapshotGraph> graphs_;
   std::vector<std::vector<float>> targets_;
+  std::vector<Tensor> target_tensors_;                  // regression: targets_ on the device
+  std::vector<std::vector<LocalId>> class_rows_;         // classification: labelled rows
+  std::vector<std::vector<std::int64_t>> class_labels_;  // and their classes
   std::int64_t train_targets_ = -1;
   std::vector<Layer> layers_;
   std::optional<nn::GruCell> gru_;
   std::optional<nn::LstmCell> lstm_;
   nn::Parameter head_weight_, head_bias_;
   std::vector<nn::Parameter*> replicated_params_, partial_params_;
+  Tensor flat_values_, flat_gradients_, partial_gradients_;  // see flatten_parameters
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::vector<std::vector<Saved>> cache_;
   std::vector<Tensor> embeddings_;
@@ -1123,8 +1171,12 @@ private:
 // next to its own copy of the options.
 struct DynamicModelProbe::Impl {
   TrainOptions options;
+  Runtime runtime;
   DynamicTrainer trainer;
-  Impl(comm::Communicator& comm, const TrainOptions& o) : options(o), trainer(comm, options) {}
+  Impl(comm::Communicator& comm, const TrainOptions& o)
+      : options(o),
+        runtime{Device::cpu(), &kernels::default_context(Device::cpu()), &comm, &comm},
+        trainer(comm, options, runtime) {}
 };
 
 DynamicModelProbe::DynamicModelProbe(comm::Communicator& comm, const TrainOptions& options)
@@ -1142,7 +1194,13 @@ std::string format_mb(double bytes) { return fmt::format("{:.2f} MB", bytes / 1e
 
 TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options) {
   Stopwatch setup_watch;
-  DynamicTrainer trainer(comm, options);
+  // --device and --comm as in the other modes: a GPU per rank (ranks may share one, the data
+  // plane then staging through pinned host memory) or the CPU.
+  RuntimeHolder runtime = make_runtime(comm, options, find_mode("dynamic"));
+  comm::Communicator& data = *runtime.runtime.data;
+  const Device device = runtime.runtime.device;
+  log::info("{}", runtime.description);
+  DynamicTrainer trainer(comm, options, runtime.runtime);
   const auto& info = trainer.info();
   const bool cls = trainer.classification();
   const bool link = trainer.link_prediction();
@@ -1221,6 +1279,7 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   std::int64_t total_bytes = 0, total_analytic = 0, total_transpose = 0;
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
     comm.reset_bytes_sent();
+    if (&data != &comm) data.reset_bytes_sent();
     Stopwatch epoch_watch;
     PhaseTimes phases;
     EpochMetrics m;
@@ -1251,7 +1310,8 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
     m.epoch_s = comm.allreduce_value(epoch_watch.seconds(), comm::ReduceOp::max);
     for (const auto& [name, s] : phases.all())
       m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
-    m.comm_bytes = comm.allreduce_value(comm.bytes_sent());
+    m.comm_bytes =
+        comm.allreduce_value(comm.bytes_sent() + (&data != &comm ? data.bytes_sent() : 0));
     const std::int64_t transpose_bytes = comm.allreduce_value(trainer.take_transpose_bytes());
     m.wall_s = wall_offset + wall.seconds();
     if (cls) {
@@ -1260,6 +1320,13 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
       m.test_acc = split[2];
     }
     m.extra = {{"transpose_bytes", transpose_bytes}, {"analytic_transpose_bytes", analytic}};
+    if (device.is_cuda()) {
+      kernels::default_context(device).synchronize();
+      const auto mem = device_memory::stats(device);
+      m.extra["gpu_allocations"] = comm.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
+      m.extra["gpu_cache_hits"] = comm.allreduce_value(mem.cache_hits, comm::ReduceOp::max);
+      m.extra["gpu_peak_bytes"] = comm.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max);
+    }
     if (!cls && m.evaluated)
       m.extra.update({{"train_" + metric, split[0]},
                       {"valid_" + metric, split[1]},
@@ -1323,8 +1390,9 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   }
   result.peak_rss_bytes = comm.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
   for (nn::Parameter* p : trainer.parameters()) {
+    const Tensor host = p->value.to(Device::cpu());
     double sum = 0;
-    for (std::int64_t i = 0; i < p->value.numel(); ++i) sum += p->value.data<float>()[i];
+    for (std::int64_t i = 0; i < host.numel(); ++i) sum += host.data<float>()[i];
     result.final_parameters_checksum.push_back(sum);
   }
   const auto epochs = static_cast<double>(std::max<std::size_t>(1, result.epochs.size()));

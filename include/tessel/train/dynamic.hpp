@@ -22,22 +22,26 @@ struct TemporalLayout {
 };
 
 // The transposition of the snapshot layout. by_snapshot holds, for each snapshot t this rank
-// owns with t < t_end (ascending), an f32 [N, cols] tensor; the result holds, for every
-// t < t_end, the rows of this rank's vertices [n_own, cols]. One alltoallv. Collective.
+// owns with t < t_end (ascending), an f32 [N, cols] tensor on `device`; the result holds, for
+// every t < t_end, the rows of this rank's vertices [n_own, cols] on `device` (views of one
+// receive buffer). One alltoallv of the data plane `comm` (device tensors travel as the data
+// plane sends them: NCCL, or staged through pinned host memory). Collective.
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_snapshot,
-                                          std::int64_t t_end, std::int64_t cols);
+                                          std::int64_t t_end, std::int64_t cols,
+                                          Device device = Device::cpu());
 // The inverse (the backward pass of the transposition).
 std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_vertex,
-                                          std::int64_t t_end, std::int64_t cols);
+                                          std::int64_t t_end, std::int64_t cols,
+                                          Device device = Device::cpu());
 // Bytes all ranks together send in one transposition (either direction): f32 rows leaving
 // their rank, sum over r of |own snapshots of r below t_end| * (N - n_own(r)) * cols * 4.
 std::int64_t transposition_bytes(const TemporalLayout& layout, std::int64_t t_end,
                                  std::int64_t cols);
 
-// The dynamic model on a temporal partition, for gradient checks: the mean training loss at the
-// current parameters and, with gradients, every parameter's gradient of it (all-reduced over
+// The dynamic model on a temporal partition, for gradient checks (on the CPU, with `comm` as
+// control and data communicator): the mean training loss at the current parameters and, with gradients, every parameter's gradient of it (all-reduced over
 // ranks, like training does before the optimizer step). Collective.
 class DynamicModelProbe {
 public:
