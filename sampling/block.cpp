@@ -1,6 +1,10 @@
 // Block construction (source dedup in first-seen order) and whole-graph multi-layer sampling.
 #include "tessel/sampling/block.hpp"
 
+#if defined(TESSEL_WITH_CUDA)
+#include "cuda/relabel_cuda.hpp"
+#endif
+
 #include "tessel/core/error.hpp"
 
 #include <algorithm>
@@ -85,6 +89,59 @@ void BlockBuilder::build(std::span<const NodeId> dst, std::span<const EdgeId> of
   TESSEL_EXPECTS(bad == neighbors.end(), "build_block: neighbor {} outside the id bound [0, {})",
                  bad == neighbors.end() ? 0 : *bad, bound);
   build_block(dense_, dst, offsets, neighbors, out, first_seen);
+}
+
+void BlockBuilder::build(const Tensor& dst, const Tensor& offsets, const Tensor& neighbors,
+                         BlockTensors& out) {
+  TESSEL_EXPECTS(dst.defined() && dst.dim() == 1 && dst.dtype() == DType::i64,
+                 "build_block: destinations are {}, expected i64 [n]", dst.describe());
+  TESSEL_EXPECTS(offsets.defined() && offsets.dim() == 1 && offsets.dtype() == DType::i64 &&
+                     offsets.numel() == dst.numel() + 1,
+                 "build_block: offsets are {}, expected i64 [{}]", offsets.describe(),
+                 dst.numel() + 1);
+  TESSEL_EXPECTS(neighbors.defined() && neighbors.dim() == 1 && neighbors.dtype() == DType::i64,
+                 "build_block: neighbors are {}, expected i64 [edges]", neighbors.describe());
+  const Device device = dst.device();
+  TESSEL_EXPECTS(offsets.device() == device && neighbors.device() == device,
+                 "build_block: tensors on {}, {}, {}, expected one device", device.str(),
+                 offsets.device().str(), neighbors.device().str());
+  const std::int64_t num_dst = dst.numel();
+  const std::int64_t num_edges = neighbors.numel();
+  TESSEL_EXPECTS(num_dst + num_edges < std::numeric_limits<LocalId>::max(),
+                 "build_block: {} destinations + {} neighbors exceed the 32-bit block-local ids",
+                 num_dst, num_edges);
+  out.num_dst = num_dst;
+  out.indptr = offsets;
+  out.src_orig = Tensor();
+  out.src_degree = Tensor();
+  if (device.is_cpu()) {
+    build(std::span<const NodeId>(dst.data<NodeId>(), static_cast<std::size_t>(num_dst)),
+          std::span<const EdgeId>(offsets.data<EdgeId>(), static_cast<std::size_t>(num_dst) + 1),
+          std::span<const NodeId>(neighbors.data<NodeId>(), static_cast<std::size_t>(num_edges)),
+          scratch_);
+    out.num_src = scratch_.num_src();
+    out.src = Tensor::from_vector(scratch_.src, {out.num_src});
+    out.indices = Tensor::from_vector(scratch_.adj.indices, {num_edges});
+    return;
+  }
+#if defined(TESSEL_WITH_CUDA)
+  out.num_src = cuda::relabel_block(dst, offsets, neighbors, out.src, out.indices);
+#else
+  TESSEL_FAIL("build_block: device {} is not supported in a build without CUDA", device.str());
+#endif
+}
+
+Block BlockTensors::to_block() const {
+  auto host = [](const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); };
+  const Tensor s = host(src), p = host(indptr), i = host(indices);
+  Block b;
+  b.src.assign(s.data<NodeId>(), s.data<NodeId>() + num_src);
+  b.dst.assign(b.src.begin(), b.src.begin() + num_dst);
+  b.adj.num_rows = num_dst;
+  b.adj.num_cols = num_src;
+  b.adj.indptr.assign(p.data<EdgeId>(), p.data<EdgeId>() + num_dst + 1);
+  b.adj.indices.assign(i.data<LocalId>(), i.data<LocalId>() + num_edges());
+  return b;
 }
 
 BlockSampler::BlockSampler(const Csr& graph, std::span<const NodeId> node_key)

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -129,6 +130,170 @@ TEST(BlockBuilder, RejectsRepeatedDestinationsAndBadOffsets) {
   EXPECT_THROW(builder.build(dst, short_offsets, one), InputError);
   EXPECT_THROW(builder.build(dst, wrong_end, one), InputError);
   EXPECT_THROW(builder.build(dst, decreasing, one), InputError);
+}
+
+namespace {
+
+// The definition, written the slow way: the sources are the distinct ids of dst followed by
+// neighbors, in the order they first appear.
+Block reference_block(const std::vector<NodeId>& dst, const std::vector<EdgeId>& offsets,
+                      const std::vector<NodeId>& neighbors) {
+  Block b;
+  b.dst = dst;
+  std::map<NodeId, LocalId> number;
+  auto see = [&](NodeId id) {
+    const auto [it, inserted] = number.emplace(id, static_cast<LocalId>(b.src.size()));
+    if (inserted) b.src.push_back(id);
+    return it->second;
+  };
+  for (const NodeId id : dst)
+    see(id);
+  for (const NodeId id : neighbors)
+    b.adj.indices.push_back(see(id));
+  b.adj.num_rows = static_cast<std::int64_t>(dst.size());
+  b.adj.num_cols = static_cast<std::int64_t>(b.src.size());
+  b.adj.indptr = offsets;
+  return b;
+}
+
+struct BlockInput {
+  std::string name;
+  std::vector<NodeId> dst;
+  std::vector<EdgeId> offsets;
+  std::vector<NodeId> neighbors;
+};
+
+// Empty frontiers, frontiers without draws, heavy duplicates, destinations drawn again, ids
+// beyond 32 bits, and the sizes of a sampled hop.
+std::vector<BlockInput> block_inputs() {
+  std::vector<BlockInput> inputs;
+  inputs.push_back({"empty frontier", {}, {0}, {}});
+  inputs.push_back({"no draws", {4, 9, 1}, {0, 0, 0, 0}, {}});
+  inputs.push_back({"one row", {7}, {0, 5}, {7, 3, 3, 7, 2}});
+  rng::Sequence draw(rng::Key{9, rng::Stream::synthetic}, 0);
+  const struct {
+    const char* name;
+    std::int64_t num_dst;
+    std::int64_t max_draws;
+    std::int64_t id_range;
+    NodeId id_base;
+  } shapes[] = {{"heavy duplicates", 40, 30, 60, 0},
+                {"sparse ids", 500, 12, 1000000, 0},
+                {"ids beyond 32 bits", 300, 8, 5000, NodeId{1} << 40},
+                {"hop sized", 6000, 15, 200000, 0},
+                {"rows without draws among others", 800, 3, 3000, 0}};
+  for (const auto& shape : shapes) {
+    BlockInput in;
+    in.name = shape.name;
+    const auto perm =
+        test::random_permutation(std::max<std::int64_t>(shape.id_range, shape.num_dst),
+                                 static_cast<std::uint64_t>(shape.num_dst));
+    for (std::int64_t i = 0; i < shape.num_dst; ++i)
+      in.dst.push_back(shape.id_base + perm[static_cast<std::size_t>(i)]);
+    in.offsets.push_back(0);
+    for (std::int64_t i = 0; i < shape.num_dst; ++i) {
+      const auto k = static_cast<std::int64_t>(
+          draw.next_below(static_cast<std::uint64_t>(shape.max_draws + 1)));
+      for (std::int64_t j = 0; j < k; ++j) {
+        // A quarter of the draws are destinations (as when a hop draws frontier nodes again).
+        const bool again = draw.next_below(4) == 0;
+        in.neighbors.push_back(
+            again ? in.dst[draw.next_below(static_cast<std::uint64_t>(shape.num_dst))]
+                  : shape.id_base + static_cast<NodeId>(draw.next_below(
+                                        static_cast<std::uint64_t>(shape.id_range))));
+      }
+      in.offsets.push_back(static_cast<EdgeId>(in.neighbors.size()));
+    }
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+void expect_same_block(const Block& got, const Block& want, const std::string& what) {
+  EXPECT_EQ(got.dst, want.dst) << what;
+  EXPECT_EQ(got.src, want.src) << what;
+  EXPECT_EQ(got.adj.num_rows, want.adj.num_rows) << what;
+  EXPECT_EQ(got.adj.num_cols, want.adj.num_cols) << what;
+  EXPECT_EQ(got.adj.indptr, want.adj.indptr) << what;
+  EXPECT_EQ(got.adj.indices, want.adj.indices) << what;
+}
+
+BlockTensors build_tensors(BlockBuilder& builder, const BlockInput& in, Device device) {
+  BlockTensors out;
+  builder.build(Tensor::from_vector(in.dst, {static_cast<std::int64_t>(in.dst.size())}).to(device),
+                Tensor::from_vector(in.offsets).to(device),
+                Tensor::from_vector(in.neighbors, {static_cast<std::int64_t>(in.neighbors.size())})
+                    .to(device),
+                out);
+  return out;
+}
+
+} // namespace
+
+TEST(BlockBuilder, SpanAndTensorFormsBuildTheDefinedBlocks) {
+  BlockBuilder hashed; // reused across inputs, as the sampler does
+  BlockBuilder dense(std::int64_t{1} << 20);
+  for (const BlockInput& in : block_inputs()) {
+    const Block want = reference_block(in.dst, in.offsets, in.neighbors);
+    expect_same_block(hashed.build(in.dst, in.offsets, in.neighbors), want, in.name + " (span)");
+    const BlockTensors t = build_tensors(hashed, in, Device::cpu());
+    EXPECT_EQ(t.num_dst, static_cast<std::int64_t>(in.dst.size())) << in.name;
+    EXPECT_EQ(t.num_src, want.num_src()) << in.name;
+    EXPECT_EQ(t.num_edges(), static_cast<std::int64_t>(in.neighbors.size())) << in.name;
+    expect_same_block(t.to_block(), want, in.name + " (tensors)");
+    const bool fits_dense =
+        std::all_of(in.neighbors.begin(), in.neighbors.end(),
+                    [](NodeId id) { return id < (NodeId{1} << 20); }) &&
+        std::all_of(in.dst.begin(), in.dst.end(), [](NodeId id) { return id < (NodeId{1} << 20); });
+    if (fits_dense)
+      expect_same_block(build_tensors(dense, in, Device::cpu()).to_block(), want,
+                        in.name + " (dense map)");
+  }
+}
+
+TEST(BlockBuilder, TensorFormRejectsWhatTheSpanFormRejects) {
+  BlockBuilder builder;
+  BlockTensors out;
+  const Tensor dup = Tensor::from_vector(std::vector<NodeId>{1, 2, 1});
+  const Tensor zeros4 = Tensor::from_vector(std::vector<EdgeId>{0, 0, 0, 0});
+  const Tensor none = Tensor::empty({0}, DType::i64);
+  EXPECT_THROW(builder.build(dup, zeros4, none, out), InputError);
+  const Tensor dst = Tensor::from_vector(std::vector<NodeId>{1, 2});
+  const Tensor one = Tensor::from_vector(std::vector<NodeId>{5});
+  EXPECT_THROW(builder.build(dst, Tensor::from_vector(std::vector<EdgeId>{0, 1, 3}), one, out),
+               InputError);
+  EXPECT_THROW(builder.build(dst, Tensor::from_vector(std::vector<EdgeId>{0, 1}), one, out),
+               InputError);
+  EXPECT_THROW(builder.build(Tensor::from_vector(std::vector<LocalId>{1, 2}),
+                             Tensor::from_vector(std::vector<EdgeId>{0, 1, 1}), one, out),
+               InputError);
+}
+
+TEST(BlockBuilder, CudaTwinBuildsTheCpuBlocks) {
+  if (!device_memory::cuda_available())
+    GTEST_SKIP() << "no GPU visible: the CUDA block builder is not compared with the CPU's";
+  const Device gpu = Device::cuda(0);
+  BlockBuilder cpu, cuda;
+  for (const BlockInput& in : block_inputs()) {
+    const BlockTensors want = build_tensors(cpu, in, Device::cpu());
+    const BlockTensors got = build_tensors(cuda, in, gpu);
+    EXPECT_EQ(got.src.device(), gpu) << in.name;
+    EXPECT_EQ(got.indices.device(), gpu) << in.name;
+    EXPECT_EQ(got.num_src, want.num_src) << in.name;
+    expect_same_block(got.to_block(), want.to_block(), in.name + " (CUDA)");
+  }
+  BlockTensors out;
+  const auto on_gpu = [&](auto values) { return Tensor::from_vector(values).to(gpu); };
+  EXPECT_THROW(cuda.build(on_gpu(std::vector<NodeId>{1, 2, 1}),
+                          on_gpu(std::vector<EdgeId>{0, 0, 0, 0}),
+                          Tensor::empty({0}, DType::i64, gpu), out),
+               InputError);
+  EXPECT_THROW(cuda.build(on_gpu(std::vector<NodeId>{1, 2}), on_gpu(std::vector<EdgeId>{0, 1, 2}),
+                          on_gpu(std::vector<NodeId>{5, -3}), out),
+               InputError);
+  EXPECT_THROW(cuda.build(on_gpu(std::vector<NodeId>{1, 2}), on_gpu(std::vector<EdgeId>{0, 1, 3}),
+                          on_gpu(std::vector<NodeId>{5, 6}), out),
+               InputError);
 }
 
 namespace {

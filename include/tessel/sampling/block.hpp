@@ -3,6 +3,7 @@
 
 #include "tessel/core/csr.hpp"
 #include "tessel/core/rng.hpp"
+#include "tessel/core/tensor.hpp"
 #include "tessel/sampling/id_map.hpp"
 #include "tessel/sampling/neighbor_sampler.hpp"
 
@@ -25,6 +26,24 @@ struct Block {
   std::int64_t num_dst() const { return static_cast<std::int64_t>(dst.size()); }
   std::int64_t num_src() const { return static_cast<std::int64_t>(src.size()); }
   std::int64_t num_edges() const { return adj.num_edges(); }
+};
+
+// A Block whose arrays are tensors on one device: what the forward pass reads where the blocks
+// never leave the GPU. The destinations are src[0, num_dst), as in Block.
+struct BlockTensors {
+  std::int64_t num_dst = 0;
+  std::int64_t num_src = 0;
+  Tensor src;     // i64 [num_src]: global ids, destinations first, then first-seen order
+  Tensor indptr;  // i64 [num_dst + 1]
+  Tensor indices; // i32 [num_edges]: block-local source ids
+  // Filled by whoever knows them (the sampler): i64 [num_src] original ids (dropout keys) and
+  // whole-graph in-degrees (GCN normalization) of the sources.
+  Tensor src_orig;
+  Tensor src_degree;
+
+  std::int64_t num_edges() const { return indices.defined() ? indices.numel() : 0; }
+  // Host copy as a Block (dst, src, adj), for tests and checks.
+  Block to_block() const;
 };
 
 // Builds blocks from sampled neighbor lists, deduplicating sources with a reused id map.
@@ -57,8 +76,20 @@ public:
     return out;
   }
 
+  // The same relabelling as an op on tensors of one device: dst i64 [n] (distinct, >= 0),
+  // offsets i64 [n + 1], neighbors i64 [offsets[n]] (>= 0) give out.src, out.indptr (offsets
+  // itself, shared) and out.indices, identical to build()'s src and adj (the same first-seen
+  // order). CPU tensors run build() (the code the CPU sampler uses); CUDA tensors run the CUDA
+  // twin on the device's stream (a hash table of first positions, a scan, a scatter), which
+  // waits for the device once to learn num_src and leaves everything else on the device.
+  // src_orig and src_degree are left empty. Throws InputError as build() does (a repeated
+  // destination, offsets that do not end at the neighbor count, negative ids on CUDA); the CUDA
+  // twin does not check that the offsets are monotone (they come from a scan there).
+  void build(const Tensor& dst, const Tensor& offsets, const Tensor& neighbors, BlockTensors& out);
+
 private:
   IdHashMap map_;
+  Block scratch_; // the CPU tensor form's result before it becomes tensors
   DenseIdMap dense_;
   bool use_dense_ = false;
 };
