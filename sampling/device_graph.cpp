@@ -40,8 +40,8 @@ GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t
 #if !defined(TESSEL_WITH_CUDA)
 struct DeviceGraph::Impl {};
 
-DeviceGraph::DeviceGraph(const LocalCsr&, std::span<const NodeId>, std::span<const NodeId>,
-                         Device device, GraphPlacement) {
+DeviceGraph::DeviceGraph(const LocalCsr&, std::span<const NodeId>, std::span<const std::int64_t>,
+                         std::span<const NodeId>, Device device, GraphPlacement) {
   TESSEL_FAIL("GPU sampling on {}: Tessel was built without CUDA", device.str());
 }
 DeviceGraph::~DeviceGraph() = default;
@@ -53,6 +53,16 @@ std::int64_t DeviceGraph::bytes() const {
 }
 void DeviceGraph::sample(std::span<const LocalId>, int, const rng::Key&, std::vector<EdgeId>&,
                          std::vector<NodeId>&) {
+  TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
+}
+
+std::int64_t DeviceGraph::sample(const Tensor&, NodeId, int, const rng::Key&, Tensor&, Tensor&) {
+  TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
+}
+void DeviceGraph::row_info(const Tensor&, NodeId, Tensor&, Tensor&) {
+  TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
+}
+Tensor DeviceGraph::upload(std::span<const NodeId>) {
   TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
 }
 

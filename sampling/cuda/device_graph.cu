@@ -127,6 +127,39 @@ __global__ void answer_kernel(const EdgeId* __restrict__ indptr,
     answer[k] = answer_table[row[pos[k]]];
 }
 
+// The device-resident form's first pass: rows[i] = frontier[i] - first_row and counts[i] =
+// its draws; an id outside the rows sets *bad (the host checks it before drawing).
+__global__ void frontier_rows_kernel(const NodeId* __restrict__ frontier, std::int64_t n,
+                                     NodeId first_row, std::int64_t num_rows,
+                                     const EdgeId* __restrict__ indptr, int fanout,
+                                     LocalId* __restrict__ rows, EdgeId* __restrict__ counts,
+                                     int* __restrict__ bad) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const NodeId r = frontier[i] - first_row;
+  if (r < 0 || r >= num_rows) {
+    *bad = 1;
+    rows[i] = 0;
+    counts[i] = 0;
+    return;
+  }
+  rows[i] = static_cast<LocalId>(r);
+  counts[i] = sample_count(indptr[r + 1] - indptr[r], fanout);
+}
+
+// orig[i], degree[i] of row ids[i] - first_row; -1 for an id outside the rows.
+__global__ void row_info_kernel(const NodeId* __restrict__ ids, std::int64_t n, NodeId first_row,
+                                std::int64_t num_rows, const NodeId* __restrict__ row_keys,
+                                const std::int64_t* __restrict__ row_degrees,
+                                NodeId* __restrict__ orig, std::int64_t* __restrict__ degree) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const NodeId r = ids[i] - first_row;
+  const bool inside = r >= 0 && r < num_rows;
+  orig[i] = inside ? row_keys[r] : -1;
+  degree[i] = inside ? row_degrees[r] : -1;
+}
+
 } // namespace
 } // namespace cuda
 
@@ -136,11 +169,12 @@ struct DeviceGraph::Impl {
   std::int64_t num_rows = 0;
   std::int64_t bytes = 0;
   // Device placement: tensors from the caching allocator; pinned: one mapped host block each.
-  Tensor indptr_t, indices_t, row_keys_t, answers_t;
-  std::unique_ptr<cuda::MappedHostBuffer> indptr_h, indices_h, row_keys_h, answers_h;
+  Tensor indptr_t, indices_t, row_keys_t, row_degrees_t, answers_t;
+  std::unique_ptr<cuda::MappedHostBuffer> indptr_h, indices_h, row_keys_h, row_degrees_h, answers_h;
   const EdgeId* indptr = nullptr;
   const LocalId* indices = nullptr;
   const NodeId* row_keys = nullptr;
+  const std::int64_t* row_degrees = nullptr;
   const NodeId* answers = nullptr;
   // Sampling runs on a stream of its own with its own buffers, so a step's draws can proceed
   // while the main stream still computes the previous step.
@@ -172,11 +206,14 @@ struct DeviceGraph::Impl {
 };
 
 DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys,
-                         std::span<const NodeId> answers, Device device, GraphPlacement placement)
+                         std::span<const std::int64_t> row_degrees, std::span<const NodeId> answers,
+                         Device device, GraphPlacement placement)
     : impl_(std::make_unique<Impl>()) {
   TESSEL_EXPECTS(device.is_cuda(), "GPU sampling needs a CUDA device, got {}", device.str());
   TESSEL_EXPECTS(static_cast<std::int64_t>(row_keys.size()) == graph.num_rows,
                  "DeviceGraph: {} row keys for {} rows", row_keys.size(), graph.num_rows);
+  TESSEL_EXPECTS(static_cast<std::int64_t>(row_degrees.size()) == graph.num_rows,
+                 "DeviceGraph: {} row degrees for {} rows", row_degrees.size(), graph.num_rows);
   TESSEL_EXPECTS(static_cast<std::int64_t>(answers.size()) == graph.num_cols,
                  "DeviceGraph: {} answer ids for {} columns, expected one per column",
                  answers.size(), graph.num_cols);
@@ -192,6 +229,7 @@ DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys
   g.indptr = g.place(std::span<const EdgeId>(graph.indptr), g.indptr_t, g.indptr_h);
   g.indices = g.place(std::span<const LocalId>(graph.indices), g.indices_t, g.indices_h);
   g.row_keys = g.place(row_keys, g.row_keys_t, g.row_keys_h);
+  g.row_degrees = g.place(row_degrees, g.row_degrees_t, g.row_degrees_h);
   g.answers = g.place(answers, g.answers_t, g.answers_h);
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(g.stream()));
   TESSEL_CHECK_CUDA(cudaStreamCreateWithFlags(&g.own_stream, cudaStreamNonBlocking));
@@ -254,6 +292,86 @@ void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::K
                                     static_cast<std::size_t>(n + 1) * sizeof(EdgeId),
                                     cudaMemcpyDeviceToHost, stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
+}
+
+Tensor DeviceGraph::upload(std::span<const NodeId> ids) {
+  Impl& g = *impl_;
+  TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
+  Tensor out = Tensor::empty({static_cast<std::int64_t>(ids.size())}, DType::i64, g.device);
+  // From pageable memory the call returns once the ids are staged, so `ids` may go right after.
+  if (!ids.empty())
+    TESSEL_CHECK_CUDA(cudaMemcpyAsync(out.raw(), ids.data(), ids.size() * sizeof(NodeId),
+                                      cudaMemcpyHostToDevice, g.stream()));
+  return out;
+}
+
+std::int64_t DeviceGraph::sample(const Tensor& frontier, NodeId first_row, int fanout,
+                                 const rng::Key& key, Tensor& offsets, Tensor& draws) {
+  Impl& g = *impl_;
+  TESSEL_EXPECTS(frontier.defined() && frontier.dim() == 1 && frontier.dtype() == DType::i64 &&
+                     frontier.device() == g.device,
+                 "GPU sampling: frontier is {}, expected i64 [n] on {}", frontier.describe(),
+                 g.device.str());
+  TESSEL_EXPECTS(fanout >= kAllNeighbors, "GPU sampling: fanout {} is invalid", fanout);
+  TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
+  // The main stream: the outputs come from the caching allocator, which orders its blocks by it,
+  // and the model's kernels that read them queue behind on it.
+  const cudaStream_t stream = g.stream();
+  const std::int64_t n = frontier.numel();
+  offsets = Tensor::empty({n + 1}, DType::i64, g.device);
+  EdgeId* d_offsets = offsets.ptr<EdgeId>();
+  TESSEL_CHECK_CUDA(cudaMemsetAsync(d_offsets, 0, sizeof(EdgeId), stream));
+  if (n == 0) {
+    draws = Tensor::empty({0}, DType::i64, g.device);
+    return 0;
+  }
+  Tensor rows = Tensor::empty({n}, DType::i32, g.device);
+  Tensor bad = Tensor::zeros({1}, DType::i32, g.device);
+  cuda::frontier_rows_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
+      frontier.ptr<NodeId>(), n, first_row, g.num_rows, g.indptr, fanout, rows.ptr<LocalId>(),
+      d_offsets + 1, bad.ptr<std::int32_t>());
+  TESSEL_CHECK_LAUNCH();
+  std::size_t temp_bytes = 0;
+  TESSEL_CHECK_CUDA(
+      cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, d_offsets + 1, d_offsets + 1, n, stream));
+  Tensor temp = Tensor::empty({static_cast<std::int64_t>(temp_bytes) + 1}, DType::u8, g.device);
+  TESSEL_CHECK_CUDA(cub::DeviceScan::InclusiveSum(temp.raw(), temp_bytes, d_offsets + 1,
+                                                  d_offsets + 1, n, stream));
+  EdgeId total = 0;
+  std::int32_t bad_row = 0;
+  TESSEL_CHECK_CUDA(
+      cudaMemcpyAsync(&total, d_offsets + n, sizeof(EdgeId), cudaMemcpyDeviceToHost, stream));
+  TESSEL_CHECK_CUDA(
+      cudaMemcpyAsync(&bad_row, bad.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
+  TESSEL_EXPECTS(bad_row == 0,
+                 "GPU sampling: a frontier node is not among this graph's rows [{}, {})", first_row,
+                 first_row + g.num_rows);
+  draws = Tensor::empty({total}, DType::i64, g.device);
+  if (total > 0) {
+    Tensor positions = Tensor::empty({total}, DType::i32, g.device);
+    cuda::answer_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
+        g.indptr, g.indices, g.row_keys, g.answers, rows.ptr<LocalId>(), n, key, d_offsets,
+        static_cast<std::uint32_t*>(positions.raw()), draws.ptr<NodeId>());
+    TESSEL_CHECK_LAUNCH();
+  }
+  return total;
+}
+
+void DeviceGraph::row_info(const Tensor& ids, NodeId first_row, Tensor& orig, Tensor& degree) {
+  Impl& g = *impl_;
+  TESSEL_EXPECTS(
+      ids.defined() && ids.dim() == 1 && ids.dtype() == DType::i64 && ids.device() == g.device,
+      "GPU sampling: ids are {}, expected i64 [n] on {}", ids.describe(), g.device.str());
+  TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
+  const std::int64_t n = ids.numel();
+  orig = Tensor::empty({n}, DType::i64, g.device);
+  degree = Tensor::empty({n}, DType::i64, g.device);
+  if (n == 0) return;
+  cuda::row_info_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, g.stream()>>>(
+      ids.ptr<NodeId>(), n, first_row, g.num_rows, g.row_keys, g.row_degrees, orig.ptr<NodeId>(),
+      degree.ptr<std::int64_t>());
+  TESSEL_CHECK_LAUNCH();
 }
 
 } // namespace tessel::sampling

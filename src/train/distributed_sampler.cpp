@@ -58,16 +58,17 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
 
 void DistributedSampler::sample_on_device(Device device, const std::string& placement) {
   std::vector<NodeId> owned_keys(part_.orig_id.begin(), part_.orig_id.begin() + part_.num_owned);
+  std::vector<std::int64_t> owned_degrees(part_.degree.begin(),
+                                          part_.degree.begin() + part_.num_owned);
   const LocalCsr& owned = part_.graph;  // rows: the owned nodes, in canonical order
-  const std::int64_t bytes =
-      static_cast<std::int64_t>(owned.indptr.size() * sizeof(EdgeId) +
-                                owned.indices.size() * sizeof(LocalId) +
-                                (owned_keys.size() + local_global_.size()) * sizeof(NodeId));
+  const std::int64_t bytes = static_cast<std::int64_t>(
+      owned.indptr.size() * sizeof(EdgeId) + owned.indices.size() * sizeof(LocalId) +
+      (owned_keys.size() + owned_degrees.size() + local_global_.size()) * sizeof(NodeId));
   std::string reason;
   const sampling::GraphPlacement where =
       sampling::choose_graph_placement(placement, bytes, device, reason);
-  device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, local_global_, device,
-                                                          where);
+  device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, owned_degrees,
+                                                          local_global_, device, where);
   log::info("GPU sampling on {}: {}", device.str(), reason);
 }
 
@@ -202,6 +203,42 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
     frontier = block.src;
   }
   hop(frontier, 0, rng::Key{}, phases, nullptr, src_orig_[0], src_degree_[0]);
+}
+
+bool DistributedSampler::device_resident() const {
+  return device_graph_ != nullptr && comm_.size() == 1;
+}
+
+void DistributedSampler::sample_device(int epoch, std::uint32_t step,
+                                       std::span<const LocalId> seeds, PhaseTimes& phases) {
+  TESSEL_EXPECTS(device_resident(),
+                 "sample_device: blocks stay on the GPU only where one rank samples on a GPU");
+  SamplePhase t(phases, sample_cpu_seconds_);
+  const int layers = static_cast<int>(fanouts_.size());
+  device_blocks_.resize(static_cast<std::size_t>(layers));
+  std::vector<NodeId> seed_ids(seeds.size());
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
+    seed_ids[i] = part_.offset + seeds[i];
+  }
+  // The same layer order and keys as sample(); every frontier node is one of the graph's rows
+  // (one rank owns them all), so nothing is routed and nothing comes back to the host but the
+  // two counts each hop waits for (draws, sources).
+  Tensor frontier = device_graph_->upload(seed_ids);
+  for (int l = layers - 1; l >= 0; --l) {
+    const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
+                       static_cast<std::uint32_t>(l)};
+    Tensor offsets, draws;
+    counters_.sampled_edges +=
+        device_graph_->sample(frontier, part_.offset, fanouts_[l], key, offsets, draws);
+    sampling::BlockTensors& block = device_blocks_[l];
+    builder_.build(frontier, offsets, draws, block);
+    device_graph_->row_info(block.src, part_.offset, block.src_orig, block.src_degree);
+    frontier = block.src;
+  }
+  // The feature store plans its tiers from host ids: the input nodes come back once.
+  const Tensor input = device_blocks_[0].src.to(Device::cpu());
+  input_ids_.assign(input.data<NodeId>(), input.data<NodeId>() + input.numel());
 }
 
 // One hop. Frontier nodes owned elsewhere go to their owners, which draw their neighbors from

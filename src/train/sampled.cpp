@@ -28,15 +28,38 @@ class BlockAggregator final : public nn::Aggregator {
   void reset(const sampling::Block& block, std::span<const NodeId> src_orig,
              std::span<const std::int64_t> src_degree, Device device) {
     src_orig_ = src_orig;
+    src_orig_device_ = Tensor();
     Tensor degree = Tensor::empty({static_cast<std::int64_t>(src_degree.size())}, DType::i64);
     std::copy(src_degree.begin(), src_degree.end(), degree.data<std::int64_t>());
     matrices_.reset(kernels::SparseMatrix::from_csr(block.adj, device),
                     device.is_cpu() ? std::move(degree) : degree.to(device));
   }
 
+  // A block that stays on the device: its pattern, the sources' degrees and their original ids
+  // (dropout keys) are used where they are, nothing is uploaded.
+  void reset(const sampling::BlockTensors& block) {
+    src_orig_ = {};
+    src_orig_device_ = block.src_orig;
+    kernels::SparseMatrix pattern;
+    pattern.num_rows = block.num_dst;
+    pattern.num_cols = block.num_src;
+    pattern.indptr = block.indptr;
+    pattern.indices = block.indices;
+    matrices_.reset(std::move(pattern), block.src_degree);
+  }
+
   std::int64_t num_src() const override { return matrices_.num_src(); }
   std::int64_t num_dst() const override { return matrices_.num_dst(); }
-  std::span<const NodeId> src_ids() const override { return src_orig_; }
+  std::span<const NodeId> src_ids() const override {
+    TESSEL_EXPECTS(!src_orig_device_.defined(),
+                   "sampled block: its source ids are on {}, not on the host",
+                   src_orig_device_.device().str());
+    return src_orig_;
+  }
+  const Tensor* src_ids_on(Device device) override {
+    return src_orig_device_.defined() && src_orig_device_.device() == device ? &src_orig_device_
+                                                                             : nullptr;
+  }
 
   Tensor aggregate(const Tensor& x, nn::Norm norm) override {
     Tensor y;
@@ -51,6 +74,7 @@ class BlockAggregator final : public nn::Aggregator {
 
  private:
   std::span<const NodeId> src_orig_;
+  Tensor src_orig_device_;  // set: the block's source ids on its device (src_orig_ empty)
   nn::AggregationMatrices matrices_;
 };
 
@@ -162,6 +186,7 @@ class SampledTrainer final : public Trainer {
     std::vector<sampling::Block> blocks;
     std::vector<std::vector<NodeId>> src_orig;
     std::vector<std::vector<std::int64_t>> src_degree;
+    std::vector<sampling::BlockTensors> device_blocks;  // set: the blocks stayed on the GPU
     Tensor x;
   };
 
@@ -189,11 +214,18 @@ class SampledTrainer final : public Trainer {
   // its own. Collective.
   void prepare(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
                std::int64_t global_count, PhaseTimes& phases, Batch& batch) {
-    sampler_.sample(epoch, step, seeds, phases);
-    const int layers = options_.model.layers;
     batch.step = step;
     batch.global_count = global_count;
     batch.seeds = &seeds;
+    if (sampler_.device_resident()) {
+      // One rank on a GPU: the blocks are built there and stay there.
+      sampler_.sample_device(epoch, step, seeds, phases);
+      batch.device_blocks = sampler_.device_blocks();
+      batch.x = sampler_.fetch_features_device(sampler_.input_ids(), phases);
+      return;
+    }
+    sampler_.sample(epoch, step, seeds, phases);
+    const int layers = options_.model.layers;
     batch.blocks = sampler_.blocks();
     batch.src_orig.resize(static_cast<std::size_t>(layers));
     batch.src_degree.resize(static_cast<std::size_t>(layers));
@@ -213,6 +245,8 @@ class SampledTrainer final : public Trainer {
   // updates in the same order; every rank prepares and trains the same steps in the same order,
   // so the collectives stay in lock-step. On the CPU (only with an explicit --prefetch) nothing
   // runs alongside, but the order is the same: the results are those of --prefetch 0, bit for bit.
+  // Blocks kept on the GPU (one rank) are sampled on the device's one stream, which waits for
+  // counts: each step's compute is waited for first, so nothing overlaps there yet.
   double train_steps_queued(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
                             const std::vector<std::int64_t>& step_counts,
                             const std::vector<std::size_t>& steps, PhaseTimes& phases,
@@ -243,15 +277,18 @@ class SampledTrainer final : public Trainer {
       }
       std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
       std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
-      for (int l = 0; l < layers; ++l) {
-        orig[l] = batch.src_orig[l];
-        degree[l] = batch.src_degree[l];
-      }
+      if (batch.device_blocks.empty())
+        for (int l = 0; l < layers; ++l) {
+          orig[l] = batch.src_orig[l];
+          degree[l] = batch.src_degree[l];
+        }
       {
         ScopedPhase compute(phases, "compute");
         loss_sum += forward_backward(epoch, batch.step, *batch.seeds, batch.global_count,
-                                     batch.blocks, orig, degree, batch.x);
-        if (depth == 0) settle();
+                                     batch.blocks, orig, degree, batch.x, &batch.device_blocks);
+        // Blocks built on the device are sampled on the device's one stream, whose first wait
+        // for a count would otherwise sit behind this step's kernels and be timed as sampling.
+        if (depth == 0 || !batch.device_blocks.empty()) settle();
       }
       fill(static_cast<std::size_t>(depth));
       finish_step(phases, true);
@@ -267,13 +304,18 @@ class SampledTrainer final : public Trainer {
                           std::int64_t global_count, const std::vector<sampling::Block>& blocks,
                           const std::vector<std::span<const NodeId>>& src_orig,
                           const std::vector<std::span<const std::int64_t>>& src_degree,
-                          const Tensor& x) {
+                          const Tensor& x,
+                          const std::vector<sampling::BlockTensors>* device_blocks = nullptr) {
     const int layers = options_.model.layers;
     model_.zero_grad();
     if (seeds.empty()) return 0;
     std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
+    const bool on_device = device_blocks != nullptr && !device_blocks->empty();
     for (int l = 0; l < layers; ++l) {
-      aggregators_[l].reset(blocks[l], src_orig[l], src_degree[l], device_);
+      if (on_device)
+        aggregators_[l].reset((*device_blocks)[l]);
+      else
+        aggregators_[l].reset(blocks[l], src_orig[l], src_degree[l], device_);
       aggs[l] = &aggregators_[l];
     }
     const rng::Key dropout_key{options_.seed, rng::Stream::dropout,

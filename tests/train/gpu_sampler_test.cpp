@@ -137,3 +137,70 @@ TEST(GpuSampler, DeviceAndPinnedGraphsDrawTheCpuBlocksAndRows) {
     EXPECT_GT(pinned.device_store()->counters().network.hits, 0);
   }
 }
+
+// At one rank the blocks are built on the GPU and stay there (sample_device): they are the CPU
+// sampler's blocks, with the same sources' original ids and degrees, from a device graph and a
+// pinned one. At more ranks that path is refused (routing goes through the owners).
+TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
+  if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible: GPU blocks not tested";
+  auto comm = comm::make_mpi_communicator();
+  const fs::path dir = prepare(*comm);
+  const partition::Manifest manifest = partition::read_manifest(dir / "parts");
+  partition::Part part = partition::load_part(dir / "parts", comm->rank(), manifest);
+  const Device gpu = Device::cuda(0);
+  const std::vector<int> fanouts = {6, -1, 3};
+  const int layers = static_cast<int>(fanouts.size());
+  train::DistributedSampler cpu(part, manifest, *comm, 13, fanouts, 16);
+  train::DistributedSampler on_device(part, manifest, *comm, 13, fanouts, 16);
+  train::DistributedSampler pinned(part, manifest, *comm, 13, fanouts, 16);
+  on_device.sample_on_device(gpu, "device");
+  pinned.sample_on_device(gpu, "pinned");
+  PhaseTimes phases;
+  std::vector<std::vector<LocalId>> step_seeds;
+  std::vector<std::int64_t> step_counts;
+  cpu.assign_steps(1, step_seeds, step_counts, phases);
+  if (comm->size() > 1) {
+    EXPECT_FALSE(on_device.device_resident());
+    EXPECT_THROW(on_device.sample_device(1, 0, step_seeds[0], phases), InputError);
+    return;
+  }
+  ASSERT_TRUE(on_device.device_resident());
+  auto host = [](const Tensor& t) {
+    const Tensor h = t.to(Device::cpu());
+    return std::vector<std::int64_t>(h.data<std::int64_t>(), h.data<std::int64_t>() + h.numel());
+  };
+  std::int64_t steps_checked = 0;
+  for (std::size_t s = 0; s < step_counts.size() && s < 4; ++s) {
+    const auto step = static_cast<std::uint32_t>(s);
+    cpu.sample(1, step, step_seeds[s], phases);
+    for (auto* sampler : {&on_device, &pinned}) {
+      const std::string what =
+          "step " + std::to_string(s) + (sampler == &on_device ? " device graph" : " pinned graph");
+      sampler->sample_device(1, step, step_seeds[s], phases);
+      ASSERT_EQ(sampler->device_blocks().size(), static_cast<std::size_t>(layers)) << what;
+      for (int l = 0; l < layers; ++l) {
+        const sampling::BlockTensors& t = sampler->device_blocks()[l];
+        EXPECT_EQ(t.src.device(), gpu) << what;
+        const sampling::Block got = t.to_block();
+        const sampling::Block& want = cpu.blocks()[l];
+        EXPECT_EQ(got.dst, want.dst) << what << " layer " << l;
+        EXPECT_EQ(got.src, want.src) << what << " layer " << l;
+        EXPECT_EQ(got.adj.indptr, want.adj.indptr) << what << " layer " << l;
+        EXPECT_EQ(got.adj.indices, want.adj.indices) << what << " layer " << l;
+        const auto orig = host(t.src_orig);
+        const auto degree = host(t.src_degree);
+        EXPECT_TRUE(
+            std::equal(orig.begin(), orig.end(), cpu.src_orig(l).begin(), cpu.src_orig(l).end()))
+            << what << " layer " << l;
+        EXPECT_TRUE(std::equal(degree.begin(), degree.end(), cpu.src_degree(l).begin(),
+                               cpu.src_degree(l).end()))
+            << what << " layer " << l;
+      }
+      EXPECT_EQ(sampler->input_ids(), cpu.blocks()[0].src) << what;
+    }
+    ++steps_checked;
+  }
+  EXPECT_GT(steps_checked, 1);
+  EXPECT_EQ(on_device.counters().sampled_edges, cpu.counters().sampled_edges);
+  EXPECT_EQ(pinned.counters().sampled_edges, cpu.counters().sampled_edges);
+}

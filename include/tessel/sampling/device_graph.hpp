@@ -38,10 +38,12 @@ GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t
 class DeviceGraph {
 public:
   // graph: num_rows owned rows over num_cols columns, in canonical order; row_keys: the
-  // original id of each row [num_rows]; answers: [num_cols]. Copies them to `device` or to
+  // original id of each row [num_rows]; row_degrees: its whole-graph in-degree [num_rows];
+  // answers: [num_cols]. Copies them to `device` or to
   // mapped pinned host memory. Throws InputError for a row of 2^32 or more neighbors.
   DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys,
-              std::span<const NodeId> answers, Device device, GraphPlacement placement);
+              std::span<const std::int64_t> row_degrees, std::span<const NodeId> answers,
+              Device device, GraphPlacement placement);
   ~DeviceGraph();
   DeviceGraph(const DeviceGraph&) = delete;
   DeviceGraph& operator=(const DeviceGraph&) = delete;
@@ -56,6 +58,20 @@ public:
   // `answers` only grows (its capacity is reused). Synchronous on the device's stream.
   void sample(std::span<const LocalId> rows, int fanout, const rng::Key& key,
               std::vector<EdgeId>& offsets, std::vector<NodeId>& answers);
+
+  // The device-resident form, for a frontier whose nodes are all rows of this graph (one rank
+  // owns every node): frontier i64 [n] global ids on the device, row = id - first_row. Fills
+  // offsets i64 [n + 1] and draws i64 [offsets[n]] (the answers: global ids) on the device, on
+  // the device's stream (ordered with the model's kernels), and returns the draw count, for
+  // which it waits once. The same draws as sample(). Throws InputError for an id outside the
+  // rows.
+  std::int64_t sample(const Tensor& frontier, NodeId first_row, int fanout, const rng::Key& key,
+                      Tensor& offsets, Tensor& draws);
+  // orig and degree i64 [n] on the device: the original id and degree of row ids[i] - first_row
+  // (-1 for an id outside the rows), on the device's stream, without waiting.
+  void row_info(const Tensor& ids, NodeId first_row, Tensor& orig, Tensor& degree);
+  // ids copied to an i64 tensor on the device, asynchronously on the device's stream.
+  Tensor upload(std::span<const NodeId> ids);
 
   struct Impl;
 

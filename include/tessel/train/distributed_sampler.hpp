@@ -80,6 +80,17 @@ class DistributedSampler {
   // the GPU): the owned graph goes to device memory or to pinned host memory read over UVA, as
   // `placement` (auto | device | pinned) says; the choice is logged. Builds with CUDA only.
   void sample_on_device(Device device, const std::string& placement);
+  // Whether sample_device can run: owners draw on a GPU and one rank owns every node.
+  bool device_resident() const;
+  // sample() with the blocks built and kept on the GPU (after sample_on_device, at one rank):
+  // draws, relabelling (BlockBuilder's CUDA twin), the sources' original ids and degrees, all on
+  // the device's stream; the same blocks as sample(). device_blocks()[l] feeds layer l;
+  // input_ids() are device_blocks()[0].src on the host (for the feature store). Each call
+  // makes new tensors, so a caller may keep a step's blocks while the next is sampled.
+  void sample_device(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
+                     PhaseTimes& phases);
+  const std::vector<sampling::BlockTensors>& device_blocks() const { return device_blocks_; }
+  const std::vector<NodeId>& input_ids() const { return input_ids_; }
   // Where the GPU reads the graph (after sample_on_device).
   sampling::GraphPlacement graph_placement() const;
 
@@ -162,6 +173,8 @@ private:
   double sample_cpu_seconds_ = 0;
   std::unique_ptr<sampling::DeviceGraph> device_graph_;  // set: owners draw on the GPU
   std::vector<EdgeId> device_offsets_;                    // draw offsets of the GPU's answers
+  std::vector<sampling::BlockTensors> device_blocks_;     // sample_device's blocks
+  std::vector<NodeId> input_ids_;                         // device_blocks_[0].src on the host
   std::unique_ptr<sampling::DeviceFeatureStore> device_store_;  // set: features on the GPU
   std::vector<NodeId> network_ids_;                             // a step's rows from owners
   std::vector<float> network_rows_;
