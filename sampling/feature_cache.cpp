@@ -19,21 +19,53 @@ const char* cache_policy_name(CachePolicy policy) {
   return policy == CachePolicy::degree ? "degree" : "presample";
 }
 
-std::int64_t CacheBudget::capacity_rows(std::int64_t num_candidates, std::int64_t row_bytes) const {
-  TESSEL_EXPECTS(!(size_mb >= 0 && ratio >= 0),
+namespace {
+// The budget's rows before the clamp to the candidates.
+std::int64_t budget_rows(const CacheBudget& b, std::int64_t num_candidates,
+                         std::int64_t row_bytes) {
+  TESSEL_EXPECTS(!(b.size_mb >= 0 && b.ratio >= 0),
                  "feature cache: both --cache-size-mb ({}) and --cache-ratio ({}) set, expected "
                  "at most one",
-                 size_mb, ratio);
-  TESSEL_EXPECTS(ratio <= 1.0, "feature cache: --cache-ratio {} is outside [0, 1]", ratio);
+                 b.size_mb, b.ratio);
+  TESSEL_EXPECTS(b.ratio <= 1.0, "feature cache: --cache-ratio {} is outside [0, 1]", b.ratio);
   TESSEL_EXPECTS(row_bytes > 0, "feature cache: row size {} bytes, expected > 0", row_bytes);
-  std::int64_t rows = 0;
-  if (size_mb >= 0) {
-    rows =
-        static_cast<std::int64_t>(std::floor(size_mb * 1048576.0 / static_cast<double>(row_bytes)));
-  } else if (ratio >= 0) {
-    rows = static_cast<std::int64_t>(std::floor(ratio * static_cast<double>(num_candidates)));
-  }
-  return std::clamp<std::int64_t>(rows, 0, num_candidates);
+  double rows = 0;
+  if (b.size_mb >= 0)
+    rows = std::floor(b.size_mb * 1048576.0 / static_cast<double>(row_bytes));
+  else if (b.ratio >= 0)
+    rows = std::floor(b.ratio * static_cast<double>(num_candidates));
+  // Far beyond any graph's rows: keeps the conversion defined for absurd budgets.
+  return static_cast<std::int64_t>(std::clamp(rows, 0.0, 4e18));
+}
+} // namespace
+
+std::int64_t CacheBudget::capacity_rows(std::int64_t num_candidates, std::int64_t row_bytes) const {
+  return std::clamp<std::int64_t>(budget_rows(*this, num_candidates, row_bytes), 0,
+                                  num_candidates);
+}
+
+CacheBudget default_device_budget(std::int64_t free_device_bytes) {
+  CacheBudget b;
+  b.size_mb = kDefaultDeviceCacheFraction * static_cast<double>(std::max<std::int64_t>(
+                                                free_device_bytes, 0)) /
+              1048576.0;
+  return b;
+}
+
+DeviceCacheSplit split_device_cache(const CacheBudget& budget, std::int64_t num_candidates,
+                                    std::int64_t row_bytes) {
+  TESSEL_EXPECTS(std::isfinite(budget.admit_fraction) && budget.admit_fraction >= 0 &&
+                     budget.admit_fraction <= 1,
+                 "feature cache: --cache-admit-fraction {} is outside [0, 1]",
+                 budget.admit_fraction);
+  const std::int64_t rows = budget_rows(budget, num_candidates, row_bytes);
+  DeviceCacheSplit split;
+  split.admit_rows = static_cast<std::int64_t>(
+      std::floor(budget.admit_fraction * static_cast<double>(rows)));
+  // Device slots are addressed with 32-bit indices by the store's hash map.
+  split.admit_rows = std::min<std::int64_t>(split.admit_rows, std::int64_t{1} << 30);
+  split.hot_rows = std::clamp<std::int64_t>(rows - split.admit_rows, 0, num_candidates);
+  return split;
 }
 
 std::vector<NodeId> rank_candidates(std::span<const NodeId> candidates,

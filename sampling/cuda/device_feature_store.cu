@@ -33,6 +33,25 @@ __global__ void gather_tiers_kernel(std::int64_t n, std::int64_t f,
     dst[c] = src[c];
 }
 
+// One warp per admitted row: network row pairs[2 i] into cache row pairs[2 i + 1]. Every cache
+// row appears at most once per launch (ClockSlots fills a slot once per round).
+__global__ void admit_rows_kernel(std::int64_t n, std::int64_t f,
+                                  const std::int64_t* __restrict__ pairs,
+                                  const float* __restrict__ network, float* __restrict__ cache) {
+  const std::int64_t i =
+      (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  if (i >= n) return;
+  const float* src = network + pairs[2 * i] * f;
+  float* dst = cache + pairs[2 * i + 1] * f;
+  for (std::int64_t c = lane; c < f; c += kWarp)
+    dst[c] = src[c];
+}
+
+unsigned int warp_blocks(std::int64_t rows) {
+  return static_cast<unsigned int>((rows * kWarp + kThreads - 1) / kThreads);
+}
+
 } // namespace
 
 struct DeviceFeatureStore::Impl {
@@ -73,37 +92,21 @@ struct DeviceFeatureStore::Impl {
   cudaStream_t stream() const { return static_cast<cudaStream_t>(device_memory::stream(device)); }
 };
 
-DeviceFeatureStore::DeviceFeatureStore(std::span<const float> owned, std::int64_t num_owned,
-                                       std::int64_t feature_dim, NodeId owned_begin,
-                                       std::span<const NodeId> cached_ids,
-                                       std::span<const float> cached_rows, Device device)
-    : num_owned_(num_owned), feature_dim_(feature_dim), owned_begin_(owned_begin),
-      cached_(cached_ids.begin(), cached_ids.end()), impl_(std::make_unique<Impl>()) {
-  TESSEL_EXPECTS(device.is_cuda(), "GPU feature store needs a CUDA device, got {}", device.str());
-  TESSEL_EXPECTS(feature_dim > 0, "GPU feature store: feature dimension {}, expected > 0",
-                 feature_dim);
-  TESSEL_EXPECTS(static_cast<std::int64_t>(owned.size()) == num_owned * feature_dim,
-                 "GPU feature store: {} owned values, expected {} rows x {}", owned.size(),
-                 num_owned, feature_dim);
-  TESSEL_EXPECTS(cached_rows.size() == cached_ids.size() * static_cast<std::size_t>(feature_dim),
-                 "GPU feature store: {} cached values, expected {} rows x {}", cached_rows.size(),
-                 cached_ids.size(), feature_dim);
-  index_.reset(static_cast<std::int64_t>(cached_.size()));
-  for (std::size_t s = 0; s < cached_.size(); ++s) {
-    bool inserted = false;
-    index_.insert(cached_[s], static_cast<std::int32_t>(s), inserted);
-    TESSEL_EXPECTS(inserted, "GPU feature store: node {} is cached twice", cached_[s]);
-  }
+void DeviceFeatureStore::init_device(std::span<const float> owned,
+                                     std::span<const float> cached_rows) {
+  TESSEL_EXPECTS(device_.is_cuda(), "GPU feature store needs a CUDA device, got {}", device_.str());
+  impl_.reset(new Impl());
   Impl& g = *impl_;
-  g.device = device;
-  TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
+  g.device = device_;
+  TESSEL_CHECK_CUDA(cudaSetDevice(device_.index));
   const std::size_t host_bytes = std::max<std::size_t>(owned.size() * sizeof(float), 64);
   TESSEL_CHECK_CUDA(
       cudaHostAlloc(&g.host_rows, host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
   if (!owned.empty()) std::memcpy(g.host_rows, owned.data(), owned.size() * sizeof(float));
   g.host_device = static_cast<const float*>(cuda::mapped_device_pointer(g.host_rows));
-  const std::int64_t rows = std::max<std::int64_t>(cache_rows(), 1);
-  g.cache = Tensor::zeros({rows, feature_dim}, DType::f32, device);
+  // Hot rows first, then the admission slots (zero until a row is admitted).
+  const std::int64_t rows = std::max<std::int64_t>(cache_rows() + admit_slots(), 1);
+  g.cache = Tensor::zeros({rows, feature_dim_}, DType::f32, device_);
   if (!cached_rows.empty())
     TESSEL_CHECK_CUDA(cudaMemcpyAsync(g.cache.raw(), cached_rows.data(),
                                       cached_rows.size() * sizeof(float), cudaMemcpyHostToDevice,
@@ -111,37 +114,46 @@ DeviceFeatureStore::DeviceFeatureStore(std::span<const float> owned, std::int64_
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(g.stream()));
 }
 
+void DeviceFeatureStore::ImplDeleter::operator()(Impl* impl) const noexcept { delete impl; }
 DeviceFeatureStore::~DeviceFeatureStore() = default;
 
-Tensor DeviceFeatureStore::gather(std::span<const float> network_rows) {
-  TESSEL_EXPECTS(static_cast<std::int64_t>(network_rows.size()) == planned_network_ * feature_dim_,
-                 "DeviceFeatureStore::gather: {} network values, expected {} rows x {}",
-                 network_rows.size(), planned_network_, feature_dim_);
+Tensor DeviceFeatureStore::gather_device(std::span<const float> network_rows) {
   Impl& g = *impl_;
   TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
   const auto n = static_cast<std::int64_t>(codes_.size());
   Tensor out = Tensor::empty({n, feature_dim_}, DType::f32, g.device);
   if (n == 0) return out;
   const cudaStream_t stream = g.stream();
-  // Codes and network rows go up together from one pinned block.
+  // Codes, network rows and admission pairs go up together from one pinned block.
   const std::size_t code_bytes =
       (static_cast<std::size_t>(n) * sizeof(std::int64_t) + 255) / 256 * 256;
-  const std::size_t row_bytes = network_rows.size() * sizeof(float);
-  char* staged = static_cast<char*>(g.staging_at_least(code_bytes + row_bytes));
+  const std::size_t row_bytes = (network_rows.size() * sizeof(float) + 255) / 256 * 256;
+  const std::size_t pair_bytes = admit_pairs_.size() * sizeof(std::int64_t);
+  const std::size_t total_bytes = code_bytes + row_bytes + pair_bytes;
+  char* staged = static_cast<char*>(g.staging_at_least(total_bytes));
   std::memcpy(staged, codes_.data(), static_cast<std::size_t>(n) * sizeof(std::int64_t));
-  if (row_bytes > 0) std::memcpy(staged + code_bytes, network_rows.data(), row_bytes);
-  Tensor upload =
-      Tensor::empty({static_cast<std::int64_t>(code_bytes + row_bytes)}, DType::u8, g.device);
-  TESSEL_CHECK_CUDA(cudaMemcpyAsync(upload.raw(), staged, code_bytes + row_bytes,
-                                    cudaMemcpyHostToDevice, stream));
-  const auto* codes = static_cast<const std::int64_t*>(upload.raw());
-  const auto* network =
-      reinterpret_cast<const float*>(static_cast<const char*>(upload.raw()) + code_bytes);
-  const std::int64_t threads = n * kWarp;
-  const auto blocks = static_cast<unsigned int>((threads + kThreads - 1) / kThreads);
-  gather_tiers_kernel<<<blocks, kThreads, 0, stream>>>(n, feature_dim_, codes, g.cache.ptr<float>(),
-                                                       g.host_device, network, out.ptr<float>());
+  if (!network_rows.empty())
+    std::memcpy(staged + code_bytes, network_rows.data(), network_rows.size() * sizeof(float));
+  if (pair_bytes > 0)
+    std::memcpy(staged + code_bytes + row_bytes, admit_pairs_.data(), pair_bytes);
+  Tensor upload = Tensor::empty({static_cast<std::int64_t>(total_bytes)}, DType::u8, g.device);
+  TESSEL_CHECK_CUDA(
+      cudaMemcpyAsync(upload.raw(), staged, total_bytes, cudaMemcpyHostToDevice, stream));
+  const auto* base = static_cast<const char*>(upload.raw());
+  const auto* codes = reinterpret_cast<const std::int64_t*>(base);
+  const auto* network = reinterpret_cast<const float*>(base + code_bytes);
+  gather_tiers_kernel<<<warp_blocks(n), kThreads, 0, stream>>>(
+      n, feature_dim_, codes, g.cache.ptr<float>(), g.host_device, network, out.ptr<float>());
   TESSEL_CHECK_LAUNCH();
+  // After the gather on the same stream: this step's hits have read their rows before an
+  // admitted row replaces one of them.
+  const auto admitted = static_cast<std::int64_t>(admit_pairs_.size() / 2);
+  if (admitted > 0) {
+    const auto* pairs = reinterpret_cast<const std::int64_t*>(base + code_bytes + row_bytes);
+    admit_rows_kernel<<<warp_blocks(admitted), kThreads, 0, stream>>>(
+        admitted, feature_dim_, pairs, network, g.cache.ptr<float>());
+    TESSEL_CHECK_LAUNCH();
+  }
   return out;
 }
 

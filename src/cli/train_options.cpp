@@ -124,13 +124,21 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->capture_default_str();
   CLI::Option* size_mb =
       app.add_option("--cache-size-mb", o.sampled.cache_size_mb,
-                     "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio)")
+                     "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio; "
+                     "on a GPU, with neither given: a quarter of the GPU memory free once the "
+                     "graph and features are placed, shared by the ranks on that GPU)")
           ->check(finite_range(0.0, unbounded));
   app.add_option("--cache-ratio", o.sampled.cache_ratio,
                  "sampled mode: cache this fraction of the remote rows a rank may need (on a "
                  "GPU: of its owned + halo rows; not with --cache-size-mb)")
       ->check(finite_range(0.0, 1.0))
       ->excludes(size_mb);
+  app.add_option("--cache-admit-fraction", o.sampled.cache_admit_fraction,
+                 "sampled mode on a GPU: share of the device cache budget kept for remote rows "
+                 "admitted once fetched from their owners (CLOCK replacement: a hit marks a row, "
+                 "the oldest unmarked one makes room); 0 = a static cache")
+      ->check(finite_range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--graph-placement", o.sampled.graph_placement,
                  "sampled mode on a GPU: where the owned graph the GPU samples lives: auto "
                  "(device memory when it needs at most a quarter of the free GPU memory, else "
@@ -225,6 +233,10 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
                      "--model {} runs in --mode {}, not --mode {}", owned, name, o.mode);
     }
   }
+  TESSEL_EXPECTS(o.device != "cpu" || o.sampled.cache_admit_fraction == 0,
+                 "--cache-admit-fraction {} needs the GPU feature store; with --device cpu the "
+                 "cache is static (leave it at 0)",
+                 o.sampled.cache_admit_fraction);
   TESSEL_EXPECTS(std::isfinite(o.optimizer.weight_decay) && o.optimizer.weight_decay >= 0,
                  "--weight-decay must be >= 0, got {}",
                  o.optimizer.weight_decay);

@@ -164,6 +164,7 @@ void reset_peak(Device device) {
 }
 void release_cached(Device) {}
 std::int64_t device_used_bytes(Device) { return 0; }
+std::int64_t device_free_bytes(Device) { return 0; }
 void* stream(Device) { return nullptr; }
 #endif
 

@@ -232,6 +232,14 @@ std::int64_t device_used_bytes(Device device) {
   return static_cast<std::int64_t>(total_bytes - free_bytes);
 }
 
+std::int64_t device_free_bytes(Device device) {
+  if (!device.is_cuda()) return 0;
+  TESSEL_CHECK_CUDA(cudaSetDevice(device.index));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  TESSEL_CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::int64_t>(free_bytes);
+}
+
 void* stream(Device device) { return device.is_cuda() ? stream_of(device) : nullptr; }
 
 // Copies are enqueued on the device's stream; copies that touch host memory (pageable or

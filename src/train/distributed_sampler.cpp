@@ -89,6 +89,7 @@ void DistributedSampler::setup_device_store(const std::string& policy,
   const std::int64_t f = part_.feature_dim;
   const bool enabled = policy != "none" && (budget.size_mb > 0 || budget.ratio > 0);
   std::vector<NodeId> hot;
+  std::int64_t admit_slots = 0;
   if (enabled) {
     std::vector<NodeId> candidates;
     std::vector<std::int64_t> score;
@@ -99,10 +100,12 @@ void DistributedSampler::setup_device_store(const std::string& policy,
     } else {
       presampled_inputs(false, candidates, score);
     }
-    const std::int64_t capacity =
-        budget.capacity_rows(static_cast<std::int64_t>(candidates.size()), f * 4);
+    // The budget's rows: the policy's hot rows, and slots for remote rows admitted as fetched.
+    const sampling::DeviceCacheSplit split =
+        sampling::split_device_cache(budget, static_cast<std::int64_t>(candidates.size()), f * 4);
+    admit_slots = split.admit_rows;
     hot = sampling::rank_candidates(candidates, score);
-    hot.resize(static_cast<std::size_t>(capacity));
+    hot.resize(static_cast<std::size_t>(split.hot_rows));
   }
   // Owned hot rows are copied here, remote ones come from their owners (every rank takes part
   // in the exchange, with or without a cache).
@@ -120,12 +123,14 @@ void DistributedSampler::setup_device_store(const std::string& policy,
     }
   }
   fetch_remote_rows(remote, part_.features, rows.data(), remote_pos);
-  device_store_ = std::make_unique<sampling::DeviceFeatureStore>(part_.features, part_.num_owned, f,
-                                                                 part_.offset, hot, rows, device);
+  device_store_ = std::make_unique<sampling::DeviceFeatureStore>(
+      part_.features, part_.num_owned, f, part_.offset, hot, rows, device, admit_slots);
   const auto total_rows = comm_.allreduce_value<std::int64_t>(device_store_->cache_rows());
+  const auto total_slots = comm_.allreduce_value<std::int64_t>(admit_slots);
   log::info("GPU feature store ({}): owned rows in pinned host memory (read over UVA), {} hot "
-            "rows in device memory on all ranks ({:.1f} MiB on rank 0)",
-            enabled ? policy : "no cache", total_rows,
+            "rows and {} admission slots (CLOCK) in device memory on all ranks ({:.1f} MiB on "
+            "rank 0)",
+            enabled ? policy : "no cache", total_rows, total_slots,
             static_cast<double>(device_store_->cache_bytes()) / (1 << 20));
 }
 

@@ -6,6 +6,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/mpi.hpp"
 #include "tessel/core/progress.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/nn/aggregation_matrices.hpp"
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <numeric>
 
 namespace tessel::train {
@@ -106,10 +108,45 @@ class SampledTrainer final : public Trainer {
     sampling::CacheBudget budget;
     if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
     else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
+    else if (device_.is_cuda() && options_.sampled.cache_policy != "none")
+      budget = default_device_budget();
+    TESSEL_EXPECTS(device_.is_cuda() || options_.sampled.cache_admit_fraction == 0,
+                   "--cache-admit-fraction {}: admission is a GPU feature store policy; the CPU's "
+                   "cache is static (use --device cuda or leave it at 0)",
+                   options_.sampled.cache_admit_fraction);
+    budget.admit_fraction = options_.sampled.cache_admit_fraction;
     if (device_.is_cuda())
       sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
     else
       sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
+  }
+
+  // Neither --cache-size-mb nor --cache-ratio on a GPU: a share of the memory free now that the
+  // graph and the features are placed, divided among the ranks that share this GPU (the least
+  // free over those ranks, so they agree).
+  sampling::CacheBudget default_device_budget() {
+    const auto device_of_rank = comm_.allgather_value<std::int64_t>(device_.index);
+    const auto host_of_rank = comm_.allgather_value<std::int64_t>(
+        static_cast<std::int64_t>(std::hash<std::string>{}(mpi::hostname())));
+    const std::int64_t my_host = host_of_rank[static_cast<std::size_t>(comm_.rank())];
+    std::int64_t sharing = 0;
+    for (std::size_t r = 0; r < device_of_rank.size(); ++r)
+      sharing += host_of_rank[r] == my_host && device_of_rank[r] == device_.index ? 1 : 0;
+    const std::int64_t free_bytes = comm_.allreduce_value<std::int64_t>(
+        device_memory::device_free_bytes(device_), comm::ReduceOp::min);
+    const std::int64_t most_sharing =
+        comm_.allreduce_value<std::int64_t>(sharing, comm::ReduceOp::max);
+    const sampling::CacheBudget budget =
+        sampling::default_device_budget(free_bytes / std::max<std::int64_t>(most_sharing, 1));
+    log::info("device cache budget: {:.0f} MiB per rank, {} of the {:.0f} MiB of GPU memory free "
+              "after placing the graph and features{} (neither --cache-size-mb nor --cache-ratio "
+              "given)",
+              budget.size_mb, sampling::kDefaultDeviceCacheFraction,
+              static_cast<double>(free_bytes) / 1048576.0,
+              most_sharing > 1 ? fmt::format(", divided among the {} ranks sharing a GPU",
+                                             most_sharing)
+                               : std::string());
+    return budget;
   }
 
   nn::Model& model() override { return model_; }
@@ -410,14 +447,18 @@ class SampledTrainer final : public Trainer {
     const sampling::FeatureStoreCounters& k = sampler_.device_store()->counters();
     const sampling::TierCounters* tiers[3] = {&k.device, &k.host, &k.network};
     const char* names[3] = {"device", "host", "network"};
-    std::int64_t c[12];
+    std::int64_t c[14];
     for (int t = 0; t < 3; ++t) {
       c[4 * t] = tiers[t]->requests;
       c[4 * t + 1] = tiers[t]->hits;
       c[4 * t + 2] = tiers[t]->misses;
       c[4 * t + 3] = tiers[t]->bytes;
     }
-    comm_.allreduce(std::span<std::int64_t>(c, 12));
+    c[12] = k.admitted;
+    c[13] = k.evicted;
+    comm_.allreduce(std::span<std::int64_t>(c, 14));
+    extra["device_tier_admitted"] = c[12];
+    extra["device_tier_evicted"] = c[13];
     for (int t = 0; t < 3; ++t) {
       const std::string p = std::string(names[t]) + "_tier_";
       extra[p + "requests"] = c[4 * t];

@@ -1,6 +1,9 @@
-// The tiered GPU feature store: rows gathered from the device cache, from pinned host memory over
+// The tiered feature store: rows gathered from the device cache, from pinned host memory over
 // UVA and from the network tier are the CPU's rows bit for bit, and every tier's counters add up
-// (hits + misses = requests, each tier's misses are the next one's requests). Skips without a GPU.
+// (hits + misses = requests, each tier's misses are the next one's requests); remote rows admitted
+// into the cache (CLOCK) are served from it later, still bit for bit. The store's CPU twin is
+// tested everywhere; the CUDA store where a GPU is visible (skipping with a message otherwise),
+// against the same expectations and against the CPU twin step by step.
 #include "tessel/sampling/device_feature_store.hpp"
 
 #include "tessel/core/rng.hpp"
@@ -8,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 
 using namespace tessel;
 using namespace tessel::sampling;
@@ -126,3 +130,192 @@ TEST_F(DeviceFeatureStoreTest, MixedTiersMatchCpuOverSteps) {
   store.reset_counters();
   EXPECT_EQ(store.counters().device.requests, 0);
 }
+
+// ---- CLOCK admission slots (host bookkeeping) ----
+
+TEST(ClockSlots, FillsEmptySlotsThenEvictsTheFirstUnreferenced) {
+  ClockSlots c(3);
+  NodeId evicted = 0;
+  c.begin_round();
+  EXPECT_EQ(c.admit(10, evicted), 0);
+  EXPECT_EQ(evicted, -1);
+  EXPECT_EQ(c.admit(11, evicted), 1);
+  EXPECT_EQ(c.admit(12, evicted), 2);
+  EXPECT_EQ(c.size(), 3);
+  // A hit gives 10 its second chance: the hand clears its bit and takes 11's slot.
+  EXPECT_EQ(c.touch(10), 0);
+  c.begin_round();
+  EXPECT_EQ(c.admit(13, evicted), 1);
+  EXPECT_EQ(evicted, 11);
+  EXPECT_EQ(c.find(11), -1);
+  EXPECT_EQ(c.find(13), 1);
+  EXPECT_EQ(c.find(10), 0);
+  // Next: 12 (never hit) goes before 10, whose bit the hand cleared on its way.
+  c.begin_round();
+  EXPECT_EQ(c.admit(14, evicted), 2);
+  EXPECT_EQ(evicted, 12);
+  c.begin_round();
+  EXPECT_EQ(c.admit(15, evicted), 0);
+  EXPECT_EQ(evicted, 10);
+  EXPECT_EQ(c.size(), 3);
+}
+
+TEST(ClockSlots, FillsASlotAtMostOncePerRound) {
+  ClockSlots c(4);
+  NodeId evicted = 0;
+  c.begin_round();
+  std::set<std::int32_t> slots;
+  for (NodeId id = 0; id < 4; ++id) slots.insert(c.admit(id, evicted));
+  EXPECT_EQ(slots, (std::set<std::int32_t>{0, 1, 2, 3}));
+  // A fifth admission in the same round would overwrite a row copied in this round: refused.
+  EXPECT_EQ(c.admit(99, evicted), -1);
+  EXPECT_EQ(c.find(99), -1);
+  c.begin_round();
+  EXPECT_GE(c.admit(99, evicted), 0);
+  EXPECT_GE(evicted, 0);
+  ClockSlots none(0);
+  EXPECT_EQ(none.admit(1, evicted), -1);
+}
+
+TEST(ClockSlots, SameCallsGiveTheSameSlots) {
+  // Deterministic: two instances fed the same sequence agree at every step.
+  ClockSlots a(7), b(7);
+  for (int step = 0; step < 50; ++step) {
+    a.begin_round();
+    b.begin_round();
+    for (NodeId id = step; id < step + 5; ++id) {
+      if (id % 3 == 0) {
+        EXPECT_EQ(a.touch(id), b.touch(id));
+      } else if (a.find(id) < 0) {
+        NodeId ea = 0, eb = 0;
+        EXPECT_EQ(a.admit(id, ea), b.admit(id, eb));
+        EXPECT_EQ(ea, eb);
+      }
+    }
+  }
+}
+
+// ---- the store's CPU twin, and the CUDA store against it ----
+
+namespace {
+
+// Steps whose input nodes overlap: remote rows fetched in one step come back in later ones.
+std::vector<std::vector<NodeId>> overlapping_steps() {
+  std::vector<std::vector<NodeId>> steps;
+  for (int s = 0; s < 6; ++s) {
+    std::vector<NodeId> nodes;
+    for (NodeId v = 45 * s; v < 45 * s + 900; v += 3) nodes.push_back(v);
+    for (NodeId v = 1100; v < 1200; v += 2) nodes.push_back(v);  // owned
+    steps.push_back(nodes);
+  }
+  return steps;
+}
+
+struct StepResult {
+  std::vector<float> rows;
+  std::vector<NodeId> network_ids;
+  FeatureStoreCounters counters;
+};
+
+// Runs one step through `store`: plan, the network rows from value_of, gather. Checks the rows
+// against the CPU's and the counters' rules; returns what the step produced.
+StepResult run_step(DeviceFeatureStore& store, const std::vector<NodeId>& nodes,
+                    const std::string& what) {
+  StepResult r;
+  const FeatureStoreCounters before = store.counters();
+  store.plan(nodes, r.network_ids);
+  for (const NodeId id : r.network_ids) EXPECT_FALSE(store.is_owned(id)) << what;
+  const Tensor x = store.gather(rows_of(r.network_ids)).to(Device::cpu());
+  EXPECT_EQ(x.rows(), static_cast<std::int64_t>(nodes.size())) << what;
+  r.rows.assign(x.data<float>(), x.data<float>() + x.numel());
+  const std::vector<float> expected = rows_of(nodes);
+  EXPECT_EQ(r.rows.size(), expected.size()) << what;
+  EXPECT_EQ(std::memcmp(r.rows.data(), expected.data(), expected.size() * sizeof(float)), 0)
+      << what << ": gathered rows differ from the CPU's";
+  r.counters = store.counters();
+  const FeatureStoreCounters& c = r.counters;
+  for (const TierCounters* t : {&c.device, &c.host, &c.network})
+    EXPECT_EQ(t->hits + t->misses, t->requests) << what;
+  EXPECT_EQ(c.host.requests, c.device.misses) << what;
+  EXPECT_EQ(c.network.requests, c.host.misses) << what;
+  EXPECT_EQ(c.network.requests - before.network.requests,
+            static_cast<std::int64_t>(r.network_ids.size()))
+      << what;
+  EXPECT_EQ(c.device.requests - before.device.requests, static_cast<std::int64_t>(nodes.size()))
+      << what;
+  EXPECT_LE(c.admitted - before.admitted, static_cast<std::int64_t>(r.network_ids.size())) << what;
+  EXPECT_LE(c.admitted - before.admitted, store.admit_slots()) << what;
+  return r;
+}
+
+std::vector<float> all_owned_rows() {
+  std::vector<NodeId> ids(kOwned);
+  for (std::int64_t i = 0; i < kOwned; ++i) ids[i] = kBegin + i;
+  return rows_of(ids);
+}
+
+} // namespace
+
+TEST(DeviceFeatureStoreCpuTwin, TiersMatchTheRowsWithAndWithoutAdmission) {
+  const std::vector<float> owned = all_owned_rows();
+  const std::vector<NodeId> hot = {3, 9, 1101, 1105, 600};
+  const auto steps = overlapping_steps();
+  DeviceFeatureStore fixed(owned, kOwned, kDim, kBegin, hot, rows_of(hot), Device::cpu());
+  DeviceFeatureStore admitting(owned, kOwned, kDim, kBegin, hot, rows_of(hot), Device::cpu(), 120);
+  EXPECT_EQ(admitting.admit_slots(), 120);
+  EXPECT_EQ(admitting.cache_bytes(), (5 + 120) * kDim * 4);
+  std::int64_t fixed_network = 0, admitting_network = 0;
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const StepResult a = run_step(fixed, steps[s], "static cache, step " + std::to_string(s));
+    const StepResult b = run_step(admitting, steps[s], "admitting, step " + std::to_string(s));
+    fixed_network += static_cast<std::int64_t>(a.network_ids.size());
+    admitting_network += static_cast<std::int64_t>(b.network_ids.size());
+    // Every remote row admitted by this step's gather is a device hit for the next plan.
+    EXPECT_LE(b.counters.admitted, b.counters.network.requests);
+  }
+  EXPECT_EQ(fixed.counters().admitted, 0);
+  EXPECT_GT(admitting.counters().admitted, 0);
+  EXPECT_GT(admitting.counters().evicted, 0) << "the steps need more remote rows than 120 slots";
+  // Overlapping steps: admitted rows are served from the cache, so fewer rows travel.
+  EXPECT_LT(admitting_network, fixed_network);
+  EXPECT_GT(admitting.counters().device.hits, fixed.counters().device.hits);
+}
+
+TEST(DeviceFeatureStoreCpuTwin, AdmittedRowIsServedFromItsSlotNextStep) {
+  const std::vector<float> owned = all_owned_rows();
+  DeviceFeatureStore store(owned, kOwned, kDim, kBegin, {}, {}, Device::cpu(), 4);
+  const std::vector<NodeId> step1 = {5, 6, 1100, 7};
+  const std::vector<NodeId> step2 = {7, 1101, 5, 8};
+  const StepResult a = run_step(store, step1, "step 1");
+  EXPECT_EQ(a.network_ids, (std::vector<NodeId>{5, 6, 7}));
+  EXPECT_EQ(store.counters().admitted, 3);
+  EXPECT_TRUE(store.is_cached(5) && store.is_cached(6) && store.is_cached(7));
+  const StepResult b = run_step(store, step2, "step 2");
+  EXPECT_EQ(b.network_ids, (std::vector<NodeId>{8}));  // 5 and 7 now come from the cache
+  EXPECT_EQ(store.counters().device.hits, 2);
+  EXPECT_EQ(store.counters().admitted, 4);
+  EXPECT_EQ(store.counters().evicted, 0);
+  // A plan whose admissions were never gathered is refused at the next plan.
+  std::vector<NodeId> network;
+  store.plan(std::vector<NodeId>{100, 101}, network);
+  EXPECT_THROW(store.plan(std::vector<NodeId>{102}, network), Error);
+}
+
+TEST_F(DeviceFeatureStoreTest, AdmittingStoreMatchesTheCpuTwinStepByStep) {
+  const std::vector<NodeId> hot = {3, 9, 1101, 1105, 600};
+  const auto steps = overlapping_steps();
+  DeviceFeatureStore gpu(owned_, kOwned, kDim, kBegin, hot, rows_of(hot), Device::cuda(0), 120);
+  DeviceFeatureStore cpu(owned_, kOwned, kDim, kBegin, hot, rows_of(hot), Device::cpu(), 120);
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const std::string what = "step " + std::to_string(s);
+    const StepResult g = run_step(gpu, steps[s], "cuda " + what);
+    const StepResult c = run_step(cpu, steps[s], "cpu " + what);
+    EXPECT_EQ(g.network_ids, c.network_ids) << what;
+    EXPECT_EQ(g.rows, c.rows) << what;
+    EXPECT_EQ(g.counters.device.hits, c.counters.device.hits) << what;
+    EXPECT_EQ(g.counters.admitted, c.counters.admitted) << what;
+    EXPECT_EQ(g.counters.evicted, c.counters.evicted) << what;
+  }
+  EXPECT_GT(gpu.counters().evicted, 0);
+}
+

@@ -32,6 +32,42 @@ TEST(FeatureCache, BudgetInRowsFromMegabytesOrRatio) {
   EXPECT_STREQ(cache_policy_name(CachePolicy::presample), "presample");
 }
 
+TEST(FeatureCache, DefaultDeviceBudgetIsAShareOfFreeMemory) {
+  // 8 GiB free: a quarter, in MiB.
+  const CacheBudget b = default_device_budget(std::int64_t{8} << 30);
+  EXPECT_DOUBLE_EQ(b.size_mb, kDefaultDeviceCacheFraction * 8192.0);
+  EXPECT_LT(b.ratio, 0);  // a size budget, not a ratio
+  EXPECT_EQ(b.capacity_rows(std::int64_t{1} << 40, 400),
+            static_cast<std::int64_t>(kDefaultDeviceCacheFraction * 8192.0 * 1048576.0 / 400));
+  EXPECT_DOUBLE_EQ(default_device_budget(-5).size_mb, 0.0);
+}
+
+TEST(FeatureCache, DeviceCacheSplitKeepsTheAdmissionShareOfTheBudget) {
+  const std::int64_t row_bytes = 400;
+  // 1 MiB = 2621 rows: a quarter (655) for admissions, the rest (1966) for hot rows.
+  CacheBudget b{.size_mb = 1.0};
+  b.admit_fraction = 0.25;
+  DeviceCacheSplit s = split_device_cache(b, 100000, row_bytes);
+  EXPECT_EQ(s.admit_rows, 655);
+  EXPECT_EQ(s.hot_rows, 2621 - 655);
+  // Few candidates: the hot rows stop at the candidates, the admission slots do not.
+  s = split_device_cache(b, 100, row_bytes);
+  EXPECT_EQ(s.hot_rows, 100);
+  EXPECT_EQ(s.admit_rows, 655);
+  // A ratio budget counts the candidates; no admission share gives capacity_rows' answer.
+  CacheBudget r{.ratio = 0.5};
+  s = split_device_cache(r, 1000, row_bytes);
+  EXPECT_EQ(s.admit_rows, 0);
+  EXPECT_EQ(s.hot_rows, r.capacity_rows(1000, row_bytes));
+  r.admit_fraction = 1.0;
+  s = split_device_cache(r, 1000, row_bytes);
+  EXPECT_EQ(s.admit_rows, 500);
+  EXPECT_EQ(s.hot_rows, 0);
+  r.admit_fraction = 1.5;
+  EXPECT_THROW(split_device_cache(r, 1000, row_bytes), InputError);
+  EXPECT_EQ(split_device_cache(CacheBudget{}, 1000, row_bytes).hot_rows, 0);
+}
+
 TEST(FeatureCache, BuildKeepsTheTopRowsAndLooksThemUp) {
   const std::vector<NodeId> candidates{40, 10, 30, 20, 50};
   const std::vector<std::int64_t> degree{3, 9, 3, 1, 9};

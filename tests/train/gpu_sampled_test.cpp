@@ -117,6 +117,22 @@ TEST_F(GpuSampled, FeatureTiersChangeBytesNotLosses) {
       train(parts(2), 2, flags + " --cache-policy degree --cache-ratio 0.3", "tiers-degree");
   const auto presample = train(
       parts(2), 2, flags + " --cache-policy presample --cache-size-mb 0.05", "tiers-presample");
+  // Half the budget for remote rows admitted once fetched (CLOCK).
+  const auto admit = train(parts(2), 2,
+                           flags + " --cache-policy degree --cache-ratio 0.3 "
+                                   "--cache-admit-fraction 0.5",
+                           "tiers-admit");
+  // No budget given: a share of the free GPU memory, and the log says how much.
+  std::string default_log;
+  const auto by_default =
+      train(parts(2), 2, flags + " --cache-policy degree", "tiers-default", &default_log);
+  EXPECT_NE(default_log.find("device cache budget:"), std::string::npos) << default_log;
+  expect_same(none, admit, 1e-6, "gpu without cache vs admitting cache");
+  expect_same(none, by_default, 1e-6, "gpu without cache vs the default budget");
+  std::int64_t admitted = 0;
+  for (const auto& e : admit) admitted += e.at("device_tier_admitted").get<std::int64_t>();
+  EXPECT_GT(admitted, 0) << "remote rows were fetched, so some were admitted";
+  for (const auto& e : by_default) EXPECT_GT(e.at("cache_rows").get<std::int64_t>(), 0);
   const auto cpu =
       train(parts(2), 2, std::string(kSage) + " --batch-size 32 --device cpu", "tiers-cpu");
   expect_same(cpu, degree, 1e-4, "cpu vs gpu degree cache");
@@ -127,7 +143,7 @@ TEST_F(GpuSampled, FeatureTiersChangeBytesNotLosses) {
       EXPECT_GT(e.at("cache_rows").get<std::int64_t>(), 0);
     }
   }
-  for (const auto* run : {&none, &degree, &presample})
+  for (const auto* run : {&none, &degree, &presample, &admit, &by_default})
     for (const auto& e : *run) {
       for (const char* tier : {"device", "host", "network"}) {
         const std::string p = std::string(tier) + "_tier_";

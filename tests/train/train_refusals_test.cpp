@@ -145,6 +145,9 @@ TEST_F(TrainRefusals, UsageErrorsAreOneLineFromRankZeroWithExitCodeTwo) {
       {"bench " + dir + " --time-budget 0 --out " + scratch("b1").string(), "--time-budget"},
       {"bench " + dir + " --time-budget -1 --out " + scratch("b2").string(), "--time-budget"},
       {"bench " + dir + " --modes full,foo --out " + scratch("b3").string(), "--modes"},
+      {"train " + dir + " --mode sampled --cache-admit-fraction 1.5", "--cache-admit-fraction"},
+      {"train " + dir + " --mode sampled --device cpu --cache-admit-fraction 0.25",
+       "--cache-admit-fraction"},
   };
   for (const auto& [args, flag] : cases) {
     const Outcome r = run(tessel_bin() + " " + args);

@@ -170,6 +170,8 @@ void release_cached(Device device);
 // Memory in use on the whole device as the driver reports it (cudaMemGetInfo: total - free, so
 // the CUDA context, library handles and other processes included); 0 for the CPU.
 std::int64_t device_used_bytes(Device device);
+// Memory free on a CUDA device as the driver reports it (cudaMemGetInfo); 0 for the CPU.
+std::int64_t device_free_bytes(Device device);
 // The stream that orders a device's work: a non-blocking cudaStream_t created on the first
 // call for a CUDA device (nullptr for the CPU). Tensor copies and fills, the kernels' default
 // context, the NCCL data plane and the GPU feature store enqueue on it. Blocks released by

@@ -1,5 +1,6 @@
 // Input feature rows for GPU training in three tiers: hot rows in device memory, the rest of the
-// part's own rows in pinned host memory gathered over UVA, remote rows fetched from their owners.
+// part's own rows in pinned host memory gathered over UVA, remote rows fetched from their owners
+// (and, with admission slots, kept in device memory for later steps).
 #pragma once
 
 #include "tessel/core/tensor.hpp"
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace tessel::sampling {
@@ -22,41 +24,83 @@ struct TierCounters {
   std::int64_t bytes = 0; // bytes of the rows it served
 };
 struct FeatureStoreCounters {
-  TierCounters device;  // the device cache: bytes read in device memory
+  TierCounters device;  // the device cache (hot and admitted rows): bytes read in device memory
   TierCounters host;    // owned rows in pinned host memory: bytes read over PCIe (UVA)
   TierCounters network; // remote rows from their owners: bytes received, then uploaded
+  std::int64_t admitted = 0; // network rows written into admission slots
+  std::int64_t evicted = 0;  // admitted rows those writes replaced
 };
 
-// A rank's feature store on one CUDA device. Owned rows (global ids [owned_begin, owned_begin +
+// Second-chance (CLOCK) replacement over a fixed number of slots, for remote rows admitted into
+// the device cache once fetched. A hit sets the slot's reference bit; a new row takes an empty
+// slot, else the first slot without the bit that the hand reaches (clearing the bits it passes),
+// and starts without the bit, so a row that is never hit again is the next to go. Deterministic:
+// the state depends only on the sequence of touch() and admit() calls. Within one round
+// (begin_round) a slot is filled at most once, so one step's copies never write a slot twice.
+class ClockSlots {
+public:
+  explicit ClockSlots(std::int64_t slots = 0);
+  std::int64_t slots() const { return static_cast<std::int64_t>(id_.size()); }
+  std::int64_t size() const { return static_cast<std::int64_t>(index_.size()); }
+  // The slot holding id, or -1; touch() also sets its reference bit.
+  std::int32_t find(NodeId id) const;
+  std::int32_t touch(NodeId id);
+  void begin_round() { ++round_; }
+  // Places id (not held) and returns its slot, with evicted = the id it replaced or -1; returns
+  // -1 (nothing placed) when there are no slots or every slot was filled in this round.
+  std::int32_t admit(NodeId id, NodeId& evicted);
+
+private:
+  std::vector<NodeId> id_;                  // slot -> id, -1 = empty
+  std::vector<std::uint8_t> referenced_;    // slot -> reference bit
+  std::vector<std::int64_t> filled_round_;  // slot -> round of its last fill
+  std::int64_t round_ = 1;
+  std::int64_t hand_ = 0;
+  std::unordered_map<NodeId, std::int32_t> index_;
+};
+
+// A rank's feature store on one device. Owned rows (global ids [owned_begin, owned_begin +
 // num_owned)) live in mapped pinned host memory; a set of hot rows (owned or remote) is copied
-// to device memory once. For a step's input nodes, plan() sorts each node into its tier and
-// lists the remote ones the cache lacks; the caller fetches those from their owners and
-// gather() writes every row into one device tensor with a single kernel. The rows are the
-// values given, copied bit for bit, whatever their tier. Builds with TESSEL_WITH_CUDA only (the
-// constructor throws otherwise).
+// to device memory once, and `admit_slots` more device rows hold remote rows admitted after
+// they were fetched (ClockSlots decides which). For a step's input nodes, plan() sorts each node
+// into its tier, lists the remote ones the cache lacks and picks the admission slots of those;
+// the caller fetches them from their owners and gather() writes every row into one device
+// tensor with a single kernel, then copies the admitted rows into their slots. The rows are the
+// values given, copied bit for bit, whatever their tier. On Device::cpu() the same store runs on
+// the host (the CPU twin: host memory for every tier, loops for the kernels); a CUDA device
+// needs a build with TESSEL_WITH_CUDA (the constructor throws otherwise).
 class DeviceFeatureStore {
 public:
   // owned: f32 [num_owned, feature_dim] row-major (host); cached_ids: distinct global ids kept
   // on the device, cached_rows: their rows [cached_ids.size(), feature_dim] (host).
   DeviceFeatureStore(std::span<const float> owned, std::int64_t num_owned, std::int64_t feature_dim,
                      NodeId owned_begin, std::span<const NodeId> cached_ids,
-                     std::span<const float> cached_rows, Device device);
+                     std::span<const float> cached_rows, Device device,
+                     std::int64_t admit_slots = 0);
   ~DeviceFeatureStore();
   DeviceFeatureStore(const DeviceFeatureStore&) = delete;
   DeviceFeatureStore& operator=(const DeviceFeatureStore&) = delete;
 
   std::int64_t feature_dim() const { return feature_dim_; }
+  Device device() const { return device_; }
+  // Hot rows (chosen up front) and admission slots; cache_bytes counts both (device memory).
   std::int64_t cache_rows() const { return static_cast<std::int64_t>(cached_.size()); }
-  std::int64_t cache_bytes() const { return cache_rows() * feature_dim_ * 4; }
+  std::int64_t admit_slots() const { return admitted_.slots(); }
+  std::int64_t cache_bytes() const { return (cache_rows() + admit_slots()) * feature_dim_ * 4; }
   bool is_owned(NodeId id) const { return id >= owned_begin_ && id < owned_begin_ + num_owned_; }
-  bool is_cached(NodeId id) const { return index_.find(id) != IdHashMap::kAbsent; }
+  // Whether a step planned now would read id from device memory (hot or admitted).
+  bool is_cached(NodeId id) const {
+    return index_.find(id) != IdHashMap::kAbsent || admitted_.find(id) >= 0;
+  }
 
   // Sorts `nodes` (global ids) into tiers and counts them; network_ids receives the remote ids
-  // that are not cached, in node order: the rows gather() expects from the owners.
+  // that are not cached, in node order: the rows gather() expects from the owners. With
+  // admission slots it also decides which of those rows the next gather() keeps (so they are
+  // cached for the plans after it). Each plan must be followed by its gather().
   void plan(std::span<const NodeId> nodes, std::vector<NodeId>& network_ids);
-  // The rows of the last plan's nodes, f32 [nodes, feature_dim] on the device. network_rows:
-  // [network_ids.size(), feature_dim] (host), the owners' rows in network_ids order. Enqueued
-  // on the device's stream.
+  // The rows of the last plan's nodes, f32 [nodes, feature_dim] on the store's device.
+  // network_rows: [network_ids.size(), feature_dim] (host), the owners' rows in network_ids
+  // order. On a GPU enqueued on the device's stream.
   Tensor gather(std::span<const float> network_rows);
 
   const FeatureStoreCounters& counters() const { return counters_; }
@@ -65,15 +109,33 @@ public:
   struct Impl;
 
 private:
+  // The CUDA side (device_feature_store.cu): the device cache, the mapped owned rows and the
+  // gather and admission kernels.
+  void init_device(std::span<const float> owned, std::span<const float> cached_rows);
+  Tensor gather_device(std::span<const float> network_rows);
+  // The CPU twin of gather_device.
+  Tensor gather_host(std::span<const float> network_rows);
+
+  Device device_;
   std::int64_t num_owned_ = 0;
   std::int64_t feature_dim_ = 0;
   NodeId owned_begin_ = 0;
   std::vector<NodeId> cached_;      // slot -> global id
   IdHashMap index_;                 // global id -> slot
+  ClockSlots admitted_;             // admission slots: cache rows cache_rows() + slot
   std::vector<std::int64_t> codes_; // per planned node: (index << 2) | tier
   std::int64_t planned_network_ = 0;
+  // The last plan's admissions: (index in its network rows, cache row), applied by gather().
+  std::vector<std::int64_t> admit_pairs_;
+  bool gather_pending_ = false;
   FeatureStoreCounters counters_;
-  std::unique_ptr<Impl> impl_;
+  // CPU twin: the owned rows and the cache rows (hot, then admission slots) in host memory.
+  std::vector<float> host_owned_, host_cache_;
+  // Defined beside Impl (in the .cu for CUDA builds), so this header needs no complete Impl.
+  struct ImplDeleter {
+    void operator()(Impl* impl) const noexcept;
+  };
+  std::unique_ptr<Impl, ImplDeleter> impl_;
 };
 
 } // namespace tessel::sampling

@@ -25,10 +25,31 @@ struct CacheBudget {
   double size_mb = -1; // MiB of feature rows; < 0 = unset
   double ratio = -1;   // fraction in [0, 1] of the remote candidates; < 0 = unset
 
+  // GPU store only: the share of the budget's rows kept for remote rows admitted once fetched
+  // (--cache-admit-fraction, CLOCK replacement), in [0, 1]; 0 = a static cache.
+  double admit_fraction = 0;
+
   // Rows the cache may hold: floor(size_mb * 2^20 / row_bytes) or floor(ratio * candidates),
   // never more than num_candidates. Throws InputError if both are set or ratio > 1.
   std::int64_t capacity_rows(std::int64_t num_candidates, std::int64_t row_bytes) const;
 };
+
+// The device cache's budget when neither --cache-size-mb nor --cache-ratio is given: this
+// fraction of the GPU memory that is free once the graph and the features are placed, leaving
+// the rest to activations and the allocator's cache.
+inline constexpr double kDefaultDeviceCacheFraction = 0.25;
+CacheBudget default_device_budget(std::int64_t free_device_bytes);
+
+// How a GPU store spends its budget: hot rows chosen up front by the policy (at most the
+// candidates), and slots for remote rows admitted as they are fetched. admit_rows =
+// floor(admit_fraction * budget rows), hot_rows = min(candidates, budget rows - admit_rows), where
+// budget rows are capacity_rows' before the clamp to the candidates.
+struct DeviceCacheSplit {
+  std::int64_t hot_rows = 0;
+  std::int64_t admit_rows = 0;
+};
+DeviceCacheSplit split_device_cache(const CacheBudget& budget, std::int64_t num_candidates,
+                                    std::int64_t row_bytes);
 
 // Candidates most valuable first: score descending, ties broken by smaller id (so the choice is
 // deterministic). score[i] belongs to candidates[i] (a degree or an access count).

@@ -21,6 +21,7 @@ struct SampledOptions {
   std::string cache_policy = "degree";      // degree | presample | none
   double cache_size_mb = 0;                 // budget in MiB (0 = use cache_ratio)
   double cache_ratio = 0;                   // fraction of remote candidate rows to cache
+  double cache_admit_fraction = 0;          // GPU: budget share for admitted remote rows (CLOCK)
   std::string graph_placement = "auto";     // GPU sampling: auto | device | pinned
   int prefetch = -1;                        // steps sampled and gathered ahead; -1: 1 on a GPU, 0 on the CPU
   std::int64_t max_steps = 0;               // > 0: at most this many steps per epoch (benchmarks)
