@@ -6,6 +6,7 @@
 // when no GPU is visible.
 #include "train_test_helpers.hpp"
 
+#include "tessel/comm/nccl_communicator.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/datasets/temporal.hpp"
 
@@ -144,6 +145,8 @@ TEST_F(GpuDynamic, LinkPredictionMatchesCpu) {
 // One GPU per rank: the data plane is NCCL (halo rows, the transposition and the gradient
 // all-reduce stay on the devices).
 TEST_F(GpuDynamic, NcclWithOneGpuPerRankMatchesCpu) {
+  if (!comm::nccl_available())
+    GTEST_SKIP() << "Tessel was built without NCCL: the NCCL data plane was not tested";
   if (device_memory::device_count() < 2)
     GTEST_SKIP() << "fewer than 2 GPUs visible: the NCCL data plane was not tested";
   for (const char* model : {"gcn-gru", "gcn-lstm", "evolvegcn-o"})
