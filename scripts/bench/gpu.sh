@@ -184,9 +184,10 @@ fullbatch_section "$parts" uniform 1
 [ "${SKIP_SAMPLED:-0}" = 1 ] || sampled_section "$parts" "the uniform graph"
 
 # The products-scale graph, within what is left of BUDGET_S: each part starts only when its
-# share of the budget (measured on an H200: generation and partition about 60 s, full-batch
-# Tessel about 40 s, PyG about 60 s, sampled about 40 s; a first guess, see the log's seconds)
-# is still there, so the script ends before gpu-check's limit stops it.
+# share of the budget is still there, so the script ends before gpu-check's limit stops it. The
+# shares are estimates, not yet measured on a GPU machine: generation and partition about 60 s
+# (a 2.45M-node graph without features took 40 s and 5 s on two busy cores), Tessel's full-batch
+# runs about 40 s, PyG's about 60 s, the sampled runs about 40 s.
 budget="${BUDGET_S:-285}"
 left() { echo $((budget - $(date +%s) + script_start)); }
 skipped() { echo "(products-scale graph: $1 skipped, $(left) s of BUDGET_S=$budget left)" | tee -a "$summary"; }
