@@ -182,7 +182,17 @@ struct DeviceGraph::Impl {
   cuda::StreamBuffer rows_d, offsets_d, positions_d, answers_d, temp_d;
 
   ~Impl() {
-    if (own_stream) cudaStreamDestroy(own_stream);
+    // Draws enqueued on either stream may still read the pinned graph over UVA: wait for both
+    // before the members give that memory back to the driver.
+    if (own_stream) {
+      cudaStreamSynchronize(own_stream);
+      cudaStreamDestroy(own_stream);
+    }
+    if (!device.is_cuda()) return;
+    try {
+      cudaStreamSynchronize(stream());
+    } catch (...) { // no stream could be made: nothing was ever enqueued on it
+    }
   }
   cudaStream_t stream() const { return static_cast<cudaStream_t>(device_memory::stream(device)); }
 
