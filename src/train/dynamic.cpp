@@ -62,34 +62,47 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
                 "snapshots_to_vertices: {} tensors for {} owned snapshots", by_snapshot.size(),
                 mine.size());
   const std::int64_t n_own = vertex_count(layout, r);
+  const std::int64_t v0 = layout.vertex_offsets[r], v1 = layout.vertex_offsets[r + 1];
+  // This rank's rows of its own snapshots stay where they are (views of the inputs): only the
+  // other ranks' rows are packed and exchanged, so at P = 1 nothing is copied at all.
   std::vector<std::int64_t> send_rows(static_cast<std::size_t>(P)), recv_rows = send_rows;
   std::int64_t send_total = 0, recv_total = 0;
   for (int q = 0; q < P; ++q) {
+    if (q == r) continue;
     send_rows[q] = mine.size() * vertex_count(layout, q);
     recv_rows[q] = owned_snapshots(layout, q, t_end).size() * n_own;
     send_total += send_rows[q];
     recv_total += recv_rows[q];
   }
-  // Rank q's rows of each owned snapshot, in snapshot order, one block per rank.
-  Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
-  std::int64_t at = 0;
-  for (int q = 0; q < P; ++q)
-    for (const Tensor& g : by_snapshot) {
-      const std::int64_t n = vertex_count(layout, q);
-      send.rows_slice(at, at + n)
-          .copy_from(g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1]));
-      at += n;
+  Tensor recv;
+  if (P > 1) {
+    // Rank q's rows of each owned snapshot, in snapshot order, one block per other rank.
+    Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
+    std::int64_t at = 0;
+    for (int q = 0; q < P; ++q) {
+      if (q == r) continue;
+      for (const Tensor& g : by_snapshot) {
+        const std::int64_t n = vertex_count(layout, q);
+        send.rows_slice(at, at + n)
+            .copy_from(g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1]));
+        at += n;
+      }
     }
-  Tensor recv = Tensor::empty({recv_total, cols}, DType::f32, device);
-  comm.alltoallv(send, send_rows, recv, recv_rows);
+    recv = Tensor::empty({recv_total, cols}, DType::f32, device);
+    comm.alltoallv(send, send_rows, recv, recv_rows);
+  }
   // The received blocks arrive in snapshot order (rank q's snapshots precede rank q+1's): each
-  // snapshot's rows are a view of the receive buffer.
+  // other rank's snapshot is a view of the receive buffer, each own one a view of its input.
   std::vector<Tensor> out;
   out.reserve(static_cast<std::size_t>(t_end));
-  at = 0;
+  std::int64_t at = 0;
   for (int q = 0; q < P; ++q) {
     const Block theirs = owned_snapshots(layout, q, t_end);
     for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
+      if (q == r) {
+        out.push_back(by_snapshot[static_cast<std::size_t>(t - mine.begin)].rows_slice(v0, v1));
+        continue;
+      }
       out.push_back(recv.rows_slice(at, at + n_own));
       at += n_own;
     }
@@ -108,36 +121,54 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
   const Block mine = owned_snapshots(layout, r, t_end);
   const std::int64_t n_own = vertex_count(layout, r);
   const std::int64_t N = layout.vertex_offsets.back();
+  const std::int64_t v0 = layout.vertex_offsets[r], v1 = layout.vertex_offsets[r + 1];
+  // As in snapshots_to_vertices, this rank's own rows do not travel: they are copied straight
+  // into its snapshots, or, when it holds every vertex (P = 1), its inputs are the result.
   std::vector<std::int64_t> send_rows(static_cast<std::size_t>(P)), recv_rows = send_rows;
   std::int64_t send_total = 0, recv_total = 0;
   for (int q = 0; q < P; ++q) {
+    if (q == r) continue;
     send_rows[q] = owned_snapshots(layout, q, t_end).size() * n_own;
     recv_rows[q] = mine.size() * vertex_count(layout, q);
     send_total += send_rows[q];
     recv_total += recv_rows[q];
   }
-  Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
+  Tensor recv;
+  if (P > 1) {
+    Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
+    std::int64_t at = 0;
+    for (int q = 0; q < P; ++q) {
+      if (q == r) continue;
+      const Block theirs = owned_snapshots(layout, q, t_end);
+      for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
+        send.rows_slice(at, at + n_own).copy_from(by_vertex[t]);
+        at += n_own;
+      }
+    }
+    recv = Tensor::empty({recv_total, cols}, DType::f32, device);
+    comm.alltoallv(send, send_rows, recv, recv_rows);
+  }
+  std::vector<Tensor> out;
+  out.reserve(static_cast<std::size_t>(mine.size()));
+  for (std::int64_t t = mine.begin; t < mine.end; ++t) {
+    if (n_own == N) {
+      out.push_back(by_vertex[t]);
+      continue;
+    }
+    Tensor g = Tensor::empty({N, cols}, DType::f32, device);
+    g.rows_slice(v0, v1).copy_from(by_vertex[t]);
+    out.push_back(std::move(g));
+  }
   std::int64_t at = 0;
   for (int q = 0; q < P; ++q) {
-    const Block theirs = owned_snapshots(layout, q, t_end);
-    for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
-      send.rows_slice(at, at + n_own).copy_from(by_vertex[t]);
-      at += n_own;
-    }
-  }
-  Tensor recv = Tensor::empty({recv_total, cols}, DType::f32, device);
-  comm.alltoallv(send, send_rows, recv, recv_rows);
-  std::vector<Tensor> out;
-  for (std::int64_t i = 0; i < mine.size(); ++i)
-    out.push_back(Tensor::empty({N, cols}, DType::f32, device));
-  at = 0;
-  for (int q = 0; q < P; ++q)
+    if (q == r) continue;
     for (Tensor& g : out) {
       const std::int64_t n = vertex_count(layout, q);
       g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1])
           .copy_from(recv.rows_slice(at, at + n));
       at += n;
     }
+  }
   return out;
 }
 

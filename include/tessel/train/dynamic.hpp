@@ -23,9 +23,11 @@ struct TemporalLayout {
 
 // The transposition of the snapshot layout. by_snapshot holds, for each snapshot t this rank
 // owns with t < t_end (ascending), an f32 [N, cols] tensor on `device`; the result holds, for
-// every t < t_end, the rows of this rank's vertices [n_own, cols] on `device` (views of one
-// receive buffer). One alltoallv of the data plane `comm` (device tensors travel as the data
-// plane sends them: NCCL, or staged through pinned host memory). Collective.
+// every t < t_end, the rows of this rank's vertices [n_own, cols] on `device`: views of one
+// receive buffer for the other ranks' snapshots, views of the inputs for this rank's own (its
+// rows do not travel; at P = 1 nothing is copied). One alltoallv of the data plane `comm` over
+// the other ranks' rows (device tensors travel as the data plane sends them: NCCL, or staged
+// through pinned host memory); none at P = 1. Collective.
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_snapshot,
                                           std::int64_t t_end, std::int64_t cols,
