@@ -125,11 +125,13 @@ TEST_F(PipelineCli, MeasuredBubbleMatchesTheSchedule) {
     // The replay costs each action its CPU seconds, so ranks waiting for a core shared with
     // other processes do not unbalance the stages. GPipe's replay can never idle less than the
     // analytic floor (schedule_test's GpipeBubbleIsAtLeastTheAnalyticFloorForAnyStageCosts);
-    // with these balanced stages both schedules come within 0.1 of it.
+    // with these nearly balanced stages both schedules come within 0.15 of it (0.125-0.222 in
+    // ten runs on an idle two-core machine; a schedule replayed wrongly, e.g. without overlap,
+    // idles about half the time).
     if (schedule == "gpipe") {
       EXPECT_GE(replay, analytic - 1e-9);
     }
-    EXPECT_NEAR(replay, analytic, 0.1) << schedule;
+    EXPECT_NEAR(replay, analytic, 0.15) << schedule;
     std::printf("%s S=2 m=8: bubble analytic %.3f, replayed from measured stage times %.3f, "
                 "wall clock %.3f\n",
                 schedule.c_str(), analytic, replay, e.at("bubble").get<double>());
