@@ -1,6 +1,8 @@
-// Graph placement choice for GPU sampling, and the DeviceGraph of builds without CUDA.
+// Graph placement choice for GPU sampling, and the DeviceGraph of builds without CUDA (its CPU
+// twin only).
 #include "tessel/sampling/device_graph.hpp"
 
+#include "cpu/device_graph_host.hpp"
 #include "cuda/device_graph_cuda.hpp"
 
 #include "tessel/core/error.hpp"
@@ -38,32 +40,36 @@ GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t
 }
 
 #if !defined(TESSEL_WITH_CUDA)
+// Without CUDA only the CPU twin exists.
 struct DeviceGraph::Impl {};
 
-DeviceGraph::DeviceGraph(const LocalCsr&, std::span<const NodeId>, std::span<const std::int64_t>,
-                         std::span<const NodeId>, Device device, GraphPlacement) {
-  TESSEL_FAIL("GPU sampling on {}: Tessel was built without CUDA", device.str());
+DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys,
+                         std::span<const std::int64_t> row_degrees, std::span<const NodeId> answers,
+                         Device device, GraphPlacement) {
+  TESSEL_EXPECTS(device.is_cpu(), "GPU sampling on {}: Tessel was built without CUDA",
+                 device.str());
+  host_ = std::make_unique<HostTwin>(graph, row_keys, row_degrees, answers);
 }
 DeviceGraph::~DeviceGraph() = default;
 GraphPlacement DeviceGraph::placement() const {
   return GraphPlacement::device;
 }
 std::int64_t DeviceGraph::bytes() const {
-  return 0;
+  return host_->bytes();
 }
-void DeviceGraph::sample(std::span<const LocalId>, int, const rng::Key&, std::vector<EdgeId>&,
-                         std::vector<NodeId>&) {
-  TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
+void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::Key& key,
+                         std::vector<EdgeId>& offsets, std::vector<NodeId>& answers) {
+  host_->sample(rows, fanout, key, offsets, answers);
 }
-
-std::int64_t DeviceGraph::sample(const Tensor&, NodeId, int, const rng::Key&, Tensor&, Tensor&) {
-  TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
+std::int64_t DeviceGraph::sample(const Tensor& frontier, NodeId first_row, int fanout,
+                                 const rng::Key& key, Tensor& offsets, Tensor& draws) {
+  return host_->sample(frontier, first_row, fanout, key, offsets, draws);
 }
-void DeviceGraph::row_info(const Tensor&, NodeId, Tensor&, Tensor&) {
-  TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
+void DeviceGraph::row_info(const Tensor& ids, NodeId first_row, Tensor& orig, Tensor& degree) {
+  host_->row_info(ids, first_row, orig, degree);
 }
-Tensor DeviceGraph::upload(std::span<const NodeId>) {
-  TESSEL_FAIL("GPU sampling: Tessel was built without CUDA");
+Tensor DeviceGraph::upload(std::span<const NodeId> ids) {
+  return host_->upload(ids);
 }
 
 namespace cuda {

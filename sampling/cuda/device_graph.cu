@@ -1,5 +1,6 @@
 // CUDA side of GPU sampling: the graph in device or mapped pinned memory, and the kernels that
 // draw neighbors and write the owners' answers (the CPU sampler's draws).
+#include "cpu/device_graph_host.hpp"
 #include "cuda/device_graph_cuda.hpp"
 
 #include "tessel/core/cuda_check.cuh"
@@ -219,6 +220,10 @@ DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys
                          std::span<const std::int64_t> row_degrees, std::span<const NodeId> answers,
                          Device device, GraphPlacement placement)
     : impl_(std::make_unique<Impl>()) {
+  if (device.is_cpu()) { // the CPU twin: host memory, the CPU sampler's code
+    host_ = std::make_unique<HostTwin>(graph, row_keys, row_degrees, answers);
+    return;
+  }
   TESSEL_EXPECTS(device.is_cuda(), "GPU sampling needs a CUDA device, got {}", device.str());
   TESSEL_EXPECTS(static_cast<std::int64_t>(row_keys.size()) == graph.num_rows,
                  "DeviceGraph: {} row keys for {} rows", row_keys.size(), graph.num_rows);
@@ -248,14 +253,17 @@ DeviceGraph::DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys
 DeviceGraph::~DeviceGraph() = default;
 
 GraphPlacement DeviceGraph::placement() const {
+  if (host_) return GraphPlacement::device;
   return impl_->placement;
 }
 std::int64_t DeviceGraph::bytes() const {
+  if (host_) return host_->bytes();
   return impl_->bytes;
 }
 
 void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::Key& key,
                          std::vector<EdgeId>& offsets, std::vector<NodeId>& answers) {
+  if (host_) return host_->sample(rows, fanout, key, offsets, answers);
   Impl& g = *impl_;
   TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
   const cudaStream_t stream = g.own_stream;
@@ -305,6 +313,7 @@ void DeviceGraph::sample(std::span<const LocalId> rows, int fanout, const rng::K
 }
 
 Tensor DeviceGraph::upload(std::span<const NodeId> ids) {
+  if (host_) return host_->upload(ids);
   Impl& g = *impl_;
   TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
   Tensor out = Tensor::empty({static_cast<std::int64_t>(ids.size())}, DType::i64, g.device);
@@ -317,6 +326,7 @@ Tensor DeviceGraph::upload(std::span<const NodeId> ids) {
 
 std::int64_t DeviceGraph::sample(const Tensor& frontier, NodeId first_row, int fanout,
                                  const rng::Key& key, Tensor& offsets, Tensor& draws) {
+  if (host_) return host_->sample(frontier, first_row, fanout, key, offsets, draws);
   Impl& g = *impl_;
   TESSEL_EXPECTS(frontier.defined() && frontier.dim() == 1 && frontier.dtype() == DType::i64 &&
                      frontier.device() == g.device,
@@ -369,6 +379,7 @@ std::int64_t DeviceGraph::sample(const Tensor& frontier, NodeId first_row, int f
 }
 
 void DeviceGraph::row_info(const Tensor& ids, NodeId first_row, Tensor& orig, Tensor& degree) {
+  if (host_) return host_->row_info(ids, first_row, orig, degree);
   Impl& g = *impl_;
   TESSEL_EXPECTS(
       ids.defined() && ids.dim() == 1 && ids.dtype() == DType::i64 && ids.device() == g.device,

@@ -6,6 +6,8 @@
 #include "tessel/core/log.hpp"
 #include "tessel/sampling/neighbor_sampler.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <ctime>
@@ -65,11 +67,20 @@ void DistributedSampler::sample_on_device(Device device, const std::string& plac
       owned.indptr.size() * sizeof(EdgeId) + owned.indices.size() * sizeof(LocalId) +
       (owned_keys.size() + owned_degrees.size() + local_global_.size()) * sizeof(NodeId));
   std::string reason;
-  const sampling::GraphPlacement where =
-      sampling::choose_graph_placement(placement, bytes, device, reason);
+  sampling::GraphPlacement where = sampling::GraphPlacement::device;
+  if (device.is_cpu()) {
+    // The device graph's CPU twin: there is no other memory to choose.
+    TESSEL_EXPECTS(placement == "auto" || placement == "device" || placement == "pinned",
+                   "--graph-placement {}: expected auto, device or pinned", placement);
+    reason = fmt::format("graph in host memory ({:.1f} MiB, the device graph's CPU twin)",
+                         static_cast<double>(bytes) / (1 << 20));
+  } else {
+    where = sampling::choose_graph_placement(placement, bytes, device, reason);
+  }
   device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, owned_degrees,
                                                           local_global_, device, where);
-  log::info("GPU sampling on {}: {}", device.str(), reason);
+  log::info("{} sampling on {}: {}", device.is_cpu() ? "Device-graph" : "GPU", device.str(),
+            reason);
 }
 
 sampling::GraphPlacement DistributedSampler::graph_placement() const {
@@ -217,7 +228,8 @@ bool DistributedSampler::device_resident() const {
 void DistributedSampler::sample_device(int epoch, std::uint32_t step,
                                        std::span<const LocalId> seeds, PhaseTimes& phases) {
   TESSEL_EXPECTS(device_resident(),
-                 "sample_device: blocks stay on the GPU only where one rank samples on a GPU");
+                 "sample_device: blocks stay on the device only where one rank samples on the "
+                 "device graph (sample_on_device)");
   SamplePhase t(phases, sample_cpu_seconds_);
   const int layers = static_cast<int>(fanouts_.size());
   device_blocks_.resize(static_cast<std::size_t>(layers));

@@ -1,5 +1,5 @@
-// A partition's graph sampled by a GPU: CSR and per-node answers in device memory, or in pinned
-// host memory that the GPU reads over UVA when the graph does not fit.
+// A partition's graph sampled on a device: on a GPU, CSR and per-node answers in device memory or
+// in pinned host memory read over UVA when the graph does not fit; on the CPU, its twin.
 #pragma once
 
 #include "tessel/core/csr.hpp"
@@ -28,19 +28,22 @@ const char* graph_placement_name(GraphPlacement placement);
 GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t bytes,
                                       Device device, std::string& reason);
 
-// The graph one rank answers sampling requests from, on a GPU. Rows are the part's owned
+// The graph one rank answers sampling requests from, on a device. Rows are the part's owned
 // nodes (in-neighbor lists over owned + halo columns, canonical order); for every column u it
 // keeps the answer an owner sends for a draw of u: its global id (the requester has no use for
 // more per draw: see DistributedSampler::hop). The draws are the CPU sampler's
 // (sampling::floyd_positions keyed by each row's original id), so a GPU rank and a CPU rank
-// answer the same request with the same neighbors in the same order. Exists only in builds with
-// TESSEL_WITH_CUDA (the constructor throws otherwise).
+// answer the same request with the same neighbors in the same order. On a CUDA device (builds
+// with TESSEL_WITH_CUDA; the constructor throws in others) the CUDA kernels draw; on
+// Device::cpu() (every build) a CPU twin keeps the arrays in host memory and draws with the CPU
+// sampler itself, so the device-resident sampling path runs, and is tested, without a GPU.
 class DeviceGraph {
 public:
   // graph: num_rows owned rows over num_cols columns, in canonical order; row_keys: the
   // original id of each row [num_rows]; row_degrees: its whole-graph in-degree [num_rows];
   // answers: [num_cols]. Copies them to `device` or to
-  // mapped pinned host memory. Throws InputError for a row of 2^32 or more neighbors.
+  // mapped pinned host memory (on Device::cpu(): to host memory, whatever `placement` says,
+  // and placement() is device). Throws InputError for a row of 2^32 or more neighbors on CUDA.
   DeviceGraph(const LocalCsr& graph, std::span<const NodeId> row_keys,
               std::span<const std::int64_t> row_degrees, std::span<const NodeId> answers,
               Device device, GraphPlacement placement);
@@ -73,10 +76,13 @@ public:
   // ids copied to an i64 tensor on the device, asynchronously on the device's stream.
   Tensor upload(std::span<const NodeId> ids);
 
-  struct Impl;
+  struct Impl;     // the CUDA side
+  struct HostTwin; // the CPU twin (Device::cpu())
 
 private:
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<HostTwin> host_; // set: the graph lives on the CPU
+
 };
 
 } // namespace tessel::sampling

@@ -78,13 +78,16 @@ class DistributedSampler {
 
   // Owners draw on `device` from here on (the CUDA sampler: the same draws, answers written on
   // the GPU): the owned graph goes to device memory or to pinned host memory read over UVA, as
-  // `placement` (auto | device | pinned) says; the choice is logged. Builds with CUDA only.
+  // `placement` (auto | device | pinned) says; the choice is logged. A CUDA device needs a CUDA
+  // build; Device::cpu() (any build) takes the device graph's CPU twin (host memory, the CPU
+  // sampler's code), which runs sample_device on the CPU: the path CI tests without a GPU.
   void sample_on_device(Device device, const std::string& placement);
-  // Whether sample_device can run: owners draw on a GPU and one rank owns every node.
+  // Whether sample_device can run: owners draw on the device graph and one rank owns every node.
   bool device_resident() const;
-  // sample() with the blocks built and kept on the GPU (after sample_on_device, at one rank):
-  // draws, relabelling (BlockBuilder's CUDA twin), the sources' original ids and degrees, all on
-  // the device's stream; the same blocks as sample(). device_blocks()[l] feeds layer l;
+  // sample() with the blocks built and kept on the device (after sample_on_device, at one rank):
+  // draws, relabelling (BlockBuilder's CUDA twin, or build() on the CPU), the sources' original
+  // ids and degrees, all on the device's stream; the same blocks as sample(). device_blocks()[l]
+  // feeds layer l;
   // input_ids() are device_blocks()[0].src on the host (for the feature store). Each call
   // makes new tensors, so a caller may keep a step's blocks while the next is sampled.
   void sample_device(int epoch, std::uint32_t step, std::span<const LocalId> seeds,

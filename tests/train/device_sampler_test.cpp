@@ -1,0 +1,157 @@
+// The device-resident sampling path on the CPU (the device graph's CPU twin): sample_device's
+// blocks, kept as tensors, are exactly sample()'s host blocks (sources in the same order, the
+// same edges, the same original ids and degrees) over several epochs, steps and layers, with
+// whole-row fanouts; and owners drawing with the CPU twin inside sample() draw what the CPU
+// sampler draws.
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/train/distributed_sampler.hpp"
+
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rank 0 makes a dataset and its partition into P parts; everyone waits for it.
+fs::path prepare(comm::Communicator& comm) {
+  const fs::path dir = fs::path(TESSEL_BINARY_DIR) / "test-tmp" /
+                       ("device-sampler.np" + std::to_string(comm.size()));
+  if (comm.rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string tessel = test::tessel_binary().string();
+    std::string out;
+    EXPECT_EQ(test::run_command(tessel +
+                                    " convert synthetic --nodes 600 --avg-degree 8 "
+                                    "--classes 3 --feat-dim 4 --seed 9 " +
+                                    (dir / "g.h5").string(),
+                                &out),
+              0)
+        << out;
+    EXPECT_EQ(test::run_command(tessel + " partition " + (dir / "g.h5").string() + " --parts " +
+                                    std::to_string(comm.size()) + " --out " +
+                                    (dir / "parts").string(),
+                                &out),
+              0)
+        << out;
+  }
+  comm.barrier();
+  return dir;
+}
+
+std::vector<std::int64_t> host_values(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu());
+  return std::vector<std::int64_t>(h.data<std::int64_t>(), h.data<std::int64_t>() + h.numel());
+}
+
+// Every layer of `got` (device blocks) equals the host blocks of `want`.
+void expect_device_blocks_equal(const train::DistributedSampler& got,
+                                const train::DistributedSampler& want, int layers,
+                                const std::string& what) {
+  ASSERT_EQ(got.device_blocks().size(), static_cast<std::size_t>(layers)) << what;
+  for (int l = 0; l < layers; ++l) {
+    const sampling::BlockTensors& t = got.device_blocks()[l];
+    EXPECT_TRUE(t.src.device().is_cpu()) << what;
+    const sampling::Block b = t.to_block();
+    const sampling::Block& w = want.blocks()[l];
+    EXPECT_EQ(b.dst, w.dst) << what << " layer " << l;
+    EXPECT_EQ(b.src, w.src) << what << " layer " << l;
+    EXPECT_EQ(b.adj.indptr, w.adj.indptr) << what << " layer " << l;
+    EXPECT_EQ(b.adj.indices, w.adj.indices) << what << " layer " << l;
+    const auto orig = host_values(t.src_orig);
+    const auto degree = host_values(t.src_degree);
+    EXPECT_TRUE(
+        std::equal(orig.begin(), orig.end(), want.src_orig(l).begin(), want.src_orig(l).end()))
+        << what << " layer " << l;
+    EXPECT_TRUE(std::equal(degree.begin(), degree.end(), want.src_degree(l).begin(),
+                           want.src_degree(l).end()))
+        << what << " layer " << l;
+  }
+  EXPECT_EQ(got.input_ids(), want.blocks()[0].src) << what;
+}
+
+} // namespace
+
+// At one rank the device graph's CPU twin runs sample_device, and its blocks are sample()'s.
+// At more ranks owners drawing with the twin inside sample() give the CPU sampler's blocks.
+TEST(DeviceSampler, CpuTwinBuildsTheHostBlocks) {
+  auto comm = comm::make_mpi_communicator();
+  const fs::path dir = prepare(*comm);
+  const partition::Manifest manifest = partition::read_manifest(dir / "parts");
+  partition::Part part = partition::load_part(dir / "parts", comm->rank(), manifest);
+  // Whole rows (-1) and fanouts above and below the degrees (8 on average).
+  const std::vector<int> fanouts = {5, -1, 3};
+  const int layers = static_cast<int>(fanouts.size());
+  train::DistributedSampler host(part, manifest, *comm, 31, fanouts, 6);
+  train::DistributedSampler twin(part, manifest, *comm, 31, fanouts, 6);
+  EXPECT_FALSE(twin.device_resident());
+  twin.sample_on_device(Device::cpu(), "auto");
+  EXPECT_EQ(twin.graph_placement(), sampling::GraphPlacement::device);
+  PhaseTimes phases;
+  std::int64_t steps_checked = 0, edges_checked = 0;
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    std::vector<std::vector<LocalId>> step_seeds;
+    std::vector<std::int64_t> step_counts;
+    host.assign_steps(epoch, step_seeds, step_counts, phases);
+    ASSERT_GE(step_counts.size(), 2u);
+    for (std::size_t s = 0; s < step_counts.size() && s < 5; ++s) {
+      const auto step = static_cast<std::uint32_t>(s);
+      const std::string what = "epoch " + std::to_string(epoch) + " step " + std::to_string(s);
+      host.sample(epoch, step, step_seeds[s], phases);
+      if (comm->size() == 1) {
+        ASSERT_TRUE(twin.device_resident());
+        twin.sample_device(epoch, step, step_seeds[s], phases);
+        expect_device_blocks_equal(twin, host, layers, what);
+      } else {
+        EXPECT_FALSE(twin.device_resident());
+        EXPECT_THROW(twin.sample_device(epoch, step, step_seeds[s], phases), InputError);
+        twin.sample(epoch, step, step_seeds[s], phases);
+        for (int l = 0; l < layers; ++l) {
+          EXPECT_EQ(twin.blocks()[l].src, host.blocks()[l].src) << what << " layer " << l;
+          EXPECT_EQ(twin.blocks()[l].adj.indptr, host.blocks()[l].adj.indptr) << what;
+          EXPECT_EQ(twin.blocks()[l].adj.indices, host.blocks()[l].adj.indices) << what;
+        }
+      }
+      for (int l = 0; l < layers; ++l)
+        edges_checked += host.blocks()[l].num_edges();
+      ++steps_checked;
+    }
+  }
+  EXPECT_GE(steps_checked, 4);
+  EXPECT_GT(edges_checked, 100);
+  EXPECT_EQ(twin.counters().sampled_edges, host.counters().sampled_edges);
+}
+
+// The twin's tensor form refuses a frontier node outside its rows with an InputError, and
+// row_info marks such a node with -1.
+TEST(DeviceSampler, CpuTwinRefusesNodesOutsideItsRows) {
+  auto comm = comm::make_mpi_communicator();
+  const fs::path dir = prepare(*comm);
+  const partition::Manifest manifest = partition::read_manifest(dir / "parts");
+  partition::Part part = partition::load_part(dir / "parts", comm->rank(), manifest);
+  std::vector<NodeId> keys(part.orig_id.begin(), part.orig_id.begin() + part.num_owned);
+  std::vector<std::int64_t> degrees(part.degree.begin(), part.degree.begin() + part.num_owned);
+  std::vector<NodeId> answers(static_cast<std::size_t>(part.graph.num_cols));
+  for (std::size_t c = 0; c < answers.size(); ++c)
+    answers[c] = static_cast<NodeId>(c) + 1000;
+  sampling::DeviceGraph graph(part.graph, keys, degrees, answers, Device::cpu(),
+                              sampling::GraphPlacement::device);
+  const NodeId first = part.offset;
+  const Tensor inside = graph.upload(std::vector<NodeId>{first, first + part.num_owned - 1});
+  const Tensor outside = graph.upload(std::vector<NodeId>{first, first + part.num_owned});
+  Tensor offsets, draws, orig, degree;
+  const std::int64_t total = graph.sample(inside, first, -1, rng::Key{3}, offsets, draws);
+  EXPECT_EQ(total, part.graph.degree(0) + part.graph.degree(part.num_owned - 1));
+  EXPECT_EQ(host_values(offsets).back(), total);
+  // A whole row is answered in row order through the answer table.
+  for (EdgeId e = 0; e < part.graph.degree(0); ++e)
+    EXPECT_EQ(host_values(draws)[static_cast<std::size_t>(e)], part.graph.indices[e] + 1000);
+  EXPECT_THROW(graph.sample(outside, first, 2, rng::Key{3}, offsets, draws), InputError);
+  graph.row_info(outside, first, orig, degree);
+  EXPECT_EQ(host_values(orig), (std::vector<std::int64_t>{part.orig_id[0], -1}));
+  EXPECT_EQ(host_values(degree), (std::vector<std::int64_t>{part.degree[0], -1}));
+}
