@@ -1,8 +1,8 @@
 // Dynamic mode: GCN per snapshot + per-node GRU/LSTM (gcn-gru, gcn-lstm) or EvolveGCN-O, trained
 // across ranks with snapshot partitioning (graph phase on a block of snapshots, one all-to-all to
 // vertex partitioning for the recurrent phase and back) or vertex partitioning (halo exchange
-// per snapshot), for node regression, node classification or link prediction; the epoch loop,
-// metrics, checkpoints and predictions of the mode.
+// per snapshot), for node regression, node classification or link prediction; the mode's
+// metric, record fields, checkpoint fields and predictions under the shared driver (train.cpp).
 #include "tessel/train/dynamic.hpp"
 
 #include "checkpoint.hpp"
@@ -1221,6 +1221,165 @@ namespace {
 
 std::string format_mb(double bytes) { return fmt::format("{:.2f} MB", bytes / 1e6); }
 
+// The mode as the shared driver runs it: its validation metric (accuracy, AUC or MSE, by task),
+// the all-to-all bytes of every epoch against the analytic volume, link prediction's MRR, and
+// the test MRR at the best epoch in checkpoints.
+class DynamicMode final : public Trainer {
+public:
+  DynamicMode(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime)
+      : comm_(comm), options_(options), device_(runtime.device), trainer_(comm, options, runtime) {
+    const auto& info = trainer_.info();
+    cls_ = trainer_.classification();
+    link_ = trainer_.link_prediction();
+    metric_ = {.name = cls_ ? "acc" : link_ ? "auc" : "mse",
+               .higher_is_better = cls_ || link_,
+               .picks_best = info.valid.size() > 0};
+    // Analytic all-to-all volume of one epoch: forward + backward transpositions over the
+    // training snapshots, plus the evaluation forward over all snapshots.
+    const std::int64_t H = trainer_.hidden();
+    if (trainer_.transposes()) {
+      analytic_train_ = 2 * transposition_bytes(trainer_.layout(), info.train.end, H);
+      analytic_eval_ = transposition_bytes(trainer_.layout(), info.num_snapshots, H);
+    }
+  }
+
+  RunInfo run_info() const {
+    const auto& info = trainer_.info();
+    const nlohmann::json model_json = {{"kind", options_.model.kind},
+                                       {"hidden", options_.model.hidden},
+                                       {"layers", options_.model.layers},
+                                       {"task", options_.dynamic.task},
+                                       {"optimizer", options_.optimizer.kind}};
+    const auto& blocks = trainer_.layout().snapshot_offsets;
+    std::string block_text;
+    if (options_.dynamic.partition == "snapshot")
+      for (int q = 0; q < comm_.size(); ++q)
+        block_text += fmt::format("{}[{}, {})", q == 0 ? ", snapshot blocks " : " ", blocks[q],
+                                  blocks[q + 1]);
+    return {.mode = "dynamic",
+            .model_json = model_json.dump(),
+            .setup_line = fmt::format(
+                "dynamic training: {} ranks, {} {} layout, {} GCN layers hidden {}, task {}, {} "
+                "nodes x {} snapshots (training [{}, {})){}",
+                comm_.size(), options_.model.kind, options_.dynamic.partition,
+                options_.model.layers, options_.model.hidden, options_.dynamic.task,
+                info.num_nodes, info.num_snapshots, info.train.begin, info.train.end,
+                block_text),
+            .runtime_line = ""};
+  }
+
+  std::vector<nn::Parameter*> parameters() override { return trainer_.parameters(); }
+  nn::Optimizer& optimizer() override { return trainer_.optimizer(); }
+  double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& /*extra*/) override {
+    return trainer_.train_epoch(epoch, phases);
+  }
+  // The validation metric per split (0 for a split without targets), and the MRR per split.
+  Accuracy evaluate(PhaseTimes& phases) override {
+    PhaseTimes eval_phases;
+    Stopwatch w;
+    const Losses l = trainer_.evaluate(eval_phases);
+    phases.add("eval", w.seconds());
+    double split[3] = {0, 0, 0};
+    for (int s = 0; s < 3; ++s) {
+      split[s] = l.count[s] == 0 ? 0.0
+                 : cls_          ? static_cast<double>(l.correct[s]) / static_cast<double>(l.count[s])
+                 : link_         ? l.auc[s]
+                                 : l.sum[s] / static_cast<double>(l.count[s]);
+      mrr_[s] = l.positives[s] > 0 ? l.rr_sum[s] / static_cast<double>(l.positives[s]) : 0.0;
+    }
+    last_test_ = split[2];
+    last_test_mrr_ = mrr_[2];
+    return {split[0], split[1], split[2]};
+  }
+  void write_predictions(const fs::path& path) override { trainer_.write_predictions(path); }
+
+  ValidationMetric metric() const override { return metric_; }
+  void end_epoch(EpochMetrics& m) override {
+    const std::int64_t transpose_bytes = comm_.allreduce_value(trainer_.take_transpose_bytes());
+    const std::int64_t analytic = analytic_train_ + (m.evaluated ? analytic_eval_ : 0);
+    m.extra["transpose_bytes"] = transpose_bytes;
+    m.extra["analytic_transpose_bytes"] = analytic;
+    if (device_.is_cuda()) {
+      kernels::default_context(device_).synchronize();
+      const auto mem = device_memory::stats(device_);
+      m.extra["gpu_allocations"] =
+          comm_.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
+      m.extra["gpu_cache_hits"] = comm_.allreduce_value(mem.cache_hits, comm::ReduceOp::max);
+      m.extra["gpu_peak_bytes"] =
+          comm_.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max);
+    }
+    if (link_ && m.evaluated)
+      m.extra.update({{"train_mrr", mrr_[0]}, {"valid_mrr", mrr_[1]}, {"test_mrr", mrr_[2]}});
+    total_analytic_ += analytic;
+    total_transpose_ += transpose_bytes;
+  }
+  void describe_epoch(const EpochMetrics& m, std::string& evaluation,
+                      std::string& sent) const override {
+    if (link_ && m.evaluated)
+      evaluation +=
+          fmt::format(" | mrr train {:.4f} valid {:.4f} test {:.4f}", mrr_[0], mrr_[1], mrr_[2]);
+    sent = fmt::format("{} (all-to-all {}, analytic {})",
+                       format_mb(static_cast<double>(m.comm_bytes)),
+                       format_mb(m.extra.at("transpose_bytes").get<double>()),
+                       format_mb(m.extra.at("analytic_transpose_bytes").get<double>()));
+  }
+  void best_epoch_changed() override { best_test_mrr_ = mrr_[2]; }
+  void save_state(CheckpointMeta& meta) const override { meta.test_mrr_at_best = best_test_mrr_; }
+  void restore_state(const CheckpointMeta& meta) override {
+    if (meta.best_epoch > 0) best_test_mrr_ = meta.test_mrr_at_best;
+  }
+  // The summary: the best epoch's values, the last evaluation's test values, and bytes per
+  // epoch (all of them, the all-to-all's and the analytic all-to-all volume).
+  void finish(comm::Communicator& /*comm*/, const Runtime& /*runtime*/, TrainResult& result,
+              nlohmann::json& summary) override {
+    const std::string& name = metric_.name;
+    nlohmann::json s;
+    if (result.best_epoch > 0) {
+      s = {{"best_epoch", result.best_epoch},
+           {"valid_" + name, result.best_valid_acc},
+           {"test_" + name, result.test_acc_at_best}};
+      if (link_) s["test_mrr"] = best_test_mrr_;
+    }
+    s["final_test_" + name] = last_test_;
+    if (link_) s["final_test_mrr"] = last_test_mrr_;
+    std::int64_t total_bytes = 0;
+    for (const EpochMetrics& m : result.epochs) total_bytes += m.comm_bytes;
+    const auto epochs = static_cast<double>(std::max<std::size_t>(1, result.epochs.size()));
+    s["bytes_per_epoch"] = static_cast<double>(total_bytes) / epochs;
+    s["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose_) / epochs;
+    s["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic_) / epochs;
+    if (options_.dynamic.partition == "snapshot")
+      s["snapshot_blocks"] = trainer_.layout().snapshot_offsets;
+    result.summary = s;
+    summary["model"] = options_.model.kind;
+    summary["temporal_partition"] = options_.dynamic.partition;
+    summary["task"] = options_.dynamic.task;
+    summary.update(result.summary);
+  }
+  void log_outcome(const TrainResult& result) const override {
+    log::info("final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})",
+              metric_.name, last_test_,
+              result.best_epoch > 0 && metric_.picks_best
+                  ? fmt::format(", best valid at epoch {}", result.best_epoch)
+                  : std::string(),
+              format_mb(result.summary["bytes_per_epoch"].get<double>()),
+              format_mb(result.summary["transpose_bytes_per_epoch"].get<double>()),
+              format_mb(result.summary["analytic_transpose_bytes_per_epoch"].get<double>()));
+  }
+
+private:
+  comm::Communicator& comm_;
+  const TrainOptions& options_;
+  Device device_;
+  DynamicTrainer trainer_;
+  bool cls_ = false, link_ = false;
+  ValidationMetric metric_;
+  std::int64_t analytic_train_ = 0, analytic_eval_ = 0;
+  std::int64_t total_analytic_ = 0, total_transpose_ = 0;
+  double mrr_[3] = {0, 0, 0};  // of the latest evaluation
+  double last_test_ = 0, last_test_mrr_ = 0, best_test_mrr_ = 0;
+};
+
 }  // namespace
 
 TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options) {
@@ -1228,240 +1387,9 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   // --device and --comm as in the other modes: a GPU per rank (ranks may share one, the data
   // plane then staging through pinned host memory) or the CPU.
   RuntimeHolder runtime = make_runtime(comm, options, find_mode("dynamic"));
-  comm::Communicator& data = *runtime.runtime.data;
-  const Device device = runtime.runtime.device;
   log::info("{}", runtime.description);
-  DynamicTrainer trainer(comm, options, runtime.runtime);
-  const auto& info = trainer.info();
-  const bool cls = trainer.classification();
-  const bool link = trainer.link_prediction();
-  // The validation metric: accuracy, AUC (higher is better) or MSE (lower is better).
-  const std::string metric = cls ? "acc" : link ? "auc" : "mse";
-  const bool higher_better = cls || link;
-  const nlohmann::json model_json = {{"kind", options.model.kind},
-                                     {"hidden", options.model.hidden},
-                                     {"layers", options.model.layers},
-                                     {"task", options.dynamic.task},
-                                     {"optimizer", options.optimizer.kind}};
-  CheckpointMeta meta{0, options.seed, model_json.dump(), "dynamic"};
-  int first_epoch = 1;
-  double best_valid = higher_better ? -1 : 1e300;
-  double best_test_mrr = 0;
-  nlohmann::json best;
-  double wall_offset = 0;  // training seconds before this run (resumed runs)
-  TrainResult result;
-  if (!options.resume_dir.empty()) {
-    const CheckpointMeta loaded =
-        load_checkpoint(options.resume_dir, meta, trainer.parameters(), trainer.optimizer());
-    TESSEL_EXPECTS(options.epochs > loaded.epoch,
-                   "{}: the checkpoint is after epoch {}, so --epochs {} leaves nothing to train "
-                   "(--epochs counts from the start of the run: give more than {})",
-                   (options.resume_dir / "checkpoint.h5").string(), loaded.epoch, options.epochs,
-                   loaded.epoch);
-    first_epoch = loaded.epoch + 1;
-    // The best-so-far of the epochs before the checkpoint, so the summary covers the whole run
-    // (the checkpoint's best_valid_acc holds the mode's validation metric).
-    if (loaded.best_epoch > 0) {
-      best_valid = loaded.best_valid_acc;
-      result.best_epoch = loaded.best_epoch;
-      best = {{"best_epoch", loaded.best_epoch},
-              {"valid_" + metric, loaded.best_valid_acc},
-              {"test_" + metric, loaded.test_acc_at_best}};
-      if (link) {
-        best_test_mrr = loaded.test_mrr_at_best;
-        best["test_mrr"] = best_test_mrr;
-      }
-    }
-    result.time_to_target_s = loaded.time_to_target_s;
-    wall_offset = loaded.wall_s;
-    log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
-  }
-  std::ofstream metrics;
-  if (comm.rank() == 0 && !options.metrics_path.empty()) {
-    if (options.metrics_path.has_parent_path())
-      fs::create_directories(options.metrics_path.parent_path());
-    metrics.open(options.metrics_path, std::ios::trunc);
-    TESSEL_EXPECTS(metrics.good(), "cannot write metrics file {}", options.metrics_path.string());
-  }
-  // Analytic all-to-all volume of one epoch: forward + backward transpositions over the
-  // training snapshots, plus the evaluation forward over all snapshots.
-  const std::int64_t H = trainer.hidden();
-  const std::int64_t analytic_train =
-      trainer.transposes() ? 2 * transposition_bytes(trainer.layout(), info.train.end, H) : 0;
-  const std::int64_t analytic_eval =
-      trainer.transposes() ? transposition_bytes(trainer.layout(), info.num_snapshots, H) : 0;
-
-  result.mode = "dynamic";
-  comm.barrier();
-  result.setup_s = setup_watch.seconds();
-  const auto& blocks = trainer.layout().snapshot_offsets;
-  std::string block_text;
-  if (options.dynamic.partition == "snapshot")
-    for (int q = 0; q < comm.size(); ++q)
-      block_text += fmt::format("{}[{}, {})", q == 0 ? ", snapshot blocks " : " ", blocks[q],
-                                blocks[q + 1]);
-  log::info("dynamic training: {} ranks, {} {} layout, {} GCN layers hidden {}, task {}, {} nodes "
-            "x {} snapshots (training [{}, {})){}, setup {:.2f} s",
-            comm.size(), options.model.kind, options.dynamic.partition, options.model.layers,
-            options.model.hidden, options.dynamic.task, info.num_nodes, info.num_snapshots,
-            info.train.begin, info.train.end, block_text, result.setup_s);
-  double last_test = 0, last_test_mrr = 0;
-  Stopwatch wall;
-  std::int64_t total_bytes = 0, total_analytic = 0, total_transpose = 0;
-  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
-    comm.reset_bytes_sent();
-    if (&data != &comm) data.reset_bytes_sent();
-    Stopwatch epoch_watch;
-    PhaseTimes phases;
-    EpochMetrics m;
-    m.epoch = epoch;
-    maybe_inject_fault(comm.rank(), epoch);
-    m.loss = trainer.train_epoch(epoch, phases);
-    // The loss is all-reduced and the parameters are alike on every rank: all stop together.
-    stop_if_not_finite(comm, epoch, m.loss, trainer.parameters(), options);
-    const bool last = epoch == options.epochs ||
-                      (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
-    std::int64_t analytic = analytic_train;
-    double split[3] = {0, 0, 0}, mrr[3] = {0, 0, 0};
-    if (options.eval_every > 0 && (epoch % options.eval_every == 0 || last)) {
-      PhaseTimes eval_phases;
-      Stopwatch w;
-      const Losses l = trainer.evaluate(eval_phases);
-      phases.add("eval", w.seconds());
-      for (int s = 0; s < 3; ++s) {
-        split[s] = l.count[s] == 0 ? 0.0
-                   : cls  ? static_cast<double>(l.correct[s]) / static_cast<double>(l.count[s])
-                   : link ? l.auc[s]
-                          : l.sum[s] / static_cast<double>(l.count[s]);
-        if (l.positives[s] > 0) mrr[s] = l.rr_sum[s] / static_cast<double>(l.positives[s]);
-      }
-      m.evaluated = true;
-      analytic += analytic_eval;
-    }
-    m.epoch_s = comm.allreduce_value(epoch_watch.seconds(), comm::ReduceOp::max);
-    for (const auto& [name, s] : phases.all())
-      m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
-    m.comm_bytes =
-        comm.allreduce_value(comm.bytes_sent() + (&data != &comm ? data.bytes_sent() : 0));
-    const std::int64_t transpose_bytes = comm.allreduce_value(trainer.take_transpose_bytes());
-    m.wall_s = wall_offset + wall.seconds();
-    if (cls) {
-      m.train_acc = split[0];
-      m.valid_acc = split[1];
-      m.test_acc = split[2];
-    }
-    m.extra = {{"transpose_bytes", transpose_bytes}, {"analytic_transpose_bytes", analytic}};
-    if (device.is_cuda()) {
-      kernels::default_context(device).synchronize();
-      const auto mem = device_memory::stats(device);
-      m.extra["gpu_allocations"] = comm.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
-      m.extra["gpu_cache_hits"] = comm.allreduce_value(mem.cache_hits, comm::ReduceOp::max);
-      m.extra["gpu_peak_bytes"] = comm.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max);
-    }
-    if (!cls && m.evaluated)
-      m.extra.update({{"train_" + metric, split[0]},
-                      {"valid_" + metric, split[1]},
-                      {"test_" + metric, split[2]}});
-    if (link && m.evaluated)
-      m.extra.update({{"train_mrr", mrr[0]}, {"valid_mrr", mrr[1]}, {"test_mrr", mrr[2]}});
-    total_bytes += m.comm_bytes;
-    total_analytic += analytic;
-    total_transpose += transpose_bytes;
-    if (m.evaluated) {
-      last_test = split[2];
-      last_test_mrr = mrr[2];
-      // Best by validation when there is a validation range, else the last evaluation.
-      const bool has_valid = info.valid.size() > 0;
-      const bool better =
-          !has_valid || (higher_better ? split[1] > best_valid : split[1] < best_valid);
-      if (better) {
-        best_valid = split[1];
-        best_test_mrr = mrr[2];
-        result.best_epoch = epoch;
-        best = {{"best_epoch", epoch}, {"valid_" + metric, split[1]}, {"test_" + metric, split[2]}};
-        if (link) best["test_mrr"] = mrr[2];
-      }
-      if (higher_better && options.target_acc > 0 && result.time_to_target_s < 0 &&
-          split[1] >= options.target_acc)
-        result.time_to_target_s = m.wall_s;
-    }
-    if (!options.quiet) {
-      std::string phase_text;
-      for (const auto& [name, s] : m.phases) phase_text += fmt::format(" {} {:.3f}", name, s);
-      std::string eval =
-          m.evaluated ? fmt::format("{} train {:.4f} valid {:.4f} test {:.4f}", metric, split[0],
-                                    split[1], split[2])
-                      : std::string("not evaluated");
-      if (link && m.evaluated)
-        eval += fmt::format(" | mrr train {:.4f} valid {:.4f} test {:.4f}", mrr[0], mrr[1], mrr[2]);
-      log::info("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {} (all-to-all {}, "
-                "analytic {})",
-                epoch, m.loss, eval, m.epoch_s, phase_text.empty() ? "-" : phase_text.substr(1),
-                format_mb(static_cast<double>(m.comm_bytes)),
-                format_mb(static_cast<double>(transpose_bytes)),
-                format_mb(static_cast<double>(analytic)));
-    }
-    if (metrics.is_open()) metrics << m.to_json().dump() << '\n' << std::flush;
-    result.epochs.push_back(std::move(m));
-    // Always after the last epoch (a resume needs it), and every N epochs when asked.
-    if (!options.checkpoint_dir.empty() &&
-        (last || (options.checkpoint_every > 0 && epoch % options.checkpoint_every == 0))) {
-      meta.epoch = epoch;
-      meta.best_epoch = result.best_epoch;
-      meta.best_valid_acc = result.best_epoch > 0 ? best_valid : 0.0;
-      meta.test_acc_at_best = best.value("test_" + metric, 0.0);
-      meta.test_mrr_at_best = best_test_mrr;
-      meta.time_to_target_s = result.time_to_target_s;
-      meta.wall_s = result.epochs.back().wall_s;
-      if (comm.rank() == 0)
-        save_checkpoint(options.checkpoint_dir, meta, trainer.parameters(), trainer.optimizer());
-      comm.barrier();
-    }
-    if (last) break;
-  }
-  result.peak_rss_bytes = comm.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
-  for (nn::Parameter* p : trainer.parameters()) {
-    const Tensor host = p->value.to(Device::cpu());
-    double sum = 0;
-    for (std::int64_t i = 0; i < host.numel(); ++i) sum += host.data<float>()[i];
-    result.final_parameters_checksum.push_back(sum);
-  }
-  const auto epochs = static_cast<double>(std::max<std::size_t>(1, result.epochs.size()));
-  result.summary = best;
-  result.summary["final_test_" + metric] = last_test;
-  if (link) result.summary["final_test_mrr"] = last_test_mrr;
-  result.summary["bytes_per_epoch"] = static_cast<double>(total_bytes) / epochs;
-  result.summary["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose) / epochs;
-  result.summary["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic) / epochs;
-  if (options.dynamic.partition == "snapshot") result.summary["snapshot_blocks"] = blocks;
-  result.metric = metric;
-  result.higher_is_better = higher_better;
-  if (result.best_epoch > 0) {
-    result.best_valid_acc = best_valid;
-    result.test_acc_at_best = best.value("test_" + metric, 0.0);
-  }
-  if (metrics.is_open()) {
-    nlohmann::json summary = {{"summary", true},
-                              {"mode", "dynamic"},
-                              {"model", options.model.kind},
-                              {"temporal_partition", options.dynamic.partition},
-                              {"task", options.dynamic.task},
-                              {"epochs", static_cast<int>(result.epochs.size())},
-                              {"peak_rss_bytes", result.peak_rss_bytes},
-                              {"setup_s", result.setup_s}};
-    summary.update(result.summary);
-    metrics << summary.dump() << '\n';
-  }
-  if (!options.predictions_path.empty()) trainer.write_predictions(options.predictions_path);
-  log::info("final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})", metric,
-            last_test,
-            best.contains("best_epoch") && info.valid.size() > 0
-                ? fmt::format(", best valid at epoch {}", result.best_epoch)
-                : std::string(),
-            format_mb(result.summary["bytes_per_epoch"].get<double>()),
-            format_mb(result.summary["transpose_bytes_per_epoch"].get<double>()),
-            format_mb(result.summary["analytic_transpose_bytes_per_epoch"].get<double>()));
-  return result;
+  DynamicMode mode(comm, options, runtime.runtime);
+  return drive_training(comm, options, runtime.runtime, mode, mode.run_info(), setup_watch);
 }
 
 }  // namespace tessel::train

@@ -35,7 +35,8 @@ const std::vector<ModeInfo>& mode_table() {
       mode({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
             .benched_by_default = false, .only_model = "sign-mlp"},
            make_pipeline_trainer, nullptr),
-      // Dynamic mode drives its own run (temporal partitions) and makes its runtime there.
+      // Dynamic mode sets its run up itself (temporal partitions, its runtime), then hands its
+      // trainer to the shared driver.
       mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
             .only_model = ""},
            nullptr, train_dynamic),

@@ -208,22 +208,39 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   }
 
   RuntimeHolder runtime = make_runtime(comm, options, mode);
-  comm::Communicator& data = *runtime.runtime.data;
   TrainerContext context{comm, options, manifest, part, runtime.runtime};
   std::unique_ptr<Trainer> trainer = mode.make(context);
+  const RunInfo info{
+      .mode = options.mode,
+      .model_json = model_signature(options),
+      .setup_line = fmt::format("{} training: {} ranks x {} threads, {} {} layers hidden {}, {} "
+                                "nodes, GEMM {}",
+                                options.mode, comm.size(), threads, options.model.kind,
+                                options.model.layers, options.model.hidden, manifest.num_nodes,
+                                kernels::cpu_gemm_backend()),
+      .runtime_line = runtime.description};
+  return drive_training(comm, options, runtime.runtime, *trainer, info, setup_watch);
+}
 
+TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
+                           const Runtime& runtime, Trainer& trainer, const RunInfo& info,
+                           const Stopwatch& setup_watch) {
+  comm::Communicator& data = *runtime.data;
+  const ValidationMetric metric = trainer.metric();
   CheckpointMeta meta;
   meta.seed = options.seed;
-  meta.model_json = model_signature(options);
-  meta.mode = options.mode;
+  meta.model_json = info.model_json;
+  meta.mode = info.mode;
   int first_epoch = 1;
   TrainResult result;
-  result.mode = options.mode;
+  result.mode = info.mode;
+  result.metric = metric.name;
+  result.higher_is_better = metric.higher_is_better;
   double wall_offset = 0;  // training seconds before this run (resumed runs)
   if (!options.resume_dir.empty()) {
     const CheckpointMeta loaded = agreed([&] {
       CheckpointMeta m =
-          load_checkpoint(options.resume_dir, meta, trainer->parameters(), trainer->optimizer());
+          load_checkpoint(options.resume_dir, meta, trainer.parameters(), trainer.optimizer());
       TESSEL_EXPECTS(options.epochs > m.epoch,
                      "{}: the checkpoint is after epoch {}, so --epochs {} leaves nothing to "
                      "train (--epochs counts from the start of the run: give more than {})",
@@ -232,11 +249,13 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
       return m;
     });
     first_epoch = loaded.epoch + 1;
-    // The summary covers the whole run, not only the epochs after resuming.
+    // The summary covers the whole run, not only the epochs after resuming (the best values
+    // are those of the mode's validation metric).
     result.best_valid_acc = loaded.best_valid_acc;
     result.test_acc_at_best = loaded.test_acc_at_best;
     result.best_epoch = loaded.best_epoch;
     result.time_to_target_s = loaded.time_to_target_s;
+    trainer.restore_state(loaded);
     wall_offset = loaded.wall_s;
     log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
   }
@@ -251,12 +270,8 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
 
   comm.barrier();
   result.setup_s = setup_watch.seconds();
-  log::info("{} training: {} ranks x {} threads, {} {} layers hidden {}, {} nodes, GEMM {}, "
-            "setup {:.2f} s",
-            options.mode, comm.size(), threads, options.model.kind, options.model.layers,
-            options.model.hidden, manifest.num_nodes, kernels::cpu_gemm_backend(),
-            result.setup_s);
-  log::info("{}", runtime.description);
+  log::info("{}, setup {:.2f} s", info.setup_line, result.setup_s);
+  if (!info.runtime_line.empty()) log::info("{}", info.runtime_line);
 
   Stopwatch wall;
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
@@ -267,18 +282,25 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     PhaseTimes phases;
     EpochMetrics m;
     m.epoch = epoch;
-    m.loss = trainer->train_epoch(epoch, phases, m.extra);
+    m.loss = trainer.train_epoch(epoch, phases, m.extra);
     // The loss is all-reduced and the parameters are the same on every rank, so every rank
     // stops here together.
-    stop_if_not_finite(comm, epoch, m.loss, trainer->parameters(), options);
+    stop_if_not_finite(comm, epoch, m.loss, trainer.parameters(), options);
     const bool last = epoch == options.epochs ||
                       (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
+    Accuracy values;
     if (epoch % options.eval_every == 0 || last) {
-      const Accuracy acc = trainer->evaluate(phases);
-      m.train_acc = acc.train;
-      m.valid_acc = acc.valid;
-      m.test_acc = acc.test;
+      values = trainer.evaluate(phases);
       m.evaluated = true;
+      if (metric.name == "acc") {
+        m.train_acc = values.train;
+        m.valid_acc = values.valid;
+        m.test_acc = values.test;
+      } else {
+        m.extra["train_" + metric.name] = values.train;
+        m.extra["valid_" + metric.name] = values.valid;
+        m.extra["test_" + metric.name] = values.test;
+      }
     }
     const double local_epoch_s = epoch_watch.seconds();
     // Report the slowest rank: that is the epoch time the job sees.
@@ -288,29 +310,36 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     const std::int64_t local_bytes = comm.bytes_sent() + (&data != &comm ? data.bytes_sent() : 0);
     m.comm_bytes = comm.allreduce_value(local_bytes);
     m.wall_s = wall_offset + wall.seconds();
+    trainer.end_epoch(m);
 
     // The first evaluated epoch is the best so far even at accuracy 0 (e.g. no validation
     // nodes), so an evaluated run never reports "epoch 0".
-    if (m.evaluated && (result.best_epoch == 0 || m.valid_acc > result.best_valid_acc)) {
-      result.best_valid_acc = m.valid_acc;
-      result.test_acc_at_best = m.test_acc;
+    if (m.evaluated &&
+        (result.best_epoch == 0 || !metric.picks_best ||
+         (metric.higher_is_better ? values.valid > result.best_valid_acc
+                                  : values.valid < result.best_valid_acc))) {
+      result.best_valid_acc = values.valid;
+      result.test_acc_at_best = values.test;
       result.best_epoch = epoch;
+      trainer.best_epoch_changed();
     }
-    if (m.evaluated && options.target_acc > 0 && result.time_to_target_s < 0 &&
-        m.valid_acc >= options.target_acc)
+    // A target is a value to reach from below (an accuracy or an AUC).
+    if (m.evaluated && metric.higher_is_better && options.target_acc > 0 &&
+        result.time_to_target_s < 0 && values.valid >= options.target_acc)
       result.time_to_target_s = m.wall_s;
 
     if (!options.quiet) {
       std::string split;
       for (const auto& [name, s] : m.phases) split += fmt::format(" {} {:.3f}", name, s);
-      // Accuracies only for epochs that evaluated (--eval-every), not as zeros.
-      const std::string accuracy =
-          m.evaluated ? fmt::format("acc train {:.4f} valid {:.4f} test {:.4f}", m.train_acc,
-                                    m.valid_acc, m.test_acc)
+      // The metric's values only for epochs that evaluated (--eval-every), not as zeros.
+      std::string evaluation =
+          m.evaluated ? fmt::format("{} train {:.4f} valid {:.4f} test {:.4f}", metric.name,
+                                    values.train, values.valid, values.test)
                       : std::string("not evaluated");
+      std::string sent = format_bytes(static_cast<double>(m.comm_bytes));
+      trainer.describe_epoch(m, evaluation, sent);
       log::info("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
-                accuracy, m.epoch_s, split.empty() ? std::string("-") : split.substr(1),
-                format_bytes(m.comm_bytes));
+                evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);
     }
     if (metrics.is_open()) metrics << m.to_json().dump() << '\n' << std::flush;
     const double epoch_wall_s = m.wall_s;
@@ -320,14 +349,15 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     if (!options.checkpoint_dir.empty() &&
         (last || (options.checkpoint_every > 0 && epoch % options.checkpoint_every == 0))) {
       meta.epoch = epoch;
-      trainer->gather_parameters();
+      trainer.gather_parameters();
       meta.best_valid_acc = result.best_valid_acc;
       meta.test_acc_at_best = result.test_acc_at_best;
       meta.best_epoch = result.best_epoch;
       meta.time_to_target_s = result.time_to_target_s;
       meta.wall_s = epoch_wall_s;
+      trainer.save_state(meta);
       if (comm.rank() == 0)
-        save_checkpoint(options.checkpoint_dir, meta, trainer->parameters(), trainer->optimizer());
+        save_checkpoint(options.checkpoint_dir, meta, trainer.parameters(), trainer.optimizer());
       comm.barrier();
     }
     if (last) break;
@@ -335,21 +365,34 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
 
   result.peak_rss_bytes =
       comm.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
-  trainer->gather_parameters();
-  for (nn::Parameter* p : trainer->parameters()) {
+  trainer.gather_parameters();
+  for (nn::Parameter* p : trainer.parameters()) {
     const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());
     double sum = 0;
     for (std::int64_t i = 0; i < host.numel(); ++i) sum += host.data<float>()[i];
     result.final_parameters_checksum.push_back(sum);
   }
+  nlohmann::json summary = {{"summary", true},
+                            {"mode", info.mode},
+                            {"epochs", static_cast<int>(result.epochs.size())},
+                            {"peak_rss_bytes", result.peak_rss_bytes},
+                            {"setup_s", result.setup_s}};
+  trainer.finish(comm, runtime, result, summary);
+  if (metrics.is_open()) metrics << summary.dump() << '\n';
+  if (!options.predictions_path.empty()) trainer.write_predictions(options.predictions_path);
+  trainer.log_outcome(result);
+  return result;
+}
+
+void Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
+                     nlohmann::json& summary) {
   // Device memory of the run (max over ranks): the caching allocator's peak bytes in use and
   // reserved since setup ended (what a step holds, comparable to torch.cuda.max_memory_allocated
   // and max_memory_reserved), and the device's use as cudaMemGetInfo reports it now.
-  std::vector<std::pair<std::string, std::int64_t>> gpu_memory;
-  if (runtime.runtime.device.is_cuda()) {
-    const Device gpu = runtime.runtime.device;
+  if (runtime.device.is_cuda()) {
+    const Device gpu = runtime.device;
     const auto mem = device_memory::stats(gpu);
-    gpu_memory = {
+    const std::vector<std::pair<std::string, std::int64_t>> gpu_memory = {
         {"gpu_peak_bytes", comm.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max)},
         {"gpu_peak_reserved_bytes",
          comm.allreduce_value(mem.peak_bytes_reserved, comm::ReduceOp::max)},
@@ -360,28 +403,21 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
               static_cast<double>(gpu_memory[0].second) / 1e9,
               static_cast<double>(gpu_memory[1].second) / 1e9,
               static_cast<double>(gpu_memory[2].second) / 1e9);
-  }
-  if (metrics.is_open()) {
-    nlohmann::json summary = {{"summary", true},
-                              {"mode", options.mode},
-                              {"best_valid_acc", result.best_valid_acc},
-                              {"test_acc", result.test_acc_at_best},
-                              {"best_epoch", result.best_epoch},
-                              {"epochs", static_cast<int>(result.epochs.size())},
-                              {"peak_rss_bytes", result.peak_rss_bytes},
-                              {"setup_s", result.setup_s},
-                              {"gemm_backend", kernels::cpu_gemm_backend()}};
-    if (result.time_to_target_s >= 0) summary["time_to_target_s"] = result.time_to_target_s;
     for (const auto& [name, value] : gpu_memory) summary[name] = value;
-    metrics << summary.dump() << '\n';
   }
-  if (!options.predictions_path.empty()) trainer->write_predictions(options.predictions_path);
+  summary["best_valid_acc"] = result.best_valid_acc;
+  summary["test_acc"] = result.test_acc_at_best;
+  summary["best_epoch"] = result.best_epoch;
+  summary["gemm_backend"] = kernels::cpu_gemm_backend();
+  if (result.time_to_target_s >= 0) summary["time_to_target_s"] = result.time_to_target_s;
+}
+
+void Trainer::log_outcome(const TrainResult& result) const {
   if (result.best_epoch > 0)
     log::info("best valid acc {:.4f} at epoch {}, test acc there {:.4f}", result.best_valid_acc,
               result.best_epoch, result.test_acc_at_best);
   else
     log::info("no epoch was evaluated");
-  return result;
 }
 
 }  // namespace tessel::train

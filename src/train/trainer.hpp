@@ -2,6 +2,8 @@
 // metrics, checkpoints and fault injection around it.
 #pragma once
 
+#include "checkpoint.hpp"
+
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/kernels/context.hpp"
@@ -18,8 +20,29 @@
 
 namespace tessel::train {
 
+// The train, valid and test values of a mode's validation metric (accuracy in the graph modes).
 struct Accuracy {
   double train = 0, valid = 0, test = 0;
+};
+
+// The validation metric a mode reports and picks its best epoch by. "acc" fills the records'
+// train_acc, valid_acc and test_acc; any other name adds train_<name>, valid_<name> and
+// test_<name> to them instead. Without a validation range (picks_best false) the latest
+// evaluation stands as the best.
+struct ValidationMetric {
+  std::string name = "acc";
+  bool higher_is_better = true;
+  bool picks_best = true;
+};
+
+// Where a trainer runs: its device, the device's kernel context, the control communicator
+// (MPI, host memory: counts, metrics, barriers) and the data communicator (tensors: NCCL, or
+// MPI staged through pinned host buffers; the control communicator itself on the CPU).
+struct Runtime {
+  Device device = Device::cpu();
+  kernels::Context* context = nullptr;
+  comm::Communicator* control = nullptr;
+  comm::Communicator* data = nullptr;
 };
 
 class Trainer {
@@ -41,17 +64,44 @@ class Trainer {
   virtual Accuracy evaluate(PhaseTimes& phases) = 0;
   // Predicted class and logits of every node, written by rank 0 in source node order.
   virtual void write_predictions(const std::filesystem::path& path) = 0;
+
+  // What the shared driver asks of a mode beyond the graph modes' defaults.
+  virtual ValidationMetric metric() const { return {}; }
+  // After the driver filled an epoch's record (its bytes counted): the mode's own fields.
+  // Collective.
+  virtual void end_epoch(EpochMetrics& /*m*/) {}
+  // The epoch's log line: `evaluation` holds the metric's values (or "not evaluated"), `sent`
+  // the bytes sent; a mode may add to either.
+  virtual void describe_epoch(const EpochMetrics& /*m*/, std::string& /*evaluation*/,
+                              std::string& /*sent*/) const {}
+  // The epoch just evaluated is the best so far: keep what the mode reports at the best epoch.
+  virtual void best_epoch_changed() {}
+  // The mode's own fields of a checkpoint: written into it, and read back on resume.
+  virtual void save_state(CheckpointMeta& /*meta*/) const {}
+  virtual void restore_state(const CheckpointMeta& /*meta*/) {}
+  // After the last epoch: fills the mode's part of `result` and of the metrics file's summary
+  // record (`summary` already holds the mode, epochs, peak RSS and setup seconds). Collective.
+  // The graph modes': the best epoch, the GEMM backend, time to target and device memory.
+  virtual void finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
+                      nlohmann::json& summary);
+  // The run's closing log line.
+  virtual void log_outcome(const TrainResult& result) const;
 };
 
-// Where a trainer runs: its device, the device's kernel context, the control communicator
-// (MPI, host memory: counts, metrics, barriers) and the data communicator (tensors: NCCL, or
-// MPI staged through pinned host buffers; the control communicator itself on the CPU).
-struct Runtime {
-  Device device = Device::cpu();
-  kernels::Context* context = nullptr;
-  comm::Communicator* control = nullptr;
-  comm::Communicator* data = nullptr;
+// What a mode's setup hands the shared driver besides its trainer.
+struct RunInfo {
+  std::string mode;        // the name records, checkpoints and the result carry
+  std::string model_json;  // the model signature a checkpoint must match to resume
+  std::string setup_line;  // logged once set up, followed by ", setup <seconds> s"
+  std::string runtime_line;  // logged after it when not empty
 };
+
+// The epochs of a run: resume, training, evaluation, best epoch, metrics records, checkpoints,
+// time budget, fault injection, then the summary and predictions. `setup_watch` started with
+// the run's setup. Collective.
+TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
+                           const Runtime& runtime, Trainer& trainer, const RunInfo& info,
+                           const Stopwatch& setup_watch);
 
 // Shared state a mode is built from. `comm` is the runtime's control communicator.
 struct TrainerContext {

@@ -410,8 +410,8 @@ TEST_F(TrainRefusals, FailedBenchLeavesNoReport) {
   EXPECT_EQ(entries, std::vector<std::string>{"report"});
 }
 
-// Dynamic mode has its own epoch loop: --checkpoint alone writes after the last epoch there too,
-// and a resume with nothing left to train is refused.
+// Dynamic mode: --checkpoint alone writes after the last epoch there too, and a resume with
+// nothing left to train is refused.
 TEST_F(TrainRefusals, DynamicCheckpointWithoutEveryIsWrittenAfterTheLastEpoch) {
   const fs::path store = scratch("temporal.h5"), parts_dir = scratch("temporal-p1");
   run_ok(tessel_bin() + " convert synthetic-temporal --nodes 200 --snapshots 6 --avg-degree 4 "
