@@ -160,8 +160,10 @@ public:
       }
     stage_comm_ = comm_.split(pipe_rank_, group_);
     distribute_rows();
-    log::info("pipeline: {} data-parallel x {} stages, {} schedule, {} micro-batches, split {}", D,
-              S, popts_.schedule, popts_.micro_batches, split_text());
+    calibrate_stage_costs();
+    log::info("pipeline: {} data-parallel x {} stages, {} schedule, {} micro-batches, split {}, "
+              "bubble with the stage costs measured side by side {:.3f}",
+              D, S, popts_.schedule, popts_.micro_batches, split_text(), calibrated_bubble_);
   }
 
   std::vector<nn::Parameter*> parameters() override { return model_.parameters(); }
@@ -261,7 +263,13 @@ public:
     stage_s[pipe_rank_] = stats.busy;
     comm_.allreduce(std::span<double>(stage_s), comm::ReduceOp::max);
     extra["bubble"] = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
-    extra["bubble_replay"] = replay_bubble(stats.action_seconds);
+    const Replay replay = replay_bubble(stats.action_seconds);
+    extra["bubble_replay"] = replay.bubble;
+    extra["stage_forward_s"] = replay.forward;
+    extra["stage_backward_s"] = replay.backward;
+    extra["bubble_calibrated"] = calibrated_bubble_;
+    extra["calibrated_forward_s"] = calibrated_forward_;
+    extra["calibrated_backward_s"] = calibrated_backward_;
     extra["bubble_analytic"] = analytic_bubble(kind_, S, popts_.micro_batches);
     extra["bubble_schedule"] = schedule_bubble_;
     extra["stage_s"] = stage_s;
@@ -731,15 +739,24 @@ private:
     }
   }
 
+  struct Replay {
+    double bubble = 0;
+    std::vector<double> forward, backward; // [stages] the cost of one micro-batch on each stage
+  };
+
   // The bubble of group 0's schedule replayed with the CPU seconds its actions took this epoch
   // (messages free; the median per rank, action kind and stage): what the schedule costs with
-  // these stage times, without the noise of ranks that wait for cores they share. Rank 0 gets the number; the others return 0.
-  double replay_bubble(const std::vector<double>& seconds) {
+  // these stage times, without the noise of ranks that wait for cores they share. Rank 0 gets
+  // the numbers; the others return zeros.
+  Replay replay_bubble(const std::vector<double>& seconds) {
     std::vector<std::int64_t> counts(static_cast<std::size_t>(comm_.size()), 0);
     if (group_ == 0) counts[0] = static_cast<std::int64_t>(seconds.size());
     const auto all = comm_.alltoallv<double>(
         group_ == 0 ? std::span<const double>(seconds) : std::span<const double>(), counts);
-    if (comm_.rank() != 0) return 0.0;
+    Replay out;
+    out.forward.assign(static_cast<std::size_t>(schedule_.stages), 0.0);
+    out.backward = out.forward;
+    if (comm_.rank() != 0) return out;
     std::vector<std::size_t> offset(static_cast<std::size_t>(popts_.stages) + 1, 0);
     for (int r = 0; r < popts_.stages; ++r)
       offset[r + 1] = offset[r] + schedule_.actions[r].size();
@@ -753,16 +770,92 @@ private:
         const Action& a = schedule_.actions[r][i];
         samples[{r, static_cast<int>(a.kind), a.stage}].push_back(all[offset[r] + i]);
       }
-      for (auto& [key, v] : samples) {
-        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-        median[key] = v[v.size() / 2];
-      }
+      for (auto& [key, v] : samples)
+        median[key] = median_of(v);
+    }
+    // A stage runs on one rank, so its cost is that rank's median.
+    for (const auto& [key, value] : median) {
+      const auto [r, kind, stage] = key;
+      if (kind == static_cast<int>(ActionKind::forward)) out.forward[stage] = value;
+      if (kind == static_cast<int>(ActionKind::backward)) out.backward[stage] = value;
     }
     const SimulationResult sim = simulate(schedule_, [&](int r, std::size_t i) {
       const Action& a = schedule_.actions[r][i];
       return median.at({r, static_cast<int>(a.kind), a.stage});
     });
-    return sim.ok ? sim.bubble : -1.0;
+    out.bubble = sim.ok ? sim.bubble : -1.0;
+    return out;
+  }
+
+  static double median_of(std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
+
+  // Measures every stage's forward and backward of one micro-batch on every rank, the stages in
+  // turn on the same core, and replays the schedule with these costs. The replay of an epoch's
+  // own actions (bubble_replay) reads each stage on the rank that holds it, so it also reads the
+  // ranks' speeds: on cores shared with other processes one rank was measured 20-40% slower
+  // than its peer for whole epochs, doing the same work, which is no property of the split.
+  // Timed side by side on one core, the ratio of the stages' costs is the ratio of their work;
+  // the costs are averaged over ranks.
+  void calibrate_stage_costs() {
+    const int n = schedule_.stages, m = popts_.micro_batches, D = popts_.data_parallel;
+    const std::int64_t largest = *std::max_element(batch_rows_.begin(), batch_rows_.end());
+    // One micro-batch of the largest mini-batch's shard, capped so that big runs spend little
+    // time here (the costs grow linearly in rows above a few hundred).
+    const std::int64_t rows = std::clamp<std::int64_t>(largest / (D * m), 1, 2048);
+    std::vector<NodeId> ids(static_cast<std::size_t>(rows));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::vector<LocalId> local(static_cast<std::size_t>(rows));
+    std::iota(local.begin(), local.end(), 0);
+    const std::vector<std::int64_t> labels(static_cast<std::size_t>(rows), 0);
+    const rng::Key key{options_.seed, rng::Stream::dropout, 0xffffffffu, 0, 0};
+    std::vector<std::vector<double>> fwd(static_cast<std::size_t>(n)), bwd(fwd.size());
+    // A first round that is not counted, then at least kMinRounds rounds and kMinSeconds of work,
+    // so that small models get enough samples; at most kMaxRounds.
+    constexpr int kMinRounds = 8, kMaxRounds = 400;
+    constexpr double kMinSeconds = 0.05;
+    double spent = 0;
+    for (int round = 0; round < kMaxRounds && (round <= kMinRounds || spent < kMinSeconds);
+         ++round) {
+      for (int s = 0; s < n; ++s) {
+        const int b0 = stage_begin_[s], b1 = stage_begin_[s + 1];
+        std::vector<nn::SignMlp::Saved> saved(static_cast<std::size_t>(b1 - b0));
+        // The input and the output gradient exist before the actions start, as in a run.
+        Tensor x = Tensor::zeros({rows, model_.block_in_dim(b0)}, DType::f32);
+        Tensor g = Tensor::zeros({rows, model_.block_out_dim(b1 - 1)}, DType::f32);
+        const double t0 = process_cpu_seconds();
+        for (int blk = b0; blk < b1; ++blk)
+          x = model_.forward(blk, x, ids, key, true, saved[blk - b0]);
+        if (s == n - 1) // the last stage's forward computes the loss and its gradient
+          g = nn::softmax_cross_entropy(x, local, labels, 1.0 / static_cast<double>(rows)).grad;
+        const double t1 = process_cpu_seconds();
+        for (int blk = b1 - 1; blk >= b0; --blk)
+          g = model_.backward(blk, g, saved[blk - b0], blk > 0);
+        const double t2 = process_cpu_seconds();
+        if (round == 0) continue; // first use: allocations and kernel set-up
+        fwd[s].push_back(t1 - t0);
+        bwd[s].push_back(t2 - t1);
+        spent += t2 - t0;
+      }
+    }
+    model_.zero_grad(0, model_.num_blocks());
+    std::vector<double> costs(static_cast<std::size_t>(2 * n));
+    for (int s = 0; s < n; ++s) {
+      costs[s] = median_of(fwd[s]);
+      costs[n + s] = median_of(bwd[s]);
+    }
+    comm_.allreduce(std::span<double>(costs));
+    for (double& c : costs)
+      c /= comm_.size();
+    calibrated_forward_.assign(costs.begin(), costs.begin() + n);
+    calibrated_backward_.assign(costs.begin() + n, costs.end());
+    const SimulationResult sim = simulate(schedule_, [&](int r, std::size_t i) {
+      const Action& a = schedule_.actions[r][i];
+      return (a.kind == ActionKind::forward ? calibrated_forward_ : calibrated_backward_)[a.stage];
+    });
+    calibrated_bubble_ = sim.ok ? sim.bubble : -1.0;
   }
 
   comm::Communicator& comm_;
@@ -775,6 +868,9 @@ private:
   ScheduleKind kind_ = ScheduleKind::one_f_one_b;
   Schedule schedule_, eval_schedule_;
   double schedule_bubble_ = 0; // simulated with equal stages
+  // Stage costs timed side by side before training (calibrate_stage_costs) and their bubble.
+  std::vector<double> calibrated_forward_, calibrated_backward_;
+  double calibrated_bubble_ = 0;
   int group_ = 0, pipe_rank_ = 0;
   std::vector<int> stage_begin_; // [stages + 1] first block of each stage
   std::vector<int> my_stages_;

@@ -2,6 +2,7 @@
 // bubble fraction of GPipe, 1F1B and wave for S in {2, 4, 8} and m in {1, 4, 16}.
 #include "tessel/core/error.hpp"
 #include "tessel/train/schedule.hpp"
+#include "two_stage_bubble.hpp"
 
 #include <gtest/gtest.h>
 
@@ -174,6 +175,39 @@ TEST(Schedule, GpipeBubbleIsAtLeastTheAnalyticFloorForAnyStageCosts) {
           }
         }
       }
+    }
+  }
+}
+
+// At S = 2 the simulator's GPipe matches the closed form of two flow shops for any stage costs,
+// and 1F1B never idles more than GPipe with the same costs (less once the stages differ: it
+// overlaps one stage's backward with the other's forward). The pipeline CLI test checks its
+// measured bubbles with both.
+TEST(Schedule, TwoStageGpipeIsItsClosedFormAndOneFOneBIsNeverWorse) {
+  std::uint64_t state = 0x2545f4914f6cdd1dULL;
+  auto uniform = [&](double lo, double hi) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (const int m : {1, 2, 4, 8, 16}) {
+    const Schedule gpipe = make_schedule(ScheduleKind::gpipe, 2, m);
+    const Schedule one_f_one_b = make_schedule(ScheduleKind::one_f_one_b, 2, m);
+    for (int trial = 0; trial < 300; ++trial) {
+      const double forward[2] = {uniform(0.2, 3.0), uniform(0.2, 3.0)};
+      const double backward[2] = {uniform(0.2, 6.0), uniform(0.2, 6.0)};
+      auto run = [&](const Schedule& schedule) {
+        const auto sim = simulate(schedule, [&](int r, std::size_t i) {
+          const Action& a = schedule.actions[r][i];
+          return a.kind == ActionKind::forward ? forward[a.stage] : backward[a.stage];
+        });
+        EXPECT_TRUE(sim.ok) << sim.error;
+        return sim.bubble;
+      };
+      const double closed =
+          tessel::test::gpipe_two_stage_bubble(forward[0], backward[0], forward[1], backward[1], m);
+      const double g = run(gpipe), f = run(one_f_one_b);
+      EXPECT_NEAR(g, closed, 1e-12) << "m=" << m << " trial " << trial;
+      EXPECT_LE(f, g + 1e-12) << "m=" << m << " trial " << trial;
     }
   }
 }
