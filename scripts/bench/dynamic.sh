@@ -5,7 +5,9 @@
 # or halo exchange, recurrent phase), bytes sent per epoch against the analytic volume (the
 # all-to-all transposition for the snapshot layout, the per-snapshot halo rows for the vertex
 # layout), and the store's size with differences only against with full snapshots too. The
-# snapshot layout's rows are followed by the blocks the trainer chose.
+# snapshot layout's rows are followed by the blocks the trainer chose. Each phase is the slowest
+# rank's, in wall seconds and in process CPU seconds ("cpu" columns, metrics `phases_cpu`): on a
+# machine shared with other jobs the wall seconds follow their load, the CPU seconds much less.
 #
 # The issue's size is 200k nodes x 32 snapshots (average degree 10, 32 features); the default
 # here is 50k nodes (NODES=200000 for the full size) so that the whole script runs in a few
@@ -48,17 +50,20 @@ jq -r --argjson full "$(stat -c %s "$full")" '
 train_end=$(jq '.train[1]' <<<"$info")
 
 echo
-printf "%-3s %-9s %-3s %9s %9s %11s %10s %11s %11s %12s %7s\n" P layout thr "s/epoch" graph "transp/halo" recurrent "sent MB/ep" "a2a MB/ep" "analytic MB" "ratio"
+printf "%-3s %-9s %-3s %9s %9s %11s %10s %9s %11s %10s %11s %11s %12s %7s  %s\n" P layout thr "s/epoch" graph "transp/halo" recurrent \
+  "graph cpu" "t/halo cpu" "rec cpu" "sent MB/ep" "a2a MB/ep" "analytic MB" "ratio" "load"
 for p in $ranks; do
   parts="$work/parts$p"
   bench_parts "$tessel" "$data" "$p" "$parts"
   threads=$(bench_threads "$p" "$cores")
   for layout in snapshot vertex; do
     metrics="$work/dynamic-p$p-$layout.jsonl"
+    load0=$(cut -d' ' -f1 /proc/loadavg)
     OMP_NUM_THREADS=$threads mpirun --oversubscribe --bind-to none -np "$p" -x OMP_NUM_THREADS \
       "$tessel" train "$parts" --mode dynamic --model gcn-gru --layers 1 --hidden "$hidden" \
       --dropout 0 --temporal-partition "$layout" --epochs "$epochs" --eval-every 1000000 --threads "$threads" \
       --quiet --metrics "$metrics"
+    load1=$(cut -d' ' -f1 /proc/loadavg)
     # Analytic volume of a training epoch (forward + backward over the training snapshots):
     # snapshot layout, the transposition the trainer reports; vertex layout, every halo row of
     # every training snapshot, H floats forward and H back.
@@ -70,12 +75,14 @@ for p in $ranks; do
       (if $l == "snapshot" then med(.analytic_transpose_bytes) else $halo end) as $a |
       [$p, $l, $t, med(.epoch_s), med(.phases.graph // 0),
        med((.phases.transpose // 0) + (.phases.halo // 0)), med(.phases.recurrent // 0),
-       med(.comm_bytes) / 1e6, med(.transpose_bytes) / 1e6, $a / 1e6,
+       med(.phases_cpu.graph // 0), med((.phases_cpu.transpose // 0) + (.phases_cpu.halo // 0)),
+       med(.phases_cpu.recurrent // 0), med(.comm_bytes) / 1e6, med(.transpose_bytes) / 1e6, $a / 1e6,
        (if $a > 0 then med(.comm_bytes) / $a else 0 end)] | @tsv' "$metrics" |
-      awk -F'\t' '{printf "%-3s %-9s %-3s %9.3f %9.3f %11.3f %10.3f %11.2f %11.2f %12.2f %7.3f\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11}'
+      awk -F'\t' -v load="$load0-$load1" '{printf "%-3s %-9s %-3s %9.3f %9.3f %11.3f %10.3f %9.3f %11.3f %10.3f %11.2f %11.2f %12.2f %7.3f  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,load}'
     if [ "$layout" = snapshot ]; then
       jq -r -s '.[] | select(.summary) | "    snapshot blocks \(.snapshot_blocks | tostring) (training [0, '"$train_end"'))"' "$metrics"
     fi
   done
 done
-echo "(sent MB/ep also carries the gradient all-reduce and the loss sums; ratio = sent / analytic)"
+echo "(sent MB/ep also carries the gradient all-reduce and the loss sums; ratio = sent / analytic;"
+echo " load = the 1-minute load average before and after the run)"

@@ -51,6 +51,22 @@ std::int64_t vertex_count(const TemporalLayout& layout, int rank) {
   return layout.vertex_offsets[rank + 1] - layout.vertex_offsets[rank];
 }
 
+// RAII: adds the process CPU seconds of the scope to a phase (beside ScopedPhase's wall seconds,
+// which other jobs on the same cores inflate and CPU seconds much less).
+class ScopedCpu {
+ public:
+  ScopedCpu(PhaseTimes& times, std::string phase)
+      : times_(times), phase_(std::move(phase)), start_(process_cpu_seconds()) {}
+  ~ScopedCpu() { times_.add(phase_, process_cpu_seconds() - start_); }
+  ScopedCpu(const ScopedCpu&) = delete;
+  ScopedCpu& operator=(const ScopedCpu&) = delete;
+
+ private:
+  PhaseTimes& times_;
+  std::string phase_;
+  double start_;
+};
+
 }  // namespace
 
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
@@ -414,10 +430,14 @@ public:
   const TemporalLayout& layout() const { return layout_; }
   bool transposes() const { return snapshot_layout_ && recurrence_ != Recurrence::none; }
   std::int64_t hidden() const { return H_; }
+  // Process CPU seconds of the last train_epoch's graph, transpose or halo, and recurrent
+  // phases (read it before evaluate(), which adds its own).
+  const PhaseTimes& cpu_phases() const { return cpu_phases_; }
 
   // One epoch: forward over the snapshots up to the end of the training range, loss on the
   // training snapshots, backward, gradient all-reduce, optimizer step. Returns the mean loss.
   double train_epoch(int epoch, PhaseTimes& phases) {
+    cpu_phases_.clear();
     flat_gradients_.fill_zero();
     const std::int64_t t_end = info_.train.end;
     std::vector<Tensor> out = forward(t_end, phases, true, static_cast<std::uint32_t>(epoch));
@@ -859,10 +879,11 @@ private:
       }
     }
     // Graph phase.
+    const double cpu0 = process_cpu_seconds();
     const Block gs = graph_snapshots(t_end);
     cache_.assign(static_cast<std::size_t>(gs.size()), {});
     std::vector<Tensor> g_out;
-    double comm_s = 0;
+    double comm_s = 0, comm_cpu = 0;
     for (std::int64_t t = gs.begin; t < gs.end; ++t) {
       SnapshotGraph& g = graphs_[snapshot_layout_ ? t - gs.begin : t];
       auto& saved = cache_[t - gs.begin];
@@ -878,8 +899,10 @@ private:
         Tensor xw = matmul(z, false, w, false);
         if (!snapshot_layout_) {
           Stopwatch c;
+          const double c0 = process_cpu_seconds();
           xw = halo_forward(data_, g.halo, xw);
           comm_s += c.seconds();
+          comm_cpu += process_cpu_seconds() - c0;
         }
         Tensor y = kernels::spmm(g.forward, xw);
         kernels::add_bias(y, layer.bias.value);
@@ -891,11 +914,16 @@ private:
     }
     sync_device();
     phases.add("graph", watch.seconds() - comm_s);
-    if (!snapshot_layout_) phases.add("halo", comm_s);
+    cpu_phases_.add("graph", process_cpu_seconds() - cpu0 - comm_cpu);
+    if (!snapshot_layout_) {
+      phases.add("halo", comm_s);
+      cpu_phases_.add("halo", comm_cpu);
+    }
     // Transposition to the vertex layout for the recurrence.
     std::vector<Tensor> blocks;
     if (transposes()) {
       ScopedPhase p(phases, "transpose");
+      ScopedCpu c(cpu_phases_, "transpose");
       const std::int64_t before = data_.bytes_sent();
       blocks = snapshots_to_vertices(data_, layout_, g_out, t_end, H_, device_);
       transpose_bytes_ += data_.bytes_sent() - before;
@@ -904,6 +932,7 @@ private:
     }
     // Recurrent phase and head.
     Stopwatch rec;
+    ScopedCpu rec_cpu(cpu_phases_, "recurrent");
     embeddings_.clear();
     if (recurrence_ == Recurrence::gru) {
       gru_->clear();
@@ -1006,6 +1035,7 @@ private:
 
   void backward(const std::vector<Tensor>& grad_out, std::int64_t t_end, PhaseTimes& phases) {
     Stopwatch rec;
+    std::optional<ScopedCpu> rec_cpu(std::in_place, cpu_phases_, "recurrent");
     // Head and recurrence, last snapshot first.
     // Link prediction's grad_out is already the gradient of the head's input (its head's
     // parameters got theirs in link_loss).
@@ -1039,9 +1069,11 @@ private:
     }
     sync_device();
     phases.add("recurrent", rec.seconds());
+    rec_cpu.reset();
     std::vector<Tensor> grad_g;
     if (transposes()) {
       ScopedPhase p(phases, "transpose");
+      ScopedCpu c(cpu_phases_, "transpose");
       const std::int64_t before = data_.bytes_sent();
       grad_g = vertices_to_snapshots(data_, layout_, grad_blocks, t_end, H_, device_);
       transpose_bytes_ += data_.bytes_sent() - before;
@@ -1050,7 +1082,8 @@ private:
     }
     // Graph phase backward.
     Stopwatch watch;
-    double comm_s = 0;
+    const double cpu0 = process_cpu_seconds();
+    double comm_s = 0, comm_cpu = 0;
     const Block gs = graph_snapshots(t_end);
     // EvolveGCN: layer l's weight gradients of every snapshot, views of one flat buffer so that
     // combining them over ranks is one collective.
@@ -1076,8 +1109,10 @@ private:
         Tensor dxw = kernels::spmm(g.backward, dpre);
         if (!snapshot_layout_) {
           Stopwatch c;
+          const double c0 = process_cpu_seconds();
           dxw = halo_backward(data_, g.halo, dxw, n_own_);
           comm_s += c.seconds();
+          comm_cpu += process_cpu_seconds() - c0;
         }
         Tensor& wgrad = evolve_ ? grad_w[l][t] : layer.weight.grad;
         kernels::gemm(saved[l].input, true, dxw, false, wgrad, 1.0f, 1.0f);
@@ -1090,11 +1125,16 @@ private:
     }
     sync_device();
     phases.add("graph", watch.seconds() - comm_s);
-    if (!snapshot_layout_) phases.add("halo", comm_s);
+    cpu_phases_.add("graph", process_cpu_seconds() - cpu0 - comm_cpu);
+    if (!snapshot_layout_) {
+      phases.add("halo", comm_s);
+      cpu_phases_.add("halo", comm_cpu);
+    }
     if (!evolve_) return;
     // The weight recurrence: combine the per-snapshot weight gradients of all ranks (each rank
     // saw only its snapshots or rows), then run its backward identically everywhere.
     ScopedPhase p(phases, "recurrent");
+    ScopedCpu weight_cpu(cpu_phases_, "recurrent");
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       Layer& layer = layers_[l];
       {
@@ -1172,6 +1212,7 @@ private:
   std::int64_t N_ = 0, T_ = 0, F_ = 0, H_ = 0, out_dim_ = 1;
   NodeId v0_ = 0;
   std::int64_t n_own_ = 0;
+  PhaseTimes cpu_phases_;
   std::vector<SnapshotGraph> graphs_;
   std::vector<std::vector<float>> targets_;
   std::vector<Tensor> target_tensors_;                  // regression: targets_ on the device
@@ -1270,8 +1311,12 @@ public:
 
   std::vector<nn::Parameter*> parameters() override { return trainer_.parameters(); }
   nn::Optimizer& optimizer() override { return trainer_.optimizer(); }
-  double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& /*extra*/) override {
-    return trainer_.train_epoch(epoch, phases);
+  double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
+    const double loss = trainer_.train_epoch(epoch, phases);
+    // Every rank records the same phase names, so these reductions match up.
+    for (const auto& [name, s] : trainer_.cpu_phases().all())
+      extra["phases_cpu"][name] = comm_.allreduce_value(s, comm::ReduceOp::max);
+    return loss;
   }
   // The validation metric per split (0 for a split without targets), and the MRR per split.
   Accuracy evaluate(PhaseTimes& phases) override {

@@ -107,6 +107,14 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
     EXPECT_TRUE(full[5].contains(key)) << key;
   EXPECT_EQ(full[5]["transpose_bytes"], full[5]["analytic_transpose_bytes"]);
   EXPECT_GT(full[5]["transpose_bytes"].get<std::int64_t>(), 0);
+  // CPU seconds of the training pass's phases of the snapshot layout, beside the wall seconds.
+  ASSERT_TRUE(full[5].contains("phases_cpu")) << full[5].dump();
+  const auto& cpu = full[5]["phases_cpu"];
+  EXPECT_EQ(cpu.size(), 3u) << cpu.dump();
+  for (const char* phase : {"graph", "transpose", "recurrent"}) {
+    ASSERT_TRUE(cpu.contains(phase)) << phase;
+    EXPECT_GE(cpu[phase].get<double>(), 0.0) << phase;
+  }
   EXPECT_TRUE(full.back()["summary"].get<bool>());
   const h5::File pred = h5::File::open_read(dir / "pred.h5");
   EXPECT_EQ(pred.dims("/prediction"), (std::vector<std::int64_t>{8 * 120, 1}));
