@@ -67,6 +67,30 @@ class ScopedCpu {
   double start_;
 };
 
+// The rows rank r exchanges with each other rank q in a transposition: of r's snapshots below
+// t_end for q's vertices (`snapshot_side`), and of q's snapshots for r's vertices
+// (`vertex_side`); 0 for q = r, whose rows do not travel. Snapshots -> vertices sends the
+// snapshot side and receives the vertex side; vertices -> snapshots the other way round.
+struct ExchangeRows {
+  std::vector<std::int64_t> snapshot_side, vertex_side;
+  std::int64_t snapshot_total = 0, vertex_total = 0;
+};
+
+ExchangeRows exchange_rows(const TemporalLayout& layout, int r, std::int64_t t_end) {
+  const int P = static_cast<int>(layout.vertex_offsets.size()) - 1;
+  const std::int64_t own_snapshots = owned_snapshots(layout, r, t_end).size();
+  ExchangeRows rows{std::vector<std::int64_t>(static_cast<std::size_t>(P), 0),
+                    std::vector<std::int64_t>(static_cast<std::size_t>(P), 0)};
+  for (int q = 0; q < P; ++q) {
+    if (q == r) continue;
+    rows.snapshot_side[q] = own_snapshots * vertex_count(layout, q);
+    rows.vertex_side[q] = owned_snapshots(layout, q, t_end).size() * vertex_count(layout, r);
+    rows.snapshot_total += rows.snapshot_side[q];
+    rows.vertex_total += rows.vertex_side[q];
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
@@ -81,19 +105,11 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
   const std::int64_t v0 = layout.vertex_offsets[r], v1 = layout.vertex_offsets[r + 1];
   // This rank's rows of its own snapshots stay where they are (views of the inputs): only the
   // other ranks' rows are packed and exchanged, so at P = 1 nothing is copied at all.
-  std::vector<std::int64_t> send_rows(static_cast<std::size_t>(P)), recv_rows = send_rows;
-  std::int64_t send_total = 0, recv_total = 0;
-  for (int q = 0; q < P; ++q) {
-    if (q == r) continue;
-    send_rows[q] = mine.size() * vertex_count(layout, q);
-    recv_rows[q] = owned_snapshots(layout, q, t_end).size() * n_own;
-    send_total += send_rows[q];
-    recv_total += recv_rows[q];
-  }
+  const ExchangeRows rows = exchange_rows(layout, r, t_end);
   Tensor recv;
   if (P > 1) {
     // Rank q's rows of each owned snapshot, in snapshot order, one block per other rank.
-    Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
+    Tensor send = Tensor::empty({rows.snapshot_total, cols}, DType::f32, device);
     std::int64_t at = 0;
     for (int q = 0; q < P; ++q) {
       if (q == r) continue;
@@ -104,8 +120,8 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
         at += n;
       }
     }
-    recv = Tensor::empty({recv_total, cols}, DType::f32, device);
-    comm.alltoallv(send, send_rows, recv, recv_rows);
+    recv = Tensor::empty({rows.vertex_total, cols}, DType::f32, device);
+    comm.alltoallv(send, rows.snapshot_side, recv, rows.vertex_side);
   }
   // The received blocks arrive in snapshot order (rank q's snapshots precede rank q+1's): each
   // other rank's snapshot is a view of the receive buffer, each own one a view of its input.
@@ -140,18 +156,10 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
   const std::int64_t v0 = layout.vertex_offsets[r], v1 = layout.vertex_offsets[r + 1];
   // As in snapshots_to_vertices, this rank's own rows do not travel: they are copied straight
   // into its snapshots, or, when it holds every vertex (P = 1), its inputs are the result.
-  std::vector<std::int64_t> send_rows(static_cast<std::size_t>(P)), recv_rows = send_rows;
-  std::int64_t send_total = 0, recv_total = 0;
-  for (int q = 0; q < P; ++q) {
-    if (q == r) continue;
-    send_rows[q] = owned_snapshots(layout, q, t_end).size() * n_own;
-    recv_rows[q] = mine.size() * vertex_count(layout, q);
-    send_total += send_rows[q];
-    recv_total += recv_rows[q];
-  }
+  const ExchangeRows rows = exchange_rows(layout, r, t_end);
   Tensor recv;
   if (P > 1) {
-    Tensor send = Tensor::empty({send_total, cols}, DType::f32, device);
+    Tensor send = Tensor::empty({rows.vertex_total, cols}, DType::f32, device);
     std::int64_t at = 0;
     for (int q = 0; q < P; ++q) {
       if (q == r) continue;
@@ -161,8 +169,8 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
         at += n_own;
       }
     }
-    recv = Tensor::empty({recv_total, cols}, DType::f32, device);
-    comm.alltoallv(send, send_rows, recv, recv_rows);
+    recv = Tensor::empty({rows.snapshot_total, cols}, DType::f32, device);
+    comm.alltoallv(send, rows.vertex_side, recv, rows.snapshot_side);
   }
   std::vector<Tensor> out;
   out.reserve(static_cast<std::size_t>(mine.size()));
