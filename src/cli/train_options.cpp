@@ -30,34 +30,33 @@ CLI::Validator finite_range(double lo, double hi, bool lo_open) {
       description);
 }
 
+namespace {
+
+// Most flags here: checked by CLI11 as they are parsed, their default shown in --help.
+template <class T>
+CLI::Option* add_checked(CLI::App& app, const std::string& name, T& value, const std::string& help,
+                         const CLI::Validator& check) {
+  return app.add_option(name, value, help)->check(check)->capture_default_str();
+}
+
+}  // namespace
+
 void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
   const double unbounded = std::numeric_limits<double>::infinity();
-  app.add_option("--model", o.model.kind,
-                 "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
-                 "pipeline: sign-mlp (the default there)")
-      ->check(CLI::IsMember({"gcn", "sage", "gcn-gru", "gcn-lstm", "evolvegcn-o", "sign-mlp"}))
-      ->capture_default_str();
-  app.add_option("--layers", o.model.layers, "number of GNN layers")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  app.add_option("--hidden", o.model.hidden, "hidden feature size")
-      ->check(CLI::Range(1, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--dropout", o.model.dropout, "dropout probability on each layer's input")
-      ->check(finite_range(0.0, 0.95))
-      ->capture_default_str();
-  app.add_option("--optimizer", o.optimizer.kind, "adam or sgd")
-      ->check(CLI::IsMember({"adam", "sgd"}))
-      ->capture_default_str();
-  app.add_option("--lr", o.optimizer.lr, "learning rate")
-      ->check(finite_range(0.0, kMaxLearningRate, true))
-      ->capture_default_str();
-  app.add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay")
-      ->check(finite_range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")
-      ->check(finite_range(0.0, 1.0))
-      ->capture_default_str();
+  add_checked(app, "--model", o.model.kind,
+              "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
+              "pipeline: sign-mlp (the default there)",
+              CLI::IsMember({"gcn", "sage", "gcn-gru", "gcn-lstm", "evolvegcn-o", "sign-mlp"}));
+  add_checked(app, "--layers", o.model.layers, "number of GNN layers", CLI::Range(1, 16));
+  add_checked(app, "--hidden", o.model.hidden, "hidden feature size", CLI::Range(1, 1 << 16));
+  add_checked(app, "--dropout", o.model.dropout, "dropout probability on each layer's input",
+              finite_range(0.0, 0.95));
+  add_checked(app, "--optimizer", o.optimizer.kind, "adam or sgd", CLI::IsMember({"adam", "sgd"}));
+  add_checked(app, "--lr", o.optimizer.lr, "learning rate",
+              finite_range(0.0, kMaxLearningRate, true));
+  add_checked(app, "--weight-decay", o.optimizer.weight_decay, "L2 weight decay",
+              finite_range(0.0, 1.0));
+  add_checked(app, "--momentum", o.optimizer.momentum, "SGD momentum", finite_range(0.0, 1.0));
   app.add_option("--seed", o.seed, "seed for initialization, dropout and sampling")
       ->capture_default_str();
   app.add_option("--threads", o.threads,
@@ -66,62 +65,52 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                              "cores of the node / ranks on it)",
                              train::max_threads()))
       ->check(CLI::Range(1, train::max_threads()));
-  app.add_option("--normalize-features", o.normalize_features,
-                 "input feature normalization: none or row (each row divided by the sum of the "
-                 "absolute values of its entries; all-zero rows stay zero)")
-      ->check(CLI::IsMember({"none", "row"}))
-      ->capture_default_str();
-  app.add_option("--device", o.device,
-                 "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), cpu "
-                 "or cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on the "
-                 "CPU")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--comm", o.comm,
-                 "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
-                 "staged through pinned host memory), nccl or mpi")
-      ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
-      ->capture_default_str();
-  app.add_option("--eval-every", o.eval_every,
-                 "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
+  add_checked(app, "--normalize-features", o.normalize_features,
+              "input feature normalization: none or row (each row divided by the sum of the "
+              "absolute values of its entries; all-zero rows stay zero)",
+              CLI::IsMember({"none", "row"}));
+  add_checked(app, "--device", o.device,
+              "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), cpu "
+              "or cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on the "
+              "CPU",
+              CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_checked(app, "--comm", o.comm,
+              "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
+              "staged through pinned host memory), nccl or mpi",
+              CLI::IsMember({"auto", "nccl", "mpi"}));
+  add_checked(app, "--eval-every", o.eval_every,
+              "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)",
+              CLI::Range(1, 1000000));
   // Dynamic mode.
-  app.add_option("--temporal-partition", o.dynamic.partition,
-                 "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
-                 "training range and the evaluations, all-to-all to vertices for the "
-                 "recurrence) or vertex (each rank a vertex range, halo exchange per snapshot)")
-      ->check(CLI::IsMember({"snapshot", "vertex"}))
-      ->capture_default_str();
-  app.add_option("--task", o.dynamic.task,
-                 "dynamic mode: node-regression (MSE), node-classification, or link-prediction "
-                 "(the edges of snapshot t+1 from the embeddings at t against sampled "
-                 "negatives; AUC and MRR)")
-      ->check(CLI::IsMember({"node-regression", "node-classification", "link-prediction"}))
-      ->capture_default_str();
-  app.add_option("--negatives", o.dynamic.negatives,
-                 "dynamic link prediction: negatives sampled per edge in training (the source "
-                 "replaced by a uniform node that is not an in-neighbour)")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  app.add_option("--eval-negatives", o.dynamic.eval_negatives,
-                 "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
-                 "ranks each edge among its negatives)")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
+  add_checked(app, "--temporal-partition", o.dynamic.partition,
+              "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
+              "training range and the evaluations, all-to-all to vertices for the "
+              "recurrence) or vertex (each rank a vertex range, halo exchange per snapshot)",
+              CLI::IsMember({"snapshot", "vertex"}));
+  add_checked(app, "--task", o.dynamic.task,
+              "dynamic mode: node-regression (MSE), node-classification, or link-prediction "
+              "(the edges of snapshot t+1 from the embeddings at t against sampled "
+              "negatives; AUC and MRR)",
+              CLI::IsMember({"node-regression", "node-classification", "link-prediction"}));
+  add_checked(app, "--negatives", o.dynamic.negatives,
+              "dynamic link prediction: negatives sampled per edge in training (the source "
+              "replaced by a uniform node that is not an in-neighbour)",
+              CLI::Range(1, 1000));
+  add_checked(app, "--eval-negatives", o.dynamic.eval_negatives,
+              "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
+              "ranks each edge among its negatives)",
+              CLI::Range(1, 1000));
   // Sampled mode.
   app.add_option("--fanouts", fanouts,
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");
-  app.add_option("--batch-size", o.sampled.batch_size,
-                 "sampled mode: seeds per rank per step; pipeline mode: training rows per "
-                 "optimizer step, whole job")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--cache-policy", o.sampled.cache_policy,
-                 "sampled mode: feature cache ranking: degree, presample or none (on a GPU the "
-                 "cache is device memory and holds owned rows too)")
-      ->check(CLI::IsMember({"degree", "presample", "none"}))
-      ->capture_default_str();
+  add_checked(app, "--batch-size", o.sampled.batch_size,
+              "sampled mode: seeds per rank per step; pipeline mode: training rows per "
+              "optimizer step, whole job",
+              CLI::PositiveNumber);
+  add_checked(app, "--cache-policy", o.sampled.cache_policy,
+              "sampled mode: feature cache ranking: degree, presample or none (on a GPU the "
+              "cache is device memory and holds owned rows too)",
+              CLI::IsMember({"degree", "presample", "none"}));
   CLI::Option* size_mb =
       app.add_option("--cache-size-mb", o.sampled.cache_size_mb,
                      "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio; "
@@ -133,18 +122,16 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "GPU: of its owned + halo rows; not with --cache-size-mb)")
       ->check(finite_range(0.0, 1.0))
       ->excludes(size_mb);
-  app.add_option("--cache-admit-fraction", o.sampled.cache_admit_fraction,
-                 "sampled mode on a GPU: share of the device cache budget kept for remote rows "
-                 "admitted once fetched from their owners (CLOCK replacement: a hit marks a row, "
-                 "the oldest unmarked one makes room); 0 = a static cache")
-      ->check(finite_range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--graph-placement", o.sampled.graph_placement,
-                 "sampled mode on a GPU: where the owned graph the GPU samples lives: auto "
-                 "(device memory when it needs at most a quarter of the free GPU memory, else "
-                 "pinned; the log says which), device or pinned (host memory read over UVA)")
-      ->check(CLI::IsMember({"auto", "device", "pinned"}))
-      ->capture_default_str();
+  add_checked(app, "--cache-admit-fraction", o.sampled.cache_admit_fraction,
+              "sampled mode on a GPU: share of the device cache budget kept for remote rows "
+              "admitted once fetched from their owners (CLOCK replacement: a hit marks a row, "
+              "the oldest unmarked one makes room); 0 = a static cache",
+              finite_range(0.0, 1.0));
+  add_checked(app, "--graph-placement", o.sampled.graph_placement,
+              "sampled mode on a GPU: where the owned graph the GPU samples lives: auto "
+              "(device memory when it needs at most a quarter of the free GPU memory, else "
+              "pinned; the log says which), device or pinned (host memory read over UVA)",
+              CLI::IsMember({"auto", "device", "pinned"}));
   app.add_option("--prefetch", o.sampled.prefetch,
                  "sampled mode: steps sampled and gathered ahead while the GPU computes (0 = "
                  "none; default 1 on a GPU, 0 on the CPU, where nothing overlaps; the same draws "
@@ -152,31 +139,23 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
       ->check(CLI::Range(0, 16));
   // Pipeline mode.
   auto& p = o.pipeline;
-  app.add_option("--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features")
-      ->check(CLI::Range(0, 16))
-      ->capture_default_str();
-  app.add_option("--operator", p.op, "pipeline mode: propagation operator, gcn or mean")
-      ->check(CLI::IsMember({"gcn", "mean"}))
-      ->capture_default_str();
-  app.add_option("--mlp-layers", p.mlp_layers,
-                 "pipeline mode: linear layers after the per-hop maps (the last gives logits)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  app.add_option("--stages", p.stages, "pipeline mode: pipeline ranks per data-parallel group")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app.add_option("--data-parallel", p.data_parallel,
-                 "pipeline mode: data-parallel groups (ranks = data-parallel x stages)")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app.add_option("--micro-batches", p.micro_batches,
-                 "pipeline mode: micro-batches per mini-batch")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app.add_option("--schedule", p.schedule,
-                 "pipeline mode: gpipe, 1f1b or wave (two stages per rank, down and back up)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "wave"}))
-      ->capture_default_str();
+  add_checked(app, "--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features",
+              CLI::Range(0, 16));
+  add_checked(app, "--operator", p.op, "pipeline mode: propagation operator, gcn or mean",
+              CLI::IsMember({"gcn", "mean"}));
+  add_checked(app, "--mlp-layers", p.mlp_layers,
+              "pipeline mode: linear layers after the per-hop maps (the last gives logits)",
+              CLI::Range(1, 1024));
+  add_checked(app, "--stages", p.stages, "pipeline mode: pipeline ranks per data-parallel group",
+              CLI::Range(1, 4096));
+  add_checked(app, "--data-parallel", p.data_parallel,
+              "pipeline mode: data-parallel groups (ranks = data-parallel x stages)",
+              CLI::Range(1, 4096));
+  add_checked(app, "--micro-batches", p.micro_batches,
+              "pipeline mode: micro-batches per mini-batch", CLI::Range(1, 4096));
+  add_checked(app, "--schedule", p.schedule,
+              "pipeline mode: gpipe, 1f1b or wave (two stages per rank, down and back up)",
+              CLI::IsMember({"gpipe", "1f1b", "wave"}));
   app.add_option("--split", p.split,
                  "pipeline mode: auto (balance measured block times) or blocks per stage, e.g. "
                  "2,3 (blocks: the hop maps, then each MLP layer)")
