@@ -848,6 +848,23 @@ private:
     if (device_.is_cuda()) kernels::default_context(device_).synchronize();
   }
 
+  // One direction of the snapshot <-> vertex transposition when this model and layout
+  // transpose (its wall and CPU seconds as "transpose", its bytes counted for the records); else
+  // the blocks as they are, moved out. The input outlives the call when it transposes (the result may view it).
+  using Transposition = std::vector<Tensor> (*)(comm::Communicator&, const TemporalLayout&,
+                                                const std::vector<Tensor>&, std::int64_t,
+                                                std::int64_t, Device);
+  std::vector<Tensor> transpose(Transposition direction, std::vector<Tensor>& blocks,
+                                std::int64_t t_end, PhaseTimes& phases) {
+    if (!transposes()) return std::move(blocks);
+    ScopedPhase p(phases, "transpose");
+    ScopedCpu c(cpu_phases_, "transpose");
+    const std::int64_t before = data_.bytes_sent();
+    std::vector<Tensor> out = direction(data_, layout_, blocks, t_end, H_, device_);
+    transpose_bytes_ += data_.bytes_sent() - before;
+    return out;
+  }
+
   // Dropout on the input of GCN layer l at snapshot t, keyed like the static models' masks
   // (seed, epoch, layer) plus the snapshot as the step and the source node id as the row, so
   // the mask does not depend on the layout or the rank count. `layer` = the GCN layer count
@@ -928,16 +945,7 @@ private:
       cpu_phases_.add("halo", comm_cpu);
     }
     // Transposition to the vertex layout for the recurrence.
-    std::vector<Tensor> blocks;
-    if (transposes()) {
-      ScopedPhase p(phases, "transpose");
-      ScopedCpu c(cpu_phases_, "transpose");
-      const std::int64_t before = data_.bytes_sent();
-      blocks = snapshots_to_vertices(data_, layout_, g_out, t_end, H_, device_);
-      transpose_bytes_ += data_.bytes_sent() - before;
-    } else {
-      blocks = std::move(g_out);
-    }
+    std::vector<Tensor> blocks = transpose(snapshots_to_vertices, g_out, t_end, phases);
     // Recurrent phase and head.
     Stopwatch rec;
     ScopedCpu rec_cpu(cpu_phases_, "recurrent");
@@ -1078,16 +1086,7 @@ private:
     sync_device();
     phases.add("recurrent", rec.seconds());
     rec_cpu.reset();
-    std::vector<Tensor> grad_g;
-    if (transposes()) {
-      ScopedPhase p(phases, "transpose");
-      ScopedCpu c(cpu_phases_, "transpose");
-      const std::int64_t before = data_.bytes_sent();
-      grad_g = vertices_to_snapshots(data_, layout_, grad_blocks, t_end, H_, device_);
-      transpose_bytes_ += data_.bytes_sent() - before;
-    } else {
-      grad_g = std::move(grad_blocks);
-    }
+    std::vector<Tensor> grad_g = transpose(vertices_to_snapshots, grad_blocks, t_end, phases);
     // Graph phase backward.
     Stopwatch watch;
     const double cpu0 = process_cpu_seconds();
