@@ -91,6 +91,27 @@ ExchangeRows exchange_rows(const TemporalLayout& layout, int r, std::int64_t t_e
   return rows;
 }
 
+// Calls f(block, rows) for each other rank q and each of this rank's snapshot tensors, in the
+// order of the snapshot side of an exchange buffer (rank by rank, snapshots in order): `rows`
+// are q's vertex rows of the snapshot, `block` their place in `buffer`. Snapshots -> vertices
+// packs them into its send buffer; vertices -> snapshots unpacks its receive buffer into them.
+template <class F>
+void for_each_snapshot_side_block(const TemporalLayout& layout, int r,
+                                  const std::vector<Tensor>& snapshots, const Tensor& buffer,
+                                  F&& f) {
+  const int P = static_cast<int>(layout.vertex_offsets.size()) - 1;
+  std::int64_t at = 0;
+  for (int q = 0; q < P; ++q) {
+    if (q == r) continue;
+    const std::int64_t n = vertex_count(layout, q);
+    for (const Tensor& g : snapshots) {
+      f(buffer.rows_slice(at, at + n),
+        g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1]));
+      at += n;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
@@ -110,16 +131,8 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
   if (P > 1) {
     // Rank q's rows of each owned snapshot, in snapshot order, one block per other rank.
     Tensor send = Tensor::empty({rows.snapshot_total, cols}, DType::f32, device);
-    std::int64_t at = 0;
-    for (int q = 0; q < P; ++q) {
-      if (q == r) continue;
-      for (const Tensor& g : by_snapshot) {
-        const std::int64_t n = vertex_count(layout, q);
-        send.rows_slice(at, at + n)
-            .copy_from(g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1]));
-        at += n;
-      }
-    }
+    for_each_snapshot_side_block(layout, r, by_snapshot, send,
+                                 [](Tensor block, const Tensor& g) { block.copy_from(g); });
     recv = Tensor::empty({rows.vertex_total, cols}, DType::f32, device);
     comm.alltoallv(send, rows.snapshot_side, recv, rows.vertex_side);
   }
@@ -183,16 +196,8 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
     g.rows_slice(v0, v1).copy_from(by_vertex[t]);
     out.push_back(std::move(g));
   }
-  std::int64_t at = 0;
-  for (int q = 0; q < P; ++q) {
-    if (q == r) continue;
-    for (Tensor& g : out) {
-      const std::int64_t n = vertex_count(layout, q);
-      g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1])
-          .copy_from(recv.rows_slice(at, at + n));
-      at += n;
-    }
-  }
+  for_each_snapshot_side_block(layout, r, out, recv,
+                               [](const Tensor& block, Tensor g) { g.copy_from(block); });
   return out;
 }
 
