@@ -132,6 +132,12 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               "(device memory when it needs at most a quarter of the free GPU memory, else "
               "pinned; the log says which), device or pinned (host memory read over UVA)",
               CLI::IsMember({"auto", "device", "pinned"}));
+  add_checked(app, "--sample-routing", o.sampled.sample_routing,
+              "sampled mode on a GPU: device (frontiers, the owners' answers and the blocks stay "
+              "on the GPU, ids cross ranks over the data plane, counts over MPI) or host (the "
+              "fallback: frontiers and answers in host memory over MPI, blocks built on the "
+              "host; owners still draw on the GPU)",
+              CLI::IsMember({"device", "host"}));
   app.add_option("--prefetch", o.sampled.prefetch,
                  "sampled mode: steps sampled and gathered ahead while the GPU computes (0 = "
                  "none; default 1 on a GPU, 0 on the CPU, where nothing overlaps; the same draws "

@@ -4,6 +4,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/sampling/frontier_ops.hpp"
 #include "tessel/sampling/neighbor_sampler.hpp"
 
 #include <fmt/format.h>
@@ -36,9 +37,13 @@ class SamplePhase {
 
 DistributedSampler::DistributedSampler(partition::Part& part, const partition::Manifest& manifest,
                                        comm::Communicator& comm, std::uint64_t seed,
-                                       std::vector<int> fanouts, std::int64_t batch_size)
-    : part_(part), manifest_(manifest), comm_(comm), seed_(seed), fanouts_(std::move(fanouts)),
-      batch_size_(batch_size), builder_(manifest.num_nodes) {
+                                       std::vector<int> fanouts, std::int64_t batch_size,
+                                       comm::Communicator* data)
+    : part_(part), manifest_(manifest), comm_(comm), data_(data ? *data : comm), seed_(seed),
+      fanouts_(std::move(fanouts)), batch_size_(batch_size), builder_(manifest.num_nodes) {
+  TESSEL_EXPECTS(data_.size() == comm_.size() && data_.rank() == comm_.rank(),
+                 "DistributedSampler: the data plane has rank {} of {}, the control plane {} of {}",
+                 data_.rank(), data_.size(), comm_.rank(), comm_.size());
   TESSEL_EXPECTS(!fanouts_.empty(), "sampled mode needs one fanout per layer");
   TESSEL_EXPECTS(batch_size_ > 0, "--batch-size must be positive, got {}", batch_size_);
   // Canonical row order makes every rank draw the same neighbors for a node.
@@ -79,6 +84,23 @@ void DistributedSampler::sample_on_device(Device device, const std::string& plac
   }
   device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, owned_degrees,
                                                           local_global_, device, where);
+  // What sample_device's routing reads on the device: the parts' id ranges, and the nodes this
+  // part knows (owned and halo) sorted by global id with their original ids and degrees.
+  owner_offsets_ = device_graph_->upload(manifest_.offsets);
+  std::vector<std::int64_t> by_id(local_global_.size());
+  std::iota(by_id.begin(), by_id.end(), std::int64_t{0});
+  std::sort(by_id.begin(), by_id.end(),
+            [&](std::int64_t a, std::int64_t b) { return local_global_[a] < local_global_[b]; });
+  std::vector<NodeId> known_ids(by_id.size()), known_orig(by_id.size()),
+      known_degree(by_id.size());
+  for (std::size_t k = 0; k < by_id.size(); ++k) {
+    known_ids[k] = local_global_[by_id[k]];
+    known_orig[k] = part_.orig_id[by_id[k]];
+    known_degree[k] = part_.degree[by_id[k]];
+  }
+  known_ids_ = device_graph_->upload(known_ids);
+  known_orig_ = device_graph_->upload(known_orig);
+  known_degree_ = device_graph_->upload(known_degree);
   log::info("{} sampling on {}: {}", device.is_cpu() ? "Device-graph" : "GPU", device.str(),
             reason);
 }
@@ -222,14 +244,18 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
 }
 
 bool DistributedSampler::device_resident() const {
-  return device_graph_ != nullptr && comm_.size() == 1;
+  return device_graph_ != nullptr && !route_on_host_;
 }
 
 void DistributedSampler::sample_device(int epoch, std::uint32_t step,
                                        std::span<const LocalId> seeds, PhaseTimes& phases) {
   TESSEL_EXPECTS(device_resident(),
-                 "sample_device: blocks stay on the device only where one rank samples on the "
-                 "device graph (sample_on_device)");
+                 "sample_device: blocks stay on the device only where owners draw on the device "
+                 "graph (sample_on_device) and routing is not on the host (route_on_host)");
+  if (comm_.size() > 1) {
+    sample_device_routed(epoch, step, seeds, phases);
+    return;
+  }
   SamplePhase t(phases, sample_cpu_seconds_);
   const int layers = static_cast<int>(fanouts_.size());
   device_blocks_.resize(static_cast<std::size_t>(layers));
@@ -256,6 +282,191 @@ void DistributedSampler::sample_device(int epoch, std::uint32_t step,
   // The feature store plans its tiers from host ids: the input nodes come back once.
   const Tensor input = device_blocks_[0].src.to(Device::cpu());
   input_ids_.assign(input.data<NodeId>(), input.data<NodeId>() + input.numel());
+}
+
+void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
+                                               std::span<const LocalId> seeds,
+                                               PhaseTimes& phases) {
+  const int layers = static_cast<int>(fanouts_.size());
+  device_blocks_.resize(static_cast<std::size_t>(layers));
+  std::vector<NodeId> seed_ids(seeds.size());
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
+    seed_ids[i] = part_.offset + seeds[i];
+  }
+  // sample()'s order, keys and exchanges: the hop that draws from block l + 1's sources also
+  // brings their original ids and degrees, and one more hop without draws those of the input
+  // block's sources.
+  Tensor frontier = device_graph_->upload(seed_ids);
+  for (int l = layers - 1; l >= 0; --l) {
+    const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
+                       static_cast<std::uint32_t>(l)};
+    Tensor offsets, draws, orig, degree;
+    hop_device(frontier, fanouts_[l], key, phases, &offsets, &draws, orig, degree);
+    SamplePhase t(phases, sample_cpu_seconds_);
+    if (l + 1 < layers) {
+      device_blocks_[l + 1].src_orig = orig;
+      device_blocks_[l + 1].src_degree = degree;
+    }
+    sampling::BlockTensors& block = device_blocks_[l];
+    builder_.build(frontier, offsets, draws, block);
+    frontier = block.src;
+  }
+  Tensor orig, degree;
+  hop_device(frontier, 0, rng::Key{}, phases, nullptr, nullptr, orig, degree);
+  SamplePhase t(phases, sample_cpu_seconds_);
+  device_blocks_[0].src_orig = orig;
+  device_blocks_[0].src_degree = degree;
+  const Tensor input = device_blocks_[0].src.to(Device::cpu());
+  input_ids_.assign(input.data<NodeId>(), input.data<NodeId>() + input.numel());
+}
+
+// hop() with the frontier, the draws and the exchanged ids on the device: the same requests
+// (every frontier node owned elsewhere, flagged where the part lacks its original id and degree;
+// without draws only the flagged ones), the same replies and the same counters. Routing is a
+// stable bucketing on the device, by owner and then flag, so the nodes a rank sends each owner
+// are its unflagged ones, then its flagged ones, in frontier order; only the per-rank counts
+// come to the host (the control plane exchanges them), the ids travel over the data plane. A
+// rank's own frontier nodes go through the exchange to itself (a copy; they are not counted as
+// traffic), so one call draws every row this rank answers.
+void DistributedSampler::hop_device(const Tensor& frontier, int fanout, const rng::Key& key,
+                                    PhaseTimes& phases, Tensor* offsets, Tensor* draws,
+                                    Tensor& frontier_orig, Tensor& frontier_degree) {
+  const bool with_draws = draws != nullptr;
+  const int num_ranks = comm_.size();
+  const int me = comm_.rank();
+  const auto p = static_cast<std::size_t>(num_ranks);
+  const Device device = frontier.device();
+  sampling::FrontierRoute route;
+  Tensor requests;
+  // Per rank: requests sent and of them flagged; requests received and of them flagged.
+  std::vector<std::int64_t> send(p, 0), flagged_to(p, 0), recv(p, 0), flagged_from(p, 0);
+  // Routed positions of the flagged requests, per owner: [flag_begin[r], flag_begin[r] +
+  // flagged_to[r]).
+  std::vector<std::int64_t> flag_begin(p, 0);
+  {
+    SamplePhase t(phases, sample_cpu_seconds_);
+    const Tensor known_pos = sampling::find_sorted(known_ids_, frontier);
+    frontier_orig = sampling::take(known_orig_, known_pos);
+    frontier_degree = sampling::take(known_degree_, known_pos);
+    route = sampling::route_frontier(frontier, owner_offsets_, known_pos,
+                                     with_draws ? sampling::RouteKeys::owner_then_flag
+                                                : sampling::RouteKeys::flagged_only);
+    std::int64_t at = 0;
+    for (std::size_t r = 0; r < p; ++r) {
+      if (with_draws) {
+        send[r] = route.counts[2 * r] + route.counts[2 * r + 1];
+        flagged_to[r] = route.counts[2 * r + 1];
+        flag_begin[r] = at + route.counts[2 * r];
+      } else {
+        send[r] = flagged_to[r] = route.counts[r];
+        flag_begin[r] = at;
+      }
+      at += send[r];
+    }
+    requests = sampling::take(frontier, route.order);
+  }
+  std::int64_t remote_requests = 0;
+  for (std::size_t r = 0; r < p; ++r)
+    remote_requests += static_cast<int>(r) == me ? 0 : send[r];
+  counters_.remote_requests += remote_requests;
+  counters_.sample_bytes += remote_requests * static_cast<std::int64_t>(sizeof(NodeId));
+  Tensor incoming;
+  {
+    ScopedPhase t(phases, "communicate");
+    std::vector<std::int64_t> announce(2 * p), heard(2 * p), twos(p, 2);
+    for (std::size_t r = 0; r < p; ++r) {
+      announce[2 * r] = send[r];
+      announce[2 * r + 1] = flagged_to[r];
+    }
+    comm_.alltoallv(announce.data(), twos, heard.data(), twos, DType::i64);
+    for (std::size_t r = 0; r < p; ++r) {
+      recv[r] = heard[2 * r];
+      flagged_from[r] = heard[2 * r + 1];
+    }
+    incoming = Tensor::empty({std::accumulate(recv.begin(), recv.end(), std::int64_t{0})},
+                             DType::i64, device);
+    data_.alltoallv(requests, send, incoming, recv);
+  }
+  // The owner's side: draws for every request, the original id and degree of the flagged ones
+  // (the last flagged_from[r] requests from rank r).
+  Tensor lengths, answers, info_orig, info_degree;
+  std::vector<std::int64_t> answers_to(p, 0), answers_from(p, 0);
+  {
+    SamplePhase t(phases, sample_cpu_seconds_);
+    Tensor in_orig, in_degree;
+    device_graph_->row_info(incoming, part_.offset, in_orig, in_degree);
+    std::vector<std::int64_t> flagged_rows;
+    std::int64_t start = 0;
+    for (std::size_t r = 0; r < p; ++r) {
+      for (std::int64_t j = start + recv[r] - flagged_from[r]; j < start + recv[r]; ++j)
+        flagged_rows.push_back(j);
+      start += recv[r];
+    }
+    const Tensor flagged_index = device_graph_->upload(flagged_rows);
+    info_orig = sampling::take(in_orig, flagged_index);
+    info_degree = sampling::take(in_degree, flagged_index);
+    if (with_draws) {
+      Tensor request_offsets;
+      counters_.sampled_edges += device_graph_->sample(incoming, part_.offset, fanout, key,
+                                                       request_offsets, answers);
+      lengths = sampling::segment_lengths(request_offsets);
+      // Each rank's answers: the draws between its first and last request.
+      std::vector<std::int64_t> bounds(p + 1, 0);
+      for (std::size_t r = 0; r < p; ++r) bounds[r + 1] = bounds[r] + recv[r];
+      const Tensor at_bounds =
+          sampling::take(request_offsets, device_graph_->upload(bounds)).to(Device::cpu());
+      const std::int64_t* b = at_bounds.data<std::int64_t>();
+      for (std::size_t r = 0; r < p; ++r) answers_to[r] = b[r + 1] - b[r];
+      // The model-centric comparison: adjacency lists (degree + 1 values) of the rows drawn for
+      // other ranks.
+      const std::int64_t before = bounds[static_cast<std::size_t>(me)];
+      const std::int64_t after = bounds[static_cast<std::size_t>(me) + 1];
+      const std::int64_t others = bounds[p] - (after - before);
+      counters_.remote_adjacency += sampling::sum(in_degree.rows_slice(0, before)) +
+                                    sampling::sum(in_degree.rows_slice(after, bounds[p])) +
+                                    others;
+    }
+  }
+  Tensor back_lengths, back_answers, back_orig, back_degree;
+  {
+    ScopedPhase t(phases, "communicate");
+    const std::int64_t num_flagged =
+        std::accumulate(flagged_to.begin(), flagged_to.end(), std::int64_t{0});
+    back_orig = Tensor::empty({num_flagged}, DType::i64, device);
+    back_degree = Tensor::empty({num_flagged}, DType::i64, device);
+    data_.alltoallv(info_orig, flagged_from, back_orig, flagged_to);
+    data_.alltoallv(info_degree, flagged_from, back_degree, flagged_to);
+    // Own requests carry no flag, so every flagged reply came from another rank.
+    counters_.sample_bytes += 2 * num_flagged * static_cast<std::int64_t>(sizeof(std::int64_t));
+    if (with_draws) {
+      const std::int64_t n = frontier.numel();
+      back_lengths = Tensor::empty({n}, DType::i64, device);
+      data_.alltoallv(lengths, recv, back_lengths, send);
+      std::vector<std::int64_t> ones(p, 1);
+      comm_.alltoallv(answers_to.data(), ones, answers_from.data(), ones, DType::i64);
+      back_answers = Tensor::empty(
+          {std::accumulate(answers_from.begin(), answers_from.end(), std::int64_t{0})},
+          DType::i64, device);
+      data_.alltoallv(answers, answers_to, back_answers, answers_from);
+      const std::int64_t remote_answers =
+          back_answers.numel() - answers_from[static_cast<std::size_t>(me)];
+      counters_.answer_ids += remote_answers;
+      counters_.sample_bytes +=
+          (remote_requests + remote_answers) * static_cast<std::int64_t>(sizeof(std::int64_t));
+    }
+  }
+  SamplePhase t(phases, sample_cpu_seconds_);
+  // Flagged replies to their frontier positions; the draws back in frontier order.
+  std::vector<std::int64_t> flagged_routed;
+  for (std::size_t r = 0; r < p; ++r)
+    for (std::int64_t k = flag_begin[r]; k < flag_begin[r] + flagged_to[r]; ++k)
+      flagged_routed.push_back(k);
+  const Tensor flagged_pos = sampling::take(route.order, device_graph_->upload(flagged_routed));
+  sampling::scatter(back_orig, flagged_pos, frontier_orig);
+  sampling::scatter(back_degree, flagged_pos, frontier_degree);
+  if (with_draws)
+    sampling::unroute_segments(route.order, back_lengths, back_answers, *offsets, *draws);
 }
 
 // One hop. Frontier nodes owned elsewhere go to their owners, which draw their neighbors from

@@ -92,11 +92,17 @@ class SampledTrainer final : public Trainer {
         model_(model_config(ctx)),
         optimizer_(nn::make_optimizer(ctx.options.optimizer)),
         sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
-                 ctx.options.sampled.batch_size) {
+                 ctx.options.sampled.batch_size, ctx.runtime.data) {
     TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
                    "sampled mode: {} fanouts for {} layers", options_.sampled.fanouts.size(),
                    options_.model.layers);
-    if (device_.is_cuda()) sampler_.sample_on_device(device_, options_.sampled.graph_placement);
+    // On a GPU the blocks are sampled and kept there (sample_device, at any rank count) unless
+    // --sample-routing host asks for the host path; the CPU keeps its host path (the device
+    // graph's CPU twin would only add copies there).
+    if (device_.is_cuda()) {
+      sampler_.sample_on_device(device_, options_.sampled.graph_placement);
+      sampler_.route_on_host(options_.sampled.sample_routing == "host");
+    }
     // Evaluation aggregates over the whole part on the training device (halo rows over the data
     // plane), as full-batch training does.
     eval_aggregator_ = std::make_unique<FullAggregator>(part_, comm_, &data_, device_);
@@ -255,7 +261,7 @@ class SampledTrainer final : public Trainer {
     batch.global_count = global_count;
     batch.seeds = &seeds;
     if (sampler_.device_resident()) {
-      // One rank on a GPU: the blocks are built there and stay there.
+      // On a GPU: the blocks are built there and stay there (routed on the device at P > 1).
       sampler_.sample_device(epoch, step, seeds, phases);
       batch.device_blocks = sampler_.device_blocks();
       batch.x = sampler_.fetch_features_device(sampler_.input_ids(), phases);
@@ -434,6 +440,7 @@ class SampledTrainer final : public Trainer {
     extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
     if (device_.is_cuda()) {
       extra["graph_placement"] = sampling::graph_placement_name(sampler_.graph_placement());
+      extra["sample_routing"] = sampler_.device_resident() ? "device" : "host";
       report_tiers(extra);
     }
     extra["data_centric_sample_bytes"] = dc_sample_bytes;

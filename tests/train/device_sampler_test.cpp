@@ -1,8 +1,8 @@
-// The device-resident sampling path on the CPU (the device graph's CPU twin): sample_device's
-// blocks, kept as tensors, are exactly sample()'s host blocks (sources in the same order, the
-// same edges, the same original ids and degrees) over several epochs, steps and layers, with
-// whole-row fanouts; and owners drawing with the CPU twin inside sample() draw what the CPU
-// sampler draws.
+// The device-resident sampling path on the CPU (the device graph's CPU twin), at 1, 2 and 4
+// ranks: sample_device's blocks, kept as tensors, are exactly sample()'s host blocks (sources in
+// the same order, the same edges, the same original ids and degrees) over several epochs, steps
+// and layers, with whole-row fanouts, and its traffic counters are sample()'s; owners drawing
+// with the CPU twin inside sample() draw what the CPU sampler draws.
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/train/distributed_sampler.hpp"
@@ -76,21 +76,30 @@ void expect_device_blocks_equal(const train::DistributedSampler& got,
 
 } // namespace
 
-// At one rank the device graph's CPU twin runs sample_device, and its blocks are sample()'s.
-// At more ranks owners drawing with the twin inside sample() give the CPU sampler's blocks.
+// The device graph's CPU twin runs sample_device at every rank count (at more than one rank the
+// frontier is routed with the frontier ops over the data plane), and its blocks are sample()'s,
+// with the same traffic counted. Owners drawing with the twin inside sample() draw what the CPU
+// sampler draws. route_on_host(true) turns sample_device off.
 TEST(DeviceSampler, CpuTwinBuildsTheHostBlocks) {
   auto comm = comm::make_mpi_communicator();
   const fs::path dir = prepare(*comm);
   const partition::Manifest manifest = partition::read_manifest(dir / "parts");
   partition::Part part = partition::load_part(dir / "parts", comm->rank(), manifest);
+  // A data plane of its own, as training has.
+  const std::unique_ptr<comm::Communicator> data = comm->split(0, comm->rank());
   // Whole rows (-1) and fanouts above and below the degrees (8 on average).
   const std::vector<int> fanouts = {5, -1, 3};
   const int layers = static_cast<int>(fanouts.size());
   train::DistributedSampler host(part, manifest, *comm, 31, fanouts, 6);
+  train::DistributedSampler routed(part, manifest, *comm, 31, fanouts, 6, data.get());
   train::DistributedSampler twin(part, manifest, *comm, 31, fanouts, 6);
-  EXPECT_FALSE(twin.device_resident());
+  EXPECT_FALSE(routed.device_resident());
+  routed.sample_on_device(Device::cpu(), "auto");
   twin.sample_on_device(Device::cpu(), "auto");
-  EXPECT_EQ(twin.graph_placement(), sampling::GraphPlacement::device);
+  EXPECT_EQ(routed.graph_placement(), sampling::GraphPlacement::device);
+  ASSERT_TRUE(routed.device_resident());
+  twin.route_on_host(true);
+  EXPECT_FALSE(twin.device_resident());
   PhaseTimes phases;
   std::int64_t steps_checked = 0, edges_checked = 0;
   for (int epoch = 1; epoch <= 2; ++epoch) {
@@ -102,19 +111,14 @@ TEST(DeviceSampler, CpuTwinBuildsTheHostBlocks) {
       const auto step = static_cast<std::uint32_t>(s);
       const std::string what = "epoch " + std::to_string(epoch) + " step " + std::to_string(s);
       host.sample(epoch, step, step_seeds[s], phases);
-      if (comm->size() == 1) {
-        ASSERT_TRUE(twin.device_resident());
-        twin.sample_device(epoch, step, step_seeds[s], phases);
-        expect_device_blocks_equal(twin, host, layers, what);
-      } else {
-        EXPECT_FALSE(twin.device_resident());
-        EXPECT_THROW(twin.sample_device(epoch, step, step_seeds[s], phases), InputError);
-        twin.sample(epoch, step, step_seeds[s], phases);
-        for (int l = 0; l < layers; ++l) {
-          EXPECT_EQ(twin.blocks()[l].src, host.blocks()[l].src) << what << " layer " << l;
-          EXPECT_EQ(twin.blocks()[l].adj.indptr, host.blocks()[l].adj.indptr) << what;
-          EXPECT_EQ(twin.blocks()[l].adj.indices, host.blocks()[l].adj.indices) << what;
-        }
+      routed.sample_device(epoch, step, step_seeds[s], phases);
+      expect_device_blocks_equal(routed, host, layers, what);
+      EXPECT_THROW(twin.sample_device(epoch, step, step_seeds[s], phases), InputError);
+      twin.sample(epoch, step, step_seeds[s], phases);
+      for (int l = 0; l < layers; ++l) {
+        EXPECT_EQ(twin.blocks()[l].src, host.blocks()[l].src) << what << " layer " << l;
+        EXPECT_EQ(twin.blocks()[l].adj.indptr, host.blocks()[l].adj.indptr) << what;
+        EXPECT_EQ(twin.blocks()[l].adj.indices, host.blocks()[l].adj.indices) << what;
       }
       for (int l = 0; l < layers; ++l)
         edges_checked += host.blocks()[l].num_edges();
@@ -123,7 +127,21 @@ TEST(DeviceSampler, CpuTwinBuildsTheHostBlocks) {
   }
   EXPECT_GE(steps_checked, 4);
   EXPECT_GT(edges_checked, 100);
-  EXPECT_EQ(twin.counters().sampled_edges, host.counters().sampled_edges);
+  // The same draws, requests, replies and answers, counted the same way.
+  const train::SamplerCounters& want = host.counters();
+  for (const auto* sampler : {&routed, &twin}) {
+    const train::SamplerCounters& got = sampler->counters();
+    EXPECT_EQ(got.sampled_edges, want.sampled_edges);
+    EXPECT_EQ(got.remote_requests, want.remote_requests);
+    EXPECT_EQ(got.answer_ids, want.answer_ids);
+    EXPECT_EQ(got.remote_adjacency, want.remote_adjacency);
+    EXPECT_EQ(got.sample_bytes, want.sample_bytes);
+  }
+  if (comm->size() > 1) {
+    // Something crossed ranks, and some sources were known only to their owners.
+    EXPECT_GT(want.remote_requests, 0);
+    EXPECT_GT(want.sample_bytes, 8 * (want.remote_requests + want.answer_ids));
+  }
 }
 
 // The twin's tensor form refuses a frontier node outside its rows with an InputError, and

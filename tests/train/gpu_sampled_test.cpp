@@ -4,7 +4,8 @@
 // device memory and in pinned host memory read over UVA sample the same blocks; the feature
 // store's tiers (device cache by degree or presampled counts, pinned host rows, network) change
 // bytes, not losses, and their counters add up; prefetching steps (--prefetch 2) gives the
-// losses of --prefetch 0. Skips with a message when no GPU is visible.
+// losses of --prefetch 0; routing the frontier on the GPU or on the host (--sample-routing)
+// gives the same samples and losses. Skips with a message when no GPU is visible.
 #include "train_test_helpers.hpp"
 
 #include "tessel/core/tensor.hpp"
@@ -108,6 +109,25 @@ TEST_F(GpuSampled, PinnedGraphSamplesWhatDeviceGraphSamples) {
   ASSERT_FALSE(pinned.empty());
   EXPECT_EQ(pinned[0].at("graph_placement").get<std::string>(), "pinned");
   expect_same(on_device, pinned, 1e-6, "device vs pinned");
+}
+
+// At two ranks the frontier is routed on the GPU (ids over the data plane) by default;
+// --sample-routing host routes it through host memory instead: the same samples, the same
+// sampling traffic, the same losses.
+TEST_F(GpuSampled, DeviceRoutingSamplesWhatHostRoutingSamples) {
+  const std::string flags = std::string(kSage) + " --batch-size 32 --device cuda";
+  const auto routed = train(parts(2), 2, flags, "routing-device");
+  const auto on_host = train(parts(2), 2, flags + " --sample-routing host", "routing-host");
+  ASSERT_FALSE(routed.empty());
+  ASSERT_FALSE(on_host.empty());
+  EXPECT_EQ(routed[0].at("sample_routing").get<std::string>(), "device");
+  EXPECT_EQ(on_host[0].at("sample_routing").get<std::string>(), "host");
+  for (std::size_t e = 0; e < routed.size() && e < on_host.size(); ++e) {
+    EXPECT_EQ(routed[e].at("sampled_edges"), on_host[e].at("sampled_edges")) << "epoch " << e;
+    EXPECT_EQ(routed[e].at("data_centric_sample_bytes"), on_host[e].at("data_centric_sample_bytes"))
+        << "epoch " << e;
+  }
+  expect_same(routed, on_host, 1e-6, "device vs host routing");
 }
 
 TEST_F(GpuSampled, FeatureTiersChangeBytesNotLosses) {

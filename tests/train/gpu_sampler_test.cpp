@@ -138,9 +138,10 @@ TEST(GpuSampler, DeviceAndPinnedGraphsDrawTheCpuBlocksAndRows) {
   }
 }
 
-// At one rank the blocks are built on the GPU and stay there (sample_device): they are the CPU
-// sampler's blocks, with the same sources' original ids and degrees, from a device graph and a
-// pinned one. At more ranks that path is refused (routing goes through the owners).
+// The blocks are built on the GPU and stay there (sample_device; at more than one rank the
+// frontier is routed on the GPU and its ids cross over the data plane): they are the CPU
+// sampler's blocks, with the same sources' original ids and degrees and the same traffic
+// counted, from a device graph and a pinned one. route_on_host(true) refuses that path.
 TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
   if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible: GPU blocks not tested";
   auto comm = comm::make_mpi_communicator();
@@ -150,20 +151,22 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
   const Device gpu = Device::cuda(0);
   const std::vector<int> fanouts = {6, -1, 3};
   const int layers = static_cast<int>(fanouts.size());
+  // The MPI data plane (device tensors staged through host memory), as training without NCCL.
+  const std::unique_ptr<comm::Communicator> data = comm->split(0, comm->rank());
   train::DistributedSampler cpu(part, manifest, *comm, 13, fanouts, 16);
-  train::DistributedSampler on_device(part, manifest, *comm, 13, fanouts, 16);
-  train::DistributedSampler pinned(part, manifest, *comm, 13, fanouts, 16);
+  train::DistributedSampler on_device(part, manifest, *comm, 13, fanouts, 16, data.get());
+  train::DistributedSampler pinned(part, manifest, *comm, 13, fanouts, 16, data.get());
+  train::DistributedSampler host_routed(part, manifest, *comm, 13, fanouts, 16);
   on_device.sample_on_device(gpu, "device");
   pinned.sample_on_device(gpu, "pinned");
+  host_routed.sample_on_device(gpu, "device");
+  host_routed.route_on_host(true);
   PhaseTimes phases;
   std::vector<std::vector<LocalId>> step_seeds;
   std::vector<std::int64_t> step_counts;
   cpu.assign_steps(1, step_seeds, step_counts, phases);
-  if (comm->size() > 1) {
-    EXPECT_FALSE(on_device.device_resident());
-    EXPECT_THROW(on_device.sample_device(1, 0, step_seeds[0], phases), InputError);
-    return;
-  }
+  EXPECT_FALSE(host_routed.device_resident());
+  EXPECT_THROW(host_routed.sample_device(1, 0, step_seeds[0], phases), InputError);
   ASSERT_TRUE(on_device.device_resident());
   auto host = [](const Tensor& t) {
     const Tensor h = t.to(Device::cpu());
@@ -201,6 +204,10 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
     ++steps_checked;
   }
   EXPECT_GT(steps_checked, 1);
-  EXPECT_EQ(on_device.counters().sampled_edges, cpu.counters().sampled_edges);
-  EXPECT_EQ(pinned.counters().sampled_edges, cpu.counters().sampled_edges);
+  for (const auto* sampler : {&on_device, &pinned}) {
+    EXPECT_EQ(sampler->counters().sampled_edges, cpu.counters().sampled_edges);
+    EXPECT_EQ(sampler->counters().remote_requests, cpu.counters().remote_requests);
+    EXPECT_EQ(sampler->counters().answer_ids, cpu.counters().answer_ids);
+    EXPECT_EQ(sampler->counters().sample_bytes, cpu.counters().sample_bytes);
+  }
 }

@@ -41,9 +41,11 @@ class DistributedSampler {
  public:
   // Sorts part.graph's rows by original id (the canonical order sampling needs). fanouts: one
   // per layer, input layer first (-1 = all neighbors); batch_size: seeds per rank per step.
+  // comm is the control plane (host memory, counts); data, when given, is the data plane that
+  // sample_device moves its device tensors over (the same ranks; comm otherwise).
   DistributedSampler(partition::Part& part, const partition::Manifest& manifest,
                      comm::Communicator& comm, std::uint64_t seed, std::vector<int> fanouts,
-                     std::int64_t batch_size);
+                     std::int64_t batch_size, comm::Communicator* data = nullptr);
 
   // Splits this rank's training nodes into the epoch's steps: each node goes to the step drawn
   // from (seed, epoch, its original id), so the global batch of a step is the same set for
@@ -82,12 +84,19 @@ class DistributedSampler {
   // build; Device::cpu() (any build) takes the device graph's CPU twin (host memory, the CPU
   // sampler's code), which runs sample_device on the CPU: the path CI tests without a GPU.
   void sample_on_device(Device device, const std::string& placement);
-  // Whether sample_device can run: owners draw on the device graph and one rank owns every node.
+  // Whether sample_device can run: owners draw on the device graph (at any rank count) and
+  // route_on_host(true) was not asked for.
   bool device_resident() const;
-  // sample() with the blocks built and kept on the device (after sample_on_device, at one rank):
-  // draws, relabelling (BlockBuilder's CUDA twin, or build() on the CPU), the sources' original
-  // ids and degrees, all on the device's stream; the same blocks as sample(). device_blocks()[l]
-  // feeds layer l;
+  // The fallback: with true, sample_device refuses and callers route through sample() (frontier
+  // and answers in host memory over the control plane, blocks built on the host) even where the
+  // owners draw on the device graph.
+  void route_on_host(bool on_host) { route_on_host_ = on_host; }
+  // sample() with the blocks built and kept on the device (after sample_on_device): draws,
+  // relabelling (BlockBuilder's CUDA twin, or build() on the CPU), the sources' original ids and
+  // degrees, all on the device's stream; the same blocks as sample(). At more than one rank the
+  // frontier is routed on the device too (see hop_device): per-rank counts cross the control
+  // plane, the ids the data plane. Collective at more than one rank. device_blocks()[l] feeds
+  // layer l;
   // input_ids() are device_blocks()[0].src on the host (for the feature store). Each call
   // makes new tensors, so a caller may keep a step's blocks while the next is sampled.
   void sample_device(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
@@ -134,6 +143,14 @@ private:
   void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
            HopDraws* draws, std::vector<NodeId>& frontier_orig,
            std::vector<std::int64_t>& frontier_degree);
+  // sample_device at more than one rank (hop_device for every hop, then relabelling).
+  void sample_device_routed(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
+                            PhaseTimes& phases);
+  // hop() on the device: frontier i64 [n] (global ids); fills *offsets i64 [n + 1] and *draws
+  // (global ids) in frontier order, and the frontier's original ids and degrees; draws ==
+  // nullptr asks owners only for the original ids and degrees the part lacks. Collective.
+  void hop_device(const Tensor& frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
+                  Tensor* offsets, Tensor* draws, Tensor& frontier_orig, Tensor& frontier_degree);
   // The "presample" cache policy's candidates: input nodes of the first steps of a presampled
   // epoch (epoch key 0, never used by training, which starts at 1, so no training draw is
   // reused), scored by how many of those steps need them; only nodes another rank owns when
@@ -148,6 +165,7 @@ private:
   partition::Part& part_;
   const partition::Manifest& manifest_;
   comm::Communicator& comm_;
+  comm::Communicator& data_;  // sample_device's device tensors
   std::uint64_t seed_;
   std::vector<int> fanouts_;
   std::int64_t batch_size_;
@@ -178,6 +196,10 @@ private:
   std::vector<EdgeId> device_offsets_;                    // draw offsets of the GPU's answers
   std::vector<sampling::BlockTensors> device_blocks_;     // sample_device's blocks
   std::vector<NodeId> input_ids_;                         // device_blocks_[0].src on the host
+  bool route_on_host_ = false;                            // route_on_host(true): no sample_device
+  // On the device graph's device: the parts' id ranges [parts + 1], and the owned and halo nodes
+  // sorted by global id with their original ids and degrees (sample_device's routing).
+  Tensor owner_offsets_, known_ids_, known_orig_, known_degree_;
   std::unique_ptr<sampling::DeviceFeatureStore> device_store_;  // set: features on the GPU
   std::vector<NodeId> network_ids_;                             // a step's rows from owners
   std::vector<float> network_rows_;

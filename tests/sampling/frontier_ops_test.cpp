@@ -1,0 +1,127 @@
+// Frontier routing ops: the CPU twins against hand-worked results (stable bucketing by owner and
+// flag, answers put back in frontier order, lookups, gathers, scatters), and the CUDA twins
+// against the CPU twins on random inputs (skipped without a GPU).
+#include "tessel/core/error.hpp"
+#include "tessel/sampling/frontier_ops.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+using namespace tessel;
+using namespace tessel::sampling;
+
+namespace {
+
+Tensor i64(const std::vector<std::int64_t>& v) {
+  return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())});
+}
+
+std::vector<std::int64_t> values(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu());
+  return std::vector<std::int64_t>(h.data<std::int64_t>(), h.data<std::int64_t>() + h.numel());
+}
+
+} // namespace
+
+TEST(FrontierOps, RouteIsStableByOwnerThenFlag) {
+  // Parts own [0, 10), [10, 20), [20, 30).
+  const Tensor offsets = i64({0, 10, 20, 30});
+  const Tensor ids = i64({25, 3, 12, 21, 4, 15, 29});
+  const Tensor known = i64({-1, 0, -1, 2, 1, 4, 5}); // flagged: 25 (part 2), 12 (part 1)
+  const FrontierRoute pairs = route_frontier(ids, offsets, known, RouteKeys::owner_then_flag);
+  // Part 0: 3, 4; part 1: 15, then flagged 12; part 2: 21, 29, then flagged 25.
+  EXPECT_EQ(values(pairs.order), (std::vector<std::int64_t>{1, 4, 5, 2, 3, 6, 0}));
+  EXPECT_EQ(pairs.counts, (std::vector<std::int64_t>{2, 0, 1, 1, 2, 1}));
+  const FrontierRoute flagged = route_frontier(ids, offsets, known, RouteKeys::flagged_only);
+  EXPECT_EQ(values(flagged.order), (std::vector<std::int64_t>{2, 0, 1, 3, 4, 5, 6}));
+  EXPECT_EQ(flagged.counts, (std::vector<std::int64_t>{0, 1, 1, 5}));
+  EXPECT_THROW(route_frontier(i64({30}), offsets, i64({0}), RouteKeys::flagged_only), InputError);
+  const FrontierRoute none = route_frontier(i64({}), offsets, i64({}), RouteKeys::owner_then_flag);
+  EXPECT_EQ(none.order.numel(), 0);
+  EXPECT_EQ(none.counts, (std::vector<std::int64_t>(6, 0)));
+}
+
+TEST(FrontierOps, UnrouteRestoresFrontierOrder) {
+  // Routed position k belongs to frontier position order[k] and answered lengths[k] values.
+  const Tensor order = i64({2, 0, 1});
+  const Tensor lengths = i64({1, 3, 0});
+  const Tensor answers = i64({20, 0, 1, 2});
+  Tensor offsets, out;
+  unroute_segments(order, lengths, answers, offsets, out);
+  EXPECT_EQ(values(offsets), (std::vector<std::int64_t>{0, 3, 3, 4}));
+  EXPECT_EQ(values(out), (std::vector<std::int64_t>{0, 1, 2, 20}));
+  EXPECT_THROW(unroute_segments(order, i64({1, 1, 1}), answers, offsets, out), InputError);
+}
+
+TEST(FrontierOps, LookupsGathersAndScatters) {
+  const Tensor keys = i64({2, 5, 9, 40});
+  EXPECT_EQ(values(find_sorted(keys, i64({9, 3, 40, 2, 41}))),
+            (std::vector<std::int64_t>{2, -1, 3, 0, -1}));
+  EXPECT_EQ(values(take(i64({7, 8, 9}), i64({2, -1, 0}))), (std::vector<std::int64_t>{9, -1, 7}));
+  EXPECT_THROW(take(i64({7}), i64({1})), InputError);
+  Tensor out = i64({0, 0, 0, 0});
+  scatter(i64({5, 6}), i64({3, 1}), out);
+  EXPECT_EQ(values(out), (std::vector<std::int64_t>{0, 6, 0, 5}));
+  EXPECT_THROW(scatter(i64({5}), i64({4}), out), InputError);
+  EXPECT_EQ(values(segment_lengths(i64({0, 2, 2, 7}))), (std::vector<std::int64_t>{2, 0, 5}));
+  EXPECT_EQ(sum(i64({4, -1, 10})), 13);
+  EXPECT_EQ(sum(i64({})), 0);
+}
+
+// The CUDA twins give the CPU twins' results on a frontier of a few thousand random nodes over
+// 5 parts (buckets of every size, repeated ids, an empty part).
+TEST(FrontierOps, CudaTwinsMatchTheCpu) {
+  if (!device_memory::cuda_available())
+    GTEST_SKIP() << "no GPU visible: CUDA frontier ops not compared";
+  const Device gpu = Device::cuda(0);
+  std::mt19937_64 rng(7);
+  const std::vector<std::int64_t> parts = {0, 1000, 1000, 2500, 2600, 4000};
+  const std::int64_t n = 5000;
+  std::vector<std::int64_t> ids(n), known(n), keys;
+  for (std::int64_t i = 0; i < n; ++i) {
+    ids[i] = static_cast<std::int64_t>(rng() % 4000);
+    known[i] = rng() % 3 == 0 ? -1 : static_cast<std::int64_t>(rng() % 100);
+  }
+  for (std::int64_t k = 0; k < 4000; k += 1 + static_cast<std::int64_t>(rng() % 4))
+    keys.push_back(k);
+  const Tensor c_ids = i64(ids), c_known = i64(known), c_parts = i64(parts), c_keys = i64(keys);
+  const Tensor g_ids = c_ids.to(gpu), g_known = c_known.to(gpu), g_parts = c_parts.to(gpu),
+               g_keys = c_keys.to(gpu);
+  for (const RouteKeys mode : {RouteKeys::owner_then_flag, RouteKeys::flagged_only}) {
+    const FrontierRoute c = route_frontier(c_ids, c_parts, c_known, mode);
+    const FrontierRoute g = route_frontier(g_ids, g_parts, g_known, mode);
+    EXPECT_EQ(g.counts, c.counts);
+    EXPECT_EQ(values(g.order), values(c.order));
+  }
+  EXPECT_THROW(
+      route_frontier(i64({4000}).to(gpu), g_parts, i64({0}).to(gpu), RouteKeys::flagged_only),
+      InputError);
+  EXPECT_EQ(values(find_sorted(g_keys, g_ids)), values(find_sorted(c_keys, c_ids)));
+  const Tensor c_pos = find_sorted(c_keys, c_ids);
+  EXPECT_EQ(values(take(g_ids, c_pos.to(gpu))), values(take(c_ids, c_pos)));
+  // A permutation to scatter through, and answers of random lengths to put back.
+  std::vector<std::int64_t> perm(n), lengths(n), offsets(n + 1, 0);
+  for (std::int64_t i = 0; i < n; ++i)
+    perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (std::int64_t i = 0; i < n; ++i) {
+    lengths[i] = static_cast<std::int64_t>(rng() % 7);
+    offsets[i + 1] = offsets[i] + lengths[i];
+  }
+  std::vector<std::int64_t> answers(offsets[n]);
+  for (auto& a : answers)
+    a = static_cast<std::int64_t>(rng() % 100000);
+  Tensor c_out = Tensor::zeros({n}, DType::i64), g_out = Tensor::zeros({n}, DType::i64, gpu);
+  scatter(c_ids, i64(perm), c_out);
+  scatter(g_ids, i64(perm).to(gpu), g_out);
+  EXPECT_EQ(values(g_out), values(c_out));
+  EXPECT_EQ(values(segment_lengths(i64(offsets).to(gpu))), lengths);
+  EXPECT_EQ(sum(i64(lengths).to(gpu)), offsets[n]);
+  Tensor c_off, c_vals, g_off, g_vals;
+  unroute_segments(i64(perm), i64(lengths), i64(answers), c_off, c_vals);
+  unroute_segments(i64(perm).to(gpu), i64(lengths).to(gpu), i64(answers).to(gpu), g_off, g_vals);
+  EXPECT_EQ(values(g_off), values(c_off));
+  EXPECT_EQ(values(g_vals), values(c_vals));
+}
