@@ -7,7 +7,9 @@
 # layout), and the store's size with differences only against with full snapshots too. The
 # snapshot layout's rows are followed by the blocks the trainer chose. Each phase is the slowest
 # rank's, in wall seconds and in process CPU seconds ("cpu" columns, metrics `phases_cpu`): on a
-# machine shared with other jobs the wall seconds follow their load, the CPU seconds much less.
+# machine shared with other jobs the wall seconds follow their load, the graph and recurrent
+# CPU seconds much less (those of the transposition or halo exchange include MPI's busy polling
+# while a rank waits for its peers).
 #
 # The size is 200k nodes x 32 snapshots (average degree 10, 32 features); the default
 # here is 50k nodes (NODES=200000 for the full size) so that the whole script runs in a few

@@ -288,8 +288,9 @@ class SampledTrainer final : public Trainer {
   // updates in the same order; every rank prepares and trains the same steps in the same order,
   // so the collectives stay in lock-step. On the CPU (only with an explicit --prefetch) nothing
   // runs alongside, but the order is the same: the results are those of --prefetch 0, bit for bit.
-  // Blocks kept on the GPU (one rank) are sampled on the device's one stream, which waits for
-  // counts: each step's compute is waited for first, so nothing overlaps there yet.
+  // Blocks kept on the GPU (--sample-routing device, any rank count) are sampled on the device's
+  // one stream, which waits for counts: each step's compute is waited for first, so nothing
+  // overlaps there yet.
   double train_steps_queued(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
                             const std::vector<std::int64_t>& step_counts,
                             const std::vector<std::size_t>& steps, PhaseTimes& phases,

@@ -160,9 +160,9 @@ std::string format_bytes(double b) {
 
 }  // namespace
 
-TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
-  TrainOptions options = options_in;
-  // The command line checks these too; a library caller gets the same refusals.
+// The command line checks these too; a library caller (train() or a mode's own entry point,
+// such as train_dynamic()) gets the same refusals.
+void check_run_options(const TrainOptions& options) {
   TESSEL_EXPECTS(options.epochs >= 1 && options.epochs <= kMaxEpochs,
                  "epochs = {} is outside [1, {}]", options.epochs, kMaxEpochs);
   TESSEL_EXPECTS(options.eval_every >= 1, "--eval-every must be >= 1, got {}",
@@ -174,6 +174,11 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                  options.time_budget_s);
   TESSEL_EXPECTS(std::isfinite(options.optimizer.lr) && options.optimizer.lr > 0,
                  "--lr must be a positive finite number, got {}", options.optimizer.lr);
+}
+
+TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
+  TrainOptions options = options_in;
+  check_run_options(options);
   Stopwatch setup_watch;
   const int threads = choose_threads(options.threads);
   kernels::set_cpu_threads(threads);
@@ -314,7 +319,9 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
 
     // The first evaluated epoch is the best so far even at accuracy 0 (e.g. no validation
     // nodes), so an evaluated run never reports "epoch 0".
-    if (m.evaluated &&
+    // A non-finite validation value (outputs that overflowed while the loss stayed finite) is
+    // never the best: NaN would compare false against everything after it.
+    if (m.evaluated && std::isfinite(values.valid) &&
         (result.best_epoch == 0 || !metric.picks_best ||
          (metric.higher_is_better ? values.valid > result.best_valid_acc
                                   : values.valid < result.best_valid_acc))) {

@@ -96,6 +96,10 @@ struct RunInfo {
   std::string runtime_line;  // logged after it when not empty
 };
 
+// Refuses options no mode can run with (epochs, --eval-every, --checkpoint-every, --time-budget,
+// --lr), with the command line's messages; every entry point calls it before its setup.
+void check_run_options(const TrainOptions& options);
+
 // The epochs of a run: resume, training, evaluation, best epoch, metrics records, checkpoints,
 // time budget, fault injection, then the summary and predictions. `setup_watch` started with
 // the run's setup. Collective.

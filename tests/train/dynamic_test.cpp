@@ -267,6 +267,27 @@ TEST(DynamicTraining, StopsWhenTheLossIsNoLongerFinite) {
   }
 }
 
+// train_dynamic() is called as a library function too: it refuses the options every mode
+// refuses, with the command line's message, before any setup (--eval-every 0 would divide by
+// zero in the epoch loop).
+TEST(DynamicTraining, RefusesTheOptionsEveryModeRefuses) {
+  auto comm = world();
+  log::set_level(log::Level::warn);
+  const Stores s = make_stores(*comm);
+  auto o = options(s.regression_p, "gcn-gru", "snapshot");
+  o.eval_every = 0;
+  try {
+    train::train_dynamic(*comm, o);
+    ADD_FAILURE() << "--eval-every 0 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--eval-every must be >= 1"), std::string::npos)
+        << e.what();
+  }
+  o = options(s.regression_p, "gcn-gru", "snapshot");
+  o.epochs = 0;
+  EXPECT_THROW(train::train_dynamic(*comm, o), InputError);
+}
+
 // Evaluation runs without dropout: an untrained model evaluates alike with and without it.
 TEST(DynamicTraining, DropoutIsOffInEvaluation) {
   auto comm = world();

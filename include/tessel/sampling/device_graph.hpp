@@ -62,8 +62,8 @@ public:
   void sample(std::span<const LocalId> rows, int fanout, const rng::Key& key,
               std::vector<EdgeId>& offsets, std::vector<NodeId>& answers);
 
-  // The device-resident form, for a frontier whose nodes are all rows of this graph (one rank
-  // owns every node): frontier i64 [n] global ids on the device, row = id - first_row. Fills
+  // The device-resident form, for a frontier whose nodes are all rows of this graph (at one
+  // rank the whole frontier; at more, the requests routed to this owner): frontier i64 [n] global ids on the device, row = id - first_row. Fills
   // offsets i64 [n + 1] and draws i64 [offsets[n]] (the answers: global ids) on the device, on
   // the device's stream (ordered with the model's kernels), and returns the draw count, for
   // which it waits once. The same draws as sample(). Throws InputError for an id outside the
