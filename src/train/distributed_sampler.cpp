@@ -208,6 +208,15 @@ void DistributedSampler::assign_steps(int epoch, std::vector<std::vector<LocalId
   comm_.allreduce(std::span<std::int64_t>(step_counts));
 }
 
+std::vector<NodeId> DistributedSampler::seed_global_ids(std::span<const LocalId> seeds) const {
+  std::vector<NodeId> seed_ids(seeds.size());
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
+    seed_ids[i] = part_.offset + seeds[i];
+  }
+  return seed_ids;
+}
+
 void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
                                 PhaseTimes& phases) {
   const int layers = static_cast<int>(fanouts_.size());
@@ -215,11 +224,7 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
   draws_.resize(static_cast<std::size_t>(layers));
   src_orig_.resize(static_cast<std::size_t>(layers));
   src_degree_.resize(static_cast<std::size_t>(layers));
-  std::vector<NodeId> seed_ids(seeds.size());
-  for (std::size_t i = 0; i < seeds.size(); ++i) {
-    TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
-    seed_ids[i] = part_.offset + seeds[i];
-  }
+  const std::vector<NodeId> seed_ids = seed_global_ids(seeds);
   // From the output layer back to the input: blocks_[l] feeds layer l, and its destinations are
   // the sources of block l + 1 (the seeds for the last block). The hop that samples block l's
   // sources (as hop l - 1's frontier) also brings their original ids and degrees from their
@@ -259,11 +264,7 @@ void DistributedSampler::sample_device(int epoch, std::uint32_t step,
   SamplePhase t(phases, sample_cpu_seconds_);
   const int layers = static_cast<int>(fanouts_.size());
   device_blocks_.resize(static_cast<std::size_t>(layers));
-  std::vector<NodeId> seed_ids(seeds.size());
-  for (std::size_t i = 0; i < seeds.size(); ++i) {
-    TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
-    seed_ids[i] = part_.offset + seeds[i];
-  }
+  const std::vector<NodeId> seed_ids = seed_global_ids(seeds);
   // The same layer order and keys as sample(); every frontier node is one of the graph's rows
   // (one rank owns them all), so nothing is routed and nothing comes back to the host but the
   // two counts each hop waits for (draws, sources).
@@ -289,11 +290,7 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
                                                PhaseTimes& phases) {
   const int layers = static_cast<int>(fanouts_.size());
   device_blocks_.resize(static_cast<std::size_t>(layers));
-  std::vector<NodeId> seed_ids(seeds.size());
-  for (std::size_t i = 0; i < seeds.size(); ++i) {
-    TESSEL_ASSERT(seeds[i] >= 0 && seeds[i] < part_.num_owned, "seed {} is not owned", seeds[i]);
-    seed_ids[i] = part_.offset + seeds[i];
-  }
+  const std::vector<NodeId> seed_ids = seed_global_ids(seeds);
   // sample()'s order, keys and exchanges: the hop that draws from block l + 1's sources also
   // brings their original ids and degrees, and one more hop without draws those of the input
   // block's sources.

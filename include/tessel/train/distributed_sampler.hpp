@@ -137,6 +137,8 @@ private:
     std::vector<EdgeId> offsets;
     std::vector<NodeId> ids;
   };
+  // The relabeled global ids of `seeds` (owned local ids; checked).
+  std::vector<NodeId> seed_global_ids(std::span<const LocalId> seeds) const;
   // Draws `fanout` neighbors of each frontier node (global ids) into `draws` with `key`, and
   // fills the frontier's original ids and degrees (from part_ or from the nodes' owners);
   // draws == nullptr fetches only those. Collective.
