@@ -113,11 +113,27 @@ void for_each_snapshot_side_block(const TemporalLayout& layout, int r,
   }
 }
 
+// An exchange buffer of [rows, cols] f32 on `device`: the leading rows of `*kept` when it is
+// large enough (kept across calls, see TranspositionBuffers), else a new one, kept when `kept`
+// is given.
+Tensor exchange_buffer(Tensor* kept, std::int64_t rows, std::int64_t cols, Device device) {
+  if (kept && kept->defined() && kept->cols() == cols && kept->rows() >= rows &&
+      kept->device() == device)
+    return kept->rows_slice(0, rows);
+  // The smaller buffer goes back first, so that both are not held at once (unless the results
+  // of an earlier call still view it).
+  if (kept) *kept = Tensor();
+  Tensor fresh = Tensor::empty({rows, cols}, DType::f32, device);
+  if (kept) *kept = fresh;
+  return fresh;
+}
+
 }  // namespace
 
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_snapshot,
-                                          std::int64_t t_end, std::int64_t cols, Device device) {
+                                          std::int64_t t_end, std::int64_t cols, Device device,
+                                          TranspositionBuffers* buffers) {
   const int P = comm.size(), r = comm.rank();
   const Block mine = owned_snapshots(layout, r, t_end);
   TESSEL_ASSERT(static_cast<std::int64_t>(by_snapshot.size()) == mine.size(),
@@ -131,10 +147,11 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
   Tensor recv;
   if (P > 1) {
     // Rank q's rows of each owned snapshot, in snapshot order, one block per other rank.
-    Tensor send = Tensor::empty({rows.snapshot_total, cols}, DType::f32, device);
+    Tensor send = exchange_buffer(buffers ? &buffers->snapshot_side : nullptr, rows.snapshot_total,
+                                  cols, device);
     for_each_snapshot_side_block(layout, r, by_snapshot, send,
                                  [](Tensor block, const Tensor& g) { block.copy_from(g); });
-    recv = Tensor::empty({rows.vertex_total, cols}, DType::f32, device);
+    recv = exchange_buffer(buffers ? &buffers->received : nullptr, rows.vertex_total, cols, device);
     comm.alltoallv(send, rows.snapshot_side, recv, rows.vertex_side);
   }
   // The received blocks arrive in snapshot order (rank q's snapshots precede rank q+1's): each
@@ -159,8 +176,9 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
 }
 
 std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
-                                          const std::vector<Tensor>& by_vertex,
-                                          std::int64_t t_end, std::int64_t cols, Device device) {
+                                          const std::vector<Tensor>& by_vertex, std::int64_t t_end,
+                                          std::int64_t cols, Device device,
+                                          TranspositionBuffers* buffers) {
   const int P = comm.size(), r = comm.rank();
   TESSEL_ASSERT(static_cast<std::int64_t>(by_vertex.size()) == t_end,
                 "vertices_to_snapshots: {} tensors for {} snapshots", by_vertex.size(), t_end);
@@ -173,7 +191,8 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
   const ExchangeRows rows = exchange_rows(layout, r, t_end);
   Tensor recv;
   if (P > 1) {
-    Tensor send = Tensor::empty({rows.vertex_total, cols}, DType::f32, device);
+    Tensor send =
+        exchange_buffer(buffers ? &buffers->sent : nullptr, rows.vertex_total, cols, device);
     std::int64_t at = 0;
     for (int q = 0; q < P; ++q) {
       if (q == r) continue;
@@ -183,7 +202,8 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
         at += n_own;
       }
     }
-    recv = Tensor::empty({rows.snapshot_total, cols}, DType::f32, device);
+    recv = exchange_buffer(buffers ? &buffers->snapshot_side : nullptr, rows.snapshot_total, cols,
+                           device);
     comm.alltoallv(send, rows.vertex_side, recv, rows.snapshot_side);
   }
   std::vector<Tensor> out;
@@ -859,14 +879,14 @@ private:
   // the blocks as they are, moved out. The input outlives the call when it transposes (the result may view it).
   using Transposition = std::vector<Tensor> (*)(comm::Communicator&, const TemporalLayout&,
                                                 const std::vector<Tensor>&, std::int64_t,
-                                                std::int64_t, Device);
+                                                std::int64_t, Device, TranspositionBuffers*);
   std::vector<Tensor> transpose(Transposition direction, std::vector<Tensor>& blocks,
                                 std::int64_t t_end, PhaseTimes& phases) {
     if (!transposes()) return std::move(blocks);
     ScopedPhase p(phases, "transpose");
     ScopedCpu c(cpu_phases_, "transpose");
     const std::int64_t before = data_.bytes_sent();
-    std::vector<Tensor> out = direction(data_, layout_, blocks, t_end, H_, device_);
+    std::vector<Tensor> out = direction(data_, layout_, blocks, t_end, H_, device_, &buffers_);
     transpose_bytes_ += data_.bytes_sent() - before;
     return out;
   }
@@ -1221,6 +1241,8 @@ private:
   partition::TemporalManifest manifest_;
   datasets::TemporalStoreInfo info_;
   TemporalLayout layout_;
+  // The transposition's exchange buffers, reused every epoch and direction.
+  TranspositionBuffers buffers_;
   bool classification_ = false, evolve_ = false, snapshot_layout_ = true;
   Recurrence recurrence_ = Recurrence::none;
   std::int64_t N_ = 0, T_ = 0, F_ = 0, H_ = 0, out_dim_ = 1;

@@ -102,6 +102,63 @@ TEST(DynamicTranspose, RoundTripsExactlyWithTheAnalyticVolume) {
   }
 }
 
+// Exchange buffers kept across calls (as the trainer keeps them every epoch and direction): each
+// grows once, to the largest t_end, smaller calls use its leading rows, and every call's rows are
+// its own inputs', not a previous call's.
+TEST(DynamicTranspose, KeptBuffersAreReusedAndGiveEachCallsRows) {
+  auto comm = world();
+  const int P = comm->size(), r = comm->rank();
+  const std::int64_t N = 29, T = 7, H = 3;
+  train::TemporalLayout layout;
+  layout.vertex_offsets = {0};
+  for (int q = 1; q <= P; ++q)
+    layout.vertex_offsets.push_back(N * q / P);
+  layout.snapshot_offsets = partition::snapshot_blocks(T, P);
+  const NodeId v0 = layout.vertex_offsets[r];
+  train::TranspositionBuffers buffers;
+  const void* grown[3] = {nullptr, nullptr, nullptr};
+  int call = 0;
+  for (std::int64_t t_end : {std::int64_t{3}, T, std::int64_t{3}, T - 1, T}) {
+    ++call;
+    auto value = [call](std::int64_t t, std::int64_t v, std::int64_t c) {
+      return static_cast<float>(call * 100000 + t * 1000 + v) + static_cast<float>(c) / 4.0f;
+    };
+    std::vector<Tensor> by_snapshot;
+    for (std::int64_t t = layout.snapshot_offsets[r];
+         t < std::min(t_end, layout.snapshot_offsets[r + 1]); ++t) {
+      Tensor x = Tensor::empty({N, H}, DType::f32);
+      for (std::int64_t v = 0; v < N; ++v)
+        for (std::int64_t c = 0; c < H; ++c)
+          x.data<float>()[v * H + c] = value(t, v, c);
+      by_snapshot.push_back(x);
+    }
+    const auto by_vertex =
+        train::snapshots_to_vertices(*comm, layout, by_snapshot, t_end, H, Device::cpu(), &buffers);
+    ASSERT_EQ(static_cast<std::int64_t>(by_vertex.size()), t_end);
+    for (std::int64_t t = 0; t < t_end; ++t)
+      for (std::int64_t i = 0; i < by_vertex[t].rows(); ++i)
+        for (std::int64_t c = 0; c < H; ++c)
+          ASSERT_EQ(by_vertex[t].data<float>()[i * H + c], value(t, v0 + i, c)) << "call " << call;
+    const auto back =
+        train::vertices_to_snapshots(*comm, layout, by_vertex, t_end, H, Device::cpu(), &buffers);
+    ASSERT_EQ(back.size(), by_snapshot.size());
+    for (std::size_t i = 0; i < back.size(); ++i)
+      for (std::int64_t k = 0; k < N * H; ++k)
+        ASSERT_EQ(back[i].data<float>()[k], by_snapshot[i].data<float>()[k]) << "call " << call;
+    const Tensor* kept[3] = {&buffers.snapshot_side, &buffers.received, &buffers.sent};
+    for (int b = 0; b < 3; ++b) {
+      // At P = 1 nothing travels, so nothing is allocated.
+      EXPECT_EQ(kept[b]->defined(), P > 1);
+      if (P == 1) continue;
+      // Grown at the second call (t_end = T), the same storage from then on.
+      if (call == 2) grown[b] = kept[b]->raw();
+      if (call > 2) {
+        EXPECT_EQ(kept[b]->raw(), grown[b]) << "buffer " << b << ", call " << call;
+      }
+    }
+  }
+}
+
 // A small synthetic temporal store (regression) and its class version (3 classes by target
 // value, some unlabeled), partitioned into P parts and into 1 part.
 struct Stores {
