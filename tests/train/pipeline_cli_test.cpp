@@ -127,7 +127,7 @@ TEST_F(PipelineCli, MeasuredBubbleMatchesTheSchedule) {
       EXPECT_GT(c, 0.0);
     return x.size() == 2 ? x : std::vector<double>{1.0, 1.0};
   };
-  // The closed form of GPipe with these per-stage costs (schedule_test proves it against the
+  // The closed form of GPipe with these per-stage costs (schedule_test checks it against the
   // simulator, and that 1F1B never idles more than GPipe at S = 2).
   auto gpipe_bubble = [&](const nlohmann::json& forward, const nlohmann::json& backward) {
     const auto f = two(forward), b = two(backward);
@@ -136,7 +136,7 @@ TEST_F(PipelineCli, MeasuredBubbleMatchesTheSchedule) {
   struct Case {
     std::string schedule, split;
   };
-  for (const Case c : {Case{"gpipe", "2,3"}, Case{"1f1b", "2,3"}, Case{"gpipe", "3,2"}}) {
+  for (const Case& c : {Case{"gpipe", "2,3"}, Case{"1f1b", "2,3"}, Case{"gpipe", "3,2"}}) {
     const std::string name = "bubble-" + c.schedule + "-" + c.split;
     SCOPED_TRACE(name);
     train(2, name,
