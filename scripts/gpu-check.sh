@@ -38,15 +38,16 @@ if [ "$skip_build" = 0 ]; then
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_WITH_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target tessel tessel_bench_gpu_spmm $gpu_tests
+  cmake --build "$build" -j "$(nproc)" --target tessel tessel_bench_gpu_spmm tessel_bench_frontier_ops $gpu_tests
 fi
 
 if [ -n "$bundle" ]; then
   rm -rf "$bundle"
-  mkdir -p "$bundle/tree/src/cli" "$bundle/tree/kernels" "$bundle/tree/tests" "$bundle/lib" \
+  mkdir -p "$bundle/tree/src/cli" "$bundle/tree/kernels" "$bundle/tree/sampling" "$bundle/tree/tests" "$bundle/lib" \
     "$bundle/scripts/bench" "$bundle/data"
   cp "$build/src/cli/tessel" "$bundle/tree/src/cli/"
   cp "$build/kernels/tessel_bench_gpu_spmm" "$bundle/tree/kernels/"
+  cp "$build/sampling/tessel_bench_frontier_ops" "$bundle/tree/sampling/"
   for t in $gpu_tests; do cp "$(find "$build/tests" -name "$t" -type f -perm -u+x | head -1)" "$bundle/tree/tests/"; done
   cp scripts/bench/gpu.sh scripts/bench/pyg_fullbatch.py "$bundle/scripts/bench/"
   [ -d ../shared/datasets/cora ] && cp -r ../shared/datasets/cora "$bundle/data/"
@@ -110,7 +111,7 @@ export TESSEL_SHARED_DATASETS="$here/data"
 cd "$here"
 {
   echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1
-  echo "== missing libraries"; ldd tree/src/cli/tessel tree/tests/* tree/kernels/* | grep "not found" | sort -u
+  echo "== missing libraries"; ldd tree/src/cli/tessel tree/tests/* tree/kernels/* tree/sampling/* | grep "not found" | sort -u
   echo "== libraries used"; ldd tree/src/cli/tessel | grep -E "nccl|cublas|cusparse|cudart|mpi|gomp|openblas"
   echo "== mpirun"; "$ompi/bin/mpirun" --version 2>&1 | head -2
 } >"$out/env.log" 2>&1
@@ -147,7 +148,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   start=$SECONDS
   work="${BENCH_WORK:-/tmp/tessel-bench-gpu}"
   TESSEL="$here/tree/src/cli/tessel" SPMM_BENCH="$here/tree/kernels/tessel_bench_gpu_spmm" \
-    MPIRUN="$ompi/bin/mpirun" WORK="$work" \
+    FRONTIER_BENCH="$here/tree/sampling/tessel_bench_frontier_ops" MPIRUN="$ompi/bin/mpirun" WORK="$work" \
     timeout "${BENCH_TIMEOUT:-300}" bash scripts/bench/gpu.sh >"$out/bench.log" 2>&1
   echo "| bench | rc=$? | see the tables below | $((SECONDS - start)) |" >>"$summary"
   [ -f "$work/gpu-bench.md" ] && { echo; cat "$work/gpu-bench.md"; } >>"$summary"
@@ -188,7 +189,7 @@ start=$SECONDS
 (cd "$build" && ctest -L gpu --output-on-failure --timeout 600) | tee "$log/ctest.log" || true
 tests_s=$((SECONDS - start))
 TESSEL="$build/src/cli/tessel" SPMM_BENCH="$build/kernels/tessel_bench_gpu_spmm" \
-  WORK="$build/bench-gpu" bash scripts/bench/gpu.sh | tee "$log/bench.log" || true
+  FRONTIER_BENCH="$build/sampling/tessel_bench_frontier_ops" WORK="$build/bench-gpu" bash scripts/bench/gpu.sh | tee "$log/bench.log" || true
 echo
 echo "== GPU check summary (sm_$arch)"
 echo "| part | result |"

@@ -4,7 +4,9 @@
 # epoch (median of epochs 3-12) and peak GPU memory (Tessel's caching allocator beside
 # torch.cuda.max_memory_allocated, with the ratios); SpMM effective TB/s at F = 32 and 128
 # against a device copy; and, when torch_geometric is importable, the same models in PyG on the
-# same graph and GPU (scripts/bench/pyg_fullbatch.py, torch.sparse CSR adjacency). Then sampled
+# same graph and GPU (scripts/bench/pyg_fullbatch.py, torch.sparse CSR adjacency); the frontier
+# routing ops of a sampling hop (ms per call and effective GB/s at frontiers of 1e5 and 1e6 nodes,
+# P = 2 and 8, fanouts 15 and -1 over power-law degrees: tessel_bench_frontier_ops). Then sampled
 # GraphSAGE (3 x hidden, fanouts 15,10,5, batch 1024) on the same graph, a fixed number of steps
 # per epoch, with --prefetch 0 and 1: sampled edges per second of the sample phase, the epoch and
 # its split (sample / fetch / compute / communicate), the feature store's hit rates. Then the
@@ -13,7 +15,8 @@
 # classes), PyG included only when the time budget still allows it.
 #
 # Environment (optional): TESSEL (binary, default build/src/cli/tessel), SPMM_BENCH (default
-# beside it: build/kernels/tessel_bench_gpu_spmm), MPIRUN (mpirun), WORK (scratch folder,
+# beside it: build/kernels/tessel_bench_gpu_spmm), FRONTIER_BENCH (default beside it:
+# build/sampling/tessel_bench_frontier_ops), MPIRUN (mpirun), WORK (scratch folder,
 # default build/bench-gpu), NODES (2000000), DEGREE (25), FEAT (128), CLASSES (16), HIDDEN (128),
 # EPOCHS (13), PYTHON (python3), SKIP_PYG (1 to skip PyG), DEVICE (cuda; cpu for a dry run),
 # SAMPLED_STEPS (steps per sampled epoch, 20), SAMPLED_CACHE (device cache ratio, 0.25),
@@ -25,6 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 tessel="${TESSEL:-build/src/cli/tessel}"
 spmm_bench="${SPMM_BENCH:-$(dirname "$tessel")/../../kernels/tessel_bench_gpu_spmm}"
+frontier_bench="${FRONTIER_BENCH:-$(dirname "$tessel")/../../sampling/tessel_bench_frontier_ops}"
 mpirun="${MPIRUN:-mpirun}"
 work="${WORK:-build/bench-gpu}"
 nodes="${NODES:-2000000}"
@@ -60,6 +64,15 @@ for l in open(sys.argv[1]):
 PY
 fi
 echo >>"$summary"
+
+# The frontier routing ops of a sampling hop (a few seconds, most of it making the inputs on the
+# host); its table goes into the summary as printed.
+if [ -x "$frontier_bench" ]; then
+  timeout 60 "$frontier_bench" --device "${DEVICE:-cuda}" >"$work/frontier-ops.txt" ||
+    echo "(frontier ops benchmark failed)" >>"$work/frontier-ops.txt"
+  cat "$work/frontier-ops.txt" | tee -a "$summary"
+  echo >>"$summary"
+fi
 
 data="$work/uniform-n${nodes}-k${degree}-f${feat}.h5"
 parts="$work/uniform-n${nodes}-k${degree}-f${feat}-p1"
