@@ -1,6 +1,7 @@
 // CUDA twins of the frontier routing ops: binary searches, gathers and scatters one thread per
-// element, a stable radix sort of bucket keys (routing), scans (answers back in frontier order);
-// everything on the device's stream.
+// element, a stable radix sort of bucket keys counted in per-block histograms (routing), scans
+// and a value-parallel segment copy (answers back in frontier order); everything on the device's
+// stream.
 #include "cuda/frontier_ops_cuda.hpp"
 
 #include "tessel/core/cuda_check.cuh"
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace tessel::sampling::cuda {
 namespace {
@@ -72,35 +74,78 @@ __global__ void lengths_kernel(const std::int64_t* __restrict__ offsets, std::in
   lengths[i] = offsets[i + 1] - offsets[i];
 }
 
-// Bucket key and position of every node; counts[bucket] by atomics (a count does not depend on
-// their order); *bad set for an id without owner.
+// Nodes per thread of bucket_kernel: a block counts kThreads * kRouteItems nodes before it adds
+// its counts to the global ones, so the global atomics fall by that factor over one per node.
+constexpr int kRouteItems = 8;
+// Up to this many buckets (2 * 2048 parts) a block counts in shared memory (16 KB); with more,
+// the warp-aggregated counts go straight to the global counters.
+constexpr std::int64_t kSharedBuckets = 4096;
+
+// Bucket key and position of every node, and counts[bucket] (unsigned long long [buckets]).
+// The counts are plain integer totals: they only size the exchange on the host and do not feed
+// the sort, which orders by the keys alone, so how they are added up cannot change the route.
+// Adding them up: a warp's lanes with the same bucket first combine (__match_any_sync: one
+// shared-memory atomic per distinct bucket and warp, where a frontier of few parts hits few
+// buckets), each block keeps a histogram in shared memory, and adds each non-zero entry to the
+// global counter once. *bad is set for an id without owner.
 __global__ void bucket_kernel(const std::int64_t* __restrict__ ids,
                               const std::int64_t* __restrict__ known, std::int64_t n,
                               const std::int64_t* __restrict__ offsets, std::int64_t parts,
-                              bool pairs, std::int32_t* __restrict__ keys,
-                              std::int64_t* __restrict__ positions,
+                              bool pairs, std::int64_t buckets, bool block_histogram,
+                              std::int32_t* __restrict__ keys, std::int64_t* __restrict__ positions,
                               unsigned long long* __restrict__ counts, int* __restrict__ bad) {
-  const std::int64_t i = thread_index();
-  if (i >= n) return;
-  const std::int64_t id = ids[i];
-  std::int64_t lo = 0, hi = parts + 1; // first offset > id
-  while (lo < hi) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    if (offsets[mid] <= id)
-      lo = mid + 1;
-    else
-      hi = mid;
+  extern __shared__ unsigned int histogram[]; // [buckets] when block_histogram, else unused
+  if (block_histogram) {
+    for (std::int64_t b = threadIdx.x; b < buckets; b += blockDim.x)
+      histogram[b] = 0;
+    __syncthreads();
   }
-  std::int64_t owner = lo - 1;
-  if (owner < 0 || owner >= parts) {
-    *bad = 1;
-    owner = 0;
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) * kThreads * kRouteItems;
+  // Every thread runs every item (the bound test is inside), so the warp-wide votes below see
+  // whole warps.
+  for (int item = 0; item < kRouteItems; ++item) {
+    const std::int64_t i = tile + static_cast<std::int64_t>(item) * kThreads + threadIdx.x;
+    const bool valid = i < n;
+    int bucket = 0;
+    if (valid) {
+      const std::int64_t id = ids[i];
+      std::int64_t lo = 0, hi = parts + 1; // first offset > id
+      while (lo < hi) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        if (offsets[mid] <= id)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      std::int64_t owner = lo - 1;
+      if (owner < 0 || owner >= parts) {
+        *bad = 1;
+        owner = 0;
+      }
+      const bool flagged = known[i] < 0;
+      bucket = static_cast<int>(pairs ? 2 * owner + (flagged ? 1 : 0) : (flagged ? owner : parts));
+      keys[i] = bucket;
+      positions[i] = i;
+    }
+    const unsigned int active = __ballot_sync(0xffffffffu, valid);
+    if (valid) {
+      // Exactly the lanes of `active` are here, as __match_any_sync requires.
+      const unsigned int same = __match_any_sync(active, bucket);
+      if (lane == __ffs(static_cast<int>(same)) - 1) {
+        const auto count = static_cast<unsigned int>(__popc(same));
+        if (block_histogram)
+          atomicAdd(histogram + bucket, count);
+        else
+          atomicAdd(counts + bucket, static_cast<unsigned long long>(count));
+      }
+    }
   }
-  const bool flagged = known[i] < 0;
-  const std::int64_t bucket = pairs ? 2 * owner + (flagged ? 1 : 0) : (flagged ? owner : parts);
-  keys[i] = static_cast<std::int32_t>(bucket);
-  positions[i] = i;
-  atomicAdd(counts + bucket, 1ull);
+  if (block_histogram) {
+    __syncthreads();
+    for (std::int64_t b = threadIdx.x; b < buckets; b += blockDim.x)
+      if (histogram[b] != 0) atomicAdd(counts + b, static_cast<unsigned long long>(histogram[b]));
+  }
 }
 
 // frontier_lengths[order[k]] = lengths[k].
@@ -112,19 +157,57 @@ __global__ void scatter_lengths_kernel(const std::int64_t* __restrict__ order,
   frontier_lengths[order[k]] = lengths[k];
 }
 
-// One thread per routed segment copies its values to its frontier position's offset.
+// The segment that holds value e: the last k in [lo, hi) with starts[k] <= e (starts ascending,
+// starts[lo] <= e). Of empty segments, which share their start with the next one, it finds the
+// last, so it never lands on an empty segment.
+__device__ __forceinline__ std::int64_t segment_of(const std::int64_t* __restrict__ starts,
+                                                   std::int64_t lo, std::int64_t hi,
+                                                   std::int64_t e) {
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (starts[mid] <= e)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo - 1;
+}
+
+// Values per thread of copy_segments_kernel.
+constexpr int kCopyItems = 4;
+constexpr std::int64_t kCopyTile = static_cast<std::int64_t>(kThreads) * kCopyItems;
+
+// Copies each routed segment values[routed_start[k], + lengths[k]) to out[offsets[order[k]], ...)
+// with one thread per value, not per segment. Segment lengths follow the degrees: with a fanout
+// they are short (at most the fanout, often less than half a warp, so a warp per segment would
+// idle most lanes), and with whole rows (fanout -1) a hub's segment is millions of values long
+// (a thread or a warp per segment would leave one thread or warp copying it long after the rest
+// are done). Value-parallel work is the same for every thread whatever the degrees: the reads
+// of `values` are consecutive across the warp, and so are the writes inside a segment, which
+// moves as one piece. Each thread finds its value's segment by a binary search of routed_start;
+// the block first finds the segments of its tile's first and last value, so the threads search
+// only between them (in L1: the block's threads read the same few starts), and a tile inside one
+// long segment needs no search at all. 64-bit value indices: a hop may answer 2^31 draws.
 __global__ void copy_segments_kernel(const std::int64_t* __restrict__ order,
-                                     const std::int64_t* __restrict__ lengths,
-                                     const std::int64_t* __restrict__ routed_start,
-                                     const std::int64_t* __restrict__ values,
-                                     const std::int64_t* __restrict__ offsets, std::int64_t n,
+                                     const std::int64_t* __restrict__ routed_start, std::int64_t n,
+                                     const std::int64_t* __restrict__ values, std::int64_t total,
+                                     const std::int64_t* __restrict__ offsets,
                                      std::int64_t* __restrict__ out) {
-  const std::int64_t k = thread_index();
-  if (k >= n) return;
-  const std::int64_t* in = values + routed_start[k];
-  std::int64_t* to = out + offsets[order[k]];
-  for (std::int64_t j = 0; j < lengths[k]; ++j)
-    to[j] = in[j];
+  __shared__ std::int64_t tile_segments[2]; // the segments of the tile's first and last value
+  const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) * kCopyTile;
+  const std::int64_t tile_end = tile + kCopyTile < total ? tile + kCopyTile : total;
+  if (threadIdx.x == 0) tile_segments[0] = segment_of(routed_start, 0, n, tile);
+  if (threadIdx.x == 32) tile_segments[1] = segment_of(routed_start, 0, n, tile_end - 1);
+  __syncthreads();
+  const std::int64_t first = tile_segments[0], last = tile_segments[1];
+#pragma unroll
+  for (int item = 0; item < kCopyItems; ++item) {
+    const std::int64_t e = tile + static_cast<std::int64_t>(item) * kThreads + threadIdx.x;
+    if (e < tile_end) {
+      const std::int64_t k = segment_of(routed_start, first, last + 1, e);
+      out[offsets[order[k]] + (e - routed_start[k])] = values[e];
+    }
+  }
 }
 
 int bits_for(std::int64_t buckets) {
@@ -208,10 +291,15 @@ bool route_frontier(const Tensor& ids, const Tensor& owner_offsets, const Tensor
                                     static_cast<std::size_t>(buckets + 1) * sizeof(std::int64_t),
                                     stream));
   auto* d_counts = static_cast<unsigned long long*>(device_counts.raw());
-  bucket_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+  const bool block_histogram = buckets <= kSharedBuckets;
+  const std::size_t shared_bytes =
+      block_histogram ? static_cast<std::size_t>(buckets) * sizeof(unsigned int) : 0;
+  const std::int64_t tile = static_cast<std::int64_t>(kThreads) * kRouteItems;
+  bucket_kernel<<<static_cast<unsigned int>((n + tile - 1) / tile), kThreads, shared_bytes,
+                  stream>>>(
       ids.ptr<std::int64_t>(), known_pos.ptr<std::int64_t>(), n, owner_offsets.ptr<std::int64_t>(),
-      parts, pairs, keys.ptr<std::int32_t>(), positions.ptr<std::int64_t>(), d_counts,
-      reinterpret_cast<int*>(d_counts + buckets));
+      parts, pairs, buckets, block_histogram, keys.ptr<std::int32_t>(),
+      positions.ptr<std::int64_t>(), d_counts, reinterpret_cast<int*>(d_counts + buckets));
   TESSEL_CHECK_LAUNCH();
   // A radix sort is stable: within a bucket positions stay ascending.
   const int end_bit = bits_for(buckets);
@@ -256,10 +344,14 @@ void unroute_segments(const Tensor& order, const Tensor& lengths, const Tensor& 
   TESSEL_CHECK_CUDA(cub::DeviceScan::ExclusiveSum(temp.raw(), start_bytes,
                                                   lengths.ptr<std::int64_t>(),
                                                   routed_start.ptr<std::int64_t>(), n, stream));
-  if (values.numel() == 0) return;
-  copy_segments_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      order.ptr<std::int64_t>(), lengths.ptr<std::int64_t>(), routed_start.ptr<std::int64_t>(),
-      values.ptr<std::int64_t>(), d_offsets, n, out.ptr<std::int64_t>());
+  const std::int64_t total = values.numel();
+  if (total == 0) return;
+  const std::int64_t blocks = (total + kCopyTile - 1) / kCopyTile;
+  TESSEL_EXPECTS(blocks <= std::numeric_limits<int>::max(),
+                 "unroute_segments: {} values are more than one launch copies", total);
+  copy_segments_kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
+      order.ptr<std::int64_t>(), routed_start.ptr<std::int64_t>(), n, values.ptr<std::int64_t>(),
+      total, d_offsets, out.ptr<std::int64_t>());
   TESSEL_CHECK_LAUNCH();
 }
 

@@ -1,13 +1,18 @@
 // Frontier routing ops: the CPU twins against hand-worked results (stable bucketing by owner and
 // flag, answers put back in frontier order, lookups, gathers, scatters), and the CUDA twins
-// against the CPU twins on random inputs (skipped without a GPU).
+// against the CPU twins on random inputs and on the shapes their kernels treat apart (skipped
+// without a GPU).
 #include "tessel/core/error.hpp"
 #include "tessel/sampling/frontier_ops.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 
 using namespace tessel;
 using namespace tessel::sampling;
@@ -70,6 +75,35 @@ TEST(FrontierOps, LookupsGathersAndScatters) {
   EXPECT_EQ(sum(i64({})), 0);
 }
 
+// Segments longer than a warp, a block and a copy tile, runs of empty segments, and one segment
+// holding everything put back in frontier order by the CPU twin as a plain loop would.
+TEST(FrontierOps, UnrouteLongAndEmptySegments) {
+  std::mt19937_64 rng(3);
+  for (const std::vector<std::int64_t>& lengths :
+       {std::vector<std::int64_t>{0, 0, 0}, std::vector<std::int64_t>{5000},
+        std::vector<std::int64_t>{33, 0, 0, 257, 1, 0, 1025, 31, 0}}) {
+    const auto n = static_cast<std::int64_t>(lengths.size());
+    std::vector<std::int64_t> order(lengths.size()), answers;
+    std::iota(order.begin(), order.end(), std::int64_t{0});
+    std::shuffle(order.begin(), order.end(), rng);
+    for (const std::int64_t l : lengths)
+      for (std::int64_t j = 0; j < l; ++j)
+        answers.push_back(static_cast<std::int64_t>(answers.size()));
+    std::vector<std::vector<std::int64_t>> by_frontier(lengths.size());
+    for (std::int64_t k = 0, at = 0; k < n; at += lengths[k], ++k)
+      by_frontier[order[k]].assign(answers.begin() + at, answers.begin() + at + lengths[k]);
+    std::vector<std::int64_t> want_offsets{0}, want;
+    for (const auto& seg : by_frontier) {
+      want.insert(want.end(), seg.begin(), seg.end());
+      want_offsets.push_back(static_cast<std::int64_t>(want.size()));
+    }
+    Tensor offsets, out;
+    unroute_segments(i64(order), i64(lengths), i64(answers), offsets, out);
+    EXPECT_EQ(values(offsets), want_offsets);
+    EXPECT_EQ(values(out), want);
+  }
+}
+
 // The CUDA twins give the CPU twins' results on a frontier of a few thousand random nodes over
 // 5 parts (buckets of every size, repeated ids, an empty part).
 TEST(FrontierOps, CudaTwinsMatchTheCpu) {
@@ -124,4 +158,113 @@ TEST(FrontierOps, CudaTwinsMatchTheCpu) {
   unroute_segments(i64(perm).to(gpu), i64(lengths).to(gpu), i64(answers).to(gpu), g_off, g_vals);
   EXPECT_EQ(values(g_off), values(c_off));
   EXPECT_EQ(values(g_vals), values(c_vals));
+}
+
+namespace {
+
+// The CUDA route of (ids, known) over `parts` equal id ranges of [0, range) is the CPU's, in
+// both key modes.
+void expect_route_parity(const std::vector<std::int64_t>& ids,
+                         const std::vector<std::int64_t>& known, std::int64_t parts,
+                         std::int64_t range, const std::string& what) {
+  const Device gpu = Device::cuda(0);
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(parts) + 1);
+  for (std::int64_t p = 0; p <= parts; ++p)
+    offsets[p] = range * p / parts;
+  for (const RouteKeys mode : {RouteKeys::owner_then_flag, RouteKeys::flagged_only}) {
+    const FrontierRoute c = route_frontier(i64(ids), i64(offsets), i64(known), mode);
+    const FrontierRoute g =
+        route_frontier(i64(ids).to(gpu), i64(offsets).to(gpu), i64(known).to(gpu), mode);
+    EXPECT_EQ(g.counts, c.counts) << what << ", P = " << parts;
+    EXPECT_EQ(values(g.order), values(c.order)) << what << ", P = " << parts;
+  }
+}
+
+// The CUDA twin puts the answers of `lengths` (routed through `order`) back as the CPU's does.
+void expect_unroute_parity(const std::vector<std::int64_t>& order,
+                           const std::vector<std::int64_t>& lengths, const std::string& what) {
+  const Device gpu = Device::cuda(0);
+  std::int64_t total = 0;
+  for (const std::int64_t l : lengths)
+    total += l;
+  std::vector<std::int64_t> answers(static_cast<std::size_t>(total));
+  for (std::int64_t d = 0; d < total; ++d)
+    answers[d] = d * 7 + 3;
+  Tensor c_off, c_vals, g_off, g_vals;
+  unroute_segments(i64(order), i64(lengths), i64(answers), c_off, c_vals);
+  unroute_segments(i64(order).to(gpu), i64(lengths).to(gpu), i64(answers).to(gpu), g_off, g_vals);
+  EXPECT_EQ(values(g_off), values(c_off)) << what;
+  EXPECT_EQ(values(g_vals), values(c_vals)) << what;
+}
+
+} // namespace
+
+// The shapes the CUDA kernels treat apart: routing with one bucket, with up to 8 parts, with
+// more buckets than a block counts in shared memory, frontiers of 0, 1, a warp +- 1 and over a
+// million nodes (several blocks' tiles, the last one partial); answers with segments longer than
+// a warp, a block and a copy tile, runs of empty segments (a tile spanning thousands of
+// segments), a hub of 300k values, nothing at all.
+TEST(FrontierOps, CudaTwinsMatchTheCpuOnEdgeShapes) {
+  if (!device_memory::cuda_available())
+    GTEST_SKIP() << "no GPU visible: CUDA frontier ops not compared";
+  std::mt19937_64 rng(11);
+  const auto random_frontier = [&](std::int64_t n, std::int64_t range, int flag_one_in) {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(n)), known(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      ids[i] = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(range));
+      known[i] = flag_one_in > 0 && rng() % static_cast<std::uint64_t>(flag_one_in) == 0 ? -1 : i;
+    }
+    return std::pair{ids, known};
+  };
+  for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{31}, std::int64_t{33},
+                               std::int64_t{2049}, std::int64_t{(1 << 20) + 7}})
+    for (const std::int64_t parts : {1, 2, 3, 8}) {
+      const auto [ids, known] = random_frontier(n, 100000, 3);
+      expect_route_parity(ids, known, parts, 100000, "n = " + std::to_string(n));
+    }
+  {
+    // One bucket: every node in part 0 and known; every node flagged in one part.
+    const auto [ids, known] = random_frontier(70000, 1000, 0);
+    expect_route_parity(ids, known, 4, 4000, "one bucket");
+    std::vector<std::int64_t> flagged(ids.size(), -1);
+    expect_route_parity(ids, flagged, 4, 4000, "one flagged bucket");
+  }
+  for (const std::int64_t parts : {2047, 2048, 2049, 3000}) {
+    // 2 * parts buckets: shared-memory histograms up to 4096 buckets, global counters past them.
+    const auto [ids, known] = random_frontier(300000, 3000000, 2);
+    expect_route_parity(ids, known, parts, 3000000, "many buckets");
+  }
+  EXPECT_THROW(route_frontier(i64({5, 100}).to(Device::cuda(0)), i64({0, 50}).to(Device::cuda(0)),
+                              i64({0, 0}).to(Device::cuda(0)), RouteKeys::owner_then_flag),
+               InputError);
+
+  const auto shuffled = [&](std::size_t n) {
+    std::vector<std::int64_t> order(n);
+    std::iota(order.begin(), order.end(), std::int64_t{0});
+    std::shuffle(order.begin(), order.end(), rng);
+    return order;
+  };
+  expect_unroute_parity({}, {}, "empty frontier");
+  expect_unroute_parity(shuffled(5), {0, 0, 0, 0, 0}, "no answers");
+  expect_unroute_parity({0}, {300000}, "one hub");
+  expect_unroute_parity(shuffled(9), {33, 0, 0, 257, 1, 0, 1025, 31, 2048},
+                        "longer than a warp, a block and a tile");
+  {
+    // Thousands of empty segments between answers: tiles that span many segments.
+    std::vector<std::int64_t> lengths(20000, 0);
+    for (std::size_t k = 0; k < lengths.size(); k += 1 + rng() % 3000)
+      lengths[k] = static_cast<std::int64_t>(rng() % 3000);
+    expect_unroute_parity(shuffled(lengths.size()), lengths, "runs of empty segments");
+  }
+  {
+    // Power-law lengths (fanout -1 over hubs) and fanout-15 lengths over 300k nodes.
+    std::vector<std::int64_t> whole(300000), capped(300000);
+    for (std::size_t k = 0; k < whole.size(); ++k) {
+      const double u = 1.0 - static_cast<double>(rng() % 1000000) / 1e6;
+      whole[k] = std::min<std::int64_t>(50000, static_cast<std::int64_t>(std::pow(u, -1.0 / 1.1)));
+      capped[k] = std::min<std::int64_t>(15, whole[k]);
+    }
+    expect_unroute_parity(shuffled(whole.size()), whole, "power-law whole rows");
+    expect_unroute_parity(shuffled(capped.size()), capped, "fanout 15");
+  }
 }
