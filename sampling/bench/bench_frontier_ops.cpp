@@ -206,6 +206,51 @@ int main(int argc, char** argv) {
                                                                       back);
                                          }),
                         (3 * nd + 1 + 2 * static_cast<double>(draws)) * b8});
+        // The owner's read-back in a hop (the requests of P ranks, this rank the first): the
+        // answer count per rank and the degrees of the rows drawn for the other ranks. Before:
+        // the request offsets at the rank bounds and two sums of degrees, three waits for the
+        // device; now the same offsets and one segment_sums gathered on the device, one wait.
+        std::vector<std::int64_t> bounds(static_cast<std::size_t>(parts) + 1);
+        for (int p = 0; p <= parts; ++p)
+          bounds[p] = n * p / parts;
+        std::vector<std::int64_t> request_offsets(static_cast<std::size_t>(n) + 1, 0);
+        for (std::int64_t k = 0; k < n; ++k)
+          request_offsets[k + 1] = request_offsets[k] + lengths[k];
+        const Tensor t_request_offsets = i64(request_offsets, device);
+        const Tensor t_degree = i64(degree, device), t_bounds = i64(bounds, device);
+        std::int64_t check_before = 0, check_after = 0;
+        rows.push_back(
+            {"owner read-back: take + 2 sums (before)", n, parts, f,
+             seconds_per_call(device, reps,
+                              [&] {
+                                const Tensor at =
+                                    sampling::take(t_request_offsets, t_bounds).to(Device::cpu());
+                                check_before = at.data<std::int64_t>()[1] +
+                                               sampling::sum(t_degree.rows_slice(0, 0)) +
+                                               sampling::sum(t_degree.rows_slice(bounds[1], n));
+                              }),
+             (static_cast<double>(n - bounds[1]) + 2 * static_cast<double>(parts) + 2) * b8});
+        rows.push_back(
+            {"owner read-back: take + segment_sums (now)", n, parts, f,
+             seconds_per_call(device, reps,
+                              [&] {
+                                const auto np = static_cast<std::int64_t>(parts);
+                                Tensor per_rank = Tensor::empty({2 * np + 1}, DType::i64, device);
+                                per_rank.rows_slice(0, np + 1).copy_from(
+                                    sampling::take(t_request_offsets, t_bounds));
+                                per_rank.rows_slice(np + 1, 2 * np + 1)
+                                    .copy_from(
+                                        sampling::segment_sums({t_degree}, t_bounds).reshape({np}));
+                                const Tensor host = per_rank.to(Device::cpu());
+                                const std::int64_t* v = host.data<std::int64_t>();
+                                check_after = v[1] - v[0];
+                                for (int p = 1; p < parts; ++p)
+                                  check_after += v[parts + 1 + p];
+                              }),
+             (nd + 4 * static_cast<double>(parts) + 2) * b8});
+        if (check_before != check_after)
+          std::fprintf(stderr, "bench_frontier_ops: the two read-backs disagree (%lld, %lld)\n",
+                       static_cast<long long>(check_before), static_cast<long long>(check_after));
       }
     }
     std::fprintf(stderr, "n = %lld done after %.1f s\n", static_cast<long long>(n),

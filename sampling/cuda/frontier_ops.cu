@@ -1,7 +1,7 @@
 // CUDA twins of the frontier routing ops: binary searches, gathers and scatters one thread per
 // element, a stable radix sort of bucket keys counted in per-block histograms (routing), scans
-// and a value-parallel segment copy (answers back in frontier order); everything on the device's
-// stream.
+// and a value-parallel segment copy (answers back in frontier order), per-segment sums;
+// everything on the device's stream.
 #include "cuda/frontier_ops_cuda.hpp"
 
 #include "tessel/core/cuda_check.cuh"
@@ -210,6 +210,47 @@ __global__ void copy_segments_kernel(const std::int64_t* __restrict__ order,
   }
 }
 
+// Sums of one column over segments [bounds[s], bounds[s + 1]) (s < segments) into
+// sums[segments]. Each thread keeps a running total while its values stay in one segment (its
+// values are kThreads apart, so it changes segment rarely), adds it to a per-block total in
+// shared memory (in global memory directly past kSharedSegments segments), and each block adds
+// its non-zero totals to the global sums once. Integer sums: any order gives the same result.
+constexpr int kSumItems = 8;
+constexpr std::int64_t kSharedSegments = 4096; // 32 KB of shared totals
+
+__global__ void segment_sums_kernel(const std::int64_t* __restrict__ values, std::int64_t n,
+                                    const std::int64_t* __restrict__ bounds, std::int64_t segments,
+                                    bool block_totals, unsigned long long* __restrict__ sums) {
+  extern __shared__ unsigned long long block_sums[]; // [segments] when block_totals
+  if (block_totals) {
+    for (std::int64_t s = threadIdx.x; s < segments; s += blockDim.x)
+      block_sums[s] = 0;
+    __syncthreads();
+  }
+  unsigned long long* to = block_totals ? block_sums : sums;
+  const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) * kThreads * kSumItems;
+  std::int64_t segment = -1;
+  unsigned long long running = 0;
+  for (int item = 0; item < kSumItems; ++item) {
+    const std::int64_t i = tile + static_cast<std::int64_t>(item) * kThreads + threadIdx.x;
+    if (i >= n) break;
+    // -1 before bounds[0], `segments` from bounds[segments] on: outside every segment.
+    const std::int64_t s = segment_of(bounds, 0, segments + 1, i);
+    if (s != segment) {
+      if (segment >= 0 && segment < segments) atomicAdd(to + segment, running);
+      segment = s;
+      running = 0;
+    }
+    running += static_cast<unsigned long long>(values[i]);
+  }
+  if (segment >= 0 && segment < segments) atomicAdd(to + segment, running);
+  if (block_totals) {
+    __syncthreads();
+    for (std::int64_t s = threadIdx.x; s < segments; s += blockDim.x)
+      if (block_sums[s] != 0) atomicAdd(sums + s, block_sums[s]);
+  }
+}
+
 int bits_for(std::int64_t buckets) {
   int bits = 1;
   while ((std::int64_t{1} << bits) < buckets)
@@ -273,6 +314,27 @@ std::int64_t sum(const Tensor& values) {
       cudaMemcpyAsync(&result, total.raw(), sizeof(std::int64_t), cudaMemcpyDeviceToHost, stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
   return result;
+}
+
+void segment_sums(const std::vector<Tensor>& columns, const Tensor& bounds, Tensor& sums) {
+  const std::int64_t segments = bounds.numel() - 1;
+  const std::int64_t n = columns.front().numel();
+  if (segments == 0) return;
+  const cudaStream_t stream = stream_of(bounds);
+  TESSEL_CHECK_CUDA(cudaMemsetAsync(sums.raw(), 0, sums.nbytes(), stream));
+  if (n == 0) return;
+  const bool block_totals = segments <= kSharedSegments;
+  const std::size_t shared_bytes =
+      block_totals ? static_cast<std::size_t>(segments) * sizeof(unsigned long long) : 0;
+  const std::int64_t tile = static_cast<std::int64_t>(kThreads) * kSumItems;
+  const auto blocks = static_cast<unsigned int>((n + tile - 1) / tile);
+  auto* out = static_cast<unsigned long long*>(sums.raw());
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    segment_sums_kernel<<<blocks, kThreads, shared_bytes, stream>>>(
+        columns[c].ptr<std::int64_t>(), n, bounds.ptr<std::int64_t>(), segments, block_totals,
+        out + static_cast<std::int64_t>(c) * segments);
+    TESSEL_CHECK_LAUNCH();
+  }
 }
 
 bool route_frontier(const Tensor& ids, const Tensor& owner_offsets, const Tensor& known_pos,

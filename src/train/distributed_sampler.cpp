@@ -325,7 +325,10 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
 // are its unflagged ones, then its flagged ones, in frontier order; only the per-rank counts
 // come to the host (the control plane exchanges them), the ids travel over the data plane. A
 // rank's own frontier nodes go through the exchange to itself (a copy; they are not counted as
-// traffic), so one call draws every row this rank answers.
+// traffic), so one call draws every row this rank answers. The host reads values back from the
+// device (and waits for it) once per hop without draws (the route's counts) and three times per
+// hop with draws: the route's counts, the draw total (DeviceGraph::sample), and the answer counts
+// together with the degree sums of the remote_adjacency statistic.
 void DistributedSampler::hop_device(const Tensor& frontier, int fanout, const rng::Key& key,
                                     PhaseTimes& phases, Tensor* offsets, Tensor* draws,
                                     Tensor& frontier_orig, Tensor& frontier_degree) {
@@ -408,21 +411,28 @@ void DistributedSampler::hop_device(const Tensor& frontier, int fanout, const rn
       counters_.sampled_edges += device_graph_->sample(incoming, part_.offset, fanout, key,
                                                        request_offsets, answers);
       lengths = sampling::segment_lengths(request_offsets);
-      // Each rank's answers: the draws between its first and last request.
+      // One read-back for what the host needs of this side: the request offsets at the rank
+      // bounds (each rank's answers: the draws between its first and last request), and each
+      // rank's sum of degrees for the model-centric comparison (remote_adjacency: adjacency
+      // lists, degree + 1 values, of the rows drawn for other ranks).
       std::vector<std::int64_t> bounds(p + 1, 0);
       for (std::size_t r = 0; r < p; ++r) bounds[r + 1] = bounds[r] + recv[r];
-      const Tensor at_bounds =
-          sampling::take(request_offsets, device_graph_->upload(bounds)).to(Device::cpu());
-      const std::int64_t* b = at_bounds.data<std::int64_t>();
-      for (std::size_t r = 0; r < p; ++r) answers_to[r] = b[r + 1] - b[r];
-      // The model-centric comparison: adjacency lists (degree + 1 values) of the rows drawn for
-      // other ranks.
-      const std::int64_t before = bounds[static_cast<std::size_t>(me)];
-      const std::int64_t after = bounds[static_cast<std::size_t>(me) + 1];
-      const std::int64_t others = bounds[p] - (after - before);
-      counters_.remote_adjacency += sampling::sum(in_degree.rows_slice(0, before)) +
-                                    sampling::sum(in_degree.rows_slice(after, bounds[p])) +
-                                    others;
+      const Tensor device_bounds = device_graph_->upload(bounds);
+      const auto np = static_cast<std::int64_t>(p);
+      Tensor per_rank = Tensor::empty({2 * np + 1}, DType::i64, device);
+      per_rank.rows_slice(0, np + 1).copy_from(sampling::take(request_offsets, device_bounds));
+      per_rank.rows_slice(np + 1, 2 * np + 1)
+          .copy_from(sampling::segment_sums({in_degree}, device_bounds).reshape({np}));
+      const Tensor host = per_rank.to(Device::cpu());
+      const std::int64_t* at_bounds = host.data<std::int64_t>();
+      const std::int64_t* degree_sums = at_bounds + p + 1;
+      std::int64_t other_degrees = 0;
+      for (std::size_t r = 0; r < p; ++r) {
+        answers_to[r] = at_bounds[r + 1] - at_bounds[r];
+        if (static_cast<int>(r) != me) other_degrees += degree_sums[r];
+      }
+      const std::int64_t others = bounds[p] - recv[static_cast<std::size_t>(me)];
+      counters_.remote_adjacency += other_degrees + others;
     }
   }
   Tensor back_lengths, back_answers, back_orig, back_degree;

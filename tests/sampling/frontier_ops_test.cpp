@@ -1,7 +1,7 @@
 // Frontier routing ops: the CPU twins against hand-worked results (stable bucketing by owner and
-// flag, answers put back in frontier order, lookups, gathers, scatters), and the CUDA twins
-// against the CPU twins on random inputs and on the shapes their kernels treat apart (skipped
-// without a GPU).
+// flag, answers put back in frontier order, lookups, gathers, scatters, per-segment sums), and
+// the CUDA twins against the CPU twins on random inputs and on the shapes their kernels treat
+// apart (skipped without a GPU).
 #include "tessel/core/error.hpp"
 #include "tessel/sampling/frontier_ops.hpp"
 
@@ -73,6 +73,21 @@ TEST(FrontierOps, LookupsGathersAndScatters) {
   EXPECT_EQ(values(segment_lengths(i64({0, 2, 2, 7}))), (std::vector<std::int64_t>{2, 0, 5}));
   EXPECT_EQ(sum(i64({4, -1, 10})), 13);
   EXPECT_EQ(sum(i64({})), 0);
+}
+
+TEST(FrontierOps, SegmentSums) {
+  // Segments [1, 3), [3, 3) (empty), [3, 6) of two columns; values outside them are left out.
+  const Tensor a = i64({100, 1, 2, 3, 4, 5, 200});
+  const Tensor b = i64({0, -1, -1, 7, 0, 1, 0});
+  EXPECT_EQ(values(segment_sums({a, b}, i64({1, 3, 3, 6}))),
+            (std::vector<std::int64_t>{3, 0, 12, -2, 0, 8}));
+  EXPECT_EQ(segment_sums({a}, i64({4})).numel(), 0);
+  EXPECT_EQ(values(segment_sums({i64({})}, i64({0, 0}))), (std::vector<std::int64_t>{0}));
+  EXPECT_THROW(segment_sums({a}, i64({3, 2})), InputError);           // descending
+  EXPECT_THROW(segment_sums({a}, i64({0, 8})), InputError);           // past the end
+  EXPECT_THROW(segment_sums({a}, i64({-1, 2})), InputError);          // before the start
+  EXPECT_THROW(segment_sums({a, i64({1})}, i64({0, 1})), InputError); // ragged columns
+  EXPECT_THROW(segment_sums({}, i64({0, 1})), InputError);
 }
 
 // Segments longer than a warp, a block and a copy tile, runs of empty segments, and one segment
@@ -197,13 +212,28 @@ void expect_unroute_parity(const std::vector<std::int64_t>& order,
   EXPECT_EQ(values(g_vals), values(c_vals)) << what;
 }
 
+void expect_sums_parity(const std::vector<std::vector<std::int64_t>>& columns,
+                        const std::vector<std::int64_t>& bounds, const std::string& what) {
+  const Device gpu = Device::cuda(0);
+  std::vector<Tensor> c_cols, g_cols;
+  for (const auto& col : columns) {
+    c_cols.push_back(i64(col));
+    g_cols.push_back(i64(col).to(gpu));
+  }
+  const Tensor c = segment_sums(c_cols, i64(bounds));
+  const Tensor g = segment_sums(g_cols, i64(bounds).to(gpu));
+  EXPECT_EQ(g.shape(), c.shape()) << what;
+  EXPECT_EQ(values(g.reshape({g.numel()})), values(c.reshape({c.numel()}))) << what;
+}
+
 } // namespace
 
 // The shapes the CUDA kernels treat apart: routing with one bucket, with up to 8 parts, with
 // more buckets than a block counts in shared memory, frontiers of 0, 1, a warp +- 1 and over a
 // million nodes (several blocks' tiles, the last one partial); answers with segments longer than
 // a warp, a block and a copy tile, runs of empty segments (a tile spanning thousands of
-// segments), a hub of 300k values, nothing at all.
+// segments), a hub of 300k values, nothing at all; segment sums over 1, 8 and more segments
+// than a block keeps in shared memory, with empty segments and values outside every segment.
 TEST(FrontierOps, CudaTwinsMatchTheCpuOnEdgeShapes) {
   if (!device_memory::cuda_available())
     GTEST_SKIP() << "no GPU visible: CUDA frontier ops not compared";
@@ -266,5 +296,22 @@ TEST(FrontierOps, CudaTwinsMatchTheCpuOnEdgeShapes) {
     }
     expect_unroute_parity(shuffled(whole.size()), whole, "power-law whole rows");
     expect_unroute_parity(shuffled(capped.size()), capped, "fanout 15");
+  }
+
+  std::vector<std::int64_t> column(1 << 20), other(1 << 20);
+  for (std::size_t i = 0; i < column.size(); ++i) {
+    column[i] = static_cast<std::int64_t>(rng() % 1000) - 100;
+    other[i] = static_cast<std::int64_t>(rng() % 50000);
+  }
+  expect_sums_parity({column, other}, {0, static_cast<std::int64_t>(column.size())}, "one segment");
+  expect_sums_parity({column}, {0, 0}, "one empty segment");
+  expect_sums_parity({column, other}, {5, 5, 1000, 1000, 1001, 300000, 300000, 999999},
+                     "8 segments, some empty, ends left out");
+  expect_sums_parity({std::vector<std::int64_t>{}}, {0, 0, 0}, "no values");
+  for (const std::int64_t segments : {4096, 4097, 10000}) {
+    std::vector<std::int64_t> bounds(static_cast<std::size_t>(segments) + 1);
+    for (std::int64_t s = 0; s <= segments; ++s)
+      bounds[s] = static_cast<std::int64_t>(column.size()) * s / segments;
+    expect_sums_parity({column, other}, bounds, std::to_string(segments) + " segments");
   }
 }
