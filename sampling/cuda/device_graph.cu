@@ -346,10 +346,14 @@ std::int64_t DeviceGraph::sample(const Tensor& frontier, NodeId first_row, int f
     return 0;
   }
   Tensor rows = Tensor::empty({n}, DType::i32, g.device);
-  Tensor bad = Tensor::zeros({1}, DType::i32, g.device);
+  // What the host waits for, read back in one copy: slot 0 the draw total (copied from the
+  // scan's last entry), slot 1 the flag of a row outside the graph (an int the kernel sets in the
+  // zeroed slot: non-zero when set).
+  Tensor readback = Tensor::zeros({2}, DType::i64, g.device);
+  std::int64_t* d_readback = readback.ptr<std::int64_t>();
   cuda::frontier_rows_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
       frontier.ptr<NodeId>(), n, first_row, g.num_rows, g.indptr, fanout, rows.ptr<LocalId>(),
-      d_offsets + 1, bad.ptr<std::int32_t>());
+      d_offsets + 1, reinterpret_cast<int*>(d_readback + 1));
   TESSEL_CHECK_LAUNCH();
   std::size_t temp_bytes = 0;
   TESSEL_CHECK_CUDA(
@@ -357,14 +361,14 @@ std::int64_t DeviceGraph::sample(const Tensor& frontier, NodeId first_row, int f
   Tensor temp = Tensor::empty({static_cast<std::int64_t>(temp_bytes) + 1}, DType::u8, g.device);
   TESSEL_CHECK_CUDA(cub::DeviceScan::InclusiveSum(temp.raw(), temp_bytes, d_offsets + 1,
                                                   d_offsets + 1, n, stream));
-  EdgeId total = 0;
-  std::int32_t bad_row = 0;
+  TESSEL_CHECK_CUDA(cudaMemcpyAsync(d_readback, d_offsets + n, sizeof(EdgeId),
+                                    cudaMemcpyDeviceToDevice, stream));
+  std::int64_t host[2] = {0, 0};
   TESSEL_CHECK_CUDA(
-      cudaMemcpyAsync(&total, d_offsets + n, sizeof(EdgeId), cudaMemcpyDeviceToHost, stream));
-  TESSEL_CHECK_CUDA(
-      cudaMemcpyAsync(&bad_row, bad.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+      cudaMemcpyAsync(host, d_readback, sizeof(host), cudaMemcpyDeviceToHost, stream));
   TESSEL_CHECK_CUDA(cudaStreamSynchronize(stream));
-  TESSEL_EXPECTS(bad_row == 0,
+  const EdgeId total = host[0];
+  TESSEL_EXPECTS(host[1] == 0,
                  "GPU sampling: a frontier node is not among this graph's rows [{}, {})", first_row,
                  first_row + g.num_rows);
   draws = Tensor::empty({total}, DType::i64, g.device);
