@@ -39,15 +39,17 @@ Tensor i64(const std::vector<std::int64_t>& v, Device device) {
 // Seconds per call: calls are batched between synchronizations (enough of them for a batch of
 // about a millisecond, so a GPU's launch and synchronization latency is not what is measured
 // for the small sizes), and the median of `reps` batches is taken. The first call warms the
-// allocator.
+// allocator, the second sizes the batches.
 double seconds_per_call(Device device, int reps, const std::function<void()>& op) {
   kernels::Context& ctx = kernels::default_context(device);
+  op();
+  ctx.synchronize();
   Stopwatch once;
   op();
   ctx.synchronize();
-  const double first = once.seconds();
+  const double second = once.seconds();
   const int inner =
-      static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(first, 1e-7)), 1.0, 50.0));
+      static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(second, 1e-7)), 1.0, 50.0));
   std::vector<double> per_call;
   for (int r = 0; r < reps; ++r) {
     Stopwatch watch;
