@@ -171,19 +171,54 @@ Tensor DistributedSampler::fetch_features_device(std::span<const NodeId> nodes,
                                                  PhaseTimes& phases) {
   ScopedPhase t(phases, "fetch");
   TESSEL_ASSERT(device_store_ != nullptr, "fetch_features_device before setup_device_store");
-  device_store_->plan(nodes, network_ids_);
-  const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
-  std::int64_t remote = 0;
-  for (const NodeId g : nodes)
-    remote += (g < begin || g >= end) ? 1 : 0;
+  return fetch_planned_rows(device_store_->plan(nodes, network_ids_));
+}
+
+Tensor DistributedSampler::fetch_features_device(const Tensor& nodes, PhaseTimes& phases) {
+  ScopedPhase t(phases, "fetch");
+  TESSEL_ASSERT(device_store_ != nullptr, "fetch_features_device before setup_device_store");
+  return fetch_planned_rows(device_store_->plan(nodes, network_ids_));
+}
+
+Tensor DistributedSampler::fetch_planned_rows(const sampling::PlanSummary& summary) {
+  const int num_ranks = comm_.size();
+  const Device device = device_store_->device();
+  const std::int64_t f = part_.feature_dim;
   const auto k = static_cast<std::int64_t>(network_ids_.size());
-  counters_.input_rows += static_cast<std::int64_t>(nodes.size());
+  const std::int64_t remote = summary.nodes - summary.owned;
+  counters_.input_rows += summary.nodes;
   counters_.remote_input_rows += remote;
   counters_.cache_hits += remote - k;
-  network_rows_.resize(static_cast<std::size_t>(k * part_.feature_dim));
-  fetch_remote_rows(network_ids_, part_.features, network_rows_.data(), {});
   counters_.fetched_rows += k;
-  return device_store_->gather(network_rows_);
+  if (num_ranks == 1) {
+    // One rank owns every node: the plan lists nothing to fetch.
+    TESSEL_ASSERT(k == 0, "{} network ids at one rank", k);
+    network_row_of_.clear();
+    return device_store_->gather(Tensor());
+  }
+  // Requests grouped by owner (a stable counting sort on the host: the network ids are few);
+  // the rows come back in that order.
+  std::vector<int> owners(static_cast<std::size_t>(k));
+  for (std::int64_t i = 0; i < k; ++i)
+    owners[i] = manifest_.owner_of(network_ids_[i]);
+  sampling::OwnerRouting routing;
+  sampling::route_by_owner(owners, num_ranks, routing);
+  std::vector<NodeId> requests(static_cast<std::size_t>(k));
+  network_row_of_.resize(static_cast<std::size_t>(k));
+  for (std::int64_t j = 0; j < k; ++j) {
+    requests[j] = network_ids_[routing.order[j]];
+    network_row_of_[routing.order[j]] = j;
+  }
+  const std::vector<std::int64_t> incoming_counts = comm_.exchange_counts(routing.counts);
+  const std::int64_t num_incoming =
+      std::accumulate(incoming_counts.begin(), incoming_counts.end(), std::int64_t{0});
+  Tensor incoming = Tensor::empty({num_incoming}, DType::i64, device);
+  data_.alltoallv(device_store_->upload(requests), routing.counts, incoming, incoming_counts);
+  // The owner's side: the requested rows, gathered on the device from this part's store.
+  const Tensor served = device_store_->serve(incoming);
+  Tensor received = Tensor::empty({k, f}, DType::f32, device);
+  data_.alltoallv(served, incoming_counts, received, routing.counts);
+  return device_store_->gather(received, network_row_of_);
 }
 
 void DistributedSampler::assign_steps(int epoch, std::vector<std::vector<LocalId>>& step_seeds,
@@ -280,9 +315,6 @@ void DistributedSampler::sample_device(int epoch, std::uint32_t step,
     device_graph_->row_info(block.src, part_.offset, block.src_orig, block.src_degree);
     frontier = block.src;
   }
-  // The feature store plans its tiers from host ids: the input nodes come back once.
-  const Tensor input = device_blocks_[0].src.to(Device::cpu());
-  input_ids_.assign(input.data<NodeId>(), input.data<NodeId>() + input.numel());
 }
 
 void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
@@ -314,8 +346,6 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
   SamplePhase t(phases, sample_cpu_seconds_);
   device_blocks_[0].src_orig = orig;
   device_blocks_[0].src_degree = degree;
-  const Tensor input = device_blocks_[0].src.to(Device::cpu());
-  input_ids_.assign(input.data<NodeId>(), input.data<NodeId>() + input.numel());
 }
 
 // hop() with the frontier, the draws and the exchanged ids on the device: the same requests

@@ -264,7 +264,7 @@ class SampledTrainer final : public Trainer {
       // On a GPU: the blocks are built there and stay there (routed on the device at P > 1).
       sampler_.sample_device(epoch, step, seeds, phases);
       batch.device_blocks = sampler_.device_blocks();
-      batch.x = sampler_.fetch_features_device(sampler_.input_ids(), phases);
+      batch.x = sampler_.fetch_features_device(batch.device_blocks[0].src, phases);
       return;
     }
     sampler_.sample(epoch, step, seeds, phases);

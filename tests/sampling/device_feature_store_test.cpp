@@ -319,3 +319,157 @@ TEST_F(DeviceFeatureStoreTest, AdmittingStoreMatchesTheCpuTwinStepByStep) {
   EXPECT_GT(gpu.counters().evicted, 0);
 }
 
+
+// ---- plans from device ids, and the owner's side of the network tier ----
+
+namespace {
+
+Tensor id_tensor(const std::vector<NodeId>& ids, Device device) {
+  const Tensor host = Tensor::from_vector(ids);
+  return device.is_cpu() ? host : host.to(device);
+}
+
+// The rows of `ids` as f32 [n, kDim] on `device`, stored in the order `row_of` says: the row of
+// ids[k] at row row_of[k].
+Tensor placed_rows(const std::vector<NodeId>& ids, const std::vector<std::int64_t>& row_of,
+                   Device device) {
+  const std::vector<float> rows = rows_of(ids);
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(ids.size()), kDim}, DType::f32);
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    std::memcpy(t.data<float>() + row_of[k] * kDim, rows.data() + k * kDim, kDim * sizeof(float));
+  return device.is_cpu() ? t : t.to(device);
+}
+
+// Reversed positions: the network rows arrive in another order than the plan lists them.
+std::vector<std::int64_t> reversed_rows(std::size_t n) {
+  std::vector<std::int64_t> row_of(n);
+  for (std::size_t k = 0; k < n; ++k)
+    row_of[k] = static_cast<std::int64_t>(n - 1 - k);
+  return row_of;
+}
+
+void expect_same_counters(const FeatureStoreCounters& a, const FeatureStoreCounters& b,
+                          const std::string& what) {
+  const TierCounters* x[3] = {&a.device, &a.host, &a.network};
+  const TierCounters* y[3] = {&b.device, &b.host, &b.network};
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_EQ(x[t]->requests, y[t]->requests) << what << " tier " << t;
+    EXPECT_EQ(x[t]->hits, y[t]->hits) << what << " tier " << t;
+    EXPECT_EQ(x[t]->misses, y[t]->misses) << what << " tier " << t;
+    EXPECT_EQ(x[t]->bytes, y[t]->bytes) << what << " tier " << t;
+  }
+  EXPECT_EQ(a.admitted, b.admitted) << what;
+  EXPECT_EQ(a.evicted, b.evicted) << what;
+}
+
+// One step planned from ids on the store's device, its network rows handed over in reversed
+// order (as rows arrive grouped by owner); returns what it produced and checks the rows.
+StepResult run_device_step(DeviceFeatureStore& store, const std::vector<NodeId>& nodes,
+                           const std::string& what, PlanSummary* summary = nullptr) {
+  StepResult r;
+  const PlanSummary s = store.plan(id_tensor(nodes, store.device()), r.network_ids);
+  if (summary) *summary = s;
+  const std::vector<std::int64_t> row_of = reversed_rows(r.network_ids.size());
+  const Tensor x =
+      store.gather(placed_rows(r.network_ids, row_of, store.device()), row_of).to(Device::cpu());
+  EXPECT_EQ(x.rows(), static_cast<std::int64_t>(nodes.size())) << what;
+  r.rows.assign(x.data<float>(), x.data<float>() + x.numel());
+  const std::vector<float> expected = rows_of(nodes);
+  EXPECT_EQ(r.rows.size(), expected.size()) << what;
+  EXPECT_EQ(std::memcmp(r.rows.data(), expected.data(), expected.size() * sizeof(float)), 0)
+      << what << ": gathered rows differ from the CPU's";
+  r.counters = store.counters();
+  return r;
+}
+
+// The same hot rows as above plus enough admission slots to evict: a store and its twin.
+std::unique_ptr<DeviceFeatureStore> admitting_store(Device device) {
+  const std::vector<NodeId> hot = {3, 9, 1101, 1105, 600, 1299};
+  return std::make_unique<DeviceFeatureStore>(all_owned_rows(), kOwned, kDim, kBegin, hot,
+                                              rows_of(hot), device, 120);
+}
+
+} // namespace
+
+// A plan from ids on the device (the CPU twin's tensors here) sorts every node as the host plan
+// does: the same network ids, admissions, evictions and counters, and the same rows bit for bit,
+// with the network rows handed over in another order than listed.
+TEST(DeviceFeatureStoreCpuTwin, PlanFromDeviceIdsIsTheHostPlan) {
+  const auto steps = overlapping_steps();
+  auto host = admitting_store(Device::cpu());
+  auto device = admitting_store(Device::cpu());
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const std::string what = "step " + std::to_string(s);
+    const StepResult a = run_step(*host, steps[s], "host ids, " + what);
+    PlanSummary summary;
+    const StepResult b = run_device_step(*device, steps[s], "device ids, " + what, &summary);
+    EXPECT_EQ(a.network_ids, b.network_ids) << what;
+    EXPECT_EQ(a.rows, b.rows) << what;
+    expect_same_counters(a.counters, b.counters, what);
+    std::int64_t owned = 0;
+    for (const NodeId id : steps[s])
+      owned += device->is_owned(id) ? 1 : 0;
+    EXPECT_EQ(summary.nodes, static_cast<std::int64_t>(steps[s].size())) << what;
+    EXPECT_EQ(summary.owned, owned) << what;
+    EXPECT_EQ(summary.network, static_cast<std::int64_t>(b.network_ids.size())) << what;
+  }
+  EXPECT_GT(device->counters().evicted, 0);
+  EXPECT_GT(device->counters().host.hits, 0);
+  // An empty step plans and gathers nothing.
+  std::vector<NodeId> network;
+  const PlanSummary empty = device->plan(id_tensor({}, Device::cpu()), network);
+  EXPECT_EQ(empty.nodes, 0);
+  EXPECT_TRUE(network.empty());
+  EXPECT_EQ(device->gather(Tensor()).rows(), 0);
+  // Ids on another device, a network row position outside the rows: refused.
+  device->plan(id_tensor({5, 6}, Device::cpu()), network);
+  ASSERT_EQ(network.size(), 2u);
+  const std::vector<std::int64_t> outside = {0, 2};
+  EXPECT_THROW(device->gather(placed_rows(network, {0, 1}, Device::cpu()), outside), InputError);
+  EXPECT_THROW(device->gather(Tensor()), InputError);
+}
+
+// The owner's side: serve() returns the rows of owned ids (hot ones from the cache) in the order
+// asked, and refuses an id the part does not own.
+TEST(DeviceFeatureStoreCpuTwin, ServesOwnedRowsAndRefusesOthers) {
+  auto store = admitting_store(Device::cpu());
+  const std::vector<NodeId> ids = {1299, 1000, 1101, 1200, 1105, 1000};
+  const Tensor x = store->serve(id_tensor(ids, Device::cpu()));
+  const std::vector<float> expected = rows_of(ids);
+  ASSERT_EQ(x.rows(), static_cast<std::int64_t>(ids.size()));
+  EXPECT_EQ(std::memcmp(x.data<float>(), expected.data(), expected.size() * sizeof(float)), 0);
+  EXPECT_EQ(store->counters().device.requests, 0) << "serving counts in no tier";
+  EXPECT_EQ(store->serve(id_tensor({}, Device::cpu())).rows(), 0);
+  EXPECT_THROW(store->serve(id_tensor({1000, 1300}, Device::cpu())), InputError);
+  EXPECT_THROW(store->serve(id_tensor({3}, Device::cpu())), InputError) << "hot but remote";
+}
+
+// The CUDA store's device plan (the tier kernels, the scan of the pending positions, the uploads)
+// and serve() against the CPU twin, step by step.
+TEST_F(DeviceFeatureStoreTest, DevicePlanAndServeMatchTheCpuTwin) {
+  const auto steps = overlapping_steps();
+  auto gpu = admitting_store(Device::cuda(0));
+  auto cpu = admitting_store(Device::cpu());
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const std::string what = "step " + std::to_string(s);
+    PlanSummary gs, cs;
+    const StepResult g = run_device_step(*gpu, steps[s], "cuda " + what, &gs);
+    const StepResult c = run_device_step(*cpu, steps[s], "cpu " + what, &cs);
+    EXPECT_EQ(g.network_ids, c.network_ids) << what;
+    EXPECT_EQ(g.rows, c.rows) << what;
+    expect_same_counters(g.counters, c.counters, what);
+    EXPECT_EQ(gs.owned, cs.owned) << what;
+  }
+  EXPECT_GT(gpu->counters().evicted, 0);
+  // More ids than one warp and one block, owned hot and uncached ones, in a scrambled order.
+  std::vector<NodeId> ids;
+  for (int k = 0; k < 700; ++k)
+    ids.push_back(kBegin + (k * 37) % kOwned);
+  const Tensor g = gpu->serve(id_tensor(ids, Device::cuda(0))).to(Device::cpu());
+  const Tensor c = cpu->serve(id_tensor(ids, Device::cpu()));
+  ASSERT_EQ(g.shape(), c.shape());
+  EXPECT_EQ(std::memcmp(g.data<float>(), c.data<float>(), c.nbytes()), 0);
+  const std::vector<float> expected = rows_of(ids);
+  EXPECT_EQ(std::memcmp(g.data<float>(), expected.data(), expected.size() * sizeof(float)), 0);
+  EXPECT_THROW(gpu->serve(id_tensor({1000, 1300}, Device::cuda(0))), InputError);
+}

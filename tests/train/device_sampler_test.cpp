@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 using namespace tessel;
 namespace fs = std::filesystem;
 
@@ -71,7 +73,6 @@ void expect_device_blocks_equal(const train::DistributedSampler& got,
                            want.src_degree(l).end()))
         << what << " layer " << l;
   }
-  EXPECT_EQ(got.input_ids(), want.blocks()[0].src) << what;
 }
 
 } // namespace
@@ -141,6 +142,125 @@ TEST(DeviceSampler, CpuTwinBuildsTheHostBlocks) {
     // Something crossed ranks, and some sources were known only to their owners.
     EXPECT_GT(want.remote_requests, 0);
     EXPECT_GT(want.sample_bytes, 8 * (want.remote_requests + want.answer_ids));
+  }
+}
+
+// The feature store over the data plane (the CPU twins of the store, its plan from device ids
+// and its owners' gathers): fetch_features_device, from the device blocks' input ids and from host
+// ids, returns exactly fetch_features' rows, for a store without cache, with a degree cache, and
+// with admission slots, over several steps; every tier's counters add up, the network tier
+// counts the rows received, and what crossed the data plane is exactly the requested ids and
+// their rows.
+TEST(DeviceSampler, FeatureStoreFetchesTheHostRowsOverTheDataPlane) {
+  auto comm = comm::make_mpi_communicator();
+  const fs::path dir = prepare(*comm);
+  const partition::Manifest manifest = partition::read_manifest(dir / "parts");
+  partition::Part part = partition::load_part(dir / "parts", comm->rank(), manifest);
+  const std::unique_ptr<comm::Communicator> data = comm->split(0, comm->rank());
+  const std::vector<int> fanouts = {4, 3};
+  const std::int64_t f = part.feature_dim;
+  train::DistributedSampler host(part, manifest, *comm, 17, fanouts, 8);
+  sampling::CacheBudget degree;
+  degree.ratio = 0.3;
+  sampling::CacheBudget admitting = degree;
+  admitting.admit_fraction = 0.5;
+  struct Case {
+    std::string name;
+    std::string policy;
+    sampling::CacheBudget budget;
+    bool host_ids;
+  };
+  const std::vector<Case> cases = {{"no cache", "none", {}, false},
+                                   {"degree cache", "degree", degree, false},
+                                   {"admission slots", "degree", admitting, false},
+                                   {"admission slots, host ids", "degree", admitting, true}};
+  std::vector<std::unique_ptr<train::DistributedSampler>> samplers;
+  for (const Case& c : cases) {
+    samplers.push_back(std::make_unique<train::DistributedSampler>(part, manifest, *comm, 17,
+                                                                   fanouts, 8, data.get()));
+    samplers.back()->sample_on_device(Device::cpu(), "auto");
+    samplers.back()->route_on_host(c.host_ids);
+    samplers.back()->setup_device_store(c.policy, c.budget, Device::cpu());
+  }
+  std::vector<std::int64_t> data_bytes(cases.size(), 0);
+  PhaseTimes phases;
+  std::int64_t steps_checked = 0;
+  for (int epoch = 1; epoch <= 3; ++epoch) {
+    std::vector<std::vector<LocalId>> step_seeds;
+    std::vector<std::int64_t> step_counts;
+    host.assign_steps(epoch, step_seeds, step_counts, phases);
+    for (std::size_t s = 0; s < step_counts.size() && s < 4; ++s) {
+      const auto step = static_cast<std::uint32_t>(s);
+      host.sample(epoch, step, step_seeds[s], phases);
+      const Tensor want = host.fetch_features(host.blocks()[0].src, part.features, phases);
+      for (std::size_t k = 0; k < cases.size(); ++k) {
+        const std::string what =
+            cases[k].name + ", epoch " + std::to_string(epoch) + " step " + std::to_string(s);
+        train::DistributedSampler& sampler = *samplers[k];
+        Tensor got;
+        if (cases[k].host_ids) {
+          sampler.sample(epoch, step, step_seeds[s], phases);
+          const std::int64_t before = data->bytes_sent();
+          got = sampler.fetch_features_device(sampler.blocks()[0].src, phases);
+          data_bytes[k] += data->bytes_sent() - before;
+        } else {
+          sampler.sample_device(epoch, step, step_seeds[s], phases);
+          const std::int64_t before = data->bytes_sent();
+          got = sampler.fetch_features_device(sampler.device_blocks()[0].src, phases);
+          data_bytes[k] += data->bytes_sent() - before;
+        }
+        ASSERT_EQ(got.shape(), want.shape()) << what;
+        EXPECT_TRUE(got.device().is_cpu()) << what;
+        if (want.numel() > 0) { // an empty tensor has no storage to compare
+          EXPECT_EQ(std::memcmp(got.data<float>(), want.data<float>(), want.nbytes()), 0)
+              << what << ": rows differ from fetch_features'";
+        }
+      }
+      ++steps_checked;
+    }
+  }
+  EXPECT_GE(steps_checked, 6);
+  const train::SamplerCounters& h = host.counters();
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const std::string& what = cases[k].name;
+    const train::DistributedSampler& sampler = *samplers[k];
+    const sampling::FeatureStoreCounters& c = sampler.device_store()->counters();
+    for (const sampling::TierCounters* t : {&c.device, &c.host, &c.network})
+      EXPECT_EQ(t->hits + t->misses, t->requests) << what;
+    EXPECT_EQ(c.device.requests, h.input_rows) << what;
+    EXPECT_EQ(c.host.requests, c.device.misses) << what;
+    EXPECT_EQ(c.network.requests, c.host.misses) << what;
+    EXPECT_EQ(c.network.misses, 0) << what;
+    const train::SamplerCounters& s = sampler.counters();
+    EXPECT_EQ(s.input_rows, h.input_rows) << what;
+    EXPECT_EQ(s.remote_input_rows, h.remote_input_rows) << what;
+    EXPECT_EQ(s.fetched_rows, c.network.requests) << what;
+    EXPECT_EQ(s.cache_hits + s.fetched_rows, s.remote_input_rows) << what;
+    // The network tier's bytes are the rows this rank received.
+    EXPECT_EQ(c.network.bytes, s.fetched_rows * f * 4) << what;
+    // Over all ranks, the data plane carried each requested id (8 bytes) and its row, nothing
+    // else: a rank sends what the others receive.
+    const auto sent = comm->allreduce_value<std::int64_t>(data_bytes[k]);
+    const auto fetched = comm->allreduce_value<std::int64_t>(s.fetched_rows);
+    EXPECT_EQ(sent, fetched * (8 + f * 4)) << what;
+    if (comm->size() > 1) {
+      EXPECT_GT(fetched, 0) << what;
+    }
+  }
+  const sampling::FeatureStoreCounters& none = samplers[0]->device_store()->counters();
+  const sampling::FeatureStoreCounters& hot = samplers[1]->device_store()->counters();
+  const sampling::FeatureStoreCounters& adm = samplers[2]->device_store()->counters();
+  EXPECT_EQ(none.device.hits, 0);
+  EXPECT_GT(hot.device.hits, 0);
+  // Device ids and host ids plan alike: the same admissions and the same counts.
+  const sampling::FeatureStoreCounters& adm_host = samplers[3]->device_store()->counters();
+  EXPECT_EQ(adm.admitted, adm_host.admitted);
+  EXPECT_EQ(adm.evicted, adm_host.evicted);
+  EXPECT_EQ(adm.device.hits, adm_host.device.hits);
+  EXPECT_EQ(adm.network.requests, adm_host.network.requests);
+  if (comm->size() > 1) {
+    EXPECT_GT(adm.admitted, 0);
+    EXPECT_GT(none.network.requests, hot.network.requests);
   }
 }
 

@@ -141,7 +141,9 @@ TEST(GpuSampler, DeviceAndPinnedGraphsDrawTheCpuBlocksAndRows) {
 // The blocks are built on the GPU and stay there (sample_device; at more than one rank the
 // frontier is routed on the GPU and its ids cross over the data plane): they are the CPU
 // sampler's blocks, with the same sources' original ids and degrees and the same traffic
-// counted, from a device graph and a pinned one. route_on_host(true) refuses that path.
+// counted, from a device graph and a pinned one. route_on_host(true) refuses that path. The
+// feature store plans from the blocks' input ids where they are (tier kernels on the GPU) and
+// fetches remote rows over the data plane: the CPU's rows bit for bit, tier counters adding up.
 TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
   if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible: GPU blocks not tested";
   auto comm = comm::make_mpi_communicator();
@@ -161,6 +163,13 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
   pinned.sample_on_device(gpu, "pinned");
   host_routed.sample_on_device(gpu, "device");
   host_routed.route_on_host(true);
+  // The feature store planned from the blocks' input ids on the GPU, its remote rows over the
+  // data plane: a degree cache with admission slots, and no cache at all.
+  sampling::CacheBudget admitting;
+  admitting.ratio = 0.3;
+  admitting.admit_fraction = 0.5;
+  on_device.setup_device_store("degree", admitting, gpu);
+  pinned.setup_device_store("none", {}, gpu);
   PhaseTimes phases;
   std::vector<std::vector<LocalId>> step_seeds;
   std::vector<std::int64_t> step_counts;
@@ -176,6 +185,7 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
   for (std::size_t s = 0; s < step_counts.size() && s < 4; ++s) {
     const auto step = static_cast<std::uint32_t>(s);
     cpu.sample(1, step, step_seeds[s], phases);
+    const Tensor x_cpu = cpu.fetch_features(cpu.blocks()[0].src, part.features, phases);
     for (auto* sampler : {&on_device, &pinned}) {
       const std::string what =
           "step " + std::to_string(s) + (sampler == &on_device ? " device graph" : " pinned graph");
@@ -199,7 +209,14 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
                                cpu.src_degree(l).end()))
             << what << " layer " << l;
       }
-      EXPECT_EQ(sampler->input_ids(), cpu.blocks()[0].src) << what;
+      const Tensor x = sampler->fetch_features_device(sampler->device_blocks()[0].src, phases);
+      EXPECT_EQ(x.device(), gpu) << what;
+      const Tensor x_host = x.to(Device::cpu());
+      ASSERT_EQ(x_host.shape(), x_cpu.shape()) << what;
+      if (x_cpu.numel() > 0) { // an empty tensor has no storage to compare
+        EXPECT_EQ(std::memcmp(x_host.data<float>(), x_cpu.data<float>(), x_cpu.nbytes()), 0)
+            << what << ": rows planned from device ids differ from the CPU's";
+      }
     }
     ++steps_checked;
   }
@@ -209,5 +226,17 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
     EXPECT_EQ(sampler->counters().remote_requests, cpu.counters().remote_requests);
     EXPECT_EQ(sampler->counters().answer_ids, cpu.counters().answer_ids);
     EXPECT_EQ(sampler->counters().sample_bytes, cpu.counters().sample_bytes);
+    const sampling::FeatureStoreCounters& c = sampler->device_store()->counters();
+    for (const sampling::TierCounters* t : {&c.device, &c.host, &c.network})
+      EXPECT_EQ(t->hits + t->misses, t->requests);
+    EXPECT_EQ(c.device.requests, cpu.counters().input_rows);
+    EXPECT_EQ(c.host.requests, c.device.misses);
+    EXPECT_EQ(c.network.requests, c.host.misses);
+    EXPECT_EQ(c.network.bytes, sampler->counters().fetched_rows * part.feature_dim * 4);
+    EXPECT_EQ(sampler->counters().remote_input_rows, cpu.counters().remote_input_rows);
+  }
+  if (comm->size() > 1) {
+    EXPECT_GT(pinned.device_store()->counters().network.requests, 0);
+    EXPECT_GT(on_device.device_store()->counters().admitted, 0);
   }
 }

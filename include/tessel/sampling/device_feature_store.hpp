@@ -59,16 +59,25 @@ private:
   std::unordered_map<NodeId, std::int32_t> index_;
 };
 
+// What one plan() sorted: its nodes, how many of them the part owns (cached or not), and the
+// remote rows it lists for the owners (its network ids).
+struct PlanSummary {
+  std::int64_t nodes = 0;
+  std::int64_t owned = 0;
+  std::int64_t network = 0;
+};
+
 // A rank's feature store on one device. Owned rows (global ids [owned_begin, owned_begin +
 // num_owned)) live in mapped pinned host memory; a set of hot rows (owned or remote) is copied
 // to device memory once, and `admit_slots` more device rows hold remote rows admitted after
 // they were fetched (ClockSlots decides which). For a step's input nodes, plan() sorts each node
 // into its tier, lists the remote ones the cache lacks and picks the admission slots of those;
-// the caller fetches them from their owners and gather() writes every row into one device
-// tensor with a single kernel, then copies the admitted rows into their slots. The rows are the
-// values given, copied bit for bit, whatever their tier. On Device::cpu() the same store runs on
-// the host (the CPU twin: host memory for every tier, loops for the kernels); a CUDA device
-// needs a build with TESSEL_WITH_CUDA (the constructor throws otherwise).
+// the caller fetches them from their owners (whose serve() gathers them on their device) and
+// gather() writes every row into one device tensor with a single kernel, then copies the
+// admitted rows into their slots. The rows are the values given, copied bit for bit, whatever
+// their tier. On Device::cpu() the same store runs on the host (the CPU twin: host memory for
+// every tier, loops for the kernels); a CUDA device needs a build with TESSEL_WITH_CUDA (the
+// constructor throws otherwise).
 class DeviceFeatureStore {
 public:
   // owned: f32 [num_owned, feature_dim] row-major (host); cached_ids: distinct global ids kept
@@ -97,11 +106,30 @@ public:
   // that are not cached, in node order: the rows gather() expects from the owners. With
   // admission slots it also decides which of those rows the next gather() keeps (so they are
   // cached for the plans after it). Each plan must be followed by its gather().
-  void plan(std::span<const NodeId> nodes, std::vector<NodeId>& network_ids);
-  // The rows of the last plan's nodes, f32 [nodes, feature_dim] on the store's device.
-  // network_rows: [network_ids.size(), feature_dim] (host), the owners' rows in network_ids
-  // order. On a GPU enqueued on the device's stream.
+  PlanSummary plan(std::span<const NodeId> nodes, std::vector<NodeId>& network_ids);
+  // The same plan from ids on the store's device (i64 [n]): the hot and owned tiers are found
+  // there (a binary search of the sorted hot ids, a range test), and only the remote ids the hot
+  // rows lack come to the host, where the admission slots (CLOCK, sequential) sort them into
+  // admitted hits and network ids. Waits for the device (a count, then those ids).
+  PlanSummary plan(const Tensor& nodes, std::vector<NodeId>& network_ids);
+  // The rows of the last plan's nodes, f32 [nodes, feature_dim] on the store's device, read
+  // from the cache, the owned rows and network_rows: f32 [rows, feature_dim] on the store's
+  // device, where row network_row_of[k] holds the row of the plan's network_ids[k] (row k when
+  // network_row_of is empty); it may be undefined when the plan listed no network ids. Admitted
+  // rows are copied from network_rows into their cache rows after the gather. On a GPU enqueued
+  // on the device's stream.
+  Tensor gather(const Tensor& network_rows, std::span<const std::int64_t> network_row_of = {});
+  // gather() with the network rows given in host memory ([network_ids.size(), feature_dim], in
+  // network_ids order), uploaded first.
   Tensor gather(std::span<const float> network_rows);
+  // The owner's side of the network tier: rows f32 [n, feature_dim] on the store's device of
+  // `ids` (i64 [n] on the store's device, global ids this part owns), from the device cache where
+  // it holds them, else from the owned rows (over UVA on a GPU), with gather()'s kernel. Counts
+  // nothing and admits nothing. Throws InputError if an id is not owned here (waits for the
+  // device for that count).
+  Tensor serve(const Tensor& ids);
+  // values as i64 [n] on the store's device (through pinned staging on a GPU, asynchronous).
+  Tensor upload(std::span<const std::int64_t> values);
 
   const FeatureStoreCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }
@@ -109,12 +137,32 @@ public:
   struct Impl;
 
 private:
+  // Tier codes of ids (i64 [n] on the store's device): (slot << 2) for a hot row, ((id -
+  // owned_begin) << 2) | 1 for another owned row, -1 for the rest (remote and not hot). pending:
+  // the positions of the -1 codes, ascending; owned_uncached / owned_cached: the owned ids
+  // outside and inside the hot rows. One twin per device: classify_host (loops) and
+  // classify_device (kernels, a scan for the positions, one wait for the three counts).
+  struct Classified {
+    Tensor codes, pending;
+    std::int64_t owned_uncached = 0, owned_cached = 0;
+  };
+  Classified classify(const Tensor& ids) const;
+  Classified classify_host(const Tensor& ids) const;
+  Classified classify_device(const Tensor& ids) const;
+  // Admission decisions for the plan's network ids and every counter; returns the summary.
+  PlanSummary finish_plan(std::int64_t nodes, std::int64_t cached, std::int64_t owned_uncached,
+                          std::int64_t owned_all, std::span<const NodeId> network_ids);
+  // The gather kernel and the admission copies: out[i] = the row codes[i] names (tier 2: row
+  // of network_rows), then cache row pairs[2 j + 1] = network row pairs[2 j]. codes and pairs
+  // i64 on the store's device.
+  Tensor gather_rows(const Tensor& codes, const Tensor& network_rows, const Tensor& pairs);
   // The CUDA side (device_feature_store.cu): the device cache, the mapped owned rows and the
   // gather and admission kernels.
   void init_device(std::span<const float> owned, std::span<const float> cached_rows);
-  Tensor gather_device(std::span<const float> network_rows);
-  // The CPU twin of gather_device.
-  Tensor gather_host(std::span<const float> network_rows);
+  Tensor gather_rows_device(const Tensor& codes, const Tensor& network_rows, const Tensor& pairs);
+  Tensor upload_device(std::span<const std::int64_t> values);
+  // The CPU twin of gather_rows_device.
+  Tensor gather_rows_host(const Tensor& codes, const Tensor& network_rows, const Tensor& pairs);
 
   Device device_;
   std::int64_t num_owned_ = 0;
@@ -122,10 +170,18 @@ private:
   NodeId owned_begin_ = 0;
   std::vector<NodeId> cached_;      // slot -> global id
   IdHashMap index_;                 // global id -> slot
+  // On the store's device: the hot ids ascending, and the slot of each (classify's lookup).
+  Tensor hot_sorted_ids_, hot_sorted_slots_;
   ClockSlots admitted_;             // admission slots: cache rows cache_rows() + slot
-  std::vector<std::int64_t> codes_; // per planned node: (index << 2) | tier
+  // The last plan's tier codes, (index << 2) | tier, with index k for network_ids[k] (gather()
+  // maps it to its network row). A host plan keeps every node's code in codes_; a device plan
+  // keeps them on the device (device_codes_, -1 at pending_) and in codes_ only those of the
+  // pending positions, in their order.
+  std::vector<std::int64_t> codes_;
+  Tensor device_codes_, pending_;
+  bool device_plan_ = false;
   std::int64_t planned_network_ = 0;
-  // The last plan's admissions: (index in its network rows, cache row), applied by gather().
+  // The last plan's admissions: (index in its network ids, cache row), applied by gather().
   std::vector<std::int64_t> admit_pairs_;
   bool gather_pending_ = false;
   FeatureStoreCounters counters_;

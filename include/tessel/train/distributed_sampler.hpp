@@ -96,13 +96,12 @@ class DistributedSampler {
   // degrees, all on the device's stream; the same blocks as sample(). At more than one rank the
   // frontier is routed on the device too (see hop_device): per-rank counts cross the control
   // plane, the ids the data plane. Collective at more than one rank. device_blocks()[l] feeds
-  // layer l;
-  // input_ids() are device_blocks()[0].src on the host (for the feature store). Each call
-  // makes new tensors, so a caller may keep a step's blocks while the next is sampled.
+  // layer l; device_blocks()[0].src are the step's input nodes, which fetch_features_device
+  // takes where they are. Each call makes new tensors, so a caller may keep a step's blocks
+  // while the next is sampled.
   void sample_device(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
                      PhaseTimes& phases);
   const std::vector<sampling::BlockTensors>& device_blocks() const { return device_blocks_; }
-  const std::vector<NodeId>& input_ids() const { return input_ids_; }
   // Where the GPU reads the graph (after sample_on_device).
   sampling::GraphPlacement graph_placement() const;
 
@@ -110,12 +109,18 @@ class DistributedSampler {
   // read over UVA, and the hottest rows, owned or remote, copied to device memory once. Policy
   // "degree" ranks owned and halo nodes by degree, "presample" by how often a few presampled
   // steps need them as input; the budget sizes it as for setup_cache (a ratio of owned + halo
-  // rows); "none" or no budget caches nothing. Collective; builds with CUDA only.
+  // rows); "none" or no budget caches nothing. Collective; a CUDA device needs a CUDA build,
+  // Device::cpu() takes the store's CPU twin (the path CI tests without a GPU).
   void setup_device_store(const std::string& policy, const sampling::CacheBudget& budget,
                           Device device);
-  // Rows [nodes, F] on the device from the store's tiers; remote rows the cache lacks come from
-  // their owners in one exchange. Collective.
+  // Rows [nodes, F] on the store's device from its tiers; remote rows the cache lacks come from
+  // their owners over the data plane (see fetch_planned_rows) straight into device memory, and
+  // the gather reads them there (admitting some into the cache). Collective.
   Tensor fetch_features_device(std::span<const NodeId> nodes, PhaseTimes& phases);
+  // The same from nodes i64 [n] on the store's device (device_blocks()[0].src): the store sorts
+  // them into tiers on the device, and only the remote ids its hot rows lack come to the host
+  // (for the admission slots and the owners' counts).
+  Tensor fetch_features_device(const Tensor& nodes, PhaseTimes& phases);
   // The store's per-tier counters (after setup_device_store), null on the CPU.
   const sampling::DeviceFeatureStore* device_store() const { return device_store_.get(); }
   // Rows the feature cache holds (host cache or device store).
@@ -159,6 +164,12 @@ private:
   // remote_only. Collective (the steps' sampling is).
   void presampled_inputs(bool remote_only, std::vector<NodeId>& candidates,
                          std::vector<std::int64_t>& score);
+  // The network tier of fetch_features_device after the store's plan (summary) listed
+  // network_ids_: the ids go to their owners over the data plane (per-rank counts over the
+  // control plane), each owner gathers their rows on its device from its store (serve()), and
+  // the rows come back over the data plane into a device tensor, in routed order: the row of
+  // network_ids_[k] is row network_row_of_[k]. Then the store's gather. Collective.
+  Tensor fetch_planned_rows(const sampling::PlanSummary& summary);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
   void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
@@ -197,14 +208,13 @@ private:
   std::unique_ptr<sampling::DeviceGraph> device_graph_;  // set: owners draw on the GPU
   std::vector<EdgeId> device_offsets_;                    // draw offsets of the GPU's answers
   std::vector<sampling::BlockTensors> device_blocks_;     // sample_device's blocks
-  std::vector<NodeId> input_ids_;                         // device_blocks_[0].src on the host
   bool route_on_host_ = false;                            // route_on_host(true): no sample_device
   // On the device graph's device: the parts' id ranges [parts + 1], and the owned and halo nodes
   // sorted by global id with their original ids and degrees (sample_device's routing).
   Tensor owner_offsets_, known_ids_, known_orig_, known_degree_;
   std::unique_ptr<sampling::DeviceFeatureStore> device_store_;  // set: features on the GPU
-  std::vector<NodeId> network_ids_;                             // a step's rows from owners
-  std::vector<float> network_rows_;
+  std::vector<NodeId> network_ids_;          // a step's rows from owners, in the plan's order
+  std::vector<std::int64_t> network_row_of_; // where each arrives among the received rows
 };
 
 }  // namespace tessel::train
