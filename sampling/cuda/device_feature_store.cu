@@ -29,10 +29,15 @@ __global__ void gather_tiers_kernel(std::int64_t n, std::int64_t f,
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   if (row >= n) return;
   const std::int64_t code = codes[row];
+  float* dst = out + row * f;
+  if (code < 0) { // an id serve() was asked for that is neither owned nor hot: no row to read
+    for (std::int64_t c = lane; c < f; c += kWarp)
+      dst[c] = 0.0f;
+    return;
+  }
   const std::int64_t index = code >> 2;
   const int tier = static_cast<int>(code & 3);
   const float* src = (tier == 0 ? cache : tier == 1 ? host : network) + index * f;
-  float* dst = out + row * f;
   for (std::int64_t c = lane; c < f; c += kWarp)
     dst[c] = src[c];
 }
@@ -212,7 +217,8 @@ Tensor DeviceFeatureStore::upload_device(std::span<const std::int64_t> values) {
   return out;
 }
 
-DeviceFeatureStore::Classified DeviceFeatureStore::classify_device(const Tensor& ids) const {
+DeviceFeatureStore::Classified DeviceFeatureStore::classify_device(const Tensor& ids,
+                                                                   bool codes_only) const {
   const Impl& g = *impl_;
   TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
   const std::int64_t n = ids.numel();
@@ -237,6 +243,7 @@ DeviceFeatureStore::Classified DeviceFeatureStore::classify_device(const Tensor&
       hot_sorted_slots_.ptr<std::int64_t>(), owned_begin_, num_owned_, c.codes.ptr<std::int64_t>(),
       flags.ptr<std::int64_t>(), static_cast<unsigned long long*>(counts.raw()));
   TESSEL_CHECK_LAUNCH();
+  if (codes_only) return c;
   std::size_t temp_bytes = 0;
   TESSEL_CHECK_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, flags.ptr<std::int64_t>(),
                                                   prefix.ptr<std::int64_t>(), n, stream));

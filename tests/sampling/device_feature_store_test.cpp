@@ -471,5 +471,10 @@ TEST_F(DeviceFeatureStoreTest, DevicePlanAndServeMatchTheCpuTwin) {
   EXPECT_EQ(std::memcmp(g.data<float>(), c.data<float>(), c.nbytes()), 0);
   const std::vector<float> expected = rows_of(ids);
   EXPECT_EQ(std::memcmp(g.data<float>(), expected.data(), expected.size() * sizeof(float)), 0);
-  EXPECT_THROW(gpu->serve(id_tensor({1000, 1300}, Device::cuda(0))), InputError);
+  // Unchecked on the GPU (no wait for the device): an id neither owned nor hot gets zeros.
+  const Tensor partly = gpu->serve(id_tensor({1000, 1300}, Device::cuda(0))).to(Device::cpu());
+  ASSERT_EQ(partly.rows(), 2);
+  EXPECT_EQ(std::memcmp(partly.data<float>(), rows_of(std::vector<NodeId>{1000}).data(), kDim * sizeof(float)), 0);
+  for (std::int64_t c = 0; c < kDim; ++c)
+    EXPECT_EQ(partly.data<float>()[kDim + c], 0.0f);
 }

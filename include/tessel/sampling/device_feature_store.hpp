@@ -125,8 +125,9 @@ public:
   // The owner's side of the network tier: rows f32 [n, feature_dim] on the store's device of
   // `ids` (i64 [n] on the store's device, global ids this part owns), from the device cache where
   // it holds them, else from the owned rows (over UVA on a GPU), with gather()'s kernel. Counts
-  // nothing and admits nothing. Throws InputError if an id is not owned here (waits for the
-  // device for that count).
+  // nothing and admits nothing. The CPU twin throws InputError if an id is not owned here; on a
+  // GPU it is enqueued without waiting (the requesters route by owner), and an id neither owned
+  // nor hot gets a row of zeros.
   Tensor serve(const Tensor& ids);
   // values as i64 [n] on the store's device (through pinned staging on a GPU, asynchronous).
   Tensor upload(std::span<const std::int64_t> values);
@@ -141,14 +142,15 @@ private:
   // owned_begin) << 2) | 1 for another owned row, -1 for the rest (remote and not hot). pending:
   // the positions of the -1 codes, ascending; owned_uncached / owned_cached: the owned ids
   // outside and inside the hot rows. One twin per device: classify_host (loops) and
-  // classify_device (kernels, a scan for the positions, one wait for the three counts).
+  // classify_device (kernels, a scan for the positions, one wait for the three counts; with
+  // codes_only, the codes alone, enqueued without waiting: pending undefined, counts 0).
   struct Classified {
     Tensor codes, pending;
     std::int64_t owned_uncached = 0, owned_cached = 0;
   };
   Classified classify(const Tensor& ids) const;
   Classified classify_host(const Tensor& ids) const;
-  Classified classify_device(const Tensor& ids) const;
+  Classified classify_device(const Tensor& ids, bool codes_only = false) const;
   // Admission decisions for the plan's network ids and every counter; returns the summary.
   PlanSummary finish_plan(std::int64_t nodes, std::int64_t cached, std::int64_t owned_uncached,
                           std::int64_t owned_all, std::span<const NodeId> network_ids);
