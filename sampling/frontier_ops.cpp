@@ -141,39 +141,41 @@ std::int64_t sum(const Tensor& values) {
 #endif
 }
 
-Tensor segment_sums(const std::vector<Tensor>& columns, const Tensor& bounds) {
+Tensor segment_sums(const std::vector<Tensor>& columns, const Tensor& ranges) {
   constexpr const char* kOp = "segment_sums";
-  expect_i64_vector(bounds, kOp, "bounds");
-  TESSEL_EXPECTS(bounds.numel() >= 1, "{}: bounds are empty, expected [segments + 1]", kOp);
+  TESSEL_EXPECTS(ranges.defined() && ranges.dim() == 2 && ranges.size(1) == 2 &&
+                     ranges.dtype() == DType::i64,
+                 "{}: ranges are {}, expected i64 [segments, 2]", kOp, ranges.describe());
   TESSEL_EXPECTS(!columns.empty(), "{}: no columns to sum", kOp);
   const std::int64_t n = columns.front().defined() ? columns.front().numel() : 0;
   for (const Tensor& column : columns) {
     expect_i64_vector(column, kOp, "a column");
-    expect_same_device(column, bounds, kOp);
+    expect_same_device(column, ranges, kOp);
     TESSEL_EXPECTS(column.numel() == n, "{}: columns of {} and {} values", kOp, n, column.numel());
   }
-  const std::int64_t segments = bounds.numel() - 1;
+  const std::int64_t segments = ranges.size(0);
   const auto num_columns = static_cast<std::int64_t>(columns.size());
-  Tensor sums = Tensor::empty({num_columns, segments}, DType::i64, bounds.device());
-  if (bounds.device().is_cpu()) {
-    const std::int64_t* b = bounds.data<std::int64_t>();
+  Tensor sums = Tensor::empty({num_columns, segments}, DType::i64, ranges.device());
+  if (ranges.device().is_cpu()) {
+    const std::int64_t* r = ranges.data<std::int64_t>();
     for (std::int64_t s = 0; s < segments; ++s)
-      TESSEL_EXPECTS(b[s] >= 0 && b[s] <= b[s + 1] && b[s + 1] <= n,
-                     "{}: segment {} is [{}, {}), expected ascending bounds within [0, {}]", kOp, s,
-                     b[s], b[s + 1], n);
+      TESSEL_EXPECTS(r[2 * s] >= (s > 0 ? r[2 * s - 1] : 0) && r[2 * s] <= r[2 * s + 1] &&
+                         r[2 * s + 1] <= n,
+                     "{}: range {} is [{}, {}), expected ascending disjoint ranges within [0, {}]",
+                     kOp, s, r[2 * s], r[2 * s + 1], n);
     std::int64_t* out = sums.data<std::int64_t>();
     for (std::int64_t c = 0; c < num_columns; ++c) {
       const std::int64_t* v = columns[static_cast<std::size_t>(c)].data<std::int64_t>();
       for (std::int64_t s = 0; s < segments; ++s)
-        out[c * segments + s] = std::accumulate(v + b[s], v + b[s + 1], std::int64_t{0});
+        out[c * segments + s] = std::accumulate(v + r[2 * s], v + r[2 * s + 1], std::int64_t{0});
     }
     return sums;
   }
 #if defined(TESSEL_WITH_CUDA)
-  cuda::segment_sums(columns, bounds, sums);
+  cuda::segment_sums(columns, ranges, sums);
   return sums;
 #else
-  no_cuda(kOp, bounds.device());
+  no_cuda(kOp, ranges.device());
 #endif
 }
 

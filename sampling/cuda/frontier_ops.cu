@@ -210,16 +210,16 @@ __global__ void copy_segments_kernel(const std::int64_t* __restrict__ order,
   }
 }
 
-// Sums of one column over segments [bounds[s], bounds[s + 1]) (s < segments) into
-// sums[segments]. Each thread keeps a running total while its values stay in one segment (its
-// values are kThreads apart, so it changes segment rarely), adds it to a per-block total in
-// shared memory (in global memory directly past kSharedSegments segments), and each block adds
+// Sums of one column over the ranges [ranges[2s], ranges[2s + 1]) (s < segments, ascending and
+// disjoint) into sums[segments]. Each thread keeps a running total while its values stay in one
+// range (its values are kThreads apart, so it changes range rarely), adds it to a per-block total
+// in shared memory (in global memory directly past kSharedSegments ranges), and each block adds
 // its non-zero totals to the global sums once. Integer sums: any order gives the same result.
 constexpr int kSumItems = 8;
 constexpr std::int64_t kSharedSegments = 4096; // 32 KB of shared totals
 
 __global__ void segment_sums_kernel(const std::int64_t* __restrict__ values, std::int64_t n,
-                                    const std::int64_t* __restrict__ bounds, std::int64_t segments,
+                                    const std::int64_t* __restrict__ ranges, std::int64_t segments,
                                     bool block_totals, unsigned long long* __restrict__ sums) {
   extern __shared__ unsigned long long block_sums[]; // [segments] when block_totals
   if (block_totals) {
@@ -229,21 +229,29 @@ __global__ void segment_sums_kernel(const std::int64_t* __restrict__ values, std
   }
   unsigned long long* to = block_totals ? block_sums : sums;
   const std::int64_t tile = static_cast<std::int64_t>(blockIdx.x) * kThreads * kSumItems;
-  std::int64_t segment = -1;
+  std::int64_t segment = -1; // the range of the running total, -1 for none
   unsigned long long running = 0;
   for (int item = 0; item < kSumItems; ++item) {
     const std::int64_t i = tile + static_cast<std::int64_t>(item) * kThreads + threadIdx.x;
     if (i >= n) break;
-    // -1 before bounds[0], `segments` from bounds[segments] on: outside every segment.
-    const std::int64_t s = segment_of(bounds, 0, segments + 1, i);
+    // The last range that starts at or before i, if i is inside it; else -1.
+    std::int64_t lo = 0, hi = segments;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (ranges[2 * mid] <= i)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    const std::int64_t s = lo > 0 && i < ranges[2 * (lo - 1) + 1] ? lo - 1 : -1;
     if (s != segment) {
-      if (segment >= 0 && segment < segments) atomicAdd(to + segment, running);
+      if (segment >= 0) atomicAdd(to + segment, running);
       segment = s;
       running = 0;
     }
-    running += static_cast<unsigned long long>(values[i]);
+    if (s >= 0) running += static_cast<unsigned long long>(values[i]);
   }
-  if (segment >= 0 && segment < segments) atomicAdd(to + segment, running);
+  if (segment >= 0) atomicAdd(to + segment, running);
   if (block_totals) {
     __syncthreads();
     for (std::int64_t s = threadIdx.x; s < segments; s += blockDim.x)
@@ -316,11 +324,11 @@ std::int64_t sum(const Tensor& values) {
   return result;
 }
 
-void segment_sums(const std::vector<Tensor>& columns, const Tensor& bounds, Tensor& sums) {
-  const std::int64_t segments = bounds.numel() - 1;
+void segment_sums(const std::vector<Tensor>& columns, const Tensor& ranges, Tensor& sums) {
+  const std::int64_t segments = ranges.size(0);
   const std::int64_t n = columns.front().numel();
   if (segments == 0) return;
-  const cudaStream_t stream = stream_of(bounds);
+  const cudaStream_t stream = stream_of(ranges);
   TESSEL_CHECK_CUDA(cudaMemsetAsync(sums.raw(), 0, sums.nbytes(), stream));
   if (n == 0) return;
   const bool block_totals = segments <= kSharedSegments;
@@ -331,7 +339,7 @@ void segment_sums(const std::vector<Tensor>& columns, const Tensor& bounds, Tens
   auto* out = static_cast<unsigned long long*>(sums.raw());
   for (std::size_t c = 0; c < columns.size(); ++c) {
     segment_sums_kernel<<<blocks, kThreads, shared_bytes, stream>>>(
-        columns[c].ptr<std::int64_t>(), n, bounds.ptr<std::int64_t>(), segments, block_totals,
+        columns[c].ptr<std::int64_t>(), n, ranges.ptr<std::int64_t>(), segments, block_totals,
         out + static_cast<std::int64_t>(c) * segments);
     TESSEL_CHECK_LAUNCH();
   }

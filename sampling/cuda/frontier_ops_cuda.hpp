@@ -15,7 +15,7 @@ void scatter(const Tensor& values, const Tensor& index, Tensor& out);
 void segment_lengths(const Tensor& offsets, Tensor& lengths);
 std::int64_t sum(const Tensor& values);
 // Fills sums (i64 [columns, segments]).
-void segment_sums(const std::vector<Tensor>& columns, const Tensor& bounds, Tensor& sums);
+void segment_sums(const std::vector<Tensor>& columns, const Tensor& ranges, Tensor& sums);
 // Fills order (i64 [n]) and counts ([buckets], host); returns false when an id has no owner.
 // pairs: 2 * owner + flagged buckets (owner_then_flag) or flagged owner / num_parts
 // (flagged_only).

@@ -442,27 +442,30 @@ void DistributedSampler::hop_device(const Tensor& frontier, int fanout, const rn
                                                        request_offsets, answers);
       lengths = sampling::segment_lengths(request_offsets);
       // One read-back for what the host needs of this side: the request offsets at the rank
-      // bounds (each rank's answers: the draws between its first and last request), and each
-      // rank's sum of degrees for the model-centric comparison (remote_adjacency: adjacency
-      // lists, degree + 1 values, of the rows drawn for other ranks).
-      std::vector<std::int64_t> bounds(p + 1, 0);
-      for (std::size_t r = 0; r < p; ++r) bounds[r + 1] = bounds[r] + recv[r];
-      const Tensor device_bounds = device_graph_->upload(bounds);
+      // bounds (each rank's answers: the draws between its first and last request), and the sum
+      // of the degrees of the other ranks' requests (those before and after this rank's own) for
+      // the model-centric comparison (remote_adjacency: adjacency lists, degree + 1 values, of
+      // the rows drawn for other ranks).
+      // [p + 1] rank bounds, then the two ranges of the other ranks' requests.
+      std::vector<std::int64_t> positions(p + 1, 0);
+      for (std::size_t r = 0; r < p; ++r) positions[r + 1] = positions[r] + recv[r];
+      const std::int64_t before = positions[static_cast<std::size_t>(me)];
+      const std::int64_t after = positions[static_cast<std::size_t>(me) + 1];
+      const std::int64_t total = positions[p];
+      positions.insert(positions.end(), {0, before, after, total});
+      const Tensor device_positions = device_graph_->upload(positions);
       const auto np = static_cast<std::int64_t>(p);
-      Tensor per_rank = Tensor::empty({2 * np + 1}, DType::i64, device);
-      per_rank.rows_slice(0, np + 1).copy_from(sampling::take(request_offsets, device_bounds));
-      per_rank.rows_slice(np + 1, 2 * np + 1)
-          .copy_from(sampling::segment_sums({in_degree}, device_bounds).reshape({np}));
-      const Tensor host = per_rank.to(Device::cpu());
+      const Tensor bounds = device_positions.rows_slice(0, np + 1);
+      const Tensor others_ranges = device_positions.rows_slice(np + 1, np + 5).reshape({2, 2});
+      Tensor readback = Tensor::empty({np + 3}, DType::i64, device);
+      readback.rows_slice(0, np + 1).copy_from(sampling::take(request_offsets, bounds));
+      readback.rows_slice(np + 1, np + 3)
+          .copy_from(sampling::segment_sums({in_degree}, others_ranges).reshape({2}));
+      const Tensor host = readback.to(Device::cpu());
       const std::int64_t* at_bounds = host.data<std::int64_t>();
-      const std::int64_t* degree_sums = at_bounds + p + 1;
-      std::int64_t other_degrees = 0;
-      for (std::size_t r = 0; r < p; ++r) {
-        answers_to[r] = at_bounds[r + 1] - at_bounds[r];
-        if (static_cast<int>(r) != me) other_degrees += degree_sums[r];
-      }
-      const std::int64_t others = bounds[p] - recv[static_cast<std::size_t>(me)];
-      counters_.remote_adjacency += other_degrees + others;
+      for (std::size_t r = 0; r < p; ++r) answers_to[r] = at_bounds[r + 1] - at_bounds[r];
+      const std::int64_t other_degrees = at_bounds[p + 1] + at_bounds[p + 2];
+      counters_.remote_adjacency += other_degrees + (total - (after - before));
     }
   }
   Tensor back_lengths, back_answers, back_orig, back_degree;

@@ -23,6 +23,11 @@ Tensor i64(const std::vector<std::int64_t>& v) {
   return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())});
 }
 
+// i64 [k, 2] from k (begin, end) pairs written one after the other.
+Tensor ranges(const std::vector<std::int64_t>& pairs) {
+  return Tensor::from_vector(pairs, {static_cast<std::int64_t>(pairs.size()) / 2, 2});
+}
+
 std::vector<std::int64_t> values(const Tensor& t) {
   const Tensor h = t.to(Device::cpu());
   return std::vector<std::int64_t>(h.data<std::int64_t>(), h.data<std::int64_t>() + h.numel());
@@ -76,18 +81,24 @@ TEST(FrontierOps, LookupsGathersAndScatters) {
 }
 
 TEST(FrontierOps, SegmentSums) {
-  // Segments [1, 3), [3, 3) (empty), [3, 6) of two columns; values outside them are left out.
+  // Ranges [1, 3), [3, 3) (empty), [3, 6) of two columns; values outside them are left out.
   const Tensor a = i64({100, 1, 2, 3, 4, 5, 200});
   const Tensor b = i64({0, -1, -1, 7, 0, 1, 0});
-  EXPECT_EQ(values(segment_sums({a, b}, i64({1, 3, 3, 6}))),
+  EXPECT_EQ(values(segment_sums({a, b}, ranges({1, 3, 3, 3, 3, 6}))),
             (std::vector<std::int64_t>{3, 0, 12, -2, 0, 8}));
-  EXPECT_EQ(segment_sums({a}, i64({4})).numel(), 0);
-  EXPECT_EQ(values(segment_sums({i64({})}, i64({0, 0}))), (std::vector<std::int64_t>{0}));
-  EXPECT_THROW(segment_sums({a}, i64({3, 2})), InputError);           // descending
-  EXPECT_THROW(segment_sums({a}, i64({0, 8})), InputError);           // past the end
-  EXPECT_THROW(segment_sums({a}, i64({-1, 2})), InputError);          // before the start
-  EXPECT_THROW(segment_sums({a, i64({1})}, i64({0, 1})), InputError); // ragged columns
-  EXPECT_THROW(segment_sums({}, i64({0, 1})), InputError);
+  // With gaps between them: this rank's own requests left out of the other ranks' sum.
+  EXPECT_EQ(values(segment_sums({a}, ranges({0, 1, 4, 5, 6, 7}))),
+            (std::vector<std::int64_t>{100, 4, 200}));
+  EXPECT_EQ(segment_sums({a}, ranges({})).numel(), 0);
+  EXPECT_EQ(values(segment_sums({i64({})}, ranges({0, 0}))), (std::vector<std::int64_t>{0}));
+  EXPECT_THROW(segment_sums({a}, ranges({3, 2})), InputError);           // descending
+  EXPECT_THROW(segment_sums({a}, ranges({0, 3, 2, 4})), InputError);     // overlapping
+  EXPECT_THROW(segment_sums({a}, ranges({2, 3, 0, 1})), InputError);     // out of order
+  EXPECT_THROW(segment_sums({a}, ranges({0, 8})), InputError);           // past the end
+  EXPECT_THROW(segment_sums({a}, ranges({-1, 2})), InputError);          // before the start
+  EXPECT_THROW(segment_sums({a, i64({1})}, ranges({0, 1})), InputError); // ragged columns
+  EXPECT_THROW(segment_sums({}, ranges({0, 1})), InputError);
+  EXPECT_THROW(segment_sums({a}, i64({0, 1})), InputError); // not [k, 2]
 }
 
 // Segments longer than a warp, a block and a copy tile, runs of empty segments, and one segment
@@ -212,16 +223,17 @@ void expect_unroute_parity(const std::vector<std::int64_t>& order,
   EXPECT_EQ(values(g_vals), values(c_vals)) << what;
 }
 
+// pairs: (begin, end) of each range, one after the other.
 void expect_sums_parity(const std::vector<std::vector<std::int64_t>>& columns,
-                        const std::vector<std::int64_t>& bounds, const std::string& what) {
+                        const std::vector<std::int64_t>& pairs, const std::string& what) {
   const Device gpu = Device::cuda(0);
   std::vector<Tensor> c_cols, g_cols;
   for (const auto& col : columns) {
     c_cols.push_back(i64(col));
     g_cols.push_back(i64(col).to(gpu));
   }
-  const Tensor c = segment_sums(c_cols, i64(bounds));
-  const Tensor g = segment_sums(g_cols, i64(bounds).to(gpu));
+  const Tensor c = segment_sums(c_cols, ranges(pairs));
+  const Tensor g = segment_sums(g_cols, ranges(pairs).to(gpu));
   EXPECT_EQ(g.shape(), c.shape()) << what;
   EXPECT_EQ(values(g.reshape({g.numel()})), values(c.reshape({c.numel()}))) << what;
 }
@@ -232,8 +244,8 @@ void expect_sums_parity(const std::vector<std::vector<std::int64_t>>& columns,
 // more buckets than a block counts in shared memory, frontiers of 0, 1, a warp +- 1 and over a
 // million nodes (several blocks' tiles, the last one partial); answers with segments longer than
 // a warp, a block and a copy tile, runs of empty segments (a tile spanning thousands of
-// segments), a hub of 300k values, nothing at all; segment sums over 1, 8 and more segments
-// than a block keeps in shared memory, with empty segments and values outside every segment.
+// segments), a hub of 300k values, nothing at all; segment sums over 1, 2, 8 and more ranges than
+// a block keeps in shared memory, adjacent or with gaps, empty ones, values outside every range.
 TEST(FrontierOps, CudaTwinsMatchTheCpuOnEdgeShapes) {
   if (!device_memory::cuda_available())
     GTEST_SKIP() << "no GPU visible: CUDA frontier ops not compared";
@@ -303,15 +315,23 @@ TEST(FrontierOps, CudaTwinsMatchTheCpuOnEdgeShapes) {
     column[i] = static_cast<std::int64_t>(rng() % 1000) - 100;
     other[i] = static_cast<std::int64_t>(rng() % 50000);
   }
-  expect_sums_parity({column, other}, {0, static_cast<std::int64_t>(column.size())}, "one segment");
-  expect_sums_parity({column}, {0, 0}, "one empty segment");
-  expect_sums_parity({column, other}, {5, 5, 1000, 1000, 1001, 300000, 300000, 999999},
-                     "8 segments, some empty, ends left out");
-  expect_sums_parity({std::vector<std::int64_t>{}}, {0, 0, 0}, "no values");
+  const auto n = static_cast<std::int64_t>(column.size());
+  expect_sums_parity({column, other}, {0, n}, "one range");
+  expect_sums_parity({column}, {0, 0}, "one empty range");
+  expect_sums_parity({column, other}, {0, 400000, 600000, n}, "a hop's two ranges of other ranks");
+  expect_sums_parity({column, other},
+                     {5, 5, 5, 1000, 1000, 1000, 1001, 300000, 300000, 300000, 300001, 999999,
+                      999999, 999999, 1000000, n - 100},
+                     "8 ranges, some empty, gaps and ends left out");
+  expect_sums_parity({std::vector<std::int64_t>{}}, {0, 0, 0, 0}, "no values");
   for (const std::int64_t segments : {4096, 4097, 10000}) {
-    std::vector<std::int64_t> bounds(static_cast<std::size_t>(segments) + 1);
-    for (std::int64_t s = 0; s <= segments; ++s)
-      bounds[s] = static_cast<std::int64_t>(column.size()) * s / segments;
-    expect_sums_parity({column, other}, bounds, std::to_string(segments) + " segments");
+    // Adjacent ranges, then as many with a gap after each.
+    std::vector<std::int64_t> adjacent, gapped;
+    for (std::int64_t s = 0; s < segments; ++s) {
+      adjacent.insert(adjacent.end(), {n * s / segments, n * (s + 1) / segments});
+      gapped.insert(gapped.end(), {n * s / segments, n * s / segments + (n / segments) / 2});
+    }
+    expect_sums_parity({column, other}, adjacent, std::to_string(segments) + " adjacent ranges");
+    expect_sums_parity({column}, gapped, std::to_string(segments) + " ranges with gaps");
   }
 }

@@ -29,11 +29,12 @@ Tensor segment_lengths(const Tensor& offsets);
 // The sum of values (i64 [n]); waits for the device on CUDA.
 std::int64_t sum(const Tensor& values);
 
-// sums i64 [columns.size(), k]: entry (c, s) is the sum of columns[c][bounds[s], bounds[s + 1])
-// (each column i64 [n], bounds i64 [k + 1] ascending within [0, n], all on one device; the
-// bounds are checked on the CPU, not on CUDA). Asynchronous on CUDA, so that several per-segment
-// totals come back to the host in one read-back.
-Tensor segment_sums(const std::vector<Tensor>& columns, const Tensor& bounds);
+// sums i64 [columns.size(), k]: entry (c, s) is the sum of columns[c][ranges[s][0], ranges[s][1])
+// (each column i64 [n]; ranges i64 [k, 2], ascending and disjoint: ranges[s][0] <= ranges[s][1]
+// <= ranges[s + 1][0], within [0, n]; all on one device; the ranges are checked on the CPU, not
+// on CUDA). Values outside every range are left out. Asynchronous on CUDA, so that several
+// per-range totals come back to the host in one read-back.
+Tensor segment_sums(const std::vector<Tensor>& columns, const Tensor& ranges);
 
 // How route_frontier buckets a frontier node owned by part `owner` (flagged: its known_pos is
 // negative, i.e. the requester knows nothing of it and asks its owner for its original id and
