@@ -9,7 +9,8 @@
 # rank's, in wall seconds and in process CPU seconds ("cpu" columns, metrics `phases_cpu`): on a
 # machine shared with other jobs the wall seconds follow their load, the graph and recurrent
 # CPU seconds much less (those of the transposition or halo exchange include MPI's busy polling
-# while a rank waits for its peers).
+# while a rank waits for its peers). "faults/ep" is the training pass's minor page faults on the
+# slowest rank (metrics `minor_faults`): host blocks taken fresh from the system, not reused.
 #
 # The issue's size is 200k nodes x 32 snapshots (average degree 10, 32 features); the default
 # here is 50k nodes (NODES=200000 for the full size) so that the whole script runs in a few
@@ -52,8 +53,8 @@ jq -r --argjson full "$(stat -c %s "$full")" '
 train_end=$(jq '.train[1]' <<<"$info")
 
 echo
-printf "%-3s %-9s %-3s %9s %9s %11s %10s %9s %11s %10s %11s %11s %12s %7s  %s\n" P layout thr "s/epoch" graph "transp/halo" recurrent \
-  "graph cpu" "t/halo cpu" "rec cpu" "sent MB/ep" "a2a MB/ep" "analytic MB" "ratio" "load"
+printf "%-3s %-9s %-3s %9s %9s %11s %10s %9s %11s %10s %11s %11s %12s %7s %9s  %s\n" P layout thr "s/epoch" graph "transp/halo" recurrent \
+  "graph cpu" "t/halo cpu" "rec cpu" "sent MB/ep" "a2a MB/ep" "analytic MB" "ratio" "faults/ep" "load"
 for p in $ranks; do
   parts="$work/parts$p"
   bench_parts "$tessel" "$data" "$p" "$parts"
@@ -79,12 +80,13 @@ for p in $ranks; do
        med((.phases.transpose // 0) + (.phases.halo // 0)), med(.phases.recurrent // 0),
        med(.phases_cpu.graph // 0), med((.phases_cpu.transpose // 0) + (.phases_cpu.halo // 0)),
        med(.phases_cpu.recurrent // 0), med(.comm_bytes) / 1e6, med(.transpose_bytes) / 1e6, $a / 1e6,
-       (if $a > 0 then med(.comm_bytes) / $a else 0 end)] | @tsv' "$metrics" |
-      awk -F'\t' -v load="$load0-$load1" '{printf "%-3s %-9s %-3s %9.3f %9.3f %11.3f %10.3f %9.3f %11.3f %10.3f %11.2f %11.2f %12.2f %7.3f  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,load}'
+       (if $a > 0 then med(.comm_bytes) / $a else 0 end), med(.minor_faults // 0)] | @tsv' "$metrics" |
+      awk -F'\t' -v load="$load0-$load1" '{printf "%-3s %-9s %-3s %9.3f %9.3f %11.3f %10.3f %9.3f %11.3f %10.3f %11.2f %11.2f %12.2f %7.3f %9d  %s\n", $1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,load}'
     if [ "$layout" = snapshot ]; then
       jq -r -s '.[] | select(.summary) | "    snapshot blocks \(.snapshot_blocks | tostring) (training [0, '"$train_end"'))"' "$metrics"
     fi
   done
 done
 echo "(sent MB/ep also carries the gradient all-reduce and the loss sums; ratio = sent / analytic;"
+echo " faults/ep = the training pass's minor page faults on the slowest rank;"
 echo " load = the 1-minute load average before and after the run)"

@@ -3,6 +3,7 @@
 
 #include "size_class.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <iterator>
@@ -48,6 +49,10 @@ class HostBlockCache {
       free_.erase(largest);
     }
   }
+  std::size_t cached() {
+    std::lock_guard lock(mutex_);
+    return cached_;
+  }
 
  private:
   static std::size_t default_limit() {
@@ -71,11 +76,15 @@ std::size_t rounded_size(std::size_t bytes) {
   return aligned >= HostBlockCache::kMinBytes ? HostBlockCache::size_class(aligned) : aligned;
 }
 
-// Live host bytes and their peak, for stats(Device::cpu()) (what a step holds at once).
+// Live host bytes and their peak, for stats(Device::cpu()) (what a step holds at once), and how
+// often the block cache served a request or a block came from the system instead.
 struct HostCounters {
   std::atomic<std::int64_t> requests{0};
+  std::atomic<std::int64_t> cache_hits{0};
+  std::atomic<std::int64_t> system_blocks{0};
   std::atomic<std::int64_t> in_use{0};
   std::atomic<std::int64_t> peak{0};
+  std::atomic<std::int64_t> peak_reserved{0};
 };
 
 HostCounters& host_counters() {
@@ -93,18 +102,28 @@ void count_host(std::int64_t delta) {
 
 }  // namespace
 
+// Bytes of host blocks held: live ones and the cache's idle ones.
+std::int64_t host_reserved() {
+  return host_counters().in_use.load() + static_cast<std::int64_t>(host_cache().cached());
+}
+
 DeviceMemoryStats host_stats() {
   HostCounters& c = host_counters();
   DeviceMemoryStats s;
   s.requests = c.requests.load();
+  s.cache_hits = c.cache_hits.load();
+  s.device_allocations = c.system_blocks.load();
   s.bytes_in_use = c.in_use.load();
   s.peak_bytes_in_use = c.peak.load();
+  s.bytes_reserved = host_reserved();
+  s.peak_bytes_reserved = std::max(c.peak_reserved.load(), s.bytes_reserved);
   return s;
 }
 
 void host_reset_peak() {
   HostCounters& c = host_counters();
   c.peak.store(c.in_use.load());
+  c.peak_reserved.store(host_reserved());
 }
 
 void* host_allocate(std::size_t bytes) {
@@ -112,10 +131,23 @@ void* host_allocate(std::size_t bytes) {
   // 64-byte alignment: full cache lines and aligned AVX-512 loads.
   const std::size_t rounded = rounded_size(bytes);
   host_counters().requests.fetch_add(1, std::memory_order_relaxed);
-  void* p = rounded >= HostBlockCache::kMinBytes ? host_cache().take(rounded) : nullptr;
+  const bool cached = rounded >= HostBlockCache::kMinBytes;
+  void* p = cached ? host_cache().take(rounded) : nullptr;
+  if (p) host_counters().cache_hits.fetch_add(1, std::memory_order_relaxed);
+  const bool from_system = !p;
   if (!p) p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
   count_host(static_cast<std::int64_t>(rounded));
+  if (from_system && cached) {
+    // Only a block from the system adds to the bytes held (a cached one was held already).
+    HostCounters& c = host_counters();
+    c.system_blocks.fetch_add(1, std::memory_order_relaxed);
+    const std::int64_t reserved = host_reserved();
+    std::int64_t peak = c.peak_reserved.load(std::memory_order_relaxed);
+    while (reserved > peak &&
+           !c.peak_reserved.compare_exchange_weak(peak, reserved, std::memory_order_relaxed)) {
+    }
+  }
   return p;
 }
 

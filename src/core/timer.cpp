@@ -34,6 +34,12 @@ std::int64_t peak_rss_bytes() {
   return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+std::int64_t process_minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::int64_t>(usage.ru_minflt);
+}
+
 std::int64_t current_rss_bytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (!f) return 0;

@@ -1348,7 +1348,11 @@ public:
   std::vector<nn::Parameter*> parameters() override { return trainer_.parameters(); }
   nn::Optimizer& optimizer() override { return trainer_.optimizer(); }
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
+    const std::int64_t faults = process_minor_faults();
     const double loss = trainer_.train_epoch(epoch, phases);
+    // Pages faulted in by the training pass: host blocks it had to take fresh from the system.
+    extra["minor_faults"] =
+        comm_.allreduce_value(process_minor_faults() - faults, comm::ReduceOp::max);
     // Every rank records the same phase names, so these reductions match up.
     for (const auto& [name, s] : trainer_.cpu_phases().all())
       extra["phases_cpu"][name] = comm_.allreduce_value(s, comm::ReduceOp::max);
@@ -1380,6 +1384,8 @@ public:
     const std::int64_t analytic = analytic_train_ + (m.evaluated ? analytic_eval_ : 0);
     m.extra["transpose_bytes"] = transpose_bytes;
     m.extra["analytic_transpose_bytes"] = analytic;
+    m.extra["host_allocations"] = comm_.allreduce_value(
+        device_memory::host_stats().device_allocations, comm::ReduceOp::max);
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
       const auto mem = device_memory::stats(device_);

@@ -118,6 +118,11 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
   // The graph and recurrent phases did work on every rank: their CPU clocks moved.
   EXPECT_GT(cpu["graph"].get<double>(), 0.0);
   EXPECT_GT(cpu["recurrent"].get<double>(), 0.0);
+  // The training pass's page faults and the host blocks taken from the system so far.
+  for (const char* key : {"minor_faults", "host_allocations"}) {
+    ASSERT_TRUE(full[5].contains(key)) << key;
+    EXPECT_GE(full[5][key].get<std::int64_t>(), 0) << key;
+  }
   EXPECT_TRUE(full.back()["summary"].get<bool>());
   const h5::File pred = h5::File::open_read(dir / "pred.h5");
   EXPECT_EQ(pred.dims("/prediction"), (std::vector<std::int64_t>{8 * 120, 1}));

@@ -132,8 +132,10 @@ Tensor Tensor::from_vector(const std::vector<T>& values, std::vector<std::int64_
 
 // Device memory primitives; the CUDA versions exist only in builds with TESSEL_WITH_CUDA.
 namespace device_memory {
-// Counters of a device's caching allocator. For the CPU: requests, bytes_in_use and
-// peak_bytes_in_use of host_allocate (tensors and staging blocks on the host), the rest zero.
+// Counters of a device's caching allocator. For the CPU, those of host_allocate (tensors and
+// staging blocks on the host): device_allocations counts the blocks of at least 1 MiB it took
+// from the system because the host block cache had none of their size (fresh pages to fault
+// in), bytes_reserved the live and idle cached bytes; pinned_bytes is zero.
 struct DeviceMemoryStats {
   std::int64_t requests = 0;        // allocations asked for by tensors
   std::int64_t cache_hits = 0;      // requests served by a cached block

@@ -54,5 +54,8 @@ class ScopedPhase {
 std::int64_t peak_rss_bytes();
 // Current resident set size in bytes (/proc/self/statm), 0 where unknown.
 std::int64_t current_rss_bytes();
+// Minor page faults of this process so far (getrusage): pages the kernel mapped in on first
+// touch, e.g. of host blocks freshly allocated instead of reused.
+std::int64_t process_minor_faults();
 
 }  // namespace tessel
