@@ -23,6 +23,7 @@ namespace {
 // 15-20% of a full-batch epoch in the kernel). Sizes are rounded up to classes 1/8 apart so
 // mini-batches of slightly different sizes share blocks, and the idle blocks are capped
 // (TESSEL_HOST_CACHE_MB, default 1024; 0 disables): past the cap the largest idle ones are freed.
+// A loop whose iterations hold more than the cap raises it to what it holds (host_cache_keep).
 class HostBlockCache {
  public:
   static constexpr std::size_t kMinBytes = detail::kCachedMinBytes;
@@ -42,6 +43,28 @@ class HostBlockCache {
     std::lock_guard lock(mutex_);
     free_.emplace(bytes, p);
     cached_ += bytes;
+    trim();
+  }
+  std::size_t cached() {
+    std::lock_guard lock(mutex_);
+    return cached_;
+  }
+  std::size_t limit() {
+    std::lock_guard lock(mutex_);
+    return limit_;
+  }
+  void set_limit(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    limit_ = bytes;
+    trim();
+  }
+  void keep(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    if (limit_ > 0) limit_ = std::max(limit_, bytes);
+  }
+
+ private:
+  void trim() {
     while (cached_ > limit_ && !free_.empty()) {
       auto largest = std::prev(free_.end());
       std::free(largest->second);
@@ -49,12 +72,6 @@ class HostBlockCache {
       free_.erase(largest);
     }
   }
-  std::size_t cached() {
-    std::lock_guard lock(mutex_);
-    return cached_;
-  }
-
- private:
   static std::size_t default_limit() {
     if (const char* env = std::getenv("TESSEL_HOST_CACHE_MB")) return std::stoull(env) << 20;
     return std::size_t{1024} << 20;
@@ -119,6 +136,10 @@ DeviceMemoryStats host_stats() {
   s.peak_bytes_reserved = std::max(c.peak_reserved.load(), s.bytes_reserved);
   return s;
 }
+
+std::size_t host_cache_limit() { return host_cache().limit(); }
+void host_cache_set_limit(std::size_t bytes) { host_cache().set_limit(bytes); }
+void host_cache_keep(std::size_t bytes) { host_cache().keep(bytes); }
 
 void host_reset_peak() {
   HostCounters& c = host_counters();

@@ -152,6 +152,14 @@ void release(void* ptr, Device device, std::size_t bytes) noexcept;
 // Host blocks (64-byte aligned); large ones are cached for reuse (TESSEL_HOST_CACHE_MB).
 void* host_allocate(std::size_t bytes);
 void host_release(void* ptr, std::size_t bytes) noexcept;
+// The cap on the idle host blocks the cache keeps (TESSEL_HOST_CACHE_MB, default 1024 MiB; 0
+// keeps none); past it the largest idle blocks go back to the system. host_cache_keep raises the
+// cap to at least `bytes` (never lowers it; nothing while caching is off): a loop that holds the
+// same blocks every iteration keeps them all idle in between, instead of the cache freeing the
+// largest and the next iteration faulting them in again. host_cache_set_limit sets it (tests).
+std::size_t host_cache_limit();
+void host_cache_keep(std::size_t bytes);
+void host_cache_set_limit(std::size_t bytes);
 // Counters of host_allocate (what stats(Device::cpu()) returns) and their reset_peak.
 DeviceMemoryStats host_stats();
 void host_reset_peak();
