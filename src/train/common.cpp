@@ -1,4 +1,6 @@
-// Pieces every training mode shares: split labels, accuracies, gradient all-reduce, predictions.
+// Pieces every training mode shares: split labels, accuracies, gradient all-reduce, predictions;
+// the graph modes' trainer base.
+#include "graph_mode.hpp"
 #include "trainer.hpp"
 
 #include "tessel/core/error.hpp"
@@ -47,6 +49,46 @@ Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {
   if (comm.size() == 1) return;
   comm.allreduce(model.flat_gradients());
+}
+
+GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)
+    : comm_(ctx.comm),
+      data_(ctx.runtime.data ? *ctx.runtime.data : ctx.comm),
+      device_(ctx.runtime.device),
+      options_(ctx.options),
+      manifest_(ctx.manifest),
+      part_(ctx.part),
+      aggregator_(ctx.part, ctx.comm, &data_, ctx.runtime.device),
+      layer_aggregators_(static_cast<std::size_t>(ctx.options.model.layers), &aggregator_),
+      model_([&] {
+        nn::ModelConfig config = ctx.options.model;
+        config.device = ctx.runtime.device;
+        return config;
+      }()),
+      optimizer_(nn::make_optimizer(ctx.options.optimizer)),
+      split_labels_(split_labels(ctx.part)) {
+  // Features go to the device once; every epoch step then stays there.
+  features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
+  std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
+  if (device_.is_cuda()) features_ = features_.to(device_);
+}
+
+Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
+  // The aggregation's phases are not the epoch's: evaluation counts as "eval" as a whole.
+  PhaseTimes eval_phases;
+  aggregator_.set_phases(&eval_phases);
+  Stopwatch watch;
+  const Tensor logits = infer_all_nodes(model_, features_, layer_aggregators_);
+  const Accuracy accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
+  phases.add("eval", watch.seconds());
+  return accuracy;
+}
+
+void GraphModeTrainer::write_predictions(const fs::path& path) {
+  PhaseTimes ignored;
+  aggregator_.set_phases(&ignored);
+  write_predictions_file(comm_, part_, infer_all_nodes(model_, features_, layer_aggregators_),
+                         path);
 }
 
 void write_predictions_file(comm::Communicator& comm, const partition::Part& part,

@@ -1,7 +1,6 @@
 // Full-batch mode: every layer aggregates over the whole partition with a halo exchange;
 // the loss is the mean over all training nodes of the whole graph.
-#include "full_aggregator.hpp"
-#include "trainer.hpp"
+#include "graph_mode.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
@@ -12,24 +11,9 @@ namespace tessel::train {
 
 namespace {
 
-class FullTrainer final : public Trainer {
+class FullTrainer final : public GraphModeTrainer {
  public:
-  explicit FullTrainer(TrainerContext ctx)
-      : comm_(ctx.comm),
-        data_(ctx.runtime.data ? *ctx.runtime.data : ctx.comm),
-        device_(ctx.runtime.device),
-        options_(ctx.options),
-        manifest_(ctx.manifest),
-        part_(ctx.part),
-        aggregator_(ctx.part, ctx.comm, &data_, ctx.runtime.device),
-        model_(model_config(ctx)),
-        optimizer_(nn::make_optimizer(ctx.options.optimizer)) {
-    // Features go to the device once; every epoch step then stays there.
-    Tensor host = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
-    std::copy(part_.features.begin(), part_.features.end(), host.data<float>());
-    features_ = device_.is_cpu() ? host : host.to(device_);
-    split_labels_ = split_labels(part_);
-    layer_aggregators_.assign(static_cast<std::size_t>(options_.model.layers), &aggregator_);
+  explicit FullTrainer(TrainerContext ctx) : GraphModeTrainer(ctx) {
     // The aggregation matrices are built now, not in the first epoch: building the transpose
     // takes temporaries of 16 bytes per edge, which then go back to the driver, so the
     // device's memory during training is what a step holds (the peaks restart here).
@@ -41,9 +25,6 @@ class FullTrainer final : public Trainer {
       device_memory::reset_peak(device_);
     }
   }
-
-  nn::Model& model() override { return model_; }
-  nn::Optimizer& optimizer() override { return *optimizer_; }
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     aggregator_.set_phases(&phases);
@@ -89,44 +70,8 @@ class FullTrainer final : public Trainer {
     return loss_sum / static_cast<double>(manifest_.num_train);
   }
 
-  Accuracy evaluate(PhaseTimes& phases) override {
-    PhaseTimes eval_phases;
-    aggregator_.set_phases(&eval_phases);
-    Stopwatch watch;
-    logits_ = infer_all_nodes(model_, features_, layer_aggregators_);
-    const Accuracy accuracy = split_accuracy(comm_, logits_, part_, manifest_, split_labels_);
-    phases.add("eval", watch.seconds());
-    return accuracy;
-  }
-
-  void write_predictions(const std::filesystem::path& path) override {
-    PhaseTimes ignored;
-    aggregator_.set_phases(&ignored);
-    Tensor logits = infer_all_nodes(model_, features_, layer_aggregators_);
-    write_predictions_file(comm_, part_, logits, path);
-  }
-
  private:
-  static nn::ModelConfig model_config(const TrainerContext& ctx) {
-    nn::ModelConfig config = ctx.options.model;
-    config.device = ctx.runtime.device;
-    return config;
-  }
-
-  comm::Communicator& comm_;
-  comm::Communicator& data_;
-  Device device_;
-  const TrainOptions& options_;
-  const partition::Manifest& manifest_;
-  partition::Part& part_;
-  FullAggregator aggregator_;
-  nn::Model model_;
-  std::unique_ptr<nn::Optimizer> optimizer_;
-  Tensor features_;
-  Tensor logits_;
   std::int64_t setup_peak_bytes_ = 0;
-  std::vector<std::vector<std::int64_t>> split_labels_;
-  std::vector<nn::Aggregator*> layer_aggregators_;
 };
 
 }  // namespace

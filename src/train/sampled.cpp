@@ -1,8 +1,7 @@
 // Sampled mode: mini-batches of each rank's own training nodes, sampled by the data-centric
 // DistributedSampler, gradients all-reduced every step in lock-step; evaluation is full-neighbor.
 // On a GPU the owners draw with the CUDA sampler and the model, loss and optimizer run there.
-#include "full_aggregator.hpp"
-#include "trainer.hpp"
+#include "graph_mode.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
@@ -80,17 +79,10 @@ class BlockAggregator final : public nn::Aggregator {
   nn::AggregationMatrices matrices_;
 };
 
-class SampledTrainer final : public Trainer {
+class SampledTrainer final : public GraphModeTrainer {
  public:
   explicit SampledTrainer(TrainerContext ctx)
-      : comm_(ctx.comm),
-        data_(ctx.runtime.data ? *ctx.runtime.data : ctx.comm),
-        device_(ctx.runtime.device),
-        options_(ctx.options),
-        manifest_(ctx.manifest),
-        part_(ctx.part),
-        model_(model_config(ctx)),
-        optimizer_(nn::make_optimizer(ctx.options.optimizer)),
+      : GraphModeTrainer(ctx),
         sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
                  ctx.options.sampled.batch_size, ctx.runtime.data) {
     TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
@@ -103,13 +95,6 @@ class SampledTrainer final : public Trainer {
       sampler_.sample_on_device(device_, options_.sampled.graph_placement);
       sampler_.route_on_host(options_.sampled.sample_routing == "host");
     }
-    // Evaluation aggregates over the whole part on the training device (halo rows over the data
-    // plane), as full-batch training does.
-    eval_aggregator_ = std::make_unique<FullAggregator>(part_, comm_, &data_, device_);
-    features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
-    std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
-    if (device_.is_cuda()) features_ = features_.to(device_);
-    split_labels_ = split_labels(part_);
     aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
     sampling::CacheBudget budget;
     if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
@@ -155,9 +140,6 @@ class SampledTrainer final : public Trainer {
     return budget;
   }
 
-  nn::Model& model() override { return model_; }
-  nn::Optimizer& optimizer() override { return *optimizer_; }
-
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     sampler_.reset_counters();
     std::vector<std::vector<LocalId>> step_seeds;
@@ -196,27 +178,6 @@ class SampledTrainer final : public Trainer {
     report(extra, static_cast<std::int64_t>(steps.size()), phases);
     // The mean over the seeds trained: all training nodes unless --max-batches cut the epoch.
     return loss_sum / static_cast<double>(std::max<std::int64_t>(seeds_run, 1));
-  }
-
-  Accuracy evaluate(PhaseTimes& phases) override {
-    // Layer-wise full-neighbor inference over every node (as DGL evaluates sampled models):
-    // the aggregation full-batch training uses, so accuracy is exact, not a sampled estimate.
-    PhaseTimes eval_phases;
-    eval_aggregator_->set_phases(&eval_phases);
-    Stopwatch watch;
-    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(options_.model.layers),
-                                      eval_aggregator_.get());
-    const Tensor logits = infer_all_nodes(model_, features_, aggs);
-    const Accuracy accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
-    phases.add("eval", watch.seconds());
-    return accuracy;
-  }
-
-  void write_predictions(const std::filesystem::path& path) override {
-    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(options_.model.layers),
-                                      eval_aggregator_.get());
-    const Tensor logits = infer_all_nodes(model_, features_, aggs);
-    write_predictions_file(comm_, part_, logits, path);
   }
 
  private:
@@ -396,12 +357,6 @@ class SampledTrainer final : public Trainer {
     if (device_.is_cuda()) kernels::default_context(device_).synchronize();
   }
 
-  static nn::ModelConfig model_config(const TrainerContext& ctx) {
-    nn::ModelConfig config = ctx.options.model;
-    config.device = ctx.runtime.device;
-    return config;
-  }
-
   // This rank's sampling rate so far in the epoch, for the progress line.
   std::string sampling_rate(const PhaseTimes& phases) const {
     const double seconds = phases.get("sample");
@@ -478,18 +433,7 @@ class SampledTrainer final : public Trainer {
     }
   }
 
-  comm::Communicator& comm_;
-  comm::Communicator& data_;
-  Device device_;
-  const TrainOptions& options_;
-  const partition::Manifest& manifest_;
-  partition::Part& part_;
-  nn::Model model_;
-  std::unique_ptr<nn::Optimizer> optimizer_;
   DistributedSampler sampler_;
-  std::unique_ptr<FullAggregator> eval_aggregator_;
-  Tensor features_;
-  std::vector<std::vector<std::int64_t>> split_labels_;
   std::vector<BlockAggregator> aggregators_;
 };
 
