@@ -16,20 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-std::string quote(const fs::path& p) {
-  return "'" + p.string() + "'";
-}
-
-Result tessel(const std::string& args) {
-  Result r;
-  r.code = test::run_command(quote(test::tessel_binary()) + " " + args, &r.output);
-  return r;
-}
+using Result = test::CommandResult;
+using test::quote;
+using test::run_tessel;
 
 // The failure contract: exit code 2, exactly one line "tessel: error: ..." holding every
 // expected piece, and an output folder with nothing in it.
@@ -53,8 +42,8 @@ struct BrokenConvert {
     test::write_tiny_ogb(dir / "tiny", tiny);
     out_dir = dir / "out";
     fs::create_directories(out_dir);
-    result = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(out_dir / "tiny.h5") + " " +
-                    extra);
+    result = run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(out_dir / "tiny.h5") +
+                        " " + extra);
   }
 };
 
@@ -63,9 +52,9 @@ TEST(CliConvert, CoraCheck) {
   if (!cora) GTEST_SKIP() << "shared dataset cora not found (../shared/datasets/cora)";
   test::TempDir dir;
   const auto store = dir / "cora.h5";
-  auto r = tessel("convert ogb " + quote(*cora) + " " + quote(store));
+  auto r = run_tessel("convert ogb " + quote(*cora) + " " + quote(store));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = tessel("info " + quote(store) + " --json");
+  r = run_tessel("info " + quote(store) + " --json");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["num_nodes"], 2708);
@@ -78,7 +67,7 @@ TEST(CliConvert, CoraCheck) {
   EXPECT_EQ(j["split"]["valid"], 500);
   EXPECT_EQ(j["split"]["test"], 1000);
   EXPECT_EQ(j["directed"], false);
-  r = tessel("info " + quote(store));
+  r = run_tessel("info " + quote(store));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("nodes         2708"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("10556 directed edges"), std::string::npos) << r.output;
@@ -92,7 +81,7 @@ TEST(CliConvert, CoraCheck) {
 TEST(CliConvert, HelpTexts) {
   for (const char* args :
        {"convert --help", "convert ogb --help", "convert synthetic --help", "info --help"}) {
-    const auto r = tessel(args);
+    const auto r = run_tessel(args);
     EXPECT_EQ(r.code, 0) << args << ": " << r.output;
     EXPECT_NE(r.output.find("OPTIONS"), std::string::npos) << r.output;
   }
@@ -101,20 +90,20 @@ TEST(CliConvert, HelpTexts) {
 TEST(CliConvert, SyntheticIsReproducibleAndRoundTripsThroughOgb) {
   test::TempDir dir;
   const std::string opts = "--nodes 3000 --avg-degree 10 --classes 5 --feat-dim 8 --seed 9";
-  ASSERT_EQ(tessel("convert synthetic " + opts + " " + quote(dir / "a.h5")).code, 0);
-  const auto r = tessel("convert synthetic " + opts + " " + quote(dir / "b.h5"));
+  ASSERT_EQ(run_tessel("convert synthetic " + opts + " " + quote(dir / "a.h5")).code, 0);
+  const auto r = run_tessel("convert synthetic " + opts + " " + quote(dir / "b.h5"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(test::read_file_bytes(dir / "a.h5"), test::read_file_bytes(dir / "b.h5"));
-  ASSERT_EQ(tessel("convert synthetic " + opts + " --ogb " + quote(dir / "folder")).code, 0);
-  const auto c = tessel("convert ogb " + quote(dir / "folder") + " " + quote(dir / "c.h5") +
-                        " --name synthetic --json");
+  ASSERT_EQ(run_tessel("convert synthetic " + opts + " --ogb " + quote(dir / "folder")).code, 0);
+  const auto c = run_tessel("convert ogb " + quote(dir / "folder") + " " + quote(dir / "c.h5") +
+                            " --name synthetic --json");
   ASSERT_EQ(c.code, 0) << c.output;
   const auto j = nlohmann::json::parse(c.output);
   EXPECT_EQ(j["num_nodes"], 3000);
   EXPECT_GT(j["text_bytes"].get<std::int64_t>(), 0);
   EXPECT_GT(j["peak_rss_bytes"].get<std::int64_t>(), 0);
   EXPECT_EQ(test::read_file_bytes(dir / "a.h5"), test::read_file_bytes(dir / "c.h5"));
-  const auto info = tessel("info " + quote(dir / "a.h5"));
+  const auto info = run_tessel("info " + quote(dir / "a.h5"));
   EXPECT_EQ(info.code, 0) << info.output;
   EXPECT_NE(info.output.find("nodes         3000"), std::string::npos) << info.output;
 }
@@ -122,8 +111,8 @@ TEST(CliConvert, SyntheticIsReproducibleAndRoundTripsThroughOgb) {
 // A preset fills what the command line leaves out; flags given override it.
 TEST(CliConvert, SyntheticPresetFillsUnsetOptions) {
   test::TempDir dir;
-  const auto r = tessel("convert synthetic --preset products --nodes 20000 --feat-dim 4 " +
-                        quote(dir / "p.h5"));
+  const auto r = run_tessel("convert synthetic --preset products --nodes 20000 --feat-dim 4 " +
+                            quote(dir / "p.h5"));
   ASSERT_EQ(r.code, 0) << r.output;
   const auto info = datasets::read_store_info(dir / "p.h5");
   EXPECT_EQ(info.num_nodes, 20000);  // given
@@ -138,15 +127,15 @@ TEST(CliConvert, SyntheticPresetFillsUnsetOptions) {
   EXPECT_NEAR(static_cast<double>(info.num_valid) / 20000, 0.016, 0.005);
   fs::create_directories(dir / "bad");
   expect_clean_failure(
-      tessel("convert synthetic --preset papers " + quote(dir / "bad" / "x.h5")),
+      run_tessel("convert synthetic --preset papers " + quote(dir / "bad" / "x.h5")),
       {"preset 'papers'", "products"}, dir / "bad");
 }
 
 TEST(CliConvert, SymmetrizeFlag) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "tiny");
-  const auto r =
-      tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "t.h5") + " --symmetrize");
+  const auto r = run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "t.h5") +
+                            " --symmetrize");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(datasets::read_store_info(dir / "t.h5").num_edges, 10);
 }
@@ -158,7 +147,8 @@ TEST(CliBadInput, MissingFile) {
   test::write_tiny_ogb(dir / "tiny");
   fs::remove(dir / "tiny" / "raw" / "edge.csv.gz");
   fs::create_directories(dir / "out");
-  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
+  const auto r =
+      run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
   expect_clean_failure(r, {"raw/edge.csv.gz: no such file"}, dir / "out");
 }
 
@@ -170,7 +160,8 @@ TEST(CliBadInput, TruncatedGzip) {
   const auto bytes = test::read_file_bytes(feat);
   test::write_text(feat, bytes.substr(0, bytes.size() - 10));
   fs::create_directories(dir / "out");
-  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
+  const auto r =
+      run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
   expect_clean_failure(r, {"node-feat.csv.gz: truncated gzip"}, dir / "out");
 }
 
@@ -292,7 +283,8 @@ TEST(CliBadInput, SeveralSplitsWithoutChoice) {
   other.split_name = "b";
   test::write_tiny_ogb(dir / "tiny", other);
   fs::create_directories(dir / "out");
-  const auto r = tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
+  const auto r =
+      run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "t.h5"));
   expect_clean_failure(r, {"several splits (b, tiny)", "--split"}, dir / "out");
 }
 
@@ -301,14 +293,14 @@ TEST(CliBadInput, OutputFolderMissing) {
   test::write_tiny_ogb(dir / "tiny");
   fs::create_directories(dir / "out");
   const auto r =
-      tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "no" / "t.h5"));
+      run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "out" / "no" / "t.h5"));
   expect_clean_failure(r, {"does not exist"}, dir / "out");
 }
 
 TEST(CliBadInput, SyntheticBadOptions) {
   test::TempDir dir;
-  const auto r = tessel("convert synthetic --nodes 100 --train-frac 0.9 --valid-frac 0.5 " +
-                        quote(dir / "s.h5"));
+  const auto r = run_tessel("convert synthetic --nodes 100 --train-frac 0.9 --valid-frac 0.5 " +
+                            quote(dir / "s.h5"));
   expect_clean_failure(r, {"--train-frac"}, dir.path());
 }
 
@@ -320,7 +312,7 @@ void expect_info_failure(test::StoreDamage damage, const std::vector<std::string
   fs::create_directories(dir / "out");
   auto all = pieces;
   all.push_back("d.h5");
-  expect_clean_failure(tessel("info " + quote(dir / "in" / "d.h5")), all, dir / "out");
+  expect_clean_failure(run_tessel("info " + quote(dir / "in" / "d.h5")), all, dir / "out");
 }
 
 TEST(CliBadInput, StoreMissingDataset) {
@@ -364,7 +356,7 @@ TEST(CliBadInput, StoreHugeLabel) {
 
 TEST(CliBadInput, InfoMissingFile) {
   test::TempDir dir;
-  expect_clean_failure(tessel("info " + quote(dir / "none.h5")), {"none.h5: no such file"},
+  expect_clean_failure(run_tessel("info " + quote(dir / "none.h5")), {"none.h5: no such file"},
                        dir.path());
 }
 

@@ -18,19 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
-
-Result run(const std::string& args, int np = 0) {
-  Result r;
-  const std::string prefix = np > 0 ? test::mpirun(np) + " " : std::string();
-  r.code = test::run_command(prefix + quote(test::tessel_binary()) + " " + args, &r.output);
-  return r;
-}
+using Result = test::CommandResult;
+using test::quote;
+using test::run_tessel;
 
 void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
@@ -54,8 +44,8 @@ TEST(TemporalCli, BadInputIsOneLineExitTwoAndNothingLeft) {
   };
   for (const auto& [name, text, piece] : cases) {
     write_text(dir / name, text);
-    const Result r = run("convert temporal " + quote(dir / name) + " " + quote(out / "x.h5") +
-                         " --lags 1 --snapshots 2");
+    const Result r = run_tessel("convert temporal " + quote(dir / name) + " " +
+                                quote(out / "x.h5") + " --lags 1 --snapshots 2");
     EXPECT_EQ(r.code, 2) << name << ": " << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
     EXPECT_NE(r.output.find(name), std::string::npos) << r.output;
@@ -73,26 +63,28 @@ std::vector<nlohmann::json> read_lines(const fs::path& p) {
 
 TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
   test::TempDir dir("temporal-cli-train");
-  Result r = run("convert synthetic-temporal --nodes 120 --snapshots 8 --avg-degree 4 "
-                 "--feat-dim 3 --seed 2 " + quote(dir / "s.h5"));
+  Result r = run_tessel("convert synthetic-temporal --nodes 120 --snapshots 8 --avg-degree 4 "
+                        "--feat-dim 3 --seed 2 " +
+                        quote(dir / "s.h5"));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run("info " + quote(dir / "s.h5") + " --json");
+  r = run_tessel("info " + quote(dir / "s.h5") + " --json");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["num_snapshots"], 8);
-  r = run("partition " + quote(dir / "s.h5") + " --parts 2 --out " + quote(dir / "p"));
+  r = run_tessel("partition " + quote(dir / "s.h5") + " --parts 2 --out " + quote(dir / "p"));
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string common = "train " + quote(dir / "p") +
                              " --mode dynamic --model gcn-lstm --hidden 8 --layers 1 --lr 0.02 "
                              "--temporal-partition snapshot --seed 4 ";
-  r = run(common + "--epochs 6 --metrics " + quote(dir / "full.jsonl") + " --predictions " +
-              quote(dir / "pred.h5"),
-          2);
+  r = run_tessel(common + "--epochs 6 --metrics " + quote(dir / "full.jsonl") + " --predictions " +
+                     quote(dir / "pred.h5"),
+                 2);
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run(common + "--epochs 4 --checkpoint " + quote(dir / "ck") + " --checkpoint-every 2", 2);
+  r = run_tessel(common + "--epochs 4 --checkpoint " + quote(dir / "ck") + " --checkpoint-every 2",
+                 2);
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run(common + "--epochs 6 --resume " + quote(dir / "ck") + " --metrics " +
-              quote(dir / "resumed.jsonl"),
-          2);
+  r = run_tessel(common + "--epochs 6 --resume " + quote(dir / "ck") + " --metrics " +
+                     quote(dir / "resumed.jsonl"),
+                 2);
   ASSERT_EQ(r.code, 0) << r.output;
   const auto full = read_lines(dir / "full.jsonl");
   const auto resumed = read_lines(dir / "resumed.jsonl");
@@ -129,8 +121,11 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
   const auto values = pred.read<float>("/prediction");
   EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
   // tessel bench runs the dynamic mode alone on a temporal partition.
-  r = run("bench " + quote(dir / "p") + " --modes dynamic --model gcn-gru --hidden 8 --layers 1 "
-          "--epochs 2 --quiet --out " + quote(dir / "report"), 2);
+  r = run_tessel("bench " + quote(dir / "p") +
+                     " --modes dynamic --model gcn-gru --hidden 8 --layers 1 "
+                     "--epochs 2 --quiet --out " +
+                     quote(dir / "report"),
+                 2);
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream report_file(dir / "report" / "report.json");
   const auto report = nlohmann::json::parse(report_file);
@@ -164,19 +159,24 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
     EXPECT_NE(md.find("| best valid mse (lower is better) |"), std::string::npos) << md;
   }
   // Link prediction: the highest validation AUC.
-  r = run("bench " + quote(dir / "p") + " --modes dynamic --model gcn-gru --hidden 8 --layers 1 "
-          "--task link-prediction --epochs 3 --quiet --out " + quote(dir / "report-link"), 2);
+  r = run_tessel("bench " + quote(dir / "p") +
+                     " --modes dynamic --model gcn-gru --hidden 8 --layers 1 "
+                     "--task link-prediction --epochs 3 --quiet --out " +
+                     quote(dir / "report-link"),
+                 2);
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream link_file(dir / "report-link" / "report.json");
   const auto link_report = nlohmann::json::parse(link_file);
   check_metric(link_report["modes"][0], read_lines(dir / "report-link" / "dynamic.jsonl"), "auc",
                true);
-  r = run("bench " + quote(dir / "p") + " --modes full,dynamic --model gcn-gru --epochs 1 --out " +
-          quote(dir / "report2"), 2);
+  r = run_tessel("bench " + quote(dir / "p") +
+                     " --modes full,dynamic --model gcn-gru --epochs 1 --out " +
+                     quote(dir / "report2"),
+                 2);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("runs alone"), std::string::npos) << r.output;
   // A partition for 2 ranks refuses 1 rank with one line.
-  r = run(common + "--epochs 1", 1);
+  r = run_tessel(common + "--epochs 1", 1);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("mpirun -np 2"), std::string::npos) << r.output;
 }

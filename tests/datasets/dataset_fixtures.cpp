@@ -4,6 +4,8 @@
 #include "tessel/datasets/h5.hpp"
 #include "tessel/datasets/synthetic.hpp"
 
+#include <gtest/gtest.h>
+
 #include <limits>
 
 #include <zlib.h>
@@ -42,6 +44,19 @@ std::vector<std::string> list_dir(const fs::path& dir) {
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+void expect_same_contents(const datasets::Dataset& a, const datasets::Dataset& b) {
+  EXPECT_EQ(a.num_nodes, b.num_nodes);
+  EXPECT_EQ(a.num_classes, b.num_classes);
+  EXPECT_EQ(a.feature_dim, b.feature_dim);
+  EXPECT_EQ(a.graph.indptr, b.graph.indptr);
+  EXPECT_EQ(a.graph.indices, b.graph.indices);
+  EXPECT_EQ(a.features, b.features);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(a.train, b.train);
+  EXPECT_EQ(a.valid, b.valid);
+  EXPECT_EQ(a.test, b.test);
 }
 
 void write_tiny_ogb(const fs::path& dir, const TinyOgb& t) {

@@ -32,6 +32,10 @@ struct TinyOgb {
 };
 void write_tiny_ogb(const std::filesystem::path& dir, const TinyOgb& tiny = {});
 
+// Expects a and b to hold the same graph, features, labels and splits (name and directedness
+// aside: a reader may set them from where the data came from).
+void expect_same_contents(const datasets::Dataset& a, const datasets::Dataset& b);
+
 // A small synthetic dataset (a few hundred nodes).
 datasets::Dataset small_dataset(std::int64_t nodes = 300, std::uint64_t seed = 7);
 

@@ -13,15 +13,6 @@
 namespace tessel {
 namespace {
 
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(H5, WriteReadRoundTrip) {
   test::TempDir dir;
   const auto path = dir / "a.h5";
@@ -74,7 +65,7 @@ TEST(H5, ReadRowsAndRowBlocks) {
   EXPECT_EQ(rows, (std::vector<float>{3, -3, 4, -4, 5, -5}));
   f.read_rows("/m", 10, 10, rows);
   EXPECT_TRUE(rows.empty());
-  const auto msg = error_of([&] { f.read_rows("/m", 8, 11, rows); });
+  const auto msg = test::input_error([&] { f.read_rows("/m", 8, 11, rows); });
   EXPECT_NE(msg.find("rows.h5"), std::string::npos) << msg;
   EXPECT_NE(msg.find("/m"), std::string::npos) << msg;
 }
@@ -87,12 +78,12 @@ TEST(H5, MissingObjectsNameFileAndObject) {
     f.write("/x", std::vector<std::int64_t>{1}, "x");
   }
   const auto f = h5::File::open_read(path);
-  auto msg = error_of([&] { (void)f.read<std::int64_t>("/graph/indptr"); });
+  auto msg = test::input_error([&] { (void)f.read<std::int64_t>("/graph/indptr"); });
   EXPECT_NE(msg.find("m.h5"), std::string::npos) << msg;
   EXPECT_NE(msg.find("/graph/indptr"), std::string::npos) << msg;
-  msg = error_of([&] { (void)f.attr_int("num_nodes"); });
+  msg = test::input_error([&] { (void)f.attr_int("num_nodes"); });
   EXPECT_NE(msg.find("num_nodes"), std::string::npos) << msg;
-  msg = error_of([&] { (void)f.read<std::int64_t>("/x", {2}); });
+  msg = test::input_error([&] { (void)f.read<std::int64_t>("/x", {2}); });
   EXPECT_NE(msg.find("shape"), std::string::npos) << msg;
 }
 
@@ -105,20 +96,20 @@ TEST(H5, RefusesMeaningChangingReads) {
     f.write("/real", std::vector<float>{1.5f}, "");
   }
   const auto f = h5::File::open_read(path);
-  EXPECT_NE(error_of([&] { (void)f.read<std::int32_t>("/big"); }).find("truncate"),
+  EXPECT_NE(test::input_error([&] { (void)f.read<std::int32_t>("/big"); }).find("truncate"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)f.read<std::int64_t>("/real"); }).find("integer"),
+  EXPECT_NE(test::input_error([&] { (void)f.read<std::int64_t>("/real"); }).find("integer"),
             std::string::npos);
 }
 
 TEST(H5, OpenMissingOrForeignFile) {
   test::TempDir dir;
-  auto msg = error_of([&] { (void)h5::File::open_read(dir / "nope.h5"); });
+  auto msg = test::input_error([&] { (void)h5::File::open_read(dir / "nope.h5"); });
   EXPECT_NE(msg.find("nope.h5: no such file"), std::string::npos) << msg;
   test::write_text(dir / "plain.h5", "not hdf5 at all");
-  msg = error_of([&] { (void)h5::File::open_read(dir / "plain.h5"); });
+  msg = test::input_error([&] { (void)h5::File::open_read(dir / "plain.h5"); });
   EXPECT_NE(msg.find("not an HDF5 file"), std::string::npos) << msg;
-  msg = error_of([&] { (void)h5::File::create(dir / "no" / "such" / "x.h5"); });
+  msg = test::input_error([&] { (void)h5::File::create(dir / "no" / "such" / "x.h5"); });
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
 }
 

@@ -19,25 +19,7 @@ namespace fs = std::filesystem;
 using datasets::Dataset;
 
 std::string ogb_error(const fs::path& dir, const datasets::OgbOptions& options = {}) {
-  try {
-    (void)datasets::read_ogb_folder(dir, options);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void expect_same(const Dataset& a, const Dataset& b) {
-  EXPECT_EQ(a.num_nodes, b.num_nodes);
-  EXPECT_EQ(a.num_classes, b.num_classes);
-  EXPECT_EQ(a.feature_dim, b.feature_dim);
-  EXPECT_EQ(a.graph.indptr, b.graph.indptr);
-  EXPECT_EQ(a.graph.indices, b.graph.indices);
-  EXPECT_EQ(a.features, b.features);
-  EXPECT_EQ(a.labels, b.labels);
-  EXPECT_EQ(a.train, b.train);
-  EXPECT_EQ(a.valid, b.valid);
-  EXPECT_EQ(a.test, b.test);
+  return test::input_error([&] { (void)datasets::read_ogb_folder(dir, options); });
 }
 
 TEST(Ogb, ReadsTinyFolder) {
@@ -120,10 +102,10 @@ TEST(Ogb, RoundTripThroughWriter) {
   options.split_name = "mine";
   datasets::write_ogb_folder(data, dir / "folder", options);
   EXPECT_TRUE(fs::exists(dir / "folder" / "raw" / "edge.csv.gz"));
-  expect_same(datasets::read_ogb_folder(dir / "folder"), data);
+  test::expect_same_contents(datasets::read_ogb_folder(dir / "folder"), data);
   options.gzip = false;
   datasets::write_ogb_folder(data, dir / "plain", options);
-  expect_same(datasets::read_ogb_folder(dir / "plain"), data);
+  test::expect_same_contents(datasets::read_ogb_folder(dir / "plain"), data);
   // The writer refuses to write into a non-empty folder.
   EXPECT_THROW(datasets::write_ogb_folder(data, dir / "plain", options), InputError);
 }
@@ -153,7 +135,7 @@ TEST(Ogb, NpzLayoutStoredDeflatedZip64) {
     options.npz_zip64 = variant == 2;
     datasets::write_ogb_folder(data, dir / "p", options);
     EXPECT_TRUE(fs::exists(dir / "p" / "raw" / "data.npz"));
-    expect_same(datasets::read_ogb_folder(dir / "p"), data);
+    test::expect_same_contents(datasets::read_ogb_folder(dir / "p"), data);
   }
 }
 

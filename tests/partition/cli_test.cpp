@@ -18,20 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result tessel(const std::string& args) {
-  Result r;
-  r.code = test::run_command(test::tessel_binary().string() + " " + args, &r.output);
-  return r;
-}
-
-std::string quoted(const fs::path& p) {
-  return fmt::format("'{}'", p.string());
-}
+using Result = test::CommandResult;
+using test::quote;
+using test::run_tessel;
 
 class PartitionCli : public ::testing::Test {
 protected:
@@ -45,7 +34,7 @@ protected:
   // Runs a command that must be refused: exit code 2 and one "tessel: error:" line containing
   // `expect`.
   void expect_refused(const std::string& args, const std::string& expect) {
-    const auto r = tessel(args);
+    const auto r = run_tessel(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("tessel: error: "), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(expect), std::string::npos) << "wanted \"" << expect << "\" in\n"
@@ -59,37 +48,38 @@ protected:
 
 TEST_F(PartitionCli, PartitionsPrintsSummaryAndChecks) {
   const auto out = tmp_ / "parts";
-  auto r = tessel("partition " + quoted(store_) + " --parts 3 --out " + quoted(out) + " --seed 4");
+  auto r =
+      run_tessel("partition " + quote(store_) + " --parts 3 --out " + quote(out) + " --seed 4");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* what : {"edge cut", "balance (max/mean)", "replication", "peak RSS", "metis"})
     EXPECT_NE(r.output.find(what), std::string::npos) << what << " in\n" << r.output;
   test::verify_partition(out, data_, true);
 
-  r = tessel("partition --check " + quoted(out));
+  r = run_tessel("partition --check " + quote(out));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("OK: 3 parts"), std::string::npos) << r.output;
-  r = tessel("partition --check " + quoted(out) + " " + quoted(store_));
+  r = run_tessel("partition --check " + quote(out) + " " + quote(store_));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("matches"), std::string::npos) << r.output;
 
-  r = tessel("partition " + quoted(store_) +
-             " --parts 2 --method random --balance nodes "
-             "--no-symmetrize --out " +
-             quoted(tmp_ / "random"));
+  r = run_tessel("partition " + quote(store_) +
+                 " --parts 2 --method random --balance nodes "
+                 "--no-symmetrize --out " +
+                 quote(tmp_ / "random"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(read_manifest(tmp_ / "random").method, "random");
 }
 
 TEST_F(PartitionCli, RefusesPartsBelowOne) {
-  expect_refused("partition " + quoted(store_) + " --parts 0 --out " + quoted(tmp_ / "p"),
+  expect_refused("partition " + quote(store_) + " --parts 0 --out " + quote(tmp_ / "p"),
                  "--parts must be at least 1, got 0");
-  expect_refused("partition " + quoted(store_) + " --parts -3 --out " + quoted(tmp_ / "p"),
+  expect_refused("partition " + quote(store_) + " --parts -3 --out " + quote(tmp_ / "p"),
                  "--parts must be at least 1, got -3");
   EXPECT_FALSE(fs::exists(tmp_ / "p"));
 }
 
 TEST_F(PartitionCli, RefusesMorePartsThanNodes) {
-  expect_refused("partition " + quoted(store_) + " --parts 301 --out " + quoted(tmp_ / "p"),
+  expect_refused("partition " + quote(store_) + " --parts 301 --out " + quote(tmp_ / "p"),
                  "--parts 301 is more than the 300 nodes");
   EXPECT_FALSE(fs::exists(tmp_ / "p"));
 }
@@ -97,11 +87,11 @@ TEST_F(PartitionCli, RefusesMorePartsThanNodes) {
 TEST_F(PartitionCli, RefusesNonEmptyOutputWithoutForce) {
   fs::create_directories(tmp_ / "p");
   std::ofstream(tmp_ / "p" / "notes.txt") << "keep me";
-  expect_refused("partition " + quoted(store_) + " --parts 2 --out " + quoted(tmp_ / "p"),
+  expect_refused("partition " + quote(store_) + " --parts 2 --out " + quote(tmp_ / "p"),
                  "exists and is not empty (use --force");
   EXPECT_TRUE(fs::exists(tmp_ / "p" / "notes.txt"));
   const auto r =
-      tessel("partition " + quoted(store_) + " --parts 2 --force --out " + quoted(tmp_ / "p"));
+      run_tessel("partition " + quote(store_) + " --parts 2 --force --out " + quote(tmp_ / "p"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_FALSE(fs::exists(tmp_ / "p" / "notes.txt"));
   EXPECT_TRUE(fs::exists(tmp_ / "p" / "part-1.h5"));
@@ -110,14 +100,14 @@ TEST_F(PartitionCli, RefusesNonEmptyOutputWithoutForce) {
 TEST_F(PartitionCli, RefusesToReplaceAFolderHoldingTheInput) {
   fs::create_directories(tmp_ / "p");
   fs::copy_file(store_, tmp_ / "p" / "in.h5");
-  expect_refused("partition " + quoted(tmp_ / "p" / "in.h5") + " --parts 2 --force --out " +
-                     quoted(tmp_ / "p"),
+  expect_refused("partition " + quote(tmp_ / "p" / "in.h5") + " --parts 2 --force --out " +
+                     quote(tmp_ / "p"),
                  "is inside the output directory");
   EXPECT_TRUE(fs::exists(tmp_ / "p" / "in.h5"));
 }
 
 TEST_F(PartitionCli, RefusesBadArguments) {
-  const auto in = quoted(store_), out = quoted(tmp_ / "p");
+  const auto in = quote(store_), out = quote(tmp_ / "p");
   expect_refused("partition " + in + " --parts 2 --method kahip --out " + out,
                  "unknown partition method \"kahip\"");
   expect_refused("partition " + in + " --parts 2 --balance nodes,vertices --out " + out,
@@ -125,9 +115,8 @@ TEST_F(PartitionCli, RefusesBadArguments) {
   expect_refused("partition " + in + " --out " + out, "missing --parts");
   expect_refused("partition " + in + " --parts 2", "missing --out");
   expect_refused("partition --parts 2 --out " + out, "missing the input dataset store");
-  expect_refused("partition " + quoted(tmp_ / "absent.h5") + " --parts 2 --out " + out,
-                 "absent.h5");
-  expect_refused("partition --check " + quoted(tmp_.path()) + " --parts 2",
+  expect_refused("partition " + quote(tmp_ / "absent.h5") + " --parts 2 --out " + out, "absent.h5");
+  expect_refused("partition --check " + quote(tmp_.path()) + " --parts 2",
                  "--check takes a folder");
   expect_refused("partition " + in + " --parts 2 --metis-max-edges 0 --out " + out,
                  "--metis-max-edges");
@@ -136,18 +125,18 @@ TEST_F(PartitionCli, RefusesBadArguments) {
 
 TEST_F(PartitionCli, CoarsensAboveMetisMaxEdges) {
   const auto out = tmp_ / "parts";
-  const auto r = tessel("partition " + quoted(store_) + " --parts 3 --metis-max-edges 500 --out " +
-                        quoted(out));
+  const auto r = run_tessel("partition " + quote(store_) +
+                            " --parts 3 --metis-max-edges 500 --out " + quote(out));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("coarsened to"), std::string::npos) << r.output;
   EXPECT_EQ(read_manifest(out).raw["metis"]["max_edges"], 500);
-  const auto check = tessel(fmt::format("partition --check {} {}", quoted(out), quoted(store_)));
+  const auto check = run_tessel(fmt::format("partition --check {} {}", quote(out), quote(store_)));
   EXPECT_EQ(check.code, 0) << check.output;
 }
 
 TEST_F(PartitionCli, CheckRejectsCorruptedAndForeignFolders) {
   const auto out = tmp_ / "parts";
-  ASSERT_EQ(tessel("partition " + quoted(store_) + " --parts 3 --out " + quoted(out)).code, 0);
+  ASSERT_EQ(run_tessel("partition " + quote(store_) + " --parts 3 --out " + quote(out)).code, 0);
   const auto m = read_manifest(out);
   Part part = load_part(out, 1, m);
   // Tamper with one index: point an edge at another local node.
@@ -160,11 +149,11 @@ TEST_F(PartitionCli, CheckRejectsCorruptedAndForeignFolders) {
     }
   }
   write_part(part, m.dataset, out / part_file_name(1));
-  expect_refused("partition --check " + quoted(out), ""); // which check fires depends on the edge
+  expect_refused("partition --check " + quote(out), ""); // which check fires depends on the edge
 
-  expect_refused("partition --check " + quoted(tmp_.path()), "partition.json: cannot open");
+  expect_refused("partition --check " + quote(tmp_.path()), "partition.json: cannot open");
   std::ofstream(out / "partition.json") << "{ not json";
-  expect_refused("partition --check " + quoted(out), "not valid JSON");
+  expect_refused("partition --check " + quote(out), "not valid JSON");
 }
 
 // Stores that `info` refuses are refused by `partition` too, with the same line, and nothing is
@@ -183,9 +172,9 @@ TEST_F(PartitionCli, RefusesWhatInfoRefuses) {
     test::write_damaged_store(store, test::small_dataset(), damage);
     const auto out = tmp_ / "out";
     fs::create_directories(out);
-    expect_refused("partition " + quoted(store) + " --parts 2 --out " + quoted(out / "parts"),
+    expect_refused("partition " + quote(store) + " --parts 2 --out " + quote(out / "parts"),
                    message);
-    expect_refused("info " + quoted(store), message);
+    expect_refused("info " + quote(store), message);
     EXPECT_TRUE(test::list_dir(out).empty()) << message;
   }
 }
@@ -193,18 +182,18 @@ TEST_F(PartitionCli, RefusesWhatInfoRefuses) {
 // A part file whose features were edited to NaN is refused by --check, naming the file and row.
 TEST_F(PartitionCli, CheckRefusesNonFiniteFeatures) {
   const auto out = tmp_ / "parts";
-  ASSERT_EQ(tessel("partition " + quoted(store_) + " --parts 3 --out " + quoted(out)).code, 0);
+  ASSERT_EQ(run_tessel("partition " + quote(store_) + " --parts 3 --out " + quote(out)).code, 0);
   const auto m = read_manifest(out);
   Part part = load_part(out, 2, m);
   ASSERT_GT(part.num_owned, 4);
   part.features.at(4 * part.feature_dim) = std::numeric_limits<float>::infinity();
   write_part(part, m.dataset, out / part_file_name(2));
-  expect_refused("partition --check " + quoted(out),
+  expect_refused("partition --check " + quote(out),
                  "part-2.h5: /node/feat row 4 column 0 is inf, expected a finite number");
 }
 
 TEST_F(PartitionCli, HelpListsOptions) {
-  const auto r = tessel("partition --help");
+  const auto r = run_tessel("partition --help");
   EXPECT_EQ(r.code, 0);
   for (const char* option : {"--parts", "--out", "--method", "--balance", "--seed",
                              "--no-symmetrize", "--force", "--check", "--metis-max-edges"})
@@ -217,11 +206,11 @@ TEST(PartitionCliCora, ConvertPartitionCheck) {
   if (!cora) GTEST_SKIP() << "shared dataset cora not found";
   test::TempDir tmp;
   const auto store = tmp / "cora.h5";
-  auto r = tessel("convert ogb " + quoted(*cora) + " " + quoted(store));
+  auto r = run_tessel("convert ogb " + quote(*cora) + " " + quote(store));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = tessel("partition " + quoted(store) + " --parts 4 --out " + quoted(tmp / "parts"));
+  r = run_tessel("partition " + quote(store) + " --parts 4 --out " + quote(tmp / "parts"));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = tessel("partition --check " + quoted(tmp / "parts") + " " + quoted(store));
+  r = run_tessel("partition --check " + quote(tmp / "parts") + " " + quote(store));
   EXPECT_EQ(r.code, 0) << r.output;
   const auto m = read_manifest(tmp / "parts");
   EXPECT_EQ(m.num_nodes, 2708);

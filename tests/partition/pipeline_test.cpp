@@ -39,15 +39,6 @@ std::vector<std::string> hidden_entries(const fs::path& dir) {
   return names;
 }
 
-template <class F> std::string input_error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 struct InvariantCase {
   int k;
   Method method;
@@ -309,7 +300,7 @@ TEST(Partition, FromStoreReadsFeatureRowsAndRecordsFileChecksum) {
 TEST(PartitionRefusals, NumPartsBelowOne) {
   const auto data = test::planted_dataset({});
   test::TempDir tmp;
-  const auto msg = input_error_of(
+  const auto msg = test::input_error(
       [&] { partition_dataset(data, tmp / "parts", options_for(0, Method::metis)); });
   EXPECT_NE(msg.find("--parts must be at least 1"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp / "parts"));
@@ -321,7 +312,7 @@ TEST(PartitionRefusals, MorePartsThanNodes) {
   po.num_nodes = 30;
   const auto data = test::planted_dataset(po);
   test::TempDir tmp;
-  const auto msg = input_error_of(
+  const auto msg = test::input_error(
       [&] { partition_dataset(data, tmp / "parts", options_for(31, Method::metis)); });
   EXPECT_NE(msg.find("more than the 30 nodes"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp / "parts"));
@@ -333,7 +324,7 @@ TEST(PartitionRefusals, NonEmptyOutputWithoutForce) {
   test::TempDir tmp;
   fs::create_directories(tmp / "parts");
   std::ofstream(tmp / "parts" / "keep.txt") << "mine";
-  const auto msg = input_error_of(
+  const auto msg = test::input_error(
       [&] { partition_dataset(data, tmp / "parts", options_for(2, Method::metis)); });
   EXPECT_NE(msg.find("exists and is not empty"), std::string::npos) << msg;
   EXPECT_TRUE(fs::exists(tmp / "parts" / "keep.txt"));
@@ -357,7 +348,7 @@ TEST(PartitionRefusals, OutputIsAFile) {
   std::ofstream(tmp / "parts") << "not a folder";
   auto o = options_for(2, Method::metis);
   o.force = true;
-  const auto msg = input_error_of([&] { partition_dataset(data, tmp / "parts", o); });
+  const auto msg = test::input_error([&] { partition_dataset(data, tmp / "parts", o); });
   EXPECT_NE(msg.find("not a directory"), std::string::npos) << msg;
 }
 
@@ -366,7 +357,7 @@ TEST(PartitionRefusals, GraphTooLargeForMetisLeavesNothing) {
   auto o = options_for(2, Method::metis);
   o.max_index = 100; // stands in for 2^31 - 1: the same checks, reachable in a test
   auto msg =
-      input_error_of([&] { partition_dataset(test::planted_dataset({}), tmp / "parts", o); });
+      test::input_error([&] { partition_dataset(test::planted_dataset({}), tmp / "parts", o); });
   EXPECT_NE(msg.find("nodes; partitioning needs node ids that fit in 32 bits"), std::string::npos)
       << msg;
   // Nodes fit, edges do not, and coarsening cannot bring 60 nodes under the limit.
@@ -374,7 +365,8 @@ TEST(PartitionRefusals, GraphTooLargeForMetisLeavesNothing) {
   dense.num_nodes = 60;
   dense.avg_degree = 20;
   o.max_index = 500;
-  msg = input_error_of([&] { partition_dataset(test::planted_dataset(dense), tmp / "parts", o); });
+  msg =
+      test::input_error([&] { partition_dataset(test::planted_dataset(dense), tmp / "parts", o); });
   EXPECT_NE(msg.find("METIS (32-bit idx_t) takes at most 500"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp / "parts"));
   EXPECT_TRUE(hidden_entries(tmp.path()).empty());
@@ -403,11 +395,11 @@ TEST(Partition, EdgesBeyondMetisIndexAreCoarsenedFirst) {
 }
 
 TEST(PartitionRefusals, BadMethodAndBalance) {
-  EXPECT_NE(input_error_of([] { parse_method("kahip"); }).find("expected metis or random"),
+  EXPECT_NE(test::input_error([] { parse_method("kahip"); }).find("expected metis or random"),
             std::string::npos);
-  EXPECT_NE(input_error_of([] { parse_balance("nodes,weight"); }).find("\"weight\""),
+  EXPECT_NE(test::input_error([] { parse_balance("nodes,weight"); }).find("\"weight\""),
             std::string::npos);
-  EXPECT_FALSE(input_error_of([] { parse_balance(""); }).empty());
+  EXPECT_FALSE(test::input_error([] { parse_balance(""); }).empty());
   const auto b = parse_balance("train,edges");
   EXPECT_FALSE(b.nodes);
   EXPECT_TRUE(b.train && b.edges);
@@ -433,7 +425,7 @@ protected:
   std::string check_error(bool with_source = false) const {
     CheckOptions o;
     if (with_source) o.source_data = &data_;
-    return input_error_of([&] { check_partition(dir(), o); });
+    return test::input_error([&] { check_partition(dir(), o); });
   }
 
   test::TempDir tmp_;

@@ -79,6 +79,17 @@ int run_command(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+std::string quote(const std::filesystem::path& path) {
+  return "'" + path.string() + "'";
+}
+
+CommandResult run_tessel(const std::string& args, int np) {
+  CommandResult r;
+  const std::string prefix = np > 0 ? mpirun(np) : std::string();
+  r.code = run_command(prefix + quote(tessel_binary()) + " " + args, &r.output);
+  return r;
+}
+
 std::vector<std::pair<NodeId, NodeId>> path_edges(NodeId n) {
   std::vector<std::pair<NodeId, NodeId>> e;
   for (NodeId i = 0; i + 1 < n; ++i) e.emplace_back(i, i + 1);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tessel/core/csr.hpp"
+#include "tessel/core/error.hpp"
 #include "tessel/core/tensor.hpp"
 
 #include <filesystem>
@@ -39,6 +40,27 @@ std::string mpirun(int np, int threads = 1);
 
 // Runs a shell command, returns its exit status; stdout+stderr go to *output if given.
 int run_command(const std::string& command, std::string* output = nullptr);
+
+// `path` in single quotes, for a shell command line.
+std::string quote(const std::filesystem::path& path);
+
+// The exit status and the output (stdout and stderr together) of a command.
+struct CommandResult {
+  int code = -1;
+  std::string output;
+};
+// Runs the `tessel` binary with `args`, under mpirun with `np` ranks when np > 0.
+CommandResult run_tessel(const std::string& args, int np = 0);
+
+// The message of the InputError that f() throws, or "" when it throws none.
+template <class F> std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // Tiny graphs as undirected edge lists (each edge once, u < v).
 std::vector<std::pair<NodeId, NodeId>> path_edges(NodeId n);
