@@ -290,6 +290,29 @@ Tensor DeviceFeatureStore::gather(std::span<const float> network_rows) {
   return gather(device_.is_cpu() ? rows : rows.to(device_));
 }
 
+void DeviceFeatureStore::fill_hot_rows(const Tensor& rows, std::span<const std::int64_t> row_of,
+                                       std::span<const std::int64_t> hot_rows) {
+  TESSEL_EXPECTS(row_of.size() == hot_rows.size(),
+                 "DeviceFeatureStore::fill_hot_rows: {} row positions for {} hot rows",
+                 row_of.size(), hot_rows.size());
+  if (hot_rows.empty()) return;
+  TESSEL_EXPECTS(rows.defined() && rows.dtype() == DType::f32 && rows.dim() == 2 &&
+                     rows.cols() == feature_dim_ && rows.device() == device_,
+                 "DeviceFeatureStore::fill_hot_rows: rows are {}, expected f32 [rows, {}] on {}",
+                 rows.describe(), feature_dim_, device_.str());
+  std::vector<std::int64_t> pairs(2 * hot_rows.size());
+  for (std::size_t k = 0; k < hot_rows.size(); ++k) {
+    TESSEL_EXPECTS(row_of[k] >= 0 && row_of[k] < rows.rows() && hot_rows[k] >= 0 &&
+                       hot_rows[k] < cache_rows(),
+                   "DeviceFeatureStore::fill_hot_rows: row {} of {} into hot row {} of {}",
+                   row_of[k], rows.rows(), hot_rows[k], cache_rows());
+    pairs[2 * k] = row_of[k];
+    pairs[2 * k + 1] = hot_rows[k];
+  }
+  // No codes: the gather writes nothing, the admission copies move the rows.
+  gather_rows(Tensor::empty({0}, DType::i64, device_), rows, upload(pairs));
+}
+
 Tensor DeviceFeatureStore::serve(const Tensor& ids) {
   TESSEL_EXPECTS(ids.defined() && ids.dim() == 1 && ids.dtype() == DType::i64 &&
                      ids.device() == device_,

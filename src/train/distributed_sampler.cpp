@@ -140,8 +140,9 @@ void DistributedSampler::setup_device_store(const std::string& policy,
     hot = sampling::rank_candidates(candidates, score);
     hot.resize(static_cast<std::size_t>(split.hot_rows));
   }
-  // Owned hot rows are copied here, remote ones come from their owners (every rank takes part
-  // in the exchange, with or without a cache).
+  // Owned hot rows are copied here; remote ones come from their owners' stores over the data
+  // plane once every store exists (every rank takes part in the exchange, with or without a
+  // cache).
   std::vector<float> rows(hot.size() * static_cast<std::size_t>(f));
   std::vector<NodeId> remote;
   std::vector<std::int64_t> remote_pos;
@@ -155,9 +156,13 @@ void DistributedSampler::setup_device_store(const std::string& policy,
       remote_pos.push_back(static_cast<std::int64_t>(k));
     }
   }
-  fetch_remote_rows(remote, part_.features, rows.data(), remote_pos);
   device_store_ = std::make_unique<sampling::DeviceFeatureStore>(
       part_.features, part_.num_owned, f, part_.offset, hot, rows, device, admit_slots);
+  if (comm_.size() > 1) {
+    std::vector<std::int64_t> row_of;
+    const Tensor remote_rows = exchange_rows(remote, row_of);
+    device_store_->fill_hot_rows(remote_rows, row_of, remote_pos);
+  }
   const auto total_rows = comm_.allreduce_value<std::int64_t>(device_store_->cache_rows());
   const auto total_slots = comm_.allreduce_value<std::int64_t>(admit_slots);
   log::info("GPU feature store ({}): owned rows in pinned host memory (read over UVA), {} hot "
@@ -182,8 +187,6 @@ Tensor DistributedSampler::fetch_features_device(const Tensor& nodes, PhaseTimes
 
 Tensor DistributedSampler::fetch_planned_rows(const sampling::PlanSummary& summary) {
   const int num_ranks = comm_.size();
-  const Device device = device_store_->device();
-  const std::int64_t f = part_.feature_dim;
   const auto k = static_cast<std::int64_t>(network_ids_.size());
   const std::int64_t remote = summary.nodes - summary.owned;
   counters_.input_rows += summary.nodes;
@@ -196,18 +199,27 @@ Tensor DistributedSampler::fetch_planned_rows(const sampling::PlanSummary& summa
     network_row_of_.clear();
     return device_store_->gather(Tensor());
   }
-  // Requests grouped by owner (a stable counting sort on the host: the network ids are few);
-  // the rows come back in that order.
+  const Tensor received = exchange_rows(network_ids_, network_row_of_);
+  return device_store_->gather(received, network_row_of_);
+}
+
+Tensor DistributedSampler::exchange_rows(std::span<const NodeId> ids,
+                                         std::vector<std::int64_t>& row_of) {
+  const int num_ranks = comm_.size();
+  const Device device = device_store_->device();
+  const auto k = static_cast<std::int64_t>(ids.size());
+  // Requests grouped by owner (a stable counting sort on the host: the ids are few); the rows
+  // come back in that order.
   std::vector<int> owners(static_cast<std::size_t>(k));
   for (std::int64_t i = 0; i < k; ++i)
-    owners[i] = manifest_.owner_of(network_ids_[i]);
+    owners[i] = manifest_.owner_of(ids[i]);
   sampling::OwnerRouting routing;
   sampling::route_by_owner(owners, num_ranks, routing);
   std::vector<NodeId> requests(static_cast<std::size_t>(k));
-  network_row_of_.resize(static_cast<std::size_t>(k));
+  row_of.resize(static_cast<std::size_t>(k));
   for (std::int64_t j = 0; j < k; ++j) {
-    requests[j] = network_ids_[routing.order[j]];
-    network_row_of_[routing.order[j]] = j;
+    requests[j] = ids[routing.order[j]];
+    row_of[routing.order[j]] = j;
   }
   const std::vector<std::int64_t> incoming_counts = comm_.exchange_counts(routing.counts);
   const std::int64_t num_incoming =
@@ -216,9 +228,9 @@ Tensor DistributedSampler::fetch_planned_rows(const sampling::PlanSummary& summa
   data_.alltoallv(device_store_->upload(requests), routing.counts, incoming, incoming_counts);
   // The owner's side: the requested rows, gathered on the device from this part's store.
   const Tensor served = device_store_->serve(incoming);
-  Tensor received = Tensor::empty({k, f}, DType::f32, device);
+  Tensor received = Tensor::empty({k, part_.feature_dim}, DType::f32, device);
   data_.alltoallv(served, incoming_counts, received, routing.counts);
-  return device_store_->gather(received, network_row_of_);
+  return received;
 }
 
 void DistributedSampler::assign_steps(int epoch, std::vector<std::vector<LocalId>>& step_seeds,

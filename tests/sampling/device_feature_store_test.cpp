@@ -478,3 +478,35 @@ TEST_F(DeviceFeatureStoreTest, DevicePlanAndServeMatchTheCpuTwin) {
   for (std::int64_t c = 0; c < kDim; ++c)
     EXPECT_EQ(partly.data<float>()[kDim + c], 0.0f);
 }
+
+namespace {
+
+// Hot remote rows given as placeholders (zeros) and written afterwards, in another order than
+// listed, as setup does once every rank's store exists; a plan then serves them from the cache.
+void check_fill_hot_rows(Device device) {
+  const std::vector<NodeId> hot = {3, 1101, 9, 600};
+  std::vector<float> placeholders = rows_of(hot);
+  for (const std::size_t remote : {0, 2, 3})
+    std::fill_n(placeholders.begin() + static_cast<std::int64_t>(remote) * kDim, kDim, 0.0f);
+  DeviceFeatureStore store(all_owned_rows(), kOwned, kDim, kBegin, hot, placeholders, device);
+  const std::vector<NodeId> remote = {3, 9, 600};
+  const std::vector<std::int64_t> row_of = {2, 0, 1};
+  store.fill_hot_rows(placed_rows(remote, row_of, device), row_of,
+                      std::vector<std::int64_t>{0, 2, 3});
+  const StepResult r = run_device_step(store, {600, 1101, 3, 1200, 9}, "filled hot rows");
+  EXPECT_TRUE(r.network_ids.empty());
+  EXPECT_EQ(r.counters.device.hits, 4);
+  EXPECT_THROW(store.fill_hot_rows(placed_rows(remote, row_of, device), row_of,
+                                   std::vector<std::int64_t>{0, 2, 4}),
+               InputError);
+}
+
+} // namespace
+
+TEST(DeviceFeatureStoreCpuTwin, FillsPlaceholderHotRows) {
+  check_fill_hot_rows(Device::cpu());
+}
+
+TEST_F(DeviceFeatureStoreTest, FillsPlaceholderHotRows) {
+  check_fill_hot_rows(Device::cuda(0));
+}

@@ -131,6 +131,11 @@ public:
   Tensor serve(const Tensor& ids);
   // values as i64 [n] on the store's device (through pinned staging on a GPU, asynchronous).
   Tensor upload(std::span<const std::int64_t> values);
+  // Writes hot rows that the constructor was given as placeholders (remote rows fetched once
+  // every store exists): row row_of[k] of rows (f32 [rows, feature_dim] on the store's device)
+  // into hot row hot_rows[k] (a position in cached_ids). With the admission kernel; no counters.
+  void fill_hot_rows(const Tensor& rows, std::span<const std::int64_t> row_of,
+                     std::span<const std::int64_t> hot_rows);
 
   const FeatureStoreCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }

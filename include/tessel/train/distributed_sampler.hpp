@@ -165,11 +165,13 @@ private:
   void presampled_inputs(bool remote_only, std::vector<NodeId>& candidates,
                          std::vector<std::int64_t>& score);
   // The network tier of fetch_features_device after the store's plan (summary) listed
-  // network_ids_: the ids go to their owners over the data plane (per-rank counts over the
-  // control plane), each owner gathers their rows on its device from its store (serve()), and
-  // the rows come back over the data plane into a device tensor, in routed order: the row of
-  // network_ids_[k] is row network_row_of_[k]. Then the store's gather. Collective.
+  // network_ids_: their rows from exchange_rows, then the store's gather. Collective.
   Tensor fetch_planned_rows(const sampling::PlanSummary& summary);
+  // Rows f32 [ids, F] on the store's device of remote `ids`: the ids go to their owners over the
+  // data plane (per-rank counts over the control plane), each owner gathers their rows on its
+  // device from its store (serve()), and the rows come back over the data plane in routed order:
+  // the row of ids[k] is row row_of[k]. Collective (at one rank, ids must be empty).
+  Tensor exchange_rows(std::span<const NodeId> ids, std::vector<std::int64_t>& row_of);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
   void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
