@@ -68,6 +68,35 @@ class ScopedCpu {
   double start_;
 };
 
+// The graph phase's wall and CPU seconds from construction to finish(), with the halo
+// exchanges inside it (vertex layout) counted apart as "halo".
+class GraphPhaseTimer {
+ public:
+  GraphPhaseTimer() : cpu0_(process_cpu_seconds()) {}
+  // Runs one halo exchange and returns its result, timed as halo.
+  template <class F>
+  Tensor halo(F&& exchange) {
+    Stopwatch watch;
+    const double cpu0 = process_cpu_seconds();
+    Tensor out = exchange();
+    halo_s_ += watch.seconds();
+    halo_cpu_ += process_cpu_seconds() - cpu0;
+    return out;
+  }
+  void finish(PhaseTimes& wall, PhaseTimes& cpu, bool with_halo) {
+    wall.add("graph", watch_.seconds() - halo_s_);
+    cpu.add("graph", process_cpu_seconds() - cpu0_ - halo_cpu_);
+    if (!with_halo) return;
+    wall.add("halo", halo_s_);
+    cpu.add("halo", halo_cpu_);
+  }
+
+ private:
+  Stopwatch watch_;
+  double cpu0_;
+  double halo_s_ = 0, halo_cpu_ = 0;
+};
+
 // The rows rank r exchanges with each other rank q in a transposition: of r's snapshots below
 // t_end for q's vertices (`snapshot_side`), and of q's snapshots for r's vertices
 // (`vertex_side`); 0 for q = r, whose rows do not travel. Snapshots -> vertices sends the
@@ -933,8 +962,7 @@ private:
   std::vector<Tensor> forward(std::int64_t t_end, PhaseTimes& phases, bool training,
                               std::uint32_t epoch) {
     // The weight recurrence counts in the graph phase, in wall and in CPU seconds alike.
-    Stopwatch watch;
-    const double cpu0 = process_cpu_seconds();
+    GraphPhaseTimer graph_phase;
     // EvolveGCN-O: the weights of snapshot t, W_t = LSTM(W_{t-1}), W_{-1} = the initial weight.
     for (Layer& layer : layers_) {
       layer.weights.clear();
@@ -951,7 +979,6 @@ private:
     const Block gs = graph_snapshots(t_end);
     cache_.assign(static_cast<std::size_t>(gs.size()), {});
     std::vector<Tensor> g_out;
-    double comm_s = 0, comm_cpu = 0;
     for (std::int64_t t = gs.begin; t < gs.end; ++t) {
       SnapshotGraph& g = graphs_[snapshot_layout_ ? t - gs.begin : t];
       auto& saved = cache_[t - gs.begin];
@@ -965,13 +992,8 @@ private:
         Tensor mask;
         z = dropout(z, first_row, epoch, t, static_cast<std::uint32_t>(l), training, mask);
         Tensor xw = matmul(z, false, w, false);
-        if (!snapshot_layout_) {
-          Stopwatch c;
-          const double c0 = process_cpu_seconds();
-          xw = halo_forward(data_, g.halo, xw);
-          comm_s += c.seconds();
-          comm_cpu += process_cpu_seconds() - c0;
-        }
+        if (!snapshot_layout_)
+          xw = graph_phase.halo([&] { return halo_forward(data_, g.halo, xw); });
         Tensor y = kernels::spmm(g.forward, xw);
         kernels::add_bias(y, layer.bias.value);
         kernels::relu_forward(y, y);
@@ -981,12 +1003,7 @@ private:
       g_out.push_back(z);
     }
     sync_device();
-    phases.add("graph", watch.seconds() - comm_s);
-    cpu_phases_.add("graph", process_cpu_seconds() - cpu0 - comm_cpu);
-    if (!snapshot_layout_) {
-      phases.add("halo", comm_s);
-      cpu_phases_.add("halo", comm_cpu);
-    }
+    graph_phase.finish(phases, cpu_phases_, !snapshot_layout_);
     // Transposition to the vertex layout for the recurrence.
     std::vector<Tensor> blocks = transpose(snapshots_to_vertices, g_out, t_end, phases);
     // Recurrent phase and head.
@@ -1133,9 +1150,7 @@ private:
     rec_cpu.reset();
     std::vector<Tensor> grad_g = transpose(vertices_to_snapshots, grad_blocks, t_end, phases);
     // Graph phase backward.
-    Stopwatch watch;
-    const double cpu0 = process_cpu_seconds();
-    double comm_s = 0, comm_cpu = 0;
+    GraphPhaseTimer graph_phase;
     const Block gs = graph_snapshots(t_end);
     // EvolveGCN: layer l's weight gradients of every snapshot, views of one flat buffer so that
     // combining them over ranks is one collective.
@@ -1159,13 +1174,8 @@ private:
         kernels::relu_backward(dz, saved[l].output, dpre);
         kernels::column_sums(dpre, layer.bias.grad, true);
         Tensor dxw = kernels::spmm(g.backward, dpre);
-        if (!snapshot_layout_) {
-          Stopwatch c;
-          const double c0 = process_cpu_seconds();
-          dxw = halo_backward(data_, g.halo, dxw, n_own_);
-          comm_s += c.seconds();
-          comm_cpu += process_cpu_seconds() - c0;
-        }
+        if (!snapshot_layout_)
+          dxw = graph_phase.halo([&] { return halo_backward(data_, g.halo, dxw, n_own_); });
         Tensor& wgrad = evolve_ ? grad_w[l][t] : layer.weight.grad;
         kernels::gemm(saved[l].input, true, dxw, false, wgrad, 1.0f, 1.0f);
         if (l > 0) {
@@ -1176,12 +1186,7 @@ private:
       }
     }
     sync_device();
-    phases.add("graph", watch.seconds() - comm_s);
-    cpu_phases_.add("graph", process_cpu_seconds() - cpu0 - comm_cpu);
-    if (!snapshot_layout_) {
-      phases.add("halo", comm_s);
-      cpu_phases_.add("halo", comm_cpu);
-    }
+    graph_phase.finish(phases, cpu_phases_, !snapshot_layout_);
     if (!evolve_) return;
     // The weight recurrence: combine the per-snapshot weight gradients of all ranks (each rank
     // saw only its snapshots or rows), then run its backward identically everywhere.
