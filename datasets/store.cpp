@@ -100,6 +100,14 @@ DatasetInfo read_header(const h5::File& f) {
   return info;
 }
 
+// /node/feat must be [num_nodes, feature_dim].
+void check_feature_shape(const h5::File& f, const DatasetInfo& info) {
+  TESSEL_EXPECTS(
+      f.dims("/node/feat") == std::vector<std::int64_t>({info.num_nodes, info.feature_dim}),
+      "{}: /node/feat has the wrong shape (expected [{}, {}])", f.path().string(), info.num_nodes,
+      info.feature_dim);
+}
+
 void check_split(const std::string& file, const std::string& which, const std::vector<NodeId>& ids,
                  std::int64_t num_nodes) {
   const auto bad = first_outside(ids.data(), static_cast<std::int64_t>(ids.size()), 0, num_nodes);
@@ -255,10 +263,7 @@ Dataset read_store(const std::filesystem::path& path, const ReadOptions& options
   data.graph.validate(file + " /graph");
   data.labels = f.read<std::int64_t>("/node/label", {info.num_nodes});
   check_labels(file, "/node/label", data.labels, info.num_classes);
-  const auto feat_dims = f.dims("/node/feat");
-  TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({info.num_nodes, info.feature_dim}),
-                 "{}: /node/feat has the wrong shape (expected [{}, {}])", file, info.num_nodes,
-                 info.feature_dim);
+  check_feature_shape(f, info);
   if (options.features) {
     data.features.resize(static_cast<std::size_t>(info.num_nodes * info.feature_dim));
     f.read_into("/node/feat", data.features.data(), info.num_nodes * info.feature_dim);
@@ -304,10 +309,7 @@ std::vector<float> read_feature_rows(const std::filesystem::path& path, std::int
                                      std::int64_t end) {
   const auto f = h5::File::open_read(path);
   const DatasetInfo info = read_header(f);
-  const auto dims = f.dims("/node/feat");
-  TESSEL_EXPECTS(dims == std::vector<std::int64_t>({info.num_nodes, info.feature_dim}),
-                 "{}: /node/feat has the wrong shape (expected [{}, {}])", path.string(),
-                 info.num_nodes, info.feature_dim);
+  check_feature_shape(f, info);
   std::vector<float> rows;
   f.read_rows("/node/feat", begin, end, rows);
   check_feature_values(path.string(), rows.data(), begin, end - begin, info.feature_dim);
@@ -317,10 +319,7 @@ std::vector<float> read_feature_rows(const std::filesystem::path& path, std::int
 void check_store_features(const std::filesystem::path& path) {
   const auto f = h5::File::open_read(path);
   const DatasetInfo info = read_header(f);
-  const auto dims = f.dims("/node/feat");
-  TESSEL_EXPECTS(dims == std::vector<std::int64_t>({info.num_nodes, info.feature_dim}),
-                 "{}: /node/feat has the wrong shape (expected [{}, {}])", path.string(),
-                 info.num_nodes, info.feature_dim);
+  check_feature_shape(f, info);
   const std::int64_t block = std::max<std::int64_t>(
       1, (std::int64_t{32} << 20) / std::max<std::int64_t>(1, 4 * info.feature_dim));
   std::vector<float> rows;
