@@ -4,6 +4,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/kernels/context.hpp"
 #include "tessel/sampling/frontier_ops.hpp"
 #include "tessel/sampling/neighbor_sampler.hpp"
 
@@ -101,6 +102,9 @@ void DistributedSampler::sample_on_device(Device device, const std::string& plac
   known_ids_ = device_graph_->upload(known_ids);
   known_orig_ = device_graph_->upload(known_orig);
   known_degree_ = device_graph_->upload(known_degree);
+  // The uploads above are asynchronous on the device's stream; a step sampled on another stream
+  // (a prefetching trainer's side stream) reads these tables without waiting for this one.
+  kernels::default_context(device).synchronize();
   log::info("{} sampling on {}: {}", device.is_cpu() ? "Device-graph" : "GPU", device.str(),
             reason);
 }
@@ -163,6 +167,9 @@ void DistributedSampler::setup_device_store(const std::string& policy,
     const Tensor remote_rows = exchange_rows(remote, row_of);
     device_store_->fill_hot_rows(remote_rows, row_of, remote_pos);
   }
+  // As in sample_on_device: the sorted hot ids and the remote hot rows are written
+  // asynchronously on the device's stream, and a step on another stream would not wait for them.
+  kernels::default_context(device).synchronize();
   const auto total_rows = comm_.allreduce_value<std::int64_t>(device_store_->cache_rows());
   const auto total_slots = comm_.allreduce_value<std::int64_t>(admit_slots);
   log::info("GPU feature store ({}): owned rows in pinned host memory (read over UVA), {} hot "
