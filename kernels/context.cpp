@@ -16,16 +16,15 @@ namespace {
 void no_resources(cuda::Resources*) {}
 } // namespace
 
-Context::Context(Device device) : Context(device, false) {}
+Context::Context(Device device) : Context(device, nullptr) {}
 
-Context::Context(Device device, bool shares_device_stream)
+Context::Context(Device device, void* shared_stream)
     : device_(device), cuda_(nullptr, &no_resources) {
   if (device.is_cpu()) return;
 #ifdef TESSEL_WITH_CUDA
-  void* shared = shares_device_stream ? device_memory::stream(device) : nullptr;
-  cuda_ = {cuda::create_resources(device.index, shared), &cuda::destroy_resources};
+  cuda_ = {cuda::create_resources(device.index, shared_stream), &cuda::destroy_resources};
 #else
-  (void)shares_device_stream;
+  (void)shared_stream;
   detail::unsupported_device("Context", device);
 #endif
 }
@@ -51,12 +50,14 @@ Context& default_context(Device device) {
   // CUDA contexts are never destroyed: at static destruction the CUDA runtime may already be
   // gone, and releasing handles then fails or crashes. The OS reclaims them at exit.
   static std::mutex mutex;
-  static auto* cuda_contexts = new std::map<int, Context*>();
+  static auto* cuda_contexts = new std::map<std::pair<int, void*>, Context*>();
+  // Tensor copies and the caching allocator order their work with the calling thread's current
+  // stream of the device (its main stream, or a StreamScope's), so the default context enqueues
+  // its kernels there too: one context (handles, scratch) per stream.
+  void* stream = device_memory::stream(device);
   const std::lock_guard lock(mutex);
-  auto& slot = (*cuda_contexts)[device.index];
-  // Tensor copies and the caching allocator order their work with the device's stream, so the
-  // default context enqueues its kernels there too.
-  if (!slot) slot = new Context(device, true);
+  auto& slot = (*cuda_contexts)[{device.index, stream}];
+  if (!slot) slot = new Context(device, stream);
   return *slot;
 }
 

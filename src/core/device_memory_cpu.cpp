@@ -219,6 +219,17 @@ void release_cached(Device) {}
 std::int64_t device_used_bytes(Device) { return 0; }
 std::int64_t device_free_bytes(Device) { return 0; }
 void* stream(Device) { return nullptr; }
+void* main_stream(Device) { return nullptr; }
+void* side_stream(Device) { return nullptr; }
+void synchronize_streams(Device) {}
+// Without CUDA there are no streams to switch or order.
+StreamScope::StreamScope(Device, void*) { (void)previous_device_, (void)previous_stream_; }
+StreamScope::~StreamScope() { (void)active_; }
+StreamEvent::~StreamEvent() { (void)event_, (void)device_; }
+StreamEvent::StreamEvent(StreamEvent&&) noexcept {}
+StreamEvent& StreamEvent::operator=(StreamEvent&&) noexcept { return *this; }
+void StreamEvent::record(Device) {}
+void StreamEvent::wait(Device) const {}
 #endif
 
 }  // namespace tessel::device_memory

@@ -96,3 +96,84 @@ TEST(TensorDevice, CachingAllocatorReusesBlocks) {
   EXPECT_EQ(after_third.requests - after_first.requests, 2 * 8);
   EXPECT_EQ(after_third.bytes_in_use, after_first.bytes_in_use);
 }
+
+TEST(TensorStreams, ScopesAndEventsDoNothingOnTheCpu) {
+  int marker = 0;
+  {
+    const device_memory::StreamScope scope(Device::cpu(), &marker);
+    EXPECT_EQ(device_memory::stream(Device::cpu()), nullptr);
+    device_memory::StreamEvent event;
+    event.record(Device::cpu());
+    event.wait(Device::cpu());
+  }
+  EXPECT_EQ(device_memory::side_stream(Device::cpu()), nullptr);
+  EXPECT_EQ(device_memory::main_stream(Device::cpu()), nullptr);
+}
+
+TEST(TensorDevice, StreamScopeRedirectsTheDevicesWork) {
+  if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible";
+  const Device gpu = Device::cuda(0);
+  void* main = device_memory::main_stream(gpu);
+  void* side = device_memory::side_stream(gpu);
+  ASSERT_NE(main, nullptr);
+  ASSERT_NE(side, nullptr);
+  EXPECT_NE(main, side);
+  EXPECT_EQ(device_memory::side_stream(gpu), side) << "one side stream per device";
+  EXPECT_EQ(device_memory::stream(gpu), main);
+  {
+    const device_memory::StreamScope on_side(gpu, side);
+    EXPECT_EQ(device_memory::stream(gpu), side);
+    {
+      const device_memory::StreamScope back(gpu, main);
+      EXPECT_EQ(device_memory::stream(gpu), main);
+    }
+    EXPECT_EQ(device_memory::stream(gpu), side);
+    const device_memory::StreamScope nothing(gpu, nullptr);
+    EXPECT_EQ(device_memory::stream(gpu), side);
+  }
+  EXPECT_EQ(device_memory::stream(gpu), main);
+}
+
+TEST(TensorDevice, BlocksCrossingStreamsAreReusedOnlyWhenBothAreDone) {
+  if (!device_memory::cuda_available()) GTEST_SKIP() << "no GPU visible";
+  const Device gpu = Device::cuda(0);
+  void* side = device_memory::side_stream(gpu);
+  // Sizes no other test uses, so every request below meets only this test's blocks.
+  const std::int64_t n = 3 * 1048576 + 77;
+  // A block the main stream allocated and released: its own to reuse, never the side stream's.
+  Tensor main_block = Tensor::empty({2 * n}, DType::f32, gpu);
+  main_block = Tensor();
+  Tensor values = Tensor::empty({n}, DType::f32);
+  for (std::int64_t i = 0; i < n; ++i) values.data<float>()[i] = static_cast<float>(i % 1000);
+  device_memory::StreamEvent written;
+  Tensor on_side;
+  {
+    const device_memory::StreamScope scope(gpu, side);
+    on_side = values.to(gpu);  // allocated and written on the side stream
+    written.record(gpu);
+  }
+  written.wait(gpu);  // the main stream reads it after the side stream's event
+  const Tensor back = on_side.to(Device::cpu());
+  EXPECT_EQ(back.data<float>()[n - 1], static_cast<float>((n - 1) % 1000));
+  on_side = Tensor();  // released on the main stream: pending until both streams pass it
+  device_memory::synchronize_streams(gpu);
+  const auto before = device_memory::stats(gpu);
+  {
+    const device_memory::StreamScope scope(gpu, side);
+    Tensor big = Tensor::empty({2 * n}, DType::f32, gpu);
+    const auto after_big = device_memory::stats(gpu);
+    EXPECT_EQ(after_big.device_allocations, before.device_allocations + 1)
+        << "the side stream took the main stream's block";
+    // Both streams are past the crossed block: it is idle, and the side stream takes it.
+    Tensor again = Tensor::empty({n}, DType::f32, gpu);
+    const auto after = device_memory::stats(gpu);
+    EXPECT_EQ(after.device_allocations, after_big.device_allocations)
+        << "the crossed block was not reused";
+    EXPECT_EQ(after.cache_hits, after_big.cache_hits + 1);
+    // Released on the stream it was allocated on: the next request there takes it at once.
+    again = Tensor();
+    Tensor once_more = Tensor::empty({n}, DType::f32, gpu);
+    EXPECT_EQ(device_memory::stats(gpu).device_allocations, after.device_allocations);
+  }
+  device_memory::synchronize_streams(gpu);
+}

@@ -182,13 +182,69 @@ void release_cached(Device device);
 std::int64_t device_used_bytes(Device device);
 // Memory free on a CUDA device as the driver reports it (cudaMemGetInfo); 0 for the CPU.
 std::int64_t device_free_bytes(Device device);
-// The stream that orders a device's work: a non-blocking cudaStream_t created on the first
-// call for a CUDA device (nullptr for the CPU). Tensor copies and fills, the kernels' default
-// context, the NCCL data plane and the GPU feature store enqueue on it. Blocks released by
-// tensors are handed to later requests without synchronizing: the caching allocator relies on
-// all work of a device being ordered with this stream, and work on any other stream must be
-// waited for before the blocks it touches are released.
+// The stream the calling thread enqueues a device's work on (nullptr for the CPU): the device's
+// main stream (main_stream), or the stream a StreamScope on this thread names for that device.
+// Tensor allocations, copies and fills, the kernels' default context, the NCCL data plane and
+// the GPU sampler and feature store all enqueue on it, so code runs unchanged on another stream
+// inside a scope.
+//
+// The caching allocator remembers the stream a block was allocated on. A block released on that
+// same stream (the usual case) is handed to later requests of that stream at once: the stream
+// orders the next user's work behind the last one's. A block allocated on one stream and
+// released on another (a tensor one stream wrote and another read, after waiting for an event)
+// is reused only once both streams have finished the work they had been given by then (events
+// polled, nobody waits). So a tensor may be used on any stream as long as (a) each stream that
+// reads it waits for the writer's event first, and (b) its last reference is dropped on a stream
+// that has used it, after every other stream's use is ordered before that point: never drop
+// the last reference of another stream's tensor inside a scope that has not waited for it.
 void* stream(Device device);
+// The stream that orders a device's work outside any StreamScope: a non-blocking cudaStream_t
+// created on the first call for a CUDA device (nullptr for the CPU).
+void* main_stream(Device device);
+// A second non-blocking stream of a CUDA device for work that runs beside the main stream (the
+// sampled trainer's prefetch), created on the first call and never destroyed (nullptr for the
+// CPU).
+void* side_stream(Device device);
+// Waits for the device's main stream and, if it was ever created, its side stream (teardown of
+// objects whose memory both may still read; nothing on the CPU).
+void synchronize_streams(Device device);
+
+// Makes `stream` the calling thread's current stream of `device` (what stream(device) returns)
+// until the scope ends; scopes nest. A null stream or a CPU device leaves everything as it is.
+class StreamScope {
+ public:
+  StreamScope(Device device, void* stream);
+  ~StreamScope();
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  bool active_ = false;
+  int previous_device_ = -1;
+  void* previous_stream_ = nullptr;
+};
+
+// A CUDA event (timing disabled) that orders one stream's work before another's without the host
+// waiting. Default: never recorded, and waiting for it does nothing; everything is a no-op on the
+// CPU and in builds without CUDA. Move-only.
+class StreamEvent {
+ public:
+  StreamEvent() = default;
+  ~StreamEvent();
+  StreamEvent(StreamEvent&& other) noexcept;
+  StreamEvent& operator=(StreamEvent&& other) noexcept;
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+
+  // Records the work enqueued so far on stream(device).
+  void record(Device device);
+  // Makes stream(device) wait for the recorded work (cudaStreamWaitEvent; the host goes on).
+  void wait(Device device) const;
+
+ private:
+  void* event_ = nullptr;
+  int device_ = -1;
+};
 }  // namespace device_memory
 
 }  // namespace tessel

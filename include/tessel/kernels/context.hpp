@@ -14,9 +14,10 @@ struct Resources; // stream, cuBLAS and cuSPARSE handles, workspace (defined for
 // One per device and thread of control. CPU contexts hold nothing; a CUDA context has a
 // non-blocking stream, a cuBLAS handle and a cuSPARSE handle bound to that stream, and a
 // grow-only scratch buffer. Kernels enqueue on the stream; entry points that return host values
-// synchronize. The default context of a device (default_context) shares the device's stream
-// (device_memory::stream), on which tensor copies and fills and the caching allocator's reuse
-// are ordered, so its work needs no further synchronization. A context constructed directly
+// synchronize. The default context of a device (default_context) shares the calling thread's
+// current stream of the device (device_memory::stream: the main stream, or a StreamScope's), on
+// which tensor copies and fills and the caching allocator's reuse are ordered, so its work needs
+// no further synchronization. A context constructed directly
 // owns a stream of its own that nothing else waits for: its user synchronizes it before
 // tensors it wrote are read or released elsewhere, and before it reads tensors just written on
 // the device's stream.
@@ -37,14 +38,16 @@ public:
 
 private:
   friend Context& default_context(Device device);
-  Context(Device device, bool shares_device_stream);
+  // shared_stream: the stream to enqueue on (not owned); null: a stream of its own.
+  Context(Device device, void* shared_stream);
 
   Device device_;
   std::unique_ptr<cuda::Resources, void (*)(cuda::Resources*)> cuda_;
 };
 
-// The process-wide context of a device, created on first use. Entry points that take a
-// `Context* ctx` use this one when ctx is null.
+// The process-wide context of a device and the calling thread's current stream of it (one per
+// stream), created on first use. Entry points that take a `Context* ctx` use this one when ctx
+// is null.
 Context& default_context(Device device);
 
 // Resolves an optional context for tensors on `device`; throws if ctx is on another device.
