@@ -138,12 +138,13 @@ struct DeviceFeatureStore::Impl {
   int next_slot = 0;
 
   ~Impl() {
-    // Gathers and admissions enqueued on the device's stream may still read the pinned rows
-    // and staging slots over UVA: wait for them before the memory goes back to the driver.
+    // Gathers and admissions enqueued on the device's main or side stream may still read the
+    // pinned rows and staging slots over UVA: wait for them before the memory goes back to the
+    // driver.
     if (device.is_cuda()) {
       try {
-        cudaStreamSynchronize(static_cast<cudaStream_t>(device_memory::stream(device)));
-      } catch (...) { // no stream could be made: nothing was ever enqueued on it
+        device_memory::synchronize_streams(device);
+      } catch (...) { // no stream could be made, or it failed: nothing more to wait for
       }
     }
     if (host_rows) cudaFreeHost(host_rows);

@@ -183,18 +183,21 @@ struct DeviceGraph::Impl {
   cuda::StreamBuffer rows_d, offsets_d, positions_d, answers_d, temp_d;
 
   ~Impl() {
-    // Draws enqueued on either stream may still read the pinned graph over UVA: wait for both
-    // before the members give that memory back to the driver.
+    // Draws enqueued on any stream (its own, the device's main one, the trainer's side one) may
+    // still read the pinned graph over UVA: wait for them before the members give that memory
+    // back to the driver.
     if (own_stream) {
       cudaStreamSynchronize(own_stream);
       cudaStreamDestroy(own_stream);
     }
     if (!device.is_cuda()) return;
     try {
-      cudaStreamSynchronize(stream());
-    } catch (...) { // no stream could be made: nothing was ever enqueued on it
+      device_memory::synchronize_streams(device);
+    } catch (...) { // no stream could be made, or it failed: nothing more to wait for
     }
   }
+  // The calling thread's current stream of the device: the main stream, or the side stream
+  // inside the trainer's StreamScope (the device-resident sampler's work follows it).
   cudaStream_t stream() const { return static_cast<cudaStream_t>(device_memory::stream(device)); }
 
   // Copies `values` to where the placement puts them and returns the address kernels read.
@@ -334,8 +337,9 @@ std::int64_t DeviceGraph::sample(const Tensor& frontier, NodeId first_row, int f
                  g.device.str());
   TESSEL_EXPECTS(fanout >= kAllNeighbors, "GPU sampling: fanout {} is invalid", fanout);
   TESSEL_CHECK_CUDA(cudaSetDevice(g.device.index));
-  // The main stream: the outputs come from the caching allocator, which orders its blocks by it,
-  // and the model's kernels that read them queue behind on it.
+  // The current stream (the main one, or the trainer's side stream for a prefetched step): the
+  // outputs come from the caching allocator, which orders its blocks by the stream they are
+  // allocated on; a reader on another stream waits for the trainer's event first.
   const cudaStream_t stream = g.stream();
   const std::int64_t n = frontier.numel();
   offsets = Tensor::empty({n + 1}, DType::i64, g.device);

@@ -1,7 +1,8 @@
 // CUDA twins of the frontier routing ops: binary searches, gathers and scatters one thread per
 // element, a stable radix sort of bucket keys counted in per-block histograms (routing), scans
 // and a value-parallel segment copy (answers back in frontier order), per-segment sums;
-// everything on the device's stream.
+// everything on the calling thread's current stream of the device (device_memory::stream: the
+// main stream, or the trainer's side stream inside its StreamScope).
 #include "cuda/frontier_ops_cuda.hpp"
 
 #include "tessel/core/cuda_check.cuh"

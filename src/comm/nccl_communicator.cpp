@@ -112,7 +112,8 @@ class NcclCommunicator final : public Communicator {
     return result;
   }
 
-  // Device tensors: enqueued on the device's stream, not waited for.
+  // Device tensors: enqueued on the calling thread's current stream (see stream()), not waited
+  // for.
   void allreduce(Tensor& t, ReduceOp op) override {
     if (!on_device(t)) return Communicator::allreduce(t, op);
     if (t.numel() == 0) return;
@@ -151,24 +152,26 @@ class NcclCommunicator final : public Communicator {
     TESSEL_EXPECTS(send_rows[rank_] == recv_rows[rank_],
                    "alltoallv: rank {} sends itself {} rows but expects {}", rank_,
                    send_rows[rank_], recv_rows[rank_]);
+    // One stream for the whole operation, settled before the group starts (see stream()).
+    const cudaStream_t s = stream();
     // Rows a rank sends itself are a device copy; the others one grouped send/recv per peer.
     if (send_rows[rank_] > 0)
       TESSEL_CHECK_CUDA(cudaMemcpyAsync(in + self_recv * row_bytes, out + self_send * row_bytes,
                                         static_cast<std::size_t>(send_rows[rank_] * row_bytes),
-                                        cudaMemcpyDeviceToDevice, stream()));
+                                        cudaMemcpyDeviceToDevice, s));
     TESSEL_CHECK_NCCL(ncclGroupStart());
     send_at = recv_at = 0;
     for (int r = 0; r < size_; ++r) {
       if (r != rank_ && send_rows[r] > 0) {
         TESSEL_CHECK_NCCL(ncclSend(out + send_at * row_bytes,
                                    static_cast<std::size_t>(send_rows[r]) * row_elems, type, r,
-                                   comm_, stream()));
+                                   comm_, s));
         bytes_sent_ += send_rows[r] * row_bytes;
       }
       if (r != rank_ && recv_rows[r] > 0)
         TESSEL_CHECK_NCCL(ncclRecv(in + recv_at * row_bytes,
                                    static_cast<std::size_t>(recv_rows[r]) * row_elems, type, r,
-                                   comm_, stream()));
+                                   comm_, s));
       send_at += send_rows[r];
       recv_at += recv_rows[r];
     }
@@ -195,7 +198,24 @@ class NcclCommunicator final : public Communicator {
                    device_.str(), t.device().str());
     return true;
   }
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(device_memory::stream(device_)); }
+  // The stream to enqueue an operation on: the calling thread's current stream of the device (a
+  // StreamScope's, or the main stream), so a communicator used only inside the sampler's scope
+  // runs on the sampler's stream. NCCL operations of one communicator must never run
+  // concurrently (each rank would have to run them in the same order): when the stream changes,
+  // the new one first waits for the operations enqueued on the previous one.
+  cudaStream_t stream() {
+    const auto current = static_cast<cudaStream_t>(device_memory::stream(device_));
+    const cudaStream_t previous = last_stream_.load(std::memory_order_relaxed);
+    if (previous != nullptr && previous != current) {
+      {
+        const device_memory::StreamScope on_previous(device_, previous);
+        switch_event_.record(device_);
+      }
+      switch_event_.wait(device_);
+    }
+    last_stream_.store(current, std::memory_order_relaxed);
+    return current;
+  }
 
   // Polls NCCL's asynchronous error state (a peer that died, a network failure) and the age of
   // outstanding work; either aborts the job instead of letting it hang.
@@ -208,7 +228,8 @@ class NcclCommunicator final : public Communicator {
       if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess || async != ncclSuccess) {
         fail(fmt::format("NCCL reported an asynchronous error: {}", ncclGetErrorString(async)));
       }
-      const cudaStream_t s = stream();
+      // The stream the latest operation went to (the watchdog's thread has no StreamScope).
+      const cudaStream_t s = last_stream_.load(std::memory_order_relaxed);
       if (s == nullptr || cudaStreamQuery(s) != cudaErrorNotReady) {
         busy_since = std::chrono::steady_clock::now();
         continue;
@@ -233,6 +254,8 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
+  std::atomic<cudaStream_t> last_stream_{nullptr};  // of the latest operation enqueued
+  device_memory::StreamEvent switch_event_;        // orders operations across a stream change
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::train {
@@ -93,7 +94,9 @@ class DistributedSampler {
   void route_on_host(bool on_host) { route_on_host_ = on_host; }
   // sample() with the blocks built and kept on the device (after sample_on_device): draws,
   // relabelling (BlockBuilder's CUDA twin, or build() on the CPU), the sources' original ids and
-  // degrees, all on the device's stream; the same blocks as sample(). At more than one rank the
+  // degrees, all on the calling thread's current stream of the device (device_memory::stream:
+  // inside a StreamScope, its stream, with the exchanges over `data`, which then must be a
+  // communicator no other stream uses); the same blocks as sample(). At more than one rank the
   // frontier is routed on the device too (see hop_device): per-rank counts cross the control
   // plane, the ids the data plane. Collective at more than one rank. device_blocks()[l] feeds
   // layer l; device_blocks()[0].src are the step's input nodes, which fetch_features_device
@@ -102,6 +105,10 @@ class DistributedSampler {
   void sample_device(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
                      PhaseTimes& phases);
   const std::vector<sampling::BlockTensors>& device_blocks() const { return device_blocks_; }
+  // Moves device_blocks() out, leaving it empty. For blocks used on another stream than the one
+  // they were sampled on: the sampler then drops no reference to them on its own stream, so the
+  // caching allocator never hands their memory to its stream while another may still read it.
+  std::vector<sampling::BlockTensors> take_device_blocks() { return std::move(device_blocks_); }
   // Where the GPU reads the graph (after sample_on_device).
   sampling::GraphPlacement graph_placement() const;
 
@@ -115,7 +122,8 @@ class DistributedSampler {
                           Device device);
   // Rows [nodes, F] on the store's device from its tiers; remote rows the cache lacks come from
   // their owners over the data plane (see fetch_planned_rows) straight into device memory, and
-  // the gather reads them there (admitting some into the cache). Collective.
+  // the gather reads them there (admitting some into the cache). On the calling
+  // thread's current stream of the device, as sample_device. Collective.
   Tensor fetch_features_device(std::span<const NodeId> nodes, PhaseTimes& phases);
   // The same from nodes i64 [n] on the store's device (device_blocks()[0].src): the store sorts
   // them into tiers on the device, and only the remote ids its hot rows lack come to the host
@@ -180,7 +188,9 @@ private:
   partition::Part& part_;
   const partition::Manifest& manifest_;
   comm::Communicator& comm_;
-  comm::Communicator& data_;  // sample_device's device tensors
+  // The communicator the sampler's device tensors cross (sample_device's exchanges): the
+  // trainer gives the sampler one of its own where it samples on a stream of its own.
+  comm::Communicator& data_;
   std::uint64_t seed_;
   std::vector<int> fanouts_;
   std::int64_t batch_size_;
