@@ -125,7 +125,8 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   add_checked(app, "--cache-admit-fraction", o.sampled.cache_admit_fraction,
               "sampled mode on a GPU: share of the device cache budget kept for remote rows "
               "admitted once fetched from their owners (CLOCK replacement: a hit marks a row, "
-              "the oldest unmarked one makes room); 0 = a static cache",
+              "the oldest unmarked one makes room); 0 = a static cache (on the CPU only with "
+              "--sample-routing device, the GPU store's CPU twin)",
               finite_range(0.0, 1.0));
   add_checked(app, "--graph-placement", o.sampled.graph_placement,
               "sampled mode on a GPU: where the owned graph the GPU samples lives: auto "
@@ -133,15 +134,18 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               "pinned; the log says which), device or pinned (host memory read over UVA)",
               CLI::IsMember({"auto", "device", "pinned"}));
   add_checked(app, "--sample-routing", o.sampled.sample_routing,
-              "sampled mode on a GPU: device (frontiers, the owners' answers and the blocks stay "
-              "on the GPU, ids cross ranks over the data plane, counts over MPI) or host (the "
-              "fallback: frontiers and answers in host memory over MPI, blocks built on the "
-              "host; owners still draw on the GPU)",
-              CLI::IsMember({"device", "host"}));
+              "sampled mode: device (frontiers, the owners' answers and the blocks stay on the "
+              "GPU, ids cross ranks over the data plane, counts over MPI), host (frontiers and "
+              "answers in host memory over MPI, blocks built on the host; on a GPU the owners "
+              "still draw there) or auto (device on a GPU, host on the CPU). device with "
+              "--device cpu runs the GPU's path on the CPU twins of its device graph and feature "
+              "store (slower than host; for tests)",
+              CLI::IsMember({"auto", "device", "host"}));
   app.add_option("--prefetch", o.sampled.prefetch,
                  "sampled mode: steps sampled and gathered ahead while the GPU computes (0 = "
                  "none; default 1 on a GPU, 0 on the CPU, where nothing overlaps; the same draws "
-                 "and updates at every depth)")
+                 "and updates at every depth; with --sample-routing device the GPU samples them "
+                 "on a stream of its own beside the training step)")
       ->check(CLI::Range(0, 16));
   // Pipeline mode.
   auto& p = o.pipeline;
@@ -218,9 +222,11 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
                      "--model {} runs in --mode {}, not --mode {}", owned, name, o.mode);
     }
   }
-  TESSEL_EXPECTS(o.device != "cpu" || o.sampled.cache_admit_fraction == 0,
+  TESSEL_EXPECTS(o.device != "cpu" || o.sampled.sample_routing == "device" ||
+                     o.sampled.cache_admit_fraction == 0,
                  "--cache-admit-fraction {} needs the GPU feature store; with --device cpu the "
-                 "cache is static (leave it at 0)",
+                 "cache is static (leave it at 0, or take the GPU's path on its CPU twins with "
+                 "--sample-routing device)",
                  o.sampled.cache_admit_fraction);
   TESSEL_EXPECTS(std::isfinite(o.optimizer.weight_decay) && o.optimizer.weight_decay >= 0,
                  "--weight-decay must be >= 0, got {}",

@@ -83,30 +83,43 @@ class SampledTrainer final : public GraphModeTrainer {
  public:
   explicit SampledTrainer(TrainerContext ctx)
       : GraphModeTrainer(ctx),
+        depth_(ctx.options.sampled.prefetch >= 0 ? ctx.options.sampled.prefetch
+                                                 : (ctx.runtime.device.is_cuda() ? 1 : 0)),
+        sampler_data_(device_resident_wanted(ctx) && depth_ > 0 ? make_sampler_data(ctx)
+                                                                : nullptr),
         sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
-                 ctx.options.sampled.batch_size, ctx.runtime.data) {
+                 ctx.options.sampled.batch_size,
+                 sampler_data_ ? sampler_data_.get() : ctx.runtime.data) {
     TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
                    "sampled mode: {} fanouts for {} layers", options_.sampled.fanouts.size(),
                    options_.model.layers);
     // On a GPU the blocks are sampled and kept there (sample_device, at any rank count) unless
-    // --sample-routing host asks for the host path; the CPU keeps its host path (the device
-    // graph's CPU twin would only add copies there).
-    if (device_.is_cuda()) {
+    // --sample-routing host asks for the host path. The CPU keeps its host path (the device
+    // graph's CPU twin only adds copies there) unless --sample-routing device asks for the GPU's
+    // path on the CPU twins (device graph, block builder, routing ops, feature store): how the
+    // trainer's device-resident path, prefetch queue included, is tested without a GPU.
+    if (device_.is_cuda() || device_resident_wanted(ctx)) {
       sampler_.sample_on_device(device_, options_.sampled.graph_placement);
-      sampler_.route_on_host(options_.sampled.sample_routing == "host");
+      sampler_.route_on_host(!device_resident_wanted(ctx));
     }
+    // Prefetched steps of the device-resident path are sampled and gathered on the device's side
+    // stream (see prepare()); without prefetch everything stays on the main stream as before.
+    if (device_.is_cuda() && sampler_.device_resident() && depth_ > 0)
+      sampler_stream_ = device_memory::side_stream(device_);
     aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
     sampling::CacheBudget budget;
     if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
     else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
     else if (device_.is_cuda() && options_.sampled.cache_policy != "none")
       budget = default_device_budget();
-    TESSEL_EXPECTS(device_.is_cuda() || options_.sampled.cache_admit_fraction == 0,
+    TESSEL_EXPECTS(device_.is_cuda() || sampler_.device_resident() ||
+                       options_.sampled.cache_admit_fraction == 0,
                    "--cache-admit-fraction {}: admission is a GPU feature store policy; the CPU's "
                    "cache is static (use --device cuda or leave it at 0)",
                    options_.sampled.cache_admit_fraction);
     budget.admit_fraction = options_.sampled.cache_admit_fraction;
-    if (device_.is_cuda())
+    // The device-resident path gathers from the tiered store (its CPU twin on the CPU).
+    if (device_.is_cuda() || sampler_.device_resident())
       sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
     else
       sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
@@ -140,8 +153,16 @@ class SampledTrainer final : public GraphModeTrainer {
     return budget;
   }
 
+  // The sampler's own data plane (when it has one) carries the sampling exchanges: its bytes
+  // count with the epoch's.
+  void end_epoch(EpochMetrics& m) override {
+    if (!sampler_data_) return;
+    m.comm_bytes += comm_.allreduce_value<std::int64_t>(sampler_data_->bytes_sent());
+  }
+
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     sampler_.reset_counters();
+    if (sampler_data_) sampler_data_->reset_bytes_sent();
     std::vector<std::vector<LocalId>> step_seeds;
     std::vector<std::int64_t> step_counts;
     sampler_.assign_steps(epoch, step_seeds, step_counts, phases);
@@ -160,7 +181,7 @@ class SampledTrainer final : public GraphModeTrainer {
     double loss_sum = 0;
     ProgressLine progress(fmt::format("epoch {}: step", epoch),
                           static_cast<std::int64_t>(steps.size()));
-    if (device_.is_cuda() || options_.sampled.prefetch > 0) {
+    if (device_.is_cuda() || sampler_.device_resident() || options_.sampled.prefetch > 0) {
       loss_sum = train_steps_queued(epoch, step_seeds, step_counts, steps, phases, progress);
     } else {
       for (std::size_t k = 0; k < steps.size(); ++k) {
@@ -192,6 +213,9 @@ class SampledTrainer final : public GraphModeTrainer {
     std::vector<std::vector<std::int64_t>> src_degree;
     std::vector<sampling::BlockTensors> device_blocks;  // set: the blocks stayed on the GPU
     Tensor x;
+    // Recorded on the sampler's stream after the step's last sampling and gathering work: the
+    // main stream waits for it before the step's compute reads the blocks and x.
+    device_memory::StreamEvent ready;
   };
 
   // One step on the CPU: sample, fetch, train, in that order.
@@ -222,10 +246,28 @@ class SampledTrainer final : public GraphModeTrainer {
     batch.global_count = global_count;
     batch.seeds = &seeds;
     if (sampler_.device_resident()) {
-      // On a GPU: the blocks are built there and stay there (routed on the device at P > 1).
+      // The blocks are built on the device and stay there (routed on the device at P > 1).
+      // With prefetch on a GPU, all of it runs on the side stream: every kernel, copy, fill and
+      // allocation of the sampler and the feature store, and their host waits, follow the
+      // scope's stream (device_memory::stream, which their code asks for), and the exchanges
+      // cross the sampler's own communicator. So the host waits only for the side stream while
+      // the previous step's backward pass, all-reduce and optimizer step run on the main one.
+      // A scope rather than a stream argument threaded through the sampler, the frontier ops,
+      // the device graph, the block builder, the feature store and Tensor: each of them already
+      // enqueues on device_memory::stream, so they follow it unchanged, and so does code added
+      // to them later (nothing can slip onto the main stream by a forgotten argument).
+      // The side stream reads only what nothing writes during training (the device graph, the
+      // routing tables, the feature store's rows and cache, which only its own gathers admit
+      // into) and its own buffers, so it never waits for the main stream.
+      const device_memory::StreamScope on_sampler(device_, sampler_stream_);
       sampler_.sample_device(epoch, step, seeds, phases);
-      batch.device_blocks = sampler_.device_blocks();
+      // Moved out: the sampler keeps no reference it could drop on its own stream while the main
+      // stream still reads the blocks (see device_memory::stream). The batch's tensors are
+      // released on the main stream after its compute, and the caching allocator reuses their
+      // blocks only once both streams are past them.
+      batch.device_blocks = sampler_.take_device_blocks();
       batch.x = sampler_.fetch_features_device(batch.device_blocks[0].src, phases);
+      batch.ready.record(device_);
       return;
     }
     sampler_.sample(epoch, step, seeds, phases);
@@ -242,22 +284,32 @@ class SampledTrainer final : public GraphModeTrainer {
                   : sampler_.fetch_features(batch.blocks[0].src, part_.features, phases);
   }
 
-  // The steps of an epoch with `depth` steps prefetched: once step i's backward pass is enqueued,
-  // the host samples and gathers steps up to i + depth (their kernels queue behind it, the
-  // sampler's on a stream of its own) before it all-reduces step i's gradients. Sampling and
+  // The steps of an epoch with `depth_` steps prefetched: once step i's backward pass is
+  // enqueued, the host samples and gathers steps up to i + depth_ (their kernels queue behind it,
+  // the sampler's on a stream of its own) before it all-reduces step i's gradients. Sampling and
   // input rows do not depend on the parameters, so every depth gives the same draws and the same
   // updates in the same order; every rank prepares and trains the same steps in the same order,
-  // so the collectives stay in lock-step. On the CPU (only with an explicit --prefetch) nothing
-  // runs alongside, but the order is the same: the results are those of --prefetch 0, bit for bit.
-  // Blocks kept on the GPU (--sample-routing device, any rank count) are sampled on the device's
-  // one stream, which waits for counts: each step's compute is waited for first, so nothing
-  // overlaps there yet.
+  // so the collectives stay in lock-step. On the CPU (only with an explicit --prefetch, or on
+  // the device-resident path's CPU twins) nothing runs alongside, but the order is the same: the
+  // results are those of --prefetch 0, bit for bit.
+  //
+  // Where the blocks stay on a GPU (the device-resident path) and depth_ > 0, prepare() runs on
+  // the side stream: the host waits there for its counts while the main stream still runs step
+  // i's backward pass, and the main stream waits for a step's `ready` event (on the device, not
+  // the host) before its compute. The host-routed path samples with the device graph's own
+  // stream and gathers on the main stream, as before.
+  //
+  // What the phases measure: the host's exposed seconds. "sample" and "fetch" are the host's
+  // time in sampling and gathering (launches, the waits for counts on the sampler's stream,
+  // the control plane's MPI calls); with prefetch the GPU's sampling work overlaps the main
+  // stream's and is in none of them beyond those waits. "compute" is the host's time to enqueue
+  // forward and backward (it waits for the forward pass's loss) and the optimizer step;
+  // "communicate" includes the wait for the rest of the backward pass behind the all-reduce.
   double train_steps_queued(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
                             const std::vector<std::int64_t>& step_counts,
                             const std::vector<std::size_t>& steps, PhaseTimes& phases,
                             ProgressLine& progress) {
-    const int depth = options_.sampled.prefetch >= 0 ? options_.sampled.prefetch
-                                                     : (device_.is_cuda() ? 1 : 0);
+    const int depth = depth_;
     const int layers = options_.model.layers;
     std::deque<Batch> ready;
     std::size_t next = 0;
@@ -276,6 +328,9 @@ class SampledTrainer final : public GraphModeTrainer {
       if (progress.enabled()) progress.update(done, sampling_rate(phases));
       const Batch batch = std::move(ready.front());
       ready.pop_front();
+      // Before anything of this step is enqueued on the main stream (and before the batch can be
+      // released there): the main stream waits for the sampler's stream to finish the step.
+      batch.ready.wait(device_);
       if (depth == 0) {
         ScopedPhase t(phases, "fetch");
         settle();
@@ -291,9 +346,10 @@ class SampledTrainer final : public GraphModeTrainer {
         ScopedPhase compute(phases, "compute");
         loss_sum += forward_backward(epoch, batch.step, *batch.seeds, batch.global_count,
                                      batch.blocks, orig, degree, batch.x, &batch.device_blocks);
-        // Blocks built on the device are sampled on the device's one stream, whose first wait
-        // for a count would otherwise sit behind this step's kernels and be timed as sampling.
-        if (depth == 0 || !batch.device_blocks.empty()) settle();
+        // Without prefetch the step's compute is timed whole. With it, device-resident steps are
+        // sampled on the side stream, whose waits for counts do not sit behind this step's
+        // kernels, so nothing is waited for here (the all-reduce's phase waits for the rest).
+        if (depth == 0) settle();
       }
       fill(static_cast<std::size_t>(depth));
       finish_step(phases, true);
@@ -357,6 +413,25 @@ class SampledTrainer final : public GraphModeTrainer {
     if (device_.is_cuda()) kernels::default_context(device_).synchronize();
   }
 
+  // Whether the blocks are to stay on the device (sample_device): on a GPU unless
+  // --sample-routing host; on the CPU only with --sample-routing device (its CPU twins).
+  static bool device_resident_wanted(const TrainerContext& ctx) {
+    const std::string& routing = ctx.options.sampled.sample_routing;
+    return ctx.runtime.device.is_cuda() ? routing != "host" : routing == "device";
+  }
+
+  // The prefetching device-resident sampler's exchanges get a communicator of their own: the data
+  // plane split with the same ranks in the same order (a second NCCL communicator, or a second
+  // MPI one). On the side stream its NCCL operations then never share a communicator with the
+  // main stream's gradient all-reduces: NCCL operations of one communicator that run at once
+  // must be issued in the same order on every rank, which two streams do not promise. Both
+  // communicators are still issued in the same program order on every rank (one host thread),
+  // so neither waits for an operation another rank issues later. Collective.
+  static std::unique_ptr<comm::Communicator> make_sampler_data(const TrainerContext& ctx) {
+    comm::Communicator& data = ctx.runtime.data ? *ctx.runtime.data : ctx.comm;
+    return data.split(0, data.rank());
+  }
+
   // This rank's sampling rate so far in the epoch, for the progress line.
   std::string sampling_rate(const PhaseTimes& phases) const {
     const double seconds = phases.get("sample");
@@ -394,10 +469,18 @@ class SampledTrainer final : public GraphModeTrainer {
     extra["bytes_fetched"] = c[6] * f * 4;
     extra["data_centric_bytes"] = dc_sample_bytes + c[6] * row_bytes;
     extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
-    if (device_.is_cuda()) {
+    if (device_.is_cuda() || sampler_.device_resident()) {
       extra["graph_placement"] = sampling::graph_placement_name(sampler_.graph_placement());
       extra["sample_routing"] = sampler_.device_resident() ? "device" : "host";
       report_tiers(extra);
+    }
+    if (device_.is_cuda()) {
+      // The caching allocator's driver allocations so far (the slowest rank's): after the first
+      // epochs they grow only with step sizes not seen before, also where prefetched steps'
+      // blocks cross from the side stream to the main one.
+      const auto mem = device_memory::stats(device_);
+      extra["gpu_allocations"] = comm_.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
+      extra["gpu_reserved_bytes"] = comm_.allreduce_value(mem.bytes_reserved, comm::ReduceOp::max);
     }
     extra["data_centric_sample_bytes"] = dc_sample_bytes;
     extra["answer_ids"] = c[2];
@@ -433,7 +516,11 @@ class SampledTrainer final : public GraphModeTrainer {
     }
   }
 
+  int depth_ = 0;  // steps prepared ahead (--prefetch, or its default)
+  std::unique_ptr<comm::Communicator> sampler_data_;  // set: the sampler's own data plane
   DistributedSampler sampler_;
+  // Set (a CUDA device's side stream): prepare() samples and gathers device-resident steps on it.
+  void* sampler_stream_ = nullptr;
   std::vector<BlockAggregator> aggregators_;
 };
 

@@ -3,8 +3,9 @@
 // synthetic graph and on Cora, at P = 1 and at P = 2 with both ranks on one GPU; the graph in
 // device memory and in pinned host memory read over UVA sample the same blocks; the feature
 // store's tiers (device cache by degree or presampled counts, pinned host rows, network) change
-// bytes, not losses, and their counters add up; prefetching steps (--prefetch 2) gives the
-// losses of --prefetch 0; routing the frontier on the GPU or on the host (--sample-routing)
+// bytes, not losses, and their counters add up; prefetching steps (--prefetch 2: on the
+// device-resident path, sampled on the device's side stream) gives the losses of --prefetch 0 at
+// P = 1 and 2; routing the frontier on the GPU or on the host (--sample-routing)
 // gives the same samples and losses. Skips with a message when no GPU is visible.
 #include "train_test_helpers.hpp"
 
@@ -189,19 +190,43 @@ TEST_F(GpuSampled, FeatureTiersChangeBytesNotLosses) {
 }
 
 TEST_F(GpuSampled, PrefetchChangesNothingButOverlap) {
-  // Steps sampled and gathered ahead (queue depth 2) against one step at a time (10 steps an
-  // epoch): the same draws, the same updates in the same order. A third run cuts the epoch at 3
-  // steps.
+  // Steps sampled and gathered ahead (queue depth 2) against one step at a time, on the
+  // device-resident path, at P = 1 (NCCL data plane) and P = 2 (two ranks on one GPU, MPI staged):
+  // with prefetch the sampler and the feature store run on the device's side stream, with a data
+  // plane of their own, while the main stream trains the previous step; the main stream waits
+  // for each step's event. The same draws, the same updates in the same order, the same
+  // admissions into the device cache. A third run cuts the epoch at 3 steps.
+  for (int p : {1, 2}) {
+    const std::string tag = "prefetch-p" + std::to_string(p);
+    const std::string flags = std::string(kSage) + " --batch-size " + std::to_string(32 / p) +
+                              " --device cuda --sample-routing device --cache-policy degree "
+                              "--cache-ratio 0.2 --cache-admit-fraction 0.3";
+    const auto none = train(parts(p), p, flags + " --prefetch 0", tag + "-0");
+    const auto two = train(parts(p), p, flags + " --prefetch 2", tag + "-2");
+    expect_same(none, two, 1e-6, tag + ": prefetch 0 vs 2");
+    for (std::size_t e = 0; e < none.size() && e < two.size(); ++e) {
+      EXPECT_EQ(two[e].at("sample_routing").get<std::string>(), "device") << tag;
+      EXPECT_EQ(none[e].at("steps").get<std::int64_t>(), two[e].at("steps").get<std::int64_t>());
+      for (const char* counter : {"device_tier_hits", "device_tier_admitted", "network_tier_requests"})
+        EXPECT_EQ(none[e].at(counter).get<std::int64_t>(), two[e].at(counter).get<std::int64_t>())
+            << tag << " epoch " << e + 1 << " " << counter;
+      for (const char* split : {"train_acc", "valid_acc", "test_acc"})
+        EXPECT_NEAR(none[e].at(split).get<double>(), two[e].at(split).get<double>(), 1e-9);
+    }
+    // Blocks written on the side stream and released on the main one return to the allocator
+    // once both streams are past them: the third epoch needs (almost) no new device memory. A
+    // leak would add about one cudaMalloc per block tensor and step.
+    ASSERT_EQ(two.size(), 3u) << tag;
+    const std::int64_t steps = two[2].at("steps").get<std::int64_t>();
+    EXPECT_LE(two[2].at("gpu_allocations").get<std::int64_t>() -
+                  two[1].at("gpu_allocations").get<std::int64_t>(),
+              steps)
+        << tag << ": cudaMalloc calls in epoch 3 (epoch 1: "
+        << two[0].at("gpu_allocations").get<std::int64_t>() << ", epoch 2: "
+        << two[1].at("gpu_allocations").get<std::int64_t>() << ")";
+  }
   const std::string flags =
       std::string(kSage) + " --batch-size 16 --device cuda --cache-policy degree --cache-ratio 0.2";
-  const auto none = train(parts(2), 2, flags + " --prefetch 0", "prefetch-0");
-  const auto two = train(parts(2), 2, flags + " --prefetch 2", "prefetch-2");
-  expect_same(none, two, 1e-6, "prefetch 0 vs 2");
-  for (std::size_t e = 0; e < none.size() && e < two.size(); ++e) {
-    EXPECT_EQ(none[e].at("steps").get<std::int64_t>(), two[e].at("steps").get<std::int64_t>());
-    for (const char* split : {"train_acc", "valid_acc", "test_acc"})
-      EXPECT_NEAR(none[e].at(split).get<double>(), two[e].at(split).get<double>(), 1e-9);
-  }
   const auto cut = train(parts(2), 2, flags + " --prefetch 2 --max-batches 3", "prefetch-cut");
   for (const auto& e : cut)
     EXPECT_EQ(e.at("steps").get<std::int64_t>(), 3);

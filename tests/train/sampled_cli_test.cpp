@@ -134,6 +134,77 @@ TEST_F(SampledCli, PrefetchGivesTheSameLossesBitForBit) {
   }
 }
 
+TEST_F(SampledCli, DeviceResidentPathOnTheCpuTwinsMatchesHostPath) {
+  // The GPU's device-resident path (blocks built and kept as tensors, routed with the frontier
+  // ops, input rows from the tiered feature store with admission) run on the CPU twins with
+  // --sample-routing device, with and without prefetch, against the host path; at one and two
+  // ranks (global batch 8 both times). On the CPU every path computes the same blocks in the same
+  // order, the same rows and the same CPU kernels over them, so the losses are equal bit for bit,
+  // not merely close; prefetching two steps (the sampler's own data plane, a split of the data
+  // communicator, carrying the exchanges) changes nothing but when steps are prepared.
+  const std::string common = " --mode sampled --model sage --fanouts 5,3 --epochs 2 --dropout 0.3 "
+                             "--cache-ratio 0.3 --seed 6 --quiet --device cpu --metrics ";
+  std::vector<std::vector<nlohmann::json>> device_runs;
+  for (int p : {1, 2}) {
+    const std::string run = test::mpirun(p) + tessel_bin() + " train " + parts(p).string() +
+                            " --batch-size " + std::to_string(8 / p) + common;
+    const std::string tag = "resident-p" + std::to_string(p);
+    run_ok(run + scratch(tag + "-host.jsonl").string() + " --sample-routing host");
+    const std::string device_flags = " --sample-routing device --cache-admit-fraction 0.5";
+    run_ok(run + scratch(tag + "-pf0.jsonl").string() + device_flags + " --prefetch 0");
+    run_ok(run + scratch(tag + "-pf2.jsonl").string() + device_flags + " --prefetch 2");
+    const auto host = epochs_of(scratch(tag + "-host.jsonl"));
+    const auto pf0 = epochs_of(scratch(tag + "-pf0.jsonl"));
+    const auto pf2 = epochs_of(scratch(tag + "-pf2.jsonl"));
+    ASSERT_EQ(host.size(), 2u);
+    ASSERT_EQ(pf0.size(), 2u);
+    ASSERT_EQ(pf2.size(), 2u);
+    for (std::size_t e = 0; e < host.size(); ++e) {
+      const std::string at = tag + " epoch " + std::to_string(e + 1);
+      EXPECT_GT(pf0[e].at("steps").get<std::int64_t>(), 4) << at;
+      EXPECT_FALSE(host[e].contains("sample_routing")) << at;
+      for (const auto* run : {&pf0, &pf2}) {
+        const nlohmann::json& m = (*run)[e];
+        EXPECT_EQ(m.at("sample_routing").get<std::string>(), "device") << at;
+        EXPECT_EQ(m.at("loss").get<double>(), host[e].at("loss").get<double>()) << at;
+        EXPECT_EQ(m.at("valid_acc").get<double>(), host[e].at("valid_acc").get<double>()) << at;
+        for (const char* counter : {"steps", "sampled_edges", "input_rows", "remote_input_rows",
+                                    "answer_ids", "data_centric_sample_bytes"})
+          EXPECT_EQ(m.at(counter).get<std::int64_t>(), host[e].at(counter).get<std::int64_t>())
+              << at << " " << counter;
+        // The tiered store: every input row asked of the device tier, the tiers adding up.
+        EXPECT_EQ(m.at("device_tier_requests").get<std::int64_t>(),
+                  m.at("input_rows").get<std::int64_t>())
+            << at;
+        for (const char* tier : {"device", "host", "network"}) {
+          const std::string t = std::string(tier) + "_tier_";
+          EXPECT_EQ(m.at(t + "hits").get<std::int64_t>() + m.at(t + "misses").get<std::int64_t>(),
+                    m.at(t + "requests").get<std::int64_t>())
+              << at << " " << tier;
+        }
+      }
+      // Prefetch: the same admissions and hits (decided in step order), the same bytes (the
+      // sampler's own communicator counted with the epoch's).
+      for (const char* counter : {"device_tier_hits", "device_tier_admitted",
+                                  "device_tier_evicted", "network_tier_requests", "comm_bytes"})
+        EXPECT_EQ(pf0[e].at(counter).get<std::int64_t>(), pf2[e].at(counter).get<std::int64_t>())
+            << at << " " << counter;
+    }
+    if (p == 2) {
+      std::int64_t admitted = 0;
+      for (const auto& m : pf2) admitted += m.at("device_tier_admitted").get<std::int64_t>();
+      EXPECT_GT(admitted, 0) << "remote rows were fetched, so some were admitted";
+    }
+    device_runs.push_back(pf2);
+  }
+  // One rank and two compute the same losses (float sums in another order: within 1e-5).
+  for (std::size_t e = 0; e < 2; ++e) {
+    const double one = device_runs[0][e].at("loss").get<double>();
+    EXPECT_LE(std::abs(device_runs[1][e].at("loss").get<double>() - one), 1e-5 * std::abs(one))
+        << "epoch " << e + 1;
+  }
+}
+
 TEST(SampledCora, SageReachesAccuracyAtTwoRanks) {
   const auto cora = test::shared_dataset("cora");
   if (!cora) GTEST_SKIP() << "Cora is not present beside the source tree (../shared/datasets)";

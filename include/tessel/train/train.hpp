@@ -23,7 +23,7 @@ struct SampledOptions {
   double cache_ratio = 0;                   // fraction of remote candidate rows to cache
   double cache_admit_fraction = 0;          // GPU: budget share for admitted remote rows (CLOCK)
   std::string graph_placement = "auto";     // GPU sampling: auto | device | pinned
-  std::string sample_routing = "device";    // GPU sampling: device | host (routing, blocks)
+  std::string sample_routing = "auto";      // auto (device on a GPU, host on the CPU) | device | host
   int prefetch = -1;                        // steps sampled and gathered ahead; -1: 1 on a GPU, 0 on the CPU
   std::int64_t max_steps = 0;               // > 0: at most this many steps per epoch (benchmarks)
 };
