@@ -258,7 +258,8 @@ class SampledTrainer final : public GraphModeTrainer {
       // to them later (nothing can slip onto the main stream by a forgotten argument).
       // The side stream reads only what nothing writes during training (the device graph, the
       // routing tables, the feature store's rows and cache, which only its own gathers admit
-      // into) and its own buffers, so it never waits for the main stream.
+      // into; their setup on the main stream waits for its uploads before returning) and its
+      // own buffers, so it never waits for the main stream.
       const device_memory::StreamScope on_sampler(device_, sampler_stream_);
       sampler_.sample_device(epoch, step, seeds, phases);
       // Moved out: the sampler keeps no reference it could drop on its own stream while the main
