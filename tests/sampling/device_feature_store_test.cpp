@@ -8,6 +8,8 @@
 
 #include "tessel/core/rng.hpp"
 
+#include "tier_checks.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -68,11 +70,7 @@ protected:
         << what << ": gathered rows differ from the CPU's";
 
     const FeatureStoreCounters& c = store.counters();
-    for (const TierCounters* t : {&c.device, &c.host, &c.network})
-      EXPECT_EQ(t->hits + t->misses, t->requests) << what;
-    EXPECT_EQ(c.device.requests, static_cast<std::int64_t>(nodes_.size())) << what;
-    EXPECT_EQ(c.host.requests, c.device.misses) << what;
-    EXPECT_EQ(c.network.requests, c.host.misses) << what;
+    test::expect_tiers_add_up(c, static_cast<std::int64_t>(nodes_.size()), what);
     EXPECT_EQ(c.network.misses, 0) << what;
     EXPECT_EQ(c.network.requests, static_cast<std::int64_t>(network_ids.size())) << what;
     std::int64_t cached = 0, owned = 0;
@@ -217,6 +215,17 @@ struct StepResult {
   FeatureStoreCounters counters;
 };
 
+// Keeps a step's gathered rows x (host) in r and checks them against the CPU's rows of nodes.
+void keep_rows(const Tensor& x, const std::vector<NodeId>& nodes, const std::string& what,
+               StepResult& r) {
+  EXPECT_EQ(x.rows(), static_cast<std::int64_t>(nodes.size())) << what;
+  r.rows.assign(x.data<float>(), x.data<float>() + x.numel());
+  const std::vector<float> expected = rows_of(nodes);
+  EXPECT_EQ(r.rows.size(), expected.size()) << what;
+  EXPECT_EQ(std::memcmp(r.rows.data(), expected.data(), expected.size() * sizeof(float)), 0)
+      << what << ": gathered rows differ from the CPU's";
+}
+
 // Runs one step through `store`: plan, the network rows from value_of, gather. Checks the rows
 // against the CPU's and the counters' rules; returns what the step produced.
 StepResult run_step(DeviceFeatureStore& store, const std::vector<NodeId>& nodes,
@@ -226,12 +235,7 @@ StepResult run_step(DeviceFeatureStore& store, const std::vector<NodeId>& nodes,
   store.plan(nodes, r.network_ids);
   for (const NodeId id : r.network_ids) EXPECT_FALSE(store.is_owned(id)) << what;
   const Tensor x = store.gather(rows_of(r.network_ids)).to(Device::cpu());
-  EXPECT_EQ(x.rows(), static_cast<std::int64_t>(nodes.size())) << what;
-  r.rows.assign(x.data<float>(), x.data<float>() + x.numel());
-  const std::vector<float> expected = rows_of(nodes);
-  EXPECT_EQ(r.rows.size(), expected.size()) << what;
-  EXPECT_EQ(std::memcmp(r.rows.data(), expected.data(), expected.size() * sizeof(float)), 0)
-      << what << ": gathered rows differ from the CPU's";
+  keep_rows(x, nodes, what, r);
   r.counters = store.counters();
   const FeatureStoreCounters& c = r.counters;
   for (const TierCounters* t : {&c.device, &c.host, &c.network})
@@ -372,12 +376,7 @@ StepResult run_device_step(DeviceFeatureStore& store, const std::vector<NodeId>&
   const std::vector<std::int64_t> row_of = reversed_rows(r.network_ids.size());
   const Tensor x =
       store.gather(placed_rows(r.network_ids, row_of, store.device()), row_of).to(Device::cpu());
-  EXPECT_EQ(x.rows(), static_cast<std::int64_t>(nodes.size())) << what;
-  r.rows.assign(x.data<float>(), x.data<float>() + x.numel());
-  const std::vector<float> expected = rows_of(nodes);
-  EXPECT_EQ(r.rows.size(), expected.size()) << what;
-  EXPECT_EQ(std::memcmp(r.rows.data(), expected.data(), expected.size() * sizeof(float)), 0)
-      << what << ": gathered rows differ from the CPU's";
+  keep_rows(x, nodes, what, r);
   r.counters = store.counters();
   return r;
 }

@@ -8,6 +8,7 @@
 #include "tessel/train/distributed_sampler.hpp"
 
 #include "test_support.hpp"
+#include "tier_checks.hpp"
 
 #include <gtest/gtest.h>
 
@@ -225,11 +226,7 @@ TEST(DeviceSampler, FeatureStoreFetchesTheHostRowsOverTheDataPlane) {
     const std::string& what = cases[k].name;
     const train::DistributedSampler& sampler = *samplers[k];
     const sampling::FeatureStoreCounters& c = sampler.device_store()->counters();
-    for (const sampling::TierCounters* t : {&c.device, &c.host, &c.network})
-      EXPECT_EQ(t->hits + t->misses, t->requests) << what;
-    EXPECT_EQ(c.device.requests, h.input_rows) << what;
-    EXPECT_EQ(c.host.requests, c.device.misses) << what;
-    EXPECT_EQ(c.network.requests, c.host.misses) << what;
+    test::expect_tiers_add_up(c, h.input_rows, what);
     EXPECT_EQ(c.network.misses, 0) << what;
     const train::SamplerCounters& s = sampler.counters();
     EXPECT_EQ(s.input_rows, h.input_rows) << what;

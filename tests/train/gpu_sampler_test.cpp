@@ -7,6 +7,7 @@
 #include "tessel/train/distributed_sampler.hpp"
 
 #include "test_support.hpp"
+#include "tier_checks.hpp"
 
 #include <gtest/gtest.h>
 
@@ -124,11 +125,7 @@ TEST(GpuSampler, DeviceAndPinnedGraphsDrawTheCpuBlocksAndRows) {
   EXPECT_EQ(cpu.counters().sampled_edges, pinned.counters().sampled_edges);
   for (const auto* sampler : {&on_device, &pinned}) {
     const sampling::FeatureStoreCounters& c = sampler->device_store()->counters();
-    for (const sampling::TierCounters* t : {&c.device, &c.host, &c.network})
-      EXPECT_EQ(t->hits + t->misses, t->requests);
-    EXPECT_EQ(c.device.requests, cpu.counters().input_rows);
-    EXPECT_EQ(c.host.requests, c.device.misses);
-    EXPECT_EQ(c.network.requests, c.host.misses);
+    test::expect_tiers_add_up(c, cpu.counters().input_rows);
   }
   EXPECT_GT(on_device.device_store()->counters().device.hits, 0);
   EXPECT_EQ(pinned.device_store()->counters().device.hits, 0);
@@ -227,11 +224,7 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
     EXPECT_EQ(sampler->counters().answer_ids, cpu.counters().answer_ids);
     EXPECT_EQ(sampler->counters().sample_bytes, cpu.counters().sample_bytes);
     const sampling::FeatureStoreCounters& c = sampler->device_store()->counters();
-    for (const sampling::TierCounters* t : {&c.device, &c.host, &c.network})
-      EXPECT_EQ(t->hits + t->misses, t->requests);
-    EXPECT_EQ(c.device.requests, cpu.counters().input_rows);
-    EXPECT_EQ(c.host.requests, c.device.misses);
-    EXPECT_EQ(c.network.requests, c.host.misses);
+    test::expect_tiers_add_up(c, cpu.counters().input_rows);
     EXPECT_EQ(c.network.bytes, sampler->counters().fetched_rows * part.feature_dim * 4);
     EXPECT_EQ(sampler->counters().remote_input_rows, cpu.counters().remote_input_rows);
   }
