@@ -2,6 +2,8 @@
 // object.
 #include "tessel/datasets/h5.hpp"
 
+#include "tessel/datasets/atomic_output.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -147,7 +149,8 @@ File File::create(const std::filesystem::path& path) {
   // flushes before the caller renames the file into place.
   TESSEL_CHECK_HDF5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG));
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
-  TESSEL_EXPECTS(id >= 0, "cannot create HDF5 file {} (is the folder writable?)", path.string());
+  TESSEL_EXPECTS(id >= 0, "cannot create HDF5 file {} (is the folder writable, with room?)",
+                 datasets::output_name(path).string());
   File f;
   f.path_ = path;
   f.handle_ = Handle(id);
@@ -169,6 +172,19 @@ File File::open_read(const std::filesystem::path& path) {
   f.path_ = path;
   f.handle_ = Handle(id);
   return f;
+}
+
+void File::close() {
+  open_dataset_.reset();
+  if (!handle_.valid()) return;
+  const hid_t id = handle_.release();
+  // Flush first and check it: HDF5 keeps metadata and chunks in its caches, so a full disk
+  // often shows only here. The id is closed whatever the flush says.
+  const herr_t flushed = H5Iget_type(id) == H5I_FILE ? H5Fflush(id, H5F_SCOPE_LOCAL) : 0;
+  const herr_t closed = H5Fclose(id);
+  TESSEL_EXPECTS(flushed >= 0 && closed >= 0,
+                 "cannot write {}: HDF5 could not flush and close it (disk full?)",
+                 datasets::output_name(path_).string());
 }
 
 bool File::exists(const std::string& object) const {
@@ -196,7 +212,9 @@ void File::create_group(const std::string& group) {
   if (!exists(parent)) create_group(parent);
   Handle gcpl = no_times_plist(H5P_GROUP_CREATE);
   const hid_t g = H5Gcreate2(id(), group.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT);
-  if (g < 0) TESSEL_LIB_FAIL("{}: cannot create group {}", path_.string(), group);
+  if (g < 0)
+    TESSEL_FAIL("cannot write {}: creating group {} failed (disk full?)",
+                datasets::output_name(path_).string(), group);
   Handle owned(g);
 }
 
@@ -217,7 +235,8 @@ Handle fresh_attr(const File& file, const std::string& object, const std::string
   Handle space(TESSEL_CHECK_HDF5(H5Screate(H5S_SCALAR)));
   const hid_t a = H5Acreate2(obj.get(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT);
   if (a < 0)
-    TESSEL_LIB_FAIL("{}: cannot create attribute {} on {}", file.path().string(), name, object);
+    TESSEL_FAIL("cannot write {}: creating attribute {} on {} failed (disk full?)",
+                datasets::output_name(file.path()).string(), name, object);
   return Handle(a);
 }
 
@@ -343,7 +362,8 @@ void File::create_dataset(const std::string& name, std::vector<std::int64_t> dim
   const hid_t d = H5Dcreate2(id(), name.c_str(), file_type<T>(), space.get(), H5P_DEFAULT,
                              dcpl.get(), H5P_DEFAULT);
   if (d < 0)
-    TESSEL_LIB_FAIL("{}: cannot create dataset {} {}", path_.string(), name, dims_string(dims));
+    TESSEL_FAIL("cannot write {}: creating dataset {} {} failed (disk full?)",
+                datasets::output_name(path_).string(), name, dims_string(dims));
   Handle dataset(d);
   if (!description.empty()) set_attr("description", description, name);
 }
@@ -449,8 +469,8 @@ void File::write_rows(const std::string& name, std::int64_t begin, const T* data
   Handle mem_space(
       TESSEL_CHECK_HDF5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr)));
   if (H5Dwrite(dataset, native_type<T>(), mem_space.get(), file_space.get(), H5P_DEFAULT, data) < 0)
-    TESSEL_LIB_FAIL("{}: writing rows [{}, {}) of {} failed (disk full?)", path_.string(), begin,
-                    begin + rows, name);
+    TESSEL_FAIL("cannot write {}: writing rows [{}, {}) of {} failed (disk full?)",
+                datasets::output_name(path_).string(), begin, begin + rows, name);
 }
 
 std::vector<std::int64_t> File::dims(const std::string& name) const {

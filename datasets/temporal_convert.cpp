@@ -5,6 +5,7 @@
 #include "text_reader.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/json_file.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 
 namespace tessel::datasets {
@@ -20,6 +22,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// A value as a message shows it: short scalars as written, containers by their kind and size
+// (never a megabyte of dump in one error line).
+std::string brief(const json& j) {
+  if (j.is_array() || j.is_object())
+    return fmt::format("an {} of {} entries", j.type_name(), j.size());
+  std::string text = j.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
 
 // Typed access to a parsed JSON document; every refusal names the file and the JSON path.
 struct JsonInput {
@@ -37,7 +49,7 @@ struct JsonInput {
     return j;
   }
   double number(const json& j, const std::string& where) const {
-    TESSEL_EXPECTS(j.is_number(), "{}: {} is {}, expected a number", file, where, j.dump());
+    TESSEL_EXPECTS(j.is_number(), "{}: {} is {}, expected a number", file, where, brief(j));
     const double v = j.get<double>();
     TESSEL_EXPECTS(std::isfinite(v), "{}: {} is not finite", file, where);
     return v;
@@ -45,7 +57,7 @@ struct JsonInput {
   NodeId node(const json& j, std::int64_t n, const std::string& where) const {
     const double v = number(j, where);
     TESSEL_EXPECTS(v == std::floor(v) && v >= 0 && v < static_cast<double>(n),
-                   "{}: {} = {} is not a node id in [0, {})", file, where, j.dump(), n);
+                   "{}: {} = {} is not a node id in [0, {})", file, where, brief(j), n);
     return static_cast<NodeId>(v);
   }
   // A list of numbers of length `expect` (any length when expect < 0).
@@ -63,7 +75,8 @@ struct JsonInput {
 };
 
 std::string keys_of(const json& j) {
-  if (!j.is_object()) return fmt::format("(a {}, not an object)", j.type_name());
+  if (!j.is_object())
+    return fmt::format("({} {}, not an object)", j.is_array() ? "an" : "a", j.type_name());
   std::string out;
   for (const auto& [k, v] : j.items()) {
     if (!out.empty()) out += ", ";
@@ -218,10 +231,23 @@ TemporalDataset static_signal_layout(const JsonInput& in, const json& root,
 TemporalDataset per_snapshot_layout(const JsonInput& in, const json& root,
                                     const TemporalConvertOptions& o) {
   TemporalDataset d;
-  const auto T = static_cast<std::int64_t>(root.size());
+  // PyTorch Geometric Temporal's files of this layout (Twitter tennis) carry the snapshot count
+  // as "time_periods" beside the snapshots, and each snapshot its own "index".
+  const bool counted = root.contains("time_periods");
+  const auto T = static_cast<std::int64_t>(root.size()) - (counted ? 1 : 0);
+  if (counted) {
+    const double tp = in.number(root["time_periods"], "time_periods");
+    TESSEL_EXPECTS(tp == static_cast<double>(T), "{}: time_periods is {}, but the file holds {} "
+                   "snapshots", in.file, tp, T);
+  }
   for (std::int64_t t = 0; t < T; ++t) {
     const std::string name = std::to_string(t);
     const json& snap = in.key(root, name, "the top level (snapshots must be numbered 0..T-1)");
+    if (snap.contains("index")) {
+      const double index = in.number(snap["index"], name + ".index");
+      TESSEL_EXPECTS(index == static_cast<double>(t), "{}: snapshot \"{}\" has index {}, "
+                     "expected {}", in.file, name, index, t);
+    }
     const json& x = in.array(in.key(snap, "X", name), name + ".X");
     if (t == 0) {
       d.num_nodes = static_cast<std::int64_t>(x.size());
@@ -244,46 +270,21 @@ TemporalDataset per_snapshot_layout(const JsonInput& in, const json& root,
   return d;
 }
 
-TemporalDataset node_link_layout(const JsonInput& in, const json& root,
-                                 const TemporalConvertOptions& o) {
-  const json& nodes = in.array(root["nodes"], "nodes");
-  const auto N = static_cast<std::int64_t>(nodes.size());
-  TESSEL_EXPECTS(N > 0, "{}: nodes is empty", in.file);
-  std::map<std::string, NodeId> index;  // node ids may be numbers or strings
-  std::int64_t T = -1, F = -1;
-  std::vector<std::vector<std::vector<double>>> x(static_cast<std::size_t>(N));  // [v][t][f]
-  std::vector<std::vector<double>> y(static_cast<std::size_t>(N));
-  for (std::int64_t v = 0; v < N; ++v) {
-    const std::string at = fmt::format("nodes[{}]", v);
-    const json& node = nodes[v];
-    const std::string id = in.key(node, "id", at).dump();
-    TESSEL_EXPECTS(index.emplace(id, v).second, "{}: {} repeats id {}", in.file, at, id);
-    const json& xs = in.array(in.key(node, "X", at), at + ".X");
-    if (T < 0) T = static_cast<std::int64_t>(xs.size());
-    TESSEL_EXPECTS(static_cast<std::int64_t>(xs.size()) == T,
-                   "{}: {}.X has {} steps, expected {} (ragged series)", in.file, at, xs.size(), T);
-    for (std::int64_t t = 0; t < T; ++t) {
-      const std::string xt = fmt::format("{}.X[{}]", at, t);
-      std::vector<double> row =
-          xs[t].is_array() ? in.numbers(xs[t], F, xt) : std::vector<double>{in.number(xs[t], xt)};
-      if (F < 0) F = static_cast<std::int64_t>(row.size());
-      TESSEL_EXPECTS(static_cast<std::int64_t>(row.size()) == F,
-                     "{}: {} has {} features, expected {}", in.file, xt, row.size(), F);
-      x[v].push_back(std::move(row));
-    }
-    y[v] = in.numbers(in.key(node, "y", at), T, at + ".y");
-  }
-  TESSEL_EXPECTS(T > 0 && F > 0, "{}: the node series are empty", in.file);
+// The node-link graph's links as one snapshot (both directions unless "directed" is true);
+// `index` maps each node's id (dumped) to its row.
+Csr node_link_graph(const JsonInput& in, const json& root,
+                    const std::map<std::string, NodeId>& index) {
+  const auto N = static_cast<std::int64_t>(index.size());
   std::vector<NodeId> src, dst;
   std::vector<float> w;
   const json& links = in.array(root["links"], "links");
   for (std::size_t e = 0; e < links.size(); ++e) {
     const std::string at = fmt::format("links[{}]", e);
     for (const char* end : {"source", "target"}) {
-      const std::string id = in.key(links[e], end, at).dump();
-      const auto it = index.find(id);
+      const json& value = in.key(links[e], end, at);
+      const auto it = index.find(value.dump());
       TESSEL_EXPECTS(it != index.end(), "{}: {}.{} = {} is not the id of a node", in.file, at,
-                     end, id);
+                     end, brief(value));
       (end[0] == 's' ? src : dst).push_back(it->second);
     }
     w.push_back(links[e].contains("weight")
@@ -302,7 +303,115 @@ TemporalDataset node_link_layout(const JsonInput& in, const json& root,
         w.push_back(w[e]);
       }
   }
-  const Csr graph = snapshot_from_edges(N, src, dst, w);
+  return snapshot_from_edges(N, src, dst, w);
+}
+
+std::map<std::string, NodeId> node_link_ids(const JsonInput& in, const json& nodes) {
+  std::map<std::string, NodeId> index;  // node ids may be numbers or strings
+  for (std::size_t v = 0; v < nodes.size(); ++v) {
+    const std::string at = fmt::format("nodes[{}]", v);
+    const std::string id = in.key(nodes[v], "id", at).dump();
+    TESSEL_EXPECTS(index.emplace(id, static_cast<NodeId>(v)).second, "{}: {} repeats id {}",
+                   in.file, at, brief(nodes[v]["id"]));
+  }
+  return index;
+}
+
+// Node-link files whose nodes keep their features as named series, "X": {"name": [T values],
+// ...} beside "y": [T values] (PyTorch Geometric Temporal's Montevideo bus data). As that
+// loader does, snapshot s's features are the `lags` values from step s on of each chosen series
+// (o.features in the order given, else every series in name order), and its target is y at step
+// s + lags; --standardize z-scores each node's series and targets first.
+TemporalDataset named_series_layout(const JsonInput& in, const json& root, const json& nodes,
+                                    const TemporalConvertOptions& o) {
+  const auto N = static_cast<std::int64_t>(nodes.size());
+  std::vector<std::string> names = o.features;
+  const json& first = in.key(nodes[0], "X", "nodes[0]");
+  if (names.empty())
+    for (const auto& [name, series] : first.items()) names.push_back(name);
+  TESSEL_EXPECTS(!names.empty(), "{}: nodes[0].X has no series", in.file);
+  const auto index = node_link_ids(in, nodes);
+  std::int64_t T = -1;
+  // values[k][t][v]: series k at step t for node v; targets[t][v].
+  std::vector<std::vector<std::vector<double>>> values(names.size());
+  std::vector<std::vector<double>> targets;
+  for (std::int64_t v = 0; v < N; ++v) {
+    const std::string at = fmt::format("nodes[{}]", v);
+    const json& xs = in.key(nodes[v], "X", at);
+    TESSEL_EXPECTS(xs.is_object(), "{}: {}.X is {}, expected an object of named series like "
+                   "nodes[0].X", in.file, at, brief(xs));
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      const auto it = xs.find(names[k]);
+      TESSEL_EXPECTS(it != xs.end(), "{}: {}.X has no series \"{}\" (--features names the "
+                     "series to use; nodes[0].X has: {})", in.file, at, names[k], keys_of(first));
+      const auto series = in.numbers(*it, T, at + ".X." + names[k]);
+      if (T < 0) {
+        T = static_cast<std::int64_t>(series.size());
+        for (auto& per_series : values)
+          per_series.assign(static_cast<std::size_t>(T), std::vector<double>(N));
+        targets.assign(static_cast<std::size_t>(T), std::vector<double>(N));
+      }
+      for (std::int64_t t = 0; t < T; ++t) values[k][t][v] = series[t];
+    }
+    const auto y = in.numbers(in.key(nodes[v], "y", at), T, at + ".y");
+    for (std::int64_t t = 0; t < T; ++t) targets[t][v] = y[t];
+  }
+  TESSEL_EXPECTS(o.lags >= 1, "{}: --lags must be at least 1, got {}", in.file, o.lags);
+  TESSEL_EXPECTS(T > o.lags, "{}: a series of {} steps is too short for --lags {}", in.file, T,
+                 o.lags);
+  if (o.standardize) {
+    for (auto& per_series : values) standardize_series(per_series);
+    standardize_series(targets);
+  }
+  const Csr graph = node_link_graph(in, root, index);
+  TemporalDataset d;
+  d.num_nodes = N;
+  d.feature_dim = static_cast<std::int64_t>(names.size()) * o.lags;
+  for (std::int64_t s = 0; s + o.lags < T; ++s) {
+    d.snapshots.push_back(graph);
+    for (std::int64_t v = 0; v < N; ++v)
+      for (const auto& per_series : values)
+        for (int j = 0; j < o.lags; ++j)
+          d.features.push_back(static_cast<float>(per_series[s + j][v]));
+    for (std::int64_t v = 0; v < N; ++v)
+      d.targets.push_back(static_cast<float>(targets[s + o.lags][v]));
+  }
+  set_split(d, o, in.file);
+  return d;
+}
+
+TemporalDataset node_link_layout(const JsonInput& in, const json& root,
+                                 const TemporalConvertOptions& o) {
+  const json& nodes = in.array(root["nodes"], "nodes");
+  const auto N = static_cast<std::int64_t>(nodes.size());
+  TESSEL_EXPECTS(N > 0, "{}: nodes is empty", in.file);
+  if (in.key(nodes[0], "X", "nodes[0]").is_object()) return named_series_layout(in, root, nodes, o);
+  TESSEL_EXPECTS(o.features.empty(), "{}: --features picks named series, but nodes[0].X is {}, "
+                 "not an object of named series", in.file, brief(nodes[0]["X"]));
+  const auto index = node_link_ids(in, nodes);
+  std::int64_t T = -1, F = -1;
+  std::vector<std::vector<std::vector<double>>> x(static_cast<std::size_t>(N));  // [v][t][f]
+  std::vector<std::vector<double>> y(static_cast<std::size_t>(N));
+  for (std::int64_t v = 0; v < N; ++v) {
+    const std::string at = fmt::format("nodes[{}]", v);
+    const json& node = nodes[v];
+    const json& xs = in.array(in.key(node, "X", at), at + ".X");
+    if (T < 0) T = static_cast<std::int64_t>(xs.size());
+    TESSEL_EXPECTS(static_cast<std::int64_t>(xs.size()) == T,
+                   "{}: {}.X has {} steps, expected {} (ragged series)", in.file, at, xs.size(), T);
+    for (std::int64_t t = 0; t < T; ++t) {
+      const std::string xt = fmt::format("{}.X[{}]", at, t);
+      std::vector<double> row =
+          xs[t].is_array() ? in.numbers(xs[t], F, xt) : std::vector<double>{in.number(xs[t], xt)};
+      if (F < 0) F = static_cast<std::int64_t>(row.size());
+      TESSEL_EXPECTS(static_cast<std::int64_t>(row.size()) == F,
+                     "{}: {} has {} features, expected {}", in.file, xt, row.size(), F);
+      x[v].push_back(std::move(row));
+    }
+    y[v] = in.numbers(in.key(node, "y", at), T, at + ".y");
+  }
+  TESSEL_EXPECTS(T > 0 && F > 0, "{}: the node series are empty", in.file);
+  const Csr graph = node_link_graph(in, root, index);
   TemporalDataset d;
   d.num_nodes = N;
   d.feature_dim = F;
@@ -319,6 +428,7 @@ TemporalDataset node_link_layout(const JsonInput& in, const json& root,
 bool all_numbered_snapshots(const json& root) {
   if (!root.is_object() || root.empty()) return false;
   for (const auto& [k, v] : root.items()) {
+    if (k == "time_periods") continue;
     if (k.empty() || !std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return false;
     if (!v.is_object() || !v.contains("edges")) return false;
@@ -339,14 +449,7 @@ std::string default_name(const fs::path& path, const TemporalConvertOptions& o) 
 
 TemporalDataset read_pyg_temporal_json(const fs::path& path, const TemporalConvertOptions& o) {
   const std::string file = path.string();
-  std::ifstream stream(path);
-  TESSEL_EXPECTS(stream.good(), "{}: cannot open the file", file);
-  json root;
-  try {
-    root = json::parse(stream);
-  } catch (const json::parse_error& e) {
-    TESSEL_FAIL("{}: not valid JSON (byte {}): {}", file, e.byte, e.what());
-  }
+  const json root = read_json_file(path);
   const JsonInput in{file};
   TemporalDataset d;
   if (root.is_object() && root.contains("edge_mapping") && root.contains("y")) {
@@ -356,7 +459,7 @@ TemporalDataset read_pyg_temporal_json(const fs::path& path, const TemporalConve
     d = static_signal_layout(in, root, o);
   } else if (root.is_object() && root.contains("nodes") && root.contains("links")) {
     d = node_link_layout(in, root, o);
-  } else if (all_numbered_snapshots(root)) {
+  } else if (all_numbered_snapshots(root) && root.size() > (root.contains("time_periods") ? 1u : 0u)) {
     d = per_snapshot_layout(in, root, o);
   } else {
     TESSEL_FAIL("{}: not a PyTorch Geometric Temporal layout; keys found: {}; expected "
@@ -447,6 +550,9 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
                                            "(timestamps must be sorted)",
                                            fields[2], time.back()));
     if (v[3] < 0) detail::throw_line_error(path, n, "negative weight");
+    if (!(v[3] <= std::numeric_limits<float>::max()))
+      detail::throw_line_error(path, n,
+                               fmt::format("weight '{}' is not a finite 32-bit float", fields[3]));
     src.push_back(static_cast<NodeId>(v[0]));
     dst.push_back(static_cast<NodeId>(v[1]));
     time.push_back(v[2]);
@@ -471,6 +577,11 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
         double x = 0;
         if (!parse_double(f, x))
           detail::throw_line_error(o.node_features, n, fmt::format("'{}' is not a number", f));
+        if (!(std::abs(x) <= std::numeric_limits<float>::max()))
+          detail::throw_line_error(o.node_features, n,
+                                   fmt::format("'{}' is not a finite 32-bit float (features are "
+                                               "stored as float32, |x| <= 3.4e38)",
+                                               f));
         static_features.push_back(static_cast<float>(x));
       }
       ++rows;
@@ -482,9 +593,20 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
   const double t0 = time.front(), t1 = time.back();
   std::int64_t K = o.snapshots;
   double span = o.snapshot_span;
-  if (K > 0) span = (t1 - t0) / static_cast<double>(K);
-  else K = static_cast<std::int64_t>(std::floor((t1 - t0) / span)) + 1;
-  TESSEL_EXPECTS(K <= 100000, "{}: {} snapshots is too many; raise --snapshot-span", file, K);
+  constexpr std::int64_t kMaxSnapshots = 100000;
+  if (K > 0) {
+    span = (t1 - t0) / static_cast<double>(K);
+  } else {
+    // In double first: a tiny span over a long range does not fit an integer.
+    const double bins = std::floor((t1 - t0) / span) + 1;
+    TESSEL_EXPECTS(std::isfinite(bins) && bins <= static_cast<double>(kMaxSnapshots),
+                   "{}: --snapshot-span {} over times {} to {} gives {:.3g} snapshots, at most {} "
+                   "are allowed; raise --snapshot-span",
+                   file, span, t0, t1, bins, kMaxSnapshots);
+    K = static_cast<std::int64_t>(bins);
+  }
+  TESSEL_EXPECTS(K <= kMaxSnapshots, "{}: {} snapshots is too many; at most {} are allowed", file,
+                 K, kMaxSnapshots);
   std::vector<std::vector<NodeId>> bin_src(static_cast<std::size_t>(K)), bin_dst = bin_src;
   std::vector<std::vector<float>> bin_w(static_cast<std::size_t>(K));
   for (std::size_t e = 0; e < time.size(); ++e) {

@@ -44,9 +44,10 @@ TemporalDataset make_synthetic_temporal(const SyntheticTemporalOptions& o) {
   TESSEL_EXPECTS(o.num_communities >= 1 && o.num_communities <= o.num_nodes,
                  "synthetic-temporal: communities must be in [1, nodes], got {}",
                  o.num_communities);
-  TESSEL_EXPECTS(o.homophily >= 0 && o.homophily <= 1 && o.drift >= 0 && o.drift <= 1 &&
-                     o.rewire >= 0 && o.rewire <= 1,
-                 "synthetic-temporal: homophily, drift and rewire must be in [0, 1]");
+  for (const auto& [flag, value] : {std::pair{"--homophily", o.homophily},
+                                    std::pair{"--drift", o.drift}, std::pair{"--rewire", o.rewire}})
+    TESSEL_EXPECTS(value >= 0 && value <= 1, "synthetic-temporal: {} must be in [0, 1], got {}",
+                   flag, value);
   const std::int64_t N = o.num_nodes, T = o.num_snapshots, F = o.feature_dim,
                      C = o.num_communities;
   const auto step_key = [&](rng::Stream stream, std::int64_t t, std::uint32_t layer) {

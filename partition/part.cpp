@@ -4,6 +4,7 @@
 #include "steps.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/h5.hpp"
+#include "tessel/datasets/json_file.hpp"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -42,10 +43,11 @@ public:
   ChecksumVerifier(const Manifest& manifest, int p, std::string file, std::string* mismatch)
       : file_(std::move(file)), mismatch_(mismatch) {
     const auto parts = manifest.raw.find("parts");
+    // read_manifest requires the entry; a Manifest built in memory (tests) may lack it.
     if (parts == manifest.raw.end() || !parts->is_array() ||
         static_cast<int>(parts->size()) <= p ||
         !(*parts)[static_cast<std::size_t>(p)].contains("checksums"))
-      return; // a partition written before checksums were recorded
+      return;
     recorded_ = &(*parts)[static_cast<std::size_t>(p)]["checksums"];
     TESSEL_EXPECTS(recorded_->is_object(), "partition.json: parts[{}].checksums is not an object",
                    p);
@@ -136,14 +138,11 @@ NodeId Part::global_id(LocalId l, const Manifest& manifest) const {
 Manifest read_manifest(const std::filesystem::path& dir) {
   const auto file = dir / "partition.json";
   TESSEL_EXPECTS(std::filesystem::is_directory(dir), "{}: not a directory", dir.string());
-  std::ifstream in(file);
-  TESSEL_EXPECTS(in.good(), "{}: cannot open (not a partition folder?)", file.string());
+  std::error_code ec;
+  TESSEL_EXPECTS(std::filesystem::is_regular_file(file, ec),
+                 "{}: cannot open (not a partition folder?)", file.string());
   Manifest m;
-  try {
-    m.raw = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    TESSEL_FAIL("{}: not valid JSON: {}", file.string(), e.what());
-  }
+  m.raw = datasets::read_json_file(file);
   TESSEL_EXPECTS(m.raw.is_object(), "{}: expected a JSON object", file.string());
   const auto format = manifest_field<std::string>(m.raw, "format", file);
   TESSEL_EXPECTS(format == kManifestFormat, "{}: format is \"{}\", expected \"{}\"", file.string(),
@@ -180,6 +179,20 @@ Manifest read_manifest(const std::filesystem::path& dir) {
     TESSEL_EXPECTS(m.offsets[p] < m.offsets[p + 1],
                    "{}: part {} is empty or offsets decrease ({} -> {})", file.string(), p,
                    m.offsets[p], m.offsets[p + 1]);
+  // Each part's sizes and checksums: without them a changed part file would load unchecked.
+  const auto parts = m.raw.find("parts");
+  TESSEL_EXPECTS(parts != m.raw.end() && parts->is_array(),
+                 "{}: \"parts\" is missing or not an array, expected one entry per part",
+                 file.string());
+  TESSEL_EXPECTS(static_cast<int>(parts->size()) == m.num_parts,
+                 "{}: \"parts\" has {} entries, expected num_parts = {}", file.string(),
+                 parts->size(), m.num_parts);
+  for (int p = 0; p < m.num_parts; ++p) {
+    const auto& entry = (*parts)[static_cast<std::size_t>(p)];
+    TESSEL_EXPECTS(entry.is_object() && entry.contains("checksums") &&
+                       entry["checksums"].is_object(),
+                   "{}: parts[{}] has no \"checksums\" object", file.string(), p);
+  }
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/progress.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 #include "tessel/partition/part.hpp"
 
 #include <fmt/format.h>
@@ -115,6 +116,7 @@ public:
 
   void commit() {
     std::error_code ec;
+    datasets::sync_to_disk(temp_, out_);
     if (fs::exists(out_)) {
       const auto old = parent_ / fmt::format(".{}.old-{}", out_.filename().string(), getpid());
       fs::remove_all(old, ec);
@@ -348,10 +350,7 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
     stats.times = times;
     stats.times.add("total", total.seconds());
     stats.peak_rss_bytes = peak_rss_bytes();
-    std::ofstream json(out.temp() / "partition.json");
-    json << stats.to_json().dump(2) << "\n";
-    json.close();
-    TESSEL_EXPECTS(json.good(), "cannot write {}", (out.temp() / "partition.json").string());
+    datasets::write_text_file(out.temp() / "partition.json", stats.to_json().dump(2) + "\n");
     out.commit();
   }
   // Final figures include the manifest write and the rename.

@@ -7,6 +7,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/json_file.hpp"
 #include "tessel/datasets/temporal.hpp"
 
 #include <algorithm>
@@ -195,7 +196,7 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
                             {"vertex_offsets", m.vertex_offsets},
                             {"store", "temporal.h5"},
                             {"stats", m.stats}};
-  std::ofstream(folder.temp_path() / "partition.json") << j.dump(2) << '\n';
+  datasets::write_text_file(folder.temp_path() / "partition.json", j.dump(2) + "\n");
   folder.commit();
   return m;
 }
@@ -242,23 +243,24 @@ std::vector<std::int64_t> balanced_snapshot_blocks(std::int64_t num_snapshots,
 }
 
 bool is_temporal_partition(const fs::path& dir) {
-  std::ifstream in(dir / "partition.json");
-  if (!in.good()) return false;
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "partition.json", ec)) return false;
   try {
-    const auto j = nlohmann::json::parse(in);
+    const auto j = datasets::read_json_file(dir / "partition.json");
     return j.is_object() && j.value("format", std::string()) == kTemporalPartitionFormat;
-  } catch (const nlohmann::json::exception&) {
+  } catch (const std::exception&) {
     return false;
   }
 }
 
 TemporalManifest read_temporal_manifest(const fs::path& dir) {
   const fs::path file = dir / "partition.json";
-  std::ifstream in(file);
-  TESSEL_EXPECTS(in.good(), "{}: cannot open (make it with `tessel partition`)", file.string());
+  std::error_code ec;
+  TESSEL_EXPECTS(fs::is_regular_file(file, ec), "{}: cannot open (make it with `tessel partition`)",
+                 file.string());
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = datasets::read_json_file(file);
     TESSEL_EXPECTS(j.value("format", std::string()) == kTemporalPartitionFormat,
                    "{}: not a temporal partition (format is not \"{}\"); --mode dynamic needs "
                    "`tessel partition` run on a temporal store",

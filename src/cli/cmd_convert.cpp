@@ -1,6 +1,7 @@
 // `tessel convert`: OGB raw folder or synthetic generator -> HDF5 dataset store.
 #include "command.hpp"
 #include "temporal_commands.hpp"
+#include "train_options.hpp"
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
@@ -179,7 +180,7 @@ const Registrar registrar{Command{
                           "per node (homophily still applies) instead of power-law degrees; "
                           "--avg-degree is then ignored");
       syn_cmd->add_option("--feat-dim", o.feature_dim, "Feature dimension")->capture_default_str();
-      syn_cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+      syn_cmd->add_option("--seed", o.seed, "Random seed")->check(seed_check())->capture_default_str();
       syn_cmd->add_option("--train-frac", o.train_frac, "Fraction of nodes in the training set")
           ->capture_default_str();
       syn_cmd

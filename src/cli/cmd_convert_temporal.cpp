@@ -1,6 +1,7 @@
 // `tessel convert temporal` and `convert synthetic-temporal`: temporal datasets -> temporal store;
 // `tessel info` on a temporal store.
 #include "temporal_commands.hpp"
+#include "train_options.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/timer.hpp"
@@ -29,13 +30,21 @@ struct SyntheticTemporalArgs {
   bool full = false;
 };
 
-// JSON when the first non-blank byte is '{' (also for a misnamed file), else an edge list.
+// JSON when the name ends in .json, or when the first non-blank byte after an optional UTF-8
+// byte-order mark is '{' or '[' (also for a misnamed file); else an edge list.
 bool looks_like_json(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   TESSEL_EXPECTS(in.good(), "{}: cannot open the file", path.string());
+  if (path.extension() == ".json") return true;
+  char bom[3] = {};
+  in.read(bom, 3);
+  if (!(in.gcount() == 3 && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')) {
+    in.clear();
+    in.seekg(0);
+  }
   char c = 0;
   while (in.get(c))
-    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c == '{';
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c == '{' || c == '[';
   return false;
 }
 
@@ -102,6 +111,10 @@ std::function<void()> add_temporal_convert_commands(CLI::App& convert) {
                  "Edge lists: time units per snapshot");
   tc->add_option("--node-features", t->options.node_features,
                  "Edge lists: CSV with one row of features per node (row v = node v)");
+  tc->add_option("--features", t->options.features,
+                 "Node-link files whose nodes hold named series (\"X\": {\"name\": [...]}): the "
+                 "series to use as features, in this order (default: all, by name)")
+      ->delimiter(',');
   tc->add_option("--name", t->options.name, "Dataset name (default: the input's file name)");
   tc->add_flag("--full-snapshots", t->full,
                "Also store every snapshot whole (larger; no rebuild from differences on read)");
@@ -120,7 +133,7 @@ std::function<void()> add_temporal_convert_commands(CLI::App& convert) {
   sc->add_option("--avg-degree", o.avg_degree, "Mean degree (both directions stored)")
       ->capture_default_str();
   sc->add_option("--feat-dim", o.feature_dim, "Feature dimension")->capture_default_str();
-  sc->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+  sc->add_option("--seed", o.seed, "Random seed")->check(seed_check())->capture_default_str();
   sc->add_option("--communities", o.num_communities, "Number of communities")
       ->capture_default_str();
   sc->add_option("--rewire", o.rewire, "Fraction of edges redrawn per step")->capture_default_str();

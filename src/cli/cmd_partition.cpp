@@ -1,6 +1,7 @@
 // `tessel partition`: METIS (or random) k-way partitioning of a dataset store into a partition
 // folder, and `--check` to re-verify a folder.
 #include "command.hpp"
+#include "train_options.hpp"
 #include "temporal_commands.hpp"
 
 #include "tessel/core/activity.hpp"
@@ -84,7 +85,9 @@ const Registrar registrar{Command{
                      "What METIS keeps balanced across parts: comma-separated subset of "
                      "nodes,train,edges")
           ->capture_default_str();
-      sub.add_option("--seed", args->seed, "Seed for METIS and for random")->capture_default_str();
+      sub.add_option("--seed", args->seed, "Seed for METIS and for random")
+          ->check(seed_check())
+          ->capture_default_str();
       sub.add_option("--metis-max-edges", args->metis_max_edges,
                      "Largest graph (directed edges) METIS partitions itself; a larger one is "
                      "first coarsened by Tessel (label propagation), and METIS's partition of the "

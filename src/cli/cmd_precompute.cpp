@@ -45,7 +45,8 @@ std::function<void()> setup_precompute(CLI::App& app) {
   app.add_option("--out", args->out_dir,
                  "output folder (default: DIR/sign-<operator>-k<K>[-row], where `tessel train "
                  "--mode pipeline` looks)");
-  app.add_option("--threads", args->threads, "OpenMP threads per rank");
+  app.add_option("--threads", args->threads, "OpenMP threads per rank (default: cores / ranks)")
+      ->check(CLI::Range(1, train::max_threads()));
   app.footer(
       "Run with one rank per part: mpirun -np P tessel precompute DIR --hops K.\n"
       "Writes sign-<p>.h5 per part (format in docs/formats.md): [X, AX, ..., A^K X] of the\n"
@@ -72,10 +73,7 @@ std::function<void()> setup_precompute(CLI::App& app) {
     const auto dir = args->out_dir.empty() ? train::default_sign_dir(args->part_dir, args->options)
                                            : args->out_dir;
     const auto hops = train::precompute_hops(*comm, part, args->options);
-    if (comm->rank() == 0) std::filesystem::create_directories(dir);
-    comm->barrier();
-    train::write_sign_features(dir, part, manifest.dataset, args->options, hops);
-    comm->barrier();
+    train::write_sign_folder(*comm, dir, part, manifest.dataset, args->options, hops);
     log::info("precomputed {} hops ({}) of {} nodes x {} features on {} ranks into {} in {:.2f} s",
               args->options.hops, args->options.op, manifest.num_nodes, manifest.feature_dim,
               comm->size(), dir.string(), watch.seconds());

@@ -50,7 +50,10 @@ std::function<void()> setup_train(CLI::App& app) {
       "Fault injection (tests the whole-job abort): TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e "
       "make rank r fail at the start of epoch e.");
   // Checked while parsing, before MPI starts, so a bad option is one line from rank 0.
-  app.final_callback([options, fanouts] { finish_train_options(*options, *fanouts); });
+  app.final_callback([options, fanouts] {
+    finish_train_options(*options, *fanouts);
+    check_train_outputs(*options);
+  });
   return [options] {
     auto comm = comm::make_mpi_communicator();
     train::train(*comm, *options);

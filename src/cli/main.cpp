@@ -8,12 +8,15 @@
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 namespace tessel::cli {
 std::vector<Command>& registry() {
@@ -58,6 +61,68 @@ int usage_error(const CLI::App& app, std::string message) {
   return 2;
 }
 
+// Edit distance between two short words: insertions, deletions, substitutions and swaps of
+// two neighbouring letters ("trian" is one edit from "train").
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The candidate nearest to `word`, if it is near enough to be a typo (at most a third of its
+// letters off), else empty.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3 + 1);
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+// The deepest subcommand the command line reached (the app itself when none).
+const CLI::App* deepest(const CLI::App& app) {
+  const CLI::App* at = &app;
+  while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+  return at;
+}
+
+// CLI11's "The following arguments were not expected: 10,10 --fanout" as "unknown flag
+// --fanout (did you mean --fanouts?)", the nearest among the flags of the command reached;
+// other extras are left as CLI11 says them.
+std::string extras_message(const CLI::App& app, const std::string& message) {
+  const auto colon = message.rfind(": ");
+  if (colon == std::string::npos) return message;
+  std::string flag;
+  std::size_t start = colon + 2;
+  while (start < message.size() && flag.empty()) {
+    auto end = message.find(' ', start);
+    if (end == std::string::npos) end = message.size();
+    const std::string word = message.substr(start, end - start);
+    if (word.starts_with("-")) flag = word.substr(0, word.find('='));
+    start = end + 1;
+  }
+  if (flag.empty()) return message;
+  std::vector<std::string> flags;
+  for (const CLI::Option* option : deepest(app)->get_options())
+    for (const auto& name : option->get_lnames()) flags.push_back("--" + name);
+  const std::string best = nearest(flag, flags);
+  return fmt::format("unknown flag {}{}", flag,
+                     best.empty() ? std::string() : fmt::format(" (did you mean {}?)", best));
+}
+
 }  // namespace
 }  // namespace tessel::cli
 
@@ -82,6 +147,21 @@ int main(int argc, char** argv) {
   }
   // Parsing also runs each command's option checks (its final callback), so every usage error
   // is reported here, before MPI_Init.
+  // An unknown command word: CLI11 alone says only "A subcommand is required".
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& command : commands) names.push_back(command.name);
+    const std::string word = argv[1];
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      const std::string best = cli::nearest(word, names);
+      std::string list;
+      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+      return cli::usage_error(
+          app, fmt::format("unknown command '{}'{}; the commands are {}", word,
+                           best.empty() ? std::string() : fmt::format(" (did you mean {}?)", best),
+                           list));
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,6 +170,8 @@ int main(int argc, char** argv) {
       if (cli::launcher_rank() == 0) return app.exit(e);
       return 0;
     }
+    if (dynamic_cast<const CLI::ExtrasError*>(&e))
+      return cli::usage_error(app, cli::extras_message(app, e.what()));
     return cli::usage_error(app, e.what());
   } catch (const InputError& e) {
     return cli::usage_error(app, e.what());
@@ -106,6 +188,10 @@ int main(int argc, char** argv) {
   } catch (const AgreedInputError& e) {
     mpi::exit_agreed(e.what(), 2);
   } catch (const InputError& e) {
+    // Most input errors of an MPI command are met by every rank alike (a flag combination, a
+    // shared file): when every rank arrives here within a moment, rank 0 prints the one line
+    // and the job exits without an abort; otherwise the rank is named and the job aborted.
+    if (mpi_env) mpi::exit_agreed(e.what(), 2, 2.0);
     mpi::abort_job(e.what(), 2);
   } catch (const Error& e) {
     mpi::abort_job(fmt::format("{} [{}]", e.what(), e.where()), 1);

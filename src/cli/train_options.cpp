@@ -7,14 +7,17 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace tessel::cli {
 
-CLI::Validator finite_range(double lo, double hi, bool lo_open) {
+CLI::Validator finite_range(double lo, double hi, bool lo_open, bool hi_open) {
   const std::string description =
       std::isinf(hi) ? fmt::format("finite, {} {}", lo_open ? ">" : ">=", lo)
-                     : fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi);
+                     : fmt::format("{}{}, {}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         double value = 0;
@@ -22,12 +25,40 @@ CLI::Validator finite_range(double lo, double hi, bool lo_open) {
         // passes an unbounded one: both are refused here.
         if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value))
           return fmt::format("'{}' is not a finite number", text);
-        if (value < lo || value > hi || (lo_open && value == lo))
+        if (value < lo || value > hi || (lo_open && value == lo) || (hi_open && value == hi))
           return fmt::format("{} is outside {}", text,
                              std::isinf(hi) ? "[" + fmt::format("{}", lo) + ", inf)" : description);
         return std::string();
       },
       description);
+}
+
+CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
+  const std::string description = fmt::format("[{}, {}]", lo, hi);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        std::int64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, value);
+        if (ec == std::errc::result_out_of_range) return fmt::format("{} is outside {}", text, description);
+        if (ec != std::errc() || at != end) return fmt::format("'{}' is not a whole number", text);
+        if (value < lo || value > hi) return fmt::format("{} is outside {}", text, description);
+        return std::string();
+      },
+      description);
+}
+
+CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, value);
+        if (text.empty() || text[0] == '-' || text[0] == '+' || ec != std::errc() || at != end)
+          return fmt::format("'{}' is not a seed (a whole number in [0, 2^64 - 1])", text);
+        return std::string();
+      },
+      "[0, 2^64 - 1]");
 }
 
 namespace {
@@ -56,8 +87,9 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               finite_range(0.0, kMaxLearningRate, true));
   add_checked(app, "--weight-decay", o.optimizer.weight_decay, "L2 weight decay",
               finite_range(0.0, 1.0));
-  add_checked(app, "--momentum", o.optimizer.momentum, "SGD momentum", finite_range(0.0, 1.0));
+  add_checked(app, "--momentum", o.optimizer.momentum, "SGD momentum", finite_range(0.0, 1.0, false, true));
   app.add_option("--seed", o.seed, "seed for initialization, dropout and sampling")
+      ->check(seed_check())
       ->capture_default_str();
   app.add_option("--threads", o.threads,
                  fmt::format("OpenMP threads per rank, GEMM included, at most {} (4x this "
@@ -106,7 +138,7 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   add_checked(app, "--batch-size", o.sampled.batch_size,
               "sampled mode: seeds per rank per step; pipeline mode: training rows per "
               "optimizer step, whole job",
-              CLI::PositiveNumber);
+              int_range(1, std::int64_t{1} << 40));
   add_checked(app, "--cache-policy", o.sampled.cache_policy,
               "sampled mode: feature cache ranking: degree, presample or none (on a GPU the "
               "cache is device memory and holds owned rows too)",
@@ -173,10 +205,42 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   app.add_option("--max-batches", p.max_batches,
                  "pipeline and sampled modes: train at most N mini-batches (steps) per epoch (0 = "
                  "all; for benchmarks; the epoch's loss is then the mean over those steps' seeds)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_range(0, std::int64_t{1} << 40));
   app.add_option("--features", p.features_dir,
                  "pipeline mode: folder of precomputed SIGN features (default: "
                  "DIR/sign-<operator>-k<K>[-row], computed there when missing)");
+}
+
+void check_train_outputs(const train::TrainOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!o.checkpoint_dir.empty())
+    TESSEL_EXPECTS(!fs::exists(o.checkpoint_dir, ec) || fs::is_directory(o.checkpoint_dir, ec),
+                   "--checkpoint {}: exists and is not a folder (a checkpoint is a folder that "
+                   "holds checkpoint.h5)",
+                   o.checkpoint_dir.string());
+  // The run's inputs: every file of the partition folder (parts, manifest, stores, precomputed
+  // features). An output written over one would destroy what is being trained on.
+  std::vector<fs::path> inputs;
+  for (auto it = fs::recursive_directory_iterator(o.part_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) inputs.push_back(it->path());
+  const std::pair<const char*, fs::path> outputs[] = {
+      {"--predictions", o.predictions_path},
+      {"--metrics", o.metrics_path},
+      {"--checkpoint", o.checkpoint_dir.empty() ? fs::path() : o.checkpoint_dir / "checkpoint.h5"}};
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty() || !fs::exists(path, ec)) continue;
+    for (const fs::path& input : inputs)
+      TESSEL_EXPECTS(!fs::equivalent(path, input, ec),
+                     "{} {} is an input of this run ({} in the partition folder); give another "
+                     "output name",
+                     flag, path.string(), fs::relative(input, o.part_dir, ec).string());
+  }
+  if (!o.predictions_path.empty() && !o.metrics_path.empty())
+    TESSEL_EXPECTS(fs::weakly_canonical(o.predictions_path, ec) !=
+                       fs::weakly_canonical(o.metrics_path, ec),
+                   "--predictions and --metrics name the same file {}", o.metrics_path.string());
 }
 
 void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {

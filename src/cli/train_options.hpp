@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+
 #include <string>
 
 namespace tessel::cli {
@@ -12,8 +14,21 @@ namespace tessel::cli {
 // Above this a learning rate only makes the parameters overflow: refused at the command line.
 constexpr double kMaxLearningRate = 10.0;
 
-// A CLI11 check for a finite number in [lo, hi] ((lo, hi] when lo_open; hi may be infinity).
-CLI::Validator finite_range(double lo, double hi, bool lo_open = false);
+// A CLI11 check for a finite number in [lo, hi] ((lo, hi] when lo_open, [lo, hi) when hi_open;
+// hi may be infinity).
+CLI::Validator finite_range(double lo, double hi, bool lo_open = false, bool hi_open = false);
+
+// A CLI11 check for a whole number in [lo, hi] that says so in one line ("--batch-size 0 is
+// outside [1, 2^62]"), unlike CLI11's PositiveNumber.
+CLI::Validator int_range(std::int64_t lo, std::int64_t hi);
+
+// A CLI11 check for a seed: decimal digits only, at most 2^64 - 1 (CLI11 alone wraps -1 to
+// 2^64 - 1).
+CLI::Validator seed_check();
+
+// Refuses outputs that would destroy something: a --checkpoint that names a file, and a
+// --predictions, --metrics or checkpoint file that is one of the partition folder's files.
+void check_train_outputs(const train::TrainOptions& options);
 
 // Adds the model, optimizer and sampled-mode flags to `app`, writing into `options`. The
 // string `fanouts` is parsed by finish_train_options().

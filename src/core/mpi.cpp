@@ -80,12 +80,12 @@ void abort_job(const std::string& message, int exit_code) {
   std::_Exit(exit_code);
 }
 
-void exit_agreed(const std::string& message, int exit_code) {
+void exit_agreed(const std::string& message, int exit_code, double wait_s) {
   if (world_size() <= 1) abort_job(message, exit_code);
   MPI_Request barrier = MPI_REQUEST_NULL;
   int done = 0;
   if (MPI_Ibarrier(MPI_COMM_WORLD, &barrier) == MPI_SUCCESS) {
-    const double deadline = MPI_Wtime() + 5.0;
+    const double deadline = MPI_Wtime() + wait_s;
     while (!done && MPI_Wtime() < deadline) {
       if (MPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
       if (!done) usleep(1000);

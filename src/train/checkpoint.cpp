@@ -60,7 +60,21 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
 
 void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
                      const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer) {
-  fs::create_directories(dir);
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  TESSEL_EXPECTS(!existed || fs::is_directory(dir, ec),
+                 "--checkpoint {}: exists and is not a folder", dir.string());
+  fs::create_directories(dir, ec);
+  TESSEL_EXPECTS(!ec, "cannot create checkpoint folder {}: {}", dir.string(), ec.message());
+  // A first checkpoint that fails (a full disk) leaves no empty folder behind.
+  struct RemoveIfFailed {
+    const fs::path& dir;
+    bool armed;
+    ~RemoveIfFailed() {
+      std::error_code ignored;
+      if (armed) fs::remove(dir, ignored);  // only if still empty
+    }
+  } cleanup{dir, !existed};
   datasets::AtomicOutput output(dir / "checkpoint.h5");
   {
     h5::File file = h5::File::create(output.temp_path());
@@ -96,6 +110,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
     file.close();
   }
   output.commit();
+  cleanup.armed = false;
 }
 
 CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect,

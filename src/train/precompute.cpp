@@ -4,12 +4,16 @@
 #include "full_aggregator.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/core/interrupt.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/train/halo.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace tessel::train {
 namespace fs = std::filesystem;
@@ -124,6 +128,14 @@ bool read_sign_features(const fs::path& dir, const partition::Part& part,
                    "partition); run tessel precompute again",
                    path.string(), i, ids[i], part.orig_id[i]);
   *hops = file.read<float>("/feat", {n, (options.hops + 1) * f});
+  const std::int64_t width = (options.hops + 1) * f;
+  const auto bad = std::find_if(hops->begin(), hops->end(), [](float v) { return !std::isfinite(v); });
+  if (bad != hops->end()) {
+    const auto at = bad - hops->begin();
+    TESSEL_FAIL("{}: /feat[{}, {}] is {}, expected a finite number (delete the file to compute "
+                "it again with `tessel precompute`)",
+                path.string(), at / width, at % width, *bad);
+  }
   return true;
 }
 
@@ -138,11 +150,35 @@ std::vector<float> load_or_precompute(comm::Communicator& comm, const partition:
   if (computed) *computed = !all;
   if (all) return hops;
   hops = precompute_hops(comm, part, options);
-  if (comm.rank() == 0) fs::create_directories(dir);
+  write_sign_folder(comm, dir, part, dataset, options, hops);
+  return hops;
+}
+
+void write_sign_folder(comm::Communicator& comm, const fs::path& dir, const partition::Part& part,
+                       const std::string& dataset, const PrecomputeOptions& options,
+                       const std::vector<float>& hops) {
+  std::error_code ec;
+  // Registered before the folder exists, so no moment is left where an interrupt would miss it.
+  std::optional<interrupt::TemporaryPath> created;
+  struct RemoveIfUnfinished {
+    const fs::path& dir;
+    bool armed = false;
+    ~RemoveIfUnfinished() {
+      std::error_code ignored;
+      if (armed) fs::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
+  if (comm.rank() == 0 && !fs::exists(dir, ec)) {
+    created.emplace(dir);
+    cleanup.armed = true;
+    fs::create_directories(dir, ec);
+    TESSEL_EXPECTS(!ec, "cannot create folder {}: {}", dir.string(), ec.message());
+  }
   comm.barrier();
   write_sign_features(dir, part, dataset, options, hops);
   comm.barrier();
-  return hops;
+  cleanup.armed = false;
+  if (created) created->release();
 }
 
 } // namespace tessel::train

@@ -16,9 +16,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -272,6 +274,20 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
     metrics.open(options.metrics_path, std::ios::trunc);
     TESSEL_EXPECTS(metrics.good(), "cannot write metrics file {}", options.metrics_path.string());
   }
+  // The metrics file is written as training goes (it can be watched live), so a failed write
+  // (a full disk) ends the run there: the torn file is removed and the error names it.
+  const auto write_metrics = [&](const nlohmann::json& line, const char* what) {
+    if (!metrics.is_open()) return;
+    metrics << line.dump() << '\n' << std::flush;
+    if (metrics.good()) return;
+    const int write_errno = errno;
+    metrics.close();
+    std::error_code ec;
+    fs::remove(options.metrics_path, ec);
+    TESSEL_FAIL("cannot write metrics file {} ({}): {}; the partial file was removed",
+                options.metrics_path.string(), what,
+                write_errno ? std::strerror(write_errno) : "write failed");
+  };
 
   comm.barrier();
   result.setup_s = setup_watch.seconds();
@@ -348,7 +364,7 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
       log::info("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
                 evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);
     }
-    if (metrics.is_open()) metrics << m.to_json().dump() << '\n' << std::flush;
+    write_metrics(m.to_json(), "an epoch line");
     const double epoch_wall_s = m.wall_s;
     result.epochs.push_back(std::move(m));
 
@@ -385,7 +401,12 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                             {"peak_rss_bytes", result.peak_rss_bytes},
                             {"setup_s", result.setup_s}};
   trainer.finish(comm, runtime, result, summary);
-  if (metrics.is_open()) metrics << summary.dump() << '\n';
+  write_metrics(summary, "the summary");
+  if (metrics.is_open()) {
+    metrics.close();
+    TESSEL_EXPECTS(!metrics.fail(), "cannot write metrics file {}: closing it failed",
+                   options.metrics_path.string());
+  }
   if (!options.predictions_path.empty()) trainer.write_predictions(options.predictions_path);
   trainer.log_outcome(result);
   return result;

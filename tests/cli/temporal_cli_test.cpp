@@ -2,6 +2,7 @@
 // naming the file, exit 2, nothing left behind); convert, partition and `train --mode dynamic`
 // under mpirun with metrics, checkpoints (resume continues the same trajectory) and predictions.
 #include "tessel/datasets/h5.hpp"
+#include "tessel/datasets/temporal.hpp"
 
 #include "test_support.hpp"
 
@@ -41,6 +42,30 @@ TEST(TemporalCli, BadInputIsOneLineExitTwoAndNothingLeft) {
       {"text.json", R"({"edges": [[0, 1]], "FX": [[1, "a"], [3, 4]]})", "expected a number"},
       {"unsorted.csv", "0,1,5\n1,0,3\n", "unsorted.csv line 2"},
       {"fields.csv", "0,1\n", "expected src,dst,time"},
+      // Nested 1e5 deep where a number is expected: refused by the parser's depth limit
+      // before anything walks it (it crashed with SIGSEGV).
+      {"deep.json",
+       R"({"edge_mapping":{"edge_index":{}},"y":[[1]],"time_periods":)" +
+           std::string(100000, '[') + std::string(100000, ']') + "}",
+       "nested more than 64 levels deep"},
+      // A number beyond a double: the file's name and the value, not the parser's raw text.
+      {"huge.json", R"({"edges": [[0, 1]], "FX": [[1, 2], [3, 1e400]]})", "1e400"},
+      // A top-level array is JSON (not an edge list), and the message says what it is.
+      {"array.json", "[1, 2]", "(an array, not an object)"},
+      {"array.txt", " [1, 2]", "(an array, not an object)"},
+      // One-object-per-snapshot with a time_periods count that disagrees with the snapshots.
+      {"periods.json",
+       R"({"time_periods": 3, "0": {"index": 0, "edges": [[0, 1]], "weights": [1],
+           "X": [[1], [2]], "y": [0, 1]}})",
+       "time_periods is 3, but the file holds 1 snapshots"},
+      {"index.json",
+       R"({"time_periods": 1, "0": {"index": 4, "edges": [[0, 1]], "weights": [1],
+           "X": [[1], [2]], "y": [0, 1]}})",
+       "snapshot \"0\" has index 4"},
+      {"series.json",
+       R"({"nodes": [{"id": 0, "X": {"y": [1, 2, 3]}, "y": [1, 2, 3]},
+                     {"id": 1, "X": {"z": [1, 2, 3]}, "y": [1, 2, 3]}], "links": []})",
+       "nodes[1].X has no series \"y\""},
   };
   for (const auto& [name, text, piece] : cases) {
     write_text(dir / name, text);
@@ -52,6 +77,82 @@ TEST(TemporalCli, BadInputIsOneLineExitTwoAndNothingLeft) {
     EXPECT_NE(r.output.find(piece), std::string::npos) << r.output;
     EXPECT_EQ(files_in(out), 0u) << name << " left output behind";
   }
+}
+
+// Flag values that overflow or name nothing: one line naming the flag (or file and line).
+TEST(TemporalCli, OutOfRangeOptionsNameTheFlag) {
+  test::TempDir dir("temporal-cli-flags");
+  const fs::path out = dir / "out";
+  fs::create_directories(out);
+  write_text(dir / "e.csv", "0,1,0\n1,2,1\n2,0,2\n");
+  write_text(dir / "nf.csv", "1,2\n1e39,3\n4,5\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"convert temporal " + quote(dir / "e.csv") + " " + quote(out / "x.h5") +
+           " --snapshot-span 1e-300",
+       "--snapshot-span 1e-300"},
+      {"convert temporal " + quote(dir / "e.csv") + " " + quote(out / "x.h5") +
+           " --snapshots 2 --node-features " + quote(dir / "nf.csv"),
+       "nf.csv line 2: '1e39' is not a finite 32-bit float"},
+      {"convert synthetic-temporal " + quote(out / "x.h5") + " --rewire 2",
+       "--rewire must be in [0, 1], got 2"},
+      {"convert synthetic-temporal " + quote(out / "x.h5") + " --seed -1", "--seed"},
+  };
+  for (const auto& [args, piece] : cases) {
+    const Result r = run_tessel(args);
+    SCOPED_TRACE(args + "\n" + r.output);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1);
+    EXPECT_NE(r.output.find(piece), std::string::npos);
+    EXPECT_EQ(files_in(out), 0u);
+  }
+}
+
+// PyTorch Geometric Temporal's own shapes of two layouts (written here as its loaders read
+// them): one object per snapshot with a "time_periods" count and an "index" per snapshot (the
+// Twitter tennis files), and node-link nodes whose X is an object of named series (the
+// Montevideo bus file); a UTF-8 byte-order mark in front is skipped.
+TEST(TemporalCli, DistributedLayoutsConvert) {
+  test::TempDir dir("temporal-cli-layouts");
+  write_text(dir / "tennis.json",
+             "\xEF\xBB\xBF" R"({"time_periods": 2,
+               "0": {"index": 0, "edges": [[0, 1]], "weights": [1], "X": [[1], [2]], "y": [0, 1]},
+               "1": {"index": 1, "edges": [[1, 0]], "weights": [2], "X": [[3], [4]], "y": [1, 0]}})");
+  Result r = run_tessel("convert temporal " + quote(dir / "tennis.json") + " " +
+                        quote(dir / "tennis.h5") + " --train-frac 0.5");
+  ASSERT_EQ(r.code, 0) << r.output;
+  {
+    const auto d = datasets::read_temporal_store(dir / "tennis.h5");
+    EXPECT_EQ(d.num_nodes, 2);
+    EXPECT_EQ(d.num_snapshots(), 2);
+    EXPECT_EQ(d.features, (std::vector<float>{1, 2, 3, 4}));
+  }
+  // Two nodes, series "a" and "b" of 5 steps each, target y; --lags 2: 3 snapshots whose
+  // features are a's then b's two values from step s on, target y at s + 2.
+  const std::string series = R"({"directed": false, "multigraph": false, "graph": {},
+      "nodes": [{"id": "A", "X": {"b": [10, 11, 12, 13, 14], "a": [0, 1, 2, 3, 4]},
+                 "y": [5, 6, 7, 8, 9]},
+                {"id": "B", "X": {"a": [20, 21, 22, 23, 24], "b": [30, 31, 32, 33, 34]},
+                 "y": [40, 41, 42, 43, 44]}],
+      "links": [{"source": "A", "target": "B", "weight": 2}]})";
+  write_text(dir / "bus.json", series);
+  r = run_tessel("convert temporal " + quote(dir / "bus.json") + " " + quote(dir / "bus.h5") +
+                 " --lags 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto d = datasets::read_temporal_store(dir / "bus.h5");
+  EXPECT_EQ(d.num_snapshots(), 3);
+  ASSERT_EQ(d.feature_dim, 4);
+  EXPECT_EQ(std::vector<float>(d.features.begin(), d.features.begin() + 8),
+            (std::vector<float>{0, 1, 10, 11, 20, 21, 30, 31}));
+  EXPECT_EQ(std::vector<float>(d.targets.begin(), d.targets.begin() + 2),
+            (std::vector<float>{7, 42}));
+  // --features picks and orders the series.
+  r = run_tessel("convert temporal " + quote(dir / "bus.json") + " " + quote(dir / "bus-b.h5") +
+                 " --lags 2 --features b");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto b = datasets::read_temporal_store(dir / "bus-b.h5");
+  ASSERT_EQ(b.feature_dim, 2);
+  EXPECT_EQ(std::vector<float>(b.features.begin(), b.features.begin() + 4),
+            (std::vector<float>{10, 11, 30, 31}));
 }
 
 std::vector<nlohmann::json> read_lines(const fs::path& p) {

@@ -3,6 +3,8 @@
 // non-zero exit (2 for usage and input errors) and leave no half-written output behind.
 #include "train_test_helpers.hpp"
 
+#include "dataset_fixtures.hpp"
+
 #include "tessel/partition/part.hpp"
 
 #include <gtest/gtest.h>
@@ -148,7 +150,21 @@ TEST_F(TrainRefusals, UsageErrorsAreOneLineFromRankZeroWithExitCodeTwo) {
       {"train " + dir + " --mode sampled --cache-admit-fraction 1.5", "--cache-admit-fraction"},
       {"train " + dir + " --mode sampled --device cpu --cache-admit-fraction 0.25",
        "--cache-admit-fraction"},
+      // Seeds are whole numbers in [0, 2^64 - 1]: -1 does not wrap, 2^64 does not saturate.
+      {"train " + dir + " --seed -1", "--seed"},
+      {"train " + dir + " --seed 18446744073709551616", "--seed"},
+      // The help says [0, 1): 1 is refused while parsing, naming the flag.
+      {"train " + dir + " --optimizer sgd --momentum 1", "--momentum"},
+      // A checkpoint folder that is a file, and outputs written over the partition itself.
+      {"train " + dir + " --checkpoint " + scratch("a-file").string(), "--checkpoint"},
+      {"train " + dir + " --predictions " + dir + "/part-1.h5", "part-1.h5"},
+      {"train " + dir + " --metrics " + dir + "/partition.json", "--metrics"},
+      // A typo names the nearest flag; an unknown command the nearest command.
+      {"train " + dir + " --fanout 10,10", "did you mean --fanouts?"},
+      {"trian " + dir, "did you mean train?"},
+      {"precompute " + dir + " --threads -5", "--threads"},
   };
+  test::write_text(scratch("a-file"), "not a folder\n");
   for (const auto& [args, flag] : cases) {
     const Outcome r = run(tessel_bin() + " " + args);
     SCOPED_TRACE(args + "\n" + r.output);
@@ -169,6 +185,84 @@ TEST_F(TrainRefusals, UsageErrorsAreOneLineFromRankZeroWithExitCodeTwo) {
   }
   EXPECT_FALSE(fs::exists(ck));
   for (const char* b : {"b0", "b1", "b2", "b3"}) EXPECT_FALSE(fs::exists(scratch(b))) << b;
+  // The refused outputs destroyed nothing: the partition still checks, the file is a file.
+  EXPECT_EQ(run(tessel_bin() + " partition --check " + dir).code, 0);
+  EXPECT_EQ(test::read_file_bytes(scratch("a-file")), "not a folder\n");
+}
+
+// Range errors say the range in plain numbers, not CLI11's 309-digit bound.
+TEST_F(TrainRefusals, RangeErrorsAreShort) {
+  const Outcome r = run(tessel_bin() + " train " + parts(1).string() + " --batch-size 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--batch-size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0 is outside [1, "), std::string::npos) << r.output;
+  EXPECT_LT(r.output.size(), 200u) << r.output;
+}
+
+// partition.json must list every part with its checksums: with "parts" emptied or cut short a
+// changed part file would otherwise train unchecked.
+TEST_F(TrainRefusals, ManifestWithoutItsPartsIsRefused) {
+  for (const int keep : {0, 1}) {
+    const fs::path dir = copy_parts(2, "parts-cut-" + std::to_string(keep));
+    nlohmann::json raw = partition::read_manifest(dir).raw;
+    raw["parts"].erase(raw["parts"].begin() + keep, raw["parts"].end());
+    std::ofstream(dir / "partition.json") << raw.dump(2);
+    const Outcome r = run(test::mpirun(2) + tessel_bin() + " train " + dir.string() +
+                          " --epochs 1 --quiet");
+    SCOPED_TRACE(r.output);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.output.find("\"parts\" has " + std::to_string(keep) + " entries"),
+              std::string::npos);
+    EXPECT_EQ(count_of(r.output, "tessel: error:"), 1u);
+    EXPECT_NE(run(tessel_bin() + " partition --check " + dir.string()).code, 0);
+  }
+}
+
+// An input error every rank meets is one line from rank 0, with no abort banner; an error on
+// one rank names that rank.
+TEST_F(TrainRefusals, ErrorsOfEveryRankArePrintedOnceAndOthersNameTheRank) {
+  Outcome r = run(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+                  " --mode pipeline --stages 2 --split 0,3 --epochs 1 --quiet");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(count_of(r.output, "tessel: error:"), 1u) << r.output;
+  EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("error on rank"), std::string::npos) << r.output;
+  const fs::path dir = copy_parts(2, "parts-one-bad");
+  // Rank 1's part alone is unreadable.
+  test::write_text(dir / "part-1.h5", "not an HDF5 file");
+  r = run(test::mpirun(2) + tessel_bin() + " train " + dir.string() + " --epochs 1 --quiet");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("error on rank 1 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("part-1.h5"), std::string::npos) << r.output;
+}
+
+// NaN in precomputed SIGN features is refused naming the file, the row and the column.
+TEST_F(TrainRefusals, NonFiniteSignFeaturesAreRefused) {
+  const fs::path dir = copy_parts(1, "sign-nan");
+  const std::string pipeline = " --mode pipeline --hops 1 --mlp-layers 2 --hidden 8 --epochs 1 "
+                               "--quiet";
+  run_ok(tessel_bin() + " train " + dir.string() + pipeline);
+  const fs::path sign = dir / "sign-gcn-k1" / "sign-0.h5";
+  ASSERT_TRUE(fs::exists(sign));
+  {
+    const hid_t f = H5Fopen(sign.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t d = H5Dopen2(f, "/feat", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    hsize_t dims[2] = {};
+    const hid_t space = H5Dget_space(d);
+    H5Sget_simple_extent_dims(space, dims, nullptr);
+    std::vector<float> values(dims[0] * dims[1]);
+    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+    values[3 * dims[1] + 1] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  const Outcome r = run(tessel_bin() + " train " + dir.string() + pipeline);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("sign-0.h5: /feat[3, 1] is nan"), std::string::npos) << r.output;
 }
 
 // --help under mpirun is printed once, not once per rank.

@@ -73,8 +73,9 @@ std::string hostname();
 // For an error every rank raises at the same point: once all ranks have arrived (a barrier),
 // rank 0 prints one line and every rank finalizes MPI and exits with exit_code, so the job
 // ends without an abort. A rank still missing after a few seconds means the ranks did not
-// agree after all: then this falls back to abort_job. Never returns.
-[[noreturn]] void exit_agreed(const std::string& message, int exit_code);
+// agree after all: then this falls back to abort_job. `wait_s` is that wait: long for an error
+// known to be agreed, short for one that may be this rank's alone. Never returns.
+[[noreturn]] void exit_agreed(const std::string& message, int exit_code, double wait_s = 5.0);
 
 // A count as MPI's int, or an error naming what overflowed.
 int as_count(std::int64_t n, const char* what);

@@ -41,6 +41,12 @@ public:
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void reset() noexcept;
+  // Gives up ownership without closing: the caller closes the id and checks the result.
+  hid_t release() noexcept {
+    const hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
 
 private:
   hid_t id_ = H5I_INVALID_HID;
@@ -56,11 +62,10 @@ public:
 
   const std::filesystem::path& path() const { return path_; }
   hid_t id() const { return handle_.get(); }
-  // Closes the file (flushing it); every object opened through it is closed too.
-  void close() {
-    open_dataset_.reset();
-    handle_.reset();
-  }
+  // Closes the file (flushing it); every object opened through it is closed too. A failed
+  // flush or close (a full disk) throws InputError naming the file: call it, and let it
+  // throw, before renaming a written file into place.
+  void close();
 
   bool exists(const std::string& object) const;
   void create_group(const std::string& group);

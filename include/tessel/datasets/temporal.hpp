@@ -123,6 +123,7 @@ struct TemporalConvertOptions {
   std::int64_t snapshots = 0;   // edge lists: bin into this many snapshots, or
   double snapshot_span = 0;     // edge lists: snapshots of this many time units
   std::filesystem::path node_features;  // edge lists: CSV of N rows x F features (optional)
+  std::vector<std::string> features;    // node-link with named series: which, in this order
 };
 
 // PyTorch Geometric Temporal JSON (dynamic edges with "edge_mapping", static edges with a signal

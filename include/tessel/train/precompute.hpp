@@ -44,6 +44,13 @@ void write_sign_features(const std::filesystem::path& dir, const partition::Part
 bool read_sign_features(const std::filesystem::path& dir, const partition::Part& part,
                         const PrecomputeOptions& options, std::vector<float>* hops);
 
+// Every rank writes its dir/sign-<p>.h5; rank 0 creates dir when missing. Collective. A folder
+// this call created is removed again if the job is interrupted, or rank 0's write fails,
+// before every rank's file is in place, so no empty or partial folder is left behind.
+void write_sign_folder(comm::Communicator& comm, const std::filesystem::path& dir,
+                       const partition::Part& part, const std::string& dataset,
+                       const PrecomputeOptions& options, const std::vector<float>& hops);
+
 // Reads every rank's file when all of them are present, else computes and writes them (dir is
 // created). Collective. Returns this rank's [n_owned, (K+1) F] block; *computed tells which.
 std::vector<float> load_or_precompute(comm::Communicator& comm, const partition::Part& part,
