@@ -64,16 +64,25 @@ void TemporalDataset::validate(const std::string& what) const {
   TESSEL_EXPECTS(static_cast<std::int64_t>(targets.size()) == T * num_nodes,
                  "{}: {} targets, expected {} snapshots x {} nodes", what, targets.size(), T,
                  num_nodes);
+  const std::int64_t F = std::max<std::int64_t>(feature_dim, 1), N = std::max<std::int64_t>(num_nodes, 1);
   for (std::size_t i = 0; i < features.size(); ++i)
-    TESSEL_EXPECTS(std::isfinite(features[i]), "{}: feature value {} is not finite", what, i);
+    TESSEL_EXPECTS(std::isfinite(features[i]),
+                   "{}: the feature of snapshot {}, node {}, column {} is {}, expected a finite "
+                   "number",
+                   what, static_cast<std::int64_t>(i) / F / N, static_cast<std::int64_t>(i) / F % N,
+                   static_cast<std::int64_t>(i) % F, features[i]);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const float y = targets[i];
+    const std::int64_t t = static_cast<std::int64_t>(i) / N, v = static_cast<std::int64_t>(i) % N;
     if (num_classes > 0)
       TESSEL_EXPECTS(y == std::floor(y) && y >= -1 && y < static_cast<float>(num_classes),
-                     "{}: target {} = {} is not a class in [0, {}) or -1", what, i, y,
-                     num_classes);
+                     "{}: the target of snapshot {}, node {} is {}, expected a class in [0, {}) "
+                     "or -1",
+                     what, t, v, y, num_classes);
     else
-      TESSEL_EXPECTS(std::isfinite(y), "{}: target {} is not finite", what, i);
+      TESSEL_EXPECTS(std::isfinite(y),
+                     "{}: the target of snapshot {}, node {} is {}, expected a finite number",
+                     what, t, v, y);
   }
   for (const auto& [name, r] : {std::pair{"train", train}, {"valid", valid}, {"test", test}})
     TESSEL_EXPECTS(r.begin >= 0 && r.begin <= r.end && r.end <= T,
@@ -461,6 +470,15 @@ std::vector<float> TemporalStoreReader::features(std::int64_t t, std::int64_t ro
                 "feature rows [{}, {}) of snapshot {}", row_begin, row_end, t);
   std::vector<float> out;
   impl_->file.read_rows("/node/feat", t * N + row_begin, t * N + row_end, out);
+  // Checked as read: a NaN would otherwise surface epochs later as a diverged loss.
+  const std::int64_t F = std::max<std::int64_t>(info_.feature_dim, 1);
+  const auto bad = std::find_if(out.begin(), out.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != out.end()) {
+    const std::int64_t at = bad - out.begin();
+    TESSEL_FAIL("{}: /node/feat row {} (snapshot {}, node {}), column {} is {}, expected a finite "
+                "number",
+                path_.string(), t * N + row_begin + at / F, t, row_begin + at / F, at % F, *bad);
+  }
   return out;
 }
 
@@ -481,6 +499,10 @@ std::vector<float> TemporalStoreReader::targets(std::int64_t t, std::int64_t row
                                                 std::int64_t row_end) {
   std::vector<float> row;
   impl_->file.read_rows("/node/target", t, t + 1, row);
+  for (std::int64_t v = row_begin; v < row_end; ++v)
+    TESSEL_EXPECTS(std::isfinite(row[v]),
+                   "{}: /node/target[{}, {}] (snapshot {}, node {}) is {}, expected a finite number",
+                   path_.string(), t, v, t, v, row[v]);
   return {row.begin() + row_begin, row.begin() + row_end};
 }
 

@@ -150,6 +150,9 @@ std::function<void()> add_temporal_convert_commands(CLI::App& convert) {
 bool temporal_info(const std::string& path, bool json) {
   if (!datasets::is_temporal_store(path)) return false;
   const auto info = datasets::read_temporal_info(path);
+  // What the help promises, as `tessel partition` checks it: every snapshot rebuilt from the
+  // differences (indptr, indices, weights, deltas), features and targets finite.
+  (void)datasets::read_temporal_store(path);
   nlohmann::json j = {{"file", path},
                       {"format", datasets::kTemporalFormat},
                       {"version", info.version},

@@ -8,9 +8,11 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/datasets/ogb.hpp"
+#include "tessel/datasets/temporal.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/partition/partitioner.hpp"
+#include "tessel/partition/temporal.hpp"
 #include "checkpoint.hpp"
 
 #include <algorithm>
@@ -200,12 +202,43 @@ void checkpoint(Bytes input) {
   optimizer->step(params);
 }
 
+void temporal_json(Bytes input) {
+  const fs::path path = scratch_dir() / "temporal.json";
+  write_file(path, input);
+  datasets::TemporalConvertOptions o;
+  o.lags = 1;
+  (void)datasets::read_pyg_temporal_json(path, o);
+}
+
+void temporal_edges(Bytes input) {
+  const fs::path path = scratch_dir() / "edges.csv";
+  write_file(path, input);
+  datasets::TemporalConvertOptions o;
+  o.snapshots = 3;
+  (void)datasets::read_temporal_edge_list(path, o);
+}
+
+void manifest(Bytes input) {
+  const fs::path dir = scratch_dir() / "manifest";
+  fs::create_directories(dir);
+  write_file(dir / "partition.json", input);
+  // As the trainer picks its reader: a temporal partition's manifest goes to
+  // read_temporal_manifest, any other to read_manifest.
+  if (partition::is_temporal_partition(dir))
+    (void)partition::read_temporal_manifest(dir);
+  else
+    (void)partition::read_manifest(dir);
+}
+
 std::span<const Target> targets() {
   static const Target all[] = {{"ogb_csv", ogb_csv},
                                {"npz", npz},
                                {"store", store},
                                {"part", part},
-                               {"checkpoint", checkpoint}};
+                               {"checkpoint", checkpoint},
+                               {"temporal_json", temporal_json},
+                               {"temporal_edges", temporal_edges},
+                               {"manifest", manifest}};
   return all;
 }
 

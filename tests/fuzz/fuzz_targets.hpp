@@ -28,6 +28,16 @@ void part(Bytes input);
 // (what a resumed run does first).
 void checkpoint(Bytes input);
 
+// A PyTorch Geometric Temporal JSON file (any of its layouts), read with
+// read_pyg_temporal_json (lags 1).
+void temporal_json(Bytes input);
+// A timestamped edge list (src,dst,time[,weight]), read with read_temporal_edge_list into 3
+// snapshots.
+void temporal_edges(Bytes input);
+// A partition folder's partition.json: read_manifest (a static partition), then
+// is_temporal_partition and read_temporal_manifest (a temporal one).
+void manifest(Bytes input);
+
 struct Target {
   const char* name; // folder name under tests/fuzz/corpus/ and tests/fuzz/regressions/
   void (*run)(Bytes);
