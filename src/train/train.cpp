@@ -8,6 +8,7 @@
 
 #include "tessel/train/dynamic.hpp"
 
+#include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
@@ -216,7 +217,20 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
 
   RuntimeHolder runtime = make_runtime(comm, options, mode);
   TrainerContext context{comm, options, manifest, part, runtime.runtime};
-  std::unique_ptr<Trainer> trainer = mode.make(context);
+  std::unique_ptr<Trainer> trainer;
+  {
+    // An allocation that fails while the trainer is built is named with the flags that size it.
+    const double weights_gb =
+        4e-9 * options.model.hidden *
+        (static_cast<double>(manifest.feature_dim) + static_cast<double>(manifest.num_classes) +
+         std::max(0, options.model.layers - 2) * static_cast<double>(options.model.hidden));
+    const ScopedActivity activity(
+        fmt::format("setting up {} training of a {}-layer {} model with --hidden {} on {} nodes "
+                    "x {} features (weights alone {:.2g} GB; lower --hidden or --layers)",
+                    options.mode, options.model.layers, options.model.kind, options.model.hidden,
+                    part.num_owned, manifest.feature_dim, weights_gb));
+    trainer = mode.make(context);
+  }
   const RunInfo info{
       .mode = options.mode,
       .model_json = model_signature(options),

@@ -521,3 +521,26 @@ TEST_F(TrainRefusals, DynamicCheckpointWithoutEveryIsWrittenAfterTheLastEpoch) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("nothing to train"), std::string::npos) << r.output;
 }
+
+// The tessel binary of a sanitizer build reserves terabytes of address space and cannot start
+// under ulimit -v; every other build runs this test.
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define TESSEL_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang
+#define TESSEL_TEST_UNDER_ASAN 1
+#endif
+#endif
+#if !defined(TESSEL_TEST_UNDER_ASAN)
+// Out of memory while the model is built names the flags that size it, not only the command.
+TEST_F(TrainRefusals, OutOfMemoryNamesTheFlagsThatSizeTheModel) {
+  const Outcome r = run("bash -c 'ulimit -v 4000000 && exec " + tessel_bin() + " train " +
+                        parts(1).string() + " --layers 3 --hidden 65536 --epochs 1 --quiet'");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(count_of(r.output, "tessel: error: out of memory while setting up full training of a "
+                               "3-layer gcn model with --hidden 65536"),
+            1u)
+      << r.output;
+  EXPECT_NE(r.output.find("lower --hidden or --layers"), std::string::npos) << r.output;
+}
+#endif
