@@ -40,7 +40,7 @@ function(tessel_add_test name)
     set(ARG_TIMEOUT 600)
   endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
-    ENVIRONMENT "TESSEL_SHARED_DATASETS=${TESSEL_SHARED_DATASETS};OMP_NUM_THREADS=2")
+    ENVIRONMENT "OMP_NUM_THREADS=2")
 endfunction()
 
 # tessel_add_mpi_test(name SOURCES ... DEPS ... RANKS 1 2 4): one executable with the MPI gtest
@@ -58,6 +58,6 @@ function(tessel_add_mpi_test name)
              COMMAND ${MPIEXEC_EXECUTABLE} ${TESSEL_MPIEXEC_FLAGS} -np ${np} $<TARGET_FILE:${name}>)
     set_tests_properties(${name}.np${np} PROPERTIES TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${np}
       LABELS "mpi;${ARG_LABELS}"
-      ENVIRONMENT "${TESSEL_MPI_TEST_ENV};TESSEL_SHARED_DATASETS=${TESSEL_SHARED_DATASETS}")
+      ENVIRONMENT "${TESSEL_MPI_TEST_ENV}")
   endforeach()
 endfunction()

@@ -50,8 +50,7 @@ if [ -n "$bundle" ]; then
   cp "$build/sampling/tessel_bench_frontier_ops" "$bundle/tree/sampling/"
   for t in $gpu_tests; do cp "$(find "$build/tests" -name "$t" -type f -perm -u+x | head -1)" "$bundle/tree/tests/"; done
   cp scripts/bench/gpu.sh scripts/bench/pyg_fullbatch.py "$bundle/scripts/bench/"
-  [ -d ../shared/datasets/cora ] && cp -r ../shared/datasets/cora "$bundle/data/"
-  [ -d ../shared/datasets/england_covid ] && cp -r ../shared/datasets/england_covid "$bundle/data/"
+  cp -r datasets/samples/cora datasets/samples/england_covid "$bundle/data/"
   # Open MPI (and PMIx) with their install layout, for OPAL_PREFIX relocation.
   ompi_lib=$(dirname "$(ompi_info --path libdir --parsable | cut -d: -f3)")  # .../openmpi
   for d in "$ompi_lib" "$(dirname "$ompi_lib")/pmix2" /usr/share/openmpi /usr/share/pmix /etc/openmpi; do
@@ -107,7 +106,7 @@ done
 export LD_LIBRARY_PATH="$here/lib:$ompi_lib/lib:$(dirname "$ompi_lib")/pmix2/lib${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$ompi/bin:$PATH"
 export TESSEL_TEST_BINARY_DIR="$here/tree" TESSEL_TEST_MPIEXEC="$ompi/bin/mpirun"
-export TESSEL_SHARED_DATASETS="$here/data"
+export TESSEL_SAMPLE_DATASETS="$here/data"
 cd "$here"
 {
   echo "== machine"; nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1

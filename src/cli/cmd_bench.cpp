@@ -89,8 +89,9 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
 
 std::string markdown(const nlohmann::json& report) {
   std::string md = fmt::format("# Tessel bench: {}\n\n", report["dataset"].get<std::string>());
-  md += fmt::format("{} ranks, model {} ({} layers, hidden {}), seed {}, {}.\n\n",
-                    report["ranks"].get<int>(), report["model"].get<std::string>(),
+  md += fmt::format("{}, model {} ({} layers, hidden {}), seed {}, {}.\n\n",
+                    log::counted(report["ranks"].get<int>(), "rank"),
+                    report["model"].get<std::string>(),
                     report["layers"].get<int>(), report["hidden"].get<int>(),
                     report["seed"].get<std::uint64_t>(), report["budget"].get<std::string>());
   md += "| | " ;

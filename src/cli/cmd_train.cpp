@@ -40,7 +40,15 @@ std::function<void()> setup_train(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--predictions", options->predictions_path,
                  "write predicted classes and logits of every node to this HDF5 file");
+  app.add_option("--save", options->save,
+                 "which epoch --predictions hold, and DIR/best.h5 beside --checkpoint's "
+                 "checkpoint.h5: best (best validation metric; the last epoch when there is no "
+                 "validation split) or last")
+      ->check(CLI::IsMember({"best", "last"}))
+      ->capture_default_str();
   app.add_flag("--quiet", options->quiet, "no per-epoch lines");
+  app.add_flag("--verbose", options->verbose,
+               "with --eval-every N, also print the epochs between evaluations");
   app.footer(
       "Run with one rank per part: mpirun -np K tessel train DIR ...\n"
       "--mode pipeline runs on data-parallel x stages ranks (a partition into that many parts).\n"

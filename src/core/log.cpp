@@ -1,4 +1,4 @@
-// Rank-aware logging to stderr.
+// Rank-aware logging: diagnostics to stderr, results to stdout.
 #include "tessel/core/log.hpp"
 
 #include <unistd.h>
@@ -50,6 +50,18 @@ void write(Level lvl, bool all_ranks, const std::string& message) {
   else
     std::fprintf(stderr, "%s%s%s\n", clear, tag, message.c_str());
   std::fflush(stderr);
+}
+
+void write_result(const std::string& message) {
+  if (Level::info < g_level || g_rank != 0) return;
+  std::lock_guard lock(g_mutex);
+  // A progress line drawn on a terminal stderr is erased first, so the two do not interleave.
+  if (stderr_is_tty()) {
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
+  std::fprintf(stdout, "%s\n", message.c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace tessel::log

@@ -1,4 +1,4 @@
-// Live progress lines on a terminal: the formatter and the '\r' redraw.
+// Progress lines: the formatter, the '\r' redraw on a terminal, plain lines elsewhere.
 #include "tessel/core/progress.hpp"
 
 #include "tessel/core/log.hpp"
@@ -41,10 +41,17 @@ std::string format_progress(std::string_view label, std::int64_t done, std::int6
 
 ProgressLine::ProgressLine(std::string label, std::int64_t total)
     : ProgressLine(std::move(label), total,
-                   log::rank() == 0 && log::level() <= log::Level::info ? stderr : nullptr) {}
+                   log::rank() == 0 && log::level() <= log::Level::info ? stderr : nullptr,
+                   kPlainSeconds) {}
 
-ProgressLine::ProgressLine(std::string label, std::int64_t total, std::FILE* out)
+ProgressLine::ProgressLine(std::string label, std::int64_t total, std::FILE* out,
+                           double plain_every_s)
     : label_(std::move(label)), total_(total), out_(out), enabled_(is_terminal(out)) {
+  if (!enabled_ && out_ != nullptr && plain_every_s > 0) {
+    enabled_ = plain_ = true;
+    plain_every_s_ = plain_every_s;
+    last_draw_ = 0;  // the first plain line comes after plain_every_s
+  }
   if (enabled_ && total_ <= 0) ticker_ = std::thread([this] { tick(); });
 }
 
@@ -54,9 +61,11 @@ ProgressLine::~ProgressLine() {
 
 void ProgressLine::tick() {
   std::unique_lock lock(mutex_);
+  const auto pause = std::chrono::duration<double>(plain_ ? plain_every_s_ : 0.5);
+  if (plain_ && wake_.wait_for(lock, pause, [this] { return finished_; })) return;
   while (!finished_) {
     draw(format_progress(label_, 0, 0, watch_.seconds()));
-    wake_.wait_for(lock, std::chrono::milliseconds(500), [this] { return finished_; });
+    wake_.wait_for(lock, pause, [this] { return finished_; });
   }
 }
 
@@ -65,7 +74,9 @@ void ProgressLine::update(std::int64_t done, std::string_view detail) {
   std::lock_guard lock(mutex_);
   if (finished_) return;
   const double now = watch_.seconds();
-  if (done < total_ && now - last_draw_ < kRedrawSeconds) return;
+  if (plain_ ? now - last_draw_ < plain_every_s_
+             : done < total_ && now - last_draw_ < kRedrawSeconds)
+    return;
   last_draw_ = now;
   draw(format_progress(label_, done, total_, now, detail));
 }
@@ -77,7 +88,7 @@ void ProgressLine::finish() {
     if (finished_) return;
     finished_ = true;
     // Clear the line so the next log line starts on an empty one.
-    if (drawn_) {
+    if (drawn_ && !plain_) {
       std::fputs("\r\033[K", out_);
       std::fflush(out_);
     }
@@ -88,7 +99,10 @@ void ProgressLine::finish() {
 
 void ProgressLine::draw(const std::string& text) {
   // \033[K erases what a longer previous line left to the right.
-  std::fprintf(out_, "\r%s\033[K", text.c_str());
+  if (plain_)
+    std::fprintf(out_, "%s\n", text.c_str());
+  else
+    std::fprintf(out_, "\r%s\033[K", text.c_str());
   std::fflush(out_);
   drawn_ = true;
 }

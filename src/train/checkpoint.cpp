@@ -59,7 +59,8 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
 }
 
 void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
-                     const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer) {
+                     const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer,
+                     const std::string& file_name) {
   std::error_code ec;
   const bool existed = fs::exists(dir, ec);
   TESSEL_EXPECTS(!existed || fs::is_directory(dir, ec),
@@ -75,7 +76,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
       if (armed) fs::remove(dir, ignored);  // only if still empty
     }
   } cleanup{dir, !existed};
-  datasets::AtomicOutput output(dir / "checkpoint.h5");
+  datasets::AtomicOutput output(dir / file_name);
   {
     h5::File file = h5::File::create(output.temp_path());
     file.set_attr("format", std::string(kCheckpointFormat));

@@ -36,9 +36,11 @@ struct CheckpointMeta {
 // Writes dir/checkpoint.h5 (via a temporary file renamed into place).
 void save_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& meta,
                      nn::Model& model, nn::Optimizer& optimizer);
-// The same for any list of parameters (modes whose models are not an nn::Model).
+// The same for any list of parameters (modes whose models are not an nn::Model), into
+// dir/file_name (best.h5 holds the best epoch's model beside the last epoch's checkpoint.h5).
 void save_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& meta,
-                     const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer);
+                     const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer,
+                     const std::string& file_name = "checkpoint.h5");
 CheckpointMeta load_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& expect,
                                const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer);
 // Loads dir/checkpoint.h5 into model and optimizer after checking it matches expect's model,

@@ -1361,9 +1361,9 @@ public:
     return {.mode = "dynamic",
             .model_json = model_json.dump(),
             .setup_line = fmt::format(
-                "dynamic training: {} ranks, {} {} layout, {} GCN layers hidden {}, task {}, {} "
+                "dynamic training: {}, {} {} layout, {} GCN layers hidden {}, task {}, {} "
                 "nodes x {} snapshots (training [{}, {})){}",
-                comm_.size(), options_.model.kind, options_.dynamic.partition,
+                log::counted(comm_.size(), "rank"), options_.model.kind, options_.dynamic.partition,
                 options_.model.layers, options_.model.hidden, options_.dynamic.task,
                 info.num_nodes, info.num_snapshots, info.train.begin, info.train.end,
                 block_text),
@@ -1469,7 +1469,7 @@ public:
     summary.update(result.summary);
   }
   void log_outcome(const TrainResult& result) const override {
-    log::info("final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})",
+    log::result("final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})",
               metric_.name, last_test_,
               result.best_epoch > 0 && metric_.picks_best
                   ? fmt::format(", best valid at epoch {}", result.best_epoch)

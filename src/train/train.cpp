@@ -234,14 +234,49 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   const RunInfo info{
       .mode = options.mode,
       .model_json = model_signature(options),
-      .setup_line = fmt::format("{} training: {} ranks x {} threads, {} {} layers hidden {}, {} "
+      .setup_line = fmt::format("{} training: {} x {}, {} {} layers hidden {}, {} "
                                 "nodes, GEMM {}",
-                                options.mode, comm.size(), threads, options.model.kind,
+                                options.mode, log::counted(comm.size(), "rank"),
+                                log::counted(threads, "thread"), options.model.kind,
                                 options.model.layers, options.model.hidden, manifest.num_nodes,
                                 kernels::cpu_gemm_backend()),
       .runtime_line = runtime.description};
   return drive_training(comm, options, runtime.runtime, *trainer, info, setup_watch);
 }
+
+namespace {
+
+// The parameters and optimizer state of one epoch, kept on the host (--save best).
+struct KeptEpoch {
+  int epoch = 0;
+  CheckpointMeta meta;
+  std::vector<Tensor> values;
+  std::vector<std::pair<std::string, Tensor>> optimizer_state;
+};
+
+// Collective (the gather).
+void keep_epoch(Trainer& trainer, KeptEpoch& kept) {
+  trainer.gather_parameters();
+  kept.values.clear();
+  for (const nn::Parameter* p : trainer.parameters())
+    kept.values.push_back(p->value.device().is_cpu() ? p->value.clone()
+                                                     : p->value.to(Device::cpu()));
+  kept.optimizer_state.clear();
+  for (const auto& [name, t] : trainer.optimizer().state())
+    kept.optimizer_state.emplace_back(name, t.device().is_cpu() ? t.clone() : t.to(Device::cpu()));
+}
+
+// Puts a kept epoch back on every rank: each rank's own parameters are among them, so a mode
+// that spreads its model over ranks (pipeline) gathers the same model again.
+void restore_epoch(Trainer& trainer, const KeptEpoch& kept) {
+  const auto params = trainer.parameters();
+  TESSEL_ASSERT(params.size() == kept.values.size(), "restore_epoch: {} parameters, {} kept",
+                params.size(), kept.values.size());
+  for (std::size_t i = 0; i < params.size(); ++i) params[i]->value.copy_from(kept.values[i]);
+  trainer.optimizer().load_state(kept.optimizer_state);
+}
+
+}  // namespace
 
 TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
                            const Runtime& runtime, Trainer& trainer, const RunInfo& info,
@@ -308,8 +343,15 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
   log::info("{}, setup {:.2f} s", info.setup_line, result.setup_s);
   if (!info.runtime_line.empty()) log::info("{}", info.runtime_line);
 
+  // --save best: the best epoch's model is kept as training goes, for the outputs written
+  // after the last epoch (not when nothing picks a best epoch: then the last one is written).
+  const bool keep_best = options.save == "best" && metric.picks_best &&
+                         (!options.predictions_path.empty() || !options.checkpoint_dir.empty());
+  KeptEpoch best;
+  int last_epoch = first_epoch - 1;
   Stopwatch wall;
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
+    last_epoch = epoch;
     maybe_inject_fault(comm.rank(), epoch);
     comm.reset_bytes_sent();
     if (&data != &comm) data.reset_bytes_sent();
@@ -359,13 +401,18 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
       result.test_acc_at_best = values.test;
       result.best_epoch = epoch;
       trainer.best_epoch_changed();
+      if (keep_best) {
+        keep_epoch(trainer, best);
+        best.epoch = epoch;
+      }
     }
     // A target is a value to reach from below (an accuracy or an AUC).
     if (m.evaluated && metric.higher_is_better && options.target_acc > 0 &&
         result.time_to_target_s < 0 && values.valid >= options.target_acc)
       result.time_to_target_s = m.wall_s;
 
-    if (!options.quiet) {
+    // With --eval-every N the epochs between evaluations print nothing unless --verbose.
+    if (!options.quiet && (m.evaluated || options.verbose)) {
       std::string split;
       for (const auto& [name, s] : m.phases) split += fmt::format(" {} {:.3f}", name, s);
       // The metric's values only for epochs that evaluated (--eval-every), not as zeros.
@@ -375,7 +422,7 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                       : std::string("not evaluated");
       std::string sent = format_bytes(static_cast<double>(m.comm_bytes));
       trainer.describe_epoch(m, evaluation, sent);
-      log::info("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
+      log::result("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
                 evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);
     }
     write_metrics(m.to_json(), "an epoch line");
@@ -414,14 +461,54 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                             {"epochs", static_cast<int>(result.epochs.size())},
                             {"peak_rss_bytes", result.peak_rss_bytes},
                             {"setup_s", result.setup_s}};
+  // The outputs of the chosen epoch: the best one kept above (when it is not the last, its
+  // model is put back first, below), else the last.
+  const bool have_best = keep_best && best.epoch > 0;
+  const int saved_epoch = have_best ? best.epoch : last_epoch;
+  const std::string saved_which =
+      have_best ? (saved_epoch == last_epoch ? "best and last" : "best") : "last";
   trainer.finish(comm, runtime, result, summary);
+  if (!options.predictions_path.empty() || !options.checkpoint_dir.empty()) {
+    summary["save"] = options.save;
+    summary["saved_epoch"] = saved_epoch;
+  }
   write_metrics(summary, "the summary");
   if (metrics.is_open()) {
     metrics.close();
     TESSEL_EXPECTS(!metrics.fail(), "cannot write metrics file {}: closing it failed",
                    options.metrics_path.string());
   }
-  if (!options.predictions_path.empty()) trainer.write_predictions(options.predictions_path);
+  if (have_best && best.epoch != last_epoch) restore_epoch(trainer, best);
+  if (!options.predictions_path.empty()) {
+    trainer.write_predictions(options.predictions_path);
+    if (comm.rank() == 0) {
+      std::error_code ec;
+      const auto bytes = fs::file_size(options.predictions_path, ec);
+      log::info("wrote {} (predictions of every node at epoch {}, the {} epoch; {:.1f} MB)",
+                options.predictions_path.string(), saved_epoch, saved_which,
+                static_cast<double>(bytes) / 1e6);
+    }
+  }
+  if (!options.checkpoint_dir.empty() && have_best) {
+    // best.h5 beside the last epoch's checkpoint.h5 (which --resume continues from).
+    CheckpointMeta best_meta = meta;
+    best_meta.epoch = best.epoch;
+    best_meta.best_valid_acc = result.best_valid_acc;
+    best_meta.test_acc_at_best = result.test_acc_at_best;
+    best_meta.best_epoch = result.best_epoch;
+    trainer.gather_parameters();
+    if (comm.rank() == 0) {
+      save_checkpoint(options.checkpoint_dir, best_meta, trainer.parameters(), trainer.optimizer(),
+                      "best.h5");
+      log::info("wrote {} (the model at epoch {}, the best; checkpoint.h5 beside it holds epoch "
+                "{} for --resume)",
+                (options.checkpoint_dir / "best.h5").string(), best.epoch, last_epoch);
+    }
+    comm.barrier();
+  } else if (!options.checkpoint_dir.empty() && comm.rank() == 0) {
+    log::info("wrote {} (epoch {})", (options.checkpoint_dir / "checkpoint.h5").string(),
+              last_epoch);
+  }
   trainer.log_outcome(result);
   return result;
 }
@@ -456,10 +543,10 @@ void Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResu
 
 void Trainer::log_outcome(const TrainResult& result) const {
   if (result.best_epoch > 0)
-    log::info("best valid acc {:.4f} at epoch {}, test acc there {:.4f}", result.best_valid_acc,
-              result.best_epoch, result.test_acc_at_best);
+    log::result("best valid acc {:.4f} at epoch {}, test acc there {:.4f}", result.best_valid_acc,
+                result.best_epoch, result.test_acc_at_best);
   else
-    log::info("no epoch was evaluated");
+    log::result("no epoch was evaluated");
 }
 
 }  // namespace tessel::train

@@ -48,11 +48,10 @@ struct BrokenConvert {
 };
 
 TEST(CliConvert, CoraCheck) {
-  const auto cora = test::shared_dataset("cora");
-  if (!cora) GTEST_SKIP() << "shared dataset cora not found (../shared/datasets/cora)";
+  const auto cora = test::sample_dataset("cora");
   test::TempDir dir;
   const auto store = dir / "cora.h5";
-  auto r = run_tessel("convert ogb " + quote(*cora) + " " + quote(store));
+  auto r = run_tessel("convert ogb " + quote(cora) + " " + quote(store));
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_tessel("info " + quote(store) + " --json");
   ASSERT_EQ(r.code, 0) << r.output;

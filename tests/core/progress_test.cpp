@@ -1,4 +1,5 @@
-// The progress line: its text, silence when the output is not a terminal, and the redraw on one.
+// The progress line: its text, plain lines (or silence) when the output is not a terminal, and
+// the redraw on one.
 #include "tessel/core/progress.hpp"
 
 #include <gtest/gtest.h>
@@ -6,9 +7,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace tessel {
 namespace {
@@ -34,6 +38,29 @@ TEST(Progress, WritesNothingWhenNotATerminal) {
   EXPECT_EQ(std::ftell(file), 0);
   std::fseek(file, 0, SEEK_END);
   EXPECT_EQ(std::ftell(file), 0);
+  std::fclose(file);
+}
+
+// Not on a terminal (mpirun forwards stderr through a pipe) a long task still shows it is
+// alive: plain lines with a newline, no '\r' or escapes, at most one per period.
+TEST(Progress, PrintsPlainLinesWhenNotATerminal) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  {
+    ProgressLine line("epoch 1", 3, file, 0.05);
+    EXPECT_TRUE(line.enabled());
+    line.update(1, "x");  // too early: nothing yet
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    line.update(2, "step");
+    line.update(3, "step");  // within the period: not printed
+  }
+  std::rewind(file);
+  char buffer[512] = {};
+  const std::size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, file);
+  const std::string text(buffer, n);
+  EXPECT_EQ(text.rfind("epoch 1: 2/3 67% | step | 0:00 elapsed, ETA 0:00\n", 0), 0u) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << text;
   std::fclose(file);
 }
 

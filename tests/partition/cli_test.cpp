@@ -202,11 +202,10 @@ TEST_F(PartitionCli, HelpListsOptions) {
 
 // Cora in the OGB raw layout, converted by `tessel convert ogb`, partitioned by the CLI.
 TEST(PartitionCliCora, ConvertPartitionCheck) {
-  const auto cora = test::shared_dataset("cora");
-  if (!cora) GTEST_SKIP() << "shared dataset cora not found";
+  const auto cora = test::sample_dataset("cora");
   test::TempDir tmp;
   const auto store = tmp / "cora.h5";
-  auto r = run_tessel("convert ogb " + quote(*cora) + " " + quote(store));
+  auto r = run_tessel("convert ogb " + quote(cora) + " " + quote(store));
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_tessel("partition " + quote(store) + " --parts 4 --out " + quote(tmp / "parts"));
   ASSERT_EQ(r.code, 0) << r.output;

@@ -100,9 +100,8 @@ INSTANTIATE_TEST_SUITE_P(Planted, PartitionInvariants, ::testing::ValuesIn(invar
 
 // Cora (OGB raw layout, undirected, each edge once): every invariant for K = 1, 2, 3, 8.
 TEST(PartitionCora, InvariantsHold) {
-  const auto cora = test::shared_dataset("cora");
-  if (!cora) GTEST_SKIP() << "shared dataset cora not found";
-  const auto data = datasets::read_ogb_folder(*cora);
+  const auto cora = test::sample_dataset("cora");
+  const auto data = datasets::read_ogb_folder(cora);
   ASSERT_EQ(data.num_nodes, 2708);
   for (int k : {1, 2, 3, 8}) {
     for (Method method : {Method::metis, Method::random}) {

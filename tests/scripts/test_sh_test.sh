@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/test.sh on a build folder configured without tests (as scripts/quickstart.sh leaves
-# it) must configure tests on, and must fail when ctest finds no test instead of exiting 0.
+# scripts/test.sh on a build folder configured without tests and without CUDA (as
+# scripts/quickstart.sh leaves it on a machine with no GPU) must configure tests on, CUDA on
+# where nvcc exists, and must fail when ctest finds no test instead of exiting 0.
 # cmake is a stub that records its arguments and builds nothing, so the real ctest runs in a
 # build folder holding no test. Usage: test_sh_test.sh SOURCE_DIR
 set -uo pipefail
@@ -13,7 +14,10 @@ cat >"$work/bin/cmake" <<'STUB'
 echo "$*" >>"$STUB_LOG"
 STUB
 chmod +x "$work/bin/cmake"
-echo "TESSEL_BUILD_TESTS:BOOL=OFF" >"$work/build/CMakeCache.txt"
+# nvcc is there: the CUDA sources must be configured on, although the quickstart left them off.
+printf '#!/bin/sh\nexit 0\n' >"$work/bin/nvcc"
+chmod +x "$work/bin/nvcc"
+printf 'TESSEL_BUILD_TESTS:BOOL=OFF\nTESSEL_WITH_CUDA:BOOL=OFF\n' >"$work/build/CMakeCache.txt"
 export STUB_LOG="$work/cmake.log"
 : >"$STUB_LOG"
 
@@ -28,6 +32,10 @@ if [ "$rc" -eq 0 ]; then
 fi
 if ! grep -q -- "-B $work/build .*-DTESSEL_BUILD_TESTS=ON" "$STUB_LOG"; then
   echo "FAIL: scripts/test.sh did not configure $work/build with -DTESSEL_BUILD_TESTS=ON"
+  fail=1
+fi
+if ! grep -q -- "-DTESSEL_WITH_CUDA=ON" "$STUB_LOG"; then
+  echo "FAIL: scripts/test.sh did not configure the CUDA sources on where nvcc exists"
   fail=1
 fi
 if ! grep -qi "no tests were found" "$work/out.txt"; then

@@ -42,17 +42,14 @@ TempDir::~TempDir() {
   if (!std::getenv("TESSEL_KEEP_TEST_FILES")) std::filesystem::remove_all(path_, ec);
 }
 
-std::optional<std::filesystem::path> shared_dataset(const std::string& name) {
-  const char* env = std::getenv("TESSEL_SHARED_DATASETS");
-  std::filesystem::path root = env && *env ? std::filesystem::path(env)
-                                           : std::filesystem::path(TESSEL_SOURCE_DIR) / ".." /
-                                                 "shared" / "datasets";
-  auto dir = root / name;
-  if (!std::filesystem::exists(dir)) {
-    std::fprintf(stderr, "shared dataset %s not found at %s\n", name.c_str(), dir.c_str());
-    return std::nullopt;
-  }
-  return dir;
+std::filesystem::path sample_dataset(const std::string& name) {
+  // TESSEL_SAMPLE_DATASETS moves them, for test binaries run away from the source tree (the GPU
+  // check's bundle).
+  const char* env = std::getenv("TESSEL_SAMPLE_DATASETS");
+  const std::filesystem::path root =
+      env && *env ? std::filesystem::path(env)
+                  : std::filesystem::path(TESSEL_SOURCE_DIR) / "datasets" / "samples";
+  return root / name;
 }
 
 std::filesystem::path tessel_binary() {

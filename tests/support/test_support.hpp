@@ -27,9 +27,9 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// The folder with Cora etc. (../shared/datasets beside the source tree), or nullopt with the
-// reason printed when it is absent.
-std::optional<std::filesystem::path> shared_dataset(const std::string& name);
+// A real dataset shipped with the project (datasets/samples/<name>: cora, england_covid; the
+// environment variable TESSEL_SAMPLE_DATASETS names another folder holding them).
+std::filesystem::path sample_dataset(const std::string& name);
 
 // Path to the built `tessel` binary.
 std::filesystem::path tessel_binary();

@@ -24,12 +24,11 @@ double summary_test_acc(const fs::path& metrics) {
 }  // namespace
 
 TEST(CoraAccuracy, GcnMatchesThePaperAtOneAndTwoRanks) {
-  const auto cora = test::shared_dataset("cora");
-  if (!cora) GTEST_SKIP() << "Cora is not present beside the source tree (../shared/datasets)";
+  const auto cora = test::sample_dataset("cora");
   test::TempDir dir("cora");
   const std::string tessel = test::tessel_binary().string();
   std::string out;
-  ASSERT_EQ(test::run_command(tessel + " convert ogb " + cora->string() + " " +
+  ASSERT_EQ(test::run_command(tessel + " convert ogb " + cora.string() + " " +
                                   (dir / "cora.h5").string(),
                               &out),
             0)

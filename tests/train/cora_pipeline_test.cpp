@@ -6,11 +6,10 @@ using namespace tessel;
 namespace fs = std::filesystem;
 
 TEST(CoraPipeline, SignMlpReachesTheAccuracyPipelinedOrNot) {
-  const auto cora = test::shared_dataset("cora");
-  if (!cora) GTEST_SKIP() << "Cora is not present beside the source tree (../shared/datasets)";
+  const auto cora = test::sample_dataset("cora");
   test::TempDir dir("cora-pipeline");
   const std::string tessel = test::tessel_bin();
-  test::run_ok(tessel + " convert ogb " + cora->string() + " " + (dir / "cora.h5").string());
+  test::run_ok(tessel + " convert ogb " + cora.string() + " " + (dir / "cora.h5").string());
   for (int p : {1, 2})
     test::run_ok(tessel + " partition " + (dir / "cora.h5").string() + " --parts " +
                  std::to_string(p) + " --out " + (dir / ("p" + std::to_string(p))).string());

@@ -1,4 +1,4 @@
-// england_covid (PyTorch Geometric Temporal's file, ../shared/datasets): gcn-gru with the usual
+// england_covid (PyTorch Geometric Temporal's file, shipped in datasets/samples): gcn-gru with the usual
 // task and split (standardized series, 8 lags, first 80% of the 53 snapshots for training)
 // beats the linear autoregression floor of 0.530 test MSE as the mean of 5 seeds, and 2 ranks
 // (snapshot partitioning) compute what 1 rank computes.
@@ -24,8 +24,7 @@ constexpr double kLinearAutoregressionFloor = 0.530;
 TEST(DynamicEngland, GcnGruBeatsTheAutoregressionFloorOnAnyRankCount) {
   auto comm = comm::make_mpi_communicator();
   log::set_level(log::Level::warn);
-  const auto data = test::shared_dataset("england_covid");
-  if (!data) GTEST_SKIP() << "../shared/datasets/england_covid is absent";
+  const auto data = test::sample_dataset("england_covid");
   const fs::path dir = fs::path(TESSEL_BINARY_DIR) / "test-tmp" /
                        ("england-np" + std::to_string(comm->size()));
   if (comm->rank() == 0) {
@@ -35,7 +34,7 @@ TEST(DynamicEngland, GcnGruBeatsTheAutoregressionFloorOnAnyRankCount) {
     o.lags = 8;
     o.standardize = true;
     o.train_frac = 0.8;
-    const auto d = datasets::read_pyg_temporal_json(*data / "england_covid.json", o);
+    const auto d = datasets::read_pyg_temporal_json(data / "england_covid.json", o);
     ASSERT_EQ(d.num_snapshots(), 53);
     ASSERT_EQ(d.train, (datasets::SnapshotRange{0, 42}));
     ASSERT_EQ(d.test, (datasets::SnapshotRange{42, 53}));

@@ -172,10 +172,9 @@ TEST_F(GpuDynamic, AutoPicksTheGpu) {
 // england_covid as the README trains it (8 lags, standardized): gcn-gru on the GPU follows the
 // CPU at P = 1 and 2.
 TEST_F(GpuDynamic, EnglandCovidMatchesCpu) {
-  const auto data = test::shared_dataset("england_covid");
-  if (!data) GTEST_SKIP() << "../shared/datasets/england_covid is absent";
+  const auto data = test::sample_dataset("england_covid");
   const fs::path store = scratch("england.h5");
-  test::run_ok(tessel_bin() + " convert temporal " + (*data / "england_covid.json").string() + " " +
+  test::run_ok(tessel_bin() + " convert temporal " + (data / "england_covid.json").string() + " " +
                store.string() + " --lags 8 --standardize --train-frac 0.8");
   for (int p : {1, 2}) {
     const fs::path out = scratch("england-p" + std::to_string(p));

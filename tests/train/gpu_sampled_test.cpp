@@ -233,10 +233,9 @@ TEST_F(GpuSampled, PrefetchChangesNothingButOverlap) {
 }
 
 TEST_F(GpuSampled, CoraMatchesCpu) {
-  const auto cora = test::shared_dataset("cora");
-  if (!cora) GTEST_SKIP() << "Cora not found";
+  const auto cora = test::sample_dataset("cora");
   const auto h5 = scratch("cora.h5");
-  test::run_ok(tessel_bin() + " convert ogb " + cora->string() + " " + h5.string());
+  test::run_ok(tessel_bin() + " convert ogb " + cora.string() + " " + h5.string());
   for (int p : {1, 2})
     test::run_ok(tessel_bin() + " partition " + h5.string() + " --parts " + std::to_string(p) +
                  " --out " + scratch("cora-p" + std::to_string(p)).string());

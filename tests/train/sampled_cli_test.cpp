@@ -206,11 +206,10 @@ TEST_F(SampledCli, DeviceResidentPathOnTheCpuTwinsMatchesHostPath) {
 }
 
 TEST(SampledCora, SageReachesAccuracyAtTwoRanks) {
-  const auto cora = test::shared_dataset("cora");
-  if (!cora) GTEST_SKIP() << "Cora is not present beside the source tree (../shared/datasets)";
+  const auto cora = test::sample_dataset("cora");
   test::TempDir dir("cora-sampled");
   std::string out;
-  ASSERT_EQ(test::run_command(tessel_bin() + " convert ogb " + cora->string() + " " +
+  ASSERT_EQ(test::run_command(tessel_bin() + " convert ogb " + cora.string() + " " +
                                   (dir / "cora.h5").string(), &out), 0) << out;
   ASSERT_EQ(test::run_command(tessel_bin() + " partition " + (dir / "cora.h5").string() +
                                   " --parts 2 --out " + (dir / "p2").string(), &out), 0) << out;

@@ -1,6 +1,8 @@
 // End-to-end training through the `tessel` binary: P-rank invariance, resume, fault handling.
 #include "train_test_helpers.hpp"
 
+#include "tessel/datasets/dataset.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -103,6 +105,30 @@ TEST_F(TrainCli, WrongRankCountIsOneClearError) {
   EXPECT_NE(output.find("2 ranks"), std::string::npos) << output;
 }
 
+// Results go to stdout (so `> out.txt` keeps them), diagnostics to stderr; with --eval-every
+// the epochs between evaluations print nothing unless --verbose; counts read "1 rank".
+TEST_F(TrainCli, ResultsOnStdoutAndOnlyEvaluatedEpochs) {
+  const fs::path out = scratch("stdout.txt"), err = scratch("stderr.txt");
+  const std::string train = tessel_bin() + " train " + parts(1).string() +
+                            " --epochs 4 --eval-every 2 --threads 1";
+  // In a subshell: run_command adds its own 2>&1.
+  ASSERT_EQ(test::run_command("(" + train + " > " + out.string() + " 2> " + err.string() + ")"), 0);
+  const std::string o = test::read_file(out), e = test::read_file(err);
+  EXPECT_NE(o.find("best valid acc"), std::string::npos) << o;
+  EXPECT_NE(o.find("epoch    2 |"), std::string::npos) << o;
+  EXPECT_NE(o.find("epoch    4 |"), std::string::npos) << o;
+  EXPECT_EQ(o.find("epoch    1 |"), std::string::npos) << o;
+  EXPECT_EQ(o.find("not evaluated"), std::string::npos) << o;
+  EXPECT_NE(e.find("full training: 1 rank x 1 thread,"), std::string::npos) << e;
+  EXPECT_EQ(e.find("best valid acc"), std::string::npos) << e;
+  ASSERT_EQ(
+      test::run_command("(" + train + " --verbose > " + out.string() + " 2> " + err.string() + ")"),
+      0);
+  const std::string verbose = test::read_file(out);
+  EXPECT_NE(verbose.find("epoch    1 | loss"), std::string::npos) << verbose;
+  EXPECT_NE(verbose.find("not evaluated"), std::string::npos) << verbose;
+}
+
 TEST_F(TrainCli, FailingRankTakesTheJobDownQuickly) {
   std::string output;
   const auto start = std::chrono::steady_clock::now();
@@ -116,6 +142,52 @@ TEST_F(TrainCli, FailingRankTakesTheJobDownQuickly) {
   EXPECT_LT(seconds, 10.0);
   EXPECT_NE(output.find("rank 1"), std::string::npos) << output;
   EXPECT_NE(output.find("injected fault"), std::string::npos) << output;
+}
+
+// The test accuracy of a predictions file, against the store's labels and test split.
+double predicted_test_acc(const fs::path& predictions, const fs::path& store) {
+  const auto data = datasets::read_store(store);
+  h5::File file = h5::File::open_read(predictions);
+  const auto ids = file.read<std::int64_t>("/node_id");
+  const auto predicted = file.read<std::int64_t>("/predicted");
+  std::vector<std::int64_t> by_node(static_cast<std::size_t>(data.num_nodes), -1);
+  for (std::size_t i = 0; i < ids.size(); ++i) by_node[ids[i]] = predicted[i];
+  std::int64_t correct = 0;
+  for (const NodeId v : data.test) correct += by_node[v] == data.labels[v];
+  return static_cast<double>(correct) / static_cast<double>(data.test.size());
+}
+
+// --save best (the default): the predictions hold the best validation epoch and reproduce the
+// summary's test accuracy exactly, at 1 and 2 ranks; best.h5 beside the checkpoint holds that
+// epoch while checkpoint.h5 keeps the last for --resume. --save last: the last epoch's.
+TEST_F(TrainCli, PredictionsAtTheBestEpochReproduceTheSummary) {
+  for (const int p : {1, 2}) {
+    const std::string tag = "best-p" + std::to_string(p);
+    const fs::path pred = scratch(tag + ".h5"), metrics = scratch(tag + ".jsonl"),
+                   ck = scratch(tag + "-ck");
+    run_ok(test::mpirun(p, 1) + tessel_bin() + " train " + parts(p).string() +
+           " --epochs 40 --lr 0.05 --quiet --predictions " + pred.string() + " --metrics " +
+           metrics.string() + " --checkpoint " + ck.string());
+    const auto lines = test::read_metrics(metrics);
+    const auto& summary = lines.back();
+    const int best = summary["best_epoch"].get<int>();
+    SCOPED_TRACE(tag + ": best epoch " + std::to_string(best));
+    EXPECT_EQ(summary["saved_epoch"].get<int>(), best);
+    EXPECT_EQ(predicted_test_acc(pred, scratch("synth.h5")), summary["test_acc"].get<double>());
+    EXPECT_EQ(h5::File::open_read(ck / "best.h5").attr_int("epoch"), best);
+    EXPECT_EQ(h5::File::open_read(ck / "checkpoint.h5").attr_int("epoch"), 40);
+    if (p == 1) {
+      // The run must pick an epoch before the last, or this test shows nothing.
+      EXPECT_LT(best, 40);
+      run_ok(tessel_bin() + " train " + parts(p).string() +
+             " --epochs 40 --lr 0.05 --quiet --save last --predictions " + pred.string() +
+             " --metrics " + metrics.string());
+      const auto last = test::read_metrics(metrics);
+      EXPECT_EQ(last.back()["saved_epoch"].get<int>(), 40);
+      EXPECT_EQ(predicted_test_acc(pred, scratch("synth.h5")),
+                last[last.size() - 2]["test_acc"].get<double>());
+    }
+  }
 }
 
 TEST_F(TrainCli, PredictionsCoverEveryNode) {

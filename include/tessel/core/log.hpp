@@ -19,10 +19,21 @@ Level level();
 bool stderr_is_tty();
 
 void write(Level level, bool all_ranks, const std::string& message);
+// "1 rank", "2 ranks": a count with its noun in the right number (nouns taking a plain -s).
+inline std::string counted(long long n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+// A result line (an epoch's figures, a run's summary): on stdout from rank 0, so `> out.txt`
+// keeps results while diagnostics stay on stderr. Shown at info level and above.
+void write_result(const std::string& message);
 
 template <class... Args>
 void info(fmt::format_string<Args...> f, Args&&... args) {
   write(Level::info, false, fmt::format(f, std::forward<Args>(args)...));
+}
+template <class... Args>
+void result(fmt::format_string<Args...> f, Args&&... args) {
+  write_result(fmt::format(f, std::forward<Args>(args)...));
 }
 template <class... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) {

@@ -23,18 +23,22 @@ namespace tessel {
 std::string format_progress(std::string_view label, std::int64_t done, std::int64_t total,
                             double elapsed_s, std::string_view detail = {});
 
-// Redraws one line with '\r' as work advances and clears it when done (destructor or
-// finish()). update() redraws at most every `kRedrawSeconds` (the last unit always). With
-// total == 0 a background thread redraws the elapsed time instead, for one blocking call
-// (METIS) that cannot report its own progress. Disabled (no output, no thread) unless it
-// writes to stderr on a terminal, on rank 0, at log level info or below.
+// On a terminal: redraws one line with '\r' as work advances and clears it when done
+// (destructor or finish()); update() redraws at most every `kRedrawSeconds` (the last unit
+// always). Elsewhere (a log file, mpirun's forwarded stderr): a plain line with a newline at
+// most every `kPlainSeconds`, the first after that long, so short work prints nothing and long
+// work shows it is alive. With total == 0 a background thread reports the elapsed time instead,
+// for one blocking call (METIS) that cannot report its own progress. Only on rank 0, at log
+// level info or below.
 class ProgressLine {
  public:
   static constexpr double kRedrawSeconds = 0.2;
+  static constexpr double kPlainSeconds = 5.0;
 
   ProgressLine(std::string label, std::int64_t total);
-  // For tests: writes to `out`, enabled only when `out` is a terminal.
-  ProgressLine(std::string label, std::int64_t total, std::FILE* out);
+  // For tests: writes to `out`; on a terminal as a live line, elsewhere as plain lines every
+  // plain_every_s seconds (never when 0).
+  ProgressLine(std::string label, std::int64_t total, std::FILE* out, double plain_every_s = 0);
   ~ProgressLine();
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
@@ -52,6 +56,8 @@ class ProgressLine {
   std::int64_t total_;
   std::FILE* out_;
   bool enabled_;
+  bool plain_ = false;
+  double plain_every_s_ = 0;
   bool drawn_ = false;
   bool finished_ = false;
   Stopwatch watch_;

@@ -71,6 +71,10 @@ struct TrainOptions {
   std::filesystem::path resume_dir;
   std::filesystem::path predictions_path;  // HDF5, rank 0
   bool quiet = false;                      // no per-epoch line
+  bool verbose = false;                    // also the lines of epochs not evaluated
+  // "best": --predictions (and DIR/best.h5 beside --checkpoint's checkpoint.h5) hold the epoch
+  // with the best validation metric, or the last when nothing picks one; "last": the last.
+  std::string save = "best";
   SampledOptions sampled;
   DynamicOptions dynamic;
   PipelineOptions pipeline;
