@@ -115,8 +115,9 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
 }
 
 CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect,
-                               const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer) {
-  const fs::path path = dir / "checkpoint.h5";
+                               const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer,
+                               const std::string& file_name) {
+  const fs::path path = dir / file_name;
   TESSEL_EXPECTS(fs::exists(path), "{}: no checkpoint to resume from", path.string());
   h5::File file = h5::File::open_read(path);
   TESSEL_EXPECTS(file.has_attr("format") && file.attr_string("format") == kCheckpointFormat,

@@ -42,7 +42,8 @@ void save_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& met
                      const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer,
                      const std::string& file_name = "checkpoint.h5");
 CheckpointMeta load_checkpoint(const std::filesystem::path& dir, const CheckpointMeta& expect,
-                               const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer);
+                               const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer,
+                               const std::string& file_name = "checkpoint.h5");
 // Loads dir/checkpoint.h5 into model and optimizer after checking it matches expect's model,
 // mode and seed and that every attribute is in range; returns the stored metadata. Throws
 // InputError naming the file otherwise.

@@ -241,6 +241,27 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                                 options.model.layers, options.model.hidden, manifest.num_nodes,
                                 kernels::cpu_gemm_backend()),
       .runtime_line = runtime.description};
+  if (!options.predict_from.empty()) {
+    // Inference only: the checkpoint's parameters, the mode's whole-graph prediction.
+    CheckpointMeta expect;
+    expect.model_json = info.model_json;
+    expect.mode = info.mode;
+    expect.seed = options.seed;
+    const CheckpointMeta loaded = agreed([&] {
+      return load_checkpoint(options.predict_from.parent_path(), expect, trainer->parameters(),
+                             trainer->optimizer(), options.predict_from.filename().string());
+    });
+    trainer->write_predictions(options.predictions_path);
+    if (comm.rank() == 0) {
+      std::error_code ec;
+      log::info("wrote {} (predictions of every node by the model of epoch {} in {}; {:.1f} MB)",
+                options.predictions_path.string(), loaded.epoch, options.predict_from.string(),
+                static_cast<double>(fs::file_size(options.predictions_path, ec)) / 1e6);
+    }
+    TrainResult result;
+    result.mode = options.mode;
+    return result;
+  }
   return drive_training(comm, options, runtime.runtime, *trainer, info, setup_watch);
 }
 

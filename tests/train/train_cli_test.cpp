@@ -190,6 +190,47 @@ TEST_F(TrainCli, PredictionsAtTheBestEpochReproduceTheSummary) {
   }
 }
 
+// `tessel predict` with a saved model reproduces the training run's predictions of the same
+// epoch bit for bit on the same partition and rank count (1 and 2), and within rounding on
+// another rank count (the GEMM's row blocks differ).
+TEST_F(TrainCli, PredictReproducesTheTrainingRunsPredictions) {
+  for (const int p : {1, 2}) {
+    const std::string tag = "predict-p" + std::to_string(p);
+    const fs::path trained = scratch(tag + "-train.h5"), predicted = scratch(tag + ".h5"),
+                   ck = scratch(tag + "-ck");
+    run_ok(test::mpirun(p, 1) + tessel_bin() + " train " + parts(p).string() +
+           " --mode sampled --model sage --epochs 6 --quiet --predictions " + trained.string() +
+           " --checkpoint " + ck.string());
+    run_ok(test::mpirun(p, 1) + tessel_bin() + " predict " + ck.string() + " " +
+           parts(p).string() + " --predictions " + predicted.string());
+    h5::File a = h5::File::open_read(trained), b = h5::File::open_read(predicted);
+    EXPECT_EQ(a.read<std::int64_t>("/node_id"), b.read<std::int64_t>("/node_id")) << tag;
+    EXPECT_EQ(a.read<float>("/logits"), b.read<float>("/logits")) << tag;
+    if (p == 2) {
+      const fs::path other = scratch(tag + "-on-4.h5");
+      run_ok(test::mpirun(4, 1) + tessel_bin() + " predict " + (ck / "best.h5").string() + " " +
+             parts(4).string() + " --predictions " + other.string());
+      const auto x = a.read<float>("/logits"), y = h5::File::open_read(other).read<float>("/logits");
+      ASSERT_EQ(x.size(), y.size());
+      for (std::size_t i = 0; i < x.size(); ++i)
+        EXPECT_NEAR(x[i], y[i], 1e-4 * (1 + std::abs(x[i]))) << i;
+    }
+  }
+  // A graph of another feature width: one error naming the checkpoint and both models.
+  run_ok(tessel_bin() + " convert synthetic --nodes 100 --classes 4 --feat-dim 12 --seed 1 " +
+         scratch("narrow.h5").string());
+  run_ok(tessel_bin() + " partition " + scratch("narrow.h5").string() + " --parts 1 --out " +
+         scratch("narrow-p1").string());
+  std::string out;
+  EXPECT_EQ(test::run_command(tessel_bin() + " predict " + scratch("predict-p1-ck").string() +
+                                  " " + scratch("narrow-p1").string() + " --predictions " +
+                                  scratch("narrow-pred.h5").string(),
+                              &out),
+            2);
+  EXPECT_NE(out.find("best.h5: checkpoint was written for model"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(scratch("narrow-pred.h5")));
+}
+
 TEST_F(TrainCli, PredictionsCoverEveryNode) {
   run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
          " --mode full --epochs 2 --quiet --predictions " + scratch("pred.h5").string());

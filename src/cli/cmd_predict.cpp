@@ -1,0 +1,109 @@
+// `tessel predict CHECKPOINT DIR --predictions FILE`: inference with a saved model on a
+// partition (the one it was trained on, or another graph with the same feature width), under
+// mpirun with one rank per part.
+#include "command.hpp"
+#include "train_options.hpp"
+
+#include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/h5.hpp"
+#include "tessel/train/train.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+namespace tessel::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A checkpoint folder names its best.h5 when it has one, else its checkpoint.h5.
+fs::path checkpoint_file(const fs::path& given) {
+  std::error_code ec;
+  if (!fs::is_directory(given, ec)) return given;
+  for (const char* name : {"best.h5", "checkpoint.h5"})
+    if (fs::is_regular_file(given / name, ec)) return given / name;
+  TESSEL_FAIL("{}: holds neither best.h5 nor checkpoint.h5 (made by `tessel train --checkpoint`)",
+              given.string());
+}
+
+// The run's options from what the checkpoint records: mode, model and seed.
+void options_from_checkpoint(train::TrainOptions& o) {
+  const fs::path& path = o.predict_from;
+  h5::File file = h5::File::open_read(path);
+  TESSEL_EXPECTS(file.has_attr("format") && file.attr_string("format") == "tessel-checkpoint",
+                 "{}: not a Tessel checkpoint", path.string());
+  o.mode = file.attr_string("mode");
+  TESSEL_EXPECTS(!train::mode_traits(o.mode).temporal,
+                 "{}: a --mode {} checkpoint; `tessel predict` serves the full, sampled and "
+                 "pipeline modes (dynamic runs write their predictions with `tessel train "
+                 "--predictions`)",
+                 path.string(), o.mode);
+  const std::int64_t seed = file.attr_int("seed");
+  o.seed = static_cast<std::uint64_t>(seed);
+  nlohmann::json model;
+  try {
+    model = nlohmann::json::parse(file.attr_string("model"));
+    o.model.kind = model.at("kind").get<std::string>();
+    o.model.hidden = model.at("hidden").get<int>();
+    o.model.layers = model.at("layers").get<int>();
+    o.optimizer.kind = model.at("optimizer").get<std::string>();
+    if (o.model.kind == "sign-mlp") {
+      o.pipeline.hops = model.at("hops").get<int>();
+      o.pipeline.mlp_layers = model.at("mlp_layers").get<int>();
+      o.pipeline.op = model.at("operator").get<std::string>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    TESSEL_FAIL("{}: the model attribute is not a Tessel model description: {}", path.string(),
+                e.what());
+  }
+  // The samplers' fanouts are not part of the model: one entry per layer, unused for
+  // whole-graph inference.
+  o.sampled.fanouts.assign(static_cast<std::size_t>(std::max(o.model.layers, 1)), 10);
+}
+
+std::function<void()> setup_predict(CLI::App& app) {
+  auto options = std::make_shared<train::TrainOptions>();
+  auto given = std::make_shared<fs::path>();
+  app.add_option("CHECKPOINT", *given,
+                 "a checkpoint file, or a --checkpoint folder (its best.h5, else checkpoint.h5)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  app.add_option("DIR", options->part_dir, "partition folder made by `tessel partition`")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--predictions", options->predictions_path,
+                 "write predicted classes and logits of every node to this HDF5 file")
+      ->required();
+  app.add_option("--device", options->device, "auto, cpu or cuda (as for tessel train)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--threads", options->threads, "OpenMP threads per rank (default: cores / ranks)")
+      ->check(CLI::Range(1, train::max_threads()));
+  app.footer("Run with one rank per part: mpirun -np K tessel predict CK DIR --predictions P.h5.\n"
+             "The model (kind, layers, hidden size, mode) comes from the checkpoint; the\n"
+             "partition must have the feature width and class count it was trained with.\n"
+             "On the training run's partition and rank count the predictions equal the\n"
+             "training run's --predictions of the same epoch bit for bit.");
+  app.final_callback([options, given] {
+    options->predict_from = checkpoint_file(*given);
+    options_from_checkpoint(*options);
+    check_train_outputs(*options);
+  });
+  return [options] {
+    auto comm = comm::make_mpi_communicator();
+    // A SIGN MLP predicts without its pipeline: every rank a data-parallel group of one stage.
+    options->pipeline.stages = 1;
+    options->pipeline.data_parallel = comm->size();
+    train::train(*comm, *options);
+  };
+}
+
+const Registrar registrar({"predict",
+                           "Predict every node of a partition with a saved model (run under "
+                           "mpirun).",
+                           true, setup_predict, 32});
+
+}  // namespace
+}  // namespace tessel::cli
