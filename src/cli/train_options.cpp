@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -209,6 +210,25 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   app.add_option("--features", p.features_dir,
                  "pipeline mode: folder of precomputed SIGN features (default: "
                  "DIR/sign-<operator>-k<K>[-row], computed there when missing)");
+}
+
+void check_mode_flags(const CLI::App& app, const std::string& mode) {
+  const auto& own = train::mode_traits(mode).own_flags;
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() == 0) continue;
+    const std::string flag = "--" + (option->get_lnames().empty() ? std::string()
+                                                                  : option->get_lnames().front());
+    if (std::find(own.begin(), own.end(), flag) != own.end()) continue;
+    std::string owners;
+    for (const auto& other : train::mode_names()) {
+      const auto& flags = train::mode_traits(other).own_flags;
+      if (std::find(flags.begin(), flags.end(), flag) != flags.end())
+        owners += (owners.empty() ? "--mode " : " or --mode ") + other;
+    }
+    TESSEL_EXPECTS(owners.empty(), "{} applies to {}, not --mode {} (choose that mode or leave the "
+                   "flag out)",
+                   flag, owners, mode);
+  }
 }
 
 void check_train_outputs(const train::TrainOptions& o) {

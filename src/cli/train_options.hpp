@@ -26,6 +26,10 @@ CLI::Validator int_range(std::int64_t lo, std::int64_t hi);
 // 2^64 - 1).
 CLI::Validator seed_check();
 
+// Refuses a flag given on the command line that the chosen mode does not read ("--fanouts
+// applies to --mode sampled, not --mode full"), instead of ignoring it.
+void check_mode_flags(const CLI::App& app, const std::string& mode);
+
 // Refuses outputs that would destroy something: a --checkpoint that names a file, and a
 // --predictions, --metrics or checkpoint file that is one of the partition folder's files.
 void check_train_outputs(const train::TrainOptions& options);

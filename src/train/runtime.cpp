@@ -27,18 +27,25 @@ ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerC
 const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
       mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
-            .only_model = ""},
+            .only_model = "", .own_flags = {}},
            make_full_trainer, nullptr),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
-            .benched_by_default = true, .only_model = ""},
+            .benched_by_default = true, .only_model = "",
+            .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",
+                          "--cache-admit-fraction", "--graph-placement", "--sample-routing",
+                          "--prefetch", "--batch-size", "--max-batches"}},
            make_sampled_trainer, nullptr),
       mode({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
-            .benched_by_default = false, .only_model = "sign-mlp"},
+            .benched_by_default = false, .only_model = "sign-mlp",
+            .own_flags = {"--hops", "--operator", "--mlp-layers", "--stages", "--data-parallel",
+                          "--micro-batches", "--schedule", "--split", "--features",
+                          "--batch-size", "--max-batches"}},
            make_pipeline_trainer, nullptr),
       // Dynamic mode sets its run up itself (temporal partitions, its runtime), then hands its
       // trainer to the shared driver.
       mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
-            .only_model = ""},
+            .only_model = "",
+            .own_flags = {"--temporal-partition", "--task", "--negatives", "--eval-negatives"}},
            nullptr, train_dynamic),
   };
   return table;

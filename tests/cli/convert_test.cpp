@@ -239,15 +239,7 @@ TEST(CliBadInput, LabelAboveNodeCount) {
 }
 
 // Out of memory names what was being done. A virtual memory limit makes the allocation fail.
-// Not built with AddressSanitizer: it reserves terabytes of shadow memory, so its binaries cannot
-// start under ulimit -v at all; every other build runs this test.
-#if defined(__SANITIZE_ADDRESS__)  // GCC
-#define TESSEL_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)  // clang
-#define TESSEL_TEST_UNDER_ASAN 1
-#endif
-#endif
+// Not built with AddressSanitizer (TESSEL_TEST_UNDER_ASAN): every other build runs this test.
 #if !defined(TESSEL_TEST_UNDER_ASAN)
 TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
   test::TempDir dir;

@@ -11,7 +11,7 @@ directly above its fence:
                                  machines the test does not have)
     <!-- output -->              the next ``` block is output of the runnable block before it
 
-A ```sh block with neither mark is an error, so no command slips by untested unseen.
+A ```sh block with neither mark is an error: every command is either run or says why not.
 
 The runnable blocks run in order in one bash session (set -euo pipefail), in a fresh temporary
 folder that holds a link `datasets` to REPO_ROOT/datasets (so `datasets/samples/...` is the

@@ -11,6 +11,16 @@
 #include <string>
 #include <vector>
 
+// TESSEL_TEST_UNDER_ASAN: defined in an AddressSanitizer build, whose binaries reserve
+// terabytes of shadow memory and so cannot start under `ulimit -v` (the out-of-memory tests).
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define TESSEL_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang
+#define TESSEL_TEST_UNDER_ASAN 1
+#endif
+#endif
+
 namespace tessel::test {
 
 // A fresh empty folder under the build tree, removed when the object dies.

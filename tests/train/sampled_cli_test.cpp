@@ -48,9 +48,12 @@ TEST_F(SampledCli, LossesDoNotDependOnRankCount) {
 }
 
 TEST_F(SampledCli, FullFanoutOneBatchEqualsFullBatchSage) {
-  for (const char* mode : {"full", "sampled"}) {
+  for (const std::string mode : {"full", "sampled"}) {
+    // The sampler's flags go to sampled mode only (full mode refuses them).
+    const std::string sampling =
+        mode == "sampled" ? " --fanouts -1,-1 --batch-size 100000" : std::string();
     run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() + " --mode " + mode +
-           " --model sage --fanouts -1,-1 --batch-size 100000 --epochs 1 --dropout 0 --hidden 8 "
+           " --model sage" + sampling + " --epochs 1 --dropout 0 --hidden 8 "
            "--seed 4 --quiet --metrics " + scratch(std::string(mode) + ".jsonl").string() +
            " --checkpoint " + scratch(std::string("eq-") + mode).string() + " --checkpoint-every 1");
   }

@@ -163,6 +163,9 @@ TEST_F(TrainRefusals, UsageErrorsAreOneLineFromRankZeroWithExitCodeTwo) {
       {"train " + dir + " --fanout 10,10", "did you mean --fanouts?"},
       {"trian " + dir, "did you mean train?"},
       {"precompute " + dir + " --threads -5", "--threads"},
+      // A flag the mode does not read is refused, naming the mode it belongs to.
+      {"train " + dir + " --fanouts 10,10", "--fanouts applies to --mode sampled, not --mode full"},
+      {"train " + dir + " --mode sampled --stages 2", "--stages applies to --mode pipeline"},
   };
   test::write_text(scratch("a-file"), "not a folder\n");
   for (const auto& [args, flag] : cases) {
@@ -522,15 +525,7 @@ TEST_F(TrainRefusals, DynamicCheckpointWithoutEveryIsWrittenAfterTheLastEpoch) {
   EXPECT_NE(r.output.find("nothing to train"), std::string::npos) << r.output;
 }
 
-// The tessel binary of a sanitizer build reserves terabytes of address space and cannot start
-// under ulimit -v; every other build runs this test.
-#if defined(__SANITIZE_ADDRESS__)  // GCC
-#define TESSEL_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)  // clang
-#define TESSEL_TEST_UNDER_ASAN 1
-#endif
-#endif
+// Not built with AddressSanitizer (TESSEL_TEST_UNDER_ASAN): every other build runs this test.
 #if !defined(TESSEL_TEST_UNDER_ASAN)
 // Out of memory while the model is built names the flags that size it, not only the command.
 TEST_F(TrainRefusals, OutOfMemoryNamesTheFlagsThatSizeTheModel) {

@@ -128,6 +128,9 @@ struct ModeTraits {
   bool temporal = false;            // trains on a temporal partition, and alone in a bench
   bool benched_by_default = false;  // in `tessel bench`'s default --modes
   std::string only_model;           // the one model kind it trains (empty: the GNN models)
+  // Command-line flags only some modes read: those this mode reads. A flag named by no mode
+  // applies to every mode; one named by others only is refused with this mode.
+  std::vector<std::string> own_flags;
 };
 // Throws InputError naming the known modes for an unknown name.
 const ModeTraits& mode_traits(const std::string& name);
