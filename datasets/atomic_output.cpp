@@ -109,12 +109,53 @@ std::filesystem::path output_name(const std::filesystem::path& path) {
   std::filesystem::path shown;
   for (const auto& part : path) {
     std::string name = part.string();
-    const auto tmp = name.rfind(".tmp-");
-    if (name.size() > 1 && name[0] == '.' && tmp != std::string::npos && tmp > 1)
-      name = name.substr(1, tmp - 1);
+    for (const char* suffix : {".tmp-", ".partial-"}) {
+      const auto at = name.rfind(suffix);
+      if (name.size() > 1 && name[0] == '.' && at != std::string::npos && at > 1) {
+        name = name.substr(1, at - 1);
+        break;
+      }
+    }
     shown /= name;
   }
   return shown;
+}
+
+namespace {
+
+// The regular files a path names: itself, or those under it (a folder).
+std::vector<std::filesystem::path> files_of(const std::filesystem::path& path) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file(ec)) files.push_back(it->path());
+  } else if (std::filesystem::exists(path, ec)) {
+    files.push_back(path);
+  }
+  return files;
+}
+
+} // namespace
+
+void refuse_overwriting_inputs(const std::filesystem::path& output,
+                               const std::vector<std::filesystem::path>& inputs,
+                               const std::string& flag) {
+  std::error_code ec;
+  const auto out_files = files_of(output);
+  for (const auto& input : inputs) {
+    // A folder output that holds an input, or is held by one, would replace or hold it.
+    const auto in = std::filesystem::weakly_canonical(input, ec);
+    const auto out = std::filesystem::weakly_canonical(output, ec);
+    TESSEL_EXPECTS(in != out, "{} {} is an input of this run; give another output name", flag,
+                   output.string());
+    for (const auto& a : out_files)
+      for (const auto& b : files_of(input))
+        TESSEL_EXPECTS(!std::filesystem::equivalent(a, b, ec),
+                       "{} {} would overwrite {}, an input of this run; give another output name",
+                       flag, output.string(), b.string());
+  }
 }
 
 void write_text_file(const std::filesystem::path& path, std::string_view text) {

@@ -2,6 +2,7 @@
 #include "npz.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 
 #include <fmt/format.h>
 
@@ -442,7 +443,7 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
   TESSEL_EXPECTS(f != nullptr, "cannot create {}: {}", path.string(), std::strerror(errno));
   const auto write = [&](const void* data, std::size_t bytes) {
     if (bytes && std::fwrite(data, 1, bytes, f.get()) != bytes)
-      TESSEL_FAIL("writing {} failed (disk full?)", path.string());
+      TESSEL_FAIL("writing {} failed (disk full?)", output_name(path).string());
   };
   struct Written {
     std::string name;
@@ -596,7 +597,8 @@ void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData
   put(tail, zip64 ? 0xffffffffu : cd_offset, 4);
   put(tail, 0, 2);
   write(tail.data(), tail.size());
-  TESSEL_EXPECTS(std::fflush(f.get()) == 0, "writing {} failed (disk full?)", path.string());
+  TESSEL_EXPECTS(std::fflush(f.get()) == 0, "writing {} failed (disk full?)",
+                 output_name(path).string());
 }
 
 } // namespace tessel::datasets::detail

@@ -99,10 +99,11 @@ void write_blocks(const fs::path& path, std::int64_t num_blocks,
       const auto& out =
           options.gzip ? packed[static_cast<std::size_t>(i)] : text[static_cast<std::size_t>(i)];
       if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size())
-        TESSEL_FAIL("writing {} failed (disk full?)", path.string());
+        TESSEL_FAIL("writing {} failed (disk full?)", output_name(path).string());
     }
   }
-  TESSEL_EXPECTS(std::fflush(f.get()) == 0, "writing {} failed (disk full?)", path.string());
+  TESSEL_EXPECTS(std::fflush(f.get()) == 0, "writing {} failed (disk full?)",
+                 output_name(path).string());
 }
 
 void append_int(std::string& out, std::int64_t v) {

@@ -560,7 +560,20 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
   });
   TESSEL_EXPECTS(!time.empty(), "{}: no edges", file);
   std::int64_t N = 0;
-  for (std::size_t e = 0; e < src.size(); ++e) N = std::max({N, src[e] + 1, dst[e] + 1});
+  std::size_t widest = 0;
+  for (std::size_t e = 0; e < src.size(); ++e)
+    if (std::max(src[e], dst[e]) + 1 > N) {
+      N = std::max(src[e], dst[e]) + 1;
+      widest = e;
+    }
+  // Every node gets a row of features and targets per snapshot: an id far beyond what the
+  // edges could touch is a file that is not numbered 0..N-1, not a request for that much memory.
+  const auto cap = std::max<std::int64_t>(std::int64_t{1} << 20,
+                                          64 * static_cast<std::int64_t>(src.size()));
+  TESSEL_EXPECTS(N <= cap,
+                 "{}: edge {} names node {}, but {} edges can touch at most {} nodes here; "
+                 "expected node ids numbered from 0 (renumber them)",
+                 file, widest + 1, N - 1, src.size(), cap);
   std::vector<float> static_features;
   std::int64_t F = 2;
   if (!o.node_features.empty()) {

@@ -192,7 +192,15 @@ Manifest read_manifest(const std::filesystem::path& dir) {
     TESSEL_EXPECTS(entry.is_object() && entry.contains("checksums") &&
                        entry["checksums"].is_object(),
                    "{}: parts[{}] has no \"checksums\" object", file.string(), p);
+    TESSEL_EXPECTS(!entry.contains("file") || entry["file"] == part_file_name(p),
+                   "{}: parts[{}].file is {}, expected \"{}\"", file.string(), p,
+                   entry["file"].is_string() ? entry["file"].get<std::string>()
+                                             : std::string(entry["file"].type_name()),
+                   part_file_name(p));
   }
+  for (const auto& offset : m.raw["offsets"])
+    TESSEL_EXPECTS(offset.is_number_integer(), "{}: offsets holds {}, expected whole numbers",
+                   file.string(), offset.dump().substr(0, 40));
   return m;
 }
 

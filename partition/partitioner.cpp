@@ -88,7 +88,8 @@ public:
     fs::create_directories(parent_, ec);
     TESSEL_EXPECTS(!ec && fs::is_directory(parent_), "cannot create {}: {}", parent_.string(),
                    ec.message());
-    temp_ = parent_ / fmt::format(".{}.partial-{}", name, getpid());
+    // Cut to fit: a name may have 255 bytes, and the temporary adds up to 20.
+    temp_ = parent_ / fmt::format(".{}.partial-{}", name.substr(0, 200), getpid());
     // Registered before it exists: SIGINT/SIGTERM/SIGHUP remove it (interrupt::install).
     registration_ = interrupt::TemporaryPath(temp_);
     fs::remove_all(temp_, ec);
@@ -118,7 +119,8 @@ public:
     std::error_code ec;
     datasets::sync_to_disk(temp_, out_);
     if (fs::exists(out_)) {
-      const auto old = parent_ / fmt::format(".{}.old-{}", out_.filename().string(), getpid());
+      const auto old =
+          parent_ / fmt::format(".{}.old-{}", out_.filename().string().substr(0, 200), getpid());
       fs::remove_all(old, ec);
       fs::rename(out_, old, ec);
       TESSEL_EXPECTS(!ec, "cannot move the old {} aside: {}", out_.string(), ec.message());

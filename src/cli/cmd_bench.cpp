@@ -219,6 +219,13 @@ std::function<void()> setup_bench(CLI::App& app) {
                      "{} exists and is not empty (use --force to overwrite)", o->out_dir.string());
       TESSEL_EXPECTS(!fs::exists(o->out_dir) || fs::is_directory(o->out_dir),
                      "{} exists and is not a folder", o->out_dir.string());
+      // --force replaces the folder: never the partition it benchmarks, nor one holding it.
+      datasets::refuse_overwriting_inputs(o->out_dir, {o->train.part_dir}, "--out");
+      std::error_code ec;
+      const std::string part = fs::weakly_canonical(o->train.part_dir, ec).string() + "/";
+      TESSEL_EXPECTS(part.rfind(fs::weakly_canonical(o->out_dir, ec).string() + "/", 0) != 0,
+                     "--out {} holds the partition {} being benchmarked; give another folder",
+                     o->out_dir.string(), o->train.part_dir.string());
       fs::path target = o->out_dir.lexically_normal();
       if (!target.has_filename()) target = target.parent_path();  // "report/" names "report"
       if (target.has_parent_path()) fs::create_directories(target.parent_path());
@@ -270,15 +277,9 @@ std::function<void()> setup_bench(CLI::App& app) {
       report["modes"].push_back(summarize(result, rss));
     }
     if (comm->rank() == 0) {
-      std::ofstream json(work_dir / "report.json");
-      json << report.dump(2) << '\n';
-      json.close();
-      TESSEL_EXPECTS(json.good(), "cannot write {}", (work_dir / "report.json").string());
+      datasets::write_text_file(work_dir / "report.json", report.dump(2) + "\n");
       const std::string md = markdown(report);
-      std::ofstream md_file(work_dir / "report.md");
-      md_file << md;
-      md_file.close();
-      TESSEL_EXPECTS(md_file.good(), "cannot write {}", (work_dir / "report.md").string());
+      datasets::write_text_file(work_dir / "report.md", md);
       run_plot(work_dir);
       // --force over a non-empty folder: move the old report aside, then drop it once the new
       // one is in place.

@@ -7,6 +7,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/timer.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/ogb.hpp"
 #include "tessel/datasets/synthetic.hpp"
 
@@ -57,6 +58,7 @@ std::string split_sizes(const datasets::DatasetInfo& info) {
 }
 
 void run_ogb(const OgbArgs& args) {
+  datasets::refuse_overwriting_inputs(args.out, {args.dir}, "output");
   const ScopedActivity activity("converting " + args.dir);
   const auto report = datasets::convert_ogb_folder(args.dir, args.out, args.options);
   const auto& info = report.info;

@@ -5,6 +5,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/timer.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/temporal.hpp"
 #include "tessel/partition/temporal.hpp"
 
@@ -64,6 +65,9 @@ void print_written(const std::string& out, const datasets::TemporalDataset& d, d
 void run_temporal(const TemporalArgs& a) {
   Stopwatch watch;
   TESSEL_EXPECTS(fs::is_regular_file(a.input), "{}: no such file", a.input);
+  std::vector<fs::path> inputs = {a.input};
+  if (!a.options.node_features.empty()) inputs.push_back(a.options.node_features);
+  datasets::refuse_overwriting_inputs(a.out, inputs, "output");
   const datasets::TemporalDataset d = looks_like_json(a.input)
                                           ? datasets::read_pyg_temporal_json(a.input, a.options)
                                           : datasets::read_temporal_edge_list(a.input, a.options);

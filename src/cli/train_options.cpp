@@ -2,6 +2,7 @@
 #include "train_options.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 
 #include <fmt/format.h>
 
@@ -234,29 +235,33 @@ void check_mode_flags(const CLI::App& app, const std::string& mode) {
 void check_train_outputs(const train::TrainOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!o.checkpoint_dir.empty())
+  if (!o.checkpoint_dir.empty()) {
     TESSEL_EXPECTS(!fs::exists(o.checkpoint_dir, ec) || fs::is_directory(o.checkpoint_dir, ec),
                    "--checkpoint {}: exists and is not a folder (a checkpoint is a folder that "
                    "holds checkpoint.h5)",
                    o.checkpoint_dir.string());
-  // The run's inputs: every file of the partition folder (parts, manifest, stores, precomputed
-  // features). An output written over one would destroy what is being trained on.
-  std::vector<fs::path> inputs;
-  for (auto it = fs::recursive_directory_iterator(o.part_dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->is_regular_file(ec)) inputs.push_back(it->path());
-  const std::pair<const char*, fs::path> outputs[] = {
-      {"--predictions", o.predictions_path},
-      {"--metrics", o.metrics_path},
-      {"--checkpoint", o.checkpoint_dir.empty() ? fs::path() : o.checkpoint_dir / "checkpoint.h5"}};
-  for (const auto& [flag, path] : outputs) {
-    if (path.empty() || !fs::exists(path, ec)) continue;
-    for (const fs::path& input : inputs)
-      TESSEL_EXPECTS(!fs::equivalent(path, input, ec),
-                     "{} {} is an input of this run ({} in the partition folder); give another "
-                     "output name",
-                     flag, path.string(), fs::relative(input, o.part_dir, ec).string());
+    datasets::refuse_overwriting_inputs(o.checkpoint_dir / "checkpoint.h5", {o.part_dir},
+                                        "--checkpoint");
+    datasets::refuse_overwriting_inputs(o.checkpoint_dir / "best.h5", {o.part_dir},
+                                        "--checkpoint");
   }
+  // The metrics file is written as training goes, not renamed into place: a FIFO would block
+  // the run and a link or device would be written through.
+  if (!o.metrics_path.empty()) {
+    const auto status = fs::symlink_status(o.metrics_path, ec);
+    TESSEL_EXPECTS(!fs::exists(status) || fs::is_regular_file(status),
+                   "--metrics {}: exists and is not a regular file; give another file name",
+                   o.metrics_path.string());
+  }
+  // The run's inputs (the partition folder: parts, manifest, stores, precomputed features; the
+  // checkpoint it resumes from) and its other outputs (the checkpoint it writes).
+  std::vector<fs::path> inputs = {o.part_dir};
+  if (!o.resume_dir.empty()) inputs.push_back(o.resume_dir);
+  if (!o.checkpoint_dir.empty()) inputs.push_back(o.checkpoint_dir);
+  if (!o.predict_from.empty()) inputs.push_back(o.predict_from);
+  for (const auto& [flag, path] : {std::pair<const char*, fs::path>{"--predictions", o.predictions_path},
+                                   {"--metrics", o.metrics_path}})
+    if (!path.empty()) datasets::refuse_overwriting_inputs(path, inputs, flag);
   if (!o.predictions_path.empty() && !o.metrics_path.empty())
     TESSEL_EXPECTS(fs::weakly_canonical(o.predictions_path, ec) !=
                        fs::weakly_canonical(o.metrics_path, ec),

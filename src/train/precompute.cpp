@@ -65,6 +65,15 @@ std::vector<float> precompute_hops(comm::Communicator& comm, const partition::Pa
     kernels::spmm(a, full, next);
     current = next;
   }
+  // Finite features can still overflow float32 as they are propagated (values near 3e38):
+  // refuse here rather than write a file every later run refuses.
+  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != out.end()) {
+    const auto at = bad - out.begin();
+    TESSEL_FAIL("precompute: hop {} of node {} (feature {}) is {}: the features overflow float32 "
+                "when propagated; scale them down or use --normalize-features row",
+                at % width / f, part.orig_id[static_cast<std::size_t>(at / width)], at % f, *bad);
+  }
   return out;
 }
 

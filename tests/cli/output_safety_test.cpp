@@ -3,6 +3,7 @@
 // half-written left behind (no temporary, no truncated file under the final name, no empty
 // folder). The full disks are small tmpfs mounts (root only; skipped with a message elsewhere).
 #include "dataset_fixtures.hpp"
+#include "tessel/datasets/h5.hpp"
 #include "test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -205,6 +206,52 @@ TEST_F(Outputs, LongOutputNamesWork) {
   const Result r = run_tessel("convert ogb " + quote(at("tiny-long")) + " " + quote(out));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::is_regular_file(out));
+}
+
+// No run writes over what it reads: a convert over its own input file, a bench --force over
+// the partition it benchmarks, predictions or metrics over the run's checkpoint; and a metrics
+// name that is a FIFO (it blocked the run) or a link is refused before training.
+TEST_F(Outputs, RunsNeverWriteOverTheirInputs) {
+  test::write_tiny_ogb(at("own"), test::TinyOgb{.gzip = false});
+  const std::string edges = test::read_file_bytes(at("own") / "raw" / "edge.csv");
+  Result r = run_tessel("convert ogb " + quote(at("own")) + " " + quote(at("own") / "raw" / "edge.csv"));
+  expect_one_line(r, "an input of this run");
+  EXPECT_EQ(test::read_file_bytes(at("own") / "raw" / "edge.csv"), edges);
+  test::write_text(at("t.csv"), "0,1,0\n1,2,1\n");
+  r = run_tessel("convert temporal " + quote(at("t.csv")) + " " + quote(at("t.csv")) +
+                 " --snapshots 2");
+  expect_one_line(r, "an input of this run");
+  EXPECT_EQ(test::read_file_bytes(at("t.csv")), "0,1,0\n1,2,1\n");
+
+  r = run_tessel("bench " + quote(at("p1")) + " --out " + quote(at("p1")) +
+                 " --force --epochs 1 --quiet --modes full");
+  expect_error_line(r, "--out");
+  EXPECT_TRUE(fs::exists(at("p1") / "partition.json"));
+
+  const std::string train = "train " + quote(at("p1")) + " --epochs 1 --quiet ";
+  r = run_tessel(train + "--checkpoint " + quote(at("ck")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_tessel(train + "--checkpoint " + quote(at("ck")) + " --predictions " +
+                 quote(at("ck") / "checkpoint.h5"));
+  expect_one_line(r, "--predictions");
+  EXPECT_EQ(h5::File::open_read(at("ck") / "checkpoint.h5").attr_string("format"),
+            "tessel-checkpoint");
+  ASSERT_EQ(::mkfifo(at("m.fifo").c_str(), 0600), 0);
+  r = run_tessel(train + "--metrics " + quote(at("m.fifo")));
+  expect_one_line(r, "--metrics");
+  test::write_text(at("kept.txt"), "keep\n");
+  fs::create_symlink(at("kept.txt"), at("m-link.jsonl"));
+  r = run_tessel(train + "--metrics " + quote(at("m-link.jsonl")));
+  expect_one_line(r, "is not a regular file");
+  EXPECT_EQ(test::read_file_bytes(at("kept.txt")), "keep\n");
+}
+
+// A partition folder name of 250 bytes works (its hidden temporary is cut to fit).
+TEST_F(Outputs, LongPartitionFolderNamesWork) {
+  const fs::path out = at(std::string(250, 'b'));
+  const Result r = run_tessel("partition " + quote(at("g.h5")) + " --parts 2 --out " + quote(out));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(out / "partition.json"));
 }
 
 }  // namespace

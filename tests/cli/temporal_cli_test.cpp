@@ -99,7 +99,12 @@ TEST(TemporalCli, OutOfRangeOptionsNameTheFlag) {
       {"convert synthetic-temporal " + quote(out / "x.h5") + " --rewire 2",
        "--rewire must be in [0, 1], got 2"},
       {"convert synthetic-temporal " + quote(out / "x.h5") + " --seed -1", "--seed"},
+      // One huge node id would size every snapshot's rows by it.
+      {"convert temporal " + quote(dir / "wide.csv") + " " + quote(out / "x.h5") +
+           " --snapshots 2",
+       "wide.csv: edge 2 names node 999999999999"},
   };
+  write_text(dir / "wide.csv", "0,1,0\n1,999999999999,1\n");
   for (const auto& [args, piece] : cases) {
     const Result r = run_tessel(args);
     SCOPED_TRACE(args + "\n" + r.output);

@@ -221,6 +221,42 @@ TEST_F(TrainRefusals, ManifestWithoutItsPartsIsRefused) {
   }
 }
 
+// parts[p].file must name the part's file, and offsets are whole numbers (103.5 was read as
+// 103 and the manifest accepted).
+TEST_F(TrainRefusals, ManifestFileNamesAndOffsetsAreChecked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"file", "parts[0].file is ../../etc/passwd, expected \"part-0.h5\""},
+      {"offset", "offsets holds 103.5, expected whole numbers"}};
+  for (const auto& [what, piece] : cases) {
+    const fs::path dir = copy_parts(2, "manifest-" + what);
+    nlohmann::json raw = partition::read_manifest(dir).raw;
+    if (what == "file")
+      raw["parts"][0]["file"] = "../../etc/passwd";
+    else
+      raw["offsets"][1] = 103.5;
+    std::ofstream(dir / "partition.json") << raw.dump(2);
+    const Outcome r = run(tessel_bin() + " partition --check " + dir.string());
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find(piece), std::string::npos) << r.output;
+  }
+}
+
+// Finite features that overflow float32 as they are propagated are refused by precompute,
+// instead of a file every later run refuses.
+TEST_F(TrainRefusals, PrecomputeRefusesFeaturesThatOverflow) {
+  const fs::path dir = copy_parts(1, "sign-overflow");
+  edit_part(
+      dir, 0,
+      [](partition::Part& part) {
+        for (float& x : part.features) x = 3e38f;
+      },
+      true);
+  const Outcome r = run(tessel_bin() + " precompute " + dir.string() + " --hops 2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("overflow float32 when propagated"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "sign-gcn-k2"));
+}
+
 // An input error every rank meets is one line from rank 0, with no abort banner; an error on
 // one rank names that rank.
 TEST_F(TrainRefusals, ErrorsOfEveryRankArePrintedOnceAndOthersNameTheRank) {

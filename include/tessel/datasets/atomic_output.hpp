@@ -5,7 +5,9 @@
 #include "tessel/core/interrupt.hpp"
 
 #include <filesystem>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace tessel::datasets {
 
@@ -40,9 +42,16 @@ private:
 };
 
 // The name a user gave for a path that may be an AtomicOutput temporary (".NAME.tmp-PID-N"
-// beside NAME, or inside a temporary folder): messages name what the user asked for, not the
+// beside NAME, or inside a temporary folder; a partition's ".NAME.partial-PID"): messages name what the user asked for, not the
 // hidden file. Any other path is returned as it is.
 std::filesystem::path output_name(const std::filesystem::path& path);
+
+// Refuses (InputError naming `flag` and both paths) an output that is, or would replace, one of
+// the run's inputs: `output` itself, or any file under it for a folder output, equal to an input
+// file or to a file under an input folder. A run must never write over what it reads.
+void refuse_overwriting_inputs(const std::filesystem::path& output,
+                               const std::vector<std::filesystem::path>& inputs,
+                               const std::string& flag);
 
 // Writes `text` as the whole file at `path` (created or truncated) and checks every step, the
 // close included: a short write or a full disk is an InputError naming `path`.
