@@ -24,6 +24,11 @@ nlohmann::json read_json_file(const std::filesystem::path& path, int max_depth) 
                  file);
   std::ifstream in(path, std::ios::binary);
   TESSEL_EXPECTS(in.good(), "{}: cannot open the file", file);
+  const auto bytes = std::filesystem::file_size(path, ec);
+  TESSEL_EXPECTS(ec || bytes <= kMaxJsonBytes,
+                 "{}: {:.1f} GB of JSON, more than the {:.0f} GB Tessel reads as JSON (convert "
+                 "large dynamic graphs from a timestamped edge list instead)",
+                 file, static_cast<double>(bytes) / 1e9, static_cast<double>(kMaxJsonBytes) / 1e9);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   TESSEL_EXPECTS(!in.bad(), "{}: cannot read the file", file);
   std::size_t skip = 0;

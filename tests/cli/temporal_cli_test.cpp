@@ -115,6 +115,19 @@ TEST(TemporalCli, OutOfRangeOptionsNameTheFlag) {
   }
 }
 
+// A JSON file beyond the size limit is refused before it is read (a sparse 3 GB file here).
+TEST(TemporalCli, JsonBeyondTheSizeLimitIsRefused) {
+  test::TempDir dir("temporal-cli-big");
+  { std::ofstream(dir / "big.json") << "{"; }
+  fs::resize_file(dir / "big.json", std::uintmax_t{3} << 30);
+  const Result r = run_tessel("convert temporal " + quote(dir / "big.json") + " " +
+                              quote(dir / "x.h5"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("big.json: 3.2 GB of JSON, more than the 2 GB"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir / "x.h5"));
+}
+
 // PyTorch Geometric Temporal's own shapes of two layouts (written here as its loaders read
 // them): one object per snapshot with a "time_periods" count and an "index" per snapshot (the
 // Twitter tennis files), and node-link nodes whose X is an object of named series (the
