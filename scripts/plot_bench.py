@@ -29,6 +29,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report_dir")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--shown-as", default=None,
+                        help="the folder to name in the 'wrote' line (where the report will be)")
     args = parser.parse_args()
     try:
         import matplotlib
@@ -57,13 +59,14 @@ def main():
     ax.set_xlabel("wall-clock seconds (training, after setup)")
     labels = {"acc": "accuracy", "mse": "MSE (lower is better)", "auc": "AUC"}
     ax.set_ylabel("validation " + ", ".join(labels.get(m, m) for m in metric_names))
-    ax.set_title(f"{report.get('dataset', '')}: {report.get('model', '')}, {report.get('ranks', '?')} ranks")
+    ax.set_title(f"{report.get('dataset', '')}: {report.get('model', '')}, {report.get('ranks', '?')} rank{'' if report.get('ranks') == 1 else 's'}")
     ax.grid(True, alpha=0.3)
     ax.legend()
     out = args.out or os.path.join(args.report_dir, "accuracy_vs_time.png")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
-    print(f"plot_bench: wrote {out}")
+    shown = os.path.join(args.shown_as, os.path.basename(out)) if args.shown_as else out
+    print(f"plot_bench: wrote {shown}")
     return 0
 
 

@@ -155,7 +155,9 @@ std::string markdown(const nlohmann::json& report) {
   return md;
 }
 
-void run_plot(const fs::path& out_dir) {
+// Draws out_dir/accuracy_vs_time.png; the line the script prints names shown_dir (the folder the
+// report becomes), not the hidden temporary it is written in.
+void run_plot(const fs::path& out_dir, const fs::path& shown_dir) {
   fs::path script;
   if (const char* env = std::getenv("TESSEL_PLOT_SCRIPT")) script = env;
   else script = fs::path(TESSEL_SCRIPTS_DIR) / "plot_bench.py";
@@ -165,7 +167,8 @@ void run_plot(const fs::path& out_dir) {
   }
   const char* python = std::getenv("TESSEL_PYTHON");
   std::string interpreter = python ? python : (fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
-  const std::string command = interpreter + " '" + script.string() + "' '" + out_dir.string() + "'";
+  const std::string command = interpreter + " '" + script.string() + "' '" + out_dir.string() +
+                              "' --shown-as '" + shown_dir.string() + "'";
   if (interrupt::run_shell(command) != 0)
     log::warn("the plot script failed; report.json and report.md are complete");
 }
@@ -280,7 +283,7 @@ std::function<void()> setup_bench(CLI::App& app) {
       datasets::write_text_file(work_dir / "report.json", report.dump(2) + "\n");
       const std::string md = markdown(report);
       datasets::write_text_file(work_dir / "report.md", md);
-      run_plot(work_dir);
+      run_plot(work_dir, o->out_dir);
       // --force over a non-empty folder: move the old report aside, then drop it once the new
       // one is in place.
       fs::path old_report;

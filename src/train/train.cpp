@@ -238,7 +238,9 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                                 "nodes, GEMM {}",
                                 options.mode, log::counted(comm.size(), "rank"),
                                 log::counted(threads, "thread"), options.model.kind,
-                                options.model.layers, options.model.hidden, manifest.num_nodes,
+                                options.model.kind == "sign-mlp" ? options.pipeline.mlp_layers
+                                                                 : options.model.layers,
+                                options.model.hidden, manifest.num_nodes,
                                 kernels::cpu_gemm_backend()),
       .runtime_line = runtime.description};
   if (!options.predict_from.empty()) {
