@@ -439,9 +439,13 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
       std::string split;
       for (const auto& [name, s] : m.phases) split += fmt::format(" {} {:.3f}", name, s);
       // The metric's values only for epochs that evaluated (--eval-every), not as zeros.
+      // Without a validation split its value is "n/a", never a 0 that reads as a result.
       std::string evaluation =
-          m.evaluated ? fmt::format("{} train {:.4f} valid {:.4f} test {:.4f}", metric.name,
-                                    values.train, values.valid, values.test)
+          m.evaluated ? fmt::format("{} train {:.4f} valid {} test {:.4f}", metric.name,
+                                    values.train,
+                                    metric.picks_best ? fmt::format("{:.4f}", values.valid)
+                                                      : std::string("n/a"),
+                                    values.test)
                       : std::string("not evaluated");
       std::string sent = format_bytes(static_cast<double>(m.comm_bytes));
       trainer.describe_epoch(m, evaluation, sent);
