@@ -80,6 +80,9 @@ std::string folder_name(const fs::path& dir) {
 
 OgbInputs locate(const fs::path& dir, const OgbOptions& options) {
   std::error_code ec;
+  TESSEL_EXPECTS(!fs::exists(dir, ec) || fs::is_directory(dir, ec),
+                 "{}: is a file; expected an OGB dataset folder (the one holding raw/ and split/)",
+                 dir.string());
   TESSEL_EXPECTS(fs::is_directory(dir, ec), "{}: no such folder", dir.string());
   const fs::path raw = dir / "raw";
   TESSEL_EXPECTS(fs::is_directory(raw, ec),

@@ -5,6 +5,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/datasets/json_file.hpp"
+#include "tessel/partition/temporal.hpp"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -145,6 +146,8 @@ Manifest read_manifest(const std::filesystem::path& dir) {
   m.raw = datasets::read_json_file(file);
   TESSEL_EXPECTS(m.raw.is_object(), "{}: expected a JSON object", file.string());
   const auto format = manifest_field<std::string>(m.raw, "format", file);
+  TESSEL_EXPECTS(format != kTemporalPartitionFormat,
+                 "{}: a partition of a temporal store; train it with --mode dynamic", file.string());
   TESSEL_EXPECTS(format == kManifestFormat, "{}: format is \"{}\", expected \"{}\"", file.string(),
                  format, kManifestFormat);
   const auto version = manifest_field<int>(m.raw, "version", file);

@@ -178,7 +178,7 @@ std::function<void()> setup_bench(CLI::App& app) {
   o->train.epochs = 20;
   app.add_option("DIR", o->train.part_dir, "partition folder made by `tessel partition`")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(partition_folder());
   app.add_option("--modes", o->modes, "comma-separated training modes to compare (full, sampled; or dynamic alone, on a temporal partition)")
       ->capture_default_str();
   app.add_option("--epochs", o->train.epochs, "epochs per mode")

@@ -1,6 +1,7 @@
 // `tessel precompute DIR --hops K`: SIGN hop features of every part, under mpirun (one rank per
 // part).
 #include "command.hpp"
+#include "train_options.hpp"
 
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/core/error.hpp"
@@ -30,7 +31,7 @@ std::function<void()> setup_precompute(CLI::App& app) {
   auto args = std::make_shared<PrecomputeArgs>();
   app.add_option("DIR", args->part_dir, "partition folder made by `tessel partition`")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(partition_folder());
   app.add_option("--hops", args->options.hops, "K: write X, AX, ..., A^K X")
       ->check(CLI::Range(0, 16))
       ->capture_default_str();

@@ -72,7 +72,7 @@ std::function<void()> setup_predict(CLI::App& app) {
       ->check(CLI::ExistingPath);
   app.add_option("DIR", options->part_dir, "partition folder made by `tessel partition`")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(partition_folder());
   app.add_option("--predictions", options->predictions_path,
                  "write predicted classes and logits of every node to this HDF5 file")
       ->required();

@@ -15,7 +15,7 @@ std::function<void()> setup_train(CLI::App& app) {
   auto fanouts = std::make_shared<std::string>();
   app.add_option("DIR", options->part_dir, "partition folder made by `tessel partition`")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(partition_folder());
   app.add_option("--mode", options->mode,
                  "full (full-batch), sampled (mini-batches), dynamic (graph snapshots; needs a "
                  "partition of a temporal store) or pipeline (SIGN MLP in stages)")

@@ -50,6 +50,21 @@ CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
       description);
 }
 
+CLI::Validator partition_folder() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::error_code ec;
+        if (std::filesystem::is_directory(text, ec)) return std::string();
+        if (std::filesystem::exists(text, ec))
+          return fmt::format("{} is a file, expected a partition folder (make one with `tessel "
+                             "partition {} --parts K --out DIR`)",
+                             text, text);
+        return fmt::format("{}: no such folder (a partition folder made by `tessel partition`)",
+                           text);
+      },
+      "DIR");
+}
+
 CLI::Validator seed_check() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

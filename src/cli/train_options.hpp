@@ -26,6 +26,10 @@ CLI::Validator int_range(std::int64_t lo, std::int64_t hi);
 // 2^64 - 1).
 CLI::Validator seed_check();
 
+// A CLI11 check for a partition folder argument: an existing folder; a file (a dataset store
+// given where its partition belongs) is refused with the command that makes the partition.
+CLI::Validator partition_folder();
+
 // Refuses a flag given on the command line that the chosen mode does not read ("--fanouts
 // applies to --mode sampled, not --mode full"), instead of ignoring it.
 void check_mode_flags(const CLI::App& app, const std::string& mode);

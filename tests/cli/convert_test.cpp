@@ -141,6 +141,15 @@ TEST(CliConvert, SymmetrizeFlag) {
 
 // ---- bad input ----
 
+// A file where the OGB folder belongs says so (it said "no such folder").
+TEST(CliBadInput, FileWhereTheFolderBelongs) {
+  test::TempDir dir;
+  test::write_text(dir / "x.json", "{}\n");
+  fs::create_directories(dir / "out");
+  const Result r = run_tessel("convert ogb " + quote(dir / "x.json") + " " + quote(dir / "out" / "o.h5"));
+  expect_clean_failure(r, {"x.json: is a file; expected an OGB dataset folder"}, dir / "out");
+}
+
 TEST(CliBadInput, MissingFile) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "tiny");

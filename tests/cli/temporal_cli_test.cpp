@@ -235,6 +235,12 @@ TEST(TemporalCli, InfoAndTrainingCheckTheTemporalStore) {
   }
   r = run_tessel("partition " + quote(good) + " --parts 2 --out " + quote(dir / "p"));
   ASSERT_EQ(r.code, 0) << r.output;
+  // Full mode on a temporal partition points at --mode dynamic.
+  r = run_tessel("train " + quote(dir / "p") + " --epochs 1 --quiet", 2);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("a partition of a temporal store; train it with --mode dynamic"),
+            std::string::npos)
+      << r.output;
   poke<float>(dir / "p" / "temporal.h5", "/node/feat", 10 * 3, std::nanf(""));
   r = run_tessel("train " + quote(dir / "p") + " --mode dynamic --model gcn-gru --epochs 2 --quiet",
                  2);

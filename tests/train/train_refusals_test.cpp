@@ -166,6 +166,9 @@ TEST_F(TrainRefusals, UsageErrorsAreOneLineFromRankZeroWithExitCodeTwo) {
       // A flag the mode does not read is refused, naming the mode it belongs to.
       {"train " + dir + " --fanouts 10,10", "--fanouts applies to --mode sampled, not --mode full"},
       {"train " + dir + " --mode sampled --stages 2", "--stages applies to --mode pipeline"},
+      // A dataset store where its partition belongs: the message says how to make one.
+      {"train " + scratch("synth.h5").string(),
+       "is a file, expected a partition folder (make one with `tessel partition"},
   };
   test::write_text(scratch("a-file"), "not a folder\n");
   for (const auto& [args, flag] : cases) {
