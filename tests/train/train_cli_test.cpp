@@ -1,6 +1,8 @@
 // End-to-end training through the `tessel` binary: P-rank invariance, resume, fault handling.
 #include "train_test_helpers.hpp"
 
+#include "dataset_fixtures.hpp"
+
 #include "tessel/datasets/dataset.hpp"
 
 #include <gtest/gtest.h>
@@ -113,7 +115,7 @@ TEST_F(TrainCli, ResultsOnStdoutAndOnlyEvaluatedEpochs) {
                             " --epochs 4 --eval-every 2 --threads 1";
   // In a subshell: run_command adds its own 2>&1.
   ASSERT_EQ(test::run_command("(" + train + " > " + out.string() + " 2> " + err.string() + ")"), 0);
-  const std::string o = test::read_file(out), e = test::read_file(err);
+  const std::string o = test::read_file_bytes(out), e = test::read_file_bytes(err);
   EXPECT_NE(o.find("best valid acc"), std::string::npos) << o;
   EXPECT_NE(o.find("epoch    2 |"), std::string::npos) << o;
   EXPECT_NE(o.find("epoch    4 |"), std::string::npos) << o;
@@ -124,7 +126,7 @@ TEST_F(TrainCli, ResultsOnStdoutAndOnlyEvaluatedEpochs) {
   ASSERT_EQ(
       test::run_command("(" + train + " --verbose > " + out.string() + " 2> " + err.string() + ")"),
       0);
-  const std::string verbose = test::read_file(out);
+  const std::string verbose = test::read_file_bytes(out);
   EXPECT_NE(verbose.find("epoch    1 | loss"), std::string::npos) << verbose;
   EXPECT_NE(verbose.find("not evaluated"), std::string::npos) << verbose;
 }

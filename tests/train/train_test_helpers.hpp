@@ -10,7 +10,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,12 +18,6 @@ namespace tessel::test {
 inline std::string tessel_bin() { return tessel_binary().string(); }
 
 // Runs a command and fails the test (with its output) unless it exits 0.
-// The whole of a text file ("" when it cannot be read).
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 inline void run_ok(const std::string& command) {
   std::string output;
   const int rc = run_command(command, &output);
