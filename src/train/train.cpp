@@ -272,7 +272,6 @@ namespace {
 // The parameters and optimizer state of one epoch, kept on the host (--save best).
 struct KeptEpoch {
   int epoch = 0;
-  CheckpointMeta meta;
   std::vector<Tensor> values;
   std::vector<std::pair<std::string, Tensor>> optimizer_state;
 };
