@@ -1,4 +1,4 @@
-// `tessel predict CHECKPOINT DIR --predictions FILE`: inference with a saved model on a
+// `tessel predict CHECKPOINT DIR --predictions FILE --embeddings FILE`: inference with a saved model on a
 // partition (the one it was trained on, or another graph with the same feature width), under
 // mpirun with one rank per part.
 #include "command.hpp"
@@ -74,19 +74,23 @@ std::function<void()> setup_predict(CLI::App& app) {
       ->required()
       ->check(partition_folder());
   app.add_option("--predictions", options->predictions_path,
-                 "write predicted classes and logits of every node to this HDF5 file")
-      ->required();
+                 "write predicted classes and logits of every node to this HDF5 file");
+  app.add_option("--embeddings", options->embeddings_path,
+                 "write the last hidden layer's output of every node to this HDF5 file");
   app.add_option("--device", options->device, "auto, cpu or cuda (as for tessel train)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--threads", options->threads, "OpenMP threads per rank (default: cores / ranks)")
       ->check(CLI::Range(1, train::max_threads()));
-  app.footer("Run with one rank per part: mpirun -np K tessel predict CK DIR --predictions P.h5.\n"
+  app.footer("Run with one rank per part: mpirun -np K tessel predict CK DIR --predictions P.h5\n"
+             "[--embeddings E.h5].\n"
              "The model (kind, layers, hidden size, mode) comes from the checkpoint; the\n"
              "partition must have the feature width and class count it was trained with.\n"
              "On the training run's partition and rank count the predictions equal the\n"
-             "training run's --predictions of the same epoch bit for bit.");
+             "training run's --predictions (and --embeddings) of the same epoch bit for bit.");
   app.final_callback([options, given] {
+    TESSEL_EXPECTS(!options->predictions_path.empty() || !options->embeddings_path.empty(),
+                   "tessel predict: give --predictions FILE, --embeddings FILE or both");
     options->predict_from = checkpoint_file(*given);
     options_from_checkpoint(*options);
     check_train_outputs(*options);

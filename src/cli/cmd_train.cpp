@@ -40,8 +40,11 @@ std::function<void()> setup_train(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--predictions", options->predictions_path,
                  "write predicted classes and logits of every node to this HDF5 file");
+  app.add_option("--embeddings", options->embeddings_path,
+                 "write the last hidden layer's output of every node to this HDF5 file (dynamic: "
+                 "every node at every snapshot)");
   app.add_option("--save", options->save,
-                 "which epoch --predictions hold, and DIR/best.h5 beside --checkpoint's "
+                 "which epoch --predictions and --embeddings hold, and DIR/best.h5 beside --checkpoint's "
                  "checkpoint.h5: best (best validation metric; the last epoch when there is no "
                  "validation split) or last")
       ->check(CLI::IsMember({"best", "last"}))

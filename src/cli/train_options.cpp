@@ -274,13 +274,25 @@ void check_train_outputs(const train::TrainOptions& o) {
   if (!o.resume_dir.empty()) inputs.push_back(o.resume_dir);
   if (!o.checkpoint_dir.empty()) inputs.push_back(o.checkpoint_dir);
   if (!o.predict_from.empty()) inputs.push_back(o.predict_from);
-  for (const auto& [flag, path] : {std::pair<const char*, fs::path>{"--predictions", o.predictions_path},
-                                   {"--metrics", o.metrics_path}})
+  const std::pair<const char*, fs::path> outputs[] = {{"--predictions", o.predictions_path},
+                                                      {"--embeddings", o.embeddings_path},
+                                                      {"--metrics", o.metrics_path}};
+  for (const auto& [flag, path] : outputs)
     if (!path.empty()) datasets::refuse_overwriting_inputs(path, inputs, flag);
-  if (!o.predictions_path.empty() && !o.metrics_path.empty())
-    TESSEL_EXPECTS(fs::weakly_canonical(o.predictions_path, ec) !=
-                       fs::weakly_canonical(o.metrics_path, ec),
-                   "--predictions and --metrics name the same file {}", o.metrics_path.string());
+  for (std::size_t a = 0; a < std::size(outputs); ++a)
+    for (std::size_t b = a + 1; b < std::size(outputs); ++b)
+      if (!outputs[a].second.empty() && !outputs[b].second.empty())
+        TESSEL_EXPECTS(fs::weakly_canonical(outputs[a].second, ec) !=
+                           fs::weakly_canonical(outputs[b].second, ec),
+                       "{} and {} name the same file {}", outputs[a].first, outputs[b].first,
+                       outputs[b].second.string());
+  // The graph modes' embeddings are the last hidden layer's output: a 1-layer GNN has none.
+  const auto& traits = train::mode_traits(o.mode);
+  if (!o.embeddings_path.empty() && !traits.temporal && traits.only_model.empty())
+    TESSEL_EXPECTS(o.model.layers >= 2,
+                   "--embeddings writes the last hidden layer's output, and a {}-layer {} model "
+                   "has no hidden layer (use --layers 2 or more)",
+                   o.model.layers, o.model.kind);
 }
 
 void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {

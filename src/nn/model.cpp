@@ -150,7 +150,7 @@ Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
 }
 
 Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
-                    const std::function<void(int)>& after_layer) {
+                    const std::function<void(int)>& after_layer, Tensor* last_hidden) {
   auto& m = *impl_;
   TESSEL_EXPECTS(static_cast<int>(aggregators.size()) == m.config.layers,
                  "model: {} aggregators for {} layers", aggregators.size(), m.config.layers);
@@ -161,6 +161,7 @@ Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
     TESSEL_EXPECTS(h.rows() == agg.num_src(),
                    "model: layer {} gets {} rows but its aggregator has {} sources", l, h.rows(),
                    agg.num_src());
+    if (last_hidden && l > 0 && l + 1 == m.config.layers) *last_hidden = h.clone();
     h = m.layers[static_cast<std::size_t>(l)]->forward(std::move(h), agg);
     if (l + 1 < m.config.layers) kernels::relu_forward(h, h);
     if (after_layer) after_layer(l);

@@ -9,6 +9,8 @@
 #include "tessel/datasets/h5.hpp"
 #include "tessel/nn/loss.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -84,39 +86,76 @@ Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
   return accuracy;
 }
 
-void GraphModeTrainer::write_predictions(const fs::path& path) {
+void GraphModeTrainer::write_outputs(const OutputFiles& files) {
   PhaseTimes ignored;
   aggregator_.set_phases(&ignored);
-  write_predictions_file(comm_, part_, infer_all_nodes(model_, features_, layer_aggregators_),
-                         path);
+  Tensor hidden;
+  ProgressLine progress("predict: layer", static_cast<std::int64_t>(layer_aggregators_.size()));
+  const Tensor logits = model_.infer(features_, layer_aggregators_,
+                                     [&](int layer) { progress.update(layer + 1); },
+                                     files.embeddings.empty() ? nullptr : &hidden);
+  if (!files.predictions.empty()) write_predictions_file(comm_, part_, logits, files.predictions);
+  if (!files.embeddings.empty()) {
+    TESSEL_EXPECTS(hidden.defined(), "--embeddings: a {}-layer model has no hidden layer",
+                   options_.model.layers);
+    write_embeddings_file(comm_, part_, hidden,
+                          fmt::format("GNN layer {} (layers 0..{}), after its ReLU",
+                                      options_.model.layers - 2, options_.model.layers - 1),
+                          files.embeddings);
+  }
 }
 
-void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
-                            const Tensor& logits_owned, const fs::path& path) {
-  const Tensor logits = logits_owned.device().is_cpu() ? logits_owned : logits_owned.to(Device::cpu());
-  const std::int64_t classes = logits.cols();
+namespace {
+
+// Rows of the owned nodes (the first part.num_owned rows of `rows`), gathered at rank 0 in
+// ascending source node id; empty on the other ranks. Collective.
+struct GatheredRows {
+  std::vector<std::int64_t> node_id;
+  std::vector<float> rows;
+  std::int64_t cols = 0;
+};
+
+GatheredRows gather_by_node_id(comm::Communicator& comm, const partition::Part& part,
+                               const Tensor& rows_any) {
+  const Tensor host = rows_any.device().is_cpu() ? rows_any : rows_any.to(Device::cpu());
+  const std::int64_t cols = host.cols();
   const std::int64_t n = part.num_owned;
+  TESSEL_EXPECTS(host.rows() >= n, "outputs: {} rows for {} owned nodes", host.rows(), n);
   std::vector<std::int64_t> to_root_ids(static_cast<std::size_t>(comm.size()), 0);
   std::vector<std::int64_t> to_root_rows(static_cast<std::size_t>(comm.size()), 0);
   to_root_ids[0] = n;
-  to_root_rows[0] = n * classes;
+  to_root_rows[0] = n * cols;
   std::vector<std::int64_t> ids(part.orig_id.begin(), part.orig_id.begin() + n);
-  std::vector<float> rows(logits.data<float>(), logits.data<float>() + n * classes);
+  std::vector<float> rows(host.data<float>(), host.data<float>() + n * cols);
   const auto all_ids = comm.alltoallv<std::int64_t>(ids, to_root_ids);
   const auto all_rows = comm.alltoallv<float>(rows, to_root_rows);
-  if (comm.rank() != 0) return;
-
+  GatheredRows out;
+  out.cols = cols;
+  if (comm.rank() != 0) return out;
   const auto total = static_cast<std::int64_t>(all_ids.size());
   std::vector<std::int64_t> order(static_cast<std::size_t>(total));
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](auto a, auto b) { return all_ids[a] < all_ids[b]; });
-  std::vector<std::int64_t> node_id(order.size()), predicted(order.size());
-  std::vector<float> sorted_logits(all_rows.size());
+  out.node_id.resize(order.size());
+  out.rows.resize(all_rows.size());
   for (std::int64_t i = 0; i < total; ++i) {
-    const std::int64_t src = order[i];
-    node_id[i] = all_ids[src];
-    const float* row = &all_rows[src * classes];
-    std::copy_n(row, classes, &sorted_logits[i * classes]);
+    out.node_id[i] = all_ids[order[i]];
+    std::copy_n(&all_rows[order[i] * cols], cols, &out.rows[i * cols]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
+                            const Tensor& logits_owned, const fs::path& path) {
+  const GatheredRows g = gather_by_node_id(comm, part, logits_owned);
+  if (comm.rank() != 0) return;
+  const std::int64_t classes = g.cols;
+  const auto total = static_cast<std::int64_t>(g.node_id.size());
+  std::vector<std::int64_t> predicted(g.node_id.size());
+  for (std::int64_t i = 0; i < total; ++i) {
+    const float* row = &g.rows[i * classes];
     predicted[i] = std::max_element(row, row + classes) - row;
   }
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
@@ -127,10 +166,33 @@ void write_predictions_file(comm::Communicator& comm, const partition::Part& par
     file.set_attr("version", std::int64_t{1});
     file.set_attr("num_nodes", total);
     file.set_attr("num_classes", classes);
-    file.write("/node_id", node_id, "node id in the source dataset, ascending");
+    file.write("/node_id", g.node_id, "node id in the source dataset, ascending");
     file.write("/predicted", predicted, "predicted class (argmax of logits)");
-    file.write("/logits", sorted_logits.data(), {total, classes},
+    file.write("/logits", g.rows.data(), {total, classes},
                "model output before softmax, one row per node_id");
+    file.close();
+  }
+  output.commit();
+}
+
+void write_embeddings_file(comm::Communicator& comm, const partition::Part& part,
+                           const Tensor& rows_owned, const std::string& layer,
+                           const fs::path& path) {
+  const GatheredRows g = gather_by_node_id(comm, part, rows_owned);
+  if (comm.rank() != 0) return;
+  const auto total = static_cast<std::int64_t>(g.node_id.size());
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  datasets::AtomicOutput output(path);
+  {
+    h5::File file = h5::File::create(output.temp_path());
+    file.set_attr("format", std::string("tessel-embeddings"));
+    file.set_attr("version", std::int64_t{1});
+    file.set_attr("num_nodes", total);
+    file.set_attr("dim", g.cols);
+    file.set_attr("layer", layer);
+    file.write("/node_id", g.node_id, "node id in the source dataset, ascending");
+    file.write("/embedding", g.rows.data(), {total, g.cols},
+               "float32 [num_nodes, dim]: the last hidden layer's output, one row per node_id");
     file.close();
   }
   output.commit();

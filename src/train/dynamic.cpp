@@ -566,18 +566,39 @@ public:
     return l;
   }
 
-  // Predictions of every (snapshot, node), gathered on rank 0 and written there.
-  void write_predictions(const fs::path& path) {
+  // Predictions and embeddings (the recurrence's hidden state, the head's input) of every
+  // (snapshot, node), gathered on rank 0 and written there. Collective.
+  void write_outputs(const OutputFiles& files) {
     PhaseTimes ignored;
     std::vector<Tensor> out;
     evaluate(ignored, &out);
+    // Link prediction's outputs are the embeddings its scoring head reads.
+    if (!files.predictions.empty())
+      write_snapshot_rows(out, link_ ? H_ : out_dim_, files.predictions,
+                          "tessel-temporal-predictions", "/prediction",
+                          "float32 [T*N, out]: row t*N+v is the model output for source node v "
+                          "at snapshot t (regression: the predicted target; classification: "
+                          "logits; link prediction: the embedding the scoring head reads)");
+    if (!files.embeddings.empty())
+      write_snapshot_rows(embeddings_, H_, files.embeddings, "tessel-temporal-embeddings",
+                          "/embedding",
+                          "float32 [T*N, hidden]: row t*N+v is source node v's embedding at "
+                          "snapshot t (the recurrence's hidden state, the head's input)");
+  }
+
+private:
+  // Rows of the node phase's blocks (one per (snapshot, row range) of this rank), gathered on
+  // rank 0 into source node order and written as `dataset` of a `format` file.
+  void write_snapshot_rows(const std::vector<Tensor>& blocks_out, std::int64_t width,
+                           const fs::path& path, const std::string& format,
+                           const std::string& dataset, const std::string& description) {
     // Each rank sends (t, global row begin, rows) blocks of its outputs to rank 0.
     std::vector<float> values;
     std::vector<std::int64_t> where;  // t, row_begin, rows per block
-    for (std::size_t i = 0; i < out.size(); ++i) {
+    for (std::size_t i = 0; i < blocks_out.size(); ++i) {
       const auto [t, rb] = node_block(i);
-      where.insert(where.end(), {t, rb, out[i].rows()});
-      const Tensor host = out[i].to(Device::cpu());
+      where.insert(where.end(), {t, rb, blocks_out[i].rows()});
+      const Tensor host = blocks_out[i].to(Device::cpu());
       values.insert(values.end(), host.data<float>(), host.data<float>() + host.numel());
     }
     std::vector<std::int64_t> to_root(static_cast<std::size_t>(comm_.size()), 0);
@@ -589,34 +610,28 @@ public:
     datasets::TemporalStoreReader reader(manifest_.store);
     const auto orig = reader.orig_ids();
     // Rows in source order: position of relabeled node g is orig[g].
-    // Link prediction writes the embeddings its scoring head reads.
-    const std::int64_t width = link_ ? H_ : out_dim_;
-    std::vector<float> pred(static_cast<std::size_t>(T_ * N_ * width), 0.0f);
+    std::vector<float> rows(static_cast<std::size_t>(T_ * N_ * width), 0.0f);
     std::size_t at = 0;
     for (std::size_t b = 0; b < all_where.size(); b += 3) {
-      const std::int64_t t = all_where[b], rb = all_where[b + 1], rows = all_where[b + 2];
-      for (std::int64_t i = 0; i < rows; ++i, at += static_cast<std::size_t>(width))
-        std::copy_n(&all_values[at], width, &pred[((t * N_) + orig[rb + i]) * width]);
+      const std::int64_t t = all_where[b], rb = all_where[b + 1], count = all_where[b + 2];
+      for (std::int64_t i = 0; i < count; ++i, at += static_cast<std::size_t>(width))
+        std::copy_n(&all_values[at], width, &rows[((t * N_) + orig[rb + i]) * width]);
     }
     if (path.has_parent_path()) fs::create_directories(path.parent_path());
     datasets::AtomicOutput output(path);
     {
       h5::File file = h5::File::create(output.temp_path());
-      file.set_attr("format", std::string("tessel-temporal-predictions"));
+      file.set_attr("format", format);
       file.set_attr("version", std::int64_t{1});
       file.set_attr("num_nodes", N_);
       file.set_attr("num_snapshots", T_);
       file.set_attr("task", options_.dynamic.task);
-      file.write("/prediction", pred.data(), {T_ * N_, width},
-                 "float32 [T*N, out]: row t*N+v is the model output for source node v at "
-                 "snapshot t (regression: the predicted target; classification: logits; link "
-                 "prediction: the embedding the scoring head reads)");
+      file.write(dataset, rows.data(), {T_ * N_, width}, description);
       file.close();
     }
     output.commit();
   }
 
-private:
   // Which (snapshot, first global row) the i-th node-phase block is.
   std::pair<std::int64_t, std::int64_t> node_block(std::size_t i) const {
     if (node_phase_by_vertex()) return {static_cast<std::int64_t>(i), v0_};
@@ -1401,7 +1416,7 @@ public:
     last_test_mrr_ = mrr_[2];
     return {split[0], split[1], split[2]};
   }
-  void write_predictions(const fs::path& path) override { trainer_.write_predictions(path); }
+  void write_outputs(const OutputFiles& files) override { trainer_.write_outputs(files); }
 
   ValidationMetric metric() const override { return metric_; }
   void end_epoch(EpochMetrics& m) override {

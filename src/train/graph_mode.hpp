@@ -13,14 +13,14 @@ namespace tessel::train {
 
 // A graph mode's trainer: the GNN model the options describe on the runtime's device, the
 // part's features there, and a whole-part aggregator (halo rows over the data plane) through
-// which evaluate() and write_predictions() infer every owned node layer by layer, as DGL
+// which evaluate() and write_outputs() infer every owned node layer by layer, as DGL
 // evaluates; full-batch training aggregates through it too.
 class GraphModeTrainer : public Trainer {
  public:
   nn::Model& model() override { return model_; }
   nn::Optimizer& optimizer() override { return *optimizer_; }
   Accuracy evaluate(PhaseTimes& phases) override;
-  void write_predictions(const std::filesystem::path& path) override;
+  void write_outputs(const OutputFiles& files) override;
 
  protected:
   explicit GraphModeTrainer(const TrainerContext& ctx);

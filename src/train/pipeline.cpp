@@ -302,12 +302,17 @@ public:
             ratio(correct[2], split_sizes_[2])};
   }
 
-  void write_predictions(const std::filesystem::path& path) override {
+  void write_outputs(const OutputFiles& files) override {
     // Every rank holds the whole model after the gather, so each predicts its own part's
-    // nodes from its precomputed features, without the pipeline.
+    // nodes from its precomputed features, without the pipeline. The embeddings are the last
+    // hidden block's output (after its ReLU), the input of the block that gives logits.
     gather_parameters();
     const std::int64_t n = part_.num_owned, width = model_.block_in_dim(0);
+    const int last = model_.num_blocks() - 1;
+    const std::int64_t hidden_dim = model_.block_in_dim(last);
     Tensor logits = Tensor::empty({n, manifest_.num_classes}, DType::f32);
+    Tensor hidden;
+    if (!files.embeddings.empty()) hidden = Tensor::empty({n, hidden_dim}, DType::f32);
     constexpr std::int64_t kChunk = 4096;
     for (std::int64_t begin = 0; begin < n; begin += kChunk) {
       const std::int64_t end = std::min(n, begin + kChunk);
@@ -316,11 +321,19 @@ public:
       const std::span<const NodeId> ids(part_.orig_id.data() + begin,
                                         static_cast<std::size_t>(end - begin));
       nn::SignMlp::Saved saved;
-      for (int blk = 0; blk < model_.num_blocks(); ++blk)
+      for (int blk = 0; blk < model_.num_blocks(); ++blk) {
+        if (blk == last && hidden.defined())
+          std::copy_n(x.data<float>(), x.numel(), hidden.data<float>() + begin * hidden_dim);
         x = model_.forward(blk, x, ids, rng::Key{}, false, saved);
+      }
       std::copy_n(x.data<float>(), x.numel(), logits.data<float>() + begin * x.cols());
     }
-    write_predictions_file(comm_, part_, logits, path);
+    if (!files.predictions.empty()) write_predictions_file(comm_, part_, logits, files.predictions);
+    if (!files.embeddings.empty())
+      write_embeddings_file(comm_, part_, hidden,
+                            fmt::format("SIGN MLP block {} (blocks 0..{}), after its ReLU", last - 1,
+                                        last),
+                            files.embeddings);
   }
 
 private:

@@ -161,6 +161,26 @@ std::string format_bytes(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
+// --predictions and --embeddings of the model the trainer holds now, each with its wrote-line
+// (`which` says which model: "at epoch 12, the best epoch"). Collective.
+void write_run_outputs(comm::Communicator& comm, Trainer& trainer, const TrainOptions& options,
+                       const std::string& which) {
+  const OutputFiles files{options.predictions_path, options.embeddings_path};
+  if (files.predictions.empty() && files.embeddings.empty()) return;
+  trainer.write_outputs(files);
+  if (comm.rank() != 0) return;
+  std::error_code ec;
+  const auto size = [&](const fs::path& p) {
+    return format_bytes(static_cast<double>(fs::file_size(p, ec)));
+  };
+  if (!files.predictions.empty())
+    log::info("wrote {} (predictions of every node {}; {})", files.predictions.string(), which,
+              size(files.predictions));
+  if (!files.embeddings.empty())
+    log::info("wrote {} (embeddings of every node {}; {})", files.embeddings.string(), which,
+              size(files.embeddings));
+}
+
 }  // namespace
 
 // The command line checks these too; a library caller (train() or a mode's own entry point,
@@ -253,13 +273,9 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
       return load_checkpoint(options.predict_from.parent_path(), expect, trainer->parameters(),
                              trainer->optimizer(), options.predict_from.filename().string());
     });
-    trainer->write_predictions(options.predictions_path);
-    if (comm.rank() == 0) {
-      std::error_code ec;
-      log::info("wrote {} (predictions of every node by the model of epoch {} in {}; {:.1f} MB)",
-                options.predictions_path.string(), loaded.epoch, options.predict_from.string(),
-                static_cast<double>(fs::file_size(options.predictions_path, ec)) / 1e6);
-    }
+    write_run_outputs(comm, *trainer, options,
+                      fmt::format("by the model of epoch {} in {}", loaded.epoch,
+                                  options.predict_from.string()));
     TrainResult result;
     result.mode = options.mode;
     return result;
@@ -368,7 +384,8 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
   // --save best: the best epoch's model is kept as training goes, for the outputs written
   // after the last epoch (not when nothing picks a best epoch: then the last one is written).
   const bool keep_best = options.save == "best" && metric.picks_best &&
-                         (!options.predictions_path.empty() || !options.checkpoint_dir.empty());
+                         (!options.predictions_path.empty() || !options.embeddings_path.empty() ||
+                          !options.checkpoint_dir.empty());
   KeptEpoch best;
   int last_epoch = first_epoch - 1;
   Stopwatch wall;
@@ -494,7 +511,8 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
   const std::string saved_which =
       have_best ? (saved_epoch == last_epoch ? "best and last" : "best") : "last";
   trainer.finish(comm, runtime, result, summary);
-  if (!options.predictions_path.empty() || !options.checkpoint_dir.empty()) {
+  if (!options.predictions_path.empty() || !options.embeddings_path.empty() ||
+                          !options.checkpoint_dir.empty()) {
     summary["save"] = options.save;
     summary["saved_epoch"] = saved_epoch;
   }
@@ -505,16 +523,8 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                    options.metrics_path.string());
   }
   if (have_best && best.epoch != last_epoch) restore_epoch(trainer, best);
-  if (!options.predictions_path.empty()) {
-    trainer.write_predictions(options.predictions_path);
-    if (comm.rank() == 0) {
-      std::error_code ec;
-      const auto bytes = fs::file_size(options.predictions_path, ec);
-      log::info("wrote {} (predictions of every node at epoch {}, the {} epoch; {:.1f} MB)",
-                options.predictions_path.string(), saved_epoch, saved_which,
-                static_cast<double>(bytes) / 1e6);
-    }
-  }
+  write_run_outputs(comm, trainer, options,
+                    fmt::format("at epoch {}, the {} epoch", saved_epoch, saved_which));
   if (!options.checkpoint_dir.empty() && have_best) {
     // best.h5 beside the last epoch's checkpoint.h5 (which --resume continues from).
     CheckpointMeta best_meta = meta;

@@ -45,6 +45,12 @@ struct Runtime {
   comm::Communicator* data = nullptr;
 };
 
+// What a run writes after its last epoch (or `tessel predict`): --predictions, --embeddings.
+struct OutputFiles {
+  std::filesystem::path predictions;
+  std::filesystem::path embeddings;
+};
+
 class Trainer {
  public:
   virtual ~Trainer() = default;
@@ -62,8 +68,10 @@ class Trainer {
   virtual double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) = 0;
   // Accuracies of the current parameters over the whole graph (no dropout). Collective.
   virtual Accuracy evaluate(PhaseTimes& phases) = 0;
-  // Predicted class and logits of every node, written by rank 0 in source node order.
-  virtual void write_predictions(const std::filesystem::path& path) = 0;
+  // The files named (an empty path is not written): predicted class and logits of every node,
+  // and the last hidden layer's output of every node, written by rank 0 in source node order.
+  // Collective.
+  virtual void write_outputs(const OutputFiles& files) = 0;
 
   // What the shared driver asks of a mode beyond the graph modes' defaults.
   virtual ValidationMetric metric() const { return {}; }
@@ -145,5 +153,10 @@ void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
 // Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file.
 void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
                             const Tensor& logits_owned, const std::filesystem::path& path);
+// Gathers (orig id, row) of owned nodes at rank 0 and writes the embeddings file; `layer` says
+// which layer's output the rows are (the file's "layer" attribute). Collective.
+void write_embeddings_file(comm::Communicator& comm, const partition::Part& part,
+                           const Tensor& rows_owned, const std::string& layer,
+                           const std::filesystem::path& path);
 
 }  // namespace tessel::train

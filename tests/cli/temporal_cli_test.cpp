@@ -267,7 +267,7 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
                              " --mode dynamic --model gcn-lstm --hidden 8 --layers 1 --lr 0.02 "
                              "--temporal-partition snapshot --seed 4 ";
   r = run_tessel(common + "--epochs 6 --metrics " + quote(dir / "full.jsonl") + " --predictions " +
-                     quote(dir / "pred.h5"),
+                     quote(dir / "pred.h5") + " --embeddings " + quote(dir / "emb.h5"),
                  2);
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_tessel(common + "--epochs 4 --checkpoint " + quote(dir / "ck") + " --checkpoint-every 2",
@@ -311,6 +311,14 @@ TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
   EXPECT_EQ(pred.dims("/prediction"), (std::vector<std::int64_t>{8 * 120, 1}));
   const auto values = pred.read<float>("/prediction");
   EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
+  // The embeddings: the recurrence's hidden state of every node at every snapshot.
+  const h5::File emb = h5::File::open_read(dir / "emb.h5");
+  EXPECT_EQ(emb.attr_string("format"), "tessel-temporal-embeddings");
+  EXPECT_EQ(emb.dims("/embedding"), (std::vector<std::int64_t>{8 * 120, 8}));
+  const auto rows = emb.read<float>("/embedding");
+  // An LSTM's hidden state is o * tanh(c): inside (-1, 1), and not all zero.
+  EXPECT_TRUE(std::all_of(rows.begin(), rows.end(), [](float v) { return std::abs(v) < 1.0f; }));
+  EXPECT_TRUE(std::any_of(rows.begin(), rows.end(), [](float v) { return v != 0.0f; }));
   // tessel bench runs the dynamic mode alone on a temporal partition.
   r = run_tessel("bench " + quote(dir / "p") +
                      " --modes dynamic --model gcn-gru --hidden 8 --layers 1 "

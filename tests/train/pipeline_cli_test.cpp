@@ -4,6 +4,7 @@
 #include "train_test_helpers.hpp"
 #include "two_stage_bubble.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessel::test {
@@ -99,7 +100,15 @@ TEST_F(PipelineCli, PredictionsCoverEveryNode) {
   run_ok(mpirun(2) + " " + tessel_bin() + " train " + parts(2).string() +
          " --mode pipeline --hops 1 --mlp-layers 2 --hidden 8 --stages 2 --epochs 2 --quiet "
          "--predictions " +
-         file.string());
+         file.string() + " --embeddings " + scratch("emb.h5").string());
+  // The embeddings are the last hidden block's output (width --hidden, after a ReLU).
+  h5::File e = h5::File::open_read(scratch("emb.h5"));
+  EXPECT_EQ(e.attr_string("format"), "tessel-embeddings");
+  EXPECT_EQ(e.dims("/embedding"), (std::vector<std::int64_t>{1200, 8}));
+  EXPECT_EQ(e.read<std::int64_t>("/node_id"), h5::File::open_read(file).read<std::int64_t>("/node_id"));
+  const auto rows = e.read<float>("/embedding");
+  EXPECT_TRUE(std::all_of(rows.begin(), rows.end(), [](float v) { return v >= 0.0f; }));
+  EXPECT_TRUE(std::any_of(rows.begin(), rows.end(), [](float v) { return v > 0.0f; }));
   h5::File f = h5::File::open_read(file);
   EXPECT_EQ(f.attr_int("num_nodes"), 1200);
   const auto ids = f.read<std::int64_t>("/node_id");

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -202,12 +203,18 @@ TEST_F(TrainCli, PredictReproducesTheTrainingRunsPredictions) {
                    ck = scratch(tag + "-ck");
     run_ok(test::mpirun(p, 1) + tessel_bin() + " train " + parts(p).string() +
            " --mode sampled --model sage --epochs 6 --quiet --predictions " + trained.string() +
-           " --checkpoint " + ck.string());
+           " --embeddings " + scratch(tag + "-train-emb.h5").string() + " --checkpoint " +
+           ck.string());
     run_ok(test::mpirun(p, 1) + tessel_bin() + " predict " + ck.string() + " " +
-           parts(p).string() + " --predictions " + predicted.string());
+           parts(p).string() + " --predictions " + predicted.string() + " --embeddings " +
+           scratch(tag + "-emb.h5").string());
     h5::File a = h5::File::open_read(trained), b = h5::File::open_read(predicted);
     EXPECT_EQ(a.read<std::int64_t>("/node_id"), b.read<std::int64_t>("/node_id")) << tag;
     EXPECT_EQ(a.read<float>("/logits"), b.read<float>("/logits")) << tag;
+    const h5::File ea = h5::File::open_read(scratch(tag + "-train-emb.h5")),
+                   eb = h5::File::open_read(scratch(tag + "-emb.h5"));
+    EXPECT_EQ(ea.read<float>("/embedding"), eb.read<float>("/embedding")) << tag;
+    EXPECT_EQ(ea.read<std::int64_t>("/node_id"), a.read<std::int64_t>("/node_id")) << tag;
     if (p == 2) {
       const fs::path other = scratch(tag + "-on-4.h5");
       run_ok(test::mpirun(4, 1) + tessel_bin() + " predict " + (ck / "best.h5").string() + " " +
@@ -231,6 +238,44 @@ TEST_F(TrainCli, PredictReproducesTheTrainingRunsPredictions) {
             2);
   EXPECT_NE(out.find("best.h5: checkpoint was written for model"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(scratch("narrow-pred.h5")));
+}
+
+// --embeddings: the last hidden layer's output of every node (after its ReLU), by source id,
+// the same within rounding on 1 and 2 ranks; a 1-layer model has none and is refused.
+TEST_F(TrainCli, EmbeddingsHaveTheDocumentedShapeAndIds) {
+  std::vector<std::vector<float>> runs;
+  for (const int p : {1, 2}) {
+    const fs::path file = scratch("emb-p" + std::to_string(p) + ".h5");
+    run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() +
+           " --mode full --layers 3 --hidden 12 --epochs 3 --quiet --embeddings " + file.string());
+    h5::File f = h5::File::open_read(file);
+    EXPECT_EQ(f.attr_string("format"), "tessel-embeddings");
+    EXPECT_EQ(f.attr_int("num_nodes"), 600);
+    EXPECT_EQ(f.attr_int("dim"), 12);
+    EXPECT_EQ(f.attr_string("layer"), "GNN layer 1 (layers 0..2), after its ReLU");
+    EXPECT_EQ(f.dims("/embedding"), (std::vector<std::int64_t>{600, 12}));
+    const auto ids = f.read<std::int64_t>("/node_id");
+    ASSERT_EQ(ids.size(), 600u);
+    for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], static_cast<std::int64_t>(i));
+    runs.push_back(f.read<float>("/embedding"));
+  }
+  const auto& e = runs[0];
+  EXPECT_TRUE(std::all_of(e.begin(), e.end(), [](float v) { return v >= 0.0f; }));
+  EXPECT_GT(std::count_if(e.begin(), e.end(), [](float v) { return v > 0.0f; }), 600);
+  ASSERT_EQ(runs[1].size(), e.size());
+  for (std::size_t i = 0; i < e.size(); ++i)
+    ASSERT_NEAR(runs[1][i], e[i], 1e-4f * (1 + e[i])) << i;
+  std::string out;
+  EXPECT_EQ(test::run_command(tessel_bin() + " train " + parts(1).string() +
+                                  " --layers 1 --epochs 1 --embeddings " +
+                                  scratch("emb-1.h5").string(),
+                              &out),
+            2);
+  EXPECT_NE(out.find("--embeddings writes the last hidden layer's output, and a 1-layer gcn model "
+                     "has no hidden layer"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(fs::exists(scratch("emb-1.h5")));
 }
 
 TEST_F(TrainCli, PredictionsCoverEveryNode) {

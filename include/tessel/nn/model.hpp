@@ -50,8 +50,10 @@ class Model {
   // ReLU applied in place, since no backward follows. Each layer's input replaces what the last
   // training forward kept, so inference runs in the memory training released. after_layer(l),
   // when given, runs once layer l is done (progress reports). backward() needs a new forward().
+  // last_hidden, when given (and the model has at least 2 layers), receives the last hidden
+  // layer's output (after its ReLU): the input of the output layer, one row per source row.
   Tensor infer(const Tensor& x, std::span<Aggregator* const> aggregators,
-               const std::function<void(int)>& after_layer = {});
+               const std::function<void(int)>& after_layer = {}, Tensor* last_hidden = nullptr);
   // Accumulates parameter gradients from d loss / d logits (call zero_grad() first). Uses the
   // aggregators and activations of the last forward().
   void backward(const Tensor& grad_logits);

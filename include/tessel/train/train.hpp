@@ -70,12 +70,13 @@ struct TrainOptions {
   int checkpoint_every = 0;
   std::filesystem::path resume_dir;
   std::filesystem::path predictions_path;  // HDF5, rank 0
+  std::filesystem::path embeddings_path;   // HDF5, rank 0: the last hidden layer of every node
   // `tessel predict`: no training; the model of this checkpoint file (its folder's best.h5 or
   // checkpoint.h5) predicts every node of the partition into predictions_path.
   std::filesystem::path predict_from;
   bool quiet = false;                      // no per-epoch line
   bool verbose = false;                    // also the lines of epochs not evaluated
-  // "best": --predictions (and DIR/best.h5 beside --checkpoint's checkpoint.h5) hold the epoch
+  // "best": --predictions, --embeddings (and DIR/best.h5 beside --checkpoint's checkpoint.h5) hold the epoch
   // with the best validation metric, or the last when nothing picks one; "last": the last.
   std::string save = "best";
   SampledOptions sampled;
