@@ -7,6 +7,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/mpi.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/partition/part.hpp"
@@ -35,6 +36,10 @@ struct BenchOptions {
   std::string fanouts;
   std::string modes = fmt::format("{}", fmt::join(train::default_bench_modes(), ","));
   std::vector<std::string> mode_list;  // parsed from `modes`
+  // Each mode's options: the shared flags, its own flags, and its own model when the mode
+  // trains one kind only (the pipeline's SIGN MLP); --model names the GNN modes' model.
+  std::vector<train::TrainOptions> mode_options;
+  bool data_parallel_given = false;
   fs::path out_dir;
   bool force = false;
 };
@@ -104,6 +109,9 @@ std::string markdown(const nlohmann::json& report) {
     for (const auto& m : report["modes"]) md += fn(m) + " | ";
     md += "\n";
   };
+  row("model (layers x hidden)", [](const auto& m) {
+    return m.contains("model") ? m["model"].template get<std::string>() : std::string("–");
+  });
   row("epochs", [](const auto& m) { return std::to_string(m["epochs"].template get<int>()); });
   row("s / epoch (median)", [](const auto& m) {
     return fmt::format("{:.4f}", m["seconds_per_epoch_median"].template get<double>());
@@ -150,6 +158,9 @@ std::string markdown(const nlohmann::json& report) {
       const auto& p = m["phase_seconds_per_epoch"];
       return p.contains(name) ? fmt::format("{:.4f}", p[name].template get<double>()) : std::string("–");
     });
+  if (report.contains("failed"))
+    md += fmt::format("\n**--mode {} failed**: {}\n", report["failed"]["mode"].get<std::string>(),
+                      report["failed"]["error"].get<std::string>());
   md += "\nPeak RSS is the process's high-water mark when the mode finished (modes run one after "
         "another in one process, so a later mode's figure includes the earlier ones').\n";
   return md;
@@ -179,7 +190,10 @@ std::function<void()> setup_bench(CLI::App& app) {
   app.add_option("DIR", o->train.part_dir, "partition folder made by `tessel partition`")
       ->required()
       ->check(partition_folder());
-  app.add_option("--modes", o->modes, "comma-separated training modes to compare (full, sampled; or dynamic alone, on a temporal partition)")
+  app.add_option("--modes", o->modes, "comma-separated training modes to compare (full, sampled, pipeline; or dynamic alone, on a "
+                 "temporal partition). --model names the GNN modes' model; pipeline trains its "
+                 "sign-mlp with the pipeline flags (--stages, default data-parallel: ranks / "
+                 "stages)")
       ->capture_default_str();
   app.add_option("--epochs", o->train.epochs, "epochs per mode")
       ->check(CLI::Range(1, 1000000))
@@ -197,20 +211,34 @@ std::function<void()> setup_bench(CLI::App& app) {
   app.add_flag("--force", o->force, "overwrite an existing report folder");
   app.add_flag("--quiet", o->train.quiet, "no per-epoch lines");
   add_model_flags(app, o->train, o->fanouts);
-  // Checked while parsing, before MPI starts, so a bad option is one line from rank 0.
-  app.final_callback([o] {
-    finish_train_options(o->train, o->fanouts);
+  // Checked while parsing, before MPI starts, so a bad option is one line from rank 0: every
+  // mode's flags, before any mode trains.
+  app.final_callback([&app, o] {
     o->mode_list.clear();
+    const auto known = train::mode_names();
     for (std::size_t start = 0; start <= o->modes.size();) {
       const auto comma = o->modes.find(',', start);
       const auto mode = o->modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      const auto known = train::mode_names();
       TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
                      "--modes: unknown mode '{}' (known: {})", mode, fmt::join(known, ", "));
+      TESSEL_EXPECTS(std::find(o->mode_list.begin(), o->mode_list.end(), mode) == o->mode_list.end(),
+                     "--modes {}: {} is listed twice", o->modes, mode);
       o->mode_list.push_back(mode);
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
+    check_mode_flags(app, o->mode_list);
+    o->data_parallel_given = app.get_option("--data-parallel")->count() > 0;
+    o->mode_options.clear();
+    for (const auto& mode : o->mode_list) {
+      train::TrainOptions options = o->train;
+      options.mode = mode;
+      const std::string& only_model = train::mode_traits(mode).only_model;
+      if (!only_model.empty()) options.model.kind = only_model;
+      finish_train_options(options, o->fanouts);
+      o->mode_options.push_back(std::move(options));
+    }
+    o->train = o->mode_options.front();
   });
   return [o] {
     auto comm = comm::make_mpi_communicator();
@@ -270,14 +298,37 @@ std::function<void()> setup_bench(CLI::App& app) {
                        ? fmt::format("{:.0f} s of training per mode (at most {} epochs)", o->train.time_budget_s, o->train.epochs)
                        : fmt::format("{} epochs per mode", o->train.epochs)},
         {"modes", nlohmann::json::array()}};
-    for (const auto& mode : o->mode_list) {
-      train::TrainOptions options = o->train;
-      options.mode = mode;
+    // What can be refused without data is refused for every mode before the first trains: a
+    // pipeline without --data-parallel runs ranks / --stages groups.
+    for (auto& options : o->mode_options) {
+      if (!o->data_parallel_given && options.pipeline.stages > 0 &&
+          comm->size() % options.pipeline.stages == 0)
+        options.pipeline.data_parallel = comm->size() / options.pipeline.stages;
+      train::check_mode_options(options, comm->size());
+    }
+    // A mode that fails with an error every rank meets ends the bench after the report of the
+    // modes that ran (and the failure) is written.
+    std::optional<AgreedInputError> failure;
+    for (auto options : o->mode_options) {
+      const std::string mode = options.mode;
       options.metrics_path = work_dir / (mode + ".jsonl");
       log::info("== bench: mode {}", mode);
-      const train::TrainResult result = train::train(*comm, options);
-      const auto rss = comm->allgather_value<std::int64_t>(peak_rss_bytes());
-      report["modes"].push_back(summarize(result, rss));
+      try {
+        const train::TrainResult result = train::train(*comm, options);
+        const auto rss = comm->allgather_value<std::int64_t>(peak_rss_bytes());
+        report["modes"].push_back(summarize(result, rss));
+        const bool sign = !train::mode_traits(mode).only_model.empty();
+        report["modes"].back()["model"] = fmt::format(
+            "{} {}x{}", options.model.kind, sign ? options.pipeline.mlp_layers : options.model.layers,
+            options.model.hidden);
+      } catch (const InputError& e) {
+        // Agreed, or met by every rank within a moment (a file every rank reads): otherwise
+        // the job is taken down as for any rank's own error.
+        if (!dynamic_cast<const AgreedInputError*>(&e) && !mpi::all_arrive(2.0)) throw;
+        report["failed"] = {{"mode", mode}, {"error", e.what()}};
+        failure.emplace(e.what(), e.where());
+        break;
+      }
     }
     if (comm->rank() == 0) {
       datasets::write_text_file(work_dir / "report.json", report.dump(2) + "\n");
@@ -295,7 +346,13 @@ std::function<void()> setup_bench(CLI::App& app) {
       output->commit();
       if (!old_report.empty()) fs::remove_all(old_report);
       std::printf("%s", md.c_str());
+      if (failure)
+        log::info("wrote {} (the report of the {} that ran before --mode {} failed)",
+                  o->out_dir.string(),
+                  log::counted(static_cast<long long>(report["modes"].size()), "mode"),
+                  report["failed"]["mode"].get<std::string>());
     }
+    if (failure) throw *failure;
     comm->barrier();
   };
 }

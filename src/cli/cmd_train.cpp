@@ -62,7 +62,7 @@ std::function<void()> setup_train(CLI::App& app) {
       "make rank r fail at the start of epoch e.");
   // Checked while parsing, before MPI starts, so a bad option is one line from rank 0.
   app.final_callback([&app, options, fanouts] {
-    check_mode_flags(app, options->mode);
+    check_mode_flags(app, {options->mode});
     finish_train_options(*options, *fanouts);
     check_train_outputs(*options);
   });

@@ -5,6 +5,7 @@
 #include "tessel/datasets/atomic_output.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -228,22 +229,23 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "DIR/sign-<operator>-k<K>[-row], computed there when missing)");
 }
 
-void check_mode_flags(const CLI::App& app, const std::string& mode) {
-  const auto& own = train::mode_traits(mode).own_flags;
+void check_mode_flags(const CLI::App& app, const std::vector<std::string>& modes) {
   for (const CLI::Option* option : app.get_options()) {
     if (option->count() == 0) continue;
     const std::string flag = "--" + (option->get_lnames().empty() ? std::string()
                                                                   : option->get_lnames().front());
-    if (std::find(own.begin(), own.end(), flag) != own.end()) continue;
+    auto reads = [&flag](const std::string& mode) {
+      const auto& own = train::mode_traits(mode).own_flags;
+      return std::find(own.begin(), own.end(), flag) != own.end();
+    };
+    if (std::any_of(modes.begin(), modes.end(), reads)) continue;
     std::string owners;
-    for (const auto& other : train::mode_names()) {
-      const auto& flags = train::mode_traits(other).own_flags;
-      if (std::find(flags.begin(), flags.end(), flag) != flags.end())
-        owners += (owners.empty() ? "--mode " : " or --mode ") + other;
-    }
-    TESSEL_EXPECTS(owners.empty(), "{} applies to {}, not --mode {} (choose that mode or leave the "
+    for (const auto& other : train::mode_names())
+      if (reads(other)) owners += (owners.empty() ? "--mode " : " or --mode ") + other;
+    TESSEL_EXPECTS(owners.empty(), "{} applies to {}, not {} {} (choose that mode or leave the "
                    "flag out)",
-                   flag, owners, mode);
+                   flag, owners, modes.size() == 1 ? "--mode" : "--modes",
+                   fmt::format("{}", fmt::join(modes, ",")));
   }
 }
 

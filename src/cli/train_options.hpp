@@ -30,9 +30,9 @@ CLI::Validator seed_check();
 // given where its partition belongs) is refused with the command that makes the partition.
 CLI::Validator partition_folder();
 
-// Refuses a flag given on the command line that the chosen mode does not read ("--fanouts
+// Refuses a flag given on the command line that none of the chosen modes reads ("--fanouts
 // applies to --mode sampled, not --mode full"), instead of ignoring it.
-void check_mode_flags(const CLI::App& app, const std::string& mode);
+void check_mode_flags(const CLI::App& app, const std::vector<std::string>& modes);
 
 // Refuses outputs that would destroy something: a --checkpoint that names a file, and a
 // --predictions, --metrics or checkpoint file that is one of the partition folder's files.

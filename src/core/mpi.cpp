@@ -81,23 +81,26 @@ void abort_job(const std::string& message, int exit_code) {
 }
 
 void exit_agreed(const std::string& message, int exit_code, double wait_s) {
-  if (world_size() <= 1) abort_job(message, exit_code);
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  int done = 0;
-  if (MPI_Ibarrier(MPI_COMM_WORLD, &barrier) == MPI_SUCCESS) {
-    const double deadline = MPI_Wtime() + wait_s;
-    while (!done && MPI_Wtime() < deadline) {
-      if (MPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-      if (!done) usleep(1000);
-    }
-  }
-  if (!done) abort_job(message, exit_code);
+  if (world_size() <= 1 || !all_arrive(wait_s)) abort_job(message, exit_code);
   if (world_rank() == 0) {
     std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
     std::fflush(stderr);
   }
   MPI_Finalize();
   std::_Exit(exit_code);
+}
+
+bool all_arrive(double wait_s) {
+  if (!initialized() || world_size() <= 1) return true;
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  int done = 0;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &barrier) != MPI_SUCCESS) return false;
+  const double deadline = MPI_Wtime() + wait_s;
+  while (!done && MPI_Wtime() < deadline) {
+    if (MPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    if (!done) usleep(1000);
+  }
+  return done != 0;
 }
 
 int as_count(std::int64_t n, const char* what) {

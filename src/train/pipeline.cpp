@@ -120,15 +120,8 @@ public:
       : comm_(ctx.comm), options_(ctx.options), popts_(ctx.options.pipeline),
         manifest_(ctx.manifest), part_(ctx.part), model_(model_config(ctx)),
         optimizer_(nn::make_optimizer(ctx.options.optimizer)) {
-    const int ranks = comm_.size(), S = popts_.stages, D = popts_.data_parallel;
-    TESSEL_EXPECTS(options_.model.kind == "sign-mlp",
-                   "--mode pipeline trains --model sign-mlp, not {}", options_.model.kind);
-    TESSEL_EXPECTS(S >= 1 && D >= 1 && S * D == ranks,
-                   "--data-parallel {} x --stages {} = {} ranks, but {} are running", D, S, S * D,
-                   ranks);
-    TESSEL_EXPECTS(popts_.micro_batches >= 1, "--micro-batches {} must be >= 1",
-                   popts_.micro_batches);
-    TESSEL_EXPECTS(popts_.batch_size >= 1, "--batch-size {} must be >= 1", popts_.batch_size);
+    check_pipeline_options(options_, comm_.size());
+    const int S = popts_.stages, D = popts_.data_parallel;
     group_ = comm_.rank() / S;
     pipe_rank_ = comm_.rank() % S;
     kind_ = parse_schedule_kind(popts_.schedule);
@@ -136,10 +129,6 @@ public:
     schedule_bubble_ = schedule_bubble(kind_, S, popts_.micro_batches);
     eval_schedule_ = make_schedule(kind_, S, popts_.micro_batches, true);
     const int stages = schedule_.stages;
-    TESSEL_EXPECTS(model_.num_blocks() >= stages,
-                   "the model has {} blocks (hop maps + {} MLP layers) but the {} schedule on {} "
-                   "ranks needs {} stages: raise --mlp-layers",
-                   model_.num_blocks(), popts_.mlp_layers, popts_.schedule, S, stages);
 
     Stopwatch watch;
     PrecomputeOptions pre{popts_.hops, popts_.op, options_.normalize_features};
@@ -908,6 +897,25 @@ private:
 };
 
 } // namespace
+
+void check_pipeline_options(const TrainOptions& options, int ranks) {
+  const PipelineOptions& p = options.pipeline;
+  const int S = p.stages, D = p.data_parallel;
+  TESSEL_EXPECTS(options.model.kind == "sign-mlp", "--mode pipeline trains --model sign-mlp, not {}",
+                 options.model.kind);
+  TESSEL_EXPECTS(S >= 1 && D >= 1 && S * D == ranks,
+                 "--data-parallel {} x --stages {} = {} ranks, but {} are running", D, S, S * D,
+                 ranks);
+  TESSEL_EXPECTS(p.micro_batches >= 1, "--micro-batches {} must be >= 1", p.micro_batches);
+  TESSEL_EXPECTS(p.batch_size >= 1, "--batch-size {} must be >= 1", p.batch_size);
+  const int blocks = p.mlp_layers + 1;  // the hop maps, then each MLP layer
+  const int stages = stages_for(parse_schedule_kind(p.schedule), S);
+  TESSEL_EXPECTS(blocks >= stages,
+                 "the model has {} blocks (hop maps + {} MLP layers) but the {} schedule on {} "
+                 "ranks needs {} stages: raise --mlp-layers",
+                 blocks, p.mlp_layers, p.schedule, S, stages);
+  if (p.split != "auto") parse_split(p.split, blocks, stages);
+}
 
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context) {
   return std::make_unique<PipelineTrainer>(context);

@@ -15,11 +15,13 @@ namespace tessel::train {
 namespace {
 
 ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerContext)> make,
-              std::function<TrainResult(comm::Communicator&, const TrainOptions&)> run) {
+              std::function<TrainResult(comm::Communicator&, const TrainOptions&)> run,
+              std::function<void(const TrainOptions&, int)> check = nullptr) {
   ModeInfo m;
   static_cast<ModeTraits&>(m) = std::move(traits);
   m.make = std::move(make);
   m.run = std::move(run);
+  m.check = std::move(check);
   return m;
 }
 
@@ -40,7 +42,7 @@ const std::vector<ModeInfo>& mode_table() {
             .own_flags = {"--hops", "--operator", "--mlp-layers", "--stages", "--data-parallel",
                           "--micro-batches", "--schedule", "--split", "--features",
                           "--batch-size", "--max-batches"}},
-           make_pipeline_trainer, nullptr),
+           make_pipeline_trainer, nullptr, check_pipeline_options),
       // Dynamic mode sets its run up itself (temporal partitions, its runtime), then hands its
       // trainer to the shared driver.
       mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
@@ -74,6 +76,14 @@ std::vector<std::string> mode_names() {
 
 const ModeTraits& mode_traits(const std::string& name) { return find_mode(name); }
 
+void check_mode_options(const TrainOptions& options, int ranks) {
+  check_run_options(options);
+  const ModeInfo& mode = find_mode(options.mode);
+  TESSEL_EXPECTS(options.device != "cuda" || mode.runs_on_gpu,
+                 "--device cuda: {} mode runs on the CPU only; use --device cpu", mode.name);
+  if (mode.check) mode.check(options, ranks);
+}
+
 std::vector<std::string> default_bench_modes() {
   std::vector<std::string> names;
   for (const auto& m : mode_table())
@@ -106,8 +116,6 @@ RuntimeHolder make_runtime(comm::Communicator& control, const TrainOptions& opti
 #endif
     TESSEL_EXPECTS(gpus > 0, "--device cuda: no GPU is visible on rank {} (host {}){}",
                    control.rank(), mpi::hostname(), kBuild);
-    TESSEL_EXPECTS(mode.runs_on_gpu, "--device cuda: {} mode runs on the CPU only; use --device cpu",
-                   mode.name);
     use_gpu = true;
   } else if (options.device == "auto") {
     use_gpu = min_gpus > 0 && mode.runs_on_gpu;

@@ -14,6 +14,8 @@ namespace tessel::train {
 struct ModeInfo : ModeTraits {
   std::function<std::unique_ptr<Trainer>(TrainerContext)> make;
   std::function<TrainResult(comm::Communicator&, const TrainOptions&)> run;
+  // The mode's refusals that need no data, for `ranks` ranks (may be empty).
+  std::function<void(const TrainOptions&, int ranks)> check;
 };
 // The registered modes; throws naming the known ones for an unknown name.
 const ModeInfo& find_mode(const std::string& name);

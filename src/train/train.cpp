@@ -201,16 +201,12 @@ void check_run_options(const TrainOptions& options) {
 
 TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   TrainOptions options = options_in;
-  check_run_options(options);
+  check_mode_options(options, comm.size());
   Stopwatch setup_watch;
   const int threads = choose_threads(options.threads);
   kernels::set_cpu_threads(threads);
   const ModeInfo& mode = find_mode(options.mode);
-  if (mode.run) {
-    TESSEL_EXPECTS(options.device != "cuda" || mode.runs_on_gpu,
-                   "--device cuda: {} mode runs on the CPU only", mode.name);
-    return mode.run(comm, options);
-  }
+  if (mode.run) return mode.run(comm, options);
 
   const partition::Manifest manifest = agreed([&] {
     partition::Manifest m = partition::read_manifest(options.part_dir);

@@ -127,6 +127,9 @@ struct TrainerContext {
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
 std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context);
+// The pipeline's refusals that need no data (model, ranks = data-parallel x stages, blocks per
+// stage, --split): run before any mode of a bench trains, and by the pipeline trainer.
+void check_pipeline_options(const TrainOptions& options, int ranks);
 
 // Pieces the modes share.
 // TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests of the

@@ -80,3 +80,83 @@ TEST(BenchCli, ReportHasBothModesWithEveryKey) {
                                   " --epochs 1 --out " + report_dir.string(), &out), 0);
   EXPECT_NE(out.find("--force"), std::string::npos) << out;
 }
+
+// Every mode a bench lists runs with its own model and flags (pipeline: its SIGN MLP, 2 stages
+// on the 2 ranks), and the report has one row per mode.
+TEST(BenchCli, FullSampledAndPipelineOnCoraInOneReport) {
+  test::TempDir dir("bench-cora");
+  const std::string tessel = test::tessel_binary().string();
+  std::string out;
+  ASSERT_EQ(test::run_command(tessel + " convert ogb " + test::sample_dataset("cora").string() +
+                                  " " + (dir / "cora.h5").string(), &out), 0) << out;
+  ASSERT_EQ(test::run_command(tessel + " partition " + (dir / "cora.h5").string() +
+                                  " --parts 2 --out " + (dir / "p").string(), &out), 0) << out;
+  const std::string bench = test::mpirun(2, 1) + tessel + " bench " + (dir / "p").string() +
+                            " --epochs 3 --hidden 16 --quiet";
+  const std::string all = " --modes full,sampled,pipeline";
+  // A flag of a mode not listed, and a pipeline that cannot run on 2 ranks, are refused before
+  // any mode trains: no mode's line, no report.
+  for (const auto& [flags, message] :
+       {std::pair<std::string, std::string>{" --modes full,pipeline --fanouts 5,5",
+                                            "--fanouts applies to --mode sampled, not --modes "
+                                            "full,pipeline"},
+        {all + " --stages 3", "--data-parallel 1 x --stages 3 = 3 ranks, but 2 are running"}}) {
+    EXPECT_EQ(test::run_command(bench + flags + " --out " + (dir / "refused").string(), &out), 2)
+        << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+    EXPECT_EQ(out.find("== bench: mode"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir / "refused"));
+  }
+  ASSERT_EQ(test::run_command(bench + all + " --stages 2 --mlp-layers 2 --fanouts 5,5 --out " +
+                                  (dir / "r").string(), &out), 0) << out;
+  std::ifstream in(dir / "r" / "report.json");
+  const auto report = nlohmann::json::parse(in);
+  ASSERT_EQ(report.at("modes").size(), 3u) << report.dump(1);
+  const char* models[] = {"gcn 2x16", "gcn 2x16", "sign-mlp 2x16"};
+  for (int i = 0; i < 3; ++i) {
+    const auto& m = report["modes"][i];
+    EXPECT_EQ(m.at("mode"), (std::vector<std::string>{"full", "sampled", "pipeline"}[i]));
+    EXPECT_EQ(m.at("model"), models[i]);
+    EXPECT_EQ(m.at("epochs"), 3);
+    EXPECT_GT(m.at("best_valid_acc").get<double>(), 0.2) << m.dump();
+  }
+  // The pipeline's two stages send activations and gradients to each other.
+  EXPECT_GT(report["modes"][2].at("comm_bytes_per_epoch_median").get<double>(), 0.0);
+  EXPECT_FALSE(report.contains("failed"));
+}
+
+// A mode that fails at run time with an error every rank meets: the report of the modes that
+// ran before it is written, naming the failure, and the bench exits non-zero with one line.
+TEST(BenchCli, AFailingModeLeavesTheReportOfTheModesThatRan) {
+  test::TempDir dir("bench-partial");
+  const std::string tessel = test::tessel_binary().string();
+  std::string out;
+  ASSERT_EQ(test::run_command(tessel + " convert synthetic --nodes 300 --classes 3 --feat-dim 8 "
+                                       "--seed 2 " + (dir / "g.h5").string(), &out), 0) << out;
+  ASSERT_EQ(test::run_command(tessel + " partition " + (dir / "g.h5").string() +
+                                  " --parts 2 --out " + (dir / "p").string(), &out), 0) << out;
+  // The pipeline's precomputed features are to go into a folder that is a file.
+  const int rc = test::run_command(test::mpirun(2, 1) + tessel + " bench " + (dir / "p").string() +
+                                       " --modes full,pipeline --epochs 2 --quiet --features " +
+                                       (dir / "g.h5").string() + " --out " +
+                                       (dir / "r").string(),
+                                   &out);
+  EXPECT_EQ(rc, 2) << out;
+  std::ifstream in(dir / "r" / "report.json");
+  ASSERT_TRUE(in.good()) << out;
+  const auto report = nlohmann::json::parse(in);
+  ASSERT_EQ(report.at("modes").size(), 1u);
+  EXPECT_EQ(report["modes"][0].at("mode"), "full");
+  EXPECT_EQ(report.at("failed").at("mode"), "pipeline");
+  const std::string error = report["failed"].at("error");
+  EXPECT_NE(error.find("g.h5"), std::string::npos) << error;
+  // One error line, rank 0's.
+  std::size_t lines = 0;
+  for (std::size_t at = out.find("tessel: error:"); at != std::string::npos;
+       at = out.find("tessel: error:", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << out;
+  EXPECT_NE(out.find("the report of the 1 mode that ran before --mode pipeline failed"),
+            std::string::npos)
+      << out;
+}

@@ -76,6 +76,10 @@ std::string hostname();
 // agree after all: then this falls back to abort_job. `wait_s` is that wait: long for an error
 // known to be agreed, short for one that may be this rank's alone. Never returns.
 [[noreturn]] void exit_agreed(const std::string& message, int exit_code, double wait_s = 5.0);
+// True when every rank reaches this call within `wait_s` seconds of this rank (a non-blocking
+// barrier tested until then): an error met by all ranks alike, not by this one alone. With one
+// rank or without MPI, true.
+bool all_arrive(double wait_s);
 
 // A count as MPI's int, or an error naming what overflowed.
 int as_count(std::int64_t n, const char* what);

@@ -135,6 +135,10 @@ struct ModeTraits {
 };
 // Throws InputError naming the known modes for an unknown name.
 const ModeTraits& mode_traits(const std::string& name);
+// What can be refused of options.mode without reading data, for `ranks` ranks: the options
+// every mode checks and the mode's own (the pipeline's stages and split). train() does the
+// same; `tessel bench` calls it for every mode before training any.
+void check_mode_options(const TrainOptions& options, int ranks);
 // The modes `tessel bench` compares when --modes is not given, in table order.
 std::vector<std::string> default_bench_modes();
 
