@@ -142,6 +142,14 @@ void set_split(TemporalDataset& d, const TemporalConvertOptions& o, const std::s
   d.test = {d.valid.end, T};
 }
 
+// Every value a non-negative integer (case counts, visits): the series a recipe standardizes.
+bool count_series(const std::vector<std::vector<double>>& series) {
+  for (const auto& step : series)
+    for (const double v : step)
+      if (!(v >= 0 && v == std::floor(v))) return false;
+  return true;
+}
+
 void standardize_series(std::vector<std::vector<double>>& series) {
   if (series.empty()) return;
   const std::size_t T = series.size(), N = series[0].size();
@@ -164,8 +172,9 @@ TemporalDataset lagged_dataset(const std::string& file, std::vector<std::vector<
   TESSEL_EXPECTS(o.lags >= 1, "{}: --lags must be at least 1, got {}", file, o.lags);
   TESSEL_EXPECTS(T0 > o.lags, "{}: a series of {} steps is too short for --lags {}", file, T0,
                  o.lags);
-  if (o.standardize) standardize_series(series);
   TemporalDataset d;
+  d.series = {true, o.standardize, count_series(series)};
+  if (o.standardize) standardize_series(series);
   d.num_nodes = static_cast<std::int64_t>(series[0].size());
   d.feature_dim = o.lags;
   const std::int64_t T = T0 - o.lags, N = d.num_nodes;
@@ -359,12 +368,14 @@ TemporalDataset named_series_layout(const JsonInput& in, const json& root, const
   TESSEL_EXPECTS(o.lags >= 1, "{}: --lags must be at least 1, got {}", in.file, o.lags);
   TESSEL_EXPECTS(T > o.lags, "{}: a series of {} steps is too short for --lags {}", in.file, T,
                  o.lags);
+  const bool counts = count_series(targets);
   if (o.standardize) {
     for (auto& per_series : values) standardize_series(per_series);
     standardize_series(targets);
   }
   const Csr graph = node_link_graph(in, root, index);
   TemporalDataset d;
+  d.series = {true, o.standardize, counts};
   d.num_nodes = N;
   d.feature_dim = static_cast<std::int64_t>(names.size()) * o.lags;
   for (std::int64_t s = 0; s + o.lags < T; ++s) {

@@ -45,21 +45,33 @@ def main():
     fig, ax = plt.subplots(figsize=(7, 4.5))
     # Version 1 reports have no metric: accuracy.
     metric_names = sorted({mode.get("metric", "acc") for mode in report["modes"]})
+    test_only = False
     for mode in report["modes"]:
         name = mode["mode"]
         key = "valid_" + mode.get("metric", "acc")
         metrics = read_metrics(os.path.join(args.report_dir, f"{name}.jsonl"))
-        metrics = [m for m in metrics if key in m]
-        xs = [m["wall_s"] for m in metrics]
-        ys = [m[key] for m in metrics]
-        ax.plot(xs, ys, marker="o", markersize=3, label=f"{name} ({mode['seconds_per_epoch_median']:.3g} s/epoch)")
+        model = f" {mode['model']}" if "model" in mode else ""
+        label = f"{name}{model} ({mode['seconds_per_epoch_median']:.3g} s/epoch)"
+        valid = [m for m in metrics if m.get(key) is not None]
+        if not valid:
+            # No validation split (n/a): the test values, dashed, and said so.
+            key = "test_" + mode.get("metric", "acc")
+            valid = [m for m in metrics if m.get(key) is not None]
+            label += ", test: no validation split"
+            test_only = True
+        ax.plot([m["wall_s"] for m in valid], [m[key] for m in valid], marker="o", markersize=3,
+                linestyle="-" if key.startswith("valid_") else "--", label=label)
     target = report.get("target_acc")
     if target:
         ax.axhline(target, color="gray", linestyle="--", linewidth=1, label=f"target {target}")
     ax.set_xlabel("wall-clock seconds (training, after setup)")
     labels = {"acc": "accuracy", "mse": "MSE (lower is better)", "auc": "AUC"}
-    ax.set_ylabel("validation " + ", ".join(labels.get(m, m) for m in metric_names))
-    ax.set_title(f"{report.get('dataset', '')}: {report.get('model', '')}, {report.get('ranks', '?')} rank{'' if report.get('ranks') == 1 else 's'}")
+    ax.set_ylabel(("validation" if not test_only else "validation (dashed: test)") + " " +
+                  ", ".join(labels.get(m, m) for m in metric_names))
+    ranks = report.get("ranks", "?")
+    ax.set_title(f"{report.get('dataset', '')}, {ranks} rank{'' if ranks == 1 else 's'}: "
+                 f"{' / '.join(labels.get(m, m).split(' (')[0] for m in metric_names)} "
+                 "against training time")
     ax.grid(True, alpha=0.3)
     ax.legend()
     out = args.out or os.path.join(args.report_dir, "accuracy_vs_time.png")

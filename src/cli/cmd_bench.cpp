@@ -79,9 +79,11 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
       // accuracy keys only when the metric is an accuracy.
       {"metric", r.metric},
       {"higher_is_better", r.higher_is_better},
-      {"best_valid", r.best_valid_acc},
+      // Without a validation split: null (n/a in the table), never a 0 that reads as a result.
+      {"has_valid", r.has_valid},
+      {"best_valid", r.has_valid ? nlohmann::json(r.best_valid_acc) : nlohmann::json(nullptr)},
       {"test_at_best_valid", r.test_acc_at_best},
-      {"best_valid_acc", r.metric == "acc" ? nlohmann::json(r.best_valid_acc) : nlohmann::json(nullptr)},
+      {"best_valid_acc", r.metric == "acc" && r.has_valid ? nlohmann::json(r.best_valid_acc) : nlohmann::json(nullptr)},
       {"test_acc_at_best_valid", r.metric == "acc" ? nlohmann::json(r.test_acc_at_best) : nlohmann::json(nullptr)},
       {"best_epoch", r.best_epoch},
       {"peak_rss_bytes_per_rank", rss_per_rank},
@@ -131,7 +133,8 @@ std::string markdown(const nlohmann::json& report) {
   for (const auto& m : report["modes"])
     if (m["metric"].get<std::string>() != metric) metric.clear();
   auto metric_value = [&metric](const auto& m, const char* key) {
-    const std::string value = fmt::format("{:.4f}", m[key].template get<double>());
+    const std::string value = m[key].is_null() ? std::string("n/a")
+                                               : fmt::format("{:.4f}", m[key].template get<double>());
     return metric.empty() ? value + " " + m["metric"].template get<std::string>() : value;
   };
   const std::string name = metric.empty() ? std::string() : metric + " ";
@@ -235,6 +238,7 @@ std::function<void()> setup_bench(CLI::App& app) {
       options.mode = mode;
       const std::string& only_model = train::mode_traits(mode).only_model;
       if (!only_model.empty()) options.model.kind = only_model;
+      apply_mode_defaults(app, options);
       finish_train_options(options, o->fanouts);
       o->mode_options.push_back(std::move(options));
     }

@@ -60,6 +60,15 @@ void print_written(const std::string& out, const datasets::TemporalDataset& d, d
                                : std::string("regression targets"),
              d.train.begin, d.train.end, d.valid.begin, d.valid.end, d.test.begin, d.test.end,
              static_cast<double>(info.file_bytes) / 1e6, seconds);
+  if (!d.series.present) return;
+  if (d.series.standardized)
+    fmt::print("  series standardized per node (--standardize): targets, predictions and MSE are "
+               "in each node's standard deviations\n");
+  else if (d.series.counts)
+    fmt::print("  series not standardized, and they are counts: the usual recipe trains on "
+               "standardized series; convert again with --standardize\n");
+  else
+    fmt::print("  series not standardized (--standardize z-scores each node's series)\n");
 }
 
 void run_temporal(const TemporalArgs& a) {

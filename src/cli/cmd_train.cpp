@@ -63,6 +63,7 @@ std::function<void()> setup_train(CLI::App& app) {
   // Checked while parsing, before MPI starts, so a bad option is one line from rank 0.
   app.final_callback([&app, options, fanouts] {
     check_mode_flags(app, {options->mode});
+    apply_mode_defaults(app, *options);
     finish_train_options(*options, *fanouts);
     check_train_outputs(*options);
   });

@@ -96,9 +96,12 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
               "pipeline: sign-mlp (the default there)",
               CLI::IsMember({"gcn", "sage", "gcn-gru", "gcn-lstm", "evolvegcn-o", "sign-mlp"}));
-  add_checked(app, "--layers", o.model.layers, "number of GNN layers", CLI::Range(1, 16));
+  add_checked(app, "--layers", o.model.layers,
+              "number of GNN layers (dynamic node regression: 1 unless given)", CLI::Range(1, 16));
   add_checked(app, "--hidden", o.model.hidden, "hidden feature size", CLI::Range(1, 1 << 16));
-  add_checked(app, "--dropout", o.model.dropout, "dropout probability on each layer's input",
+  add_checked(app, "--dropout", o.model.dropout,
+              "dropout probability on each layer's input (dynamic node regression: 0 unless "
+              "given)",
               finite_range(0.0, 0.95));
   add_checked(app, "--optimizer", o.optimizer.kind, "adam or sgd", CLI::IsMember({"adam", "sgd"}));
   add_checked(app, "--lr", o.optimizer.lr, "learning rate",
@@ -247,6 +250,15 @@ void check_mode_flags(const CLI::App& app, const std::vector<std::string>& modes
                    flag, owners, modes.size() == 1 ? "--mode" : "--modes",
                    fmt::format("{}", fmt::join(modes, ",")));
   }
+}
+
+void apply_mode_defaults(const CLI::App& app, train::TrainOptions& o) {
+  const auto& defaults = train::mode_traits(o.mode).apply_defaults;
+  if (!defaults) return;
+  defaults(o, [&app](const std::string& flag) {
+    const CLI::Option* option = app.get_option_no_throw(flag);
+    return option != nullptr && option->count() > 0;
+  });
 }
 
 void check_train_outputs(const train::TrainOptions& o) {

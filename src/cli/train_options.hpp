@@ -41,6 +41,9 @@ void check_train_outputs(const train::TrainOptions& options);
 // Adds the model, optimizer and sampled-mode flags to `app`, writing into `options`. The
 // string `fanouts` is parsed by finish_train_options().
 void add_model_flags(CLI::App& app, train::TrainOptions& options, std::string& fanouts);
+// The mode's own defaults (dynamic node regression: 1 layer, no dropout) for the flags `app`
+// did not get; before finish_train_options().
+void apply_mode_defaults(const CLI::App& app, train::TrainOptions& options);
 // Parses what CLI11 cannot check (fanout lists, model kind, layer counts).
 void finish_train_options(train::TrainOptions& options, const std::string& fanouts);
 

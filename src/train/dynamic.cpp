@@ -1376,10 +1376,11 @@ public:
     return {.mode = "dynamic",
             .model_json = model_json.dump(),
             .setup_line = fmt::format(
-                "dynamic training: {}, {} {} layout, {} GCN layers hidden {}, task {}, {} "
+                "dynamic training: {}, {} {} layout, {} hidden {}, dropout {}, task {}, {} "
                 "nodes x {} snapshots (training [{}, {})){}",
                 log::counted(comm_.size(), "rank"), options_.model.kind, options_.dynamic.partition,
-                options_.model.layers, options_.model.hidden, options_.dynamic.task,
+                log::counted(options_.model.layers, "GCN layer"), options_.model.hidden,
+                options_.model.dropout, options_.dynamic.task,
                 info.num_nodes, info.num_snapshots, info.train.begin, info.train.end,
                 block_text),
             .runtime_line = ""};
@@ -1463,7 +1464,8 @@ public:
     nlohmann::json s;
     if (result.best_epoch > 0) {
       s = {{"best_epoch", result.best_epoch},
-           {"valid_" + name, result.best_valid_acc},
+           {"valid_" + name,
+            metric_.picks_best ? nlohmann::json(result.best_valid_acc) : nlohmann::json(nullptr)},
            {"test_" + name, result.test_acc_at_best}};
       if (link_) s["test_mrr"] = best_test_mrr_;
     }
@@ -1508,6 +1510,13 @@ private:
 };
 
 }  // namespace
+
+void dynamic_defaults(TrainOptions& options,
+                      const std::function<bool(const std::string&)>& given) {
+  if (options.dynamic.task != "node-regression") return;
+  if (!given("--layers")) options.model.layers = 1;
+  if (!given("--dropout")) options.model.dropout = 0.0f;
+}
 
 TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options) {
   check_run_options(options);

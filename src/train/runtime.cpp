@@ -47,7 +47,8 @@ const std::vector<ModeInfo>& mode_table() {
       // trainer to the shared driver.
       mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
             .only_model = "",
-            .own_flags = {"--temporal-partition", "--task", "--negatives", "--eval-negatives"}},
+            .own_flags = {"--temporal-partition", "--task", "--negatives", "--eval-negatives"},
+            .apply_defaults = dynamic_defaults},
            nullptr, train_dynamic),
   };
   return table;

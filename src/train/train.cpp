@@ -326,6 +326,7 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
   result.mode = info.mode;
   result.metric = metric.name;
   result.higher_is_better = metric.higher_is_better;
+  result.has_valid = metric.picks_best;
   double wall_offset = 0;  // training seconds before this run (resumed runs)
   if (!options.resume_dir.empty()) {
     const CheckpointMeta loaded = agreed([&] {
@@ -464,7 +465,13 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
       log::result("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
                 evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);
     }
-    write_metrics(m.to_json(), "an epoch line");
+    nlohmann::json record = m.to_json();
+    // Without a validation split the value is absent (null), not a 0 that reads as a result.
+    if (m.evaluated && !metric.picks_best) {
+      record["valid_" + metric.name] = nullptr;
+      if (metric.name == "acc") record["valid_acc"] = nullptr;
+    }
+    write_metrics(record, "an epoch line");
     const double epoch_wall_s = m.wall_s;
     result.epochs.push_back(std::move(m));
 

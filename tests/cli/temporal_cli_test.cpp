@@ -252,6 +252,74 @@ TEST(TemporalCli, InfoAndTrainingCheckTheTemporalStore) {
   EXPECT_EQ(r.output.find("diverged"), std::string::npos) << r.output;
 }
 
+// The converter's summary says whether the series were standardized, and recommends it for
+// count series; dynamic node regression defaults to 1 GCN layer without dropout unless given.
+TEST(TemporalCli, SeriesScalingIsReportedAndDynamicDefaultsFitTheTask) {
+  test::TempDir dir("temporal-cli-defaults");
+  auto series = [](const std::string& a, const std::string& y) {
+    return R"({"directed": false, "multigraph": false, "graph": {},
+      "nodes": [{"id": "A", "X": {"a": )" + a + R"(}, "y": )" + y + R"(},
+                {"id": "B", "X": {"a": [2, 1, 0, 1, 2, 3]}, "y": [1, 1, 2, 3, 5, 8]}],
+      "links": [{"source": "A", "target": "B", "weight": 1}]})";
+  };
+  write_text(dir / "counts.json", series("[0, 1, 2, 3, 4, 5]", "[3, 0, 4, 1, 5, 9]"));
+  write_text(dir / "real.json", series("[0, 1, 2, 3, 4, 5]", "[0.5, 1, 1.5, 2, 2.5, 3]"));
+  const struct {
+    const char* file;
+    const char* flags;
+    const char* line;
+  } cases[] = {
+      {"counts.json", "", "series not standardized, and they are counts: the usual recipe trains "
+                          "on standardized series; convert again with --standardize"},
+      {"counts.json", " --standardize", "series standardized per node (--standardize)"},
+      {"real.json", "", "series not standardized (--standardize z-scores each node's series)"},
+  };
+  for (const auto& c : cases) {
+    const Result r = run_tessel("convert temporal " + quote(dir / c.file) + " " +
+                                quote(dir / "s.h5") + " --lags 2" + c.flags);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(c.line), std::string::npos) << c.file << c.flags << "\n" << r.output;
+  }
+  // Synthetic snapshots carry no series: no such line.
+  Result r = run_tessel("convert synthetic-temporal --nodes 60 --snapshots 6 --feat-dim 3 --seed 1 " +
+                        quote(dir / "g.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("standardiz"), std::string::npos) << r.output;
+  r = run_tessel("partition " + quote(dir / "g.h5") + " --parts 1 --out " + quote(dir / "p"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string train = "train " + quote(dir / "p") + " --mode dynamic --model gcn-gru --epochs 1 ";
+  r = run_tessel(train);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 GCN layer hidden 16, dropout 0, task node-regression"),
+            std::string::npos)
+      << r.output;
+  r = run_tessel(train + "--layers 2 --dropout 0.25");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 GCN layers hidden 16, dropout 0.25,"), std::string::npos) << r.output;
+  // The last series store has no validation snapshots: its validation MSE is n/a in the epoch
+  // lines, null in the records and the bench report, n/a in the report's table, never 0.
+  r = run_tessel("partition " + quote(dir / "s.h5") + " --parts 1 --out " + quote(dir / "sp"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_tessel("bench " + quote(dir / "sp") + " --modes dynamic --model gcn-gru --epochs 2 --out " +
+                 quote(dir / "report"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("valid n/a"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| best valid mse (lower is better) | n/a |"), std::string::npos)
+      << r.output;
+  std::ifstream report_file(dir / "report" / "report.json");
+  const auto report = nlohmann::json::parse(report_file);
+  EXPECT_TRUE(report["modes"][0]["best_valid"].is_null()) << report.dump(1);
+  EXPECT_FALSE(report["modes"][0]["has_valid"].get<bool>());
+  EXPECT_TRUE(report["modes"][0]["test_at_best_valid"].is_number());
+  const auto lines = read_lines(dir / "report" / "dynamic.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(lines[i]["valid_mse"].is_null()) << lines[i].dump();
+    EXPECT_TRUE(lines[i]["test_mse"].is_number()) << lines[i].dump();
+  }
+  EXPECT_TRUE(lines[2]["valid_mse"].is_null()) << lines[2].dump();
+}
+
 TEST(TemporalCli, TrainDynamicWritesMetricsCheckpointsAndPredictions) {
   test::TempDir dir("temporal-cli-train");
   Result r = run_tessel("convert synthetic-temporal --nodes 120 --snapshots 8 --avg-degree 4 "

@@ -35,6 +35,14 @@ struct TemporalDataset {
   SnapshotRange train, valid, test;
   // Node v's id in the dataset this one was relabeled from (a partitioned copy); empty: v.
   std::vector<NodeId> orig_id;
+  // Series layouts (what the converter says in its summary; not stored): whether the values
+  // were z-scored per node (--standardize) and whether the raw targets were counts
+  // (non-negative integers), which the usual recipes train on standardized.
+  struct Series {
+    bool present = false;
+    bool standardized = false;
+    bool counts = false;
+  } series;
 
   std::int64_t num_snapshots() const { return static_cast<std::int64_t>(snapshots.size()); }
   // Throws InputError naming `what` if any size, index, weight, target or range is inconsistent.

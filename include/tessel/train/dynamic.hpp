@@ -83,4 +83,9 @@ private:
 // options.part_dir. Collective; called by train() for --mode dynamic.
 TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options);
 
+// Dynamic mode's defaults: node regression takes the usual recipe's model (1 GCN layer, no
+// dropout) unless --layers or --dropout is given.
+void dynamic_defaults(TrainOptions& options,
+                      const std::function<bool(const std::string&)>& given);
+
 }  // namespace tessel::train

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,7 @@ struct TrainResult {
   // validation and test values at the best epoch.
   std::string metric = "acc";
   bool higher_is_better = true;
+  bool has_valid = true;  // false: no validation split, best_valid_acc means nothing (n/a)
   double best_valid_acc = 0;
   double test_acc_at_best = 0;
   int best_epoch = 0;
@@ -132,6 +134,11 @@ struct ModeTraits {
   // Command-line flags only some modes read: those this mode reads. A flag named by no mode
   // applies to every mode; one named by others only is refused with this mode.
   std::vector<std::string> own_flags;
+  // Defaults that fit the mode (and its task), for the flags the command line did not give:
+  // given("--layers") says whether a flag was. Applied before the options are checked; may be
+  // empty.
+  std::function<void(TrainOptions&, const std::function<bool(const std::string&)>& given)>
+      apply_defaults;
 };
 // Throws InputError naming the known modes for an unknown name.
 const ModeTraits& mode_traits(const std::string& name);
