@@ -173,7 +173,11 @@ std::string markdown(const nlohmann::json& report) {
 // report becomes), not the hidden temporary it is written in.
 void run_plot(const fs::path& out_dir, const fs::path& shown_dir) {
   fs::path script;
+  std::error_code ec;
+  const fs::path installed =
+      fs::read_symlink("/proc/self/exe", ec).parent_path() / TESSEL_INSTALLED_SCRIPTS / "plot_bench.py";
   if (const char* env = std::getenv("TESSEL_PLOT_SCRIPT")) script = env;
+  else if (!ec && fs::exists(installed, ec)) script = installed.lexically_normal();
   else script = fs::path(TESSEL_SCRIPTS_DIR) / "plot_bench.py";
   if (!fs::exists(script)) {
     log::warn("plot script {} not found; skipping accuracy_vs_time.png", script.string());

@@ -504,7 +504,10 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
   }
   nlohmann::json summary = {{"summary", true},
                             {"mode", info.mode},
-                            {"epochs", static_cast<int>(result.epochs.size())},
+                            // The run's last epoch (a resumed run counts from the start), and
+                            // the epochs this process trained.
+                            {"epochs", last_epoch},
+                            {"epochs_this_run", static_cast<int>(result.epochs.size())},
                             {"peak_rss_bytes", result.peak_rss_bytes},
                             {"setup_s", result.setup_s}};
   // The outputs of the chosen epoch: the best one kept above (when it is not the last, its

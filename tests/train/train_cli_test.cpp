@@ -81,6 +81,10 @@ TEST_F(TrainCli, ResumeReachesTheSameFinalLoss) {
   ASSERT_EQ(resumed.size(), 7u);  // epochs 6..12
   for (std::size_t i = 0; i < resumed.size(); ++i)
     EXPECT_NEAR(resumed[i], straight[5 + i], 1e-6 * std::abs(straight[5 + i])) << i;
+  // The resumed summary counts the run's epochs from the start, and this process's apart.
+  const auto summary = read_metrics(scratch("resumed.jsonl")).back();
+  EXPECT_EQ(summary.at("epochs"), 12);
+  EXPECT_EQ(summary.at("epochs_this_run"), 7);
 }
 
 TEST_F(TrainCli, MetricsFileHasEveryKeyAndSummary) {
