@@ -538,7 +538,10 @@ TEST_F(TrainRefusals, FailedBenchLeavesNoReport) {
   EXPECT_TRUE(fs::exists(report / "full.jsonl"));
   EXPECT_TRUE(fs::exists(report / "sampled.jsonl"));
   // --force replaces a complete report with a new complete one, leaving nothing beside it.
-  const Outcome forced = run(bench + " --force --epochs 1 --modes full");
+  // (Without the sampled flags: a bench of full alone refuses them.)
+  const Outcome forced = run(test::mpirun(2) + tessel_bin() + " bench " + parts(2).string() +
+                             " --hidden 8 --quiet --out " + report.string() +
+                             " --force --epochs 1 --modes full");
   ASSERT_EQ(forced.code, 0) << forced.output;
   EXPECT_EQ(read_metrics(report / "full.jsonl").size(), 2u);  // 1 epoch + summary
   std::vector<std::string> entries;
