@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Peer side of scripts/bench/peers.sh: full-batch GCN and GraphSAGE, and sampled GraphSAGE, in
 DGL or PyG on an OGB raw folder, timed the way Tessel times itself. Prints one JSON object per
-measurement on stdout.
+measurement on stdout (and one "info" object with the versions first).
 
   peer_gnn.py --framework dgl|pyg --ogb DIR --cache FILE.npz --threads 2 [--epochs 12]
+              [--only gcn,sage,sampled] [--adjacency edge_index,sparse] [--prepare]
 
 Full batch: seconds of one training step (forward, backward, optimizer step) and of a
 forward-only evaluation over every node, medians over the epochs after the first two.
 Sampled: seconds of one training epoch (sampling, feature gather, forward, backward, step)
 over the training nodes, batches of --batch-size, median over the epochs after the first.
-PyG runs twice per model: message passing on edge_index and on a torch.sparse CSR adjacency.
+The models are Tessel's: dropout on every layer's input, the input features included, ReLU
+between layers. PyG passes messages on edge_index, on a torch.sparse CSR adjacency, or both
+(--adjacency); its sampled run uses edge_index. --prepare only makes the cache and exits.
 """
 import argparse
 import warnings
@@ -37,7 +40,18 @@ def parse_args():
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--only", default="gcn,sage,sampled", help="subset of gcn,sage,sampled")
-    return p.parse_args()
+    p.add_argument("--adjacency", default="edge_index,sparse",
+                   help="PyG: subset of edge_index,sparse (sampled runs on edge_index)")
+    p.add_argument("--prepare", action="store_true", help="make the cache from --ogb and exit")
+    args = p.parse_args()
+    args.only = set(filter(None, args.only.split(",")))
+    args.adjacency = set(filter(None, args.adjacency.split(",")))
+    if not args.only <= {"gcn", "sage", "sampled"}:
+        p.error(f"--only {','.join(sorted(args.only))}: not a subset of gcn,sage,sampled")
+    if not args.adjacency <= {"edge_index", "sparse"}:
+        p.error(f"--adjacency {','.join(sorted(args.adjacency))}: "
+                "not a subset of edge_index,sparse")
+    return args
 
 
 def read_csv_gz(path, dtype, cols=None):
@@ -128,7 +142,8 @@ def make_models(framework, torch):
             self.dropout = dropout
 
         def forward(self, graphs, x):
-            # graphs: one graph for every layer (full batch) or one block per layer (sampled)
+            # graphs: one graph for every layer (full batch) or one block per layer (sampled).
+            # Dropout before every layer, the first included, as Tessel's model applies it.
             for i, (conv, g) in enumerate(zip(self.convs, graphs)):
                 x = F.dropout(x, self.dropout, self.training)
                 x = conv(g, x) if framework == "dgl" else conv(x, g)
@@ -258,6 +273,8 @@ def main():
     t = time.perf_counter()
     data = load(args.ogb, args.cache)
     load_s = time.perf_counter() - t
+    if args.prepare:
+        return
     n = int(data["num_nodes"][0])
     feat = torch.from_numpy(data["feat"])
     label = torch.from_numpy(data["label"])
@@ -282,15 +299,17 @@ def main():
         versions["torch_geometric"] = torch_geometric.__version__
         emit(dict(framework="pyg", info=versions))
         edge_index = torch.stack([src, dst])
-        full_batch(args, torch, Net, data, {"gcn": edge_index, "sage": edge_index},
-                   "pyg edge_index", feat, label, train)
-        # adj_t: row v lists v's in-neighbors (sources), the layout PyG's sparse path expects.
-        indptr = torch.zeros(n + 1, dtype=torch.int64)
-        indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
-        adj_t = torch.sparse_csr_tensor(indptr, src, torch.ones(src.numel()), size=(n, n))
-        full_batch(args, torch, Net, data, {"gcn": adj_t, "sage": adj_t}, "pyg sparse",
-                   feat, label, train)
-        if "sampled" in args.only:
+        if "edge_index" in args.adjacency:
+            full_batch(args, torch, Net, data, {"gcn": edge_index, "sage": edge_index},
+                       "pyg edge_index", feat, label, train)
+        if "sparse" in args.adjacency:
+            # adj_t: row v lists v's in-neighbors (sources), the layout PyG's sparse path expects.
+            indptr = torch.zeros(n + 1, dtype=torch.int64)
+            indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
+            adj_t = torch.sparse_csr_tensor(indptr, src, torch.ones(src.numel()), size=(n, n))
+            full_batch(args, torch, Net, data, {"gcn": adj_t, "sage": adj_t}, "pyg sparse",
+                       feat, label, train)
+        if "sampled" in args.only and "edge_index" in args.adjacency:
             sampled_pyg(args, torch, Net, data, edge_index, feat, label, train)
 
 

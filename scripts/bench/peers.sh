@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Tessel, DGL and PyG side by side on one graph and one thread count: full-batch GCN and
-# GraphSAGE (seconds per training step and per forward-only evaluation), and sampled GraphSAGE
-# (seconds per training epoch), printed as one table.
+# Tessel, DGL and PyG side by side on one graph and one thread count, interleaved over rounds:
+# full-batch GCN and GraphSAGE (seconds per training step and per forward-only evaluation) and
+# sampled GraphSAGE (seconds per training epoch); per side the best and the median over rounds,
+# the ratios Tessel / peer of both, and every run's CPU and wall seconds.
 #
-# scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--threads T] [--epochs E]
-#                        [--sampled-epochs E]
-#   --install   make two virtual environments under the --venv folder (default build/peers-venv)
-#               from PyPI: dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what
-#               DGL 2.1 needs), pyg/ with PyG 2.8.1 and the current torch. A few GB (torch's
-#               wheels pull CUDA libraries from PyPI even for CPU use).
+# scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--rounds R] [--threads T]
+#                        [--epochs E] [--sampled-epochs E]
+#   --install   make two virtual environments under the --venv folder (default build/peers-venv):
+#               dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what DGL 2.1
+#               needs), pyg/ with PyG 2.8.1 and the current torch. torch comes from PyTorch's CPU
+#               index where it can be reached, else from PyPI, whose wheels pull a few GB of CUDA
+#               libraries even for CPU use.
+#   --rounds    rounds, at least 3 (default 3). A round runs each workload in turn (full GCN, full
+#               SAGE, sampled SAGE) and each one on every side in turn (Tessel P=1, Tessel P=2,
+#               DGL, PyG edge_index, PyG sparse), one process per run, so that every side sees
+#               the same stretches of the machine's load.
+#   --threads   cores shared by every side (default 2); --epochs full-batch epochs per run
+#               (default 12, the first two warm up); --sampled-epochs (default 3, one warms up).
 #   --work      scratch folder (default build/bench-peers): the OGB raw folder everyone reads,
-#               Tessel's store and partitions, metrics, the table (peers.md).
+#               Tessel's store, partitions and metrics, runs.jsonl, and the results: peers.md (the
+#               tables, also printed) and peers.json (machine, load, every round's raw figures).
 # The graph: `tessel convert synthetic --ogb` with 200k nodes, average degree 20, 128 features,
 # 16 classes, seed 1 (environment NODES, AVG_DEGREE, FEAT, CLASSES change it). Tessel runs
 # P = 1 rank x T threads and P = 2 ranks x T/2 threads; the Python frameworks run one process
 # with T threads. Models: 2 layers of width 128 full batch, 3 layers with fanouts 15,10,5 and a
-# global batch of 1024 sampled; dropout 0.5, Adam lr 0.01. A framework whose environment is
-# missing is left out of the table with a note.
+# global batch of 1024 sampled; dropout 0.5 on every layer's input, the input features included
+# (as Tessel applies it), Adam lr 0.01. ONEDNN_MAX_CPU_ISA, if set, caps oneDNN's ISA (AVX2
+# stands in for an AVX2 machine); MKL_ENABLE_INSTRUCTIONS and ATEN_CPU_CAPABILITY are set to
+# match for torch unless given. A framework whose environment is missing is left out with a note.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -24,6 +35,7 @@ source scripts/bench/common.sh
 install=0
 venv=build/peers-venv
 work=build/bench-peers
+rounds=3
 threads=2
 epochs=12
 sampled_epochs=3
@@ -32,16 +44,21 @@ while [ $# -gt 0 ]; do
     --install) install=1 ;;
     --venv) venv="$2"; shift ;;
     --work) work="$2"; shift ;;
+    --rounds) rounds="$2"; shift ;;
     --threads) threads="$2"; shift ;;
     --epochs) epochs="$2"; shift ;;
     --sampled-epochs) sampled_epochs="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ "$epochs" -ge 3 ] || { echo "peers.sh: --epochs must be at least 3 (2 warm up)" >&2; exit 2; }
-[ "$sampled_epochs" -ge 2 ] || { echo "peers.sh: --sampled-epochs must be at least 2" >&2; exit 2; }
+[ "$rounds" -ge 3 ] 2>/dev/null || { echo "peers.sh: --rounds must be at least 3" >&2; exit 2; }
+[ "$threads" -ge 1 ] 2>/dev/null || { echo "peers.sh: --threads must be at least 1" >&2; exit 2; }
+[ "$epochs" -ge 3 ] 2>/dev/null \
+  || { echo "peers.sh: --epochs must be at least 3 (2 warm up)" >&2; exit 2; }
+[ "$sampled_epochs" -ge 2 ] 2>/dev/null \
+  || { echo "peers.sh: --sampled-epochs must be at least 2 (1 warms up)" >&2; exit 2; }
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 nodes="${NODES:-200000}"
@@ -49,60 +66,139 @@ avg_degree="${AVG_DEGREE:-20}"
 feat="${FEAT:-128}"
 classes="${CLASSES:-16}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-bench_require peers.sh "$tessel" python3 mpirun
+bench_require peers.sh "$tessel" python3 mpirun uptime
 
 if [ "$install" = 1 ]; then
   mkdir -p "$venv"
+  cpu_index=https://download.pytorch.org/whl/cpu
+  torch_index=()
+  if python3 -c "import urllib.request; urllib.request.urlopen('$cpu_index/torch/', timeout=15)" \
+      2>/dev/null; then
+    torch_index=(--index-url "$cpu_index" --extra-index-url https://pypi.org/simple)
+  else
+    echo "peers.sh: $cpu_index unreachable; torch from PyPI (with its CUDA libraries)" >&2
+  fi
   if [ ! -x "$venv/dgl/bin/python" ]; then python3 -m venv "$venv/dgl"; fi
+  "$venv/dgl/bin/pip" install -q "${torch_index[@]}" torch==2.2.1
   "$venv/dgl/bin/pip" install -q torch==2.2.1 dgl==2.1.0 torchdata==0.7.1 "numpy<2" pandas \
     pydantic pyyaml
   if [ ! -x "$venv/pyg/bin/python" ]; then python3 -m venv "$venv/pyg"; fi
+  "$venv/pyg/bin/pip" install -q "${torch_index[@]}" torch
   "$venv/pyg/bin/pip" install -q torch torch_geometric==2.8.1 pandas
 fi
 
-mkdir -p "$work"
+# An ISA cap for oneDNN (Tessel's GEMM, torch's oneDNN ops) caps torch's MKL GEMM and its own
+# vectorized kernels too, unless they are given caps of their own.
+if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ]; then
+  case "${ONEDNN_MAX_CPU_ISA^^}" in
+    AVX2*) mkl=AVX2 aten=avx2 ;;
+    AVX512*) mkl=AVX512 aten=avx512 ;;
+    AVX) mkl=AVX aten=default ;;
+    *) mkl=SSE4_2 aten=default ;;
+  esac
+  export MKL_ENABLE_INSTRUCTIONS="${MKL_ENABLE_INSTRUCTIONS:-$mkl}"
+  export ATEN_CPU_CAPABILITY="${ATEN_CPU_CAPABILITY:-$aten}"
+fi
+
+mkdir -p "$work/metrics"
 ogb="$work/ogb-n${nodes}-d${avg_degree}-f${feat}"
 [ -d "$ogb/raw" ] || "$tessel" convert synthetic --nodes "$nodes" --avg-degree "$avg_degree" \
   --classes "$classes" --feat-dim "$feat" --seed 1 --ogb "$ogb"
-store="$work/graph.h5"
+store="$ogb.h5"
 [ -f "$store" ] || "$tessel" convert ogb "$ogb" "$store" >/dev/null
-results="$work/results.jsonl"
-: > "$results"
+cache="$ogb-arrays.npz"
+runs="$work/runs.jsonl"
+: > "$runs"
+table=scripts/bench/peers_table.py
 
+# The sides, in the order every round runs them.
+sides=()
 for p in 1 2; do
-  parts="$work/parts$p"
-  bench_parts "$tessel" "$store" "$p" "$parts"
-  t=$(bench_threads "$p" "$threads")
-  run=(mpirun --oversubscribe --bind-to none -np "$p" "$tessel" train "$parts" --threads "$t" \
-       --quiet --hidden 128 --dropout 0.5 --lr 0.01 --seed 0)
-  for model in gcn sage; do
-    echo "tessel P=$p x $t: full $model" >&2
-    "${run[@]}" --mode full --model "$model" --layers 2 --epochs "$epochs" \
-      --metrics "$work/tessel-p$p-full-$model.jsonl"
-  done
-  echo "tessel P=$p x $t: sampled sage" >&2
-  # The global batch is --batch-size x ranks: keep it at 1024. Evaluation only after the last
-  # epoch, and its seconds are left out: epochs time training only, as the peers' sampled
-  # epochs do.
-  "${run[@]}" --mode sampled --model sage --layers 3 --fanouts 15,10,5 \
-    --batch-size $(( 1024 / p )) --epochs "$sampled_epochs" --eval-every 1000000 \
-    --metrics "$work/tessel-p$p-sampled-sage.jsonl"
-  python3 scripts/bench/peers_table.py tessel-metrics --label "Tessel P=$p x $t" \
-    --full-gcn "$work/tessel-p$p-full-gcn.jsonl" --full-sage "$work/tessel-p$p-full-sage.jsonl" \
-    --sampled "$work/tessel-p$p-sampled-sage.jsonl" >> "$results"
+  bench_parts "$tessel" "$store" "$p" "$ogb-parts$p"
+  sides+=("tessel-p$p")
 done
-
+declare -A peer_python=()
 for framework in dgl pyg; do
   py="$venv/$framework/bin/python"
-  if [ ! -x "$py" ]; then
-    echo "{\"framework\": \"$framework\", \"missing\": \"no environment at $venv/$framework (run with --install)\"}" >> "$results"
-    continue
+  if [ -x "$py" ]; then
+    peer_python[$framework]="$py"
+    if [ "$framework" = dgl ]; then sides+=(dgl); else sides+=(pyg pyg-sparse); fi
+    # The arrays every peer reads, made before the first round so that no run pays for them.
+    [ -f "$cache" ] || "$py" scripts/bench/peer_gnn.py --framework "$framework" --ogb "$ogb" \
+      --cache "$cache" --prepare
+  else
+    label=$([ "$framework" = dgl ] && echo DGL || echo PyG)
+    python3 "$table" missing --record "$runs" --side "$framework" --label "$label" \
+      --why "no environment at $venv/$framework (run with --install)"
   fi
-  echo "$framework: full gcn, full sage, sampled sage" >&2
-  OMP_NUM_THREADS="$threads" "$py" scripts/bench/peer_gnn.py --framework "$framework" \
-    --ogb "$ogb" --cache "$work/ogb-arrays.npz" --threads "$threads" --epochs "$epochs" \
-    --sampled-epochs "$sampled_epochs" >> "$results" \
-    || echo "{\"framework\": \"$framework\", \"missing\": \"the run failed (see above)\"}" >> "$results"
 done
 
-python3 scripts/bench/peers_table.py table "$results" --threads "$threads" | tee "$work/peers.md"
+# run_side SIDE WORKLOAD ROUND: one measured run, appended to runs.jsonl.
+run_side() {
+  local side=$1 workload=$2 round=$3
+  local record=(python3 "$table" run --record "$runs" --round "$round" --side "$side"
+                --workload "$workload")
+  case "$side" in
+    tessel-p*)
+      local p=${side#tessel-p} t
+      t=$(bench_threads "$p" "$threads")
+      local metrics="$work/metrics/$side-$workload-r$round.jsonl"
+      local cmd=(mpirun --oversubscribe --bind-to none -np "$p" "$tessel" train "$ogb-parts$p"
+                 --threads "$t" --quiet --hidden 128 --dropout 0.5 --lr 0.01 --seed 0
+                 --metrics "$metrics")
+      if [ "$workload" = sampled-sage ]; then
+        # The global batch is --batch-size x ranks: keep it at 1024. Evaluation only after the
+        # last epoch, and its seconds are left out: epochs time training only, as the peers'
+        # sampled epochs do.
+        cmd+=(--mode sampled --model sage --layers 3 --fanouts 15,10,5
+              --batch-size $(( 1024 / p )) --epochs "$sampled_epochs" --eval-every 1000000)
+      else
+        cmd+=(--mode full --model "${workload#full-}" --layers 2 --epochs "$epochs")
+      fi
+      "${record[@]}" --label "Tessel P=$p x $t" --tessel-metrics "$metrics" --binary "$tessel" \
+        -- "${cmd[@]}"
+      ;;
+    *)
+      local framework=${side%-sparse} label only adjacency=()
+      case "$side" in
+        dgl) label=DGL ;;
+        pyg) label="PyG edge_index"; adjacency=(--adjacency edge_index) ;;
+        pyg-sparse) label="PyG sparse"; adjacency=(--adjacency sparse) ;;
+      esac
+      case "$workload" in
+        full-gcn) only=gcn ;;
+        full-sage) only=sage ;;
+        sampled-sage) only=sampled ;;
+      esac
+      "${record[@]}" --label "$label" -- env OMP_NUM_THREADS="$threads" \
+        "${peer_python[$framework]}" scripts/bench/peer_gnn.py --framework "$framework" \
+        --ogb "$ogb" --cache "$cache" --threads "$threads" --epochs "$epochs" \
+        --sampled-epochs "$sampled_epochs" --only "$only" "${adjacency[@]}"
+      ;;
+  esac
+}
+
+load_before=$(uptime)
+echo "peers.sh: ${sides[*]}; $rounds rounds; load average before: ${load_before##*: }" >&2
+for round in $(seq 1 "$rounds"); do
+  for workload in full-gcn full-sage sampled-sage; do
+    for side in "${sides[@]}"; do
+      # PyG's sampled run uses edge_index: the sparse side has no sampled workload.
+      [ "$side" = pyg-sparse ] && [ "$workload" = sampled-sage ] && continue
+      run_side "$side" "$workload" "$round"
+    done
+  done
+done
+load_after=$(uptime)
+
+t_half=$(bench_threads 2 "$threads")
+graph="\`tessel convert synthetic --ogb\`, $nodes nodes, average degree $avg_degree,"
+graph+=" $feat features, $classes classes, seed 1"
+models="full batch 2 layers of width 128; sampled 3 layers of width 128, fanouts 15,10,5 (input"
+models+=" layer first), global batch 1024, training only; dropout 0.5 on every layer's input, the"
+models+=" input features included, in every framework (as Tessel applies it); Adam lr 0.01;"
+models+=" $epochs full-batch and $sampled_epochs sampled epochs per run. Tessel P=1 x $threads"
+models+=" threads and P=2 x $t_half; DGL and PyG one process with $threads threads."
+python3 "$table" report "$runs" --threads "$threads" --graph "$graph" --models "$models" \
+  --load-before "$load_before" --load-after "$load_after" \
+  --md "$work/peers.md" --json "$work/peers.json"
