@@ -1,5 +1,5 @@
 // Batched Philox blocks, compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time
-// (the SIMD form is what makes a row of dropout draws cheap).
+// (the SIMD form is what makes a long run of draws cheap).
 #include "tessel/core/rng.hpp"
 
 namespace tessel::rng {
@@ -21,9 +21,7 @@ void Key::blocks(std::uint64_t node, std::uint32_t first, std::uint32_t count,
                  std::uint32_t* out) const {
   constexpr std::uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  const std::uint32_t key0 = static_cast<std::uint32_t>(seed) ^
-                             mix(static_cast<std::uint32_t>(stream) * 0x10001u + layer);
-  const std::uint32_t key1 = static_cast<std::uint32_t>(seed >> 32) ^ mix(epoch ^ 0xA5A5A5A5u);
+  const auto [key0, key1] = philox_key();
   const Lanes low = Lanes{} + 0xFFFFFFFFull;
   const Lanes lane_index = {0, 1, 2, 3, 4, 5, 6, 7};
   for (std::uint32_t base = 0; base < count; base += kLanes) {

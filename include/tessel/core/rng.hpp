@@ -42,13 +42,18 @@ struct Key {
 
   // Four 32-bit words for draw index `i` of item `node` (e.g. a node id).
   TESSEL_HD std::array<std::uint32_t, 4> block(std::uint64_t node, std::uint32_t i) const {
-    // Key words: seed mixed with (stream, layer) and with epoch; counter: node, draw, step.
-    const std::uint32_t k0 = static_cast<std::uint32_t>(seed) ^
-                             mix(static_cast<std::uint32_t>(stream) * 0x10001u + layer);
-    const std::uint32_t k1 = static_cast<std::uint32_t>(seed >> 32) ^ mix(epoch ^ 0xA5A5A5A5u);
-    return philox4x32({static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(node >> 32),
-                       i, step},
-                      {k0, k1});
+    return philox4x32(counter(node, i), philox_key());
+  }
+  // The Philox key of block(): seed mixed with (stream, layer) and with epoch. The same for
+  // every (node, i), so loops over many blocks derive it once.
+  TESSEL_HD std::array<std::uint32_t, 2> philox_key() const {
+    return {static_cast<std::uint32_t>(seed) ^
+                mix(static_cast<std::uint32_t>(stream) * 0x10001u + layer),
+            static_cast<std::uint32_t>(seed >> 32) ^ mix(epoch ^ 0xA5A5A5A5u)};
+  }
+  // The Philox counter of block(node, i): node's low and high words, the draw index, the step.
+  TESSEL_HD std::array<std::uint32_t, 4> counter(std::uint64_t node, std::uint32_t i) const {
+    return {static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(node >> 32), i, step};
   }
   // A bijective 32-bit mixer (lowbias32) so nearby (stream, layer, epoch) give distant keys.
   TESSEL_HD static std::uint32_t mix(std::uint32_t x) {
@@ -62,7 +67,8 @@ struct Key {
   // Blocks i = first .. first + count - 1 of `node` into out[4 * (i - first) + w], equal to
   // block(node, i)[w]. Host only: the rounds run across 16 counters at once in structure-of-
   // arrays form, which the compiler turns into SIMD (vpmuludq) — several times faster than
-  // calling block() per counter when a whole row of draws is needed (dropout masks).
+  // calling block() per counter when a run of draws is needed. (The CPU dropout kernels keep
+  // their draws in registers instead and do not come through here.)
   void blocks(std::uint64_t node, std::uint32_t first, std::uint32_t count, std::uint32_t* out) const;
 
   TESSEL_HD std::uint32_t u32(std::uint64_t node, std::uint32_t i) const { return block(node, i)[0]; }
