@@ -204,16 +204,29 @@ void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Contex
                           grad_x.ptr<float>()));
 }
 
+namespace {
+// A mask of one bit per element of x: u8 [rows, ceil(cols / 8)].
+void expect_mask(const char* op, const char* name, const Tensor& mask, const Tensor& x) {
+  detail::expect_tensor(op, name, mask, DType::u8, 2);
+  TESSEL_EXPECTS(mask.rows() == x.rows() && mask.cols() == (x.cols() + 7) / 8,
+                 "{}: {} {} expected [{}, {}] (one bit per element of {})", op, name,
+                 mask.describe(), x.rows(), (x.cols() + 7) / 8, x.describe());
+}
+} // namespace
+
+std::vector<std::int64_t> dropout_mask_shape(const Tensor& x) {
+  TESSEL_EXPECTS(x.defined() && x.dim() == 2, "dropout_mask_shape: {} is not a matrix",
+                 x.describe());
+  return {x.rows(), (x.cols() + 7) / 8};
+}
+
 void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key, float p,
                      Tensor& y, Tensor& mask, Context* ctx) {
   constexpr const char* kOp = "dropout_forward";
   detail::expect_tensor(kOp, "x", x, DType::f32, 2);
   detail::expect_tensor(kOp, "y", y, DType::f32, 2);
   detail::expect_same_shape(kOp, "x", x, "y", y);
-  if (mask.defined()) {
-    detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
-    detail::expect_same_shape(kOp, "x", x, "mask", mask);
-  }
+  if (mask.defined()) expect_mask(kOp, "mask", mask, x);
   TESSEL_EXPECTS(static_cast<std::int64_t>(row_ids.size()) == x.rows(),
                  "{}: {} row ids for {} rows", kOp, row_ids.size(), x.rows());
   TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
@@ -237,10 +250,7 @@ void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key
   detail::expect_tensor(kOp, "row_ids", row_ids, DType::i64, 1);
   detail::expect_tensor(kOp, "y", y, DType::f32, 2);
   detail::expect_same_shape(kOp, "x", x, "y", y);
-  if (mask.defined()) {
-    detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
-    detail::expect_same_shape(kOp, "x", x, "mask", mask);
-  }
+  if (mask.defined()) expect_mask(kOp, "mask", mask, x);
   TESSEL_EXPECTS(row_ids.numel() == x.rows(), "{}: {} row ids for {} rows", kOp, row_ids.numel(),
                  x.rows());
   TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
@@ -264,9 +274,8 @@ void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor&
                       Context* ctx) {
   constexpr const char* kOp = "dropout_backward";
   detail::expect_tensor(kOp, "grad_y", grad_y, DType::f32, 2);
-  detail::expect_tensor(kOp, "mask", mask, DType::u8, 2);
   detail::expect_tensor(kOp, "grad_x", grad_x, DType::f32, 2);
-  detail::expect_same_shape(kOp, "grad_y", grad_y, "mask", mask);
+  expect_mask(kOp, "mask", mask, grad_y);
   detail::expect_same_shape(kOp, "grad_y", grad_y, "grad_x", grad_x);
   TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
   const Device device = grad_y.device();
@@ -275,10 +284,10 @@ void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor&
   Context& context = resolve_context(ctx, device, kOp);
   if (grad_y.numel() == 0) return;
   TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                         cpu::dropout_backward(grad_y.numel(), grad_y.ptr<float>(),
+                         cpu::dropout_backward(grad_y.rows(), grad_y.cols(), grad_y.ptr<float>(),
                                                mask.ptr<std::uint8_t>(), p, grad_x.ptr<float>()),
-                         cuda::dropout_backward(r, grad_y.numel(), grad_y.ptr<float>(),
-                                                mask.ptr<std::uint8_t>(), p,
+                         cuda::dropout_backward(r, grad_y.rows(), grad_y.cols(),
+                                                grad_y.ptr<float>(), mask.ptr<std::uint8_t>(), p,
                                                 grad_x.ptr<float>()));
 }
 
@@ -287,11 +296,8 @@ void expect_relu_dropout(const char* op, const Tensor& x, const Tensor& y, const
                          float p) {
   detail::expect_tensor(op, "x", x, DType::f32, 2);
   detail::expect_tensor(op, "y", y, DType::f32, 2);
-  detail::expect_tensor(op, "bits", bits, DType::u8, 2);
   detail::expect_same_shape(op, "x", x, "y", y);
-  TESSEL_EXPECTS(bits.rows() == x.rows() && bits.cols() == (x.cols() + 7) / 8,
-                 "{}: bits {} expected [{}, {}]", op, bits.describe(), x.rows(),
-                 (x.cols() + 7) / 8);
+  expect_mask(op, "bits", bits, x);
   TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", op, p);
   detail::expect_device(op, "y", y, x.device());
   detail::expect_device(op, "bits", bits, x.device());
@@ -350,6 +356,30 @@ void relu_dropout_backward(const Tensor& grad_y, const Tensor& bits, float p, Te
                          cuda::relu_dropout_backward(r, grad_y.rows(), grad_y.cols(),
                                                      grad_y.ptr<float>(), bits.ptr<std::uint8_t>(),
                                                      p, grad_x.ptr<float>()));
+}
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+  case CpuIsa::portable:
+    return "portable";
+  case CpuIsa::avx2:
+    return "avx2";
+  case CpuIsa::avx512:
+    return "avx512";
+  }
+  return "unknown";
+}
+
+bool cpu_supports(CpuIsa isa) {
+  return cpu::isa_supported(isa);
+}
+
+CpuIsa cpu_dropout_isa() {
+  return cpu::dropout_isa();
+}
+
+void set_cpu_dropout_isa(CpuIsa isa) {
+  cpu::set_dropout_isa(isa);
 }
 
 void normalize_rows(Tensor& x, Context* ctx) {

@@ -4,6 +4,7 @@
 
 #include "tessel/core/rng.hpp"
 #include "tessel/core/types.hpp"
+#include "tessel/kernels/dense.hpp"
 
 #include <cstdint>
 
@@ -56,15 +57,20 @@ void scatter_add_rows_segmented(std::int64_t segments, const std::int64_t* segme
 
 void relu_forward(std::int64_t count, const float* x, float* y);
 void relu_backward(std::int64_t count, const float* grad_y, const float* y, float* grad_x);
+// Dropout masks and ReLU-dropout bits: u8 [n, (f + 7) / 8], column j is bit j % 8 of byte
+// j / 8. mask may be null in dropout_forward (not written); row_ids may be null when p == 0.
 void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
                      const rng::Key& key, float p, float* y, std::uint8_t* mask);
-void dropout_backward(std::int64_t count, const float* grad_y, const std::uint8_t* mask, float p,
-                      float* grad_x);
-// mask may be null (not written). bits: u8 [n, (f + 7) / 8].
+void dropout_backward(std::int64_t n, std::int64_t f, const float* grad_y, const std::uint8_t* mask,
+                      float p, float* grad_x);
 void relu_dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
                           const rng::Key& key, float p, float* y, std::uint8_t* bits);
 void relu_dropout_backward(std::int64_t n, std::int64_t f, const float* grad_y,
                            const std::uint8_t* bits, float p, float* grad_x);
+// The instruction set of the dropout kernels (see kernels::CpuIsa).
+bool isa_supported(CpuIsa isa);
+CpuIsa dropout_isa();
+void set_dropout_isa(CpuIsa isa);
 void normalize_rows(std::int64_t n, std::int64_t f, float* x);
 void axpy(std::int64_t count, float alpha, const float* x, float* y);
 

@@ -22,33 +22,28 @@ __global__ void relu_backward_kernel(std::int64_t count, const float* __restrict
     grad_x[i] = y[i] > 0.0f ? grad_y[i] : 0.0f;
 }
 
-// A thread per (row, group of 8 columns): one Philox block serves the 8 columns.
-__global__ void dropout_forward_kernel(std::int64_t n, std::int64_t f, std::int64_t quads,
+// A thread per (row, group of 8 columns): one Philox block serves the 8 columns, whose 8 keep
+// bits form one byte of the row's mask (thread t writes mask byte t).
+__global__ void dropout_forward_kernel(std::int64_t n, std::int64_t f, std::int64_t groups,
                                        const float* __restrict__ x,
                                        const NodeId* __restrict__ row_ids, rng::Key key, float p,
-                                       float* __restrict__ y, std::uint8_t* __restrict__ mask) {
+                                       float* y, std::uint8_t* __restrict__ mask) {
   const float keep_scale = 1.0f / (1.0f - p);
   const std::uint32_t threshold = detail::dropout_threshold(p);
   constexpr std::int64_t kGroup = detail::kDropoutColumnsPerBlock;
+  static_assert(kGroup == 8, "one mask byte per Philox block");
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       t < n * quads; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = t / quads, q = t % quads;
-    const auto words = key.block(static_cast<std::uint64_t>(row_ids[row]), static_cast<std::uint32_t>(q));
-    for (std::int64_t j = q * kGroup; j < f && j < (q + 1) * kGroup; ++j) {
-      const bool keep = detail::dropout_draw16(words.data(), j - q * kGroup) >= threshold;
-      if (mask) mask[row * f + j] = keep ? 1 : 0;
+       t < n * groups; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = t / groups, g = t % groups;
+    const auto words = key.block(static_cast<std::uint64_t>(row_ids[row]), static_cast<std::uint32_t>(g));
+    unsigned int byte = 0;
+    for (std::int64_t j = g * kGroup; j < f && j < (g + 1) * kGroup; ++j) {
+      const bool keep = detail::dropout_draw16(words.data(), j - g * kGroup) >= threshold;
       y[row * f + j] = keep ? x[row * f + j] * keep_scale : 0.0f;
+      byte |= (keep ? 1u : 0u) << (j - g * kGroup);
     }
+    if (mask) mask[t] = static_cast<std::uint8_t>(byte);
   }
-}
-
-__global__ void dropout_backward_kernel(std::int64_t count, const float* __restrict__ grad_y,
-                                        const std::uint8_t* __restrict__ mask, float p,
-                                        float* __restrict__ grad_x) {
-  const float keep_scale = 1.0f / (1.0f - p);
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    grad_x[i] = mask[i] ? grad_y[i] * keep_scale : 0.0f;
 }
 
 // A thread per (row, group of 8 columns): one Philox block serves the 8 columns, whose 8 bits
@@ -110,9 +105,9 @@ __device__ inline void store8(float* p, const float (&v)[8]) {
 }
 
 __global__ void dropout_forward8_kernel(std::uint32_t items, std::uint32_t groups,
-                                        const float* __restrict__ x,
-                                        const NodeId* __restrict__ row_ids, rng::Key key, float p,
-                                        float* __restrict__ y, std::uint8_t* __restrict__ mask) {
+                                        const float* x, const NodeId* __restrict__ row_ids,
+                                        rng::Key key, float p, float* y,
+                                        std::uint8_t* __restrict__ mask) {
   const float keep_scale = 1.0f / (1.0f - p);
   const std::uint32_t threshold = detail::dropout_threshold(p);
   for (std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < items;
@@ -121,15 +116,15 @@ __global__ void dropout_forward8_kernel(std::uint32_t items, std::uint32_t group
     const auto words = key.block(static_cast<std::uint64_t>(row_ids[row]), g);
     float v[8];
     load8(x + static_cast<std::size_t>(t) * 8, v);
-    unsigned long long keep_bytes = 0;
+    unsigned int byte = 0;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const bool keep = detail::dropout_draw16(words.data(), k) >= threshold;
       v[k] = keep ? v[k] * keep_scale : 0.0f;
-      keep_bytes |= static_cast<unsigned long long>(keep ? 1 : 0) << (8 * k);
+      byte |= (keep ? 1u : 0u) << k;
     }
     store8(y + static_cast<std::size_t>(t) * 8, v);
-    if (mask) reinterpret_cast<unsigned long long*>(mask)[t] = keep_bytes;
+    if (mask) mask[t] = static_cast<std::uint8_t>(byte);
   }
 }
 
@@ -186,15 +181,16 @@ bool fast8(std::int64_t n, std::int64_t f, const void* a, const void* b) {
 void launch_dropout(Resources& r, std::int64_t n, std::int64_t f, const float* x,
                     const NodeId* row_ids, const rng::Key& key, float p, float* y,
                     std::uint8_t* mask) {
-  const std::int64_t quads = (f + detail::kDropoutColumnsPerBlock - 1) / detail::kDropoutColumnsPerBlock;
-  if (fast8(n, f, x, y) && reinterpret_cast<std::uintptr_t>(mask) % 8 == 0) {
-    const auto items = static_cast<std::uint32_t>(n * quads);
+  // ceil(f / 8) groups per row: the mask's bytes, one per thread.
+  const std::int64_t groups = detail::dropout_mask_row_bytes(f);
+  if (fast8(n, f, x, y)) {
+    const auto items = static_cast<std::uint32_t>(n * groups);
     dropout_forward8_kernel<<<blocks_for(items), kThreads, 0, r.stream>>>(
-        items, static_cast<std::uint32_t>(quads), x, row_ids, key, p, y, mask);
+        items, static_cast<std::uint32_t>(groups), x, row_ids, key, p, y, mask);
   } else {
-    dropout_forward_kernel<<<blocks_for(n * quads), kThreads, 0, r.stream>>>(n, f, quads, x,
-                                                                             row_ids, key, p, y,
-                                                                             mask);
+    dropout_forward_kernel<<<blocks_for(n * groups), kThreads, 0, r.stream>>>(n, f, groups, x,
+                                                                              row_ids, key, p, y,
+                                                                              mask);
   }
   TESSEL_CHECK_LAUNCH();
 }
@@ -274,13 +270,11 @@ void dropout_forward_device_ids(Resources& r, std::int64_t n, std::int64_t f, co
   launch_dropout(r, n, f, x, row_ids, key, p, y, mask);
 }
 
-
-void dropout_backward(Resources& r, std::int64_t count, const float* grad_y,
+// The mask has relu_dropout_forward's layout, and the gradient passes where its bit is set: the
+// same kernels.
+void dropout_backward(Resources& r, std::int64_t n, std::int64_t f, const float* grad_y,
                       const std::uint8_t* mask, float p, float* grad_x) {
-  if (count == 0) return;
-  dropout_backward_kernel<<<blocks_for(count), kThreads, 0, r.stream>>>(count, grad_y, mask, p,
-                                                                        grad_x);
-  TESSEL_CHECK_LAUNCH();
+  relu_dropout_backward(r, n, f, grad_y, mask, p, grad_x);
 }
 
 } // namespace tessel::kernels::cuda

@@ -68,9 +68,10 @@ void dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* 
 void dropout_forward_device_ids(Resources& r, std::int64_t n, std::int64_t f, const float* x,
                                 const NodeId* row_ids, const rng::Key& key, float p, float* y,
                                 std::uint8_t* mask);
-void dropout_backward(Resources& r, std::int64_t count, const float* grad_y,
+void dropout_backward(Resources& r, std::int64_t n, std::int64_t f, const float* grad_y,
                       const std::uint8_t* mask, float p, float* grad_x);
-// mask may be null in dropout_forward*. row_ids: on the device.
+// Masks and bits: u8 [n, (f + 7) / 8], column j is bit j % 8 of byte j / 8; mask may be null
+// in dropout_forward*. row_ids: on the device.
 void relu_dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* x,
                           const NodeId* row_ids, const rng::Key& key, float p, float* y,
                           std::uint8_t* bits);

@@ -274,7 +274,7 @@ Tensor Dropout::forward_rows(const Tensor& x, const RowIds& row_ids, const rng::
     return x;
   }
   Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
-  mask_ = Tensor::empty(x.shape(), DType::u8, x.device());
+  mask_ = Tensor::empty(kernels::dropout_mask_shape(x), DType::u8, x.device());
   kernels::dropout_forward(x, row_ids, key, p_, y, mask_);
   return y;
 }

@@ -102,7 +102,7 @@ Tensor SignMlp::forward(int block, const Tensor& x, std::span<const NodeId> ids,
   key.layer = static_cast<std::uint32_t>(block);
   if (training && config_.dropout > 0.0f) {
     saved.input = Tensor::empty(x.shape(), DType::f32);
-    saved.mask = Tensor::empty(x.shape(), DType::u8);
+    saved.mask = Tensor::empty(kernels::dropout_mask_shape(x), DType::u8);
     kernels::dropout_forward(x, ids, key, config_.dropout, saved.input, saved.mask);
   } else {
     saved.input = x;

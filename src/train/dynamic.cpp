@@ -963,7 +963,7 @@ private:
     const rng::Key key{options_.seed, rng::Stream::dropout, epoch, static_cast<std::uint32_t>(t),
                        layer};
     Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
-    mask = Tensor::empty(x.shape(), DType::u8, x.device());
+    mask = Tensor::empty(kernels::dropout_mask_shape(x), DType::u8, x.device());
     kernels::dropout_forward(x, std::span<const NodeId>(orig_ids_).subspan(
                                     static_cast<std::size_t>(first_row),
                                     static_cast<std::size_t>(x.rows())),

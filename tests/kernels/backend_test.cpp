@@ -176,7 +176,9 @@ std::vector<OpCase> all_cases() {
                      return to_host({y, gx});
                    },
                    0, 0});
-  for (const std::int64_t f : {23, 32}) // 32: the CUDA twin's 8-column fast path
+  // Bit for bit: the same draws, +0 where dropped, one multiply where kept. 32: the CUDA twin's
+  // 8-column fast path.
+  for (const std::int64_t f : {23, 32})
     cases.push_back({"dropout.F" + std::to_string(f),
                      [f](Device d) {
                        const Tensor x = test::random_tensor({64, f}, 1).to(d);
@@ -185,14 +187,14 @@ std::vector<OpCase> all_cases() {
                          ids[i] = 5000 - 3 * i;
                        const rng::Key key{9, rng::Stream::dropout, 1, 2, 3};
                        Tensor y = Tensor::empty({64, f}, DType::f32, d);
-                       Tensor mask = Tensor::empty({64, f}, DType::u8, d);
+                       Tensor mask = Tensor::empty({64, (f + 7) / 8}, DType::u8, d);
                        kernels::dropout_forward(x, ids, key, 0.4f, y, mask);
                        const Tensor g = test::random_tensor({64, f}, 2).to(d);
                        Tensor gx = Tensor::empty({64, f}, DType::f32, d);
                        kernels::dropout_backward(g, mask, 0.4f, gx);
                        return to_host({y, mask, gx});
                      },
-                     1e-6, 0});
+                     0, 0});
   cases.push_back({"dropout.device_ids",
                    [](Device d) {
                      // Ids as a tensor on the device: the same masks as the host-span form.
@@ -202,15 +204,15 @@ std::vector<OpCase> all_cases() {
                        ids[i] = 5000 - 3 * i;
                      const rng::Key key{9, rng::Stream::dropout, 1, 2, 3};
                      Tensor y = Tensor::empty({64, 23}, DType::f32, d);
-                     Tensor mask = Tensor::empty({64, 23}, DType::u8, d);
+                     Tensor mask = Tensor::empty({64, 3}, DType::u8, d);
                      kernels::dropout_forward(x, Tensor::from_vector(ids).to(d), key, 0.4f, y,
                                               mask);
                      Tensor y_span = Tensor::empty({64, 23}, DType::f32, d);
-                     Tensor mask_span = Tensor::empty({64, 23}, DType::u8, d);
+                     Tensor mask_span = Tensor::empty({64, 3}, DType::u8, d);
                      kernels::dropout_forward(x, ids, key, 0.4f, y_span, mask_span);
                      return to_host({y, mask, y_span, mask_span});
                    },
-                   1e-6, 0});
+                   0, 0});
   for (const float p : {0.0f, 0.4f})
     for (const std::int64_t f : {5, 16, 23}) {
       cases.push_back({"relu_dropout.p" + std::to_string(p) + ".F" + std::to_string(f),

@@ -4,7 +4,11 @@
 
 #include "tessel/kernels/kernels.hpp"
 
+#include "dropout_draw.hpp"
+
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <numeric>
 #include <set>
 
@@ -13,6 +17,11 @@ namespace {
 
 float at(const Tensor& t, std::int64_t i, std::int64_t j) {
   return t.data<float>()[i * t.cols() + j];
+}
+
+// Bit (i, j) of a dropout mask or ReLU-dropout bits: u8 [n, ceil(F / 8)].
+bool bit_at(const Tensor& bits, std::int64_t i, std::int64_t j) {
+  return (bits.data<std::uint8_t>()[i * bits.cols() + j / 8] >> (j % 8)) & 1u;
 }
 
 TEST(Gemm, EveryTransposeWithAlphaBeta) {
@@ -151,7 +160,7 @@ TEST(ReluDropout, EqualsReluThenDropoutAndItsBitsGiveTheBackward) {
     // Reference: ReLU, then dropout with a mask, then their backward passes one after another.
     Tensor relu = Tensor::empty({n, f}, DType::f32);
     kernels::relu_forward(x, relu);
-    Tensor expected = relu.clone(), mask = Tensor::empty({n, f}, DType::u8);
+    Tensor expected = relu.clone(), mask = Tensor::empty({n, (f + 7) / 8}, DType::u8);
     if (p > 0) kernels::dropout_forward(relu, ids, key, p, expected, mask);
     const Tensor g = test::random_tensor({n, f}, 8);
     Tensor expected_grad = g.clone();
@@ -176,7 +185,8 @@ TEST(ReluDropout, EqualsReluThenDropoutAndItsBitsGiveTheBackward) {
     EXPECT_NEAR(double(set) / (n * f), 0.5 * (1 - p), 0.06);
   }
   // Dropout without a mask writes the same values as with one.
-  Tensor with_mask = Tensor::empty({n, f}, DType::f32), mask = Tensor::empty({n, f}, DType::u8);
+  Tensor with_mask = Tensor::empty({n, f}, DType::f32),
+         mask = Tensor::empty({n, (f + 7) / 8}, DType::u8);
   Tensor without = Tensor::empty({n, f}, DType::f32), none;
   kernels::dropout_forward(x, ids, key, 0.3f, with_mask, mask);
   kernels::dropout_forward(x, ids, key, 0.3f, without, none);
@@ -192,20 +202,23 @@ TEST(Dropout, MaskDependsOnNodeIdNotRowOrder) {
   const Tensor x = test::random_tensor({n, f}, 5, 0.5f, 1.5f); // nonzero everywhere
   std::vector<NodeId> ids(n);
   std::iota(ids.begin(), ids.end(), 1000);
-  Tensor y = Tensor::empty({n, f}, DType::f32), mask = Tensor::empty({n, f}, DType::u8);
+  Tensor y = Tensor::empty({n, f}, DType::f32);
+  Tensor mask = Tensor::empty(kernels::dropout_mask_shape(x), DType::u8);
+  ASSERT_EQ(mask.shape(), (std::vector<std::int64_t>{n, (f + 7) / 8}));
   kernels::dropout_forward(x, ids, key, p, y, mask);
   // Reverse the rows and their ids: each node's mask row must move with it.
   std::vector<NodeId> reversed(ids.rbegin(), ids.rend());
   Tensor x_rev = Tensor::empty({n, f}, DType::f32);
   for (std::int64_t i = 0; i < n; ++i)
     std::copy_n(x.data<float>() + (n - 1 - i) * f, f, x_rev.data<float>() + i * f);
-  Tensor y_rev = Tensor::empty({n, f}, DType::f32), mask_rev = Tensor::empty({n, f}, DType::u8);
+  Tensor y_rev = Tensor::empty({n, f}, DType::f32),
+         mask_rev = Tensor::empty(mask.shape(), DType::u8);
   kernels::dropout_forward(x_rev, reversed, key, p, y_rev, mask_rev);
   std::int64_t kept = 0;
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = 0; j < f; ++j) {
-      const auto m = mask.data<std::uint8_t>()[i * f + j];
-      ASSERT_EQ(m, mask_rev.data<std::uint8_t>()[(n - 1 - i) * f + j]);
+      const bool m = bit_at(mask, i, j);
+      ASSERT_EQ(m, bit_at(mask_rev, n - 1 - i, j));
       ASSERT_EQ(at(y, i, j), at(y_rev, n - 1 - i, j));
       ASSERT_FLOAT_EQ(at(y, i, j), m ? at(x, i, j) / (1 - p) : 0.0f);
       kept += m;
@@ -214,18 +227,197 @@ TEST(Dropout, MaskDependsOnNodeIdNotRowOrder) {
   // A different layer (key) gives a different mask.
   rng::Key other = key;
   other.layer = 2;
-  Tensor y2 = Tensor::empty({n, f}, DType::f32), mask2 = Tensor::empty({n, f}, DType::u8);
+  Tensor y2 = Tensor::empty({n, f}, DType::f32), mask2 = Tensor::empty(mask.shape(), DType::u8);
   kernels::dropout_forward(x, ids, other, p, y2, mask2);
-  EXPECT_NE(std::memcmp(mask.raw(), mask2.raw(), n * f), 0);
+  EXPECT_NE(std::memcmp(mask.raw(), mask2.raw(), mask.nbytes()), 0);
   // Backward with the same mask.
   const Tensor g = test::random_tensor({n, f}, 6);
   Tensor gx = Tensor::empty({n, f}, DType::f32);
   kernels::dropout_backward(g, mask, p, gx);
-  for (std::int64_t i = 0; i < n * f; ++i)
-    ASSERT_FLOAT_EQ(gx.data<float>()[i],
-                    mask.data<std::uint8_t>()[i] ? g.data<float>()[i] / (1 - p) : 0.0f);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < f; ++j)
+      ASSERT_FLOAT_EQ(at(gx, i, j), bit_at(mask, i, j) ? at(g, i, j) / (1 - p) : 0.0f);
   EXPECT_THROW(kernels::dropout_forward(x, ids, key, 1.0f, y, mask), InputError);
   EXPECT_THROW(kernels::dropout_forward(x, std::span(ids).first(3), key, p, y, mask), InputError);
+  // A mask of one byte per element (the layout before masks were bits) is refused.
+  Tensor byte_mask = Tensor::empty({n, f}, DType::u8);
+  EXPECT_THROW(kernels::dropout_forward(x, ids, key, p, y, byte_mask), InputError);
+  EXPECT_THROW(kernels::dropout_backward(g, byte_mask, p, gx), InputError);
+}
+
+// Forces the CPU dropout kernels' instruction set for a scope, then restores the one before.
+class ScopedDropoutIsa {
+public:
+  explicit ScopedDropoutIsa(kernels::CpuIsa isa) : before_(kernels::cpu_dropout_isa()) {
+    kernels::set_cpu_dropout_isa(isa);
+  }
+  ~ScopedDropoutIsa() { kernels::set_cpu_dropout_isa(before_); }
+  ScopedDropoutIsa(const ScopedDropoutIsa&) = delete;
+  ScopedDropoutIsa& operator=(const ScopedDropoutIsa&) = delete;
+
+private:
+  kernels::CpuIsa before_;
+};
+
+std::vector<kernels::CpuIsa> supported_isas() {
+  std::vector<kernels::CpuIsa> isas;
+  for (const auto isa : {kernels::CpuIsa::portable, kernels::CpuIsa::avx2, kernels::CpuIsa::avx512})
+    if (kernels::cpu_supports(isa)) isas.push_back(isa);
+  return isas;
+}
+
+bool same_bits(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+// Inputs with the values whose product or sign a kernel could get wrong: zeros of both signs,
+// infinities, NaN, subnormals; the rest uniform in [-2, 2].
+Tensor awkward_tensor(std::int64_t n, std::int64_t f, std::uint32_t seed) {
+  Tensor x = test::random_tensor({n, f}, seed, -2.0f, 2.0f);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f};
+  for (std::int64_t e = 0; e < x.numel(); e += 13)
+    x.data<float>()[e] = specials[(e / 13) % std::size(specials)];
+  return x;
+}
+
+// The scalar reference of every dropout kernel, element by element from the draw itself.
+struct DropoutReference {
+  std::vector<float> y, relu_y, grad, relu_grad;
+  std::vector<std::uint8_t> mask, relu_bits; // [n, ceil(f / 8)], bits past column f clear
+};
+
+DropoutReference dropout_reference(const Tensor& x, const Tensor& g, std::span<const NodeId> ids,
+                                   const rng::Key& key, float p) {
+  const std::int64_t n = x.rows(), f = x.cols(), row_bytes = (f + 7) / 8;
+  const std::uint32_t threshold = kernels::detail::dropout_threshold(p);
+  const float scale = 1.0f / (1.0f - p);
+  DropoutReference r;
+  r.y.resize(static_cast<std::size_t>(n * f));
+  r.relu_y = r.grad = r.relu_grad = r.y;
+  r.mask.assign(static_cast<std::size_t>(n * row_bytes), 0);
+  r.relu_bits = r.mask;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < f; ++j) {
+      const auto e = static_cast<std::size_t>(i * f + j);
+      const auto byte = static_cast<std::size_t>(i * row_bytes + j / 8);
+      const bool keep = kernels::detail::dropout_keep(key, ids[i], j, threshold);
+      const float v = at(x, i, j), gv = at(g, i, j);
+      r.y[e] = keep ? v * scale : 0.0f;
+      r.grad[e] = keep ? gv * scale : 0.0f;
+      r.mask[byte] |= static_cast<std::uint8_t>((keep ? 1u : 0u) << (j % 8));
+      r.relu_y[e] = v > 0.0f && keep ? v * scale : 0.0f;
+      const bool pass = r.relu_y[e] > 0.0f;
+      r.relu_grad[e] = pass ? gv * scale : 0.0f;
+      r.relu_bits[byte] |= static_cast<std::uint8_t>((pass ? 1u : 0u) << (j % 8));
+    }
+  return r;
+}
+
+::testing::AssertionResult floats_equal_bits(const Tensor& got, const std::vector<float>& want,
+                                             const char* what) {
+  for (std::int64_t e = 0; e < got.numel(); ++e)
+    if (!same_bits(got.data<float>()[e], want[static_cast<std::size_t>(e)]))
+      return ::testing::AssertionFailure()
+             << what << " element " << e << " (row " << e / got.cols() << ", col " << e % got.cols()
+             << "): " << got.data<float>()[e] << " vs " << want[static_cast<std::size_t>(e)];
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult bytes_equal(const Tensor& got, const std::vector<std::uint8_t>& want,
+                                       const char* what) {
+  for (std::int64_t e = 0; e < got.numel(); ++e)
+    if (got.data<std::uint8_t>()[e] != want[static_cast<std::size_t>(e)])
+      return ::testing::AssertionFailure() << what << " byte " << e << " (row " << e / got.cols()
+                                           << "): " << int(got.data<std::uint8_t>()[e]) << " vs "
+                                           << int(want[static_cast<std::size_t>(e)]);
+  return ::testing::AssertionSuccess();
+}
+
+// Every instruction-set path of the CPU dropout kernels (portable, AVX2, AVX-512: each one this
+// CPU has, forced in turn) writes exactly the scalar reference built from detail::dropout_keep:
+// the same bits, the same floats, +0 where dropped, for widths around the 8-, 16-, 64- and
+// 128-column steps of the vector paths, node ids above 2^32, in place and out of place.
+TEST(Dropout, EveryCpuIsaEqualsTheScalarDrawBitForBit) {
+  const auto isas = supported_isas();
+  std::string names;
+  for (const auto isa : isas)
+    names += std::string(names.empty() ? "" : ",") + kernels::cpu_isa_name(isa);
+  std::printf("dropout paths tested on this CPU: %s\n", names.c_str());
+  RecordProperty("dropout_isas", names);
+  const rng::Key key{0x123456789ABCDEFull, rng::Stream::dropout, 4, 9, 2};
+  for (const std::int64_t f : {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200}) {
+    // Enough rows that the larger widths run on several threads (uneven row ranges).
+    const std::int64_t n = std::max<std::int64_t>(37, 40000 / f + 3);
+    std::vector<NodeId> ids(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) // both halves of the counter, in no particular order
+      ids[static_cast<std::size_t>(i)] = i % 3 == 0   ? (NodeId{1} << 32) + 7919 * i
+                                         : i % 3 == 1 ? (NodeId{5} << 40) - i
+                                                      : 3 * n - i;
+    const Tensor x = awkward_tensor(n, f, static_cast<std::uint32_t>(f));
+    const Tensor g = awkward_tensor(n, f, static_cast<std::uint32_t>(f) + 1000);
+    // 0.999995: a threshold of 65536, nothing kept.
+    for (const float p : {0.0f, 0.1f, 0.5f, 0.9f, 0.999995f}) {
+      const DropoutReference want = dropout_reference(x, g, ids, key, p);
+      for (const auto isa : isas) {
+        SCOPED_TRACE(testing::Message() << kernels::cpu_isa_name(isa) << " F=" << f << " p=" << p);
+        ScopedDropoutIsa forced(isa);
+        ASSERT_EQ(kernels::cpu_dropout_isa(), isa);
+        const auto shape = kernels::dropout_mask_shape(x);
+        auto garbage = [&shape] {
+          Tensor t = Tensor::empty(shape, DType::u8);
+          std::memset(t.raw(), 0xA5, static_cast<std::size_t>(t.nbytes()));
+          return t;
+        };
+        Tensor y = Tensor::empty({n, f}, DType::f32), mask = garbage();
+        kernels::dropout_forward(x, ids, key, p, y, mask);
+        ASSERT_TRUE(floats_equal_bits(y, want.y, "dropout y"));
+        ASSERT_TRUE(bytes_equal(mask, want.mask, "dropout mask"));
+        Tensor in_place = x.clone(), none;
+        kernels::dropout_forward(in_place, ids, key, p, in_place, none);
+        ASSERT_TRUE(floats_equal_bits(in_place, want.y, "dropout y, in place, no mask"));
+        Tensor gx = Tensor::empty({n, f}, DType::f32);
+        kernels::dropout_backward(g, mask, p, gx);
+        ASSERT_TRUE(floats_equal_bits(gx, want.grad, "dropout grad"));
+
+        Tensor relu_y = x.clone(), bits = garbage();
+        kernels::relu_dropout_forward(relu_y, ids, key, p, relu_y, bits);
+        ASSERT_TRUE(floats_equal_bits(relu_y, want.relu_y, "relu_dropout y"));
+        ASSERT_TRUE(bytes_equal(bits, want.relu_bits, "relu_dropout bits"));
+        Tensor relu_grad = g.clone();
+        kernels::relu_dropout_backward(relu_grad, bits, p, relu_grad);
+        ASSERT_TRUE(floats_equal_bits(relu_grad, want.relu_grad, "relu_dropout grad, in place"));
+        if (p == 0.0f) { // no draws: the row ids are not needed
+          Tensor no_ids = Tensor::empty({n, f}, DType::f32), no_ids_bits = garbage();
+          kernels::relu_dropout_forward(x, std::span<const NodeId>(), key, p, no_ids, no_ids_bits);
+          ASSERT_TRUE(floats_equal_bits(no_ids, want.relu_y, "relu alone"));
+          ASSERT_TRUE(bytes_equal(no_ids_bits, want.relu_bits, "relu alone bits"));
+        }
+      }
+    }
+  }
+}
+
+TEST(Dropout, CpuIsaCanOnlyBeForcedToOneTheCpuHas) {
+  EXPECT_TRUE(kernels::cpu_supports(kernels::CpuIsa::portable));
+  for (const auto isa : {kernels::CpuIsa::avx2, kernels::CpuIsa::avx512})
+    if (!kernels::cpu_supports(isa)) {
+      EXPECT_THROW(kernels::set_cpu_dropout_isa(isa), InputError) << kernels::cpu_isa_name(isa);
+    }
+  // TESSEL_CPU_ISA lowers the path picked at start (the kernels_test.avx2 and .sse runs).
+  const char* requested = std::getenv("TESSEL_CPU_ISA");
+  if (requested && std::string(requested) == "sse")
+    EXPECT_EQ(kernels::cpu_dropout_isa(), kernels::CpuIsa::portable);
+  else if (requested && std::string(requested) == "avx2" &&
+           kernels::cpu_supports(kernels::CpuIsa::avx2))
+    EXPECT_EQ(kernels::cpu_dropout_isa(), kernels::CpuIsa::avx2);
+  else
+    EXPECT_TRUE(kernels::cpu_supports(kernels::cpu_dropout_isa()));
 }
 
 TEST(NormalizeRows, DividesByAbsoluteSum) {

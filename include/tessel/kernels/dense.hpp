@@ -7,6 +7,7 @@
 #include "tessel/kernels/context.hpp"
 
 #include <span>
+#include <vector>
 
 namespace tessel::kernels {
 
@@ -48,24 +49,30 @@ void relu_forward(const Tensor& x, Tensor& y, Context* ctx = nullptr);
 // grad_x = grad_y where y > 0, else 0. y is the forward output. grad_x may be grad_y.
 void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Context* ctx = nullptr);
 
-// Inverted dropout: keep[i, j] = uniform(row_ids[i], j) >= p, y = x * keep / (1 - p).
-// The draw for (row, column j) is word j % 4 of key.block(row_ids[i], j / 4), a pure
-// function of (key, node id, column): masks do not depend on row order or rank count.
-// x, y: f32 [n, F] (y may be x); row_ids: host span of n node ids; mask: u8 [n, F] on x's
-// device, written with 1 = kept, or undefined when no backward needs it (the input features'
-// dropout, or a draw that is recomputed instead of kept). 0 <= p < 1.
+// Inverted dropout: keep[i, j] = draw(row_ids[i], j) >= p, y = x * keep / (1 - p), +0 where
+// dropped. The 16-bit draw of (row, column j) is half j % 2 of word (j % 8) / 2 of
+// key.block(row_ids[i], j / 8), a pure function of (key, node id, column): masks do not depend
+// on row order, rank count or device. x, y: f32 [n, F] (y may be x); row_ids: host span of n
+// node ids; mask: u8 [n, ceil(F / 8)] on x's device (dropout_mask_shape), bit j % 8 of byte
+// mask[i, j / 8] set iff (i, j) is kept, bits past column F clear — or undefined when no
+// backward needs it (the input features' dropout, or a draw that is recomputed instead of
+// kept). 0 <= p < 1.
 void dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key, float p,
                      Tensor& y, Tensor& mask, Context* ctx = nullptr);
 // The same with the row ids as an i64 [n] tensor on x's device (no upload per call).
 void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, float p,
                      Tensor& y, Tensor& mask, Context* ctx = nullptr);
-// grad_x = grad_y * mask / (1 - p). grad_x may be grad_y.
+// grad_x = grad_y / (1 - p) where the mask's bit is set, else +0. grad_y, grad_x: f32 [n, F]
+// (grad_x may be grad_y); mask: u8 [n, ceil(F / 8)] from dropout_forward.
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx = nullptr);
+// The shape of the mask of dropout_forward and of the bits of relu_dropout_forward for an
+// [n, F] input: [n, ceil(F / 8)], one bit per element.
+std::vector<std::int64_t> dropout_mask_shape(const Tensor& x);
 // y = dropout(relu(x)) with the draws of dropout_forward (p = 0: relu alone), and the bits the
 // backward needs: bit j % 8 of bits[i, j / 8] is set iff y[i, j] > 0. Dropout scales by a
 // non-negative factor, so y > 0 exactly where both the ReLU and the dropout let the gradient
-// through: one bit per element replaces the kept [n, F] ReLU output and the u8 dropout mask.
+// through: one bit per element replaces the kept [n, F] ReLU output and the dropout mask.
 // x, y: f32 [n, F] (y may be x); bits: u8 [n, ceil(F / 8)] on x's device.
 void relu_dropout_forward(const Tensor& x, std::span<const NodeId> row_ids, const rng::Key& key,
                           float p, Tensor& y, Tensor& bits, Context* ctx = nullptr);
@@ -76,6 +83,17 @@ void relu_dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key
 // dropout(relu(.))). grad_y, grad_x: f32 [n, F] (grad_x may be grad_y); bits as above.
 void relu_dropout_backward(const Tensor& grad_y, const Tensor& bits, float p, Tensor& grad_x,
                            Context* ctx = nullptr);
+
+// The instruction sets the CPU dropout kernels above are compiled for. Every one keeps the same
+// elements and writes the same values, bit for bit; the widest this CPU has is used (AVX-512
+// needs AVX512F and AVX512BW), lowered by TESSEL_CPU_ISA=avx2 or sse (portable) as the SpMM is.
+enum class CpuIsa { portable, avx2, avx512 };
+const char* cpu_isa_name(CpuIsa isa);
+bool cpu_supports(CpuIsa isa);
+CpuIsa cpu_dropout_isa();
+// Makes the CPU dropout kernels use `isa` from now on, in the whole process (how the tests run
+// every path on one machine); throws InputError when this CPU lacks it.
+void set_cpu_dropout_isa(CpuIsa isa);
 
 // Row (L1) normalization: divides each row of x (f32 [n, F]) by the sum of the absolute values
 // of its entries; all-zero rows stay zero. For non-negative features (bag of words) this is

@@ -141,7 +141,8 @@ public:
   // row_ids: i64 [rows] on x's device.
   Tensor forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key, bool training);
   Tensor backward(const Tensor& grad_out);
-  const Tensor& mask() const { return mask_; } // u8, 1 = kept (undefined when inactive)
+  // u8 [n, ceil(F / 8)], bit j % 8 of byte j / 8 set = column j kept (undefined when inactive)
+  const Tensor& mask() const { return mask_; }
 
 private:
   // Both forwards: RowIds is a host span or an i64 device tensor of row ids.

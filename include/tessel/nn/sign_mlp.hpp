@@ -38,7 +38,7 @@ public:
 
   struct Saved {
     Tensor input;  // block input after dropout
-    Tensor mask;   // dropout mask (undefined when inactive)
+    Tensor mask;   // dropout mask, 1 bit per element (undefined when inactive)
     Tensor output; // after ReLU (undefined for the last block)
   };
 
