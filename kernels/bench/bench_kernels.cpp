@@ -1,8 +1,11 @@
-// Kernel benchmark: CPU SpMM GB/s against a STREAM-like triad, and GEMM GFLOP/s.
+// Kernel benchmark: CPU SpMM and dropout GB/s against STREAM-like copy and triad, GEMM GFLOP/s.
 //
 // tessel_bench_kernels [--nodes N] [--edges E] [--feat F] [--threads 1,2] [--reps R]
+//                      [--dropout-only]
 // A random undirected graph with E edges (2E directed entries) over N nodes is built here;
-// SpMM bytes count indptr + indices (+ values) + the X rows read (nnz F 4) + Y written.
+// SpMM bytes count indptr + indices (+ values) + the X rows read (nnz F 4) + Y written. The
+// dropout kernels run on [N, F] f32 with p = 0.5; their bytes are the tensors read and written
+// (features, gradients, the mask), as a copy's are its two arrays.
 #include "tessel/kernels/kernels.hpp"
 
 #include "tessel/core/rng.hpp"
@@ -16,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +66,116 @@ double triad_gbps(std::int64_t elements, int reps) {
   return 3.0 * static_cast<double>(elements) * sizeof(float) / t.best / 1e9;
 }
 
+// The references of the dropout kernels, compiled for the widest vectors as those kernels are:
+// at cache bandwidth a baseline x86-64 build's 16-byte loads and stores would not keep up.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TESSEL_BENCH_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TESSEL_BENCH_WIDE
+#endif
+TESSEL_BENCH_WIDE void copy_range(std::int64_t begin, std::int64_t end, const float* __restrict src,
+                                  float* __restrict dst) {
+  for (std::int64_t i = begin; i < end; ++i)
+    dst[i] = src[i];
+}
+TESSEL_BENCH_WIDE void scale_range(std::int64_t begin, std::int64_t end, float s, float* a) {
+  for (std::int64_t i = begin; i < end; ++i)
+    a[i] = s * a[i];
+}
+
+// [0, count) split into one contiguous range per thread, as the kernels split their rows.
+template <class Fn> void parallel_ranges(std::int64_t count, Fn&& fn) {
+#pragma omp parallel
+  {
+    const std::int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    fn(count * t / threads, count * (t + 1) / threads);
+  }
+}
+
+// The dropout kernels on [nodes, feat] at p = 0.5, the shapes of a hidden layer of the
+// benchmark graph, each compared with a STREAM-like copy between two tensors of that size (in
+// place: a scale by a factor of one): on a machine whose last-level cache holds such tensors,
+// the triad over larger arrays is not the same reference. Rounds interleave the kernels and
+// their references, so load from other processes hits them alike.
+void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
+                   std::ofstream& json) {
+  const float p = 0.5f;
+  const rng::Key key{1, rng::Stream::dropout, 1, 0, 1};
+  std::vector<NodeId> ids(static_cast<std::size_t>(nodes));
+  for (std::int64_t i = 0; i < nodes; ++i)
+    ids[static_cast<std::size_t>(i)] = i;
+  Tensor x = Tensor::empty({nodes, feat}, DType::f32);
+  rng::Sequence fill(rng::Key{1, rng::Stream::synthetic, 2}, 0);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = fill.next_uniform() - 0.5f;
+  Tensor y = Tensor::zeros({nodes, feat}, DType::f32), h = x.clone(), g = x.clone();
+  Tensor gx = Tensor::zeros({nodes, feat}, DType::f32), none;
+  Tensor mask = Tensor::zeros(kernels::dropout_mask_shape(x), DType::u8);
+  Tensor bits = Tensor::zeros({nodes, (feat + 7) / 8}, DType::u8);
+  const double f32 = static_cast<double>(x.nbytes());
+  const std::int64_t elements = x.numel();
+  const float one = 1.0f; // the scale leaves the values as they are over the repetitions
+  struct Op {
+    const char* name;
+    std::function<void()> run;
+    double bytes;
+    bool in_place;
+  };
+  const Op ops[] = {
+      {"copy [N,F]",
+       [&] {
+         parallel_ranges(elements, [&](std::int64_t begin, std::int64_t end) {
+           copy_range(begin, end, x.data<float>(), y.data<float>());
+         });
+       },
+       2 * f32, false},
+      {"scale [N,F] in place",
+       [&] {
+         parallel_ranges(elements, [&](std::int64_t begin, std::int64_t end) {
+           scale_range(begin, end, one, h.data<float>());
+         });
+       },
+       2 * f32, true},
+      {"dropout_forward", [&] { kernels::dropout_forward(x, ids, key, p, y, mask); },
+       2 * f32 + static_cast<double>(mask.nbytes()), false},
+      {"dropout_forward.nomask", [&] { kernels::dropout_forward(x, ids, key, p, y, none); },
+       2 * f32, false},
+      {"dropout_backward", [&] { kernels::dropout_backward(g, mask, p, gx); },
+       2 * f32 + static_cast<double>(mask.nbytes()), false},
+      {"relu_dropout_fwd.inpl", [&] { kernels::relu_dropout_forward(h, ids, key, p, h, bits); },
+       2 * f32 + static_cast<double>(bits.nbytes()), true},
+      {"relu_dropout_bwd.inpl", [&] { kernels::relu_dropout_backward(g, bits, p, g); },
+       2 * f32 + static_cast<double>(bits.nbytes()), true},
+  };
+  constexpr int kOps = sizeof(ops) / sizeof(ops[0]);
+  constexpr int kCopy = 0, kScale = 1;
+  std::vector<std::vector<double>> seconds(kOps);
+  for (const auto& op : ops)
+    op.run(); // warm-up
+  for (int round = 0; round < reps; ++round)
+    for (int o = 0; o < kOps; ++o) {
+      Stopwatch watch;
+      ops[o].run();
+      seconds[o].push_back(watch.seconds());
+    }
+  for (auto& s : seconds)
+    std::sort(s.begin(), s.end());
+  const double copy = ops[kCopy].bytes / seconds[kCopy].front() / 1e9;
+  const double scale = ops[kScale].bytes / seconds[kScale].front() / 1e9;
+  for (int o = 0; o < kOps; ++o) {
+    const Timing t{seconds[o].front(), seconds[o][seconds[o].size() / 2]};
+    const double gbps = ops[o].bytes / t.best / 1e9;
+    const double reference = ops[o].in_place ? scale : copy;
+    std::printf("%-8d %-22s %10.2f %10.2f %9.2f %9.2f\n", threads, ops[o].name, t.best * 1e3,
+                t.median * 1e3, gbps, gbps / reference);
+    if (json.is_open())
+      json << fmt::format(
+          "{{\"threads\": {}, \"kernel\": \"{}\", \"best_s\": {:.6f}, \"median_s\": {:.6f}, "
+          "\"gbps\": {:.3f}, \"reference_gbps\": {:.3f}}}\n",
+          threads, ops[o].name, t.best, t.median, gbps, reference);
+  }
+}
+
 LocalCsr random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed) {
   std::vector<LocalId> src, dst;
   src.reserve(static_cast<std::size_t>(2 * edges));
@@ -98,6 +212,9 @@ int main(int argc, char** argv) {
   app.add_option("--triad-mib", triad_mib, "MiB per triad array")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "graph seed");
   app.add_option("--json", json_path, "also write one JSON object per measurement to this file");
+  bool dropout_only = false;
+  app.add_flag("--dropout-only", dropout_only,
+               "only the copy and triad references and the dropout kernels (no graph)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<int> thread_counts;
@@ -105,6 +222,26 @@ int main(int argc, char** argv) {
     const auto comma = threads_list.find(',', pos);
     thread_counts.push_back(std::stoi(threads_list.substr(pos, comma - pos)));
     pos = comma == std::string::npos ? threads_list.size() : comma + 1;
+  }
+
+  std::ofstream json;
+  if (!json_path.empty()) json.open(json_path);
+  std::printf("dropout: [%lld, %lld] f32 = %.1f MB, CPU path %s\n", static_cast<long long>(nodes),
+              static_cast<long long>(feat),
+              static_cast<double>(nodes) * static_cast<double>(feat) * 4 / 1e6,
+              kernels::cpu_isa_name(kernels::cpu_dropout_isa()));
+  // vs_ref: the SpMM against the triad, the dropout kernels against a copy of their size.
+  const auto header = [] {
+    std::printf("%-8s %-22s %10s %10s %9s %9s\n", "threads", "kernel", "best_ms", "median_ms",
+                "GB/s", "vs_ref");
+  };
+  if (dropout_only) {
+    header();
+    for (int threads : thread_counts) {
+      omp_set_num_threads(threads);
+      bench_dropout(threads, nodes, feat, reps, json);
+    }
+    return 0;
   }
 
   std::fprintf(stderr, "building random graph: %lld nodes, %lld undirected edges...\n",
@@ -124,14 +261,11 @@ int main(int argc, char** argv) {
   Tensor y = Tensor::zeros({nodes, feat}, DType::f32);
   const Tensor w = Tensor::zeros({feat, feat}, DType::f32);
 
-  std::ofstream json;
-  if (!json_path.empty()) json.open(json_path);
   const std::int64_t nnz = pattern.nnz();
   std::printf("graph: %lld nodes, %lld nonzeros, F = %lld; X = %.1f MB\n",
               static_cast<long long>(nodes), static_cast<long long>(nnz),
               static_cast<long long>(feat), static_cast<double>(x.nbytes()) / 1e6);
-  std::printf("%-8s %-22s %10s %10s %9s %9s\n", "threads", "kernel", "best_ms", "median_ms", "GB/s",
-              "vs_triad");
+  header();
   for (int threads : thread_counts) {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -190,6 +324,7 @@ int main(int argc, char** argv) {
       json << fmt::format(
           "{{\"threads\": {}, \"kernel\": \"gemm\", \"best_s\": {:.6f}, \"gflops\": {:.3f}}}\n",
           threads, g.best, gflops);
+    bench_dropout(threads, nodes, feat, reps, json);
   }
   return 0;
 }
