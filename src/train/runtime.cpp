@@ -29,19 +29,21 @@ ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerC
 const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
       mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
-            .only_model = "", .own_flags = {}},
+            .only_model = "", .own_flags = {}, .apply_defaults = nullptr},
            make_full_trainer, nullptr),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
             .benched_by_default = true, .only_model = "",
             .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",
                           "--cache-admit-fraction", "--graph-placement", "--sample-routing",
-                          "--prefetch", "--batch-size", "--max-batches"}},
+                          "--prefetch", "--batch-size", "--max-batches"},
+            .apply_defaults = nullptr},
            make_sampled_trainer, nullptr),
       mode({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
             .benched_by_default = false, .only_model = "sign-mlp",
             .own_flags = {"--hops", "--operator", "--mlp-layers", "--stages", "--data-parallel",
                           "--micro-batches", "--schedule", "--split", "--features",
-                          "--batch-size", "--max-batches"}},
+                          "--batch-size", "--max-batches"},
+            .apply_defaults = nullptr},
            make_pipeline_trainer, nullptr, check_pipeline_options),
       // Dynamic mode sets its run up itself (temporal partitions, its runtime), then hands its
       // trainer to the shared driver.

@@ -130,20 +130,21 @@ TEST(GradientCheck, SoftmaxCrossEntropyWithScale) {
 
 // The whole model: d(mean CE over training rows) / d(every parameter), dropout on (fixed
 // masks: the key does not change between evaluations).
-void check_model(const std::string& kind) {
+void check_model(const std::string& kind, int layers = 2, std::int64_t in_dim = 5,
+                 std::int64_t hidden = 4) {
   const LocalCsr graph = test::local_graph(8, test::two_cliques_edges(4));
   nn::LocalAggregator agg(graph);
   nn::ModelConfig config;
   config.kind = kind;
-  config.in_dim = 5;
-  config.hidden = 4;
+  config.in_dim = in_dim;
+  config.hidden = hidden;
   config.out_dim = 3;
-  config.layers = 2;
+  config.layers = layers;
   config.dropout = 0.3f;
   config.seed = 11;
   nn::Model model(config);
-  const Tensor x = test::random_tensor({8, 5}, 9);
-  std::vector<nn::Aggregator*> aggs = {&agg, &agg};
+  const Tensor x = test::random_tensor({8, in_dim}, 9);
+  std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers), &agg);
   const std::vector<LocalId> rows = {0, 1, 3, 4, 6, 7};
   const std::vector<std::int64_t> labels = {0, 1, 2, 2, 1, 0};
   const double scale = 1.0 / static_cast<double>(rows.size());
@@ -158,7 +159,7 @@ void check_model(const std::string& kind) {
                        .loss_sum;
   };
   const auto params = model.parameters();
-  ASSERT_EQ(params.size(), kind == "gcn" ? 4u : 6u);
+  ASSERT_EQ(params.size(), static_cast<std::size_t>(layers) * (kind == "gcn" ? 2u : 3u));
   // Step 1e-3: with 1e-2 a hidden pre-activation of this model lies within one step of the
   // ReLU kink and the difference quotient straddles it (seen on layer0 column 3 only).
   for (nn::Parameter* p : params)
@@ -171,6 +172,13 @@ TEST(GradientCheck, GcnModelEveryParameter) {
 }
 TEST(GradientCheck, SageModelEveryParameter) {
   check_model("sage");
+}
+// Three layers, the first aggregating before it transforms (fewer input than hidden columns):
+// the layers after the first get dropout(ReLU(.)) inputs and the self term of every layer.
+TEST(GradientCheck, ThreeLayerModelsEveryParameter) {
+  check_model("gcn", 3, 3, 6);
+  check_model("sage", 3, 3, 6);
+  check_model("sage", 3, 6, 4);
 }
 
 } // namespace
