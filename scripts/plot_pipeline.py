@@ -35,7 +35,7 @@ def main():
     if not lines:
         print("plot_pipeline.py: no pipelined runs in", results)
         return 0
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9.5, 4.8))
     colors = {"gpipe": "tab:blue", "1f1b": "tab:orange", "wave": "tab:green"}
     styles = {2: "-", 4: "--", 8: ":"}
     for (schedule, s), points in sorted(lines.items()):
@@ -49,11 +49,17 @@ def main():
         ax.plot(m, [p[4] for p in points], style, marker="s", color=color, alpha=0.25,
                 markerfacecolor="none", label=f"{schedule} S={s} schedule (simulated)")
     ax.set_xscale("log", base=2)
+    ticks = sorted({p[0] for points in lines.values() for p in points})
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
     ax.set_xlabel("micro-batches per mini-batch (m)")
     ax.set_ylabel("bubble fraction (idle / stage time)")
     ax.set_ylim(0, 1)
+    ax.set_title("Pipeline bubble against micro-batches (gpipe and 1f1b have the same analytic bubble, so "
+                 "their lines may coincide)", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    # Outside the axes: one entry per (schedule, stages, kind) would cover the lines.
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     print("wrote", out)
