@@ -43,9 +43,10 @@ Accuracy split_accuracy(comm::Communicator& comm, const Tensor& logits,
 }
 
 Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
-                       std::span<nn::Aggregator* const> aggregators) {
+                       std::span<nn::Aggregator* const> aggregators, Tensor* last_hidden) {
   ProgressLine progress("evaluate: layer", static_cast<std::int64_t>(aggregators.size()));
-  return model.infer(features, aggregators, [&](int layer) { progress.update(layer + 1); });
+  return model.infer(features, aggregators, [&](int layer) { progress.update(layer + 1); },
+                     last_hidden);
 }
 
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {
@@ -90,10 +91,8 @@ void GraphModeTrainer::write_outputs(const OutputFiles& files) {
   PhaseTimes ignored;
   aggregator_.set_phases(&ignored);
   Tensor hidden;
-  ProgressLine progress("predict: layer", static_cast<std::int64_t>(layer_aggregators_.size()));
-  const Tensor logits = model_.infer(features_, layer_aggregators_,
-                                     [&](int layer) { progress.update(layer + 1); },
-                                     files.embeddings.empty() ? nullptr : &hidden);
+  const Tensor logits = infer_all_nodes(model_, features_, layer_aggregators_,
+                                        files.embeddings.empty() ? nullptr : &hidden);
   if (!files.predictions.empty()) write_predictions_file(comm_, part_, logits, files.predictions);
   if (!files.embeddings.empty()) {
     TESSEL_EXPECTS(hidden.defined(), "--embeddings: a {}-layer model has no hidden layer",

@@ -148,8 +148,10 @@ Accuracy split_accuracy(comm::Communicator& comm, const Tensor& logits,
                         const std::vector<std::vector<std::int64_t>>& labels);
 // Layer-wise full-neighbor inference over every owned node (Model::infer), with a progress
 // line per layer on a terminal. Collective (the aggregators exchange halos).
+// last_hidden, when given, receives the last hidden layer's output (Model::infer).
 Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
-                       std::span<nn::Aggregator* const> aggregators);
+                       std::span<nn::Aggregator* const> aggregators,
+                       Tensor* last_hidden = nullptr);
 // Sums every parameter gradient over ranks: one allreduce of the model's flat gradient buffer
 // on the model's device.
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
