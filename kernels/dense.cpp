@@ -270,6 +270,22 @@ void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key
                                                           y.ptr<float>(), mask_ptr));
 }
 
+void gather_dropout_rows(std::span<const float* const> rows, std::span<const NodeId> row_ids,
+                         const rng::Key& key, float p, Tensor& y) {
+  constexpr const char* kOp = "gather_dropout_rows";
+  detail::expect_tensor(kOp, "y", y, DType::f32, 2);
+  TESSEL_EXPECTS(y.device().is_cpu(), "{}: y is on {}, the op runs on the CPU only", kOp,
+                 y.device().str());
+  TESSEL_EXPECTS(static_cast<std::int64_t>(rows.size()) == y.rows(), "{}: {} rows for {} of y",
+                 kOp, rows.size(), y.rows());
+  TESSEL_EXPECTS(p == 0.0f || static_cast<std::int64_t>(row_ids.size()) == y.rows(),
+                 "{}: {} row ids for {} rows", kOp, row_ids.size(), y.rows());
+  TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
+  if (y.numel() == 0) return;
+  cpu::gather_dropout_rows(y.rows(), y.cols(), rows.data(), p > 0.0f ? row_ids.data() : nullptr,
+                           key, p, y.ptr<float>());
+}
+
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx) {
   constexpr const char* kOp = "dropout_backward";

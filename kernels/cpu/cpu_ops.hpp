@@ -61,6 +61,9 @@ void relu_backward(std::int64_t count, const float* grad_y, const float* y, floa
 // j / 8. mask may be null in dropout_forward (not written); row_ids may be null when p == 0.
 void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
                      const rng::Key& key, float p, float* y, std::uint8_t* mask);
+// y[i] = dropout_forward's row i for the row at rows[i]; p == 0: a copy (row_ids unread).
+void gather_dropout_rows(std::int64_t n, std::int64_t f, const float* const* rows,
+                         const NodeId* row_ids, const rng::Key& key, float p, float* y);
 void dropout_backward(std::int64_t n, std::int64_t f, const float* grad_y, const std::uint8_t* mask,
                       float p, float* grad_x);
 void relu_dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,

@@ -20,8 +20,10 @@
 #define TESSEL_DROPOUT_X86 1
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 // GCC 12's AVX-512 intrinsics hand _mm512_undefined_epi32() (a self-initialized variable) to the
-// masked builtins, which -Wmaybe-uninitialized flags wherever they are inlined (fixed in GCC 13).
+// masked builtins, which -Wmaybe-uninitialized (and -Wuninitialized, for the widening and
+// narrowing moves) flags wherever they are inlined (fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #define TESSEL_AVX512 __attribute__((target("avx512f,avx512bw")))
@@ -33,15 +35,19 @@
 namespace tessel::kernels::cpu {
 
 namespace {
-
 static_assert(std::endian::native == std::endian::little, "mask bytes assume little-endian");
-static_assert(detail::kDropoutColumnsPerBlock == 8, "one mask byte per Philox block");
+static_assert(detail::kDropoutChunkColumns == 128 && detail::kDropoutLevels == 16,
+              "a unit is 128 columns, 4 words of 32 keep bits, 16 levels");
 
-// One call's constants: the key is derived once per call, not per row.
+// One call's constants: the key is derived once per call, not per row. The work is cut in
+// units, one per (row, 128-column chunk): unit u is chunk u % chunks of row u / chunks, and its
+// keep bits are 4 words of 32 (detail::dropout_keep_word of words 4 (u % chunks) .. + 3).
 struct Draw {
   std::int64_t f = 0;
+  std::int64_t chunks = 0; // ceil(f / 128)
   const float* x = nullptr;
-  const NodeId* row_ids = nullptr;    // unread when !draw
+  const float* const* x_rows = nullptr; // set: row i is read at x_rows[i], not x + i f
+  const NodeId* row_ids = nullptr;      // unread when levels == 0
   rng::Key source;                    // for its counters (Key::counter)
   std::array<std::uint32_t, 2> key{}; // source.philox_key()
   // Philox's key words at each of the 10 rounds, zero-extended to the 64-bit lanes the vector
@@ -49,7 +55,8 @@ struct Draw {
   std::uint64_t round_keys[2][10] = {};
   alignas(32) std::uint64_t round_key_lanes[10][2][4] = {};
   std::uint32_t threshold = 0; // keep iff draw16 >= threshold
-  bool draw = true;            // false when p == 0: every element kept, no Philox
+  int levels = 0;              // detail::dropout_levels(threshold); 0: no Philox at all
+  std::uint32_t undrawn = ~0u; // the keep words when levels == 0: all kept (p == 0) or none
   float keep_scale = 1.0f;
   float* y = nullptr;
   std::uint8_t* bits = nullptr; // null: not written
@@ -63,31 +70,47 @@ using BackwardSpan = void (*)(std::int64_t count, const float* grad_y, const std
 
 // ---- Portable: one Philox block at a time, the reference the vector paths must equal. ----
 
+// Unit `unit`'s 4 keep words: one Philox block per level, its 4 words the 4 words' levels.
+void keep_words_portable(const Draw& d, std::int64_t unit, std::uint32_t (&keep)[4]) {
+  std::uint32_t greater[4] = {}, equal[4] = {~0u, ~0u, ~0u, ~0u};
+  if (d.levels == 0) std::fill_n(equal, 4, d.undrawn);
+  const auto node = static_cast<std::uint64_t>(d.levels > 0 ? d.row_ids[unit / d.chunks] : 0);
+  const auto first = static_cast<std::uint32_t>(unit % d.chunks * detail::kDropoutLevels);
+  for (int s = 0; s < d.levels; ++s) {
+    const auto words =
+        rng::philox4x32(d.source.counter(node, first + static_cast<std::uint32_t>(s)), d.key);
+    for (int k = 0; k < 4; ++k)
+      detail::dropout_compare_level(d.threshold, s, words[k], greater[k], equal[k]);
+  }
+  for (int k = 0; k < 4; ++k) keep[k] = greater[k] | equal[k];
+}
+
+// Applies a unit's keep words to its columns, element by element.
+template <bool kRelu>
+void apply_portable(const Draw& d, std::int64_t unit, const std::uint32_t (&keep)[4]) {
+  const std::int64_t row = unit / d.chunks, j0 = unit % d.chunks * detail::kDropoutChunkColumns;
+  const std::int64_t width = std::min<std::int64_t>(detail::kDropoutChunkColumns, d.f - j0);
+  const float* xr = (d.x_rows ? d.x_rows[row] : d.x + row * d.f) + j0;
+  float* yr = d.y + row * d.f + j0;
+  std::uint32_t out[4] = {};
+  for (std::int64_t c = 0; c < width; ++c) {
+    const float v = xr[c];
+    const bool kept = ((keep[c / 32] >> (c % 32)) & 1u) && (!kRelu || v > 0.0f);
+    yr[c] = kept ? v * d.keep_scale : 0.0f;
+    out[c / 32] |= (kept ? 1u : 0u) << (c % 32);
+  }
+  if (d.bits)
+    std::memcpy(d.bits + row * detail::dropout_mask_row_bytes(d.f) + j0 / 8, out,
+                static_cast<std::size_t>((width + 7) / 8));
+}
+
 template <bool kRelu>
 void dropout_rows_portable(const Draw& call, std::int64_t begin, std::int64_t end) {
   const Draw d = call; // a local copy: the byte stores below cannot alias it
-  const std::int64_t f = d.f, row_bytes = detail::dropout_mask_row_bytes(f);
-  for (std::int64_t i = begin; i < end; ++i) {
-    const auto node = d.draw ? static_cast<std::uint64_t>(d.row_ids[i]) : 0;
-    const float* xr = d.x + i * f;
-    float* yr = d.y + i * f;
-    for (std::int64_t g = 0; g < row_bytes; ++g) {
-      std::uint32_t keep = 0xFFu;
-      if (d.draw) {
-        const auto words =
-            rng::philox4x32(d.source.counter(node, static_cast<std::uint32_t>(g)), d.key);
-        keep = detail::dropout_keep_byte(words.data(), d.threshold);
-      }
-      const std::int64_t j0 = 8 * g, width = std::min<std::int64_t>(8, f - j0);
-      std::uint32_t out = 0;
-      for (std::int64_t k = 0; k < width; ++k) {
-        const float v = xr[j0 + k];
-        const bool kept = ((keep >> k) & 1u) && (!kRelu || v > 0.0f);
-        yr[j0 + k] = kept ? v * d.keep_scale : 0.0f;
-        out |= (kept ? 1u : 0u) << k;
-      }
-      if (d.bits) d.bits[i * row_bytes + g] = static_cast<std::uint8_t>(out);
-    }
+  for (std::int64_t unit = begin * d.chunks; unit < end * d.chunks; ++unit) {
+    std::uint32_t keep[4];
+    keep_words_portable(d, unit, keep);
+    apply_portable<kRelu>(d, unit, keep);
   }
 }
 
@@ -104,12 +127,12 @@ void dropout_grad_portable(std::int64_t count, const float* grad_y, const std::u
 
 #if TESSEL_DROPOUT_X86
 
-// ---- AVX-512: 16 Philox counters in two registers of 8 64-bit lanes. ----
+// ---- AVX-512: 16 units at a time, their Philox counters in two registers of 8 64-bit lanes. ----
 
 // Ten Philox4x32 rounds on two sets of 8 counters (a and b, interleaved for the latency of
 // vpmuludq), word w of each counter in the low half of a 64-bit lane of c[w]: vpmuludq then
 // gives the 32x32 -> 64-bit products directly. The high halves of c[1] and c[3] (the products'
-// low words) carry junk, which vpmuludq and the packing into 32-bit lanes ignore.
+// high words) carry junk, which vpmuludq and the final narrowing to 32-bit lanes ignore.
 TESSEL_AVX512 inline void philox_avx512(__m512i (&a)[4], __m512i (&b)[4], const Draw& d) {
   const __m512i m0 = _mm512_set1_epi64(0xD2511F53), m1 = _mm512_set1_epi64(0xCD9E8D57);
   for (int round = 0; round < 10; ++round) {
@@ -129,76 +152,107 @@ TESSEL_AVX512 inline void philox_avx512(__m512i (&a)[4], __m512i (&b)[4], const 
   }
 }
 
-// Word w of 16 counters as 32-bit lanes: a's counters at the even lanes, b's at the odd ones.
-TESSEL_AVX512 inline __m512i pack_avx512(__m512i a, __m512i b) {
-  return _mm512_mask_blend_epi32(0xAAAA, a, _mm512_slli_epi64(b, 32));
+TESSEL_AVX512 inline __m512i widen_avx512(const std::uint32_t* p) {
+  return _mm512_cvtepu32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// The keep bits of blocks first .. first + 15 of `node`: bit 8b + k of keep[b / 4] for column
-// k of block first + 4 (b / 4) + b % 4, i.e. each keep[s / 2] >> 16 (s % 2) is the __mmask16 of
-// columns 16s .. 16s + 15 of the 128. After packing, 32-bit lane p holds block
-// first + 4 (p % 4) + p / 4; the 4x4 transposes inside each 128-bit lane then leave one block's
-// four words — its 8 draws in column order — per 128-bit lane, blocks in order across the four
-// results, so each 16-bit compare mask is 4 keep bytes in place.
-TESSEL_AVX512 inline void keep_bits_avx512(const Draw& d, std::uint64_t node, std::uint32_t first,
-                                           __mmask32 (&keep)[4]) {
-  const __m512i node_lo = _mm512_set1_epi64(static_cast<std::uint32_t>(node));
-  const __m512i node_hi = _mm512_set1_epi64(static_cast<std::uint32_t>(node >> 32));
-  const __m512i step = _mm512_set1_epi64(d.source.step), base = _mm512_set1_epi64(first);
-  // a: the even 32-bit lanes p = 2q of the layout above, b: the odd ones.
-  __m512i a[4] = {node_lo, node_hi,
-                  _mm512_add_epi64(base, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11)), step};
-  __m512i b[4] = {node_lo, node_hi,
-                  _mm512_add_epi64(base, _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15)), step};
-  philox_avx512(a, b, d);
-  const __m512i w0 = pack_avx512(a[0], b[0]), w1 = pack_avx512(a[1], b[1]);
-  const __m512i w2 = pack_avx512(a[2], b[2]), w3 = pack_avx512(a[3], b[3]);
-  const __m512i t0 = _mm512_unpacklo_epi32(w0, w1), t1 = _mm512_unpacklo_epi32(w2, w3);
-  const __m512i t2 = _mm512_unpackhi_epi32(w0, w1), t3 = _mm512_unpackhi_epi32(w2, w3);
-  const __m512i threshold = _mm512_set1_epi16(static_cast<short>(d.threshold));
-  keep[0] = _mm512_cmpge_epu16_mask(_mm512_unpacklo_epi64(t0, t1), threshold);
-  keep[1] = _mm512_cmpge_epu16_mask(_mm512_unpackhi_epi64(t0, t1), threshold);
-  keep[2] = _mm512_cmpge_epu16_mask(_mm512_unpacklo_epi64(t2, t3), threshold);
-  keep[3] = _mm512_cmpge_epu16_mask(_mm512_unpackhi_epi64(t2, t3), threshold);
+// One level of the bit-sliced compare (detail::dropout_compare_level) on 8 lanes.
+TESSEL_AVX512 inline void compare_level_avx512(bool threshold_bit, __m512i r, __m512i& greater,
+                                               __m512i& equal) {
+  if (threshold_bit) {
+    equal = _mm512_and_si512(equal, r);
+  } else {
+    greater = _mm512_ternarylogic_epi64(greater, equal, r, 0xF8); // greater | (equal & r)
+    equal = _mm512_andnot_si512(r, equal);
+  }
 }
 
-// A row in steps of 128 columns (16 blocks, one Philox pass), each applied as 8 masked
-// multiplies whose __mmask16 is 2 keep bytes, stored as the mask's 2 bytes; the row's last
-// partial step through masked loads and stores.
+// The keep words of units u0 .. u0 + 15 (those past u0 + count - 1 repeat the last one):
+// keep[k][u] is word k of unit u0 + u. Lane u of a pass is unit u0 + u, and pass s is level s,
+// so the compare runs on whole registers: no transposes.
+TESSEL_AVX512 void keep_words_avx512(const Draw& d, std::int64_t u0, int count,
+                                     std::uint32_t (&keep)[4][16]) {
+  alignas(32) std::uint32_t lo[16], hi[16], first[16];
+  for (int u = 0; u < 16; ++u) {
+    const std::int64_t unit = u0 + std::min(u, count - 1);
+    const auto node = static_cast<std::uint64_t>(d.row_ids[unit / d.chunks]);
+    lo[u] = static_cast<std::uint32_t>(node);
+    hi[u] = static_cast<std::uint32_t>(node >> 32);
+    first[u] = static_cast<std::uint32_t>(unit % d.chunks * detail::kDropoutLevels);
+  }
+  const __m512i lo_a = widen_avx512(lo), lo_b = widen_avx512(lo + 8);
+  const __m512i hi_a = widen_avx512(hi), hi_b = widen_avx512(hi + 8);
+  const __m512i first_a = widen_avx512(first), first_b = widen_avx512(first + 8);
+  const __m512i step = _mm512_set1_epi64(d.source.step);
+  __m512i greater_a[4], greater_b[4], equal_a[4], equal_b[4];
+  for (int k = 0; k < 4; ++k) {
+    greater_a[k] = greater_b[k] = _mm512_setzero_si512();
+    equal_a[k] = equal_b[k] = _mm512_set1_epi64(-1);
+  }
+  for (int s = 0; s < d.levels; ++s) {
+    const __m512i level = _mm512_set1_epi64(s);
+    __m512i a[4] = {lo_a, hi_a, _mm512_add_epi64(first_a, level), step};
+    __m512i b[4] = {lo_b, hi_b, _mm512_add_epi64(first_b, level), step};
+    philox_avx512(a, b, d);
+    const bool bit = (d.threshold >> (detail::kDropoutLevels - 1 - s)) & 1u;
+    for (int k = 0; k < 4; ++k) {
+      compare_level_avx512(bit, a[k], greater_a[k], equal_a[k]);
+      compare_level_avx512(bit, b[k], greater_b[k], equal_b[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[k]),
+                       _mm512_cvtepi64_epi32(_mm512_or_si512(greater_a[k], equal_a[k])));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[k] + 8),
+                       _mm512_cvtepi64_epi32(_mm512_or_si512(greater_b[k], equal_b[k])));
+  }
+}
+
+// Applies a unit's keep words to its columns, 16 at a time (masked multiplies whose __mmask16
+// is 2 mask bytes), the chunk's last partial step through masked loads and stores.
+template <bool kRelu>
+TESSEL_AVX512 inline void apply_avx512(const Draw& d, std::int64_t unit,
+                                       const std::uint32_t (&keep)[4]) {
+  const std::int64_t row = unit / d.chunks, j0 = unit % d.chunks * detail::kDropoutChunkColumns;
+  const std::int64_t width = std::min<std::int64_t>(detail::kDropoutChunkColumns, d.f - j0);
+  const float* xr = (d.x_rows ? d.x_rows[row] : d.x + row * d.f) + j0;
+  float* yr = d.y + row * d.f + j0;
+  std::uint8_t* br = d.bits ? d.bits + row * detail::dropout_mask_row_bytes(d.f) + j0 / 8 : nullptr;
+  const __m512 scale = _mm512_set1_ps(d.keep_scale), zero = _mm512_setzero_ps();
+  if (width == detail::kDropoutChunkColumns) {
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      auto m = static_cast<__mmask16>(keep[s / 2] >> (16 * (s % 2)));
+      const __m512 v = _mm512_loadu_ps(xr + 16 * s);
+      if constexpr (kRelu) m = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_GT_OQ);
+      _mm512_storeu_ps(yr + 16 * s, _mm512_maskz_mul_ps(m, v, scale));
+      if (br) std::memcpy(br + 2 * s, &m, 2);
+    }
+    return;
+  }
+  for (int s = 0; 16 * s < width; ++s) {
+    const std::int64_t w = std::min<std::int64_t>(16, width - 16 * s);
+    const auto in_row = static_cast<__mmask16>((1u << w) - 1u);
+    auto m = static_cast<__mmask16>((keep[s / 2] >> (16 * (s % 2))) & in_row);
+    const __m512 v = _mm512_maskz_loadu_ps(in_row, xr + 16 * s);
+    if constexpr (kRelu) m = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_GT_OQ);
+    _mm512_mask_storeu_ps(yr + 16 * s, in_row, _mm512_maskz_mul_ps(m, v, scale));
+    if (br) std::memcpy(br + 2 * s, &m, static_cast<std::size_t>((w + 7) / 8));
+  }
+}
+
 template <bool kRelu>
 TESSEL_AVX512 void dropout_rows_avx512(const Draw& call, std::int64_t begin, std::int64_t end) {
   const Draw d = call; // a local copy: the byte stores below cannot alias it
-  const std::int64_t f = d.f, row_bytes = detail::dropout_mask_row_bytes(f);
-  const __m512 scale = _mm512_set1_ps(d.keep_scale), zero = _mm512_setzero_ps();
-  for (std::int64_t i = begin; i < end; ++i) {
-    const auto node = d.draw ? static_cast<std::uint64_t>(d.row_ids[i]) : 0;
-    const float* xr = d.x + i * f;
-    float* yr = d.y + i * f;
-    std::uint8_t* br = d.bits ? d.bits + i * row_bytes : nullptr;
-    for (std::int64_t j0 = 0; j0 < f; j0 += 128) {
-      __mmask32 keep[4] = {~0u, ~0u, ~0u, ~0u};
-      if (d.draw) keep_bits_avx512(d, node, static_cast<std::uint32_t>(j0 / 8), keep);
-      if (j0 + 128 <= f) {
-#pragma GCC unroll 8
-        for (int s = 0; s < 8; ++s) {
-          const std::int64_t j = j0 + 16 * s;
-          auto m = static_cast<__mmask16>(keep[s / 2] >> (16 * (s % 2)));
-          const __m512 v = _mm512_loadu_ps(xr + j);
-          if constexpr (kRelu) m = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_GT_OQ);
-          _mm512_storeu_ps(yr + j, _mm512_maskz_mul_ps(m, v, scale));
-          if (br) std::memcpy(br + j / 8, &m, 2);
-        }
-        continue;
-      }
-      for (int s = 0; s < 8 && j0 + 16 * s < f; ++s) {
-        const std::int64_t j = j0 + 16 * s, width = std::min<std::int64_t>(16, f - j);
-        const auto in_row = static_cast<__mmask16>((1u << width) - 1u);
-        auto m = static_cast<__mmask16>((keep[s / 2] >> (16 * (s % 2))) & in_row);
-        const __m512 v = _mm512_maskz_loadu_ps(in_row, xr + j);
-        if constexpr (kRelu) m = _mm512_mask_cmp_ps_mask(m, v, zero, _CMP_GT_OQ);
-        _mm512_mask_storeu_ps(yr + j, in_row, _mm512_maskz_mul_ps(m, v, scale));
-        if (br) std::memcpy(br + j / 8, &m, static_cast<std::size_t>((width + 7) / 8));
-      }
+  alignas(32) std::uint32_t keep[4][16];
+  for (auto& word : keep) std::fill_n(word, 16, d.undrawn);
+  const std::int64_t last = end * d.chunks;
+  for (std::int64_t u0 = begin * d.chunks; u0 < last; u0 += 16) {
+    const int count = static_cast<int>(std::min<std::int64_t>(16, last - u0));
+    if (d.levels > 0) keep_words_avx512(d, u0, count, keep);
+    for (int u = 0; u < count; ++u) {
+      const std::uint32_t unit_keep[4] = {keep[0][u], keep[1][u], keep[2][u], keep[3][u]};
+      apply_avx512<kRelu>(d, u0 + u, unit_keep);
     }
   }
 }
@@ -223,7 +277,8 @@ TESSEL_AVX512 void dropout_grad_avx512(std::int64_t count, const float* grad_y,
   }
 }
 
-// ---- AVX2: 8 Philox counters in two registers of 4 64-bit lanes. ----
+
+// ---- AVX2: 8 units at a time, their Philox counters in two registers of 4 64-bit lanes. ----
 
 // As philox_avx512, on two sets of 4 counters. The round keys are read as whole registers
 // (AVX2 has no broadcast operand).
@@ -247,55 +302,62 @@ TESSEL_AVX2 inline void philox_avx2(__m256i (&a)[4], __m256i (&b)[4], const Draw
   }
 }
 
-TESSEL_AVX2 inline __m256i pack_avx2(__m256i a, __m256i b) {
-  return _mm256_blend_epi32(a, _mm256_slli_epi64(b, 32), 0xAA);
+TESSEL_AVX2 inline __m256i widen_avx2(const std::uint32_t* p) {
+  return _mm256_cvtepu32_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// All ones in the 16-bit lanes whose draw is kept. AVX2 has no unsigned 16-bit compare:
-// draw >= threshold iff max(draw, threshold) == draw.
-TESSEL_AVX2 inline __m256i kept_avx2(__m256i draws, __m256i threshold) {
-  return _mm256_cmpeq_epi16(_mm256_max_epu16(draws, threshold), draws);
+// One level of the bit-sliced compare (detail::dropout_compare_level) on 4 lanes.
+TESSEL_AVX2 inline void compare_level_avx2(bool threshold_bit, __m256i r, __m256i& greater,
+                                           __m256i& equal) {
+  if (threshold_bit) {
+    equal = _mm256_and_si256(equal, r);
+  } else {
+    greater = _mm256_or_si256(greater, _mm256_and_si256(equal, r));
+    equal = _mm256_andnot_si256(r, equal);
+  }
 }
 
-// The keep flags of blocks first .. first + 7 of `node` as 16-bit lanes, all ones = kept:
-// block first + b is one 128-bit half of keep[(b % 2) + 2 (b / 4)] (the upper half iff
-// b / 2 is odd), its 8 columns in order. The transposes leave one block per 128-bit half
-// (keep[j]'s half i is 32-bit lane 4i + j of the packed words); 32-bit lane p holds block
-// first + {0,1,4,5,2,3,6,7}[p], which makes vpacksswb of keep[0], keep[1] (and of keep[2],
-// keep[3]) interleave the halves back into block order for keep_bytes_avx2.
-TESSEL_AVX2 inline void keep_lanes_avx2(const Draw& d, std::uint64_t node, std::uint32_t first,
-                                        __m256i (&keep)[4]) {
-  const __m256i node_lo = _mm256_set1_epi64x(static_cast<std::uint32_t>(node));
-  const __m256i node_hi = _mm256_set1_epi64x(static_cast<std::uint32_t>(node >> 32));
-  const __m256i step = _mm256_set1_epi64x(d.source.step), base = _mm256_set1_epi64x(first);
-  __m256i a[4] = {node_lo, node_hi, _mm256_add_epi64(base, _mm256_setr_epi64x(0, 4, 2, 6)), step};
-  __m256i b[4] = {node_lo, node_hi, _mm256_add_epi64(base, _mm256_setr_epi64x(1, 5, 3, 7)), step};
-  philox_avx2(a, b, d);
-  const __m256i w0 = pack_avx2(a[0], b[0]), w1 = pack_avx2(a[1], b[1]);
-  const __m256i w2 = pack_avx2(a[2], b[2]), w3 = pack_avx2(a[3], b[3]);
-  const __m256i t0 = _mm256_unpacklo_epi32(w0, w1), t1 = _mm256_unpacklo_epi32(w2, w3);
-  const __m256i t2 = _mm256_unpackhi_epi32(w0, w1), t3 = _mm256_unpackhi_epi32(w2, w3);
-  const __m256i threshold = _mm256_set1_epi16(static_cast<short>(d.threshold));
-  keep[0] = kept_avx2(_mm256_unpacklo_epi64(t0, t1), threshold);
-  keep[1] = kept_avx2(_mm256_unpackhi_epi64(t0, t1), threshold);
-  keep[2] = kept_avx2(_mm256_unpacklo_epi64(t2, t3), threshold);
-  keep[3] = kept_avx2(_mm256_unpackhi_epi64(t2, t3), threshold);
+// The low 32-bit halves of a's 4 lanes then of b's, in that order.
+TESSEL_AVX2 inline __m256i narrow_avx2(__m256i a, __m256i b) {
+  const __m256i interleaved = _mm256_blend_epi32(a, _mm256_slli_epi64(b, 32), 0xAA);
+  return _mm256_permutevar8x32_epi32(interleaved, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
 }
 
-// The 8 keep bytes of keep_lanes_avx2's blocks, byte b for block first + b.
-TESSEL_AVX2 inline std::uint64_t keep_bytes_avx2(const __m256i (&keep)[4]) {
-  const auto low =
-      static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_packs_epi16(keep[0], keep[1])));
-  const auto high =
-      static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_packs_epi16(keep[2], keep[3])));
-  return low | (static_cast<std::uint64_t>(high) << 32);
-}
-
-// Block b's keep flags widened to the 8 float lanes of its columns.
-TESSEL_AVX2 inline __m256 block_lanes_avx2(const __m256i (&keep)[4], int b) {
-  const __m256i k = keep[(b % 2) + 2 * (b / 4)];
-  const __m128i half = (b / 2) % 2 ? _mm256_extracti128_si256(k, 1) : _mm256_castsi256_si128(k);
-  return _mm256_castsi256_ps(_mm256_cvtepi16_epi32(half));
+// As keep_words_avx512 for units u0 .. u0 + 7.
+TESSEL_AVX2 void keep_words_avx2(const Draw& d, std::int64_t u0, int count,
+                                 std::uint32_t (&keep)[4][8]) {
+  alignas(16) std::uint32_t lo[8], hi[8], first[8];
+  for (int u = 0; u < 8; ++u) {
+    const std::int64_t unit = u0 + std::min(u, count - 1);
+    const auto node = static_cast<std::uint64_t>(d.row_ids[unit / d.chunks]);
+    lo[u] = static_cast<std::uint32_t>(node);
+    hi[u] = static_cast<std::uint32_t>(node >> 32);
+    first[u] = static_cast<std::uint32_t>(unit % d.chunks * detail::kDropoutLevels);
+  }
+  const __m256i lo_a = widen_avx2(lo), lo_b = widen_avx2(lo + 4);
+  const __m256i hi_a = widen_avx2(hi), hi_b = widen_avx2(hi + 4);
+  const __m256i first_a = widen_avx2(first), first_b = widen_avx2(first + 4);
+  const __m256i step = _mm256_set1_epi64x(d.source.step);
+  __m256i greater_a[4], greater_b[4], equal_a[4], equal_b[4];
+  for (int k = 0; k < 4; ++k) {
+    greater_a[k] = greater_b[k] = _mm256_setzero_si256();
+    equal_a[k] = equal_b[k] = _mm256_set1_epi64x(-1);
+  }
+  for (int s = 0; s < d.levels; ++s) {
+    const __m256i level = _mm256_set1_epi64x(s);
+    __m256i a[4] = {lo_a, hi_a, _mm256_add_epi64(first_a, level), step};
+    __m256i b[4] = {lo_b, hi_b, _mm256_add_epi64(first_b, level), step};
+    philox_avx2(a, b, d);
+    const bool bit = (d.threshold >> (detail::kDropoutLevels - 1 - s)) & 1u;
+    for (int k = 0; k < 4; ++k) {
+      compare_level_avx2(bit, a[k], greater_a[k], equal_a[k]);
+      compare_level_avx2(bit, b[k], greater_b[k], equal_b[k]);
+    }
+  }
+  for (int k = 0; k < 4; ++k)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(keep[k]),
+                       narrow_avx2(_mm256_or_si256(greater_a[k], equal_a[k]),
+                                   _mm256_or_si256(greater_b[k], equal_b[k])));
 }
 
 // Lane k of the result is all ones iff bit k of `byte` is set.
@@ -305,66 +367,54 @@ TESSEL_AVX2 inline __m256 lanes_of_byte(std::uint32_t byte) {
       _mm256_and_si256(_mm256_set1_epi32(static_cast<int>(byte)), lane_bit), lane_bit));
 }
 
-// A row in steps of 64 columns (8 blocks, one Philox pass), applied 8 columns at a time with
-// the keep flags widened to float lanes; the row's last partial step from the keep bytes, its
-// last partial byte element by element.
+// Applies a unit's keep words to its columns 8 at a time (each keep byte widened to float
+// lanes), the last partial byte element by element.
+template <bool kRelu>
+TESSEL_AVX2 inline void apply_avx2(const Draw& d, std::int64_t unit,
+                                   const std::uint32_t (&keep)[4]) {
+  const std::int64_t row = unit / d.chunks, j0 = unit % d.chunks * detail::kDropoutChunkColumns;
+  const std::int64_t width = std::min<std::int64_t>(detail::kDropoutChunkColumns, d.f - j0);
+  const float* xr = (d.x_rows ? d.x_rows[row] : d.x + row * d.f) + j0;
+  float* yr = d.y + row * d.f + j0;
+  std::uint8_t* br = d.bits ? d.bits + row * detail::dropout_mask_row_bytes(d.f) + j0 / 8 : nullptr;
+  const __m256 scale = _mm256_set1_ps(d.keep_scale), zero = _mm256_setzero_ps();
+  std::int64_t b = 0;
+  for (; 8 * b + 8 <= width; ++b) {
+    auto byte = (keep[b / 4] >> (8 * (b % 4))) & 0xFFu;
+    const __m256 v = _mm256_loadu_ps(xr + 8 * b);
+    __m256 lanes = lanes_of_byte(byte);
+    if constexpr (kRelu) {
+      lanes = _mm256_and_ps(lanes, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+      byte = static_cast<std::uint32_t>(_mm256_movemask_ps(lanes));
+    }
+    _mm256_storeu_ps(yr + 8 * b, _mm256_and_ps(_mm256_mul_ps(v, scale), lanes));
+    if (br) br[b] = static_cast<std::uint8_t>(byte);
+  }
+  if (8 * b < width) {
+    const auto byte = (keep[b / 4] >> (8 * (b % 4))) & 0xFFu;
+    std::uint32_t out = 0;
+    for (std::int64_t k = 0; 8 * b + k < width; ++k) {
+      const float v = xr[8 * b + k];
+      const bool kept = ((byte >> k) & 1u) && (!kRelu || v > 0.0f);
+      yr[8 * b + k] = kept ? v * d.keep_scale : 0.0f;
+      out |= (kept ? 1u : 0u) << k;
+    }
+    if (br) br[b] = static_cast<std::uint8_t>(out);
+  }
+}
+
 template <bool kRelu>
 TESSEL_AVX2 void dropout_rows_avx2(const Draw& call, std::int64_t begin, std::int64_t end) {
   const Draw d = call; // a local copy: the byte stores below cannot alias it
-  const std::int64_t f = d.f, row_bytes = detail::dropout_mask_row_bytes(f);
-  const __m256 scale = _mm256_set1_ps(d.keep_scale), zero = _mm256_setzero_ps();
-  const __m256i all = _mm256_set1_epi32(-1);
-  for (std::int64_t i = begin; i < end; ++i) {
-    const auto node = d.draw ? static_cast<std::uint64_t>(d.row_ids[i]) : 0;
-    const float* xr = d.x + i * f;
-    float* yr = d.y + i * f;
-    std::uint8_t* br = d.bits ? d.bits + i * row_bytes : nullptr;
-    for (std::int64_t j0 = 0; j0 < f; j0 += 64) {
-      __m256i keep[4] = {all, all, all, all};
-      if (d.draw) keep_lanes_avx2(d, node, static_cast<std::uint32_t>(j0 / 8), keep);
-      if (j0 + 64 <= f) {
-        std::uint64_t out = 0;
-#pragma GCC unroll 8
-        for (int b = 0; b < 8; ++b) {
-          const std::int64_t j = j0 + 8 * b;
-          const __m256 v = _mm256_loadu_ps(xr + j);
-          __m256 lanes = block_lanes_avx2(keep, b);
-          if constexpr (kRelu) {
-            lanes = _mm256_and_ps(lanes, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
-            out |= static_cast<std::uint64_t>(_mm256_movemask_ps(lanes)) << (8 * b);
-          }
-          _mm256_storeu_ps(yr + j, _mm256_and_ps(_mm256_mul_ps(v, scale), lanes));
-        }
-        if (br) {
-          if constexpr (!kRelu) out = keep_bytes_avx2(keep);
-          std::memcpy(br + j0 / 8, &out, 8);
-        }
-        continue;
-      }
-      const std::uint64_t keep_bytes = keep_bytes_avx2(keep);
-      for (int b = 0; b < 8 && j0 + 8 * b < f; ++b) {
-        const std::int64_t j = j0 + 8 * b;
-        auto byte = static_cast<std::uint32_t>(keep_bytes >> (8 * b)) & 0xFFu;
-        if (j + 8 <= f) {
-          const __m256 v = _mm256_loadu_ps(xr + j);
-          __m256 lanes = lanes_of_byte(byte);
-          if constexpr (kRelu) {
-            lanes = _mm256_and_ps(lanes, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
-            byte = static_cast<std::uint32_t>(_mm256_movemask_ps(lanes));
-          }
-          _mm256_storeu_ps(yr + j, _mm256_and_ps(_mm256_mul_ps(v, scale), lanes));
-          if (br) br[j / 8] = static_cast<std::uint8_t>(byte);
-        } else {
-          std::uint32_t out = 0;
-          for (std::int64_t k = 0; k < f - j; ++k) {
-            const float v = xr[j + k];
-            const bool kept = ((byte >> k) & 1u) && (!kRelu || v > 0.0f);
-            yr[j + k] = kept ? v * d.keep_scale : 0.0f;
-            out |= (kept ? 1u : 0u) << k;
-          }
-          if (br) br[j / 8] = static_cast<std::uint8_t>(out);
-        }
-      }
+  alignas(32) std::uint32_t keep[4][8];
+  for (auto& word : keep) std::fill_n(word, 8, d.undrawn);
+  const std::int64_t last = end * d.chunks;
+  for (std::int64_t u0 = begin * d.chunks; u0 < last; u0 += 8) {
+    const int count = static_cast<int>(std::min<std::int64_t>(8, last - u0));
+    if (d.levels > 0) keep_words_avx2(d, u0, count, keep);
+    for (int u = 0; u < count; ++u) {
+      const std::uint32_t unit_keep[4] = {keep[0][u], keep[1][u], keep[2][u], keep[3][u]};
+      apply_avx2<kRelu>(d, u0 + u, unit_keep);
     }
   }
 }
@@ -379,6 +429,7 @@ TESSEL_AVX2 void dropout_grad_avx2(std::int64_t count, const float* grad_y,
   // The partial last byte: the portable loop on the elements left (their bits start at a byte).
   if (e < count) dropout_grad_portable(count - e, grad_y + e, bits + e / 8, keep_scale, grad_x + e);
 }
+
 
 #endif // TESSEL_DROPOUT_X86
 
@@ -435,9 +486,8 @@ template <class Fn> void for_row_ranges(std::int64_t n, std::int64_t f, Fn&& fn)
   }
 }
 
-template <bool kRelu>
-void forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
-             const rng::Key& key, float p, float* y, std::uint8_t* bits) {
+Draw make_draw(std::int64_t f, const float* x, const NodeId* row_ids, const rng::Key& key,
+               float p, float* y, std::uint8_t* bits) {
   Draw d;
   d.f = f;
   d.x = x;
@@ -451,14 +501,20 @@ void forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_i
       std::fill_n(d.round_key_lanes[round][w], 4, d.round_keys[w][round]);
   }
   d.threshold = detail::dropout_threshold(p);
-  d.draw = p > 0.0f;
+  d.levels = detail::dropout_levels(d.threshold);
+  d.undrawn = d.threshold == 0 ? ~0u : 0u; // p == 0 keeps everything; p near 1 nothing
+  d.chunks = (f + detail::kDropoutChunkColumns - 1) / detail::kDropoutChunkColumns;
   d.keep_scale = 1.0f / (1.0f - p);
   d.y = y;
   d.bits = bits;
-  // A threshold of 65536 (p within 2^-17 of 1: nothing kept) does not fit the vector paths'
-  // 16-bit compares; the portable path takes it.
-  const ForwardRows rows =
-      dropout_rows<kRelu>(d.threshold > 0xFFFFu ? CpuIsa::portable : dropout_isa());
+  return d;
+}
+
+template <bool kRelu>
+void forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
+             const rng::Key& key, float p, float* y, std::uint8_t* bits) {
+  const Draw d = make_draw(f, x, row_ids, key, p, y, bits);
+  const ForwardRows rows = dropout_rows<kRelu>(dropout_isa());
   for_row_ranges(n, f, [&](std::int64_t begin, std::int64_t end) { rows(d, begin, end); });
 }
 
@@ -467,6 +523,21 @@ void forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_i
 void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
                      const rng::Key& key, float p, float* y, std::uint8_t* mask) {
   forward<false>(n, f, x, row_ids, key, p, y, mask);
+}
+
+void gather_dropout_rows(std::int64_t n, std::int64_t f, const float* const* rows,
+                         const NodeId* row_ids, const rng::Key& key, float p, float* y) {
+  const auto row_bytes = static_cast<std::size_t>(f) * sizeof(float);
+  if (p == 0.0f) {
+    for_row_ranges(n, f, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) std::memcpy(y + i * f, rows[i], row_bytes);
+    });
+    return;
+  }
+  Draw d = make_draw(f, nullptr, row_ids, key, p, y, nullptr);
+  d.x_rows = rows;
+  const ForwardRows apply = dropout_rows<false>(dropout_isa());
+  for_row_ranges(n, f, [&](std::int64_t begin, std::int64_t end) { apply(d, begin, end); });
 }
 
 void relu_dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,

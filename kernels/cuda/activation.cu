@@ -22,55 +22,35 @@ __global__ void relu_backward_kernel(std::int64_t count, const float* __restrict
     grad_x[i] = y[i] > 0.0f ? grad_y[i] : 0.0f;
 }
 
-// A thread per (row, group of 8 columns): one Philox block serves the 8 columns, whose 8 keep
-// bits form one byte of the row's mask (thread t writes mask byte t).
-__global__ void dropout_forward_kernel(std::int64_t n, std::int64_t f, std::int64_t groups,
-                                       const float* __restrict__ x,
-                                       const NodeId* __restrict__ row_ids, rng::Key key, float p,
-                                       float* y, std::uint8_t* __restrict__ mask) {
+// A thread per (row, 32-column word): its 32 keep bits come from one word of each level's Philox
+// block (detail::dropout_keep_word), and it writes the word's (up to) 4 mask bytes. kRelu: y =
+// dropout(relu(x)), and the bits say where y > 0.
+template <bool kRelu>
+__global__ void dropout_forward_kernel(std::int64_t n, std::int64_t f, std::int64_t words,
+                                       const float* x, const NodeId* __restrict__ row_ids,
+                                       rng::Key key, float p, float* y,
+                                       std::uint8_t* __restrict__ mask) {
   const float keep_scale = 1.0f / (1.0f - p);
   const std::uint32_t threshold = detail::dropout_threshold(p);
-  constexpr std::int64_t kGroup = detail::kDropoutColumnsPerBlock;
-  static_assert(kGroup == 8, "one mask byte per Philox block");
+  const std::int64_t row_bytes = detail::dropout_mask_row_bytes(f);
   for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       t < n * groups; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = t / groups, g = t % groups;
-    const auto words = key.block(static_cast<std::uint64_t>(row_ids[row]), static_cast<std::uint32_t>(g));
-    unsigned int byte = 0;
-    for (std::int64_t j = g * kGroup; j < f && j < (g + 1) * kGroup; ++j) {
-      const bool keep = detail::dropout_draw16(words.data(), j - g * kGroup) >= threshold;
-      y[row * f + j] = keep ? x[row * f + j] * keep_scale : 0.0f;
-      byte |= (keep ? 1u : 0u) << (j - g * kGroup);
+       t < n * words; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = t / words, w = t % words;
+    const std::uint32_t keep =
+        threshold == 0 ? ~0u
+                       : detail::dropout_keep_word(key, static_cast<std::uint64_t>(row_ids[row]),
+                                                   w, threshold);
+    const std::int64_t j0 = 32 * w, width = f - j0 < 32 ? f - j0 : 32;
+    std::uint32_t out = 0;
+    for (std::int64_t c = 0; c < width; ++c) {
+      const float v = x[row * f + j0 + c];
+      const bool kept = ((keep >> c) & 1u) && (!kRelu || v > 0.0f);
+      y[row * f + j0 + c] = kept ? v * keep_scale : 0.0f;
+      out |= (kept ? 1u : 0u) << c;
     }
-    if (mask) mask[t] = static_cast<std::uint8_t>(byte);
-  }
-}
-
-// A thread per (row, group of 8 columns): one Philox block serves the 8 columns, whose 8 bits
-// form one byte of the row's bit array.
-__global__ void relu_dropout_forward_kernel(std::int64_t n, std::int64_t f, std::int64_t groups,
-                                            const float* __restrict__ x,
-                                            const NodeId* __restrict__ row_ids, rng::Key key,
-                                            float p, float* y, std::uint8_t* __restrict__ bits) {
-  const float keep_scale = 1.0f / (1.0f - p);
-  const std::uint32_t threshold = detail::dropout_threshold(p);
-  constexpr std::int64_t kGroup = detail::kDropoutColumnsPerBlock;
-  static_assert(kGroup == 8, "one bit byte per Philox block");
-  for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       t < n * groups; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = t / groups, g = t % groups;
-    std::array<std::uint32_t, 4> words{};
-    if (p > 0.0f)
-      words = key.block(static_cast<std::uint64_t>(row_ids[row]), static_cast<std::uint32_t>(g));
-    unsigned int byte = 0;
-    for (std::int64_t j = g * kGroup; j < f && j < (g + 1) * kGroup; ++j) {
-      const bool kept = p == 0.0f || detail::dropout_draw16(words.data(), j - g * kGroup) >= threshold;
-      const float v = x[row * f + j];
-      const float out = v > 0.0f && kept ? v * keep_scale : 0.0f;
-      y[row * f + j] = out;
-      byte |= (out > 0.0f ? 1u : 0u) << (j - g * kGroup);
-    }
-    bits[t] = static_cast<std::uint8_t>(byte);
+    if (mask)
+      for (std::int64_t b = 0; 8 * b < width; ++b)
+        mask[row * row_bytes + 4 * w + b] = static_cast<std::uint8_t>(out >> (8 * b));
   }
 }
 
@@ -104,54 +84,36 @@ __device__ inline void store8(float* p, const float (&v)[8]) {
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
-__global__ void dropout_forward8_kernel(std::uint32_t items, std::uint32_t groups,
-                                        const float* x, const NodeId* __restrict__ row_ids,
-                                        rng::Key key, float p, float* y,
-                                        std::uint8_t* __restrict__ mask) {
+// Rows of a multiple of 32 columns: thread t covers word t % words of row t / words, as the
+// generic kernel, with 32-bit indices, 16-byte loads and stores and one 32-bit mask store.
+template <bool kRelu>
+__global__ void dropout_forward32_kernel(std::uint32_t items, std::uint32_t words,
+                                         const float* x, const NodeId* __restrict__ row_ids,
+                                         rng::Key key, float p, float* y,
+                                         std::uint32_t* __restrict__ mask) {
   const float keep_scale = 1.0f / (1.0f - p);
   const std::uint32_t threshold = detail::dropout_threshold(p);
   for (std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < items;
        t += gridDim.x * blockDim.x) {
-    const std::uint32_t row = t / groups, g = t - row * groups;
-    const auto words = key.block(static_cast<std::uint64_t>(row_ids[row]), g);
-    float v[8];
-    load8(x + static_cast<std::size_t>(t) * 8, v);
-    unsigned int byte = 0;
+    const std::uint32_t row = t / words, w = t - row * words;
+    const std::uint32_t keep =
+        threshold == 0 ? ~0u
+                       : detail::dropout_keep_word(key, static_cast<std::uint64_t>(row_ids[row]),
+                                                   w, threshold);
+    std::uint32_t out = 0;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const bool keep = detail::dropout_draw16(words.data(), k) >= threshold;
-      v[k] = keep ? v[k] * keep_scale : 0.0f;
-      byte |= (keep ? 1u : 0u) << k;
-    }
-    store8(y + static_cast<std::size_t>(t) * 8, v);
-    if (mask) mask[t] = static_cast<std::uint8_t>(byte);
-  }
-}
-
-__global__ void relu_dropout_forward8_kernel(std::uint32_t items, std::uint32_t groups,
-                                             const float* x, const NodeId* __restrict__ row_ids,
-                                             rng::Key key, float p, float* y,
-                                             std::uint8_t* __restrict__ bits) {
-  const float keep_scale = 1.0f / (1.0f - p);
-  const std::uint32_t threshold = detail::dropout_threshold(p);
-  for (std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < items;
-       t += gridDim.x * blockDim.x) {
-    std::array<std::uint32_t, 4> words{};
-    if (p > 0.0f) {
-      const std::uint32_t row = t / groups, g = t - row * groups;
-      words = key.block(static_cast<std::uint64_t>(row_ids[row]), g);
-    }
-    float v[8];
-    load8(x + static_cast<std::size_t>(t) * 8, v);
-    unsigned int byte = 0;
+    for (int g = 0; g < 4; ++g) {
+      float v[8];
+      load8(x + static_cast<std::size_t>(t) * 32 + 8 * g, v);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const bool kept = p == 0.0f || detail::dropout_draw16(words.data(), k) >= threshold;
-      v[k] = v[k] > 0.0f && kept ? v[k] * keep_scale : 0.0f;
-      byte |= (v[k] > 0.0f ? 1u : 0u) << k;
+      for (int k = 0; k < 8; ++k) {
+        const bool kept = ((keep >> (8 * g + k)) & 1u) && (!kRelu || v[k] > 0.0f);
+        v[k] = kept ? v[k] * keep_scale : 0.0f;
+        out |= (kept ? 1u : 0u) << (8 * g + k);
+      }
+      store8(y + static_cast<std::size_t>(t) * 32 + 8 * g, v);
     }
-    store8(y + static_cast<std::size_t>(t) * 8, v);
-    bits[t] = static_cast<std::uint8_t>(byte);
+    if (mask) mask[t] = out;
   }
 }
 
@@ -178,19 +140,27 @@ bool fast8(std::int64_t n, std::int64_t f, const void* a, const void* b) {
   return f % 8 == 0 && bits % 16 == 0 && n * (f / 8) < (std::int64_t{1} << 31);
 }
 
+// Whether the 32-column fast path applies: f a multiple of 32, 16-byte aligned rows and mask,
+// and fewer than 2^31 words (32-bit indices).
+bool fast32(std::int64_t n, std::int64_t f, const void* x, const void* y, const void* mask) {
+  const auto bits = reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(y) |
+                    reinterpret_cast<std::uintptr_t>(mask);
+  return f % 32 == 0 && bits % 16 == 0 && n * (f / 32) < (std::int64_t{1} << 31);
+}
+
+template <bool kRelu>
 void launch_dropout(Resources& r, std::int64_t n, std::int64_t f, const float* x,
                     const NodeId* row_ids, const rng::Key& key, float p, float* y,
                     std::uint8_t* mask) {
-  // ceil(f / 8) groups per row: the mask's bytes, one per thread.
-  const std::int64_t groups = detail::dropout_mask_row_bytes(f);
-  if (fast8(n, f, x, y)) {
-    const auto items = static_cast<std::uint32_t>(n * groups);
-    dropout_forward8_kernel<<<blocks_for(items), kThreads, 0, r.stream>>>(
-        items, static_cast<std::uint32_t>(groups), x, row_ids, key, p, y, mask);
+  const std::int64_t words = (f + 31) / 32;
+  if (fast32(n, f, x, y, mask)) {
+    const auto items = static_cast<std::uint32_t>(n * words);
+    dropout_forward32_kernel<kRelu><<<blocks_for(items), kThreads, 0, r.stream>>>(
+        items, static_cast<std::uint32_t>(words), x, row_ids, key, p, y,
+        reinterpret_cast<std::uint32_t*>(mask));
   } else {
-    dropout_forward_kernel<<<blocks_for(n * groups), kThreads, 0, r.stream>>>(n, f, groups, x,
-                                                                              row_ids, key, p, y,
-                                                                              mask);
+    dropout_forward_kernel<kRelu><<<blocks_for(n * words), kThreads, 0, r.stream>>>(
+        n, f, words, x, row_ids, key, p, y, mask);
   }
   TESSEL_CHECK_LAUNCH();
 }
@@ -210,17 +180,7 @@ void relu_dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const fl
                           const NodeId* row_ids, const rng::Key& key, float p, float* y,
                           std::uint8_t* bits) {
   if (n * f == 0) return;
-  // ceil(f / 8) groups per row: the bit array's bytes, one per thread.
-  const std::int64_t groups = (f + 7) / 8;
-  if (fast8(n, f, x, y)) {
-    const auto items = static_cast<std::uint32_t>(n * groups);
-    relu_dropout_forward8_kernel<<<blocks_for(items), kThreads, 0, r.stream>>>(
-        items, static_cast<std::uint32_t>(groups), x, row_ids, key, p, y, bits);
-  } else {
-    relu_dropout_forward_kernel<<<blocks_for(n * groups), kThreads, 0, r.stream>>>(
-        n, f, groups, x, row_ids, key, p, y, bits);
-  }
-  TESSEL_CHECK_LAUNCH();
+  launch_dropout<true>(r, n, f, x, row_ids, key, p, y, bits);
 }
 
 void relu_dropout_backward(Resources& r, std::int64_t n, std::int64_t f, const float* grad_y,
@@ -260,14 +220,14 @@ void dropout_forward(Resources& r, std::int64_t n, std::int64_t f, const float* 
   TESSEL_CHECK_CUDA(cudaMemcpyAsync(row_ids, host_row_ids,
                                     static_cast<std::size_t>(n) * sizeof(NodeId),
                                     cudaMemcpyHostToDevice, r.stream));
-  launch_dropout(r, n, f, x, row_ids, key, p, y, mask);
+  launch_dropout<false>(r, n, f, x, row_ids, key, p, y, mask);
 }
 
 void dropout_forward_device_ids(Resources& r, std::int64_t n, std::int64_t f, const float* x,
                                 const NodeId* row_ids, const rng::Key& key, float p, float* y,
                                 std::uint8_t* mask) {
   if (n * f == 0) return;
-  launch_dropout(r, n, f, x, row_ids, key, p, y, mask);
+  launch_dropout<false>(r, n, f, x, row_ids, key, p, y, mask);
 }
 
 // The mask has relu_dropout_forward's layout, and the gradient passes where its bit is set: the

@@ -14,6 +14,9 @@ struct Model::Impl {
   // 1 bit per element for backward (kernels::relu_dropout_forward), and the probability used.
   std::vector<Tensor> relu_bits;
   std::vector<float> relu_p;
+  // The input features' keep bits when forward() may not overwrite its input: layer 0's
+  // backward applies them again instead of drawing them a second time.
+  Tensor input_bits;
   bool has_forward = false;
   Tensor flat_values, flat_grads; // every parameter (gradient) is a view into these
 };
@@ -81,24 +84,26 @@ void expect_rows(const Tensor& h, const Aggregator& agg, int layer) {
                  agg.num_src());
 }
 
-// Dropout of `x` (all rows, or rows [begin, end)) with the draws keyed by agg's source ids,
-// without a mask: the input features' dropout needs none (layer 0 sends no gradient back).
-void dropout_rows(const Tensor& x, Aggregator& agg, const rng::Key& key, float p,
-                  std::int64_t begin, std::int64_t end, Tensor& out) {
-  Tensor no_mask;
-  const Tensor rows = x.rows_slice(begin, end);
+// Dropout of every row of `x` into `out` (which may be x itself), with the draws keyed by agg's
+// source ids; `bits` (when defined) receives the keep bits.
+void dropout_rows(const Tensor& x, Aggregator& agg, const rng::Key& key, float p, Tensor& out,
+                  Tensor& bits) {
   if (const Tensor* ids = agg.src_ids_on(x.device()))
-    kernels::dropout_forward(rows, ids->rows_slice(begin, end), key, p, out, no_mask);
+    kernels::dropout_forward(x, *ids, key, p, out, bits);
   else
-    kernels::dropout_forward(rows, agg.src_ids().subspan(static_cast<std::size_t>(begin),
-                                                          static_cast<std::size_t>(end - begin)),
-                             key, p, out, no_mask);
+    kernels::dropout_forward(x, agg.src_ids(), key, p, out, bits);
 }
 
 } // namespace
 
+Model::InputDropout Model::input_dropout(const rng::Key& dropout_key, bool training) const {
+  rng::Key key = dropout_key;
+  key.layer = 0;
+  return {key, training ? impl_->config.dropout : 0.0f};
+}
+
 Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
-                      const rng::Key& dropout_key, bool training) {
+                      const rng::Key& dropout_key, bool training, Input input) {
   auto& m = *impl_;
   TESSEL_EXPECTS(static_cast<int>(aggregators.size()) == m.config.layers,
                  "model: {} aggregators for {} layers", aggregators.size(), m.config.layers);
@@ -115,17 +120,28 @@ Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
     Aggregator& agg = *aggregators[i];
     expect_rows(h, agg, l);
     InputRecompute recompute;
-    if (l == 0 && p > 0.0f) {
-      // The input features' dropout is redrawn where layer 0 needs its input again (the same
-      // counter-based draws), so the dropped copy lives only while layer 0's forward runs.
-      const rng::Key key = layer_key(0);
-      Tensor dropped = Tensor::empty(h.shape(), DType::f32, h.device());
-      dropout_rows(h, agg, key, p, 0, h.rows(), dropped);
-      recompute = [features = h, &agg, key, p](std::int64_t begin, std::int64_t end,
-                                                Tensor& rows) {
-        dropout_rows(features, agg, key, p, begin, end, rows);
-      };
-      h = std::move(dropped);
+    if (l == 0 && p > 0.0f && input != Input::dropped) {
+      const rng::Key key = input_dropout(dropout_key, training).key;
+      Tensor no_bits;
+      if (input == Input::scratch) {
+        // Dropped in place: layer 0 keeps the dropped rows themselves for its backward.
+        dropout_rows(h, agg, key, p, h, no_bits);
+      } else {
+        // The caller keeps x: the dropped copy lives only while layer 0's forward runs, and
+        // where layer 0 needs its input again the saved keep bits are applied to x's rows (the
+        // same values, bit for bit, without drawing them twice).
+        Tensor dropped = Tensor::empty(h.shape(), DType::f32, h.device());
+        Tensor& bits = m.input_bits;
+        const auto shape = kernels::dropout_mask_shape(h);
+        if (!bits.defined() || bits.shape() != shape || bits.device() != h.device())
+          bits = Tensor::empty(shape, DType::u8, h.device());
+        dropout_rows(h, agg, key, p, dropped, bits);
+        recompute = [features = h, bits, p](std::int64_t begin, std::int64_t end, Tensor& rows) {
+          kernels::dropout_backward(features.rows_slice(begin, end), bits.rows_slice(begin, end),
+                                    p, rows);
+        };
+        h = std::move(dropped);
+      }
     }
     h = m.layers[i]->forward(std::move(h), agg, recompute);
     if (l + 1 < m.config.layers) {

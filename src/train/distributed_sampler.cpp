@@ -5,6 +5,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/kernels/context.hpp"
+#include "tessel/kernels/dense.hpp"
 #include "tessel/sampling/frontier_ops.hpp"
 #include "tessel/sampling/neighbor_sampler.hpp"
 
@@ -771,27 +772,24 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
 
 Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
                                           std::span<const float> owned_features,
-                                          PhaseTimes& phases) {
+                                          PhaseTimes& phases, const RowDropout& dropout) {
   ScopedPhase t(phases, "fetch");
   const std::int64_t f = part_.feature_dim;
   const auto n = static_cast<std::int64_t>(nodes.size());
-  const auto row_bytes = static_cast<std::size_t>(f) * sizeof(float);
-  Tensor x = Tensor::empty({n, f}, DType::f32);
-  float* out = x.data<float>();
-  // Owned rows are copied in parallel; remote ones are listed (in row order) for the cache and
-  // the owners.
-  const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
-#pragma omp parallel for schedule(static) if (n * f > 32768)
-  for (std::int64_t i = 0; i < n; ++i)
-    if (nodes[i] >= begin && nodes[i] < end)
-      std::memcpy(out + i * f, owned_features.data() + (nodes[i] - begin) * f, row_bytes);
+  // Where each row is read: owned rows in owned_features, remote ones (listed in row order for
+  // the cache and the owners) in `staged`.
+  std::vector<const float*> rows(static_cast<std::size_t>(n));
   std::vector<NodeId> remote_ids;
   std::vector<std::int64_t> remote_pos;
-  for (std::int64_t i = 0; i < n; ++i)
-    if (nodes[i] < begin || nodes[i] >= end) {
+  const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (nodes[i] >= begin && nodes[i] < end) {
+      rows[static_cast<std::size_t>(i)] = owned_features.data() + (nodes[i] - begin) * f;
+    } else {
       remote_ids.push_back(nodes[i]);
       remote_pos.push_back(i);
     }
+  }
   counters_.input_rows += n;
   counters_.remote_input_rows += static_cast<std::int64_t>(remote_ids.size());
   // Cached rows land in `staged`; the misses are fetched from their owners.
@@ -804,7 +802,9 @@ Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
   fetch_remote_rows(miss_ids, owned_features, staged.data(), misses);
   counters_.fetched_rows += static_cast<std::int64_t>(misses.size());
   for (std::size_t k = 0; k < remote_ids.size(); ++k)
-    std::memcpy(out + remote_pos[k] * f, &staged[k * f], row_bytes);
+    rows[static_cast<std::size_t>(remote_pos[k])] = staged.data() + k * static_cast<std::size_t>(f);
+  Tensor x = Tensor::empty({n, f}, DType::f32);
+  kernels::gather_dropout_rows(rows, dropout.row_ids, dropout.key, dropout.p, x);
   return x;
 }
 

@@ -216,6 +216,9 @@ class SampledTrainer final : public GraphModeTrainer {
     // Recorded on the sampler's stream after the step's last sampling and gathering work: the
     // main stream waits for it before the step's compute reads the blocks and x.
     device_memory::StreamEvent ready;
+    // Whether x holds the input dropout already (gathered with it on the CPU) or is the step's
+    // own copy for the model to drop in place.
+    nn::Model::Input input = nn::Model::Input::scratch;
   };
 
   // One step on the CPU: sample, fetch, train, in that order.
@@ -224,7 +227,8 @@ class SampledTrainer final : public GraphModeTrainer {
     const int layers = options_.model.layers;
     sampler_.sample(epoch, step, seeds, phases);
     const auto& blocks = sampler_.blocks();
-    const Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases);
+    const Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases,
+                                             row_dropout(epoch, step, sampler_.src_orig(0)));
     std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
     std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
     for (int l = 0; l < layers; ++l) {
@@ -232,8 +236,8 @@ class SampledTrainer final : public GraphModeTrainer {
       degree[l] = sampler_.src_degree(l);
     }
     ScopedPhase compute(phases, "compute");
-    const double loss_sum =
-        forward_backward(epoch, step, seeds, global_count, blocks, orig, degree, x);
+    const double loss_sum = forward_backward(epoch, step, seeds, global_count, blocks, orig,
+                                             degree, x, nn::Model::Input::dropped);
     finish_step(phases);
     return loss_sum;
   }
@@ -280,9 +284,14 @@ class SampledTrainer final : public GraphModeTrainer {
       batch.src_orig[l].assign(sampler_.src_orig(l).begin(), sampler_.src_orig(l).end());
       batch.src_degree[l].assign(sampler_.src_degree(l).begin(), sampler_.src_degree(l).end());
     }
-    batch.x = device_.is_cuda()
-                  ? sampler_.fetch_features_device(batch.blocks[0].src, phases)
-                  : sampler_.fetch_features(batch.blocks[0].src, part_.features, phases);
+    if (device_.is_cuda()) {
+      batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases);
+      batch.input = nn::Model::Input::scratch;
+    } else {
+      batch.x = sampler_.fetch_features(batch.blocks[0].src, part_.features, phases,
+                                        row_dropout(epoch, step, batch.src_orig[0]));
+      batch.input = nn::Model::Input::dropped;
+    }
   }
 
   // The steps of an epoch with `depth_` steps prefetched: once step i's backward pass is
@@ -346,7 +355,8 @@ class SampledTrainer final : public GraphModeTrainer {
       {
         ScopedPhase compute(phases, "compute");
         loss_sum += forward_backward(epoch, batch.step, *batch.seeds, batch.global_count,
-                                     batch.blocks, orig, degree, batch.x, &batch.device_blocks);
+                                     batch.blocks, orig, degree, batch.x, batch.input,
+                                     &batch.device_blocks);
         // Without prefetch the step's compute is timed whole. With it, device-resident steps are
         // sampled on the side stream, whose waits for counts do not sit behind this step's
         // kernels, so nothing is waited for here (the all-reduce's phase waits for the rest).
@@ -366,7 +376,7 @@ class SampledTrainer final : public GraphModeTrainer {
                           std::int64_t global_count, const std::vector<sampling::Block>& blocks,
                           const std::vector<std::span<const NodeId>>& src_orig,
                           const std::vector<std::span<const std::int64_t>>& src_degree,
-                          const Tensor& x,
+                          const Tensor& x, nn::Model::Input input,
                           const std::vector<sampling::BlockTensors>* device_blocks = nullptr) {
     const int layers = options_.model.layers;
     model_.zero_grad();
@@ -380,9 +390,8 @@ class SampledTrainer final : public GraphModeTrainer {
         aggregators_[l].reset(blocks[l], src_orig[l], src_degree[l], device_);
       aggs[l] = &aggregators_[l];
     }
-    const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
-                               static_cast<std::uint32_t>(epoch), step, 0};
-    const Tensor logits = model_.forward(x, aggs, dropout_key, true);
+    // x is the step's own gathered rows, read by nothing after the forward pass.
+    const Tensor logits = model_.forward(x, aggs, dropout_key(epoch, step), true, input);
     std::vector<LocalId> rows(seeds.size());
     std::iota(rows.begin(), rows.end(), 0);
     std::vector<std::int64_t> labels(seeds.size());
@@ -393,6 +402,18 @@ class SampledTrainer final : public GraphModeTrainer {
         nn::softmax_cross_entropy(logits, rows, labels, 1.0 / static_cast<double>(global_count));
     model_.backward(loss.grad);
     return loss.loss_sum;
+  }
+
+  rng::Key dropout_key(int epoch, std::uint32_t step) const {
+    return {options_.seed, rng::Stream::dropout, static_cast<std::uint32_t>(epoch), step, 0};
+  }
+
+  // The input dropout of a training step, applied while its rows are gathered (keyed by the
+  // layer-0 source ids, as the model would key it).
+  RowDropout row_dropout(int epoch, std::uint32_t step,
+                                             std::span<const NodeId> row_ids) const {
+    const nn::Model::InputDropout d = model_.input_dropout(dropout_key(epoch, step), true);
+    return {d.key, d.p, row_ids};
   }
 
   // The gradient all-reduce and the optimizer step; time_optimizer adds the optimizer's seconds

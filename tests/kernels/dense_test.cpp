@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -292,8 +293,18 @@ struct DropoutReference {
   std::vector<std::uint8_t> mask, relu_bits; // [n, ceil(f / 8)], bits past column f clear
 };
 
-DropoutReference dropout_reference(const Tensor& x, const Tensor& g, std::span<const NodeId> ids,
-                                   const rng::Key& key, float p) {
+// Every element's 16-bit draw, row-major: the reference's dear part, computed once per shape.
+std::vector<std::uint32_t> dropout_draws(std::int64_t n, std::int64_t f, std::span<const NodeId> ids,
+                                         const rng::Key& key) {
+  std::vector<std::uint32_t> draws(static_cast<std::size_t>(n * f));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < f; ++j)
+      draws[static_cast<std::size_t>(i * f + j)] = kernels::detail::dropout_draw16(key, ids[i], j);
+  return draws;
+}
+
+DropoutReference dropout_reference(const Tensor& x, const Tensor& g,
+                                   const std::vector<std::uint32_t>& draws, float p) {
   const std::int64_t n = x.rows(), f = x.cols(), row_bytes = (f + 7) / 8;
   const std::uint32_t threshold = kernels::detail::dropout_threshold(p);
   const float scale = 1.0f / (1.0f - p);
@@ -306,7 +317,7 @@ DropoutReference dropout_reference(const Tensor& x, const Tensor& g, std::span<c
     for (std::int64_t j = 0; j < f; ++j) {
       const auto e = static_cast<std::size_t>(i * f + j);
       const auto byte = static_cast<std::size_t>(i * row_bytes + j / 8);
-      const bool keep = kernels::detail::dropout_keep(key, ids[i], j, threshold);
+      const bool keep = draws[e] >= threshold;
       const float v = at(x, i, j), gv = at(g, i, j);
       r.y[e] = keep ? v * scale : 0.0f;
       r.grad[e] = keep ? gv * scale : 0.0f;
@@ -340,7 +351,7 @@ DropoutReference dropout_reference(const Tensor& x, const Tensor& g, std::span<c
 }
 
 // Every instruction-set path of the CPU dropout kernels (portable, AVX2, AVX-512: each one this
-// CPU has, forced in turn) writes exactly the scalar reference built from detail::dropout_keep:
+// CPU has, forced in turn) writes exactly the scalar reference built from detail::dropout_draw16:
 // the same bits, the same floats, +0 where dropped, for widths around the 8-, 16-, 64- and
 // 128-column steps of the vector paths, node ids above 2^32, in place and out of place.
 TEST(Dropout, EveryCpuIsaEqualsTheScalarDrawBitForBit) {
@@ -351,7 +362,8 @@ TEST(Dropout, EveryCpuIsaEqualsTheScalarDrawBitForBit) {
   std::printf("dropout paths tested on this CPU: %s\n", names.c_str());
   RecordProperty("dropout_isas", names);
   const rng::Key key{0x123456789ABCDEFull, rng::Stream::dropout, 4, 9, 2};
-  for (const std::int64_t f : {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200}) {
+  for (const std::int64_t f : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200,
+                               256, 257}) {
     // Enough rows that the larger widths run on several threads (uneven row ranges).
     const std::int64_t n = std::max<std::int64_t>(37, 40000 / f + 3);
     std::vector<NodeId> ids(static_cast<std::size_t>(n));
@@ -361,9 +373,11 @@ TEST(Dropout, EveryCpuIsaEqualsTheScalarDrawBitForBit) {
                                                       : 3 * n - i;
     const Tensor x = awkward_tensor(n, f, static_cast<std::uint32_t>(f));
     const Tensor g = awkward_tensor(n, f, static_cast<std::uint32_t>(f) + 1000);
+    const std::vector<std::uint32_t> draws = dropout_draws(n, f, ids, key);
+    // 0.5, 0.25 and 0.75 read 1 and 2 of the 16 levels, 0.1 and 0.9 15, 0.3 all 16;
     // 0.999995: a threshold of 65536, nothing kept.
-    for (const float p : {0.0f, 0.1f, 0.5f, 0.9f, 0.999995f}) {
-      const DropoutReference want = dropout_reference(x, g, ids, key, p);
+    for (const float p : {0.0f, 0.1f, 0.25f, 0.3f, 0.5f, 0.75f, 0.9f, 0.999995f}) {
+      const DropoutReference want = dropout_reference(x, g, draws, p);
       for (const auto isa : isas) {
         SCOPED_TRACE(testing::Message() << kernels::cpu_isa_name(isa) << " F=" << f << " p=" << p);
         ScopedDropoutIsa forced(isa);
@@ -400,6 +414,98 @@ TEST(Dropout, EveryCpuIsaEqualsTheScalarDrawBitForBit) {
         }
       }
     }
+  }
+}
+
+// The gather with dropout on the way writes what a copy of the rows followed by dropout_forward
+// writes, bit for bit, on every instruction-set path, rows repeated and out of order included;
+// p = 0 is a plain copy.
+TEST(Dropout, GatherWithDropoutEqualsGatherThenDropout) {
+  const rng::Key key{9, rng::Stream::dropout, 3, 1, 0};
+  for (const std::int64_t f : {5, 32, 128, 200}) {
+    const std::int64_t sources = 300, n = 1000;
+    const Tensor table = awkward_tensor(sources, f, static_cast<std::uint32_t>(f) + 7);
+    std::vector<const float*> rows(static_cast<std::size_t>(n));
+    std::vector<NodeId> ids(static_cast<std::size_t>(n));
+    Tensor gathered = Tensor::empty({n, f}, DType::f32);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t src = (i * 7919) % sources;
+      rows[static_cast<std::size_t>(i)] = table.data<float>() + src * f;
+      ids[static_cast<std::size_t>(i)] = 40 * src + 3; // a node id per source row
+      std::memcpy(gathered.data<float>() + i * f, rows[static_cast<std::size_t>(i)],
+                  static_cast<std::size_t>(f) * sizeof(float));
+    }
+    for (const float p : {0.0f, 0.3f, 0.5f})
+      for (const auto isa : supported_isas()) {
+        SCOPED_TRACE(testing::Message() << kernels::cpu_isa_name(isa) << " F=" << f << " p=" << p);
+        ScopedDropoutIsa forced(isa);
+        Tensor want = Tensor::empty({n, f}, DType::f32), none;
+        if (p > 0.0f)
+          kernels::dropout_forward(gathered, ids, key, p, want, none);
+        else
+          want = gathered.clone();
+        Tensor got = Tensor::empty({n, f}, DType::f32);
+        kernels::gather_dropout_rows(rows, ids, key, p, got);
+        ASSERT_EQ(std::memcmp(got.raw(), want.raw(), static_cast<std::size_t>(got.nbytes())), 0);
+      }
+  }
+  Tensor y = Tensor::empty({2, 4}, DType::f32);
+  const float row[4] = {1, 2, 3, 4};
+  const std::vector<const float*> one_row = {row};
+  const std::vector<NodeId> one_id = {0};
+  EXPECT_THROW(kernels::gather_dropout_rows(one_row, one_id, key, 0.5f, y), InputError);
+}
+
+// The bit-sliced compare, which stops at the threshold's lowest set bit, keeps exactly the
+// columns whose full 16-bit draw (all levels assembled) is >= the threshold, for thresholds of
+// every level count.
+TEST(Dropout, KeepWordsEqualTheFullDrawCompare) {
+  const rng::Key key{77, rng::Stream::dropout, 1, 5, 3};
+  std::vector<std::uint32_t> thresholds = {0, 1, 2, 3, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 65536};
+  for (int b = 0; b < 16; ++b) thresholds.push_back(1u << b);
+  for (std::uint32_t t = 17; t < 0xFFFF; t += 4099) thresholds.push_back(t);
+  for (const std::uint32_t t : thresholds)
+    for (const NodeId node : {NodeId{0}, NodeId{12345}, (NodeId{3} << 33) + 9})
+      for (const std::int64_t word : {0, 1, 3, 4, 9}) {
+        const std::uint32_t keep = kernels::detail::dropout_keep_word(
+            key, static_cast<std::uint64_t>(node), word, t);
+        for (int i = 0; i < 32; ++i)
+          ASSERT_EQ((keep >> i) & 1u,
+                    kernels::detail::dropout_keep(key, node, 32 * word + i, t) ? 1u : 0u)
+              << "threshold " << t << " node " << node << " column " << 32 * word + i;
+      }
+}
+
+// Each column is kept with probability 1 - threshold / 65536, at every position of the
+// 128-column chunk, and two columns sharing Philox words are kept independently.
+TEST(Dropout, KeepRateIsOneMinusPAtEveryColumnAndColumnsAreIndependent) {
+  const std::int64_t n = 4000, f = 256;
+  const rng::Key key{5, rng::Stream::dropout, 2, 7, 1};
+  std::vector<NodeId> ids(n);
+  std::iota(ids.begin(), ids.end(), 10);
+  const Tensor x = test::random_tensor({n, f}, 3, 0.5f, 1.5f);
+  for (const float p : {0.1f, 0.25f, 0.3f, 0.5f, 0.75f, 0.9f}) {
+    SCOPED_TRACE(p);
+    Tensor y = Tensor::empty({n, f}, DType::f32), mask = Tensor::empty({n, f / 8}, DType::u8);
+    kernels::dropout_forward(x, ids, key, p, y, mask);
+    const double q = 1.0 - kernels::detail::dropout_threshold(p) / 65536.0;
+    std::vector<std::int64_t> column_kept(f, 0);
+    std::int64_t kept = 0, both = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < f; ++j) {
+        const bool k = bit_at(mask, i, j);
+        column_kept[static_cast<std::size_t>(j)] += k;
+        kept += k;
+        if (j % 2 == 0) both += k && bit_at(mask, i, j + 1);
+      }
+    const double all = double(n) * f, sd = std::sqrt(q * (1 - q) / all);
+    EXPECT_NEAR(kept / all, q, 5 * sd);
+    const double column_sd = std::sqrt(q * (1 - q) / double(n));
+    for (std::int64_t j = 0; j < f; ++j)
+      ASSERT_NEAR(column_kept[static_cast<std::size_t>(j)] / double(n), q, 5 * column_sd)
+          << "column " << j;
+    const double pairs = all / 2, pair_sd = std::sqrt(q * q * (1 - q * q) / pairs);
+    EXPECT_NEAR(both / pairs, q * q, 5 * pair_sd);
   }
 }
 

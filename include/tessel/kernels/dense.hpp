@@ -49,11 +49,13 @@ void relu_forward(const Tensor& x, Tensor& y, Context* ctx = nullptr);
 // grad_x = grad_y where y > 0, else 0. y is the forward output. grad_x may be grad_y.
 void relu_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x, Context* ctx = nullptr);
 
-// Inverted dropout: keep[i, j] = draw(row_ids[i], j) >= p, y = x * keep / (1 - p), +0 where
-// dropped. The 16-bit draw of (row, column j) is half j % 2 of word (j % 8) / 2 of
-// key.block(row_ids[i], j / 8), a pure function of (key, node id, column): masks do not depend
-// on row order, rank count or device. x, y: f32 [n, F] (y may be x); row_ids: host span of n
-// node ids; mask: u8 [n, ceil(F / 8)] on x's device (dropout_mask_shape), bit j % 8 of byte
+// Inverted dropout: keep[i, j] = draw(row_ids[i], j) >= threshold(p), y = x * keep / (1 - p),
+// +0 where dropped. The 16-bit draw of (row, column j) is stored bit-sliced in Philox blocks
+// key.block(row_ids[i], 16 (j / 128) + level) (kernels/dropout_draw.hpp has the layout), a pure
+// function of (key, node id, column): masks do not depend on row order, rank count or device.
+// Only the levels down to the threshold's lowest set bit are drawn: p = 0.5 costs one Philox
+// block per 128 columns, any p at most 16. x, y: f32 [n, F] (y may be x); row_ids: host span of
+// n node ids; mask: u8 [n, ceil(F / 8)] on x's device (dropout_mask_shape), bit j % 8 of byte
 // mask[i, j / 8] set iff (i, j) is kept, bits past column F clear — or undefined when no
 // backward needs it (the input features' dropout, or a draw that is recomputed instead of
 // kept). 0 <= p < 1.
@@ -66,6 +68,13 @@ void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key
 // (grad_x may be grad_y); mask: u8 [n, ceil(F / 8)] from dropout_forward.
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx = nullptr);
+// A row gather with dropout_forward applied on the way (one pass instead of a copy and a
+// dropout): y[i] = dropout_forward's row i for the row at rows[i] (F floats in host memory),
+// keyed by row_ids[i], bit for bit. p = 0 copies the rows (row_ids unread). y: f32 [n, F] on the
+// CPU; rows and row_ids: n entries. CPU only: the device feature store gathers on the GPU and
+// the model applies the dropout there.
+void gather_dropout_rows(std::span<const float* const> rows, std::span<const NodeId> row_ids,
+                         const rng::Key& key, float p, Tensor& y);
 // The shape of the mask of dropout_forward and of the bits of relu_dropout_forward for an
 // [n, F] input: [n, ceil(F / 8)], one bit per element.
 std::vector<std::int64_t> dropout_mask_shape(const Tensor& x);

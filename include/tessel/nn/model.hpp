@@ -43,9 +43,21 @@ class Model {
   Model& operator=(Model&&) noexcept;
 
   const ModelConfig& config() const;
+  // What forward() may do with its input. `kept` (the full graph's features): x stays as it
+  // was. `scratch`: the caller never reads x again (a step's gathered rows on a GPU), so the
+  // input dropout is applied in place. `dropped`: x holds the input dropout already, drawn by
+  // the caller with input_dropout() while it gathered the rows (kernels::gather_dropout_rows).
+  enum class Input { kept, scratch, dropped };
+  // The key and probability of the input features' dropout in forward(..., training): layer 0's
+  // draws, keyed per row by aggregators[0]'s source ids.
+  struct InputDropout {
+    rng::Key key;
+    float p = 0.0f;
+  };
+  InputDropout input_dropout(const rng::Key& dropout_key, bool training) const;
   // x: [aggregators[0]->num_src(), in_dim] -> logits [aggregators.back()->num_dst(), out_dim].
   Tensor forward(const Tensor& x, std::span<Aggregator* const> aggregators,
-                 const rng::Key& dropout_key, bool training);
+                 const rng::Key& dropout_key, bool training, Input input = Input::kept);
   // Layer-wise inference (no dropout): the same logits as forward(..., training = false), with
   // ReLU applied in place, since no backward follows. Each layer's input replaces what the last
   // training forward kept, so inference runs in the memory training released. after_layer(l),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tessel/comm/communicator.hpp"
+#include "tessel/core/rng.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/sampling/block.hpp"
@@ -34,6 +35,14 @@ struct SamplerCounters {
   std::int64_t fetched_rows = 0;       // remote rows fetched from owners (cache misses)
   std::int64_t cache_hits = 0;
   std::int64_t sample_bytes = 0;       // sampling requests sent and replies and answers received
+};
+
+// A dropout applied to fetched rows on their way into a step's input, in the same pass as their
+// gather (p = 0: none): row i is keyed by row_ids[i], with the draws of kernels::dropout_forward.
+struct RowDropout {
+  rng::Key key;
+  float p = 0.0f;
+  std::span<const NodeId> row_ids;
 };
 
 // One per rank; every call marked collective must be made by all ranks in the same order.
@@ -75,9 +84,10 @@ class DistributedSampler {
   const sampling::FeatureCache& cache() const { return cache_; }
 
   // Feature rows [nodes, F] of `nodes` (global ids): owned rows from owned_features, cached
-  // remote rows from the cache, the rest fetched from their owners in one exchange. Collective.
+  // remote rows from the cache, the rest fetched from their owners in one exchange; then all
+  // of them gathered into the result in one pass, with `dropout` applied. Collective.
   Tensor fetch_features(std::span<const NodeId> nodes, std::span<const float> owned_features,
-                        PhaseTimes& phases);
+                        PhaseTimes& phases, const RowDropout& dropout = {});
 
   // Owners draw on `device` from here on (the CUDA sampler: the same draws, answers written on
   // the GPU): the owned graph goes to device memory or to pinned host memory read over UVA, as
