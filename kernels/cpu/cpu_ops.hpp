@@ -5,6 +5,7 @@
 #include "tessel/core/rng.hpp"
 #include "tessel/core/types.hpp"
 #include "tessel/kernels/dense.hpp"
+#include "tessel/kernels/row_codec.hpp"
 
 #include <cstdint>
 
@@ -61,6 +62,9 @@ void relu_backward(std::int64_t count, const float* grad_y, const float* y, floa
 // j / 8. mask may be null in dropout_forward (not written); row_ids may be null when p == 0.
 void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,
                      const rng::Key& key, float p, float* y, std::uint8_t* mask);
+// Row codecs (kernels/row_codec_format.hpp): x [n, f] <-> wire [n, codec_row_bytes(codec, f)].
+void encode_rows(std::int64_t n, std::int64_t f, RowCodec codec, const float* x, std::uint8_t* wire);
+void decode_rows(std::int64_t n, std::int64_t f, RowCodec codec, const std::uint8_t* wire, float* x);
 // y[i] = dropout_forward's row i for the row at rows[i]; p == 0: a copy (row_ids unread).
 void gather_dropout_rows(std::int64_t n, std::int64_t f, const float* const* rows,
                          const NodeId* row_ids, const rng::Key& key, float p, float* y);

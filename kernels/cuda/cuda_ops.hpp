@@ -4,6 +4,7 @@
 #include "tessel/core/rng.hpp"
 #include "tessel/core/types.hpp"
 #include "tessel/kernels/context.hpp"
+#include "tessel/kernels/row_codec.hpp"
 
 #include <cstdint>
 
@@ -33,6 +34,11 @@ void mean_edge_weights(Resources& r, std::int64_t rows, const EdgeId* indptr, fl
 void csr_transpose(Resources& r, std::int64_t rows, std::int64_t cols, std::int64_t nnz,
                    const EdgeId* indptr, const LocalId* indices, const float* values,
                    EdgeId* out_indptr, LocalId* out_indices, float* out_values);
+
+void encode_rows(Resources& r, std::int64_t n, std::int64_t f, RowCodec codec, const float* x,
+                 std::uint8_t* wire);
+void decode_rows(Resources& r, std::int64_t n, std::int64_t f, RowCodec codec,
+                 const std::uint8_t* wire, float* x);
 
 void gemm(Resources& r, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,

@@ -91,6 +91,14 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
       {"phase_seconds_per_epoch", phases},
   };
   if (!r.summary.is_null()) j["mode_summary"] = r.summary;
+  // Full-batch halo settings and traffic: how halos travel, and their bytes per epoch.
+  if (!r.epochs.empty() && r.epochs.back().extra.contains("halo_dtype")) {
+    std::vector<double> halo;
+    for (const auto& e : r.epochs)
+      halo.push_back(e.extra.value("halo_bytes", 0.0) + e.extra.value("halo_grad_bytes", 0.0));
+    j["halo_dtype"] = r.epochs.back().extra["halo_dtype"];
+    j["halo_bytes_per_epoch_median"] = quantile(halo, 0.5);
+  }
   return j;
 }
 
@@ -149,6 +157,11 @@ std::string markdown(const nlohmann::json& report) {
   });
   row("bytes sent / epoch (MB)", [](const auto& m) {
     return fmt::format("{:.2f}", m["comm_bytes_per_epoch_median"].template get<double>() / 1e6);
+  });
+  row("  of them halo rows and gradients (MB, dtype)", [](const auto& m) {
+    if (!m.contains("halo_dtype")) return std::string("–");
+    return fmt::format("{:.2f} ({})", m["halo_bytes_per_epoch_median"].template get<double>() / 1e6,
+                       m["halo_dtype"].template get<std::string>());
   });
   std::vector<std::string> phase_names;
   for (const auto& m : report["modes"])

@@ -153,6 +153,16 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
               "ranks each edge among its negatives)",
               CLI::Range(1, 1000));
+  // Full-batch mode.
+  app.add_option_function<std::string>(
+         "--halo-dtype",
+         [&o](const std::string& name) { o.full.halo_dtype = kernels::parse_row_codec(name); },
+         "full mode: how halo rows and halo gradients travel: f32 (as they are), bf16 or f16 (2 "
+         "bytes a value, rounded to nearest even), or int8 (a byte a value and an f32 scale per "
+         "row: max |x| / 127); decoded on arrival, so only the wire is smaller (evaluation "
+         "exchanges f32)")
+      ->check(CLI::IsMember(kernels::row_codec_names()))
+      ->default_str("f32");
   // Sampled mode.
   app.add_option("--fanouts", fanouts,
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");

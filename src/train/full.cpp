@@ -28,6 +28,11 @@ class FullTrainer final : public GraphModeTrainer {
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     aggregator_.set_phases(&phases);
+    // Training exchanges halos in --halo-dtype; evaluation and inference (which share the
+    // aggregator) in f32, so predictions do not depend on the wire.
+    HaloExchange& halo = aggregator_.halo();
+    halo.set_codec(options_.full.halo_dtype);
+    halo.reset_bytes_sent();
     Stopwatch compute;
     model_.zero_grad();
     const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
@@ -50,7 +55,12 @@ class FullTrainer final : public GraphModeTrainer {
       ScopedPhase t(phases, "dense");
       optimizer_->step(model_.parameters());
     }
-    extra["halo_rows_sent"] = comm_.allreduce_value<std::int64_t>(aggregator_.halo().rows_sent());
+    halo.set_codec(kernels::RowCodec::f32);
+    extra["halo_rows_sent"] = comm_.allreduce_value<std::int64_t>(halo.rows_sent());
+    extra["halo_dtype"] = kernels::row_codec_name(options_.full.halo_dtype);
+    // The epoch's halo traffic by kind, all ranks: rows forward, gradients backward.
+    extra["halo_bytes"] = comm_.allreduce_value<std::int64_t>(halo.row_bytes_sent());
+    extra["halo_grad_bytes"] = comm_.allreduce_value<std::int64_t>(halo.grad_bytes_sent());
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
       const auto mem = device_memory::stats(device_);

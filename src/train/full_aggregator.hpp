@@ -52,6 +52,7 @@ class FullAggregator final : public nn::Aggregator {
   // Where aggregate() and aggregate_backward() add their seconds ("aggregate", "communicate").
   void set_phases(PhaseTimes* phases) { phases_ = phases; }
   const HaloExchange& halo() const { return halo_; }
+  HaloExchange& halo() { return halo_; }
 
   std::int64_t num_src() const override { return part_.num_owned; }
   std::int64_t num_dst() const override { return part_.num_owned; }

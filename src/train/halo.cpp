@@ -62,9 +62,28 @@ HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm
 }
 
 namespace {
-void ensure_rows(Tensor& t, std::int64_t rows, std::int64_t cols, Device device) {
-  if (!t.defined() || t.rows() != rows || t.cols() != cols || t.device() != device)
-    t = Tensor::empty({rows, cols}, DType::f32, device);
+void ensure_rows(Tensor& t, std::int64_t rows, std::int64_t cols, Device device,
+                 DType dtype = DType::f32) {
+  if (!t.defined() || t.rows() != rows || t.cols() != cols || t.device() != device ||
+      t.dtype() != dtype)
+    t = Tensor::empty({rows, cols}, dtype, device);
+}
+
+// Sends send[sum send_rows] rows to the peers and receives recv's rows, through `codec`: the
+// rows themselves for f32, else encoded into send_wire, exchanged, and decoded from recv_wire.
+void exchange_rows(comm::Communicator& data, kernels::RowCodec codec, const Tensor& send,
+                   std::span<const std::int64_t> send_rows, Tensor& recv,
+                   std::span<const std::int64_t> recv_rows, Tensor& send_wire, Tensor& recv_wire) {
+  if (codec == kernels::RowCodec::f32) {
+    data.alltoallv(send, send_rows, recv, recv_rows);
+    return;
+  }
+  const std::int64_t bytes = kernels::row_codec_bytes(codec, send.cols());
+  ensure_rows(send_wire, send.rows(), bytes, send.device(), DType::u8);
+  ensure_rows(recv_wire, recv.rows(), bytes, recv.device(), DType::u8);
+  kernels::encode_rows(send, codec, send_wire);
+  data.alltoallv(send_wire, send_rows, recv_wire, recv_rows);
+  kernels::decode_rows(recv_wire, codec, recv);
 }
 } // namespace
 
@@ -92,13 +111,16 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
   ensure_rows(send_buffer_, num_send, f, device);
   kernels::gather_rows(x_owned, send_index_, send_buffer_);
 
+  row_bytes_sent_ += num_send * kernels::row_codec_bytes(codec_, f);
   Tensor halo_rows = x_full.rows_slice(num_owned_, num_owned_ + num_halo_);
   if (recv_in_halo_order_) {
-    data_.alltoallv(send_buffer_, send_rows_per_peer_, halo_rows, recv_rows_per_peer_);
+    exchange_rows(data_, codec_, send_buffer_, send_rows_per_peer_, halo_rows, recv_rows_per_peer_,
+                  send_wire_, recv_wire_);
     return;
   }
   ensure_rows(recv_buffer_, num_halo_, f, device);
-  data_.alltoallv(send_buffer_, send_rows_per_peer_, recv_buffer_, recv_rows_per_peer_);
+  exchange_rows(data_, codec_, send_buffer_, send_rows_per_peer_, recv_buffer_,
+                recv_rows_per_peer_, send_wire_, recv_wire_);
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
@@ -126,8 +148,10 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
     back_rows = recv_buffer_;
   }
   const auto num_back = static_cast<std::int64_t>(send_rows_.size());
+  grad_bytes_sent_ += num_halo_ * kernels::row_codec_bytes(codec_, f);
   ensure_rows(send_buffer_, num_back, f, device);
-  data_.alltoallv(back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_);
+  exchange_rows(data_, codec_, back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_,
+                recv_wire_, send_wire_);
   // One segment per peer in rank order: the sum at each owned row has a fixed order.
   kernels::scatter_add_rows_segmented(send_buffer_, send_index_, send_rows_per_peer_, grad_owned);
 }

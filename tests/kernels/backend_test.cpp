@@ -213,8 +213,9 @@ std::vector<OpCase> all_cases() {
                      return to_host({y, mask, y_span, mask_span});
                    },
                    0, 0});
-  for (const float p : {0.0f, 0.4f})
-    for (const std::int64_t f : {5, 16, 23}) {
+  // 32, 128 and 256 columns take the CUDA twin's 32-column path; p = 0.5 reads one level.
+  for (const float p : {0.0f, 0.4f, 0.5f})
+    for (const std::int64_t f : {5, 16, 23, 32, 128, 256}) {
       cases.push_back({"relu_dropout.p" + std::to_string(p) + ".F" + std::to_string(f),
                        [p, f](Device d) {
                          // Host-span and device ids, in place; the backward from the bits alone;
@@ -236,7 +237,10 @@ std::vector<OpCase> all_cases() {
                          kernels::relu_dropout_backward(g, bits, p, gx);
                          Tensor plain = Tensor::empty({64, f}, DType::f32, d), no_mask;
                          kernels::dropout_forward(x, ids, key, 0.4f, plain, no_mask);
-                         return to_host({y, bits, y_ids, bits_ids, gx, plain});
+                         Tensor dropped = Tensor::empty({64, f}, DType::f32, d);
+                         Tensor mask = Tensor::empty({64, (f + 7) / 8}, DType::u8, d);
+                         kernels::dropout_forward(x, ids, key, p, dropped, mask);
+                         return to_host({y, bits, y_ids, bits_ids, gx, plain, dropped, mask});
                        },
                        0, 0});
     }
@@ -373,6 +377,25 @@ std::vector<OpCase> all_cases() {
                      return to_host({p, m, v, q, buf});
                    },
                    1e-5, 1e-6});
+  // The row codecs write the same bytes on every backend (exact), and decode them alike.
+  for (const auto codec : {kernels::RowCodec::bf16, kernels::RowCodec::f16, kernels::RowCodec::int8})
+    for (const std::int64_t f : {1, 7, 16, 130}) {
+      cases.push_back({std::string("row_codec.") + kernels::row_codec_name(codec) + ".F" +
+                           std::to_string(f),
+                       [codec, f](Device d) {
+                         Tensor x = test::random_tensor({50, f}, 4, -3, 3);
+                         x.data<float>()[0] = 7e4f;   // beyond f16's range
+                         x.data<float>()[f] = 1e-6f;  // an f16 subnormal (row 1, or row 0)
+                         const Tensor xd = x.to(d);
+                         Tensor wire = Tensor::empty(
+                             {50, kernels::row_codec_bytes(codec, f)}, DType::u8, d);
+                         kernels::encode_rows(xd, codec, wire);
+                         Tensor back = Tensor::empty({50, f}, DType::f32, d);
+                         kernels::decode_rows(wire, codec, back);
+                         return to_host({wire, back});
+                       },
+                       0, 0});
+    }
   return cases;
 }
 

@@ -7,4 +7,5 @@
 #include "tessel/kernels/loss.hpp"
 #include "tessel/kernels/optim.hpp"
 #include "tessel/kernels/recurrent.hpp"
+#include "tessel/kernels/row_codec.hpp"
 #include "tessel/kernels/sparse.hpp"

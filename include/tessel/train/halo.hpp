@@ -4,6 +4,7 @@
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/tensor.hpp"
+#include "tessel/kernels/row_codec.hpp"
 #include "tessel/partition/part.hpp"
 
 #include <cstdint>
@@ -32,9 +33,20 @@ class HaloExchange {
   // halo rows here grad_owned is grad_full itself, updated in place. Collective.
   void backward(const Tensor& grad_full, Tensor& grad_owned);
 
-  // Rows this rank sends per forward call (the analytic halo volume is that times F * 4 bytes).
+  // How rows and gradients travel from now on: f32 as they are, or encoded (bf16, f16, int8 with
+  // a scale per row) before the exchange and decoded on arrival (kernels::encode_rows).
+  void set_codec(kernels::RowCodec codec) { codec_ = codec; }
+  kernels::RowCodec codec() const { return codec_; }
+
+  // Rows this rank sends per forward call (the analytic halo volume is that times
+  // kernels::row_codec_bytes(codec(), F) bytes).
   std::int64_t rows_sent() const { return static_cast<std::int64_t>(send_rows_.size()); }
   std::int64_t rows_received() const { return static_cast<std::int64_t>(recv_slots_.size()); }
+  // Bytes this rank put on the wire for halo rows (forward) and halo gradients (backward) since
+  // the last reset, as encoded.
+  std::int64_t row_bytes_sent() const { return row_bytes_sent_; }
+  std::int64_t grad_bytes_sent() const { return grad_bytes_sent_; }
+  void reset_bytes_sent() { row_bytes_sent_ = grad_bytes_sent_ = 0; }
 
  private:
   // The index tensors on `device` (moved there on first use).
@@ -53,6 +65,11 @@ class HaloExchange {
   Tensor halo_to_recv_;              // i32 [n_halo]: its inverse (halo row -> received position)
   Tensor send_buffer_;               // f32 [rows sent, F]
   Tensor recv_buffer_;               // f32 [n_halo, F]
+  kernels::RowCodec codec_ = kernels::RowCodec::f32;
+  Tensor send_wire_;                 // u8 [rows sent, row bytes]: encoded rows (not f32)
+  Tensor recv_wire_;                 // u8 [n_halo, row bytes]
+  std::int64_t row_bytes_sent_ = 0;
+  std::int64_t grad_bytes_sent_ = 0;
 };
 
 }  // namespace tessel::train

@@ -3,6 +3,7 @@
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/timer.hpp"
+#include "tessel/kernels/row_codec.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 
@@ -15,6 +16,11 @@
 #include <vector>
 
 namespace tessel::train {
+
+// --mode full: how halo rows (forward) and halo gradients (backward) travel between ranks.
+struct FullOptions {
+  kernels::RowCodec halo_dtype = kernels::RowCodec::f32;
+};
 
 struct SampledOptions {
   std::vector<int> fanouts = {15, 10, 5};  // one per layer, input layer first; -1 = all
@@ -80,6 +86,7 @@ struct TrainOptions {
   // "best": --predictions, --embeddings (and DIR/best.h5 beside --checkpoint's checkpoint.h5) hold the epoch
   // with the best validation metric, or the last when nothing picks one; "last": the last.
   std::string save = "best";
+  FullOptions full;
   SampledOptions sampled;
   DynamicOptions dynamic;
   PipelineOptions pipeline;
