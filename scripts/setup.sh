@@ -13,7 +13,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libfast-float-dev
   libgtest-dev
   clang libclang-rt-dev libomp-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer, OpenMP
-  python3 python3-matplotlib python3-h5py python3-numpy
+  python3 python3-matplotlib python3-h5py python3-numpy python3-scipy python3-pytest  # python/: the package and its tests
   jq time
 )
 
