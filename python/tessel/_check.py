@@ -83,7 +83,7 @@ def floats(value, name, ndim):
         where = f"row {at[0]}" + (f" column {at[1]}" if len(at) > 1 else "")
         given = a[at]
         if numpy.isfinite(given):
-            raise ValueError(f"{name}: {where} is {given!r}, which float32 cannot hold")
+            raise ValueError(f"{name}: {where} is {given}, which float32 cannot hold")
         raise ValueError(f"{name}: {where} is {given}, expected a finite number")
     return out
 
