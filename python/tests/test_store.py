@@ -223,3 +223,27 @@ def test_the_program_refuses_what_it_cannot_train(tmp_path):
         cli("train", tmp_path / "p", "--epochs", 1, "--device", "cpu")
     assert e.value.message == f"{tmp_path / 'p'}: the dataset has 1 classes; need at least 2"
     assert e.value.returncode != 0
+
+
+def test_pyg_and_dgl_errors_name_the_attribute(tmp_path):
+    args = tiny()
+    x = args["x"].copy()
+    x[3, 0] = numpy.nan
+    data = SimpleNamespace(edge_index=args["graph"], x=x, y=args["y"], train_mask=None)
+    with pytest.raises(ValueError, match=r"^data\.x: row 3 column 0 is nan"):
+        tessel.from_pyg(data, tmp_path / "g.h5")
+    data = SimpleNamespace(edge_index=args["graph"], x=args["x"], y=args["y"],
+                           train_mask=numpy.array([True, False, True]))
+    with pytest.raises(ValueError, match=r"^data\.train_mask: a boolean mask of shape \[3\]"):
+        tessel.from_pyg(data, tmp_path / "g.h5")
+    with pytest.raises(ValueError, match="HeteroData"):
+        tessel.from_pyg(SimpleNamespace(x=args["x"]), tmp_path / "g.h5")
+    graph = SimpleNamespace(ntypes=["_N"], etypes=["_E"], num_nodes=lambda: 4,
+                            edges=lambda: (numpy.array([0, 5]), numpy.array([1, 2])),
+                            ndata=dict(feat=args["x"], label=args["y"]))
+    with pytest.raises(ValueError, match=r"^graph\.edges\(\): edge 1 \(column 1\) is 5 -> 2"):
+        tessel.from_dgl(graph, tmp_path / "g.h5")
+    graph.ndata = dict(feat=args["x"])
+    with pytest.raises(ValueError, match=r"graph\.ndata has no 'label' \(keys: feat\)"):
+        tessel.from_dgl(graph, tmp_path / "g.h5")
+    assert os.listdir(tmp_path) == []
