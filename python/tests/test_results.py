@@ -30,6 +30,12 @@ def test_read_partition_covers_every_node_and_its_halo(cora_parts, cora_arrays):
     assert len(src) == 10556 and numpy.array_equal(got, m)
 
 
+def within(got, expected):
+    scale = numpy.abs(expected).max()
+    error = numpy.abs(got - expected).max()
+    return scale > 0.05 and error < 1e-4 and error <= 1e-5 * scale + 1e-6
+
+
 @pytest.mark.parametrize("kind", ["gcn", "sage"])
 def test_checkpoint_weights_reproduce_the_logits_in_numpy(kind, trained, cora_arrays):
     run = trained(kind)
@@ -47,11 +53,13 @@ def test_checkpoint_weights_reproduce_the_logits_in_numpy(kind, trained, cora_ar
     logits, hidden = forward(kind, state, training_graph(edge_index, x.shape[0]), features)
     pred = tessel.read_predictions(run["dir"] / "pred.h5")
     assert pred.logits.shape == (2708, 7) and pred.logits.dtype == numpy.float32
-    # Tessel computes in float32, the reference in float64: logits of size ~1 agree to ~1e-6.
-    assert numpy.abs(pred.logits - logits).max() < 1e-4
+    # Tessel computes in float32, the reference in float64: the issue's bound, 1e-4, and one
+    # relative to the logits' size (small after few epochs on row-normalized features), which
+    # float32 rounding through two layers stays far inside (measured: 4e-7 of it).
+    assert within(pred.logits, logits)
     assert numpy.array_equal(pred.predicted, pred.logits.argmax(axis=1))
     embedding = tessel.read_embeddings(run["dir"] / "emb.h5")
-    assert embedding.shape == (2708, 16) and numpy.abs(embedding - hidden).max() < 1e-4
+    assert embedding.shape == (2708, 16) and within(embedding, hidden)
     # The predictions are the saved (best) epoch's, whose model best.h5 holds.
     ck = tessel.read_checkpoint(run["dir"] / "ck")
     assert ck.path.name == "best.h5" and ck.epoch == run["result"].summary["saved_epoch"]
@@ -71,7 +79,7 @@ def test_to_pyg_model_reproduces_the_logits(trained, cora_parts):
         with torch.no_grad():
             logits = model(torch.from_numpy(features), edge_index).numpy()
         expected = tessel.read_predictions(run["dir"] / "pred.h5").logits
-        assert numpy.abs(logits - expected).max() < 1e-4, kind
+        assert within(logits, expected), kind
 
 
 def test_metrics_and_summary(trained):

@@ -173,18 +173,19 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, change, messa
     assert os.listdir(tmp_path) == []
 
 
-def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+@pytest.mark.parametrize("error", [OSError, KeyboardInterrupt])
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch, error):
     path = tmp_path / "g.h5"
     path.write_bytes(b"the previous store")
 
     def fail(self, name, *args, **kwargs):
         if name == "/node/feat":
-            raise OSError("disk full (injected)")
+            raise error("disk full or Ctrl-C (injected)")
         return original(self, name, *args, **kwargs)
 
     original = tessel._h5.Writer.dataset
     monkeypatch.setattr(tessel._h5.Writer, "dataset", fail)
-    with pytest.raises(OSError, match="injected"):
+    with pytest.raises(error, match="injected"):
         tessel.write_store(path, **tiny())
     assert os.listdir(tmp_path) == ["g.h5"]
     assert path.read_bytes() == b"the previous store"
