@@ -28,7 +28,8 @@ fs::path checkpoint_file(const fs::path& given) {
               given.string());
 }
 
-// The run's options from what the checkpoint records: mode, model and seed.
+// The run's options from what the checkpoint records: mode, model (with the input's
+// normalization) and seed.
 void options_from_checkpoint(train::TrainOptions& o) {
   const fs::path& path = o.predict_from;
   h5::File file = h5::File::open_read(path);
@@ -49,6 +50,7 @@ void options_from_checkpoint(train::TrainOptions& o) {
     o.model.hidden = model.at("hidden").get<int>();
     o.model.layers = model.at("layers").get<int>();
     o.optimizer.kind = model.at("optimizer").get<std::string>();
+    o.normalize_features = model.value("normalize_features", std::string("none"));
     if (o.model.kind == "sign-mlp") {
       o.pipeline.hops = model.at("hops").get<int>();
       o.pipeline.mlp_layers = model.at("mlp_layers").get<int>();

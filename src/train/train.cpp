@@ -95,6 +95,10 @@ std::string model_signature(const TrainOptions& o) {
     j["mlp_layers"] = o.pipeline.mlp_layers;
     j["operator"] = o.pipeline.op;
   }
+  // The input's normalization is part of what the parameters were trained on (`tessel
+  // predict` applies it again); written only when there is one, so checkpoints without it
+  // still resume.
+  if (o.normalize_features != "none") j["normalize_features"] = o.normalize_features;
   return j.dump();
 }
 

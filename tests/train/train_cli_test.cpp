@@ -207,6 +207,8 @@ TEST_F(TrainCli, PredictReproducesTheTrainingRunsPredictions) {
                    ck = scratch(tag + "-ck");
     run_ok(test::mpirun(p, 1) + tessel_bin() + " train " + parts(p).string() +
            " --mode sampled --model sage --epochs 6 --quiet --predictions " + trained.string() +
+           // At 2 ranks with row-normalized features: predict normalizes them as training did.
+           (p == 2 ? " --normalize-features row" : "") +
            " --embeddings " + scratch(tag + "-train-emb.h5").string() + " --checkpoint " +
            ck.string());
     run_ok(test::mpirun(p, 1) + tessel_bin() + " predict " + ck.string() + " " +
