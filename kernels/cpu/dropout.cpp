@@ -125,6 +125,24 @@ void dropout_grad_portable(std::int64_t count, const float* grad_y, const std::u
   }
 }
 
+// The Philox counter words of units u0 .. u0 + lanes - 1, one lane each (lanes past the last of
+// the `count` units repeat it): the node id's halves and the first level's block index.
+struct UnitCounters {
+  alignas(32) std::uint32_t lo[16];
+  alignas(32) std::uint32_t hi[16];
+  alignas(32) std::uint32_t first[16];
+};
+
+inline void unit_counters(const Draw& d, std::int64_t u0, int count, int lanes, UnitCounters& c) {
+  for (int u = 0; u < lanes; ++u) {
+    const std::int64_t unit = u0 + std::min(u, count - 1);
+    const auto node = static_cast<std::uint64_t>(d.row_ids[unit / d.chunks]);
+    c.lo[u] = static_cast<std::uint32_t>(node);
+    c.hi[u] = static_cast<std::uint32_t>(node >> 32);
+    c.first[u] = static_cast<std::uint32_t>(unit % d.chunks * detail::kDropoutLevels);
+  }
+}
+
 #if TESSEL_DROPOUT_X86
 
 // ---- AVX-512: 16 units at a time, their Philox counters in two registers of 8 64-bit lanes. ----
@@ -172,17 +190,11 @@ TESSEL_AVX512 inline void compare_level_avx512(bool threshold_bit, __m512i r, __
 // so the compare runs on whole registers: no transposes.
 TESSEL_AVX512 void keep_words_avx512(const Draw& d, std::int64_t u0, int count,
                                      std::uint32_t (&keep)[4][16]) {
-  alignas(32) std::uint32_t lo[16], hi[16], first[16];
-  for (int u = 0; u < 16; ++u) {
-    const std::int64_t unit = u0 + std::min(u, count - 1);
-    const auto node = static_cast<std::uint64_t>(d.row_ids[unit / d.chunks]);
-    lo[u] = static_cast<std::uint32_t>(node);
-    hi[u] = static_cast<std::uint32_t>(node >> 32);
-    first[u] = static_cast<std::uint32_t>(unit % d.chunks * detail::kDropoutLevels);
-  }
-  const __m512i lo_a = widen_avx512(lo), lo_b = widen_avx512(lo + 8);
-  const __m512i hi_a = widen_avx512(hi), hi_b = widen_avx512(hi + 8);
-  const __m512i first_a = widen_avx512(first), first_b = widen_avx512(first + 8);
+  UnitCounters c;
+  unit_counters(d, u0, count, 16, c);
+  const __m512i lo_a = widen_avx512(c.lo), lo_b = widen_avx512(c.lo + 8);
+  const __m512i hi_a = widen_avx512(c.hi), hi_b = widen_avx512(c.hi + 8);
+  const __m512i first_a = widen_avx512(c.first), first_b = widen_avx512(c.first + 8);
   const __m512i step = _mm512_set1_epi64(d.source.step);
   __m512i greater_a[4], greater_b[4], equal_a[4], equal_b[4];
   for (int k = 0; k < 4; ++k) {
@@ -326,17 +338,11 @@ TESSEL_AVX2 inline __m256i narrow_avx2(__m256i a, __m256i b) {
 // As keep_words_avx512 for units u0 .. u0 + 7.
 TESSEL_AVX2 void keep_words_avx2(const Draw& d, std::int64_t u0, int count,
                                  std::uint32_t (&keep)[4][8]) {
-  alignas(16) std::uint32_t lo[8], hi[8], first[8];
-  for (int u = 0; u < 8; ++u) {
-    const std::int64_t unit = u0 + std::min(u, count - 1);
-    const auto node = static_cast<std::uint64_t>(d.row_ids[unit / d.chunks]);
-    lo[u] = static_cast<std::uint32_t>(node);
-    hi[u] = static_cast<std::uint32_t>(node >> 32);
-    first[u] = static_cast<std::uint32_t>(unit % d.chunks * detail::kDropoutLevels);
-  }
-  const __m256i lo_a = widen_avx2(lo), lo_b = widen_avx2(lo + 4);
-  const __m256i hi_a = widen_avx2(hi), hi_b = widen_avx2(hi + 4);
-  const __m256i first_a = widen_avx2(first), first_b = widen_avx2(first + 4);
+  UnitCounters c;
+  unit_counters(d, u0, count, 8, c);
+  const __m256i lo_a = widen_avx2(c.lo), lo_b = widen_avx2(c.lo + 4);
+  const __m256i hi_a = widen_avx2(c.hi), hi_b = widen_avx2(c.hi + 4);
+  const __m256i first_a = widen_avx2(c.first), first_b = widen_avx2(c.first + 4);
   const __m256i step = _mm256_set1_epi64x(d.source.step);
   __m256i greater_a[4], greater_b[4], equal_a[4], equal_b[4];
   for (int k = 0; k < 4; ++k) {
