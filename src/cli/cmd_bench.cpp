@@ -97,6 +97,8 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
     for (const auto& e : r.epochs)
       halo.push_back(e.extra.value("halo_bytes", 0.0) + e.extra.value("halo_grad_bytes", 0.0));
     j["halo_dtype"] = r.epochs.back().extra["halo_dtype"];
+    if (r.epochs.back().extra.contains("boundary_sampling"))
+      j["boundary_sampling"] = r.epochs.back().extra["boundary_sampling"];
     j["halo_bytes_per_epoch_median"] = quantile(halo, 0.5);
   }
   return j;
@@ -158,10 +160,14 @@ std::string markdown(const nlohmann::json& report) {
   row("bytes sent / epoch (MB)", [](const auto& m) {
     return fmt::format("{:.2f}", m["comm_bytes_per_epoch_median"].template get<double>() / 1e6);
   });
-  row("  of them halo rows and gradients (MB, dtype)", [](const auto& m) {
+  row("  of them halo rows and gradients (MB, settings)", [](const auto& m) {
     if (!m.contains("halo_dtype")) return std::string("–");
-    return fmt::format("{:.2f} ({})", m["halo_bytes_per_epoch_median"].template get<double>() / 1e6,
-                       m["halo_dtype"].template get<std::string>());
+    const std::string boundary =
+        m.contains("boundary_sampling")
+            ? fmt::format(", boundary {}", m["boundary_sampling"].template get<double>())
+            : std::string();
+    return fmt::format("{:.2f} ({}{})", m["halo_bytes_per_epoch_median"].template get<double>() / 1e6,
+                       m["halo_dtype"].template get<std::string>(), boundary);
   });
   std::vector<std::string> phase_names;
   for (const auto& m : report["modes"])

@@ -163,6 +163,13 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
          "exchanges f32)")
       ->check(CLI::IsMember(kernels::row_codec_names()))
       ->default_str("f32");
+  app.add_option("--boundary-sampling", o.full.boundary_sampling,
+                 "full mode: BNS-GCN boundary-node sampling: each training epoch keeps this "
+                 "fraction p in (0, 1] of the boundary nodes (the same nodes on both sides of a "
+                 "cut, drawn per epoch from --seed), drops the edges from the others and "
+                 "normalizes by the degrees of the graph that remains; evaluation uses the whole "
+                 "graph (default: off)")
+      ->check(finite_range(0.0, 1.0, true));
   // Sampled mode.
   app.add_option("--fanouts", fanouts,
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");

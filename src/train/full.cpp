@@ -17,7 +17,7 @@ class FullTrainer final : public GraphModeTrainer {
     // The aggregation matrices are built now, not in the first epoch: building the transpose
     // takes temporaries of 16 bytes per edge, which then go back to the driver, so the
     // device's memory during training is what a step holds (the peaks restart here).
-    aggregator_.prepare(options_.model.kind == "gcn" ? nn::Norm::gcn : nn::Norm::mean);
+    aggregator_.prepare(norm());
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
       setup_peak_bytes_ = device_memory::stats(device_).peak_bytes_in_use;
@@ -33,6 +33,12 @@ class FullTrainer final : public GraphModeTrainer {
     HaloExchange& halo = aggregator_.halo();
     halo.set_codec(options_.full.halo_dtype);
     halo.reset_bytes_sent();
+    // --boundary-sampling: the epoch's graph keeps a fraction of the boundary nodes.
+    const double boundary = options_.full.boundary_sampling;
+    if (boundary > 0)
+      aggregator_.sample_boundary(
+          rng::Key{options_.seed, rng::Stream::boundary, static_cast<std::uint32_t>(epoch), 0, 0},
+          boundary, norm());
     Stopwatch compute;
     model_.zero_grad();
     const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
@@ -55,8 +61,12 @@ class FullTrainer final : public GraphModeTrainer {
       ScopedPhase t(phases, "dense");
       optimizer_->step(model_.parameters());
     }
-    halo.set_codec(kernels::RowCodec::f32);
     extra["halo_rows_sent"] = comm_.allreduce_value<std::int64_t>(halo.rows_sent());
+    if (boundary > 0) {
+      extra["boundary_sampling"] = boundary;
+      aggregator_.use_full_graph();
+    }
+    halo.set_codec(kernels::RowCodec::f32);
     extra["halo_dtype"] = kernels::row_codec_name(options_.full.halo_dtype);
     // The epoch's halo traffic by kind, all ranks: rows forward, gradients backward.
     extra["halo_bytes"] = comm_.allreduce_value<std::int64_t>(halo.row_bytes_sent());
@@ -81,6 +91,7 @@ class FullTrainer final : public GraphModeTrainer {
   }
 
  private:
+  nn::Norm norm() const { return options_.model.kind == "gcn" ? nn::Norm::gcn : nn::Norm::mean; }
   std::int64_t setup_peak_bytes_ = 0;
 };
 

@@ -2,6 +2,7 @@
 // full-batch training and by the full-neighbor evaluation of sampled training.
 #pragma once
 
+#include "tessel/core/rng.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/nn/aggregation_matrices.hpp"
@@ -49,6 +50,17 @@ class FullAggregator final : public nn::Aggregator {
     matrices_.release_pattern();
   }
 
+  // --boundary-sampling (BNS-GCN): from now on the graph keeps each boundary node with
+  // probability p, decided by its source-dataset id alone (key.uniform(id, 0) < p), so its owner
+  // and every rank holding it as halo agree without a message. Rows of the other boundary nodes
+  // neither travel nor are read: their edges are dropped, and the matrices are normalized by
+  // the degrees of the graph that remains (each node's kept in-edges, counted by its owner and
+  // exchanged once). With p = 1 the matrices and the exchange are the whole graph's, bit for
+  // bit. use_full_graph() returns to the whole graph (evaluation, inference). Collective.
+  void sample_boundary(const rng::Key& key, double p, nn::Norm norm);
+  void use_full_graph();
+  bool boundary_sampled() const { return sampled_; }
+
   // Where aggregate() and aggregate_backward() add their seconds ("aggregate", "communicate").
   void set_phases(PhaseTimes* phases) { phases_ = phases; }
   const HaloExchange& halo() const { return halo_; }
@@ -82,7 +94,7 @@ class FullAggregator final : public nn::Aggregator {
     }
     ScopedPhase t(*phases_, "aggregate");
     Tensor y;
-    matrices_.aggregate(x_full, norm, y);
+    matrices().aggregate(x_full, norm, y);
     settle();
     return y;
   }
@@ -92,7 +104,7 @@ class FullAggregator final : public nn::Aggregator {
     settle();
     {
       ScopedPhase t(*phases_, "aggregate");
-      matrices_.aggregate_backward(grad_out, norm, grad_full);
+      matrices().aggregate_backward(grad_out, norm, grad_full);
       settle();
     }
     ScopedPhase t(*phases_, "communicate");
@@ -103,6 +115,7 @@ class FullAggregator final : public nn::Aggregator {
   }
 
 private:
+  nn::AggregationMatrices& matrices() { return sampled_ ? epoch_matrices_ : matrices_; }
   // On a GPU, waits for the enqueued work so the phase times measure it, not its launch.
   void settle() {
     if (device_.is_cuda()) kernels::default_context(device_).synchronize();
@@ -114,6 +127,8 @@ private:
   PhaseTimes own_phases_;
   PhaseTimes* phases_ = &own_phases_;
   nn::AggregationMatrices matrices_;
+  nn::AggregationMatrices epoch_matrices_;  // sample_boundary's graph
+  bool sampled_ = false;
   Tensor src_ids_device_;
 };
 

@@ -34,9 +34,6 @@ HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm
     requests[at] = part.halo_owner_local[h];
     recv_slots_[at] = static_cast<LocalId>(h);
   }
-  recv_in_halo_order_ = true;
-  for (std::int64_t i = 0; i < num_halo_; ++i)
-    if (recv_slots_[i] != i) recv_in_halo_order_ = false;
   recv_rows_per_peer_ = requests_per_peer;
   // Owners learn which of their rows each peer needs.
   send_rows_ = comm.alltoallv<LocalId>(requests, requests_per_peer, &send_rows_per_peer_);
@@ -53,12 +50,58 @@ HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm
                      part.part_id, r, row);
       asked_by[row] = r;
     }
-  std::vector<LocalId> halo_to_recv(static_cast<std::size_t>(num_halo_));
-  for (std::int64_t i = 0; i < num_halo_; ++i)
+  all_send_per_peer_ = send_rows_per_peer_;
+  all_recv_per_peer_ = recv_rows_per_peer_;
+  all_send_rows_ = send_rows_;
+  all_recv_slots_ = recv_slots_;
+  for (const LocalId row : send_rows_) all_send_orig_.push_back(part.orig_id[row]);
+  for (const LocalId h : recv_slots_) all_recv_orig_.push_back(part.orig_id[num_owned_ + h]);
+  build_indices();
+}
+
+void HaloExchange::build_indices() {
+  const auto received = static_cast<std::int64_t>(recv_slots_.size());
+  recv_in_halo_order_ = received == num_halo_;
+  for (std::int64_t i = 0; i < received && recv_in_halo_order_; ++i)
+    if (recv_slots_[i] != i) recv_in_halo_order_ = false;
+  // A halo row not received reads the zero row past the received ones.
+  std::vector<LocalId> halo_to_recv(static_cast<std::size_t>(num_halo_),
+                                    static_cast<LocalId>(received));
+  for (std::int64_t i = 0; i < received; ++i)
     halo_to_recv[recv_slots_[i]] = static_cast<LocalId>(i);
   send_index_ = Tensor::from_vector(send_rows_);
   recv_to_halo_ = Tensor::from_vector(recv_slots_);
   halo_to_recv_ = Tensor::from_vector(halo_to_recv);
+}
+
+void HaloExchange::keep_rows(const std::function<bool(NodeId)>& kept) {
+  const auto num_ranks = static_cast<int>(all_send_per_peer_.size());
+  send_rows_.clear();
+  recv_slots_.clear();
+  std::int64_t s = 0, r = 0;
+  for (int peer = 0; peer < num_ranks; ++peer) {
+    send_rows_per_peer_[peer] = 0;
+    for (std::int64_t k = 0; k < all_send_per_peer_[peer]; ++k, ++s)
+      if (kept(all_send_orig_[s])) {
+        send_rows_.push_back(all_send_rows_[s]);
+        ++send_rows_per_peer_[peer];
+      }
+    recv_rows_per_peer_[peer] = 0;
+    for (std::int64_t k = 0; k < all_recv_per_peer_[peer]; ++k, ++r)
+      if (kept(all_recv_orig_[r])) {
+        recv_slots_.push_back(all_recv_slots_[r]);
+        ++recv_rows_per_peer_[peer];
+      }
+  }
+  build_indices();
+}
+
+void HaloExchange::keep_all() {
+  send_rows_per_peer_ = all_send_per_peer_;
+  recv_rows_per_peer_ = all_recv_per_peer_;
+  send_rows_ = all_send_rows_;
+  recv_slots_ = all_recv_slots_;
+  build_indices();
 }
 
 namespace {
@@ -118,9 +161,14 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
                   send_wire_, recv_wire_);
     return;
   }
-  ensure_rows(recv_buffer_, num_halo_, f, device);
-  exchange_rows(data_, codec_, send_buffer_, send_rows_per_peer_, recv_buffer_,
-                recv_rows_per_peer_, send_wire_, recv_wire_);
+  // The received rows, then one zero row for the halo rows not received (keep_rows).
+  const auto received = static_cast<std::int64_t>(recv_slots_.size());
+  ensure_rows(recv_buffer_, received + 1, f, device);
+  Tensor arrived = recv_buffer_.rows_slice(0, received);
+  exchange_rows(data_, codec_, send_buffer_, send_rows_per_peer_, arrived, recv_rows_per_peer_,
+                send_wire_, recv_wire_);
+  Tensor zero_row = recv_buffer_.rows_slice(received, received + 1);
+  zero_row.fill_zero();
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
@@ -142,13 +190,15 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
   // Halo gradients go back to their owners, in the order the owners sent the rows: straight from
   // the gradient when the halo is already in that order, else gathered into that order first.
   Tensor back_rows = grad_full.rows_slice(num_owned_, num_owned_ + num_halo_);
+  const auto received = static_cast<std::int64_t>(recv_slots_.size());
   if (!recv_in_halo_order_) {
-    ensure_rows(recv_buffer_, num_halo_, f, device);
-    kernels::gather_rows(back_rows, recv_to_halo_, recv_buffer_);
-    back_rows = recv_buffer_;
+    ensure_rows(recv_buffer_, received + 1, f, device);
+    Tensor picked = recv_buffer_.rows_slice(0, received);
+    kernels::gather_rows(back_rows, recv_to_halo_, picked);
+    back_rows = picked;
   }
   const auto num_back = static_cast<std::int64_t>(send_rows_.size());
-  grad_bytes_sent_ += num_halo_ * kernels::row_codec_bytes(codec_, f);
+  grad_bytes_sent_ += received * kernels::row_codec_bytes(codec_, f);
   ensure_rows(send_buffer_, num_back, f, device);
   exchange_rows(data_, codec_, back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_,
                 recv_wire_, send_wire_);

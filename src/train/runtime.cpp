@@ -29,7 +29,7 @@ ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerC
 const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
       mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
-            .only_model = "", .own_flags = {"--halo-dtype"}, .apply_defaults = nullptr},
+            .only_model = "", .own_flags = {"--halo-dtype", "--boundary-sampling"}, .apply_defaults = nullptr},
            make_full_trainer, nullptr),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
             .benched_by_default = true, .only_model = "",

@@ -1,6 +1,7 @@
 // HaloExchange on hand-built parts of a ring: forward delivers owners' rows, backward sums
 // halo gradients at their owners.
 #include "tessel/comm/mpi_communicator.hpp"
+#include "tessel/core/rng.hpp"
 #include "tessel/train/halo.hpp"
 
 #include <gtest/gtest.h>
@@ -91,4 +92,59 @@ TEST(HaloExchange, ForwardDeliversOwnerRowsBackwardSumsAtOwners) {
   for (std::int64_t i = 0; i < part.num_owned; ++i)
     EXPECT_EQ(grad_owned.data<float>()[i * f], 1.0f + holders[part.offset + i]) << "node " << i;
   EXPECT_EQ(halo.rows_received(), part.num_halo);
+}
+
+// keep_rows: only the rows of kept nodes travel, and the choice is the same on both sides of
+// every cut (an owner sends exactly the kept rows its peers receive); halo rows not kept are
+// zero and send no gradient back; keep_all restores the whole exchange.
+TEST(HaloExchange, KeptRowsTravelAloneAndBothSidesAgree) {
+  auto comm = comm::make_mpi_communicator();
+  const std::int64_t n = 40, f = 2;
+  const partition::Part part = ring_part(comm->rank(), comm->size(), n);
+  train::HaloExchange halo(part, *comm);
+  const rng::Key key{3, rng::Stream::boundary, 5, 0, 0};
+  auto kept = [&key](NodeId id) { return key.uniform(static_cast<std::uint64_t>(id), 0) < 0.5f; };
+  halo.keep_rows(kept);
+
+  Tensor x = Tensor::empty({part.num_owned, f}, DType::f32);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = static_cast<float>(part.offset + i / f + 1);
+  Tensor full;
+  halo.forward(x, full);
+  std::int64_t kept_halo = 0;
+  for (std::int64_t h = 0; h < part.num_halo; ++h) {
+    const NodeId id = part.orig_id[part.num_owned + h];
+    const float want = kept(id) ? static_cast<float>(id + 1) : 0.0f;
+    kept_halo += kept(id);
+    for (std::int64_t j = 0; j < f; ++j)
+      EXPECT_EQ(full.data<float>()[(part.num_owned + h) * f + j], want) << "halo node " << id;
+  }
+  EXPECT_EQ(halo.rows_received(), kept_halo);
+  // What every rank sends equals what the others receive from it, counted over all ranks.
+  const auto sent = comm->allreduce_value<std::int64_t>(halo.rows_sent());
+  const auto received = comm->allreduce_value<std::int64_t>(halo.rows_received());
+  EXPECT_EQ(sent, received);
+  if (comm->size() > 1) EXPECT_GT(received, 0);
+
+  Tensor grad_full = Tensor::empty({part.num_local(), f}, DType::f32);
+  for (std::int64_t i = 0; i < grad_full.numel(); ++i) grad_full.data<float>()[i] = 1.0f;
+  Tensor grad_owned;
+  halo.backward(grad_full, grad_owned);
+  std::vector<int> holders(static_cast<std::size_t>(n), 0);
+  for (int r = 0; r < comm->size(); ++r) {
+    const partition::Part other = ring_part(r, comm->size(), n);
+    for (std::int64_t h = 0; h < other.num_halo; ++h) {
+      const NodeId id = other.orig_id[other.num_owned + h];
+      if (kept(id)) ++holders[static_cast<std::size_t>(id)];
+    }
+  }
+  for (std::int64_t i = 0; i < part.num_owned; ++i)
+    EXPECT_EQ(grad_owned.data<float>()[i * f], 1.0f + holders[part.offset + i]) << "node " << i;
+
+  halo.keep_all();
+  EXPECT_EQ(halo.rows_received(), part.num_halo);
+  halo.forward(x, full);
+  for (std::int64_t h = 0; h < part.num_halo; ++h)
+    EXPECT_EQ(full.data<float>()[(part.num_owned + h) * f],
+              static_cast<float>(part.orig_id[part.num_owned + h] + 1));
 }

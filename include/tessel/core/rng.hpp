@@ -28,7 +28,8 @@ TESSEL_HD inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_
 
 // Streams separate independent uses of one seed, so dropout never reuses sampling bits.
 enum class Stream : std::uint32_t {
-  init = 1, dropout = 2, sampling = 3, shuffle = 4, synthetic = 5, partition = 6, cache = 7
+  init = 1, dropout = 2, sampling = 3, shuffle = 4, synthetic = 5, partition = 6, cache = 7,
+  boundary = 8  // full-batch boundary-node sampling (--boundary-sampling)
 };
 
 // A key names *what* is being drawn: (seed, stream, epoch, step, layer). Draws for a node are

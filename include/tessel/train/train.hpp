@@ -20,6 +20,8 @@ namespace tessel::train {
 // --mode full: how halo rows (forward) and halo gradients (backward) travel between ranks.
 struct FullOptions {
   kernels::RowCodec halo_dtype = kernels::RowCodec::f32;
+  // BNS-GCN: the fraction of boundary nodes each training epoch keeps (0: off, the whole graph).
+  double boundary_sampling = 0;
 };
 
 struct SampledOptions {
