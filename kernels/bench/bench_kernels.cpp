@@ -114,6 +114,12 @@ void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
   Tensor bits = Tensor::zeros({nodes, (feat + 7) / 8}, DType::u8);
   const double f32 = static_cast<double>(x.nbytes());
   const std::int64_t elements = x.numel();
+  // The halo codecs on the same rows: encode reads f32 and writes the wire, decode the reverse.
+  const kernels::RowCodec codecs[] = {kernels::RowCodec::bf16, kernels::RowCodec::f16,
+                                      kernels::RowCodec::int8};
+  std::vector<Tensor> wires;
+  for (const auto codec : codecs)
+    wires.push_back(Tensor::zeros({nodes, kernels::row_codec_bytes(codec, feat)}, DType::u8));
   const float one = 1.0f; // the scale leaves the values as they are over the repetitions
   struct Op {
     const char* name;
@@ -121,7 +127,7 @@ void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
     double bytes;
     bool in_place;
   };
-  const Op ops[] = {
+  std::vector<Op> ops = {
       {"copy [N,F]",
        [&] {
          parallel_ranges(elements, [&](std::int64_t begin, std::int64_t end) {
@@ -147,7 +153,20 @@ void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
       {"relu_dropout_bwd.inpl", [&] { kernels::relu_dropout_backward(g, bits, p, g); },
        2 * f32 + static_cast<double>(bits.nbytes()), true},
   };
-  constexpr int kOps = sizeof(ops) / sizeof(ops[0]);
+  static std::vector<std::string> codec_names;
+  codec_names.clear();
+  for (std::size_t c = 0; c < std::size(codecs); ++c) {
+    codec_names.push_back(std::string("encode_rows ") + kernels::row_codec_name(codecs[c]));
+    codec_names.push_back(std::string("decode_rows ") + kernels::row_codec_name(codecs[c]));
+  }
+  for (std::size_t c = 0; c < std::size(codecs); ++c) {
+    const double wire = static_cast<double>(wires[c].nbytes());
+    ops.push_back({codec_names[2 * c].c_str(),
+                   [&, c] { kernels::encode_rows(x, codecs[c], wires[c]); }, f32 + wire, false});
+    ops.push_back({codec_names[2 * c + 1].c_str(),
+                   [&, c] { kernels::decode_rows(wires[c], codecs[c], y); }, f32 + wire, false});
+  }
+  const int kOps = static_cast<int>(ops.size());
   constexpr int kCopy = 0, kScale = 1;
   std::vector<std::vector<double>> seconds(kOps);
   for (const auto& op : ops)
