@@ -14,10 +14,32 @@ std::vector<std::int64_t> Communicator::exchange_counts(std::span<const std::int
                 "exchange_counts: {} counts for {} ranks", send_counts.size(), size());
   std::vector<std::int64_t> ones(static_cast<std::size_t>(size()), 1);
   std::vector<std::int64_t> recv(static_cast<std::size_t>(size()));
-  const std::int64_t before = bytes_sent_;
+  const std::int64_t before = bytes_sent_, before_between_hosts = bytes_sent_between_hosts_;
   alltoallv(send_counts.data(), ones, recv.data(), ones, DType::i64);
-  bytes_sent_ = before;  // control traffic is not payload
+  // Control traffic is not payload.
+  bytes_sent_ = before;
+  bytes_sent_between_hosts_ = before_between_hosts;
   return recv;
+}
+
+void Communicator::set_peer_hosts(std::vector<std::uint8_t> other_host) {
+  TESSEL_ASSERT(static_cast<int>(other_host.size()) == size(),
+                "set_peer_hosts: {} flags for {} ranks", other_host.size(), size());
+  peers_on_other_hosts_ = 0;
+  for (const auto flag : other_host) peers_on_other_hosts_ += flag ? 1 : 0;
+  peer_on_other_host_ = std::move(other_host);
+}
+
+void Communicator::count_sent(int peer, std::int64_t bytes) {
+  if (peer == rank()) return;
+  bytes_sent_ += bytes;
+  if (!shares_host(peer)) bytes_sent_between_hosts_ += bytes;
+}
+
+void Communicator::count_collective(std::int64_t bytes) {
+  bytes_sent_ += bytes;
+  if (peers_on_other_hosts_ > 0)
+    bytes_sent_between_hosts_ += bytes * peers_on_other_hosts_ / (size() - 1);
 }
 
 namespace {
@@ -49,6 +71,7 @@ class MpiCommunicator final : public Communicator {
     TESSEL_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     TESSEL_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
     TESSEL_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+    set_peer_hosts(mpi::ranks_on_other_hosts(comm_));
   }
   ~MpiCommunicator() override {
     if (!mpi::initialized()) return;
@@ -74,7 +97,8 @@ class MpiCommunicator final : public Communicator {
                                    mpi_type(dtype), mpi_op(op), comm_));
     // Ring-allreduce volume: each rank sends about 2 (P-1)/P of the buffer.
     if (size_ > 1)
-      bytes_sent_ += 2 * (size_ - 1) * count * static_cast<std::int64_t>(dtype_size(dtype)) / size_;
+      count_collective(2 * (size_ - 1) * count * static_cast<std::int64_t>(dtype_size(dtype)) /
+                       size_);
   }
 
   void broadcast(void* buffer, std::int64_t count, DType dtype, int root) override {
@@ -82,13 +106,13 @@ class MpiCommunicator final : public Communicator {
     TESSEL_CHECK_MPI(
         MPI_Bcast(buffer, mpi::as_count(count, "broadcast"), mpi_type(dtype), root, comm_));
     if (rank_ == root && size_ > 1)
-      bytes_sent_ += (size_ - 1) * count * static_cast<std::int64_t>(dtype_size(dtype));
+      count_collective((size_ - 1) * count * static_cast<std::int64_t>(dtype_size(dtype)));
   }
 
   void allgather(const void* send, std::int64_t count, void* recv, DType dtype) override {
     const int n = mpi::as_count(count, "allgather");
     TESSEL_CHECK_MPI(MPI_Allgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_));
-    bytes_sent_ += (size_ - 1) * count * static_cast<std::int64_t>(dtype_size(dtype));
+    count_collective((size_ - 1) * count * static_cast<std::int64_t>(dtype_size(dtype)));
   }
 
   void alltoallv(const void* send, std::span<const std::int64_t> send_counts, void* recv,
@@ -107,7 +131,7 @@ class MpiCommunicator final : public Communicator {
       rd[r] = mpi::as_count(roff, "alltoallv receive displacement");
       soff += send_counts[r];
       roff += recv_counts[r];
-      if (r != rank_) bytes_sent_ += send_counts[r] * static_cast<std::int64_t>(dtype_size(dtype));
+      count_sent(r, send_counts[r] * static_cast<std::int64_t>(dtype_size(dtype)));
     }
     const MPI_Datatype type = mpi_type(dtype);
     TESSEL_CHECK_MPI(MPI_Alltoallv(send, sc.data(), sd.data(), type, recv, rc.data(), rd.data(),
@@ -126,7 +150,7 @@ class MpiCommunicator final : public Communicator {
     if (bytes > 0) std::memcpy(pending.payload.data(), buffer, bytes);
     TESSEL_CHECK_MPI(MPI_Isend(pending.payload.data(), mpi::as_count(count, "send"),
                                mpi_type(dtype), peer, tag, comm_, &pending.request));
-    bytes_sent_ += static_cast<std::int64_t>(bytes);
+    count_sent(peer, static_cast<std::int64_t>(bytes));
   }
 
   void recv(void* buffer, std::int64_t count, DType dtype, int peer, int tag) override {

@@ -58,6 +58,11 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(Communicator& control, Device device, ncclComm_t comm, int rank, int size)
       : control_(control), device_(device), comm_(comm), rank_(rank), size_(size) {
+    // The control communicator has this one's ranks, so the same hosts.
+    std::vector<std::uint8_t> other_host(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r)
+      other_host[static_cast<std::size_t>(r)] = !control_.shares_host(r);
+    set_peer_hosts(std::move(other_host));
     watchdog_ = std::thread([this] { watch(); });
   }
 
@@ -120,7 +125,7 @@ class NcclCommunicator final : public Communicator {
     TESSEL_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), static_cast<std::size_t>(t.numel()),
                                     nccl_type(t.dtype()), nccl_op(op), comm_, stream()));
     if (size_ > 1)
-      bytes_sent_ += 2 * (size_ - 1) * static_cast<std::int64_t>(t.nbytes()) / size_;
+      count_collective(2 * (size_ - 1) * static_cast<std::int64_t>(t.nbytes()) / size_);
   }
 
   void alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
@@ -166,7 +171,7 @@ class NcclCommunicator final : public Communicator {
         TESSEL_CHECK_NCCL(ncclSend(out + send_at * row_bytes,
                                    static_cast<std::size_t>(send_rows[r]) * row_elems, type, r,
                                    comm_, s));
-        bytes_sent_ += send_rows[r] * row_bytes;
+        count_sent(r, send_rows[r] * row_bytes);
       }
       if (r != rank_ && recv_rows[r] > 0)
         TESSEL_CHECK_NCCL(ncclRecv(in + recv_at * row_bytes,
@@ -182,7 +187,7 @@ class NcclCommunicator final : public Communicator {
     if (!on_device(t)) return Communicator::send(t, peer, tag);
     TESSEL_CHECK_NCCL(ncclSend(t.raw(), static_cast<std::size_t>(t.numel()), nccl_type(t.dtype()),
                                peer, comm_, stream()));
-    if (peer != rank_) bytes_sent_ += static_cast<std::int64_t>(t.nbytes());
+    count_sent(peer, static_cast<std::int64_t>(t.nbytes()));
   }
 
   void recv(Tensor& t, int peer, int tag) override {

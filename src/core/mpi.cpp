@@ -44,6 +44,30 @@ bool initialized() {
   return flag && !finalized;
 }
 
+std::vector<std::uint8_t> ranks_on_other_hosts(MPI_Comm comm) {
+  int size = 1;
+  TESSEL_CHECK_MPI(MPI_Comm_size(comm, &size));
+  std::vector<std::uint8_t> other(static_cast<std::size_t>(size), 1);
+  MPI_Comm node = MPI_COMM_NULL;
+  TESSEL_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
+  MPI_Comm_group(node, &node_group);
+  MPI_Comm_group(comm, &comm_group);
+  int local = 0;
+  MPI_Group_size(node_group, &local);
+  std::vector<int> local_ranks(static_cast<std::size_t>(local)), in_comm(local_ranks.size());
+  for (int i = 0; i < local; ++i) local_ranks[static_cast<std::size_t>(i)] = i;
+  const int rc = MPI_Group_translate_ranks(node_group, local, local_ranks.data(), comm_group,
+                                           in_comm.data());
+  MPI_Group_free(&node_group);
+  MPI_Group_free(&comm_group);
+  MPI_Comm_free(&node);
+  TESSEL_CHECK_MPI(rc);
+  for (const int r : in_comm)
+    if (r >= 0 && r < size) other[static_cast<std::size_t>(r)] = 0;
+  return other;
+}
+
 int world_rank() {
   if (!initialized()) return 0;
   int r = 0;

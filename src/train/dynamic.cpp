@@ -1446,8 +1446,12 @@ public:
     if (link_ && m.evaluated)
       evaluation +=
           fmt::format(" | mrr train {:.4f} valid {:.4f} test {:.4f}", mrr_[0], mrr_[1], mrr_[2]);
-    sent = fmt::format("{} (all-to-all {}, analytic {})",
-                       format_mb(static_cast<double>(m.comm_bytes)),
+    const std::string between_hosts =
+        m.several_hosts ? fmt::format("between hosts {}, ",
+                                      format_mb(static_cast<double>(m.comm_bytes_between_hosts)))
+                        : std::string();
+    sent = fmt::format("{} ({}all-to-all {}, analytic {})",
+                       format_mb(static_cast<double>(m.comm_bytes)), between_hosts,
                        format_mb(m.extra.at("transpose_bytes").get<double>()),
                        format_mb(m.extra.at("analytic_transpose_bytes").get<double>()));
   }

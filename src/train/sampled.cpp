@@ -14,6 +14,7 @@
 #include "tessel/train/distributed_sampler.hpp"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
 #include <numeric>
@@ -157,7 +158,11 @@ class SampledTrainer final : public GraphModeTrainer {
   // count with the epoch's.
   void end_epoch(EpochMetrics& m) override {
     if (!sampler_data_) return;
-    m.comm_bytes += comm_.allreduce_value<std::int64_t>(sampler_data_->bytes_sent());
+    std::array<std::int64_t, 2> sent = {sampler_data_->bytes_sent(),
+                                        sampler_data_->bytes_sent_between_hosts()};
+    comm_.allreduce(std::span<std::int64_t>(sent));
+    m.comm_bytes += sent[0];
+    m.comm_bytes_between_hosts += sent[1];
   }
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {

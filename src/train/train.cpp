@@ -14,15 +14,19 @@
 #include "tessel/core/mpi.hpp"
 #include "tessel/kernels/dense.hpp"
 
+#include <fmt/ranges.h>
+
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <thread>
 
 namespace tessel::train {
@@ -33,6 +37,8 @@ nlohmann::json EpochMetrics::to_json() const {
                       {"train_acc", train_acc}, {"valid_acc", valid_acc},
                       {"test_acc", test_acc},   {"epoch_s", epoch_s},
                       {"wall_s", wall_s},       {"comm_bytes", comm_bytes}};
+  j["comm_bytes_inside_hosts"] = comm_bytes - comm_bytes_between_hosts;
+  j["comm_bytes_between_hosts"] = comm_bytes_between_hosts;
   j["evaluated"] = evaluated;
   j["phases"] = phases;
   if (!extra.is_null())
@@ -388,6 +394,9 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                          (!options.predictions_path.empty() || !options.embeddings_path.empty() ||
                           !options.checkpoint_dir.empty());
   KeptEpoch best;
+  // Whether any rank has a peer on another host: then the epoch lines split the bytes sent.
+  const bool several_hosts =
+      comm.allreduce_value<int>(comm.peers_on_other_hosts(), comm::ReduceOp::max) > 0;
   int last_epoch = first_epoch - 1;
   Stopwatch wall;
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
@@ -424,8 +433,14 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
     m.epoch_s = comm.allreduce_value(local_epoch_s, comm::ReduceOp::max);
     for (const auto& [name, s] : phases.all())
       m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
-    const std::int64_t local_bytes = comm.bytes_sent() + (&data != &comm ? data.bytes_sent() : 0);
-    m.comm_bytes = comm.allreduce_value(local_bytes);
+    const bool own_data = &data != &comm;
+    std::array<std::int64_t, 2> sent_bytes = {
+        comm.bytes_sent() + (own_data ? data.bytes_sent() : 0),
+        comm.bytes_sent_between_hosts() + (own_data ? data.bytes_sent_between_hosts() : 0)};
+    comm.allreduce(std::span<std::int64_t>(sent_bytes));
+    m.comm_bytes = sent_bytes[0];
+    m.comm_bytes_between_hosts = sent_bytes[1];
+    m.several_hosts = several_hosts;
     m.wall_s = wall_offset + wall.seconds();
     trainer.end_epoch(m);
 
@@ -465,6 +480,9 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                                     values.test)
                       : std::string("not evaluated");
       std::string sent = format_bytes(static_cast<double>(m.comm_bytes));
+      if (m.several_hosts)
+        sent += fmt::format(" ({} between hosts)",
+                            format_bytes(static_cast<double>(m.comm_bytes_between_hosts)));
       trainer.describe_epoch(m, evaluation, sent);
       log::result("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
                 evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);

@@ -16,7 +16,9 @@ enum class ReduceOp { sum, max, min };
 
 // Collectives over raw buffers tagged by dtype; the templates below give the typed forms.
 // Every call is collective: all ranks call it in the same order. Counts are in elements.
-// bytes_sent() counts the payload this rank sent to *other* ranks, for reporting.
+// bytes_sent() counts the payload this rank sent to *other* ranks, for reporting, and
+// bytes_sent_between_hosts() the part of it that went to ranks on other hosts (over the
+// network rather than shared memory).
 //
 // The raw-pointer operations take host memory (MPI). The Tensor operations (the data plane)
 // take host or device tensors: the MPI communicator stages device tensors through pinned host
@@ -66,7 +68,19 @@ class Communicator {
   virtual bool device_native() const { return false; }
 
   std::int64_t bytes_sent() const { return bytes_sent_; }
-  void reset_bytes_sent() { bytes_sent_ = 0; }
+  // Of bytes_sent(), those to ranks on another host. Point-to-point and all-to-all payloads are
+  // counted per peer; the volume of an allreduce, broadcast or allgather (an estimate: the
+  // ring's, whatever algorithm the library picks) is split in proportion to this rank's peers
+  // on other hosts.
+  std::int64_t bytes_sent_between_hosts() const { return bytes_sent_between_hosts_; }
+  void reset_bytes_sent() { bytes_sent_ = bytes_sent_between_hosts_ = 0; }
+  // Whether rank `peer` of this communicator runs on this rank's host (shares its memory).
+  // True for every peer until the implementation says otherwise (set_peer_hosts).
+  bool shares_host(int peer) const {
+    return peer_on_other_host_.empty() || !peer_on_other_host_[static_cast<std::size_t>(peer)];
+  }
+  // Ranks of this communicator on other hosts than this rank's.
+  int peers_on_other_hosts() const { return peers_on_other_hosts_; }
 
   // ---- typed helpers ----
   template <class T>
@@ -104,7 +118,19 @@ class Communicator {
   std::vector<std::int64_t> exchange_counts(std::span<const std::int64_t> send_counts);
 
  protected:
+  // `other_host[r]` is 1 when rank r of this communicator runs on another host.
+  void set_peer_hosts(std::vector<std::uint8_t> other_host);
+  // `bytes` of payload went to `peer` (not counted when the peer is this rank).
+  void count_sent(int peer, std::int64_t bytes);
+  // A collective's estimated volume: split over the link kinds in proportion to the peers.
+  void count_collective(std::int64_t bytes);
+
   std::int64_t bytes_sent_ = 0;
+  std::int64_t bytes_sent_between_hosts_ = 0;
+
+ private:
+  std::vector<std::uint8_t> peer_on_other_host_;  // empty: every peer on this host
+  int peers_on_other_hosts_ = 0;
 };
 
 }  // namespace tessel::comm

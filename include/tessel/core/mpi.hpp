@@ -62,6 +62,9 @@ class Environment {
 };
 
 bool initialized();
+// For each rank r of `comm`, 1 when r runs on another host than this rank (another shared-memory
+// node, as MPI_COMM_TYPE_SHARED sees nodes), else 0. Collective over `comm`.
+std::vector<std::uint8_t> ranks_on_other_hosts(MPI_Comm comm);
 // Rank and size in MPI_COMM_WORLD (0 and 1 when MPI is not initialized).
 int world_rank();
 int world_size();

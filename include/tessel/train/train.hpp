@@ -102,6 +102,9 @@ struct EpochMetrics {
   double epoch_s = 0;          // wall seconds of the epoch (max over ranks)
   double wall_s = 0;           // seconds since training started (after setup)
   std::int64_t comm_bytes = 0; // bytes sent by all ranks during the epoch
+  // Of comm_bytes, those that went to a rank on another host (the rest stayed inside a host).
+  std::int64_t comm_bytes_between_hosts = 0;
+  bool several_hosts = false;  // the job's ranks run on more than one host
   std::map<std::string, double> phases;  // seconds per phase (max over ranks)
   nlohmann::json extra;        // mode-specific numbers (cache hit rate, bytes fetched, ...)
   nlohmann::json to_json() const;
