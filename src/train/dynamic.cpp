@@ -1529,6 +1529,7 @@ TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options)
   // plane then staging through pinned host memory) or the CPU.
   RuntimeHolder runtime = make_runtime(comm, options, find_mode("dynamic"));
   log::info("{}", runtime.description);
+  if (!runtime.placement.empty()) log::info("{}", runtime.placement);
   DynamicMode mode(comm, options, runtime.runtime);
   return drive_training(comm, options, runtime.runtime, mode, mode.run_info(), setup_watch);
 }

@@ -6,8 +6,14 @@
 #include "tessel/core/mpi.hpp"
 #include "tessel/train/dynamic.hpp"
 
-#include <fmt/ranges.h>
+#include "tessel/core/log.hpp"
 
+#include <fmt/ranges.h>
+#include <omp.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
 #include <set>
 
 namespace tessel::train {
@@ -67,6 +73,75 @@ std::pair<int, int> local_rank_and_size() {
   MPI_Comm_size(node, &size);
   MPI_Comm_free(&node);
   return {rank, size};
+}
+
+// The CPUs this process may run on (its affinity mask, which `mpirun --bind-to` sets), as
+// ranges: "0-7,16-23".
+std::string affinity_text() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "?";
+  std::string text;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    text += fmt::format("{}{}", text.empty() ? "" : ",",
+                        last == c ? fmt::format("{}", c) : fmt::format("{}-{}", c, last));
+    c = last;
+  }
+  return text;
+}
+
+// A fixed-size field of a placement record (what the allgather carries), cut to fit.
+template <std::size_t N> void put_field(std::array<char, N>& field, const std::string& text) {
+  field.fill('\0');
+  std::string cut = text;
+  if (cut.size() >= N) cut = cut.substr(0, N - 4) + "...";
+  std::copy(cut.begin(), cut.end(), field.begin());
+}
+
+struct PlacementRecord {
+  std::array<char, 64> host;
+  std::array<char, 16> device;
+  std::array<char, 256> cores;
+  std::int32_t local_rank = 0;
+  std::int32_t local_size = 1;
+  std::int32_t threads = 1;
+};
+
+// Where every rank runs, gathered from all ranks (collective): a table for the log, one row per
+// rank. Empty for a single rank.
+std::string placement_table(comm::Communicator& control, Device device) {
+  if (control.size() <= 1) return {};
+  PlacementRecord mine;
+  put_field(mine.host, mpi::hostname());
+  put_field(mine.device, device.str());
+  put_field(mine.cores, affinity_text());
+  const auto [local_rank, local_size] = local_rank_and_size();
+  mine.local_rank = local_rank;
+  mine.local_size = local_size;
+  mine.threads = omp_get_max_threads();
+  std::vector<PlacementRecord> all(static_cast<std::size_t>(control.size()));
+  control.allgather(&mine, sizeof(PlacementRecord), all.data(), DType::u8);
+  const auto text = [](const auto& field) { return std::string(field.data()); };
+  std::set<std::string> hosts;
+  std::size_t host_width = 4, device_width = 6;
+  for (const auto& r : all) {
+    hosts.insert(text(r.host));
+    host_width = std::max(host_width, text(r.host).size());
+    device_width = std::max(device_width, text(r.device).size());
+  }
+  std::string table =
+      fmt::format("placement: {} on {}\n  rank  {:<{}}  local  {:<{}}  threads  cores",
+                  log::counted(control.size(), "rank"),
+                  log::counted(static_cast<long long>(hosts.size()), "host"), "host", host_width,
+                  "device", device_width);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    table += fmt::format("\n  {:>4}  {:<{}}  {:<5}  {:<{}}  {:>7}  {}", r, text(all[r].host),
+                         host_width, fmt::format("{}/{}", all[r].local_rank, all[r].local_size),
+                         text(all[r].device), device_width, all[r].threads, text(all[r].cores));
+  return table;
 }
 
 }  // namespace
@@ -133,6 +208,7 @@ RuntimeHolder make_runtime(comm::Communicator& control, const TrainOptions& opti
     holder.runtime.device = Device::cpu();
     holder.runtime.context = &kernels::default_context(Device::cpu());
     holder.description = fmt::format("device cpu, data plane {} (host memory)", control.backend());
+    holder.placement = placement_table(control, Device::cpu());
     return holder;
   }
   const auto [local_rank, local_size] = local_rank_and_size();
@@ -173,6 +249,7 @@ RuntimeHolder make_runtime(comm::Communicator& control, const TrainOptions& opti
       fmt::format("device cuda, data plane {} ({}), GPU per rank {}",
                   nccl ? "nccl" : "mpi staged through pinned host memory",
                   why.empty() ? "--comm nccl" : why, fmt::join(per_rank, " "));
+  holder.placement = placement_table(control, device);
   return holder;
 }
 

@@ -25,6 +25,9 @@ struct RuntimeHolder {
   Runtime runtime;
   std::unique_ptr<comm::Communicator> owned_data;
   std::string description;  // one line for the log: device, data plane, GPU of every rank
+  // For the log after it (several ranks only): a table of every rank's host, local rank,
+  // device, OpenMP threads and the cores it may run on.
+  std::string placement;
 };
 
 // Resolves options.device and options.comm for `mode` (collective over `control`).

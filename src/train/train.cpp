@@ -268,7 +268,9 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
                                                                  : options.model.layers,
                                 options.model.hidden, manifest.num_nodes,
                                 kernels::cpu_gemm_backend()),
-      .runtime_line = runtime.description};
+      .runtime_line = runtime.placement.empty()
+                          ? runtime.description
+                          : runtime.description + "\n" + runtime.placement};
   if (!options.predict_from.empty()) {
     // Inference only: the checkpoint's parameters, the mode's whole-graph prediction.
     CheckpointMeta expect;
