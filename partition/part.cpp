@@ -66,7 +66,7 @@ public:
     if (actual == it->template get<std::string>()) return;
     const std::string message =
         fmt::format("{}: {} has checksum {}, partition.json records {} (the part file was "
-                    "changed after partitioning)",
+                    "changed after partitioning, or belongs to another partition)",
                     file_, dataset, actual, it->template get<std::string>());
     if (mismatch_ == nullptr) TESSEL_FAIL("{}", message);
     if (mismatch_->empty()) *mismatch_ = message;
@@ -263,12 +263,14 @@ Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest
   part.feature_dim = file.attr_int("feature_dim");
   part.num_classes = file.attr_int("num_classes");
   TESSEL_EXPECTS(part.part_id == p && part.num_parts == manifest.num_parts,
-                 "{}: says it is part {} of {}, expected part {} of {}", name, part.part_id,
-                 part.num_parts, p, manifest.num_parts);
+                 "{}: says it is part {} of {}, expected part {} of {} (a file of another "
+                 "partition?)",
+                 name, part.part_id, part.num_parts, p, manifest.num_parts);
   const NodeId lo = manifest.offsets[p], hi = manifest.offsets[p + 1];
   TESSEL_EXPECTS(part.offset == lo && part.num_owned == hi - lo,
-                 "{}: owns {} nodes from {}, but partition.json gives [{}, {})", name,
-                 part.num_owned, part.offset, lo, hi);
+                 "{}: owns {} nodes from {}, but partition.json gives [{}, {}) (a part of "
+                 "another partition?)",
+                 name, part.num_owned, part.offset, lo, hi);
   TESSEL_EXPECTS(part.num_halo >= 0 && part.num_halo <= manifest.num_nodes - part.num_owned,
                  "{}: {} halo nodes for {} nodes outside the part", name, part.num_halo,
                  manifest.num_nodes - part.num_owned);

@@ -58,12 +58,9 @@ std::function<void()> setup_precompute(CLI::App& app) {
     const int threads = train::choose_threads(args->threads);
     omp_set_num_threads(threads);
     Stopwatch watch;
-    const partition::Manifest manifest = partition::read_manifest(args->part_dir);
-    TESSEL_EXPECTS(
-        manifest.num_parts == comm->size(),
-        "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
-        args->part_dir.string(), manifest.num_parts, comm->size(), manifest.num_parts);
-    partition::Part part = partition::load_part(args->part_dir, comm->rank(), manifest);
+    train::RankPartition read = train::read_rank_partition(*comm, args->part_dir);
+    const partition::Manifest& manifest = read.manifest;
+    partition::Part& part = read.part;
     if (args->options.normalize_features == "row" && !part.features.empty()) {
       // The kernel op tessel train applies (L1: each row divided by the sum of the absolute
       // values of its entries).

@@ -177,7 +177,9 @@ void write_sign_folder(comm::Communicator& comm, const fs::path& dir, const part
       if (armed) fs::remove_all(dir, ignored);
     }
   } cleanup{dir};
-  if (comm.rank() == 0 && !fs::exists(dir, ec)) {
+  // Every rank makes the folder when it sees none: on shared storage one of them does, and
+  // where each host holds its own copy of the partition folder, one rank of each host.
+  if (!fs::exists(dir, ec)) {
     created.emplace(dir);
     cleanup.armed = true;
     fs::create_directories(dir, ec);

@@ -152,7 +152,99 @@ template <class F> auto agreed(F&& read) {
   }
 }
 
+// A string of each rank (an error message, empty where it succeeded; a host name), gathered on
+// every rank. Collective.
+std::vector<std::string> gather_strings(comm::Communicator& comm, const std::string& mine) {
+  constexpr std::size_t kLongest = 1000;
+  const std::string cut = mine.size() > kLongest ? mine.substr(0, kLongest) + "..." : mine;
+  const auto lengths = comm.allgather_value<std::int64_t>(static_cast<std::int64_t>(cut.size()));
+  const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<std::string> out(lengths.size());
+  if (longest == 0) return out;
+  std::vector<char> padded(static_cast<std::size_t>(longest), '\0');
+  std::copy(cut.begin(), cut.end(), padded.begin());
+  std::vector<char> all(padded.size() * lengths.size());
+  comm.allgather(padded.data(), longest, all.data(), DType::u8);
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    out[r].assign(all.data() + r * padded.size(), static_cast<std::size_t>(lengths[r]));
+  return out;
+}
+
+// Every rank's host name. Collective.
+std::vector<std::string> gather_hosts(comm::Communicator& comm) {
+  return gather_strings(comm, mpi::hostname());
+}
+
+// Runs `read` on every rank and agrees on the outcome: when it failed with an InputError on
+// any rank, every rank throws one AgreedInputError naming each failing rank and its host (or,
+// when every rank failed alike, the one message). `hint` ends the message. Collective.
+template <class F>
+void read_on_every_rank(comm::Communicator& comm, const std::string& hint, F&& read) {
+  std::string error;
+  try {
+    read();
+  } catch (const InputError& e) {
+    error = e.what();
+    if (error.empty()) error = "failed";
+  }
+  const auto errors = gather_strings(comm, error);
+  std::vector<int> failed;
+  for (int r = 0; r < comm.size(); ++r)
+    if (!errors[static_cast<std::size_t>(r)].empty()) failed.push_back(r);
+  if (failed.empty()) return;
+  const auto hosts = gather_hosts(comm);
+  const bool alike = static_cast<int>(failed.size()) == comm.size() &&
+                     std::all_of(errors.begin(), errors.end(),
+                                 [&](const std::string& e) { return e == errors[0]; });
+  if (alike) throw AgreedInputError(errors[0], "");
+  constexpr std::size_t kNamed = 8;
+  std::string list;
+  for (std::size_t i = 0; i < failed.size() && i < kNamed; ++i) {
+    const auto r = static_cast<std::size_t>(failed[i]);
+    list += fmt::format("{}rank {} (host {}): {}", i == 0 ? "" : "; ", r, hosts[r], errors[r]);
+  }
+  if (failed.size() > kNamed) list += fmt::format("; and {} more ranks", failed.size() - kNamed);
+  throw AgreedInputError(fmt::format("{} of {} ranks failed to read the partition: {}{}",
+                                     failed.size(), comm.size(), list, hint),
+                         "");
+}
+
 }  // namespace
+
+RankPartition read_rank_partition(comm::Communicator& comm, const fs::path& dir) {
+  const std::string hint =
+      fmt::format(" (each rank reads partition.json and part-<rank>.h5 from {} on its own host)",
+                  dir.string());
+  RankPartition out;
+  read_on_every_rank(comm, hint, [&] { out.manifest = partition::read_manifest(dir); });
+  // Copies of the folder on several hosts must be copies of one partition.
+  const auto sums = comm.allgather_value<std::int64_t>(
+      static_cast<std::int64_t>(std::hash<std::string>{}(out.manifest.raw.dump())));
+  std::vector<int> differ;
+  for (int r = 0; r < comm.size(); ++r)
+    if (sums[static_cast<std::size_t>(r)] != sums[0]) differ.push_back(r);
+  if (!differ.empty()) {
+    const auto hosts = gather_hosts(comm);
+    std::set<std::string> where;
+    for (const int r : differ) where.insert(hosts[static_cast<std::size_t>(r)]);
+    throw AgreedInputError(
+        fmt::format("{}: the copy on {} {} (ranks {}) differs from the one on host {} (rank 0); "
+                    "copy the same partition folder to every host",
+                    (dir / "partition.json").string(), where.size() == 1 ? "host" : "hosts",
+                    fmt::join(where, ", "), fmt::join(differ, ", "), hosts[0]),
+        "");
+  }
+  if (out.manifest.num_parts != comm.size())
+    throw AgreedInputError(
+        fmt::format(
+            "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
+            dir.string(), out.manifest.num_parts, comm.size(), out.manifest.num_parts),
+        "");
+  read_on_every_rank(comm, hint, [&] {
+    out.part = partition::load_part(dir, comm.rank(), out.manifest);
+  });
+  return out;
+}
 
 void stop_if_not_finite(comm::Communicator& comm, int epoch, double loss,
                         const std::vector<nn::Parameter*>& params, const TrainOptions& options) {
@@ -218,14 +310,9 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
   const ModeInfo& mode = find_mode(options.mode);
   if (mode.run) return mode.run(comm, options);
 
-  const partition::Manifest manifest = agreed([&] {
-    partition::Manifest m = partition::read_manifest(options.part_dir);
-    TESSEL_EXPECTS(m.num_parts == comm.size(),
-                   "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
-                   options.part_dir.string(), m.num_parts, comm.size(), m.num_parts);
-    return m;
-  });
-  partition::Part part = partition::load_part(options.part_dir, comm.rank(), manifest);
+  RankPartition read = read_rank_partition(comm, options.part_dir);
+  const partition::Manifest& manifest = read.manifest;
+  partition::Part& part = read.part;
   options.model.in_dim = manifest.feature_dim;
   options.model.out_dim = manifest.num_classes;
   options.model.seed = options.seed;

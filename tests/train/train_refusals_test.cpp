@@ -5,6 +5,7 @@
 
 #include "dataset_fixtures.hpp"
 
+#include "tessel/core/mpi.hpp"
 #include "tessel/partition/part.hpp"
 
 #include <gtest/gtest.h>
@@ -260,8 +261,8 @@ TEST_F(TrainRefusals, PrecomputeRefusesFeaturesThatOverflow) {
   EXPECT_FALSE(fs::exists(dir / "sign-gcn-k2"));
 }
 
-// An input error every rank meets is one line from rank 0, with no abort banner; an error on
-// one rank names that rank.
+// An input error every rank meets is one line from rank 0, with no abort banner; so is a part
+// file that one rank alone cannot read, and the line names that rank, its host and the file.
 TEST_F(TrainRefusals, ErrorsOfEveryRankArePrintedOnceAndOthersNameTheRank) {
   Outcome r = run(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
                   " --mode pipeline --stages 2 --split 0,3 --epochs 1 --quiet");
@@ -274,8 +275,13 @@ TEST_F(TrainRefusals, ErrorsOfEveryRankArePrintedOnceAndOthersNameTheRank) {
   test::write_text(dir / "part-1.h5", "not an HDF5 file");
   r = run(test::mpirun(2) + tessel_bin() + " train " + dir.string() + " --epochs 1 --quiet");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("error on rank 1 of 2"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("part-1.h5"), std::string::npos) << r.output;
+  EXPECT_EQ(count_of(r.output, "tessel: error:"), 1u) << r.output;
+  EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 of 2 ranks failed to read the partition: rank 1 (host " +
+                          mpi::hostname() + "): " + (dir / "part-1.h5").string() +
+                          ": not an HDF5 file"),
+            std::string::npos)
+      << r.output;
 }
 
 // NaN in precomputed SIGN features is refused naming the file, the row and the column.

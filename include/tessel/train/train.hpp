@@ -6,6 +6,7 @@
 #include "tessel/kernels/row_codec.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
+#include "tessel/partition/part.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -132,6 +133,18 @@ struct TrainResult {
 
 // Runs training in the mode named by options.mode on this rank's part. Collective.
 TrainResult train(comm::Communicator& comm, const TrainOptions& options);
+
+// A rank's view of a partition folder: the manifest and its own part.
+struct RankPartition {
+  partition::Manifest manifest;
+  partition::Part part;
+};
+// Reads `dir`/partition.json and `dir`/part-<rank>.h5 on every rank, each from the folder on its
+// own host (shared storage, or a copy holding that host's parts). The ranks gather each other's
+// outcome, so a file missing, damaged or of another partition on any rank, a partition.json
+// that differs between hosts, or a part count other than the rank count stops every rank with
+// one AgreedInputError that names each failing rank, its host and its file. Collective.
+RankPartition read_rank_partition(comm::Communicator& comm, const std::filesystem::path& dir);
 
 // The training modes, in the order of their table.
 std::vector<std::string> mode_names();
