@@ -9,7 +9,9 @@
 #include "tessel/partition/partitioner.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <charconv>
 #include <memory>
 
 namespace tessel::cli {
@@ -19,6 +21,7 @@ struct PartitionArgs {
   std::string input;
   std::string out;
   std::string check;
+  std::string only;  // --only P,Q,...
   int parts = 0;
   std::string method = "metis";
   std::string balance = "nodes,train,edges";
@@ -28,15 +31,43 @@ struct PartitionArgs {
   std::int64_t metis_max_edges = partition::PartitionOptions{}.metis_max_edges;
 };
 
+// "2,3" as part numbers.
+std::vector<int> parse_parts(const std::string& text) {
+  std::vector<int> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int value = -1;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    TESSEL_EXPECTS(ec == std::errc() && ptr == item.data() + item.size() && value >= 0,
+                   "--only {}: '{}' is not a part number", text, item);
+    parts.push_back(value);
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
 void run_check(const PartitionArgs& args) {
   partition::CheckOptions options;
   options.source_store = args.input;
+  if (!args.only.empty()) options.only_parts = parse_parts(args.only);
   const ScopedActivity activity("checking " + args.check);
   const auto report = partition::check_partition(args.check, options);
-  fmt::print("{}: OK: {} parts, {} nodes, {} edges, edge cut {}, {} halo nodes{}\n", args.check,
-             report.num_parts, report.num_nodes, report.num_edges, report.edge_cut,
-             report.total_halo,
-             report.compared_with_source ? fmt::format("; matches {}", args.input) : "");
+  const std::string source =
+      report.compared_with_source ? fmt::format("; matches {}", args.input) : "";
+  if (args.only.empty()) {
+    fmt::print("{}: OK: {} parts, {} nodes, {} edges, edge cut {}, {} halo nodes{}\n", args.check,
+               report.num_parts, report.num_nodes, report.num_edges, report.edge_cut,
+               report.total_halo, source);
+    return;
+  }
+  fmt::print("{}: OK: {} {} of {} ({} nodes, {} edges, {} halo nodes){}; the checks across "
+             "parts need every part\n",
+             args.check, report.checked_parts.size() == 1 ? "part" : "parts",
+             fmt::join(report.checked_parts, ", "), report.num_parts, report.num_nodes,
+             report.num_edges, report.total_halo, source);
 }
 
 void run_partition(const PartitionArgs& args, bool parts_given) {
@@ -100,6 +131,9 @@ const Registrar registrar{Command{
       sub.add_option("--check", args->check,
                      "Verify the partition folder DIR (every invariant; against IN.h5 too when "
                      "given) instead of partitioning");
+      sub.add_option("--only", args->only,
+                     "With --check: verify only these parts (P,Q,...), for a folder that holds "
+                     "the parts of one host's ranks; the checks across parts are left out");
       return [args, parts] {
         if (!args->check.empty()) {
           TESSEL_EXPECTS(parts->count() == 0 && args->out.empty(),
@@ -107,6 +141,7 @@ const Registrar registrar{Command{
                          "not --parts or --out");
           run_check(*args);
         } else {
+          TESSEL_EXPECTS(args->only.empty(), "partition: --only applies to --check");
           run_partition(*args, parts->count() > 0);
         }
       };

@@ -192,11 +192,41 @@ TEST_F(PartitionCli, CheckRefusesNonFiniteFeatures) {
                  "part-2.h5: /node/feat row 4 column 0 is inf, expected a finite number");
 }
 
+// A folder holding only some parts (one host's share when each host keeps the parts of its own
+// ranks): --check --only verifies those, checksums included; the whole-folder check names the
+// missing part and points at --only.
+TEST_F(PartitionCli, CheckOnlyVerifiesTheHeldParts) {
+  const auto out = tmp_ / "parts";
+  ASSERT_EQ(run_tessel("partition " + quote(store_) + " --parts 3 --out " + quote(out)).code, 0);
+  fs::remove(out / part_file_name(0));
+  auto r = run_tessel("partition --check " + quote(out) + " --only 2,1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK: parts 1, 2 of 3"), std::string::npos) << r.output;
+  r = run_tessel("partition --check " + quote(out) + " --only 2 " + quote(store_));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK: part 2 of 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("matches"), std::string::npos) << r.output;
+  expect_refused("partition --check " + quote(out), "part-0.h5: no such file");
+  expect_refused("partition --check " + quote(out), "--only");
+  expect_refused("partition --check " + quote(out) + " --only 0", "part-0.h5: no such file");
+  expect_refused("partition --check " + quote(out) + " --only 3", "there is no part 3");
+  expect_refused("partition " + quote(store_) + " --parts 2 --out " + quote(tmp_ / "x") +
+                     " --only 1",
+                 "--only applies to --check");
+  // A held part that was changed is refused by its checksum.
+  const auto m = read_manifest(out);
+  Part part = load_part(out, 1, m);
+  part.labels.at(0) = part.labels.at(0) == 0 ? 1 : 0;
+  write_part(part, m.dataset, out / part_file_name(1));
+  expect_refused("partition --check " + quote(out) + " --only 1,2", "part-1.h5: /node/label");
+}
+
 TEST_F(PartitionCli, HelpListsOptions) {
   const auto r = run_tessel("partition --help");
   EXPECT_EQ(r.code, 0);
   for (const char* option : {"--parts", "--out", "--method", "--balance", "--seed",
-                             "--no-symmetrize", "--force", "--check", "--metis-max-edges"})
+                             "--no-symmetrize", "--force", "--check", "--only",
+                             "--metis-max-edges"})
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
 }
 

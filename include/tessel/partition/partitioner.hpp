@@ -117,19 +117,26 @@ struct CheckOptions {
   // source checksum (file) must match what was partitioned.
   std::filesystem::path source_store;
   const datasets::Dataset* source_data = nullptr; // in-memory alternative to source_store
+  // When not empty, verify only these parts (what one host holds when each host keeps the parts
+  // of its own ranks): each part on its own, and halos whose owner is among them. The
+  // invariants that need every part (each node owned once over all parts, the edge total and
+  // cut, symmetry) are left out.
+  std::vector<int> only_parts;
 };
 
 struct CheckReport {
   int num_parts = 0;
+  // Totals over the parts checked (all of them unless CheckOptions::only_parts).
   std::int64_t num_nodes = 0, num_edges = 0, edge_cut = 0, total_halo = 0;
   bool compared_with_source = false;
+  std::vector<int> checked_parts;  // the parts checked, ascending
 };
 
 // Re-reads a partition folder and verifies every invariant: each node owned exactly once, the
 // relabeled ranges, halos (exactly the non-owned in-neighbors of owned nodes, owner and owner
 // local id right), degrees, no self-loops or duplicate edges, symmetry when the manifest says
 // so, labels/splits in range and the manifest's counts and edge cut. Throws InputError naming
-// the file and the first violated invariant.
+// the file and the first violated invariant. With options.only_parts, the listed parts only.
 CheckReport check_partition(const std::filesystem::path& dir, const CheckOptions& options = {});
 
 } // namespace tessel::partition
