@@ -139,7 +139,13 @@ std::pair<int, int> launcher_rank() {
 void install() {
   if (g_installed.exchange(true)) return;
   const auto [rank, size] = launcher_rank();
-  if (size > 1) registry().who = fmt::format("tessel (rank {} of {})", rank, size);
+  if (size > 1) {
+    // The host too: when a job over several hosts is torn down, the lines say which survived.
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+    registry().who = host[0] ? fmt::format("tessel (rank {} of {}, host {})", rank, size, host)
+                             : fmt::format("tessel (rank {} of {})", rank, size);
+  }
   sigset_t set = watched_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread(watch, set).detach();

@@ -2,6 +2,7 @@
 // binary: the signal is reported in one line, the exit code is 128 + its number, and no hidden
 // temporary file or folder is left (METIS, which traps SIGTERM itself, must not turn it into a
 // "METIS_ERROR").
+#include "tessel/core/mpi.hpp"
 #include "tessel/datasets/dataset.hpp"
 #include "tessel/datasets/synthetic.hpp"
 
@@ -199,8 +200,12 @@ TEST(CliInterrupt, TrainUnderMpirunReportsSigtermOnce) {
   const std::string log = run.log();
   // Each rank reports its own SIGTERM; mpirun may drop the line of a rank it kills while
   // tearing the job down, so at least one must come through.
-  EXPECT_TRUE(log.find("tessel (rank 0 of 2): interrupted by SIGTERM") != std::string::npos ||
-              log.find("tessel (rank 1 of 2): interrupted by SIGTERM") != std::string::npos)
+  const std::string host = mpi::hostname();
+  EXPECT_TRUE(
+      log.find("tessel (rank 0 of 2, host " + host + "): interrupted by SIGTERM") !=
+          std::string::npos ||
+      log.find("tessel (rank 1 of 2, host " + host + "): interrupted by SIGTERM") !=
+          std::string::npos)
       << log;
   EXPECT_EQ(log.find("tessel: error"), std::string::npos) << log;
   EXPECT_EQ(test::list_dir(ck), std::vector<std::string>{"checkpoint.h5"}) << log;
