@@ -11,6 +11,7 @@
 #include "tessel/train/schedule.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <limits>
@@ -211,8 +212,19 @@ public:
     optimizer_.set_gathered(std::move(state));
   }
 
+  // The gradient all-reduce across data-parallel groups runs on the stage communicator: its
+  // bytes count with the epoch's.
+  void end_epoch(EpochMetrics& m) override {
+    std::array<std::int64_t, 2> sent = {stage_comm_->bytes_sent(),
+                                        stage_comm_->bytes_sent_between_hosts()};
+    comm_.allreduce(std::span<std::int64_t>(sent));
+    m.comm_bytes += sent[0];
+    m.comm_bytes_between_hosts += sent[1];
+  }
+
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     Stopwatch epoch_watch;
+    stage_comm_->reset_bytes_sent();
     // The order of the mini-batches changes every epoch; their rows do not (each group's
     // shard of every mini-batch was sent to its first stage once).
     std::vector<int> order(static_cast<std::size_t>(num_batches_));
