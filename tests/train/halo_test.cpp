@@ -124,7 +124,9 @@ TEST(HaloExchange, KeptRowsTravelAloneAndBothSidesAgree) {
   const auto sent = comm->allreduce_value<std::int64_t>(halo.rows_sent());
   const auto received = comm->allreduce_value<std::int64_t>(halo.rows_received());
   EXPECT_EQ(sent, received);
-  if (comm->size() > 1) EXPECT_GT(received, 0);
+  if (comm->size() > 1) {
+    EXPECT_GT(received, 0);
+  }
 
   Tensor grad_full = Tensor::empty({part.num_local(), f}, DType::f32);
   for (std::int64_t i = 0; i < grad_full.numel(); ++i) grad_full.data<float>()[i] = 1.0f;
