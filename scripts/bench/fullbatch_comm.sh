@@ -10,7 +10,7 @@
 # Environment (optional): TESSEL (binary, default build/src/cli/tessel), WORK (scratch folder,
 # default build/bench-fullbatch-comm), NODES (200000), AVG_DEGREE (20), FEAT (128), HIDDEN
 # (128), EPOCHS (8; the first 2 are warm-up), CORES (2), SEEDS (Cora seeds averaged, 3),
-# RANKS ("2 4").
+# RANKS ("2 4"), PYTHON (the interpreter for the table and the PNG).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -88,7 +88,10 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-python3 - "$tsv" "$work" "$cpu" "$load_before" "$load_after" "$seeds" <<'EOF'
+# The table needs any Python 3; the PNG one with matplotlib (Debian's python3-matplotlib).
+python=${PYTHON:-python3}
+"$python" -c "import matplotlib" 2>/dev/null || { [ -x /usr/bin/python3 ] && python=/usr/bin/python3; }
+"$python" - "$tsv" "$work" "$cpu" "$load_before" "$load_after" "$seeds" <<'EOF'
 import csv, os, sys
 tsv, work, cpu, before, after, seeds = sys.argv[1:]
 rows = list(csv.DictReader(open(tsv), delimiter="\t"))
