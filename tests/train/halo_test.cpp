@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <vector>
 
 using namespace tessel;
 
@@ -55,6 +57,20 @@ partition::Part ring_part(int rank, int parts, std::int64_t n) {
   return part;
 }
 
+// For each node of the ring, how many parts hold it as halo (only the nodes `kept` accepts).
+std::vector<int> halo_holders(std::int64_t n, int parts,
+                              const std::function<bool(NodeId)>& kept = [](NodeId) { return true; }) {
+  std::vector<int> holders(static_cast<std::size_t>(n), 0);
+  for (int r = 0; r < parts; ++r) {
+    const partition::Part other = ring_part(r, parts, n);
+    for (std::int64_t h = 0; h < other.num_halo; ++h) {
+      const NodeId id = other.orig_id[other.num_owned + h];
+      if (kept(id)) ++holders[static_cast<std::size_t>(id)];
+    }
+  }
+  return holders;
+}
+
 }  // namespace
 
 TEST(HaloExchange, ForwardDeliversOwnerRowsBackwardSumsAtOwners) {
@@ -83,12 +99,7 @@ TEST(HaloExchange, ForwardDeliversOwnerRowsBackwardSumsAtOwners) {
   for (std::int64_t i = 0; i < grad_full.numel(); ++i) grad_full.data<float>()[i] = 1.0f;
   Tensor grad_owned;
   halo.backward(grad_full, grad_owned);
-  // Count, for each node, how many parts hold it as halo.
-  std::vector<int> holders(static_cast<std::size_t>(n), 0);
-  for (int r = 0; r < comm->size(); ++r) {
-    const partition::Part other = ring_part(r, comm->size(), n);
-    for (std::int64_t h = 0; h < other.num_halo; ++h) ++holders[other.orig_id[other.num_owned + h]];
-  }
+  const std::vector<int> holders = halo_holders(n, comm->size());
   for (std::int64_t i = 0; i < part.num_owned; ++i)
     EXPECT_EQ(grad_owned.data<float>()[i * f], 1.0f + holders[part.offset + i]) << "node " << i;
   EXPECT_EQ(halo.rows_received(), part.num_halo);
@@ -132,14 +143,7 @@ TEST(HaloExchange, KeptRowsTravelAloneAndBothSidesAgree) {
   for (std::int64_t i = 0; i < grad_full.numel(); ++i) grad_full.data<float>()[i] = 1.0f;
   Tensor grad_owned;
   halo.backward(grad_full, grad_owned);
-  std::vector<int> holders(static_cast<std::size_t>(n), 0);
-  for (int r = 0; r < comm->size(); ++r) {
-    const partition::Part other = ring_part(r, comm->size(), n);
-    for (std::int64_t h = 0; h < other.num_halo; ++h) {
-      const NodeId id = other.orig_id[other.num_owned + h];
-      if (kept(id)) ++holders[static_cast<std::size_t>(id)];
-    }
-  }
+  const std::vector<int> holders = halo_holders(n, comm->size(), kept);
   for (std::int64_t i = 0; i < part.num_owned; ++i)
     EXPECT_EQ(grad_owned.data<float>()[i * f], 1.0f + holders[part.offset + i]) << "node " << i;
 
