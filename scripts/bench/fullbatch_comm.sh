@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Full-batch communication reduction: what --boundary-sampling (BNS-GCN) and --halo-dtype
-# (compressed halos) buy. For each setting at P = 2 and 4: halo bytes per epoch and seconds per
+# Full-batch communication reduction: what --boundary-sampling (BNS-GCN), --halo-dtype
+# (compressed halos), --halo-aggregation (SuperGCN) and --stale-halo (PipeGCN) buy. For each setting at P = 2 and 4: halo bytes per epoch and seconds per
 # epoch (with the exposed exchange, the "communicate" phase) on a synthetic graph (200k nodes,
 # 128 features; GCN 2x128), and the test accuracy at the best validation epoch on the shipped
 # Cora (paper recipe, 200 epochs; the synthetic graph's labels carry no signal), with Cora's halo
@@ -10,7 +10,8 @@
 # Environment (optional): TESSEL (binary, default build/src/cli/tessel), WORK (scratch folder,
 # default build/bench-fullbatch-comm), NODES (200000), AVG_DEGREE (20), FEAT (128), HIDDEN
 # (128), EPOCHS (8; the first 2 are warm-up), CORES (2), SEEDS (Cora seeds averaged, 3),
-# RANKS ("2 4"), PYTHON (the interpreter for the table and the PNG).
+# RANKS ("2 4"), ONLY (a grep -E pattern of the settings to run besides f32), PYTHON (the
+# interpreter for the table and the PNG).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -44,7 +45,21 @@ settings=(
   "f16|--halo-dtype f16"
   "int8|--halo-dtype int8"
   "boundary 0.1 + int8|--boundary-sampling 0.1 --halo-dtype int8"
+  "pre-aggregation|--halo-aggregation pre"
+  "auto-aggregation|--halo-aggregation auto"
+  "stale|--stale-halo"
+  "stale, smoothing 0.5|--stale-halo --stale-smoothing 0.5"
+  "auto + stale + int8|--halo-aggregation auto --stale-halo --halo-dtype int8"
 )
+# ONLY (a grep -E pattern): run the settings whose label matches, and f32 always.
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for entry in "${settings[@]}"; do
+    label=${entry%%|*}
+    if [ "$label" = f32 ] || grep -qE -- "$ONLY" <<< "$label"; then kept+=("$entry"); fi
+  done
+  settings=("${kept[@]}")
+fi
 
 # median FILE EXPR: the median of EXPR over the epochs after the first two.
 median() {

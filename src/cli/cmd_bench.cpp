@@ -97,9 +97,12 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
     for (const auto& e : r.epochs)
       halo.push_back(e.extra.value("halo_bytes", 0.0) + e.extra.value("halo_grad_bytes", 0.0));
     j["halo_dtype"] = r.epochs.back().extra["halo_dtype"];
-    if (r.epochs.back().extra.contains("boundary_sampling"))
-      j["boundary_sampling"] = r.epochs.back().extra["boundary_sampling"];
+    std::vector<double> exposed;
+    for (const auto& e : r.epochs) exposed.push_back(e.extra.value("halo_exposed_s", 0.0));
+    for (const char* key : {"boundary_sampling", "halo_aggregation", "stale_halo", "stale_smoothing"})
+      if (r.epochs.back().extra.contains(key)) j[key] = r.epochs.back().extra[key];
     j["halo_bytes_per_epoch_median"] = quantile(halo, 0.5);
+    j["halo_exposed_seconds_per_epoch_median"] = quantile(exposed, 0.5);
   }
   return j;
 }
@@ -162,12 +165,21 @@ std::string markdown(const nlohmann::json& report) {
   });
   row("  of them halo rows and gradients (MB, settings)", [](const auto& m) {
     if (!m.contains("halo_dtype")) return std::string("–");
-    const std::string boundary =
-        m.contains("boundary_sampling")
-            ? fmt::format(", boundary {}", m["boundary_sampling"].template get<double>())
-            : std::string();
-    return fmt::format("{:.2f} ({}{})", m["halo_bytes_per_epoch_median"].template get<double>() / 1e6,
-                       m["halo_dtype"].template get<std::string>(), boundary);
+    std::string settings = m["halo_dtype"].template get<std::string>();
+    if (m.contains("boundary_sampling"))
+      settings += fmt::format(", boundary {}", m["boundary_sampling"].template get<double>());
+    if (m.value("halo_aggregation", std::string("post")) != "post")
+      settings += ", " + m["halo_aggregation"].template get<std::string>() + "-aggregation";
+    if (m.contains("stale_halo"))
+      settings += m.value("stale_smoothing", 0.0) > 0
+                      ? fmt::format(", stale (smoothing {})", m["stale_smoothing"].template get<double>())
+                      : std::string(", stale");
+    return fmt::format("{:.2f} ({})", m["halo_bytes_per_epoch_median"].template get<double>() / 1e6,
+                       settings);
+  });
+  row("  halo exchange exposed s / epoch", [](const auto& m) {
+    if (!m.contains("halo_exposed_seconds_per_epoch_median")) return std::string("–");
+    return fmt::format("{:.4f}", m["halo_exposed_seconds_per_epoch_median"].template get<double>());
   });
   std::vector<std::string> phase_names;
   for (const auto& m : report["modes"])

@@ -170,6 +170,27 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "normalizes by the degrees of the graph that remains; evaluation uses the whole "
                  "graph (default: off)")
       ->check(finite_range(0.0, 1.0, true));
+  app.add_option_function<std::string>(
+         "--halo-aggregation",
+         [&o](const std::string& name) {
+           o.full.halo_aggregation = train::parse_halo_aggregation(name);
+         },
+         "full mode: which rows cross each cut: post (every boundary row a peer reads), pre "
+         "(for each node, the owner sends the sum of the rows it reads from that owner) or "
+         "auto (per pair of ranks the fewest rows, a minimum vertex cover of the cut); the "
+         "aggregation is the same up to rounding, in training and evaluation")
+      ->check(CLI::IsMember({"post", "pre", "auto"}))
+      ->default_str("post");
+  CLI::Option* stale = app.add_flag("--stale-halo", o.full.stale_halo,
+               "full mode: PipeGCN: each training epoch aggregates the halo rows and halo "
+               "gradients of the previous epoch, exchanged while it computes (the first epoch "
+               "is exact; evaluation exchanges exactly)");
+  app.add_option("--stale-smoothing", o.full.stale_smoothing,
+                 "full mode with --stale-halo: gamma in [0, 1): the stale rows and gradients "
+                 "are the moving average gamma * previous + (1 - gamma) * arrived (default 0: "
+                 "the arrived ones)")
+      ->check(finite_range(0.0, 1.0, false, true))
+      ->needs(stale);
   // Sampled mode.
   app.add_option("--fanouts", fanouts,
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");

@@ -58,8 +58,9 @@ void Communicator::allreduce(Tensor& t, ReduceOp op) {
   staging.upload();
 }
 
-void Communicator::alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows,
-                             Tensor& recv, std::span<const std::int64_t> recv_rows) {
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> Communicator::element_counts(
+    const Tensor& send, std::span<const std::int64_t> send_rows, const Tensor& recv,
+    std::span<const std::int64_t> recv_rows) const {
   TESSEL_EXPECTS(send.dtype() == recv.dtype() && send.device() == recv.device() &&
                      row_elements(send) == row_elements(recv),
                  "alltoallv: send {} and receive {} differ in dtype, columns or device",
@@ -80,10 +81,26 @@ void Communicator::alltoallv(const Tensor& send, std::span<const std::int64_t> s
     send_counts[r] = send_rows[r] * width;
     recv_counts[r] = recv_rows[r] * width;
   }
+  return {std::move(send_counts), std::move(recv_counts)};
+}
+
+void Communicator::alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows,
+                             Tensor& recv, std::span<const std::int64_t> recv_rows) {
+  const auto [send_counts, recv_counts] = element_counts(send, send_rows, recv, recv_rows);
+  const std::int64_t sent = std::accumulate(send_rows.begin(), send_rows.end(), std::int64_t{0});
+  const std::int64_t received =
+      std::accumulate(recv_rows.begin(), recv_rows.end(), std::int64_t{0});
   Staging out(send.rows_slice(0, sent)), in(recv.rows_slice(0, received));
   out.download();
   alltoallv(out.host(), send_counts, in.host(), recv_counts, send.dtype());
   in.upload();
+}
+
+std::unique_ptr<PendingExchange> Communicator::start_alltoallv(
+    const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
+    std::span<const std::int64_t> recv_rows) {
+  alltoallv(send, send_rows, recv, recv_rows);
+  return std::make_unique<PendingExchange>();
 }
 
 void Communicator::send(const Tensor& t, int peer, int tag) {

@@ -64,6 +64,25 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
+// An alltoallv's per-peer counts and displacements as MPI's ints (checked to fit).
+struct MpiCounts {
+  std::vector<int> send, send_at, recv, recv_at;
+};
+
+// MPI_Ialltoallv's request and the arrays it reads until it completes.
+class MpiPendingExchange final : public PendingExchange {
+ public:
+  explicit MpiPendingExchange(MpiCounts c) : counts(std::move(c)) {}
+  ~MpiPendingExchange() override {
+    if (request != MPI_REQUEST_NULL && mpi::initialized()) MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  void wait() override {
+    if (request != MPI_REQUEST_NULL) TESSEL_CHECK_MPI(MPI_Wait(&request, MPI_STATUS_IGNORE));
+  }
+  MpiCounts counts;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm parent) {
@@ -117,25 +136,26 @@ class MpiCommunicator final : public Communicator {
 
   void alltoallv(const void* send, std::span<const std::int64_t> send_counts, void* recv,
                  std::span<const std::int64_t> recv_counts, DType dtype) override {
-    TESSEL_ASSERT(static_cast<int>(send_counts.size()) == size_ &&
-                      static_cast<int>(recv_counts.size()) == size_,
-                  "alltoallv: counts for {} / {} ranks, communicator has {}", send_counts.size(),
-                  recv_counts.size(), size_);
-    std::vector<int> sc(static_cast<std::size_t>(size_)), rc(sc.size()), sd(sc.size()),
-        rd(sc.size());
-    std::int64_t soff = 0, roff = 0;
-    for (int r = 0; r < size_; ++r) {
-      sc[r] = mpi::as_count(send_counts[r], "alltoallv send block");
-      rc[r] = mpi::as_count(recv_counts[r], "alltoallv receive block");
-      sd[r] = mpi::as_count(soff, "alltoallv send displacement");
-      rd[r] = mpi::as_count(roff, "alltoallv receive displacement");
-      soff += send_counts[r];
-      roff += recv_counts[r];
-      count_sent(r, send_counts[r] * static_cast<std::int64_t>(dtype_size(dtype)));
-    }
+    const MpiCounts c = mpi_counts(send_counts, recv_counts, dtype);
     const MPI_Datatype type = mpi_type(dtype);
-    TESSEL_CHECK_MPI(MPI_Alltoallv(send, sc.data(), sd.data(), type, recv, rc.data(), rd.data(),
-                                   type, comm_));
+    TESSEL_CHECK_MPI(MPI_Alltoallv(send, c.send.data(), c.send_at.data(), type, recv,
+                                   c.recv.data(), c.recv_at.data(), type, comm_));
+  }
+
+  std::unique_ptr<PendingExchange> start_alltoallv(
+      const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
+      std::span<const std::int64_t> recv_rows) override {
+    if (!send.device().is_cpu())
+      return Communicator::start_alltoallv(send, send_rows, recv, recv_rows);
+    const auto [send_counts, recv_counts] = element_counts(send, send_rows, recv, recv_rows);
+    auto pending = std::make_unique<MpiPendingExchange>(
+        mpi_counts(send_counts, recv_counts, send.dtype()));
+    const MpiCounts& c = pending->counts;  // MPI reads the arrays until the exchange completes
+    const MPI_Datatype type = mpi_type(send.dtype());
+    TESSEL_CHECK_MPI(MPI_Ialltoallv(send.raw(), c.send.data(), c.send_at.data(), type,
+                                    recv.raw(), c.recv.data(), c.recv_at.data(), type, comm_,
+                                    &pending->request));
+    return pending;
   }
 
   void barrier() override { TESSEL_CHECK_MPI(MPI_Barrier(comm_)); }
@@ -179,6 +199,28 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  MpiCounts mpi_counts(std::span<const std::int64_t> send_counts,
+                       std::span<const std::int64_t> recv_counts, DType dtype) {
+    TESSEL_ASSERT(static_cast<int>(send_counts.size()) == size_ &&
+                      static_cast<int>(recv_counts.size()) == size_,
+                  "alltoallv: counts for {} / {} ranks, communicator has {}", send_counts.size(),
+                  recv_counts.size(), size_);
+    MpiCounts c;
+    for (auto* v : {&c.send, &c.send_at, &c.recv, &c.recv_at})
+      v->resize(static_cast<std::size_t>(size_));
+    std::int64_t soff = 0, roff = 0;
+    for (int r = 0; r < size_; ++r) {
+      c.send[r] = mpi::as_count(send_counts[r], "alltoallv send block");
+      c.recv[r] = mpi::as_count(recv_counts[r], "alltoallv receive block");
+      c.send_at[r] = mpi::as_count(soff, "alltoallv send displacement");
+      c.recv_at[r] = mpi::as_count(roff, "alltoallv receive displacement");
+      soff += send_counts[r];
+      roff += recv_counts[r];
+      count_sent(r, send_counts[r] * static_cast<std::int64_t>(dtype_size(dtype)));
+    }
+    return c;
+  }
+
   struct PendingSend {
     std::vector<char> payload;
     MPI_Request request = MPI_REQUEST_NULL;

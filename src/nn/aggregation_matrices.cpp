@@ -13,6 +13,16 @@ void AggregationMatrices::reset(kernels::SparseMatrix pattern, Tensor degree) {
   mean_ = {};
 }
 
+void AggregationMatrices::reset_weighted(kernels::SparseMatrix weighted, Norm norm) {
+  TESSEL_EXPECTS(weighted.weighted(), "aggregation matrices: a {}x{} matrix without weights",
+                 weighted.num_rows, weighted.num_cols);
+  pattern_ = kernels::SparseMatrix{weighted.num_rows, weighted.num_cols, {}, {}, {}};
+  degree_ = Tensor();
+  gcn_ = {};
+  mean_ = {};
+  slot(norm).forward = std::move(weighted);
+}
+
 void AggregationMatrices::release_pattern() {
   pattern_.indptr = Tensor();
   pattern_.indices = Tensor();

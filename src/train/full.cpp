@@ -18,6 +18,7 @@ class FullTrainer final : public GraphModeTrainer {
     // takes temporaries of 16 bytes per edge, which then go back to the driver, so the
     // device's memory during training is what a step holds (the peaks restart here).
     aggregator_.prepare(norm());
+    aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
       setup_peak_bytes_ = device_memory::stats(device_).peak_bytes_in_use;
@@ -32,7 +33,10 @@ class FullTrainer final : public GraphModeTrainer {
     // aggregator) in f32, so predictions do not depend on the wire.
     HaloExchange& halo = aggregator_.halo();
     halo.set_codec(options_.full.halo_dtype);
+    halo.set_stale(options_.full.stale_halo, static_cast<float>(options_.full.stale_smoothing));
+    halo.begin_epoch();
     halo.reset_bytes_sent();
+    aggregator_.reset_halo_seconds();
     // --boundary-sampling: the epoch's graph keeps a fraction of the boundary nodes.
     const double boundary = options_.full.boundary_sampling;
     if (boundary > 0)
@@ -67,7 +71,18 @@ class FullTrainer final : public GraphModeTrainer {
       aggregator_.use_full_graph();
     }
     halo.set_codec(kernels::RowCodec::f32);
+    halo.set_stale(false);
     extra["halo_dtype"] = kernels::row_codec_name(options_.full.halo_dtype);
+    extra["halo_aggregation"] = halo_aggregation_name(options_.full.halo_aggregation);
+    if (options_.full.halo_aggregation != HaloAggregation::post)
+      extra["halo_pre_rows"] = comm_.allreduce_value<std::int64_t>(aggregator_.pre_rows());
+    if (options_.full.stale_halo) {
+      extra["stale_halo"] = true;
+      extra["stale_smoothing"] = options_.full.stale_smoothing;
+    }
+    // The slowest rank's seconds in the halo exchange (what it did not hide behind compute).
+    extra["halo_exposed_s"] =
+        comm_.allreduce_value(aggregator_.halo_seconds(), comm::ReduceOp::max);
     // The epoch's halo traffic by kind, all ranks: rows forward, gradients backward.
     extra["halo_bytes"] = comm_.allreduce_value<std::int64_t>(halo.row_bytes_sent());
     extra["halo_grad_bytes"] = comm_.allreduce_value<std::int64_t>(halo.grad_bytes_sent());
@@ -96,6 +111,21 @@ class FullTrainer final : public GraphModeTrainer {
 };
 
 }  // namespace
+
+void check_full_options(const TrainOptions& options, int /*ranks*/) {
+  const FullOptions& full = options.full;
+  TESSEL_EXPECTS(full.boundary_sampling == 0 || full.halo_aggregation == HaloAggregation::post,
+                 "--boundary-sampling cannot be combined with --halo-aggregation {}: the sums "
+                 "of a pre-aggregated cut do not follow the epoch's sampled boundary",
+                 halo_aggregation_name(full.halo_aggregation));
+  TESSEL_EXPECTS(full.boundary_sampling == 0 || !full.stale_halo,
+                 "--boundary-sampling cannot be combined with --stale-halo: the stale rows of "
+                 "one epoch's boundary are not the next epoch's");
+  TESSEL_EXPECTS(full.stale_smoothing >= 0 && full.stale_smoothing < 1 &&
+                     (full.stale_smoothing == 0 || full.stale_halo),
+                 "--stale-smoothing {} needs --stale-halo and a value in [0, 1)",
+                 full.stale_smoothing);
+}
 
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context) {
   return std::make_unique<FullTrainer>(context);

@@ -1,4 +1,5 @@
-// The full-batch aggregator's boundary-node sampling: the epoch's graph, degrees and exchange.
+// The full-batch aggregator's boundary-node sampling (the epoch's graph, degrees and exchange)
+// and halo pre-aggregation.
 #include "full_aggregator.hpp"
 
 #include "tessel/core/error.hpp"
@@ -6,6 +7,7 @@
 namespace tessel::train {
 
 void FullAggregator::sample_boundary(const rng::Key& key, double p, nn::Norm norm) {
+  TESSEL_EXPECTS(!halo_.combined(), "boundary sampling: the halos are pre-aggregated");
   TESSEL_EXPECTS(p > 0.0 && p <= 1.0, "boundary sampling: fraction {} outside (0, 1]", p);
   const std::int64_t n = part_.num_owned, h = part_.num_halo;
   auto kept = [&key, p](NodeId id) {
@@ -60,6 +62,18 @@ void FullAggregator::sample_boundary(const rng::Key& key, double p, nn::Norm nor
   (void)epoch_matrices_.forward(norm);
   (void)epoch_matrices_.backward(norm);
   sampled_ = true;
+}
+
+void FullAggregator::aggregate_halos(HaloAggregation how, nn::Norm norm,
+                                     comm::Communicator& comm) {
+  if (how == HaloAggregation::post) return;
+  const LocalCsr weighted = matrices_.forward(norm).to_csr();
+  HaloAggregationPlan plan = plan_halo_aggregation(part_, weighted, how, comm);
+  matrices_.reset_weighted(kernels::SparseMatrix::from_csr(plan.local, device_), norm);
+  halo_.set_combination(kernels::SparseMatrix::from_csr(plan.combine), std::move(plan.send_per_peer),
+                        std::move(plan.recv_per_peer));
+  pre_rows_ = plan.pre_rows;
+  prepare(norm);
 }
 
 void FullAggregator::use_full_graph() {

@@ -9,6 +9,7 @@
 #include "tessel/nn/aggregator.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/train/halo.hpp"
+#include "tessel/train/halo_aggregation.hpp"
 
 #include <vector>
 
@@ -61,6 +62,20 @@ class FullAggregator final : public nn::Aggregator {
   void use_full_graph();
   bool boundary_sampled() const { return sampled_; }
 
+  // --halo-aggregation pre|auto (SuperGCN): from now on the rows crossing each cut follow
+  // plan_halo_aggregation (sums computed by the owner where that sends fewer rows), in
+  // training and evaluation alike; the aggregation equals the plain one up to rounding.
+  // Needs the matrix of `norm` (prepare) and the whole graph (no boundary sampling after it).
+  // Collective.
+  void aggregate_halos(HaloAggregation how, nn::Norm norm, comm::Communicator& comm);
+  // Of the rows this rank receives per exchange, the partial sums (0 without aggregate_halos).
+  std::int64_t pre_rows() const { return pre_rows_; }
+
+  // Seconds spent exchanging halos (rows and gradients: what the exchange does not hide behind
+  // compute) since the last reset.
+  double halo_seconds() const { return halo_seconds_; }
+  void reset_halo_seconds() { halo_seconds_ = 0; }
+
   // Where aggregate() and aggregate_backward() add their seconds ("aggregate", "communicate").
   void set_phases(PhaseTimes* phases) { phases_ = phases; }
   const HaloExchange& halo() const { return halo_; }
@@ -89,8 +104,10 @@ class FullAggregator final : public nn::Aggregator {
     settle(); // the dense work enqueued before belongs to "dense", not to this exchange
     {
       ScopedPhase t(*phases_, "communicate");
+      Stopwatch exchange;
       halo_.forward(x, x_full);
       settle();
+      halo_seconds_ += exchange.seconds();
     }
     ScopedPhase t(*phases_, "aggregate");
     Tensor y;
@@ -108,9 +125,11 @@ class FullAggregator final : public nn::Aggregator {
       settle();
     }
     ScopedPhase t(*phases_, "communicate");
+    Stopwatch exchange;
     Tensor grad_owned;
     halo_.backward(grad_full, grad_owned);
     settle();
+    halo_seconds_ += exchange.seconds();
     return grad_owned;
   }
 
@@ -129,6 +148,8 @@ private:
   nn::AggregationMatrices matrices_;
   nn::AggregationMatrices epoch_matrices_;  // sample_boundary's graph
   bool sampled_ = false;
+  std::int64_t pre_rows_ = 0;
+  double halo_seconds_ = 0;
   Tensor src_ids_device_;
 };
 

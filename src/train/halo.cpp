@@ -61,6 +61,8 @@ HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm
 
 void HaloExchange::build_indices() {
   const auto received = static_cast<std::int64_t>(recv_slots_.size());
+  rows_sent_ = static_cast<std::int64_t>(send_rows_.size());
+  rows_received_ = received;
   recv_in_halo_order_ = received == num_halo_;
   for (std::int64_t i = 0; i < received && recv_in_halo_order_; ++i)
     if (recv_slots_[i] != i) recv_in_halo_order_ = false;
@@ -75,6 +77,7 @@ void HaloExchange::build_indices() {
 }
 
 void HaloExchange::keep_rows(const std::function<bool(NodeId)>& kept) {
+  TESSEL_EXPECTS(!combined_, "halo exchange: keep_rows after set_combination");
   const auto num_ranks = static_cast<int>(all_send_per_peer_.size());
   send_rows_.clear();
   recv_slots_.clear();
@@ -104,6 +107,26 @@ void HaloExchange::keep_all() {
   build_indices();
 }
 
+void HaloExchange::set_combination(kernels::SparseMatrix combine,
+                                   std::vector<std::int64_t> send_per_peer,
+                                   std::vector<std::int64_t> recv_per_peer) {
+  const auto num_ranks = all_send_per_peer_.size();
+  TESSEL_EXPECTS(send_per_peer.size() == num_ranks && recv_per_peer.size() == num_ranks &&
+                     combine.num_cols == num_owned_ &&
+                     combine.num_rows == std::accumulate(send_per_peer.begin(),
+                                                         send_per_peer.end(), std::int64_t{0}),
+                 "halo exchange: a {}x{} combination for {} owned rows and {} ranks",
+                 combine.num_rows, combine.num_cols, num_owned_, num_ranks);
+  combine_t_ = combine.transpose();
+  combine_ = std::move(combine);
+  send_rows_per_peer_ = std::move(send_per_peer);
+  recv_rows_per_peer_ = std::move(recv_per_peer);
+  rows_sent_ = combine_.num_rows;
+  rows_received_ =
+      std::accumulate(recv_rows_per_peer_.begin(), recv_rows_per_peer_.end(), std::int64_t{0});
+  combined_ = true;
+}
+
 namespace {
 void ensure_rows(Tensor& t, std::int64_t rows, std::int64_t cols, Device device,
                  DType dtype = DType::f32) {
@@ -112,29 +135,97 @@ void ensure_rows(Tensor& t, std::int64_t rows, std::int64_t cols, Device device,
     t = Tensor::empty({rows, cols}, dtype, device);
 }
 
-// Sends send[sum send_rows] rows to the peers and receives recv's rows, through `codec`: the
-// rows themselves for f32, else encoded into send_wire, exchanged, and decoded from recv_wire.
-void exchange_rows(comm::Communicator& data, kernels::RowCodec codec, const Tensor& send,
-                   std::span<const std::int64_t> send_rows, Tensor& recv,
-                   std::span<const std::int64_t> recv_rows, Tensor& send_wire, Tensor& recv_wire) {
-  if (codec == kernels::RowCodec::f32) {
-    data.alltoallv(send, send_rows, recv, recv_rows);
-    return;
-  }
-  const std::int64_t bytes = kernels::row_codec_bytes(codec, send.cols());
-  ensure_rows(send_wire, send.rows(), bytes, send.device(), DType::u8);
-  ensure_rows(recv_wire, recv.rows(), bytes, recv.device(), DType::u8);
-  kernels::encode_rows(send, codec, send_wire);
-  data.alltoallv(send_wire, send_rows, recv_wire, recv_rows);
-  kernels::decode_rows(recv_wire, codec, recv);
+// `rows` as they go on the wire: themselves for f32, else encoded into `wire`.
+const Tensor& encoded(kernels::RowCodec codec, const Tensor& rows, Tensor& wire) {
+  if (codec == kernels::RowCodec::f32) return rows;
+  ensure_rows(wire, rows.rows(), kernels::row_codec_bytes(codec, rows.cols()), rows.device(),
+              DType::u8);
+  kernels::encode_rows(rows, codec, wire);
+  return wire;
+}
+
+// Where rows of `rows`' shape arrive: `rows` itself for f32, else `wire` (decoded later).
+Tensor& arrival(kernels::RowCodec codec, Tensor& rows, Tensor& wire) {
+  if (codec == kernels::RowCodec::f32) return rows;
+  ensure_rows(wire, rows.rows(), kernels::row_codec_bytes(codec, rows.cols()), rows.device(),
+              DType::u8);
+  return wire;
 }
 } // namespace
 
 void HaloExchange::indices_on(Device device) {
-  if (send_index_.device() == device) return;
-  send_index_ = send_index_.to(device);
-  recv_to_halo_ = recv_to_halo_.to(device);
-  halo_to_recv_ = halo_to_recv_.to(device);
+  if (send_index_.device() != device) {
+    send_index_ = send_index_.to(device);
+    recv_to_halo_ = recv_to_halo_.to(device);
+    halo_to_recv_ = halo_to_recv_.to(device);
+  }
+  if (combined_ && combine_.device() != device) {
+    combine_ = combine_.to(device);
+    combine_t_ = combine_t_.to(device);
+  }
+}
+
+void HaloExchange::pack(const Tensor& x_owned, Tensor& out) {
+  ensure_rows(out, rows_sent_, x_owned.cols(), x_owned.device());
+  if (combined_)
+    kernels::spmm(combine_, x_owned, out);
+  else
+    kernels::gather_rows(x_owned, send_index_, out);
+}
+
+void HaloExchange::add_back(const Tensor& back, Tensor& grad_owned) {
+  if (!combined_) {
+    // One segment per peer in rank order: the sum at each owned row has a fixed order.
+    kernels::scatter_add_rows_segmented(back, send_index_, send_rows_per_peer_, grad_owned);
+    return;
+  }
+  ensure_rows(back_sum_, num_owned_, back.cols(), back.device());
+  kernels::spmm(combine_t_, back, back_sum_);
+  kernels::axpy(1.0f, back_sum_, grad_owned);
+}
+
+void HaloExchange::exchange(const Tensor& send, std::span<const std::int64_t> send_rows,
+                            Tensor& recv, std::span<const std::int64_t> recv_rows,
+                            std::vector<StaleSlot>& slots, int& calls) {
+  if (!stale_ || static_cast<std::size_t>(calls) >= slots.size()) {
+    // Exact: encode, exchange, decode. Under --stale-halo this is the first epoch's call, whose
+    // rows the next epoch reads. (Backward swaps the wires' roles, so they keep their sizes.)
+    const bool back = &slots == &stale_backward_;
+    Tensor& in = arrival(codec_, recv, back ? send_wire_ : recv_wire_);
+    data_.alltoallv(encoded(codec_, send, back ? recv_wire_ : send_wire_), send_rows, in,
+                    recv_rows);
+    if (codec_ != kernels::RowCodec::f32) kernels::decode_rows(in, codec_, recv);
+    if (!stale_) return;
+    StaleSlot& slot = slots.emplace_back();
+    slot.rows = Tensor::empty({recv.rows(), recv.cols()}, DType::f32, recv.device());
+    slot.rows.copy_from(recv);
+    ++calls;
+    return;
+  }
+  StaleSlot& slot = slots[static_cast<std::size_t>(calls++)];
+  TESSEL_EXPECTS(slot.rows.rows() == recv.rows() && slot.rows.cols() == recv.cols(),
+                 "stale halo: call {} of the epoch exchanges [{}, {}], the previous epoch's "
+                 "[{}, {}]",
+                 calls - 1, recv.rows(), recv.cols(), slot.rows.rows(), slot.rows.cols());
+  if (slot.pending) {
+    // The previous epoch's exchange: complete it and fold it into the stale rows.
+    slot.pending->wait();
+    slot.pending.reset();
+    if (codec_ != kernels::RowCodec::f32) kernels::decode_rows(slot.recv_wire, codec_, slot.recv);
+    if (smoothing_ > 0.0f) {
+      kernels::axpy(-1.0f, slot.rows, slot.recv);  // arrived - stale
+      kernels::axpy(1.0f - smoothing_, slot.recv, slot.rows);
+    } else {
+      slot.rows.copy_from(slot.recv);
+    }
+  }
+  recv.copy_from(slot.rows);
+  // This call's rows leave now and are read by the next epoch's call.
+  ensure_rows(slot.send, send.rows(), send.cols(), send.device());
+  slot.send.copy_from(send);
+  ensure_rows(slot.recv, recv.rows(), recv.cols(), recv.device());
+  slot.pending = data_.start_alltoallv(encoded(codec_, slot.send, slot.send_wire), send_rows,
+                                       arrival(codec_, slot.recv, slot.recv_wire), recv_rows);
 }
 
 void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
@@ -144,43 +235,42 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
   const std::int64_t f = x_owned.cols();
   const Device device = x_owned.device();
   indices_on(device);
-  if (num_halo_ == 0) {
+  // Combined, the received rows follow the owned ones as they arrive; else they are the halo.
+  const std::int64_t tail = combined_ ? rows_received_ : num_halo_;
+  if (tail == 0) {
     x_full = x_owned; // nothing to append: share the rows instead of copying them
   } else {
-    ensure_rows(x_full, num_owned_ + num_halo_, f, device);
+    ensure_rows(x_full, num_owned_ + tail, f, device);
     x_full.rows_slice(0, num_owned_).copy_from(x_owned);
   }
-  const auto num_send = static_cast<std::int64_t>(send_rows_.size());
-  ensure_rows(send_buffer_, num_send, f, device);
-  kernels::gather_rows(x_owned, send_index_, send_buffer_);
-
-  row_bytes_sent_ += num_send * kernels::row_codec_bytes(codec_, f);
-  Tensor halo_rows = x_full.rows_slice(num_owned_, num_owned_ + num_halo_);
-  if (recv_in_halo_order_) {
-    exchange_rows(data_, codec_, send_buffer_, send_rows_per_peer_, halo_rows, recv_rows_per_peer_,
-                  send_wire_, recv_wire_);
+  pack(x_owned, send_buffer_);
+  row_bytes_sent_ += rows_sent_ * kernels::row_codec_bytes(codec_, f);
+  Tensor halo_rows = x_full.rows_slice(num_owned_, num_owned_ + tail);
+  if (combined_ || recv_in_halo_order_) {
+    exchange(send_buffer_, send_rows_per_peer_, halo_rows, recv_rows_per_peer_, stale_forward_,
+             forward_calls_);
     return;
   }
   // The received rows, then one zero row for the halo rows not received (keep_rows).
-  const auto received = static_cast<std::int64_t>(recv_slots_.size());
-  ensure_rows(recv_buffer_, received + 1, f, device);
-  Tensor arrived = recv_buffer_.rows_slice(0, received);
-  exchange_rows(data_, codec_, send_buffer_, send_rows_per_peer_, arrived, recv_rows_per_peer_,
-                send_wire_, recv_wire_);
-  Tensor zero_row = recv_buffer_.rows_slice(received, received + 1);
+  ensure_rows(recv_buffer_, rows_received_ + 1, f, device);
+  Tensor arrived = recv_buffer_.rows_slice(0, rows_received_);
+  exchange(send_buffer_, send_rows_per_peer_, arrived, recv_rows_per_peer_, stale_forward_,
+           forward_calls_);
+  Tensor zero_row = recv_buffer_.rows_slice(rows_received_, rows_received_ + 1);
   zero_row.fill_zero();
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
 void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
+  const std::int64_t tail = combined_ ? rows_received_ : num_halo_;
   TESSEL_EXPECTS(grad_full.dtype() == DType::f32 && grad_full.dim() == 2 &&
-                     grad_full.rows() == num_owned_ + num_halo_,
-                 "halo backward: expected f32[{}, F], got {}", num_owned_ + num_halo_,
+                     grad_full.rows() == num_owned_ + tail,
+                 "halo backward: expected f32[{}, F], got {}", num_owned_ + tail,
                  grad_full.describe());
   const std::int64_t f = grad_full.cols();
   const Device device = grad_full.device();
   indices_on(device);
-  if (num_halo_ == 0) {
+  if (tail == 0) {
     grad_owned = grad_full; // the same rows: add the peers' gradients in place
   } else {
     ensure_rows(grad_owned, num_owned_, f, device);
@@ -189,21 +279,18 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
 
   // Halo gradients go back to their owners, in the order the owners sent the rows: straight from
   // the gradient when the halo is already in that order, else gathered into that order first.
-  Tensor back_rows = grad_full.rows_slice(num_owned_, num_owned_ + num_halo_);
-  const auto received = static_cast<std::int64_t>(recv_slots_.size());
-  if (!recv_in_halo_order_) {
-    ensure_rows(recv_buffer_, received + 1, f, device);
-    Tensor picked = recv_buffer_.rows_slice(0, received);
+  Tensor back_rows = grad_full.rows_slice(num_owned_, num_owned_ + tail);
+  if (!combined_ && !recv_in_halo_order_) {
+    ensure_rows(recv_buffer_, rows_received_ + 1, f, device);
+    Tensor picked = recv_buffer_.rows_slice(0, rows_received_);
     kernels::gather_rows(back_rows, recv_to_halo_, picked);
     back_rows = picked;
   }
-  const auto num_back = static_cast<std::int64_t>(send_rows_.size());
-  grad_bytes_sent_ += received * kernels::row_codec_bytes(codec_, f);
-  ensure_rows(send_buffer_, num_back, f, device);
-  exchange_rows(data_, codec_, back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_,
-                recv_wire_, send_wire_);
-  // One segment per peer in rank order: the sum at each owned row has a fixed order.
-  kernels::scatter_add_rows_segmented(send_buffer_, send_index_, send_rows_per_peer_, grad_owned);
+  grad_bytes_sent_ += rows_received_ * kernels::row_codec_bytes(codec_, f);
+  ensure_rows(send_buffer_, rows_sent_, f, device);
+  exchange(back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_, stale_backward_,
+           backward_calls_);
+  add_back(send_buffer_, grad_owned);
 }
 
 }  // namespace tessel::train

@@ -35,8 +35,10 @@ ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerC
 const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
       mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
-            .only_model = "", .own_flags = {"--halo-dtype", "--boundary-sampling"}, .apply_defaults = nullptr},
-           make_full_trainer, nullptr),
+            .only_model = "", .own_flags = {"--halo-dtype", "--boundary-sampling", "--halo-aggregation",
+                                       "--stale-halo", "--stale-smoothing"},
+            .apply_defaults = nullptr},
+           make_full_trainer, nullptr, check_full_options),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
             .benched_by_default = true, .only_model = "",
             .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",

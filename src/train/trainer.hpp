@@ -125,6 +125,9 @@ struct TrainerContext {
 };
 
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
+// The full mode's flags that exclude each other (boundary sampling changes the cut every
+// epoch, which neither pre-aggregation plans nor stale halos follow).
+void check_full_options(const TrainOptions& options, int ranks);
 std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context);
 // The pipeline's refusals that need no data (model, ranks = data-parallel x stages, blocks per

@@ -35,7 +35,8 @@ TEST(BenchCli, ReportHasBothModesWithEveryKey) {
   const fs::path report_dir = dir / "report";
   ASSERT_EQ(test::run_command(test::mpirun(2) + tessel + " bench " + (dir / "parts").string() +
                                   " --modes full,sampled --model sage --epochs 2 --hidden 8 "
-                                  "--fanouts 5,5 --batch-size 32 --target-acc 0.01 --quiet --out " +
+                                  "--fanouts 5,5 --batch-size 32 --target-acc 0.01 --quiet "
+                                  "--halo-aggregation auto --stale-halo --out " +
                                   report_dir.string(), &out), 0) << out;
   std::ifstream in(report_dir / "report.json");
   ASSERT_TRUE(in.good()) << out;
@@ -45,6 +46,12 @@ TEST(BenchCli, ReportHasBothModesWithEveryKey) {
   ASSERT_EQ(report.at("modes").size(), 2u);
   EXPECT_EQ(report["modes"][0].at("mode"), "full");
   EXPECT_EQ(report["modes"][1].at("mode"), "sampled");
+  // The full mode's halo settings and traffic; the sampled mode has none.
+  EXPECT_EQ(report["modes"][0].at("halo_aggregation"), "auto");
+  EXPECT_EQ(report["modes"][0].at("stale_halo"), true);
+  expect_positive_number(report["modes"][0], "halo_bytes_per_epoch_median", "full");
+  EXPECT_TRUE(report["modes"][0].contains("halo_exposed_seconds_per_epoch_median"));
+  EXPECT_FALSE(report["modes"][1].contains("halo_aggregation"));
   for (const auto& m : report["modes"]) {
     const std::string mode = m.at("mode");
     EXPECT_EQ(m.at("epochs"), 2) << mode;
@@ -71,6 +78,7 @@ TEST(BenchCli, ReportHasBothModesWithEveryKey) {
   std::ifstream md_file(report_dir / "report.md");
   const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
   EXPECT_NE(md.find("| best valid acc (higher is better) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("(f32, auto-aggregation, stale)"), std::string::npos) << md;
   // The plot needs matplotlib; without it the run says so and still succeeds.
   EXPECT_TRUE(fs::exists(report_dir / "accuracy_vs_time.png") ||
               out.find("matplotlib is not installed") != std::string::npos)

@@ -2,12 +2,18 @@
 // halo gradients at their owners.
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/core/rng.hpp"
+#include "tessel/kernels/sparse.hpp"
 #include "tessel/train/halo.hpp"
+#include "tessel/train/halo_aggregation.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <functional>
 #include <map>
+#include <random>
 #include <vector>
 
 using namespace tessel;
@@ -153,4 +159,148 @@ TEST(HaloExchange, KeptRowsTravelAloneAndBothSidesAgree) {
   for (std::int64_t h = 0; h < part.num_halo; ++h)
     EXPECT_EQ(full.data<float>()[(part.num_owned + h) * f],
               static_cast<float>(part.orig_id[part.num_owned + h] + 1));
+}
+
+namespace {
+
+// Row of global node g: (g + 1, 2 g + 1, ...) scaled by `scale`, so epochs differ.
+Tensor owned_rows(const partition::Part& part, std::int64_t f, float scale) {
+  Tensor x = Tensor::empty({part.num_owned, f}, DType::f32);
+  for (std::int64_t i = 0; i < part.num_owned; ++i)
+    for (std::int64_t j = 0; j < f; ++j)
+      x.data<float>()[i * f + j] = scale * static_cast<float>((part.offset + i) * (j + 1) + 1);
+  return x;
+}
+
+float halo_value(const partition::Part& part, std::int64_t h, std::int64_t j, float scale) {
+  return scale * static_cast<float>(part.orig_id[part.num_owned + h] * (j + 1) + 1);
+}
+
+}  // namespace
+
+// min_vertex_cover against brute force on small random bipartite graphs: the result covers
+// every edge and no smaller subset of the vertices does.
+TEST(HaloAggregation, MinVertexCoverIsMinimum) {
+  std::mt19937 gen(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int nl = 1 + static_cast<int>(gen() % 6), nr = 1 + static_cast<int>(gen() % 6);
+    std::vector<std::int64_t> indptr{0};
+    std::vector<std::int32_t> right;
+    std::vector<std::pair<int, int>> edges;
+    for (int l = 0; l < nl; ++l) {
+      for (int r = 0; r < nr; ++r)
+        if (gen() % 3 == 0) {
+          right.push_back(r);
+          edges.emplace_back(l, r);
+        }
+      indptr.push_back(static_cast<std::int64_t>(right.size()));
+    }
+    const train::BipartiteCover cover = train::min_vertex_cover(nl, nr, indptr, right);
+    std::int64_t counted = 0;
+    for (char c : cover.left) counted += c;
+    for (char c : cover.right) counted += c;
+    EXPECT_EQ(counted, cover.size);
+    for (auto [l, r] : edges) EXPECT_TRUE(cover.left[l] || cover.right[r]) << "trial " << trial;
+    int best = nl + nr;
+    for (std::uint32_t mask = 0; mask < (1u << (nl + nr)); ++mask) {
+      bool covers = true;
+      for (auto [l, r] : edges) covers = covers && (((mask >> l) & 1u) || ((mask >> (nl + r)) & 1u));
+      if (covers) best = std::min(best, std::popcount(mask));
+    }
+    EXPECT_EQ(cover.size, best) << "trial " << trial;
+  }
+}
+
+// Pre- and auto-aggregation compute the same aggregation as sending every boundary row, forward
+// and backward, and auto never sends more rows than post.
+TEST(HaloAggregation, PreAndAutoEqualPostForwardAndBackward) {
+  auto comm = comm::make_mpi_communicator();
+  const std::int64_t n = 40, f = 3;
+  const partition::Part part = ring_part(comm->rank(), comm->size(), n);
+  LocalCsr weighted = part.graph;
+  for (std::int64_t v = 0; v < part.num_owned; ++v)
+    for (EdgeId e = weighted.indptr[v]; e < weighted.indptr[v + 1]; ++e)
+      weighted.values.push_back(
+          1.0f / static_cast<float>(1 + (part.orig_id[v] + part.orig_id[weighted.indices[e]]) % 5));
+  const kernels::SparseMatrix plain_a = kernels::SparseMatrix::from_csr(weighted);
+  const Tensor x = owned_rows(part, f, 0.5f);
+  Tensor g = Tensor::empty({part.num_owned, f}, DType::f32);
+  for (std::int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = static_cast<float>(i % 7) - 3.0f;
+
+  train::HaloExchange plain(part, *comm);
+  Tensor full;
+  plain.forward(x, full);
+  const Tensor want = kernels::spmm(plain_a, full);
+  Tensor want_grad;
+  plain.backward(kernels::spmm(plain_a.transpose(), g), want_grad);
+  const auto post_rows = comm->allreduce_value<std::int64_t>(plain.rows_received());
+
+  for (train::HaloAggregation how : {train::HaloAggregation::pre, train::HaloAggregation::automatic}) {
+    SCOPED_TRACE(train::halo_aggregation_name(how));
+    train::HaloAggregationPlan plan = train::plan_halo_aggregation(part, weighted, how, *comm);
+    const kernels::SparseMatrix a = kernels::SparseMatrix::from_csr(plan.local);
+    train::HaloExchange halo(part, *comm);
+    halo.set_combination(kernels::SparseMatrix::from_csr(plan.combine), plan.send_per_peer,
+                         plan.recv_per_peer);
+    EXPECT_EQ(halo.rows_received(), plan.post_rows + plan.pre_rows);
+    Tensor full2;
+    halo.forward(x, full2);
+    const Tensor got = kernels::spmm(a, full2);
+    for (std::int64_t i = 0; i < want.numel(); ++i)
+      EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5f * (1 + std::abs(want.data<float>()[i])));
+    Tensor grad;
+    halo.backward(kernels::spmm(a.transpose(), g), grad);
+    for (std::int64_t i = 0; i < want_grad.numel(); ++i)
+      EXPECT_NEAR(grad.data<float>()[i], want_grad.data<float>()[i],
+                  1e-5f * (1 + std::abs(want_grad.data<float>()[i])));
+    const auto rows = comm->allreduce_value<std::int64_t>(halo.rows_received());
+    EXPECT_EQ(rows, comm->allreduce_value<std::int64_t>(halo.rows_sent()));
+    if (how == train::HaloAggregation::automatic) EXPECT_LE(rows, post_rows);
+    if (how == train::HaloAggregation::pre && comm->size() > 1)
+      EXPECT_GT(comm->allreduce_value<std::int64_t>(plan.pre_rows), 0);
+  }
+}
+
+// --stale-halo: the first epoch is exact; epoch e reads the halo rows (and adds the halo
+// gradients) of epoch e - 1; with smoothing gamma, epoch 2 reads gamma x0 + (1 - gamma) x1.
+TEST(HaloExchange, StaleEpochReadsThePreviousEpoch) {
+  auto comm = comm::make_mpi_communicator();
+  const std::int64_t n = 40, f = 2;
+  const partition::Part part = ring_part(comm->rank(), comm->size(), n);
+  const std::vector<int> holders = halo_holders(n, comm->size());
+  for (float gamma : {0.0f, 0.25f}) {
+    SCOPED_TRACE(gamma);
+    train::HaloExchange halo(part, *comm);
+    halo.set_stale(true, gamma);
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      halo.begin_epoch();
+      const float scale = static_cast<float>(epoch + 1);
+      Tensor full;
+      halo.forward(owned_rows(part, f, scale), full);
+      // Epoch 0 exact, 1 reads epoch 0, 2 reads epoch 1 (smoothed with epoch 0).
+      const float read = epoch == 0 ? 1.0f : static_cast<float>(epoch);
+      const float smoothed = epoch == 2 ? gamma * 1.0f + (1.0f - gamma) * 2.0f : read;
+      for (std::int64_t h = 0; h < part.num_halo; ++h)
+        for (std::int64_t j = 0; j < f; ++j)
+          EXPECT_NEAR(full.data<float>()[(part.num_owned + h) * f + j], halo_value(part, h, j, smoothed),
+                      1e-4f)
+              << "epoch " << epoch << " halo " << h;
+      for (std::int64_t i = 0; i < part.num_owned * f; ++i)
+        EXPECT_EQ(full.data<float>()[i], owned_rows(part, f, scale).data<float>()[i]);
+      // Every local row's gradient is `scale`: an owned node gets scale + holders * (the
+      // previous epoch's scale, smoothed).
+      Tensor grad_full = Tensor::empty({part.num_local(), f}, DType::f32);
+      for (std::int64_t i = 0; i < grad_full.numel(); ++i) grad_full.data<float>()[i] = scale;
+      Tensor grad_owned;
+      halo.backward(grad_full, grad_owned);
+      for (std::int64_t i = 0; i < part.num_owned; ++i)
+        EXPECT_NEAR(grad_owned.data<float>()[i * f], scale + holders[part.offset + i] * smoothed, 1e-5f)
+            << "epoch " << epoch << " node " << i;
+    }
+    halo.set_stale(false);
+    Tensor full;
+    halo.forward(owned_rows(part, f, 7.0f), full);
+    for (std::int64_t h = 0; h < part.num_halo; ++h)
+      EXPECT_EQ(full.data<float>()[(part.num_owned + h) * f], halo_value(part, h, 0, 7.0f));
+  }
 }

@@ -8,11 +8,21 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::comm {
 
 enum class ReduceOp { sum, max, min };
+
+// An all-to-all started by Communicator::start_alltoallv. wait() returns once the rows have
+// arrived and the send buffer may be reused; the destructor waits too. Both buffers must stay
+// alive and untouched until then.
+class PendingExchange {
+ public:
+  virtual ~PendingExchange() = default;
+  virtual void wait() {}
+};
 
 // Collectives over raw buffers tagged by dtype; the templates below give the typed forms.
 // Every call is collective: all ranks call it in the same order. Counts are in elements.
@@ -60,6 +70,15 @@ class Communicator {
   // dtype, column count and device; recv is allocated by the caller.
   virtual void alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows,
                          Tensor& recv, std::span<const std::int64_t> recv_rows);
+  // The same exchange, started without waiting for it: the rows travel while the caller
+  // computes, and the returned handle completes it. Calls made meanwhile (other collectives
+  // included) stay legal, in the same order on every rank. MPI on host tensors runs it as
+  // MPI_Ialltoallv; NCCL enqueues it on the device's stream as alltoallv does; MPI with device
+  // tensors (staged through host memory) completes it before returning.
+  virtual std::unique_ptr<PendingExchange> start_alltoallv(const Tensor& send,
+                                                           std::span<const std::int64_t> send_rows,
+                                                           Tensor& recv,
+                                                           std::span<const std::int64_t> recv_rows);
   // Point to point with the semantics of the raw send/recv above; NCCL matches the messages
   // between two ranks in order and ignores the tag.
   virtual void send(const Tensor& t, int peer, int tag = 0);
@@ -124,6 +143,11 @@ class Communicator {
   void count_sent(int peer, std::int64_t bytes);
   // A collective's estimated volume: split over the link kinds in proportion to the peers.
   void count_collective(std::int64_t bytes);
+  // Checks a row exchange of Tensors (dtype, columns, device, counts, sizes) and returns the
+  // element counts per peer, send then receive.
+  std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> element_counts(
+      const Tensor& send, std::span<const std::int64_t> send_rows, const Tensor& recv,
+      std::span<const std::int64_t> recv_rows) const;
 
   std::int64_t bytes_sent_ = 0;
   std::int64_t bytes_sent_between_hosts_ = 0;

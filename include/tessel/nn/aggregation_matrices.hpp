@@ -22,6 +22,10 @@ public:
   // by Norm::gcn only; may be undefined otherwise). Drops the matrices built so far.
   void reset(kernels::SparseMatrix pattern, Tensor degree);
 
+  // The matrix of `norm` given with its weights (num_dst x num_src, values set): from now on
+  // forward(norm) is `weighted` and backward(norm) its transpose; other norms cannot be built.
+  void reset_weighted(kernels::SparseMatrix weighted, Norm norm);
+
   // Drops the pattern and the degrees, keeping the matrices built so far (their arrays stay
   // alive where they share them, as the mean matrix does): for a run that uses one Norm, whose
   // GCN matrices otherwise hold a third copy of the graph. A Norm not built yet can then no

@@ -5,10 +5,12 @@
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/kernels/row_codec.hpp"
+#include "tessel/kernels/sparse.hpp"
 #include "tessel/partition/part.hpp"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace tessel::train {
@@ -46,10 +48,34 @@ class HaloExchange {
   void set_codec(kernels::RowCodec codec) { codec_ = codec; }
   kernels::RowCodec codec() const { return codec_; }
 
+  // --halo-aggregation (SuperGCN): from now on an owner sends combine x_owned instead of
+  // selected rows. combine: [rows sent, n_owned] on the CPU, its rows grouped by peer
+  // (send_per_peer), each an owned row (weight 1) or a weighted sum of owned rows that one node
+  // of the peer aggregates; recv_per_peer: the rows each peer sends here. x_full is then
+  // [x_owned; the received rows in arrival order] (n_owned + rows_received() rows), and the
+  // gradient of each received row goes back to be spread by combine^T. Overrides keep_rows.
+  void set_combination(kernels::SparseMatrix combine, std::vector<std::int64_t> send_per_peer,
+                       std::vector<std::int64_t> recv_per_peer);
+  bool combined() const { return combined_; }
+
+  // --stale-halo (PipeGCN): while on, the k-th forward (backward) call of an epoch returns the
+  // halo rows (adds the halo gradients) that the k-th call of the previous epoch exchanged, and
+  // starts the exchange of this call's rows without waiting for it; the first epoch after
+  // turning on exchanges exactly. With smoothing gamma > 0 the stale rows are the moving
+  // average gamma * previous + (1 - gamma) * arrived. begin_epoch() restarts the call count
+  // (the calls of every epoch must come in the same order with the same widths). Off, the
+  // exchange is exact and the stale rows wait untouched.
+  void set_stale(bool on, float smoothing = 0.0f) {
+    stale_ = on;
+    smoothing_ = smoothing;
+  }
+  bool stale() const { return stale_; }
+  void begin_epoch() { forward_calls_ = backward_calls_ = 0; }
+
   // Rows this rank sends per forward call (the analytic halo volume is that times
   // kernels::row_codec_bytes(codec(), F) bytes), and receives; with keep_rows, the kept ones.
-  std::int64_t rows_sent() const { return static_cast<std::int64_t>(send_rows_.size()); }
-  std::int64_t rows_received() const { return static_cast<std::int64_t>(recv_slots_.size()); }
+  std::int64_t rows_sent() const { return rows_sent_; }
+  std::int64_t rows_received() const { return rows_received_; }
   // The halo rows (0-based halo indices) the current plan receives, in the order they arrive.
   const std::vector<LocalId>& received_halo_rows() const { return recv_slots_; }
   // Bytes this rank put on the wire for halo rows (forward) and halo gradients (backward) since
@@ -63,10 +89,26 @@ class HaloExchange {
   }
 
  private:
+  // One call's stale exchange: its own buffers (they travel while the epoch goes on), the
+  // rows the aggregation reads, and the exchange in flight.
+  struct StaleSlot {
+    Tensor send, recv, send_wire, recv_wire;
+    Tensor rows;  // the arrived rows (smoothed) the next epoch's call reads
+    std::unique_ptr<comm::PendingExchange> pending;
+  };
   // The index tensors on `device` (moved there on first use).
   void indices_on(Device device);
   // Makes the index tensors of the current plan (on the CPU; indices_on moves them).
   void build_indices();
+  // The rows to send of x_owned into `out` (selected, or combined): [rows sent, F].
+  void pack(const Tensor& x_owned, Tensor& out);
+  // Adds the gradients `back` (one per row sent) to their owned rows.
+  void add_back(const Tensor& back, Tensor& grad_owned);
+  // Moves `send` ([sum send_rows, F]) to the peers into `recv`: at once, or (stale) through the
+  // call's slot, leaving in `recv` what the previous epoch's call exchanged.
+  void exchange(const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
+                std::span<const std::int64_t> recv_rows, std::vector<StaleSlot>& slots,
+                int& calls);
 
   comm::Communicator& data_;  // moves the rows (the control communicator sets up the plan only)
   std::int64_t num_owned_ = 0;
@@ -91,6 +133,15 @@ class HaloExchange {
   Tensor recv_wire_;                 // u8 [n_halo, row bytes]
   std::int64_t row_bytes_sent_ = 0;
   std::int64_t grad_bytes_sent_ = 0;
+  std::int64_t rows_sent_ = 0, rows_received_ = 0;
+  // set_combination's matrix (on the CPU, and where the tensors live) and its transpose.
+  kernels::SparseMatrix combine_, combine_t_;
+  bool combined_ = false;
+  Tensor back_sum_;                  // f32 [n_owned, F]: combine^T of the returned gradients
+  bool stale_ = false;
+  float smoothing_ = 0.0f;
+  int forward_calls_ = 0, backward_calls_ = 0;
+  std::vector<StaleSlot> stale_forward_, stale_backward_;
 };
 
 }  // namespace tessel::train

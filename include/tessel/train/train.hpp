@@ -4,6 +4,7 @@
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/kernels/row_codec.hpp"
+#include "tessel/train/halo_aggregation.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
@@ -23,6 +24,12 @@ struct FullOptions {
   kernels::RowCodec halo_dtype = kernels::RowCodec::f32;
   // BNS-GCN: the fraction of boundary nodes each training epoch keeps (0: off, the whole graph).
   double boundary_sampling = 0;
+  // SuperGCN: which rows cross each cut (post: the boundary rows; pre/auto: owner-side sums).
+  HaloAggregation halo_aggregation = HaloAggregation::post;
+  // PipeGCN: training epochs read the previous epoch's halo rows and gradients, exchanged while
+  // they compute; smoothing gamma in [0, 1) keeps a moving average of them (0: the last ones).
+  bool stale_halo = false;
+  double stale_smoothing = 0;
 };
 
 struct SampledOptions {
