@@ -79,7 +79,6 @@ class CoraRanks {
         << out;
   }
   fs::path parts() const { return dir_ / ("p" + std::to_string(parts_)); }
-  const std::string& tessel() const { return tessel_; }
 
   std::vector<nlohmann::json> train(const std::string& flags, int seed, int epochs = 200) {
     const fs::path metrics = dir_ / ("run" + std::to_string(runs_++) + ".jsonl");
@@ -99,6 +98,13 @@ class CoraRanks {
       if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
     if (!lines.empty()) lines.pop_back();  // the summary
     return lines;
+  }
+
+  // `tessel train` on the parts with `flags` (one rank): expects it to fail, returns its output.
+  std::string refused(const std::string& flags) {
+    std::string out;
+    EXPECT_NE(test::run_command(tessel_ + " train " + parts().string() + flags, &out), 0) << flags;
+    return out;
   }
 
   // The test accuracy at the best validation epoch, averaged over seeds 0 .. seeds - 1.
@@ -154,11 +160,7 @@ TEST(CoraAccuracy, CompressedHalosAtFourRanks) {
     EXPECT_NEAR(last, want, 0.05 * want);
   }
   // A flag of the full mode only.
-  std::string out;
-  EXPECT_NE(test::run_command(cora.tessel() + " train " + cora.parts().string() +
-                                  " --mode sampled --halo-dtype int8 --epochs 1",
-                              &out),
-            0);
+  const std::string out = cora.refused(" --mode sampled --halo-dtype int8 --epochs 1");
   EXPECT_NE(out.find("--halo-dtype"), std::string::npos) << out;
 }
 
@@ -233,15 +235,8 @@ TEST(CoraAccuracy, HaloAggregationAndStaleHalosAtFourRanks) {
   EXPECT_GE(cora.mean_test_acc(" --stale-halo", 5), 0.80);
 
   // Combinations that cannot hold: a refusal naming the flags.
-  std::string out;
-  EXPECT_NE(test::run_command(cora.tessel() + " train " + cora.parts().string() +
-                                  " --mode full --stale-halo --boundary-sampling 0.5 --epochs 1",
-                              &out),
-            0);
+  std::string out = cora.refused(" --mode full --stale-halo --boundary-sampling 0.5 --epochs 1");
   EXPECT_NE(out.find("--stale-halo"), std::string::npos) << out;
-  EXPECT_NE(test::run_command(cora.tessel() + " train " + cora.parts().string() +
-                                  " --mode full --stale-smoothing 0.5 --epochs 1",
-                              &out),
-            0);
+  out = cora.refused(" --mode full --stale-smoothing 0.5 --epochs 1");
   EXPECT_NE(out.find("--stale-smoothing"), std::string::npos) << out;
 }
