@@ -3,6 +3,7 @@
 #include "tessel/core/interrupt.hpp"
 
 #include "tessel/core/activity.hpp"
+#include "tessel/core/peer_watch.hpp"
 
 #include <fmt/format.h>
 
@@ -34,6 +35,7 @@ struct Registry {
   std::map<std::uint64_t, fs::path> paths;
   std::uint64_t next_id = 1;
   std::string who = "tessel"; // "tessel (rank 1 of 4)" under mpirun
+  bool under_launcher = false;
 };
 
 // Never destroyed: the watcher thread may still use it while static destructors run at exit.
@@ -65,6 +67,15 @@ bool remove_with_retries(const fs::path& path) {
   return false;
 }
 
+// write(2), not stdio: another thread may hold stderr's lock.
+void write_stderr(const std::string& line) {
+  for (std::size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
 // Removes every registered path, appends what it did to `line`, writes the line to stderr and
 // ends the process. Keeps the registry locked until _exit: a thread that registers or releases a
 // path meanwhile waits for the end.
@@ -79,17 +90,22 @@ bool remove_with_retries(const fs::path& path) {
   if (!removed.empty()) line += "; removed the unfinished output " + removed;
   if (!kept.empty()) line += "; could not remove " + kept;
   line += '\n';
-  // write(2), not stdio: another thread may hold stderr's lock.
-  for (std::size_t done = 0; done < line.size();) {
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
+  // The process ends on purpose: its closing connection must not read as a lost rank.
+  mpi::peer_watch::goodbye();
+  write_stderr(line);
+  // Under mpirun, a process that exits right after its last write while the job is being torn
+  // down can lose that write: mpirun may see the exit before it reads the pipe. A moment's
+  // wait lets the line through.
+  if (r.under_launcher) ::usleep(100'000);
   ::_exit(exit_code);
 }
 
 [[noreturn]] void on_signal(int signal) {
-  clean_up_and_exit(fmt::format("{}: interrupted by {}", registry().who, signal_name(signal)),
+  // mpirun ends the survivors of a lost host with SIGTERM, often before rank 0's watch has
+  // declared the loss itself: the line then says what the watch saw close.
+  const std::string lost = mpi::peer_watch::lost_note(0.3);
+  clean_up_and_exit(fmt::format("{}: interrupted by {}{}", registry().who, signal_name(signal),
+                                lost.empty() ? "" : "; " + lost),
                     128 + signal);
 }
 
@@ -125,8 +141,9 @@ void watch(sigset_t set) {
 // This process's rank and the job's size from the launcher's environment (MPI itself may not be
 // initialized, and may not be called from the watcher thread); {0, 1} outside mpirun.
 std::pair<int, int> launcher_rank() {
-  for (const auto& [rank_var, size_var] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                           std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+  for (const auto& [rank_var, size_var] :
+       {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        std::pair{"PMI_RANK", "PMI_SIZE"}}) {
     const char* rank = std::getenv(rank_var);
     const char* size = std::getenv(size_var);
     if (rank && size) return {std::atoi(rank), std::atoi(size)};
@@ -134,12 +151,13 @@ std::pair<int, int> launcher_rank() {
   return {0, 1};
 }
 
-}  // namespace
+} // namespace
 
 void install() {
   if (g_installed.exchange(true)) return;
   const auto [rank, size] = launcher_rank();
   if (size > 1) {
+    registry().under_launcher = true;
     // The host too: when a job over several hosts is torn down, the lines say which survived.
     char host[256] = {};
     if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
@@ -152,7 +170,17 @@ void install() {
   std::set_terminate(on_terminate);
 }
 
-bool installed() { return g_installed.load(); }
+bool installed() {
+  return g_installed.load();
+}
+
+void say(const std::string& message) {
+  write_stderr(fmt::format("{}: {}\n", registry().who, message));
+}
+
+void fail_now(const std::string& message) {
+  clean_up_and_exit(fmt::format("{}: error: {}", registry().who, message), 1);
+}
 
 TemporaryPath::TemporaryPath(const fs::path& path) {
   Registry& r = registry();
@@ -161,7 +189,9 @@ TemporaryPath::TemporaryPath(const fs::path& path) {
   r.paths.emplace(id_, path);
 }
 
-TemporaryPath::~TemporaryPath() { release(); }
+TemporaryPath::~TemporaryPath() {
+  release();
+}
 
 TemporaryPath& TemporaryPath::operator=(TemporaryPath&& other) noexcept {
   if (this != &other) {
@@ -222,4 +252,4 @@ std::string signal_name(int signal) {
   }
 }
 
-}  // namespace tessel::interrupt
+} // namespace tessel::interrupt

@@ -2,9 +2,12 @@
 #include "tessel/core/mpi.hpp"
 
 #include "tessel/core/log.hpp"
+#include "tessel/core/peer_watch.hpp"
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +29,19 @@ Environment::Environment(int* argc, char*** argv) {
   TESSEL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   TESSEL_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
   log::set_rank(rank_, size_);
+  if (size_ > 1) {
+    // A job over several hosts watches its ranks (peer_watch.hpp): every rank's host name.
+    std::array<char, 256> mine{};
+    const std::string host = hostname();
+    std::copy_n(host.begin(), std::min(host.size(), mine.size() - 1), mine.begin());
+    std::vector<char> all(mine.size() * static_cast<std::size_t>(size_));
+    TESSEL_CHECK_MPI(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR,
+                                   all.data(), static_cast<int>(mine.size()), MPI_CHAR,
+                                   MPI_COMM_WORLD));
+    std::vector<std::string> host_of_rank;
+    for (int r = 0; r < size_; ++r) host_of_rank.emplace_back(&all[r * mine.size()]);
+    peer_watch::start(host_of_rank, peer_watch::settings_from_environment());
+  }
 }
 
 Environment::~Environment() {
@@ -96,6 +112,7 @@ void abort_job(const std::string& message, int exit_code) {
   else
     std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
   std::fflush(stderr);
+  peer_watch::goodbye();
   if (size > 1) {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   } else if (initialized()) {
@@ -106,6 +123,7 @@ void abort_job(const std::string& message, int exit_code) {
 
 void exit_agreed(const std::string& message, int exit_code, double wait_s) {
   if (world_size() <= 1 || !all_arrive(wait_s)) abort_job(message, exit_code);
+  peer_watch::goodbye();
   if (world_rank() == 0) {
     std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
     std::fflush(stderr);

@@ -15,8 +15,8 @@ layout  each host holding only its ranks' parts (partition.json and part-<rank>.
         missing on a host, one of another partition, or a partition.json that differs between
         hosts stops the job with one line naming rank, host and file.
 faults  every process of one host killed, or its link taken down, mid-training: the job ends
-        within 30 s, non-zero, with the lost host named (and its ranks in the placement table),
-        no unfinished output left and no process left on either host; the run resumed from its
+        within 30 s, non-zero, with the lost host named by Open MPI and, with its ranks, by rank
+        0's peer watch, no unfinished output left and no process left on either host; the run resumed from its
         checkpoint on the two hosts gives the losses of an uninterrupted run. Prints the seconds
         to the end of the job.
 
@@ -313,7 +313,9 @@ def fault_run(h, kind):
              "--eval-every", "1", "--checkpoint", ckpt, "--checkpoint-every", "4",
              "--metrics", os.path.join(out_dir, "m.jsonl"), "--predictions",
              os.path.join(out_dir, "pred.h5")]
-    proc, log = h.start(h.two_hosts(flags), env=KEEPALIVE)
+    # The peer watch's silence limit below the keepalive's 11 s, so that rank 0 names the host
+    # behind the link before mpirun ends the job.
+    proc, log = h.start(h.two_hosts(flags), env={**KEEPALIVE, "TESSEL_PEER_TIMEOUT_S": "4"})
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -352,10 +354,16 @@ def case_faults(h):
         print(f"fault: {what} mid-training: the job ended after {seconds:.2f} s, exit code {rc}")
         check(rc != 0, f"{kind}: exit code 0 after the fault:\n{out}")
         check(seconds < FAULT_LIMIT_S, f"{kind}: {seconds:.1f} s to end the job:\n{out}")
-        # Open MPI names the host it lost; the placement table printed at the start names its
-        # ranks.
+        # Open MPI names the host it lost; rank 0's peer watch names it with its ranks (their
+        # connections closed without a goodbye, or fell silent with the link).
         check(re.search(r"Remote daemon: \S+ on node hostb|Peer host:\s+hostb", out),
               f"{kind}: the lost host is not named:\n{out}")
+        why = "ended without a word" if kind == "kill" else "no word from them for"
+        # (mpirun may signal rank 0 between the closes of ranks 2 and 3: then it names the one
+        # it saw, with its host and the host's ranks.)
+        check(re.search(r"rank 0 of 4, host hosta\): .*the job lost (host hostb \(ranks 2, 3\)|"
+                        r"rank [23] on host hostb \(ranks 2, 3 run there\)): [^\n]*" + why, out),
+              f"{kind}: rank 0 does not name the lost host and its ranks:\n{out}")
         check_placement(out)
         check("epoch" in out, f"{kind}: no epoch ran:\n{out}")
         check(not leftovers(out_dir), f"{kind}: unfinished outputs left: {leftovers(out_dir)}")

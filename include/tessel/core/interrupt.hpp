@@ -11,7 +11,8 @@ namespace tessel::interrupt {
 // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, and so in every thread started after
 // it (OpenMP, MPI, std::async), and starts one thread that waits for them with sigwait. When
 // one arrives, that thread removes every registered temporary path, prints "tessel: interrupted
-// by SIGTERM ..." (naming the rank under mpirun) and calls _exit(128 + signal). No signal handler runs: libraries that install
+// by SIGTERM ..." (naming the rank under mpirun, and on rank 0 of a job over several hosts what
+// the peer watch knows of lost hosts) and calls _exit(128 + signal). No signal handler runs: libraries that install
 // their own handlers for these signals (METIS traps SIGTERM and turns it into METIS_ERROR) never
 // see them, and the cleanup runs in an ordinary thread, free to use the file system API.
 // It also installs a std::terminate handler: an exception that escapes where it cannot be caught
@@ -52,6 +53,14 @@ std::size_t registered_count();
 // across exec). Returns the exit status (128 + signal if the child was killed), -1 if it could
 // not start.
 int run_shell(const std::string& command);
+
+// Ends the process as an error nothing can recover from, from any thread: removes every
+// registered temporary path, prints "tessel (rank R of P, host H): error: <message>" and exits
+// with 1 (which mpirun turns into the end of the job). For the peer watch's lost-host line.
+[[noreturn]] void fail_now(const std::string& message);
+
+// Writes "tessel (rank R of P, host H): <message>" to stderr in one write, from any thread.
+void say(const std::string& message);
 
 // The signal's name: "SIGTERM", or "signal N".
 std::string signal_name(int signal);
