@@ -121,6 +121,18 @@ void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
   for (const auto codec : codecs)
     wires.push_back(Tensor::zeros({nodes, kernels::row_codec_bytes(codec, feat)}, DType::u8));
   const float one = 1.0f; // the scale leaves the values as they are over the repetitions
+  // The sampled step's input gather: every row of x once, in a random order (as a mini-batch
+  // reads the feature rows of its input nodes), copied (p = 0) or dropped while copied.
+  std::vector<const float*> shuffled(static_cast<std::size_t>(nodes));
+  std::vector<NodeId> shuffled_ids(ids);
+  for (std::int64_t i = nodes - 1; i > 0; --i) {
+    const auto j = static_cast<std::int64_t>(fill.next_uniform() * static_cast<float>(i + 1));
+    std::swap(shuffled_ids[static_cast<std::size_t>(i)],
+              shuffled_ids[static_cast<std::size_t>(std::min(j, i))]);
+  }
+  for (std::int64_t i = 0; i < nodes; ++i)
+    shuffled[static_cast<std::size_t>(i)] =
+        x.data<float>() + shuffled_ids[static_cast<std::size_t>(i)] * feat;
   struct Op {
     const char* name;
     std::function<void()> run;
@@ -152,6 +164,11 @@ void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
        2 * f32 + static_cast<double>(bits.nbytes()), true},
       {"relu_dropout_bwd.inpl", [&] { kernels::relu_dropout_backward(g, bits, p, g); },
        2 * f32 + static_cast<double>(bits.nbytes()), true},
+      {"gather_rows (p = 0)",
+       [&] { kernels::gather_dropout_rows(shuffled, shuffled_ids, key, 0.0f, y); }, 2 * f32,
+       false},
+      {"gather_dropout_rows", [&] { kernels::gather_dropout_rows(shuffled, shuffled_ids, key, p, y); },
+       2 * f32, false},
   };
   static std::vector<std::string> codec_names;
   codec_names.clear();

@@ -125,6 +125,29 @@ void dropout_grad_portable(std::int64_t count, const float* grad_y, const std::u
   }
 }
 
+// A gather (x_rows set) reads rows from all over the feature matrix: each row waits on DRAM.
+// The loops below prefetch the units kGatherAhead ahead of the one they draw for, so that many
+// rows are in flight at once (without it, the draws between the loads keep the core from
+// issuing the next rows' loads early: measured 2.5x slower than a plain row copy at one thread).
+constexpr std::int64_t kGatherAhead = 8;
+
+// Prefetches `bytes` from `p`. Always inlined (and so its callers): GCC takes a function of
+// nothing but prefetches for one without effects and drops its calls.
+[[gnu::always_inline]] inline void prefetch_row(const void* p, std::size_t bytes) {
+  for (std::size_t byte = 0; byte < bytes; byte += 64)
+    __builtin_prefetch(static_cast<const char*>(p) + byte, 0, 3);
+}
+
+// Prefetches the columns of units [begin, end) (clipped to `last`) of a gather.
+[[gnu::always_inline]] inline void prefetch_units(const Draw& d, std::int64_t begin,
+                                                  std::int64_t end, std::int64_t last) {
+  for (std::int64_t unit = begin; unit < std::min(end, last); ++unit) {
+    const std::int64_t j0 = unit % d.chunks * detail::kDropoutChunkColumns;
+    const std::int64_t width = std::min<std::int64_t>(detail::kDropoutChunkColumns, d.f - j0);
+    prefetch_row(d.x_rows[unit / d.chunks] + j0, static_cast<std::size_t>(width) * sizeof(float));
+  }
+}
+
 // The Philox counter words of units u0 .. u0 + lanes - 1, one lane each (lanes past the last of
 // the `count` units repeat it): the node id's halves and the first level's block index.
 struct UnitCounters {
@@ -259,10 +282,12 @@ TESSEL_AVX512 void dropout_rows_avx512(const Draw& call, std::int64_t begin, std
   alignas(32) std::uint32_t keep[4][16];
   for (auto& word : keep) std::fill_n(word, 16, d.undrawn);
   const std::int64_t last = end * d.chunks;
+  if (d.x_rows) prefetch_units(d, begin * d.chunks, begin * d.chunks + kGatherAhead, last);
   for (std::int64_t u0 = begin * d.chunks; u0 < last; u0 += 16) {
     const int count = static_cast<int>(std::min<std::int64_t>(16, last - u0));
     if (d.levels > 0) keep_words_avx512(d, u0, count, keep);
     for (int u = 0; u < count; ++u) {
+      if (d.x_rows) prefetch_units(d, u0 + u + kGatherAhead, u0 + u + kGatherAhead + 1, last);
       const std::uint32_t unit_keep[4] = {keep[0][u], keep[1][u], keep[2][u], keep[3][u]};
       apply_avx512<kRelu>(d, u0 + u, unit_keep);
     }
@@ -415,10 +440,12 @@ TESSEL_AVX2 void dropout_rows_avx2(const Draw& call, std::int64_t begin, std::in
   alignas(32) std::uint32_t keep[4][8];
   for (auto& word : keep) std::fill_n(word, 8, d.undrawn);
   const std::int64_t last = end * d.chunks;
+  if (d.x_rows) prefetch_units(d, begin * d.chunks, begin * d.chunks + kGatherAhead, last);
   for (std::int64_t u0 = begin * d.chunks; u0 < last; u0 += 8) {
     const int count = static_cast<int>(std::min<std::int64_t>(8, last - u0));
     if (d.levels > 0) keep_words_avx2(d, u0, count, keep);
     for (int u = 0; u < count; ++u) {
+      if (d.x_rows) prefetch_units(d, u0 + u + kGatherAhead, u0 + u + kGatherAhead + 1, last);
       const std::uint32_t unit_keep[4] = {keep[0][u], keep[1][u], keep[2][u], keep[3][u]};
       apply_avx2<kRelu>(d, u0 + u, unit_keep);
     }
@@ -536,7 +563,10 @@ void gather_dropout_rows(std::int64_t n, std::int64_t f, const float* const* row
   const auto row_bytes = static_cast<std::size_t>(f) * sizeof(float);
   if (p == 0.0f) {
     for_row_ranges(n, f, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) std::memcpy(y + i * f, rows[i], row_bytes);
+      for (std::int64_t i = begin; i < end; ++i) {
+        if (i + kGatherAhead < end) prefetch_row(rows[i + kGatherAhead], row_bytes);
+        std::memcpy(y + i * f, rows[i], row_bytes);
+      }
     });
     return;
   }
