@@ -47,6 +47,17 @@ inline void expect_same_shape(const char* op, const char* a_name, const Tensor& 
   );
 }
 
+// Calls f(Index{}) with Index the C++ type of an index tensor's dtype (i32 or i64; the op has
+// checked it is one of them), so that an op writes its call once for both index types:
+//   with_index_type(index, [&](auto tag) { using Index = decltype(tag); ... });
+template <class F>
+void with_index_type(const Tensor& index, F&& f) {
+  if (index.dtype() == DType::i32)
+    f(std::int32_t{});
+  else
+    f(std::int64_t{});
+}
+
 } // namespace tessel::kernels::detail
 
 // Runs the CPU statement or the CUDA statement for `device`, else reports the op as unsupported.

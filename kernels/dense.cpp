@@ -96,19 +96,13 @@ void gather_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* c
   Context& context = resolve_context(ctx, device, kOp);
   if (out.numel() == 0) return;
   const std::int64_t m = out.rows(), f = out.cols();
-  if (index.dtype() == DType::i32) {
+  detail::with_index_type(index, [&](auto tag) {
+    using Index = decltype(tag);
     TESSEL_KERNEL_DISPATCH(
         kOp, device, context,
-        cpu::gather_rows(m, f, src.ptr<float>(), index.ptr<std::int32_t>(), out.ptr<float>()),
-        cuda::gather_rows(r, m, f, src.ptr<float>(), index.ptr<std::int32_t>(),
-                          out.ptr<float>()));
-  } else {
-    TESSEL_KERNEL_DISPATCH(
-        kOp, device, context,
-        cpu::gather_rows(m, f, src.ptr<float>(), index.ptr<std::int64_t>(), out.ptr<float>()),
-        cuda::gather_rows(r, m, f, src.ptr<float>(), index.ptr<std::int64_t>(),
-                          out.ptr<float>()));
-  }
+        cpu::gather_rows(m, f, src.ptr<float>(), index.ptr<Index>(), out.ptr<float>()),
+        cuda::gather_rows(r, m, f, src.ptr<float>(), index.ptr<Index>(), out.ptr<float>()));
+  });
 }
 
 void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Context* ctx) {
@@ -120,19 +114,13 @@ void scatter_add_rows(const Tensor& src, const Tensor& index, Tensor& out, Conte
   Context& context = resolve_context(ctx, device, kOp);
   if (src.numel() == 0) return;
   const std::int64_t m = src.rows(), f = src.cols();
-  if (index.dtype() == DType::i32) {
-    TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                           cpu::scatter_add_rows(m, f, src.ptr<float>(),
-                                                 index.ptr<std::int32_t>(), out.ptr<float>()),
-                           cuda::scatter_add_rows(r, m, f, src.ptr<float>(),
-                                                  index.ptr<std::int32_t>(), out.ptr<float>()));
-  } else {
-    TESSEL_KERNEL_DISPATCH(kOp, device, context,
-                           cpu::scatter_add_rows(m, f, src.ptr<float>(),
-                                                 index.ptr<std::int64_t>(), out.ptr<float>()),
-                           cuda::scatter_add_rows(r, m, f, src.ptr<float>(),
-                                                  index.ptr<std::int64_t>(), out.ptr<float>()));
-  }
+  detail::with_index_type(index, [&](auto tag) {
+    using Index = decltype(tag);
+    TESSEL_KERNEL_DISPATCH(
+        kOp, device, context,
+        cpu::scatter_add_rows(m, f, src.ptr<float>(), index.ptr<Index>(), out.ptr<float>()),
+        cuda::scatter_add_rows(r, m, f, src.ptr<float>(), index.ptr<Index>(), out.ptr<float>()));
+  });
 }
 
 void scatter_add_rows_segmented(const Tensor& src, const Tensor& index,
@@ -154,21 +142,15 @@ void scatter_add_rows_segmented(const Tensor& src, const Tensor& index,
   if (src.numel() == 0) return;
   const std::int64_t f = src.cols();
   const auto segments = static_cast<std::int64_t>(segment_rows.size());
-  if (index.dtype() == DType::i32) {
+  detail::with_index_type(index, [&](auto tag) {
+    using Index = decltype(tag);
     TESSEL_KERNEL_DISPATCH(
         kOp, device, context,
         cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.ptr<float>(),
-                                        index.ptr<std::int32_t>(), out.ptr<float>()),
+                                        index.ptr<Index>(), out.ptr<float>()),
         cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.ptr<float>(),
-                                         index.ptr<std::int32_t>(), out.ptr<float>()));
-  } else {
-    TESSEL_KERNEL_DISPATCH(
-        kOp, device, context,
-        cpu::scatter_add_rows_segmented(segments, segment_rows.data(), f, src.ptr<float>(),
-                                        index.ptr<std::int64_t>(), out.ptr<float>()),
-        cuda::scatter_add_rows_segmented(r, segments, segment_rows.data(), f, src.ptr<float>(),
-                                         index.ptr<std::int64_t>(), out.ptr<float>()));
-  }
+                                         index.ptr<Index>(), out.ptr<float>()));
+  });
 }
 
 void relu_forward(const Tensor& x, Tensor& y, Context* ctx) {

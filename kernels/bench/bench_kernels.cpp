@@ -5,7 +5,9 @@
 // A random undirected graph with E edges (2E directed entries) over N nodes is built here;
 // SpMM bytes count indptr + indices (+ values) + the X rows read (nnz F 4) + Y written. The
 // dropout kernels run on [N, F] f32 with p = 0.5; their bytes are the tensors read and written
-// (features, gradients, the mask), as a copy's are its two arrays.
+// (features, gradients, the mask), as a copy's are its two arrays. The gathers read every row
+// of X once in a shuffled order (as a mini-batch reads its input rows), copied (p = 0) or
+// dropped while copied.
 #include "tessel/kernels/kernels.hpp"
 
 #include "tessel/core/rng.hpp"

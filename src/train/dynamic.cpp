@@ -7,6 +7,8 @@
 
 #include "checkpoint.hpp"
 #include "runtime.hpp"
+#include "snapshot_graph.hpp"
+#include "temporal_layout.hpp"
 #include "trainer.hpp"
 
 #include "tessel/core/error.hpp"
@@ -34,22 +36,7 @@
 namespace tessel::train {
 namespace fs = std::filesystem;
 
-// ---- transposition ----
-
 namespace {
-
-struct Block {
-  std::int64_t begin = 0, end = 0;  // owned snapshots of a rank below t_end
-  std::int64_t size() const { return std::max<std::int64_t>(0, end - begin); }
-};
-
-Block owned_snapshots(const TemporalLayout& layout, int rank, std::int64_t t_end) {
-  return {layout.snapshot_offsets[rank], std::min(layout.snapshot_offsets[rank + 1], t_end)};
-}
-
-std::int64_t vertex_count(const TemporalLayout& layout, int rank) {
-  return layout.vertex_offsets[rank + 1] - layout.vertex_offsets[rank];
-}
 
 // RAII: adds the process CPU seconds of the scope to a phase (beside ScopedPhase's wall seconds,
 // which other jobs on the same cores inflate and CPU seconds much less, except where MPI
@@ -97,271 +84,6 @@ class GraphPhaseTimer {
   double halo_s_ = 0, halo_cpu_ = 0;
 };
 
-// The rows rank r exchanges with each other rank q in a transposition: of r's snapshots below
-// t_end for q's vertices (`snapshot_side`), and of q's snapshots for r's vertices
-// (`vertex_side`); 0 for q = r, whose rows do not travel. Snapshots -> vertices sends the
-// snapshot side and receives the vertex side; vertices -> snapshots the other way round.
-struct ExchangeRows {
-  std::vector<std::int64_t> snapshot_side, vertex_side;
-  std::int64_t snapshot_total = 0, vertex_total = 0;
-};
-
-ExchangeRows exchange_rows(const TemporalLayout& layout, int r, std::int64_t t_end) {
-  const int P = static_cast<int>(layout.vertex_offsets.size()) - 1;
-  const std::int64_t own_snapshots = owned_snapshots(layout, r, t_end).size();
-  ExchangeRows rows{std::vector<std::int64_t>(static_cast<std::size_t>(P), 0),
-                    std::vector<std::int64_t>(static_cast<std::size_t>(P), 0)};
-  for (int q = 0; q < P; ++q) {
-    if (q == r) continue;
-    rows.snapshot_side[q] = own_snapshots * vertex_count(layout, q);
-    rows.vertex_side[q] = owned_snapshots(layout, q, t_end).size() * vertex_count(layout, r);
-    rows.snapshot_total += rows.snapshot_side[q];
-    rows.vertex_total += rows.vertex_side[q];
-  }
-  return rows;
-}
-
-// Calls f(block, rows) for each other rank q and each of this rank's snapshot tensors, in the
-// order of the snapshot side of an exchange buffer (rank by rank, snapshots in order): `rows`
-// are q's vertex rows of the snapshot, `block` their place in `buffer`. Snapshots -> vertices
-// packs them into its send buffer; vertices -> snapshots unpacks its receive buffer into them.
-template <class F>
-void for_each_snapshot_side_block(const TemporalLayout& layout, int r,
-                                  const std::vector<Tensor>& snapshots, const Tensor& buffer,
-                                  F&& f) {
-  const int P = static_cast<int>(layout.vertex_offsets.size()) - 1;
-  std::int64_t at = 0;
-  for (int q = 0; q < P; ++q) {
-    if (q == r) continue;
-    const std::int64_t n = vertex_count(layout, q);
-    for (const Tensor& g : snapshots) {
-      f(buffer.rows_slice(at, at + n),
-        g.rows_slice(layout.vertex_offsets[q], layout.vertex_offsets[q + 1]));
-      at += n;
-    }
-  }
-}
-
-// An exchange buffer of [rows, cols] f32 on `device`: the leading rows of `*kept` when it is
-// large enough (kept across calls, see TranspositionBuffers), else a new one, kept when `kept`
-// is given.
-Tensor exchange_buffer(Tensor* kept, std::int64_t rows, std::int64_t cols, Device device) {
-  if (kept && kept->defined() && kept->cols() == cols && kept->rows() >= rows &&
-      kept->device() == device)
-    return kept->rows_slice(0, rows);
-  // The smaller buffer goes back first, so that both are not held at once (unless the results
-  // of an earlier call still view it).
-  if (kept) *kept = Tensor();
-  Tensor fresh = Tensor::empty({rows, cols}, DType::f32, device);
-  if (kept) *kept = fresh;
-  return fresh;
-}
-
-}  // namespace
-
-std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
-                                          const std::vector<Tensor>& by_snapshot,
-                                          std::int64_t t_end, std::int64_t cols, Device device,
-                                          TranspositionBuffers* buffers) {
-  const int P = comm.size(), r = comm.rank();
-  const Block mine = owned_snapshots(layout, r, t_end);
-  TESSEL_ASSERT(static_cast<std::int64_t>(by_snapshot.size()) == mine.size(),
-                "snapshots_to_vertices: {} tensors for {} owned snapshots", by_snapshot.size(),
-                mine.size());
-  const std::int64_t n_own = vertex_count(layout, r);
-  const std::int64_t v0 = layout.vertex_offsets[r], v1 = layout.vertex_offsets[r + 1];
-  // This rank's rows of its own snapshots stay where they are (views of the inputs): only the
-  // other ranks' rows are packed and exchanged, so at P = 1 nothing is copied at all.
-  const ExchangeRows rows = exchange_rows(layout, r, t_end);
-  Tensor recv;
-  if (P > 1) {
-    // Rank q's rows of each owned snapshot, in snapshot order, one block per other rank.
-    Tensor send = exchange_buffer(buffers ? &buffers->snapshot_side : nullptr, rows.snapshot_total,
-                                  cols, device);
-    for_each_snapshot_side_block(layout, r, by_snapshot, send,
-                                 [](Tensor block, const Tensor& g) { block.copy_from(g); });
-    recv = exchange_buffer(buffers ? &buffers->received : nullptr, rows.vertex_total, cols, device);
-    comm.alltoallv(send, rows.snapshot_side, recv, rows.vertex_side);
-  }
-  // The received blocks arrive in snapshot order (rank q's snapshots precede rank q+1's): each
-  // other rank's snapshot is a view of the receive buffer, each own one a view of its input.
-  std::vector<Tensor> out;
-  out.reserve(static_cast<std::size_t>(t_end));
-  std::int64_t at = 0;
-  for (int q = 0; q < P; ++q) {
-    const Block theirs = owned_snapshots(layout, q, t_end);
-    for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
-      if (q == r) {
-        out.push_back(by_snapshot[static_cast<std::size_t>(t - mine.begin)].rows_slice(v0, v1));
-        continue;
-      }
-      out.push_back(recv.rows_slice(at, at + n_own));
-      at += n_own;
-    }
-  }
-  TESSEL_ASSERT(static_cast<std::int64_t>(out.size()) == t_end,
-                "snapshots_to_vertices: the snapshot blocks do not cover [0, {})", t_end);
-  return out;
-}
-
-std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
-                                          const std::vector<Tensor>& by_vertex, std::int64_t t_end,
-                                          std::int64_t cols, Device device,
-                                          TranspositionBuffers* buffers) {
-  const int P = comm.size(), r = comm.rank();
-  TESSEL_ASSERT(static_cast<std::int64_t>(by_vertex.size()) == t_end,
-                "vertices_to_snapshots: {} tensors for {} snapshots", by_vertex.size(), t_end);
-  const Block mine = owned_snapshots(layout, r, t_end);
-  const std::int64_t n_own = vertex_count(layout, r);
-  const std::int64_t N = layout.vertex_offsets.back();
-  const std::int64_t v0 = layout.vertex_offsets[r], v1 = layout.vertex_offsets[r + 1];
-  // As in snapshots_to_vertices, this rank's own rows do not travel: they are copied straight
-  // into its snapshots, or, when it holds every vertex (P = 1), its inputs are the result.
-  const ExchangeRows rows = exchange_rows(layout, r, t_end);
-  Tensor recv;
-  if (P > 1) {
-    Tensor send =
-        exchange_buffer(buffers ? &buffers->sent : nullptr, rows.vertex_total, cols, device);
-    std::int64_t at = 0;
-    for (int q = 0; q < P; ++q) {
-      if (q == r) continue;
-      const Block theirs = owned_snapshots(layout, q, t_end);
-      for (std::int64_t t = theirs.begin; t < theirs.end; ++t) {
-        send.rows_slice(at, at + n_own).copy_from(by_vertex[t]);
-        at += n_own;
-      }
-    }
-    recv = exchange_buffer(buffers ? &buffers->snapshot_side : nullptr, rows.snapshot_total, cols,
-                           device);
-    comm.alltoallv(send, rows.vertex_side, recv, rows.snapshot_side);
-  }
-  std::vector<Tensor> out;
-  out.reserve(static_cast<std::size_t>(mine.size()));
-  for (std::int64_t t = mine.begin; t < mine.end; ++t) {
-    if (n_own == N) {
-      out.push_back(by_vertex[t]);
-      continue;
-    }
-    Tensor g = Tensor::empty({N, cols}, DType::f32, device);
-    g.rows_slice(v0, v1).copy_from(by_vertex[t]);
-    out.push_back(std::move(g));
-  }
-  for_each_snapshot_side_block(layout, r, out, recv,
-                               [](const Tensor& block, Tensor g) { g.copy_from(block); });
-  return out;
-}
-
-std::int64_t transposition_bytes(const TemporalLayout& layout, std::int64_t t_end,
-                                 std::int64_t cols) {
-  const int P = static_cast<int>(layout.vertex_offsets.size()) - 1;
-  const std::int64_t N = layout.vertex_offsets.back();
-  std::int64_t rows = 0;
-  for (int r = 0; r < P; ++r) rows += owned_snapshots(layout, r, t_end).size() * (N - vertex_count(layout, r));
-  return rows * cols * static_cast<std::int64_t>(sizeof(float));
-}
-
-namespace {
-
-// ---- per-snapshot graphs ----
-
-// D^-1/2 (A + I) D^-1/2 over weighted in-edges, D = 1 + weighted in-degree (of the whole
-// snapshot, so every layout computes the same entries), for rows [row_begin, row_end). Columns:
-// global ids when col_of is empty, else col_of(global id). Row v starts with its self loop.
-template <class ColOf>
-LocalCsr normalized_rows(const Csr& s, const std::vector<double>& degree, NodeId row_begin,
-                         NodeId row_end, ColOf&& col_of, std::int64_t num_cols) {
-  LocalCsr a;
-  a.num_rows = row_end - row_begin;
-  a.num_cols = num_cols;
-  a.indptr.assign(static_cast<std::size_t>(a.num_rows + 1), 0);
-  for (NodeId v = row_begin; v < row_end; ++v) {
-    const double dv = degree[v];
-    a.indices.push_back(static_cast<LocalId>(col_of(v)));
-    a.values.push_back(static_cast<float>(1.0 / dv));
-    for (EdgeId e = s.indptr[v]; e < s.indptr[v + 1]; ++e) {
-      const NodeId u = s.indices[e];
-      a.indices.push_back(static_cast<LocalId>(col_of(u)));
-      a.values.push_back(static_cast<float>(s.values[e] / std::sqrt(degree[u] * dv)));
-    }
-    a.indptr[v - row_begin + 1] = static_cast<EdgeId>(a.indices.size());
-  }
-  return a;
-}
-
-std::vector<double> weighted_degree(const Csr& s) {
-  std::vector<double> d(static_cast<std::size_t>(s.num_rows), 1.0);
-  for (std::int64_t v = 0; v < s.num_rows; ++v)
-    for (EdgeId e = s.indptr[v]; e < s.indptr[v + 1]; ++e) d[v] += s.values[e];
-  return d;
-}
-
-// Rows of other ranks one snapshot's aggregation reads (vertex layout): the halo rows arrive in
-// owner order (ascending global id) after the owned rows.
-struct HaloPlan {
-  std::vector<std::int64_t> send_counts, recv_counts;  // rows per rank
-  Tensor send_rows;                                    // i32 local rows to send, by rank
-  std::int64_t num_halo = 0;
-};
-
-struct SnapshotGraph {
-  kernels::SparseMatrix forward, backward;  // A and A^T
-  HaloPlan halo;                            // vertex layout only
-  Tensor features;                          // [rows, F]
-};
-
-// x: [n_own, H] -> [n_own + n_halo, H] with the halo rows fetched from their owners, over the
-// data plane on x's device.
-Tensor halo_forward(comm::Communicator& data, const HaloPlan& plan, const Tensor& x) {
-  const std::int64_t n = x.rows(), H = x.cols();
-  Tensor full = Tensor::empty({n + plan.num_halo, H}, DType::f32, x.device());
-  full.rows_slice(0, n).copy_from(x);
-  Tensor send = Tensor::empty({plan.send_rows.numel(), H}, DType::f32, x.device());
-  if (plan.send_rows.numel() > 0) kernels::gather_rows(x, plan.send_rows, send);
-  Tensor halo_rows = full.rows_slice(n, n + plan.num_halo);
-  data.alltoallv(send, plan.send_counts, halo_rows, plan.recv_counts);
-  return full;
-}
-
-// grad: [n_own + n_halo, H] -> [n_own, H], halo gradients summed at their owners: one segment
-// per peer in rank order (a peer asks for a row once), so the sum's order is fixed on every
-// backend.
-Tensor halo_backward(comm::Communicator& data, const HaloPlan& plan, const Tensor& grad,
-                     std::int64_t n_own) {
-  const std::int64_t H = grad.cols();
-  Tensor out = grad.rows_slice(0, n_own).clone();
-  Tensor back = Tensor::empty({plan.send_rows.numel(), H}, DType::f32, grad.device());
-  data.alltoallv(grad.rows_slice(n_own, grad.rows()), plan.recv_counts, back, plan.send_counts);
-  if (plan.send_rows.numel() > 0)
-    kernels::scatter_add_rows_segmented(back, plan.send_rows, plan.send_counts, out);
-  return out;
-}
-
-// The plan that fetches rows `halo` (global ids, ascending, none in this rank's vertex range)
-// from their owners; its row list lives on `device`. Collective over the control
-// communicator: one alltoallv of the requested ids.
-HaloPlan make_halo_plan(comm::Communicator& comm, const TemporalLayout& layout,
-                        const std::vector<NodeId>& halo, Device device) {
-  HaloPlan plan;
-  const NodeId v0 = layout.vertex_offsets[comm.rank()], v1 = layout.vertex_offsets[comm.rank() + 1];
-  plan.num_halo = static_cast<std::int64_t>(halo.size());
-  plan.recv_counts.assign(static_cast<std::size_t>(comm.size()), 0);
-  for (NodeId u : halo) {
-    const auto owner = std::upper_bound(layout.vertex_offsets.begin(),
-                                        layout.vertex_offsets.end(), u) -
-                       layout.vertex_offsets.begin() - 1;
-    ++plan.recv_counts[owner];
-  }
-  const auto requested = comm.alltoallv<NodeId>(halo, plan.recv_counts, &plan.send_counts);
-  std::vector<std::int32_t> rows(requested.size());
-  for (std::size_t i = 0; i < requested.size(); ++i) {
-    TESSEL_ASSERT(requested[i] >= v0 && requested[i] < v1, "halo request for row {}", requested[i]);
-    rows[i] = static_cast<std::int32_t>(requested[i] - v0);
-  }
-  plan.send_rows = Tensor::from_vector(rows);
-  if (!device.is_cpu()) plan.send_rows = plan.send_rows.to(device);
-  return plan;
-}
-
 Tensor matmul(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   Tensor y = Tensor::empty({ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols()}, DType::f32,
                            a.device());
@@ -404,9 +126,10 @@ class DynamicTrainer {
 public:
   // The runtime gives the device every tensor of the model lives on and the data plane that
   // carries them (halo rows, the transposition, gradients); counts and metrics use `comm`.
-  DynamicTrainer(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime)
-      : comm_(comm), data_(*runtime.data), device_(runtime.device), options_(options) {
-    manifest_ = partition::read_temporal_manifest(options.part_dir);
+  DynamicTrainer(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime,
+                 partition::TemporalManifest manifest)
+      : comm_(comm), data_(*runtime.data), device_(runtime.device), options_(options),
+        manifest_(std::move(manifest)) {
     TESSEL_EXPECTS(manifest_.num_parts == comm.size(),
                    "{} holds a temporal partition into {} parts, but {} ranks are running: run "
                    "mpirun -np {}",
@@ -1324,7 +1047,7 @@ struct DynamicModelProbe::Impl {
   Impl(comm::Communicator& comm, const TrainOptions& o)
       : options(o),
         runtime{Device::cpu(), &kernels::default_context(Device::cpu()), &comm, &comm},
-        trainer(comm, options, runtime) {}
+        trainer(comm, options, runtime, partition::read_temporal_manifest(o.part_dir)) {}
 };
 
 DynamicModelProbe::DynamicModelProbe(comm::Communicator& comm, const TrainOptions& options)
@@ -1343,8 +1066,10 @@ std::string format_mb(double bytes) { return fmt::format("{:.2f} MB", bytes / 1e
 // the test MRR at the best epoch in checkpoints.
 class DynamicMode final : public Trainer {
 public:
-  DynamicMode(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime)
-      : comm_(comm), options_(options), device_(runtime.device), trainer_(comm, options, runtime) {
+  DynamicMode(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime,
+              const partition::TemporalManifest& manifest)
+      : comm_(comm), options_(options), device_(runtime.device),
+        trainer_(comm, options, runtime, manifest) {
     const auto& info = trainer_.info();
     cls_ = trainer_.classification();
     link_ = trainer_.link_prediction();
@@ -1522,16 +1247,32 @@ void dynamic_defaults(TrainOptions& options,
   if (!given("--dropout")) options.model.dropout = 0.0f;
 }
 
+LoadedPart load_temporal_part(comm::Communicator& /*comm*/, TrainOptions& options) {
+  LoadedPart loaded;
+  loaded.temporal = partition::read_temporal_manifest(options.part_dir);
+  loaded.activity = fmt::format(
+      "setting up dynamic training of {} with --hidden {} on {} nodes x {} snapshots x {} "
+      "features (lower --hidden)",
+      options.model.kind, options.model.hidden, loaded.temporal->num_nodes,
+      loaded.temporal->num_snapshots, loaded.temporal->feature_dim);
+  return loaded;
+}
+
+// --device and --comm as in the other modes: a GPU per rank (ranks may share one, the data
+// plane then staging through pinned host memory) or the CPU.
+std::unique_ptr<Trainer> make_dynamic_trainer(TrainerContext context) {
+  return std::make_unique<DynamicMode>(context.comm, context.options, context.runtime,
+                                       *context.loaded.temporal);
+}
+
+RunInfo dynamic_run_info(const Trainer& trainer, const TrainerContext& /*context*/) {
+  return static_cast<const DynamicMode&>(trainer).run_info();
+}
+
 TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options) {
-  check_run_options(options);
-  Stopwatch setup_watch;
-  // --device and --comm as in the other modes: a GPU per rank (ranks may share one, the data
-  // plane then staging through pinned host memory) or the CPU.
-  RuntimeHolder runtime = make_runtime(comm, options, find_mode("dynamic"));
-  log::info("{}", runtime.description);
-  if (!runtime.placement.empty()) log::info("{}", runtime.placement);
-  DynamicMode mode(comm, options, runtime.runtime);
-  return drive_training(comm, options, runtime.runtime, mode, mode.run_info(), setup_watch);
+  TrainOptions dynamic = options;
+  dynamic.mode = "dynamic";
+  return train(comm, dynamic);
 }
 
 }  // namespace tessel::train

@@ -4,7 +4,6 @@
 #include "tessel/comm/nccl_communicator.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/mpi.hpp"
-#include "tessel/train/dynamic.hpp"
 
 #include "tessel/core/log.hpp"
 
@@ -20,13 +19,14 @@ namespace tessel::train {
 
 namespace {
 
+// A graph mode (load_graph_part, graph_run_info) or the temporal one.
 ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerContext)> make,
-              std::function<TrainResult(comm::Communicator&, const TrainOptions&)> run,
               std::function<void(const TrainOptions&, int)> check = nullptr) {
   ModeInfo m;
   static_cast<ModeTraits&>(m) = std::move(traits);
+  m.load = m.temporal ? load_temporal_part : load_graph_part;
   m.make = std::move(make);
-  m.run = std::move(run);
+  m.describe = m.temporal ? dynamic_run_info : graph_run_info;
   m.check = std::move(check);
   return m;
 }
@@ -38,28 +38,26 @@ const std::vector<ModeInfo>& mode_table() {
             .only_model = "", .own_flags = {"--halo-dtype", "--boundary-sampling", "--halo-aggregation",
                                        "--stale-halo", "--stale-smoothing"},
             .apply_defaults = nullptr},
-           make_full_trainer, nullptr, check_full_options),
+           make_full_trainer, check_full_options),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
             .benched_by_default = true, .only_model = "",
             .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",
                           "--cache-admit-fraction", "--graph-placement", "--sample-routing",
                           "--prefetch", "--batch-size", "--max-batches"},
             .apply_defaults = nullptr},
-           make_sampled_trainer, nullptr),
+           make_sampled_trainer),
       mode({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
             .benched_by_default = false, .only_model = "sign-mlp",
             .own_flags = {"--hops", "--operator", "--mlp-layers", "--stages", "--data-parallel",
                           "--micro-batches", "--schedule", "--split", "--features",
                           "--batch-size", "--max-batches"},
             .apply_defaults = nullptr},
-           make_pipeline_trainer, nullptr, check_pipeline_options),
-      // Dynamic mode sets its run up itself (temporal partitions, its runtime), then hands its
-      // trainer to the shared driver.
+           make_pipeline_trainer, check_pipeline_options),
       mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
             .only_model = "",
             .own_flags = {"--temporal-partition", "--task", "--negatives", "--eval-negatives"},
             .apply_defaults = dynamic_defaults},
-           nullptr, train_dynamic),
+           make_dynamic_trainer),
   };
   return table;
 }

@@ -9,11 +9,14 @@
 
 namespace tessel::train {
 
-// A mode: its traits, and how it runs: a Trainer built on the runtime (make), or a driver of
-// the whole run that reads its own partition (run, for the temporal mode).
+// A mode: its traits, and the steps train() runs it by: read this rank's share of the partition
+// folder (load, before the runtime is chosen; it may settle options that depend on the data),
+// build its Trainer on the runtime (make), and describe the run for the log and checkpoints
+// (describe). The shared driver then runs the epochs.
 struct ModeInfo : ModeTraits {
+  std::function<LoadedPart(comm::Communicator&, TrainOptions&)> load;
   std::function<std::unique_ptr<Trainer>(TrainerContext)> make;
-  std::function<TrainResult(comm::Communicator&, const TrainOptions&)> run;
+  std::function<RunInfo(const Trainer&, const TrainerContext&)> describe;
   // The mode's refusals that need no data, for `ranks` ranks (may be empty).
   std::function<void(const TrainOptions&, int ranks)> check;
 };

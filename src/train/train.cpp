@@ -301,18 +301,13 @@ void check_run_options(const TrainOptions& options) {
                  "--lr must be a positive finite number, got {}", options.optimizer.lr);
 }
 
-TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
-  TrainOptions options = options_in;
-  check_mode_options(options, comm.size());
-  Stopwatch setup_watch;
-  const int threads = choose_threads(options.threads);
-  kernels::set_cpu_threads(threads);
-  const ModeInfo& mode = find_mode(options.mode);
-  if (mode.run) return mode.run(comm, options);
-
+LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options) {
   RankPartition read = read_rank_partition(comm, options.part_dir);
-  const partition::Manifest& manifest = read.manifest;
-  partition::Part& part = read.part;
+  LoadedPart loaded;
+  loaded.manifest = std::move(read.manifest);
+  loaded.part = std::move(read.part);
+  const partition::Manifest& manifest = loaded.manifest;
+  partition::Part& part = loaded.part;
   options.model.in_dim = manifest.feature_dim;
   options.model.out_dim = manifest.num_classes;
   options.model.seed = options.seed;
@@ -327,37 +322,55 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     kernels::normalize_rows(features);
     std::copy_n(features.data<float>(), features.numel(), part.features.data());
   }
+  // An allocation that fails while the trainer is built is named with the flags that size it.
+  const double weights_gb =
+      4e-9 * options.model.hidden *
+      (static_cast<double>(manifest.feature_dim) + static_cast<double>(manifest.num_classes) +
+       std::max(0, options.model.layers - 2) * static_cast<double>(options.model.hidden));
+  loaded.activity =
+      fmt::format("setting up {} training of a {}-layer {} model with --hidden {} on {} nodes "
+                  "x {} features (weights alone {:.2g} GB; lower --hidden or --layers)",
+                  options.mode, options.model.layers, options.model.kind, options.model.hidden,
+                  part.num_owned, manifest.feature_dim, weights_gb);
+  return loaded;
+}
 
+RunInfo graph_run_info(const Trainer& /*trainer*/, const TrainerContext& context) {
+  const TrainOptions& options = context.options;
+  return {.mode = options.mode,
+          .model_json = model_signature(options),
+          .setup_line = fmt::format("{} training: {} x {}, {} {} layers hidden {}, {} "
+                                    "nodes, GEMM {}",
+                                    options.mode, log::counted(context.comm.size(), "rank"),
+                                    log::counted(context.threads, "thread"), options.model.kind,
+                                    options.model.kind == "sign-mlp"
+                                        ? options.pipeline.mlp_layers
+                                        : options.model.layers,
+                                    options.model.hidden, context.manifest.num_nodes,
+                                    kernels::cpu_gemm_backend()),
+          .runtime_line = ""};
+}
+
+TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
+  TrainOptions options = options_in;
+  check_mode_options(options, comm.size());
+  Stopwatch setup_watch;
+  const int threads = choose_threads(options.threads);
+  kernels::set_cpu_threads(threads);
+  const ModeInfo& mode = find_mode(options.mode);
+  LoadedPart loaded = mode.load(comm, options);
   RuntimeHolder runtime = make_runtime(comm, options, mode);
-  TrainerContext context{comm, options, manifest, part, runtime.runtime};
+  TrainerContext context{comm,           options, loaded.manifest, loaded.part,
+                         runtime.runtime, loaded,  threads};
   std::unique_ptr<Trainer> trainer;
   {
-    // An allocation that fails while the trainer is built is named with the flags that size it.
-    const double weights_gb =
-        4e-9 * options.model.hidden *
-        (static_cast<double>(manifest.feature_dim) + static_cast<double>(manifest.num_classes) +
-         std::max(0, options.model.layers - 2) * static_cast<double>(options.model.hidden));
-    const ScopedActivity activity(
-        fmt::format("setting up {} training of a {}-layer {} model with --hidden {} on {} nodes "
-                    "x {} features (weights alone {:.2g} GB; lower --hidden or --layers)",
-                    options.mode, options.model.layers, options.model.kind, options.model.hidden,
-                    part.num_owned, manifest.feature_dim, weights_gb));
+    const ScopedActivity activity(loaded.activity);
     trainer = mode.make(context);
   }
-  const RunInfo info{
-      .mode = options.mode,
-      .model_json = model_signature(options),
-      .setup_line = fmt::format("{} training: {} x {}, {} {} layers hidden {}, {} "
-                                "nodes, GEMM {}",
-                                options.mode, log::counted(comm.size(), "rank"),
-                                log::counted(threads, "thread"), options.model.kind,
-                                options.model.kind == "sign-mlp" ? options.pipeline.mlp_layers
-                                                                 : options.model.layers,
-                                options.model.hidden, manifest.num_nodes,
-                                kernels::cpu_gemm_backend()),
-      .runtime_line = runtime.placement.empty()
+  RunInfo info = mode.describe(*trainer, context);
+  info.runtime_line = runtime.placement.empty()
                           ? runtime.description
-                          : runtime.description + "\n" + runtime.placement};
+                          : runtime.description + "\n" + runtime.placement;
   if (!options.predict_from.empty()) {
     // Inference only: the checkpoint's parameters, the mode's whole-graph prediction.
     CheckpointMeta expect;

@@ -11,12 +11,16 @@
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
+#include "tessel/partition/temporal.hpp"
 #include "tessel/train/train.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace tessel::train {
 
@@ -115,6 +119,16 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                            const Runtime& runtime, Trainer& trainer, const RunInfo& info,
                            const Stopwatch& setup_watch);
 
+// What a mode's load step read of the partition folder for this rank, before its runtime is
+// chosen: the graph modes' manifest and part, or the temporal mode's manifest.
+struct LoadedPart {
+  partition::Manifest manifest;  // the graph modes (empty in the temporal mode)
+  partition::Part part;
+  std::optional<partition::TemporalManifest> temporal;  // the temporal mode
+  // What building the trainer does, for the message of an allocation that fails there.
+  std::string activity;
+};
+
 // Shared state a mode is built from. `comm` is the runtime's control communicator.
 struct TrainerContext {
   comm::Communicator& comm;
@@ -122,7 +136,24 @@ struct TrainerContext {
   const partition::Manifest& manifest;
   partition::Part& part;
   const Runtime& runtime;
+  const LoadedPart& loaded;
+  int threads = 1;  // this rank's OpenMP threads
 };
+
+// The graph modes' load step: read_rank_partition, the model's input and output widths from the
+// manifest, and --normalize-features applied to the part's rows. Collective.
+LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options);
+// The graph modes' run description: the model signature and the setup line.
+RunInfo graph_run_info(const Trainer& trainer, const TrainerContext& context);
+// The temporal mode: reads partition.json of a temporal partition (the trainer reads the store
+// after its runtime is chosen), builds the trainer, and describes it.
+LoadedPart load_temporal_part(comm::Communicator& comm, TrainOptions& options);
+std::unique_ptr<Trainer> make_dynamic_trainer(TrainerContext context);
+RunInfo dynamic_run_info(const Trainer& trainer, const TrainerContext& context);
+// Dynamic mode's defaults: node regression takes the usual recipe's model (1 GCN layer, no
+// dropout) unless --layers or --dropout is given.
+void dynamic_defaults(TrainOptions& options,
+                      const std::function<bool(const std::string&)>& given);
 
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
 // The full mode's flags that exclude each other (boundary sampling changes the cut every

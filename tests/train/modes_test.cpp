@@ -43,8 +43,8 @@ TEST(Modes, UnknownNameNamesTheKnownOnes) {
   }
 }
 
-// A mode's name as a string literal appears only in the mode table and, for a mode that drives
-// its own run, in that mode's file (its checkpoints and metrics name it), and as the default of
+// A mode's name as a string literal appears only in the mode table and, for the temporal mode,
+// in its file (its run description and train_dynamic name it), and as the default of
 // TrainOptions::mode.
 TEST(Modes, NamesAreWrittenOnlyInTheTable) {
   const fs::path root = TESSEL_SOURCE_DIR;

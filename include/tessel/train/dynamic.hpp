@@ -80,12 +80,7 @@ private:
 };
 
 // Trains options.model.kind (gcn-gru, gcn-lstm, evolvegcn-o) on the temporal partition folder
-// options.part_dir. Collective; called by train() for --mode dynamic.
+// options.part_dir: train() in --mode dynamic. Collective.
 TrainResult train_dynamic(comm::Communicator& comm, const TrainOptions& options);
-
-// Dynamic mode's defaults: node regression takes the usual recipe's model (1 GCN layer, no
-// dropout) unless --layers or --dropout is given.
-void dynamic_defaults(TrainOptions& options,
-                      const std::function<bool(const std::string&)>& given);
 
 }  // namespace tessel::train
