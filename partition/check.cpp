@@ -59,96 +59,134 @@ std::vector<std::uint8_t> split_mask(const std::vector<NodeId>& ids, std::int64_
   return mask;
 }
 
-} // namespace
+// One check of a partition folder: the state gathered part by part (who owns which source node,
+// the halo records, the edge sums), one method per invariant, and the totals at the end.
+class PartitionChecker {
+ public:
+  PartitionChecker(const std::filesystem::path& dir, const CheckOptions& options)
+      : dir_(dir), options_(options), m_(read_manifest(dir)),
+        manifest_name_((dir / "partition.json").string()) {
+    n_ = m_.num_nodes;
+    TESSEL_EXPECTS(n_ <= std::numeric_limits<std::int32_t>::max(),
+                   "{}: {} nodes do not fit 32-bit ids", manifest_name_, n_);
+    load_source();
+    orig_of_new_.assign(static_cast<std::size_t>(n_), -1);
+    degree_of_.assign(static_cast<std::size_t>(n_), -1);
+    out_degree_.assign(m_.symmetrized ? static_cast<std::size_t>(n_) : 0, 0);
+    have_part_stats_ = m_.raw.contains("parts") && m_.raw["parts"].is_array() &&
+                       static_cast<int>(m_.raw["parts"].size()) == m_.num_parts;
+    choose_parts();
+  }
 
-CheckReport check_partition(const std::filesystem::path& dir, const CheckOptions& options) {
-  const Manifest m = read_manifest(dir);
-  const std::string manifest_name = (dir / "partition.json").string();
-  const int k = m.num_parts;
-  const std::int64_t n = m.num_nodes;
-  TESSEL_EXPECTS(n <= std::numeric_limits<std::int32_t>::max(),
-                 "{}: {} nodes do not fit 32-bit ids", manifest_name, n);
+  CheckReport run() {
+    for (const int p : parts_) check_part(p);
+    check_halo_owners();
+    CheckReport report;
+    report.num_parts = m_.num_parts;
+    report.checked_parts = parts_;
+    report.compared_with_source = source_ != nullptr;
+    if (every_part_) check_totals();
+    // Checksum mismatches are reported after every invariant, which say more precisely what is
+    // wrong; the checksums then catch edits that keep every invariant (a label, say).
+    TESSEL_EXPECTS(checksum_mismatch_.empty(), "{}", checksum_mismatch_);
+    report.num_nodes = every_part_ ? n_ : nodes_checked_;
+    report.num_edges = num_edges_;
+    report.edge_cut = edge_cut_;
+    report.total_halo = static_cast<std::int64_t>(halos_.size());
+    return report;
+  }
 
+ private:
   // Optional source: its training graph, labels, splits and feature rows to compare with.
-  std::optional<datasets::Dataset> loaded;
-  const datasets::Dataset* source = options.source_data;
-  std::unique_ptr<FeatureSource> source_features;
-  if (!options.source_store.empty()) {
-    datasets::ReadOptions read;
-    read.features = false;
-    loaded = datasets::read_store(options.source_store, read);
-    source = &*loaded;
-    if (json_string(m.raw, "source", "checksum_of") == "file") {
-      const auto sum = file_checksum(options.source_store);
-      const auto recorded = json_string(m.raw, "source", "checksum");
-      TESSEL_EXPECTS(sum == recorded,
-                     "{}: source {} has checksum {}, but the partition was made from {}",
-                     manifest_name, options.source_store.string(), sum, recorded);
+  void load_source() {
+    source_ = options_.source_data;
+    if (!options_.source_store.empty()) {
+      datasets::ReadOptions read;
+      read.features = false;
+      loaded_ = datasets::read_store(options_.source_store, read);
+      source_ = &*loaded_;
+      if (json_string(m_.raw, "source", "checksum_of") == "file") {
+        const auto sum = file_checksum(options_.source_store);
+        const auto recorded = json_string(m_.raw, "source", "checksum");
+        TESSEL_EXPECTS(sum == recorded,
+                       "{}: source {} has checksum {}, but the partition was made from {}",
+                       manifest_name_, options_.source_store.string(), sum, recorded);
+      }
+      source_features_ =
+          std::make_unique<StoreFeatures>(options_.source_store, source_->feature_dim);
+    } else if (source_) {
+      source_features_ = std::make_unique<MemoryFeatures>(source_->features, source_->feature_dim);
     }
-    source_features = std::make_unique<StoreFeatures>(options.source_store, source->feature_dim);
-  } else if (source) {
-    source_features = std::make_unique<MemoryFeatures>(source->features, source->feature_dim);
-  }
-  GraphCsr expected;
-  std::vector<std::uint8_t> in_train, in_valid, in_test;
-  if (source) {
-    TESSEL_EXPECTS(source->num_nodes == n && source->feature_dim == m.feature_dim &&
-                       source->num_classes == m.num_classes,
+    if (!source_) return;
+    TESSEL_EXPECTS(source_->num_nodes == n_ && source_->feature_dim == m_.feature_dim &&
+                       source_->num_classes == m_.num_classes,
                    "{}: {} nodes, {} features, {} classes; the source has {}, {}, {}",
-                   manifest_name, n, m.feature_dim, m.num_classes, source->num_nodes,
-                   source->feature_dim, source->num_classes);
-    source->graph.validate("source graph");
-    expected = clean_graph(source->graph, m.symmetrized);
-    in_train = split_mask(source->train, n);
-    in_valid = split_mask(source->valid, n);
-    in_test = split_mask(source->test, n);
+                   manifest_name_, n_, m_.feature_dim, m_.num_classes, source_->num_nodes,
+                   source_->feature_dim, source_->num_classes);
+    source_->graph.validate("source graph");
+    expected_ = clean_graph(source_->graph, m_.symmetrized);
+    in_train_ = split_mask(source_->train, n_);
+    in_valid_ = split_mask(source_->valid, n_);
+    in_test_ = split_mask(source_->test, n_);
   }
 
-  std::vector<NodeId> orig_of_new(static_cast<std::size_t>(n), -1);
-  std::vector<std::int64_t> degree_of(static_cast<std::size_t>(n), -1);
-  std::vector<std::int64_t> out_degree(m.symmetrized ? static_cast<std::size_t>(n) : 0, 0);
-  std::vector<HaloRecord> halos;
-  std::uint64_t forward_sum = 0, backward_sum = 0;
-  std::int64_t num_edges = 0, edge_cut = 0, num_train = 0, num_valid = 0, num_test = 0;
-  const bool have_part_stats = m.raw.contains("parts") && m.raw["parts"].is_array() &&
-                               static_cast<int>(m.raw["parts"].size()) == k;
+  // Every part, or the --only ones (sorted, each once, each one of the partition's).
+  void choose_parts() {
+    parts_ = options_.only_parts;
+    every_part_ = parts_.empty();
+    if (every_part_)
+      for (int p = 0; p < m_.num_parts; ++p) parts_.push_back(p);
+    std::sort(parts_.begin(), parts_.end());
+    parts_.erase(std::unique(parts_.begin(), parts_.end()), parts_.end());
+    for (const int p : parts_)
+      TESSEL_EXPECTS(p >= 0 && p < m_.num_parts,
+                     "{}: there is no part {} (the partition has parts 0 to {})", manifest_name_,
+                     p, m_.num_parts - 1);
+  }
 
-  // Checksum mismatches are reported after every invariant below, which say more precisely
-  // what is wrong; the checksums then catch edits that keep every invariant (a label, say).
-  std::string checksum_mismatch;
-  std::vector<int> parts = options.only_parts;
-  const bool every_part = parts.empty();
-  if (every_part)
-    for (int p = 0; p < k; ++p) parts.push_back(p);
-  std::sort(parts.begin(), parts.end());
-  parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
-  for (const int p : parts)
-    TESSEL_EXPECTS(p >= 0 && p < k, "{}: there is no part {} (the partition has parts 0 to {})",
-                   manifest_name, p, k - 1);
-  std::int64_t nodes_checked = 0;
-  for (const int p : parts) {
+  void check_part(int p) {
     LoadOptions load;
-    load.features = true; // their values are checked even without a source to compare with
-    load.checksum_mismatch = &checksum_mismatch;
-    const std::string name = (dir / part_file_name(p)).string();
+    load.features = true;  // their values are checked even without a source to compare with
+    load.checksum_mismatch = &checksum_mismatch_;
+    const std::string name = (dir_ / part_file_name(p)).string();
     std::error_code exists_ec;
-    TESSEL_EXPECTS(!every_part || std::filesystem::exists(name, exists_ec),
+    TESSEL_EXPECTS(!every_part_ || std::filesystem::exists(name, exists_ec),
                    "{}: no such file (a folder that holds only some of the parts, as each host "
                    "does when it keeps the parts of its own ranks, is checked with --only P,Q,...)",
                    name);
-    const Part part = load_part(dir, p, m, load);
-    const std::int64_t owned = part.num_owned, halo = part.num_halo;
-    nodes_checked += owned;
-    datasets::check_feature_values(name, part.features.data(), 0, owned, part.feature_dim);
-
-    for (std::int64_t i = 0; i < owned; ++i) {
-      const NodeId v = part.orig_id[i];
-      TESSEL_EXPECTS(degree_of[v] < 0, "{}: source node {} (local {}) is owned by another part too",
-                     name, v, i);
-      orig_of_new[part.offset + i] = v;
-      degree_of[v] = part.degree[i];
+    const Part part = load_part(dir_, p, m_, load);
+    nodes_checked_ += part.num_owned;
+    datasets::check_feature_values(name, part.features.data(), 0, part.num_owned,
+                                   part.feature_dim);
+    check_ownership(name, part);
+    check_halo_order(name, p, part);
+    const std::int64_t part_cut = check_rows(name, part);
+    num_edges_ += part.graph.num_edges();
+    edge_cut_ += part_cut;
+    check_split_order(name, part);
+    if (have_part_stats_) check_part_stats(name, p, part, part_cut);
+    if (source_) {
+      check_labels(name, part);
+      check_splits_against_source(name, part);
+      check_features_against_source(name, part);
     }
-    for (std::int64_t h = 0; h < halo; ++h) {
+  }
+
+  // Each source node is owned by one part; records its new id and degree.
+  void check_ownership(const std::string& name, const Part& part) {
+    for (std::int64_t i = 0; i < part.num_owned; ++i) {
+      const NodeId v = part.orig_id[i];
+      TESSEL_EXPECTS(degree_of_[v] < 0,
+                     "{}: source node {} (local {}) is owned by another part too", name, v, i);
+      orig_of_new_[part.offset + i] = v;
+      degree_of_[v] = part.degree[i];
+    }
+  }
+
+  // Halo nodes ascend by (owner, owner_local); records them for check_halo_owners.
+  void check_halo_order(const std::string& name, int p, const Part& part) {
+    const std::int64_t owned = part.num_owned;
+    for (std::int64_t h = 0; h < part.num_halo; ++h) {
       if (h > 0) {
         const auto prev = std::pair(part.halo_owner[h - 1], part.halo_owner_local[h - 1]);
         const auto cur = std::pair(part.halo_owner[h], part.halo_owner_local[h]);
@@ -156,13 +194,17 @@ CheckReport check_partition(const std::filesystem::path& dir, const CheckOptions
                        "{}: halo nodes {} and {} are not in increasing (owner, owner_local) order",
                        name, h - 1, h);
       }
-      halos.push_back({p, part.halo_owner[h], part.halo_owner_local[h], h, part.orig_id[owned + h],
-                       part.degree[owned + h]});
+      halos_.push_back({p, part.halo_owner[h], part.halo_owner_local[h], h,
+                        part.orig_id[owned + h], part.degree[owned + h]});
     }
+  }
 
+  // Rows: degree, no self-loop, strictly increasing columns, every halo node used, the source's
+  // in-neighbors; adds the symmetry sums. Returns the part's cut edges.
+  std::int64_t check_rows(const std::string& name, const Part& part) {
+    const std::int64_t owned = part.num_owned, halo = part.num_halo;
     std::vector<std::uint8_t> halo_used(static_cast<std::size_t>(halo), 0);
     std::int64_t part_cut = 0;
-    std::vector<NodeId> row_orig;
     for (std::int64_t i = 0; i < owned; ++i) {
       const EdgeId b = part.graph.indptr[i], e = part.graph.indptr[i + 1];
       TESSEL_EXPECTS(e - b == part.degree[i],
@@ -181,153 +223,183 @@ CheckReport check_partition(const std::filesystem::path& dir, const CheckOptions
           ++part_cut;
         }
         const NodeId src = part.orig_id[c];
-        if (m.symmetrized) {
-          forward_sum +=
+        if (m_.symmetrized) {
+          forward_sum_ +=
               edge_hash(static_cast<std::uint64_t>(src), static_cast<std::uint64_t>(dst));
-          backward_sum +=
+          backward_sum_ +=
               edge_hash(static_cast<std::uint64_t>(dst), static_cast<std::uint64_t>(src));
-          ++out_degree[src];
+          ++out_degree_[src];
         }
       }
-      if (source) {
-        row_orig.clear();
-        for (EdgeId x = b; x < e; ++x)
-          row_orig.push_back(part.orig_id[part.graph.indices[x]]);
-        std::sort(row_orig.begin(), row_orig.end());
-        const auto eb = expected.indptr[dst], ee = expected.indptr[dst + 1];
-        TESSEL_EXPECTS(
-            static_cast<EdgeId>(row_orig.size()) == ee - eb &&
-                std::equal(row_orig.begin(), row_orig.end(), expected.indices.begin() + eb),
-            "{}: the in-neighbors of owned node {} (source node {}) differ from the "
-            "source graph's",
-            name, i, dst);
-      }
+      if (source_) check_row_against_source(name, part, i);
     }
     for (std::int64_t h = 0; h < halo; ++h)
       TESSEL_EXPECTS(halo_used[h],
                      "{}: halo node {} (source node {}) is not an in-neighbor of "
                      "any owned node",
                      name, owned + h, part.orig_id[owned + h]);
-    num_edges += part.graph.num_edges();
-    edge_cut += part_cut;
+    return part_cut;
+  }
 
+  void check_row_against_source(const std::string& name, const Part& part, std::int64_t i) {
+    const EdgeId b = part.graph.indptr[i], e = part.graph.indptr[i + 1];
+    const NodeId dst = part.orig_id[i];
+    row_orig_.clear();
+    for (EdgeId x = b; x < e; ++x) row_orig_.push_back(part.orig_id[part.graph.indices[x]]);
+    std::sort(row_orig_.begin(), row_orig_.end());
+    const auto eb = expected_.indptr[dst], ee = expected_.indptr[dst + 1];
+    TESSEL_EXPECTS(
+        static_cast<EdgeId>(row_orig_.size()) == ee - eb &&
+            std::equal(row_orig_.begin(), row_orig_.end(), expected_.indices.begin() + eb),
+        "{}: the in-neighbors of owned node {} (source node {}) differ from the "
+        "source graph's",
+        name, i, dst);
+  }
+
+  // Each split lists local ids in increasing order, each once; adds the split sizes.
+  void check_split_order(const std::string& name, const Part& part) {
     for (const auto* split : {&part.train, &part.valid, &part.test})
       for (std::size_t x = 1; x < split->size(); ++x)
         TESSEL_EXPECTS((*split)[x - 1] < (*split)[x],
                        "{}: a split lists local ids out of order or twice ({} then {})", name,
                        (*split)[x - 1], (*split)[x]);
-    num_train += static_cast<std::int64_t>(part.train.size());
-    num_valid += static_cast<std::int64_t>(part.valid.size());
-    num_test += static_cast<std::int64_t>(part.test.size());
+    num_train_ += static_cast<std::int64_t>(part.train.size());
+    num_valid_ += static_cast<std::int64_t>(part.valid.size());
+    num_test_ += static_cast<std::int64_t>(part.test.size());
+  }
 
-    if (have_part_stats) {
-      const auto& js = m.raw["parts"][p];
-      TESSEL_EXPECTS(json_int(js, {"halo"}, halo) == halo &&
-                         json_int(js, {"edges"}, part.graph.num_edges()) ==
-                             part.graph.num_edges() &&
-                         json_int(js, {"cut_edges"}, part_cut) == part_cut,
-                     "{}: part {} has {} halo nodes, {} edges, {} cut edges; partition.json says "
-                     "{}, {}, {}",
-                     name, p, halo, part.graph.num_edges(), part_cut, json_int(js, {"halo"}, -1),
-                     json_int(js, {"edges"}, -1), json_int(js, {"cut_edges"}, -1));
-    }
+  // The part's halo, edge and cut counts are those partition.json records.
+  void check_part_stats(const std::string& name, int p, const Part& part, std::int64_t part_cut) {
+    const auto& js = m_.raw["parts"][p];
+    const std::int64_t halo = part.num_halo;
+    TESSEL_EXPECTS(json_int(js, {"halo"}, halo) == halo &&
+                       json_int(js, {"edges"}, part.graph.num_edges()) ==
+                           part.graph.num_edges() &&
+                       json_int(js, {"cut_edges"}, part_cut) == part_cut,
+                   "{}: part {} has {} halo nodes, {} edges, {} cut edges; partition.json says "
+                   "{}, {}, {}",
+                   name, p, halo, part.graph.num_edges(), part_cut, json_int(js, {"halo"}, -1),
+                   json_int(js, {"edges"}, -1), json_int(js, {"cut_edges"}, -1));
+  }
 
-    if (source) {
-      for (std::int64_t i = 0; i < owned; ++i) {
-        const NodeId v = part.orig_id[i];
-        const std::int64_t label = source->labels.empty() ? -1 : source->labels[v];
-        TESSEL_EXPECTS(part.labels[i] == label,
-                       "{}: owned node {} (source node {}) has label {}, the source says {}", name,
-                       i, v, part.labels[i], label);
-      }
-      const std::pair<const std::vector<LocalId>*, const std::vector<std::uint8_t>*> splits[] = {
-          {&part.train, &in_train}, {&part.valid, &in_valid}, {&part.test, &in_test}};
-      for (const auto& [local, mask] : splits) {
-        std::int64_t owned_in_source = 0;
-        for (std::int64_t i = 0; i < owned; ++i)
-          owned_in_source += (*mask)[part.orig_id[i]];
-        TESSEL_EXPECTS(static_cast<std::int64_t>(local->size()) == owned_in_source,
-                       "{}: a split lists {} owned nodes, the source has {} of them", name,
-                       local->size(), owned_in_source);
-        for (const LocalId l : *local)
-          TESSEL_EXPECTS((*mask)[part.orig_id[l]],
-                         "{}: local node {} (source node {}) is in a "
-                         "split it is not in in the source",
-                         name, l, part.orig_id[l]);
-      }
-      if (m.feature_dim > 0) {
-        std::vector<std::int32_t> ids(part.orig_id.begin(), part.orig_id.begin() + owned);
-        // Owned original ids ascend by construction of the relabeling; gather needs that.
-        TESSEL_EXPECTS(std::is_sorted(ids.begin(), ids.end()),
-                       "{}: owned nodes are not in increasing source id order", name);
-        std::vector<float> rows(part.features.size());
-        source_features->gather(ids, rows.data());
-        for (std::int64_t i = 0; i < owned; ++i)
-          TESSEL_EXPECTS(std::equal(rows.begin() + i * m.feature_dim,
-                                    rows.begin() + (i + 1) * m.feature_dim,
-                                    part.features.begin() + i * m.feature_dim),
-                         "{}: features of owned node {} (source node {}) differ from the source",
-                         name, i, ids[i]);
-      }
+  void check_labels(const std::string& name, const Part& part) {
+    for (std::int64_t i = 0; i < part.num_owned; ++i) {
+      const NodeId v = part.orig_id[i];
+      const std::int64_t label = source_->labels.empty() ? -1 : source_->labels[v];
+      TESSEL_EXPECTS(part.labels[i] == label,
+                     "{}: owned node {} (source node {}) has label {}, the source says {}", name,
+                     i, v, part.labels[i], label);
     }
   }
 
-  for (const auto& h : halos) {
-    const NodeId g = m.offsets[h.owner] + h.owner_local;
-    if (!every_part && orig_of_new[g] < 0) continue;  // its owner was not checked
-    const std::string name = (dir / part_file_name(h.part)).string();
-    TESSEL_EXPECTS(orig_of_new[g] == h.orig,
-                   "{}: halo node {} is source node {}, but its owner {} (local {}) holds source "
-                   "node {} there",
-                   name, h.index, h.orig, h.owner, h.owner_local, orig_of_new[g]);
-    TESSEL_EXPECTS(h.degree == degree_of[h.orig],
-                   "{}: halo node {} (source node {}) has degree {}, its owner says {}", name,
-                   h.index, h.orig, h.degree, degree_of[h.orig]);
+  void check_splits_against_source(const std::string& name, const Part& part) {
+    const std::pair<const std::vector<LocalId>*, const std::vector<std::uint8_t>*> splits[] = {
+        {&part.train, &in_train_}, {&part.valid, &in_valid_}, {&part.test, &in_test_}};
+    for (const auto& [local, mask] : splits) {
+      std::int64_t owned_in_source = 0;
+      for (std::int64_t i = 0; i < part.num_owned; ++i)
+        owned_in_source += (*mask)[part.orig_id[i]];
+      TESSEL_EXPECTS(static_cast<std::int64_t>(local->size()) == owned_in_source,
+                     "{}: a split lists {} owned nodes, the source has {} of them", name,
+                     local->size(), owned_in_source);
+      for (const LocalId l : *local)
+        TESSEL_EXPECTS((*mask)[part.orig_id[l]],
+                       "{}: local node {} (source node {}) is in a "
+                       "split it is not in in the source",
+                       name, l, part.orig_id[l]);
+    }
   }
-  CheckReport report;
-  report.num_parts = k;
-  report.checked_parts = parts;
-  report.compared_with_source = source != nullptr;
-  if (!every_part) {
-    TESSEL_EXPECTS(checksum_mismatch.empty(), "{}", checksum_mismatch);
-    report.num_nodes = nodes_checked;
-    report.num_edges = num_edges;
-    report.edge_cut = edge_cut;
-    report.total_halo = static_cast<std::int64_t>(halos.size());
-    return report;
+
+  void check_features_against_source(const std::string& name, const Part& part) {
+    if (m_.feature_dim <= 0) return;
+    const std::int64_t owned = part.num_owned;
+    std::vector<std::int32_t> ids(part.orig_id.begin(), part.orig_id.begin() + owned);
+    // Owned original ids ascend by construction of the relabeling; gather needs that.
+    TESSEL_EXPECTS(std::is_sorted(ids.begin(), ids.end()),
+                   "{}: owned nodes are not in increasing source id order", name);
+    std::vector<float> rows(part.features.size());
+    source_features_->gather(ids, rows.data());
+    for (std::int64_t i = 0; i < owned; ++i)
+      TESSEL_EXPECTS(std::equal(rows.begin() + i * m_.feature_dim,
+                                rows.begin() + (i + 1) * m_.feature_dim,
+                                part.features.begin() + i * m_.feature_dim),
+                     "{}: features of owned node {} (source node {}) differ from the source",
+                     name, i, ids[i]);
   }
-  TESSEL_EXPECTS(num_edges == m.num_edges, "{}: the parts hold {} edges, partition.json says {}",
-                 manifest_name, num_edges, m.num_edges);
-  if (source)
-    TESSEL_EXPECTS(num_edges == expected.num_edges(),
-                   "{}: the parts hold {} edges, the source's training graph has {}", manifest_name,
-                   num_edges, expected.num_edges());
-  const std::int64_t recorded_cut = json_int(m.raw, {"edge_cut", "edges"}, edge_cut);
-  TESSEL_EXPECTS(recorded_cut == edge_cut,
-                 "{}: edge cut recomputed from the parts is {}, partition.json says {}",
-                 manifest_name, edge_cut, recorded_cut);
-  TESSEL_EXPECTS(num_train == m.num_train && num_valid == m.num_valid && num_test == m.num_test,
-                 "{}: the parts hold {}/{}/{} train/valid/test nodes, partition.json says {}/{}/{}",
-                 manifest_name, num_train, num_valid, num_test, m.num_train, m.num_valid,
-                 m.num_test);
-  if (m.symmetrized) {
-    for (std::int64_t v = 0; v < n; ++v)
-      TESSEL_EXPECTS(out_degree[v] == degree_of[v],
+
+  // Each halo node is the source node its owner holds at that place, with the owner's degree
+  // (for the owners checked).
+  void check_halo_owners() {
+    for (const auto& h : halos_) {
+      const NodeId g = m_.offsets[h.owner] + h.owner_local;
+      if (!every_part_ && orig_of_new_[g] < 0) continue;  // its owner was not checked
+      const std::string name = (dir_ / part_file_name(h.part)).string();
+      TESSEL_EXPECTS(orig_of_new_[g] == h.orig,
+                     "{}: halo node {} is source node {}, but its owner {} (local {}) holds "
+                     "source node {} there",
+                     name, h.index, h.orig, h.owner, h.owner_local, orig_of_new_[g]);
+      TESSEL_EXPECTS(h.degree == degree_of_[h.orig],
+                     "{}: halo node {} (source node {}) has degree {}, its owner says {}", name,
+                     h.index, h.orig, h.degree, degree_of_[h.orig]);
+    }
+  }
+
+  // Over every part: the edge total, the cut, the split sizes and symmetry.
+  void check_totals() {
+    TESSEL_EXPECTS(num_edges_ == m_.num_edges,
+                   "{}: the parts hold {} edges, partition.json says {}", manifest_name_,
+                   num_edges_, m_.num_edges);
+    if (source_)
+      TESSEL_EXPECTS(num_edges_ == expected_.num_edges(),
+                     "{}: the parts hold {} edges, the source's training graph has {}",
+                     manifest_name_, num_edges_, expected_.num_edges());
+    const std::int64_t recorded_cut = json_int(m_.raw, {"edge_cut", "edges"}, edge_cut_);
+    TESSEL_EXPECTS(recorded_cut == edge_cut_,
+                   "{}: edge cut recomputed from the parts is {}, partition.json says {}",
+                   manifest_name_, edge_cut_, recorded_cut);
+    TESSEL_EXPECTS(
+        num_train_ == m_.num_train && num_valid_ == m_.num_valid && num_test_ == m_.num_test,
+        "{}: the parts hold {}/{}/{} train/valid/test nodes, partition.json says {}/{}/{}",
+        manifest_name_, num_train_, num_valid_, num_test_, m_.num_train, m_.num_valid,
+        m_.num_test);
+    if (!m_.symmetrized) return;
+    for (std::int64_t v = 0; v < n_; ++v)
+      TESSEL_EXPECTS(out_degree_[v] == degree_of_[v],
                      "{}: the graph is marked symmetrized, but source node {} has {} in-edges "
                      "and {} out-edges",
-                     manifest_name, v, degree_of[v], out_degree[v]);
-    TESSEL_EXPECTS(forward_sum == backward_sum,
+                     manifest_name_, v, degree_of_[v], out_degree_[v]);
+    TESSEL_EXPECTS(forward_sum_ == backward_sum_,
                    "{}: the graph is marked symmetrized, but some edge has no reverse edge",
-                   manifest_name);
+                   manifest_name_);
   }
 
-  TESSEL_EXPECTS(checksum_mismatch.empty(), "{}", checksum_mismatch);
+  const std::filesystem::path& dir_;
+  const CheckOptions& options_;
+  const Manifest m_;
+  const std::string manifest_name_;
+  std::int64_t n_ = 0;
+  std::optional<datasets::Dataset> loaded_;
+  const datasets::Dataset* source_ = nullptr;
+  std::unique_ptr<FeatureSource> source_features_;
+  GraphCsr expected_;
+  std::vector<std::uint8_t> in_train_, in_valid_, in_test_;
+  std::vector<NodeId> orig_of_new_;
+  std::vector<std::int64_t> degree_of_, out_degree_;
+  std::vector<HaloRecord> halos_;
+  std::vector<NodeId> row_orig_;
+  std::uint64_t forward_sum_ = 0, backward_sum_ = 0;
+  std::int64_t num_edges_ = 0, edge_cut_ = 0, num_train_ = 0, num_valid_ = 0, num_test_ = 0;
+  std::int64_t nodes_checked_ = 0;
+  bool have_part_stats_ = false;
+  std::string checksum_mismatch_;
+  std::vector<int> parts_;
+  bool every_part_ = true;
+};
 
-  report.num_nodes = n;
-  report.num_edges = num_edges;
-  report.edge_cut = edge_cut;
-  report.total_halo = static_cast<std::int64_t>(halos.size());
-  return report;
+} // namespace
+
+CheckReport check_partition(const std::filesystem::path& dir, const CheckOptions& options) {
+  return PartitionChecker(dir, options).run();
 }
 
 } // namespace tessel::partition
