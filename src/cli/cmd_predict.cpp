@@ -79,9 +79,7 @@ std::function<void()> setup_predict(CLI::App& app) {
                  "write predicted classes and logits of every node to this HDF5 file");
   app.add_option("--embeddings", options->embeddings_path,
                  "write the last hidden layer's output of every node to this HDF5 file");
-  app.add_option("--device", options->device, "auto, cpu or cuda (as for tessel train)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  add_device_flag(app, options->device, "auto, cpu or cuda (as for tessel train)");
   app.add_option("--threads", options->threads, "OpenMP threads per rank (default: cores / ranks)")
       ->check(CLI::Range(1, train::max_threads()));
   app.footer("Run with one rank per part: mpirun -np K tessel predict CK DIR --predictions P.h5\n"

@@ -88,7 +88,39 @@ CLI::Option* add_checked(CLI::App& app, const std::string& name, T& value, const
   return app.add_option(name, value, help)->check(check)->capture_default_str();
 }
 
+// An option whose words stand for the values of an enum: parsed into the enum here, once, so
+// nothing after the command line compares the option as a string. Help shows the words and
+// the default's word.
+template <class E>
+CLI::Option* add_choice(CLI::App& app, const std::string& name, E& value, const std::string& help,
+                        const std::vector<std::pair<std::string, E>>& words) {
+  std::string current, listed;
+  for (const auto& [word, choice] : words) {
+    if (choice == value) current = word;
+    listed += (listed.empty() ? "" : ",") + word;
+  }
+  // The word becomes the enum's number, which CLI11 then reads into the enum.
+  const CLI::Validator to_number(
+      [words, listed](std::string& input) {
+        for (const auto& [word, choice] : words)
+          if (input == word) {
+            input = std::to_string(static_cast<int>(choice));
+            return std::string();
+          }
+        return input + " not in {" + listed + "}";
+      },
+      "{" + listed + "}");
+  return app.add_option(name, value, help)->transform(to_number)->default_str(current);
+}
+
 }  // namespace
+
+CLI::Option* add_device_flag(CLI::App& app, train::DeviceChoice& device, const std::string& help) {
+  return add_choice(app, "--device", device, help,
+                    {{"auto", train::DeviceChoice::automatic},
+                     {"cpu", train::DeviceChoice::cpu},
+                     {"cuda", train::DeviceChoice::cuda}});
+}
 
 void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
   const double unbounded = std::numeric_limits<double>::infinity();
@@ -122,15 +154,16 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               "input feature normalization: none or row (each row divided by the sum of the "
               "absolute values of its entries; all-zero rows stay zero)",
               CLI::IsMember({"none", "row"}));
-  add_checked(app, "--device", o.device,
-              "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), cpu "
-              "or cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on the "
-              "CPU",
-              CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_checked(app, "--comm", o.comm,
-              "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
-              "staged through pinned host memory), nccl or mpi",
-              CLI::IsMember({"auto", "nccl", "mpi"}));
+  add_device_flag(app, o.device,
+                  "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), "
+                  "cpu or cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on "
+                  "the CPU");
+  add_choice(app, "--comm", o.comm,
+             "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
+             "staged through pinned host memory), nccl or mpi",
+             {{"auto", train::CommChoice::automatic},
+              {"nccl", train::CommChoice::nccl},
+              {"mpi", train::CommChoice::mpi}});
   add_checked(app, "--eval-every", o.eval_every,
               "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)",
               CLI::Range(1, 1000000));
@@ -390,7 +423,7 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
                      "--model {} runs in --mode {}, not --mode {}", owned, name, o.mode);
     }
   }
-  TESSEL_EXPECTS(o.device != "cpu" || o.sampled.sample_routing == "device" ||
+  TESSEL_EXPECTS(o.device != train::DeviceChoice::cpu || o.sampled.sample_routing == "device" ||
                      o.sampled.cache_admit_fraction == 0,
                  "--cache-admit-fraction {} needs the GPU feature store; with --device cpu the "
                  "cache is static (leave it at 0, or take the GPU's path on its CPU twins with "

@@ -41,6 +41,8 @@ void check_train_outputs(const train::TrainOptions& options);
 // Adds the model, optimizer and sampled-mode flags to `app`, writing into `options`. The
 // string `fanouts` is parsed by finish_train_options().
 void add_model_flags(CLI::App& app, train::TrainOptions& options, std::string& fanouts);
+// --device auto|cpu|cuda into the enum (train and predict).
+CLI::Option* add_device_flag(CLI::App& app, train::DeviceChoice& device, const std::string& help);
 // The mode's own defaults (dynamic node regression: 1 layer, no dropout) for the flags `app`
 // did not get; before finish_train_options().
 void apply_mode_defaults(const CLI::App& app, train::TrainOptions& options);

@@ -157,7 +157,7 @@ const ModeTraits& mode_traits(const std::string& name) { return find_mode(name);
 void check_mode_options(const TrainOptions& options, int ranks) {
   check_run_options(options);
   const ModeInfo& mode = find_mode(options.mode);
-  TESSEL_EXPECTS(options.device != "cuda" || mode.runs_on_gpu,
+  TESSEL_EXPECTS(options.device != DeviceChoice::cuda || mode.runs_on_gpu,
                  "--device cuda: {} mode runs on the CPU only; use --device cpu", mode.name);
   if (mode.check) mode.check(options, ranks);
 }
@@ -178,15 +178,11 @@ const ModeInfo& find_mode(const std::string& name) {
 
 RuntimeHolder make_runtime(comm::Communicator& control, const TrainOptions& options,
                            const ModeInfo& mode) {
-  TESSEL_EXPECTS(options.device == "auto" || options.device == "cpu" || options.device == "cuda",
-                 "--device {}: expected auto, cpu or cuda", options.device);
-  TESSEL_EXPECTS(options.comm == "auto" || options.comm == "nccl" || options.comm == "mpi",
-                 "--comm {}: expected auto, nccl or mpi", options.comm);
   const int gpus = device_memory::device_count();
   // Every rank must agree on CPU or GPU: auto takes GPUs only when all ranks see one.
   const int min_gpus = control.allreduce_value(gpus, comm::ReduceOp::min);
   bool use_gpu = false;
-  if (options.device == "cuda") {
+  if (options.device == DeviceChoice::cuda) {
 #ifdef TESSEL_WITH_CUDA
     constexpr const char* kBuild = "";
 #else
@@ -195,10 +191,10 @@ RuntimeHolder make_runtime(comm::Communicator& control, const TrainOptions& opti
     TESSEL_EXPECTS(gpus > 0, "--device cuda: no GPU is visible on rank {} (host {}){}",
                    control.rank(), mpi::hostname(), kBuild);
     use_gpu = true;
-  } else if (options.device == "auto") {
+  } else if (options.device == DeviceChoice::automatic) {
     use_gpu = min_gpus > 0 && mode.runs_on_gpu;
   }
-  TESSEL_EXPECTS(use_gpu || options.comm != "nccl",
+  TESSEL_EXPECTS(use_gpu || options.comm != CommChoice::nccl,
                  "--comm nccl needs GPUs (--device cuda); this run uses the CPU");
 
   RuntimeHolder holder;
@@ -225,14 +221,14 @@ RuntimeHolder make_runtime(comm::Communicator& control, const TrainOptions& opti
   const int any_shared = control.allreduce_value<int>(shared_gpu ? 1 : 0, comm::ReduceOp::max);
   bool nccl = false;
   std::string why;
-  if (options.comm == "nccl") {
+  if (options.comm == CommChoice::nccl) {
     TESSEL_EXPECTS(comm::nccl_available(), "--comm nccl: Tessel was built without NCCL");
     TESSEL_EXPECTS(!any_shared,
                    "--comm nccl: {} ranks share {} GPU(s) on a host; NCCL needs one GPU per "
                    "rank (use --comm mpi)",
                    control.size(), gpus);
     nccl = true;
-  } else if (options.comm == "auto") {
+  } else if (options.comm == CommChoice::automatic) {
     nccl = comm::nccl_available() && !any_shared;
     why = nccl ? "one GPU per rank" : "ranks share a GPU";
   } else {

@@ -50,7 +50,7 @@ TEST(DynamicEngland, GcnGruBeatsTheAutoregressionFloorOnAnyRankCount) {
   for (std::uint64_t seed = 0; seed < 5; ++seed) {
     train::TrainOptions o;
     o.mode = "dynamic";
-    o.device = "cpu";  // the CPU path (gpu_dynamic_test compares it with CUDA)
+    o.device = train::DeviceChoice::cpu;  // the CPU path (gpu_dynamic_test compares it with CUDA)
     o.model.kind = "gcn-gru";
     o.model.hidden = 32;
     o.model.layers = 1;

@@ -79,7 +79,7 @@ TEST(DynamicLinkPrediction, LearnsThePlantedCommunities) {
   train::TrainOptions o;
   o.part_dir = dir / "p";
   o.mode = "dynamic";
-  o.device = "cpu";  // the CPU path (gpu_dynamic_test compares it with CUDA)
+  o.device = train::DeviceChoice::cpu;  // the CPU path (gpu_dynamic_test compares it with CUDA)
   o.model.kind = "gcn-gru";
   o.model.layers = 1;
   o.model.hidden = 16;

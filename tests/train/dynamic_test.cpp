@@ -195,7 +195,7 @@ train::TrainOptions options(const fs::path& dir, const std::string& model, const
   train::TrainOptions o;
   o.part_dir = dir;
   o.mode = "dynamic";
-  o.device = "cpu";  // the CPU path (gpu_dynamic_test compares it with CUDA)
+  o.device = train::DeviceChoice::cpu;  // the CPU path (gpu_dynamic_test compares it with CUDA)
   o.model.kind = model;
   o.model.hidden = 6;
   o.model.layers = 2;

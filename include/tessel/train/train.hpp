@@ -68,11 +68,17 @@ struct PipelineOptions {
   std::filesystem::path features_dir;  // precomputed features (default: inside the partition)
 };
 
+// --device: GPUs when every rank sees one (automatic), the CPU, or GPUs.
+enum class DeviceChoice { automatic, cpu, cuda };
+// --comm, the data plane for tensors on GPUs: NCCL with one GPU per rank, else MPI (automatic);
+// NCCL; MPI, staged through pinned host memory.
+enum class CommChoice { automatic, nccl, mpi };
+
 struct TrainOptions {
   std::filesystem::path part_dir;
   std::string mode = "full";  // one of mode_names()
-  std::string device = "auto";  // auto (CUDA when a GPU is visible) | cpu | cuda
-  std::string comm = "auto";    // data plane: auto | nccl | mpi
+  DeviceChoice device = DeviceChoice::automatic;
+  CommChoice comm = CommChoice::automatic;
   nn::ModelConfig model;
   nn::OptimizerConfig optimizer;
   int epochs = 200;
