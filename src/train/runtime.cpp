@@ -19,15 +19,21 @@ namespace tessel::train {
 
 namespace {
 
-// A graph mode (load_graph_part, graph_run_info) or the temporal one.
-ModeInfo mode(ModeTraits traits, std::function<std::unique_ptr<Trainer>(TrainerContext)> make,
-              std::function<void(const TrainOptions&, int)> check = nullptr) {
+// The steps of a mode on the graph partitions are load_graph_part and graph_run_info.
+struct ModeSteps {
+  decltype(ModeInfo::load) load = load_graph_part;
+  decltype(ModeInfo::make) make;
+  decltype(ModeInfo::describe) describe = graph_run_info;
+  decltype(ModeInfo::check) check = nullptr;
+};
+
+ModeInfo mode(ModeTraits traits, ModeSteps steps) {
   ModeInfo m;
   static_cast<ModeTraits&>(m) = std::move(traits);
-  m.load = m.temporal ? load_temporal_part : load_graph_part;
-  m.make = std::move(make);
-  m.describe = m.temporal ? dynamic_run_info : graph_run_info;
-  m.check = std::move(check);
+  m.load = std::move(steps.load);
+  m.make = std::move(steps.make);
+  m.describe = std::move(steps.describe);
+  m.check = std::move(steps.check);
   return m;
 }
 
@@ -38,26 +44,28 @@ const std::vector<ModeInfo>& mode_table() {
             .only_model = "", .own_flags = {"--halo-dtype", "--boundary-sampling", "--halo-aggregation",
                                        "--stale-halo", "--stale-smoothing"},
             .apply_defaults = nullptr},
-           make_full_trainer, check_full_options),
+           {.make = make_full_trainer, .check = check_full_options}),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
             .benched_by_default = true, .only_model = "",
             .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",
                           "--cache-admit-fraction", "--graph-placement", "--sample-routing",
                           "--prefetch", "--batch-size", "--max-batches"},
             .apply_defaults = nullptr},
-           make_sampled_trainer),
+           {.make = make_sampled_trainer}),
       mode({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
             .benched_by_default = false, .only_model = "sign-mlp",
             .own_flags = {"--hops", "--operator", "--mlp-layers", "--stages", "--data-parallel",
                           "--micro-batches", "--schedule", "--split", "--features",
                           "--batch-size", "--max-batches"},
             .apply_defaults = nullptr},
-           make_pipeline_trainer, check_pipeline_options),
+           {.make = make_pipeline_trainer, .check = check_pipeline_options}),
       mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
             .only_model = "",
             .own_flags = {"--temporal-partition", "--task", "--negatives", "--eval-negatives"},
             .apply_defaults = dynamic_defaults},
-           make_dynamic_trainer),
+           {.load = load_temporal_part,
+            .make = make_dynamic_trainer,
+            .describe = dynamic_run_info}),
   };
   return table;
 }
