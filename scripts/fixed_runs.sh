@@ -97,5 +97,9 @@ for np in 1 2; do
   run dynamic-$np $np ec --mode dynamic --model gcn-gru --hidden 16 --epochs 10 --eval-every 5
   run dynamic-vertex-$np $np ec --mode dynamic --model gcn-lstm --hidden 16 --epochs 6 \
     --eval-every 3 --temporal-partition vertex
+  run dynamic-link-$np $np ec --mode dynamic --model gcn-gru --task link-prediction --hidden 16 \
+    --layers 2 --dropout 0.3 --epochs 4 --eval-every 2 --temporal-partition vertex
+  run dynamic-evolve-$np $np ec --mode dynamic --model evolvegcn-o --task link-prediction \
+    --hidden 16 --layers 2 --dropout 0.3 --epochs 4 --eval-every 2
 done
 echo "fixed runs written to $out"

@@ -8,20 +8,29 @@
 
 namespace tessel::train {
 
-HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm,
+HaloRows halo_rows(const partition::Part& part) {
+  return {.rank = part.part_id,
+          .num_ranks = part.num_parts,
+          .num_owned = part.num_owned,
+          .owner = part.halo_owner,
+          .owner_local = part.halo_owner_local,
+          .orig_id = part.orig_id};
+}
+
+HaloExchange::HaloExchange(const HaloRows& part, comm::Communicator& comm,
                            comm::Communicator* data)
     : data_(data ? *data : comm), num_owned_(part.num_owned),
-      num_halo_(part.num_halo) {
+      num_halo_(static_cast<std::int64_t>(part.owner.size())) {
   const int num_ranks = comm.size();
-  TESSEL_EXPECTS(part.num_parts == num_ranks,
+  TESSEL_EXPECTS(part.num_ranks == num_ranks,
                  "part {} belongs to a partition into {} parts, but {} ranks are running",
-                 part.part_id, part.num_parts, num_ranks);
+                 part.rank, part.num_ranks, num_ranks);
   // Group halo nodes by owner, keeping halo order inside each group.
   std::vector<std::int64_t> requests_per_peer(num_ranks, 0);
   for (std::int64_t h = 0; h < num_halo_; ++h) {
-    const int owner = part.halo_owner[h];
-    TESSEL_EXPECTS(owner >= 0 && owner < num_ranks && owner != part.part_id,
-                   "part {}: halo node {} has owner {}", part.part_id, h, owner);
+    const int owner = part.owner[h];
+    TESSEL_EXPECTS(owner >= 0 && owner < num_ranks && owner != part.rank,
+                   "part {}: halo node {} has owner {}", part.rank, h, owner);
     ++requests_per_peer[owner];
   }
   std::vector<std::int64_t> cursor(num_ranks + 1, 0);
@@ -29,9 +38,9 @@ HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm
   std::vector<LocalId> requests(static_cast<std::size_t>(num_halo_));
   recv_slots_.resize(static_cast<std::size_t>(num_halo_));
   for (std::int64_t h = 0; h < num_halo_; ++h) {
-    const int owner = part.halo_owner[h];
+    const int owner = part.owner[h];
     const auto at = cursor[owner]++;
-    requests[at] = part.halo_owner_local[h];
+    requests[at] = part.owner_local[h];
     recv_slots_[at] = static_cast<LocalId>(h);
   }
   recv_rows_per_peer_ = requests_per_peer;
@@ -45,9 +54,9 @@ HaloExchange::HaloExchange(const partition::Part& part, comm::Communicator& comm
       const LocalId row = send_rows_[at];
       TESSEL_EXPECTS(row >= 0 && row < num_owned_,
                      "part {}: a peer asked for row {}, but only {} rows are owned here",
-                     part.part_id, row, num_owned_);
+                     part.rank, row, num_owned_);
       TESSEL_EXPECTS(asked_by[row] != r, "part {}: part {} holds owned row {} twice as halo",
-                     part.part_id, r, row);
+                     part.rank, r, row);
       asked_by[row] = r;
     }
   all_send_per_peer_ = send_rows_per_peer_;

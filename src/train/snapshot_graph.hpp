@@ -1,5 +1,5 @@
 // The dynamic mode's per-snapshot graphs: a snapshot's normalized adjacency rows and, in the
-// vertex layout, the plan and the exchanges that bring the rows of other ranks' vertices.
+// vertex layout, the halo exchange that brings the rows of other ranks' vertices.
 #pragma once
 
 #include "temporal_layout.hpp"
@@ -7,9 +7,13 @@
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/csr.hpp"
 #include "tessel/core/tensor.hpp"
+#include "tessel/datasets/temporal.hpp"
 #include "tessel/kernels/sparse.hpp"
+#include "tessel/train/halo.hpp"
 
 #include <cmath>
+#include <memory>
+#include <span>
 #include <vector>
 
 namespace tessel::train {
@@ -42,34 +46,30 @@ LocalCsr normalized_rows(const Csr& s, const std::vector<double>& degree, NodeId
 // 1 + the weighted in-degree of every node of snapshot `s`.
 std::vector<double> weighted_degree(const Csr& s);
 
-// Rows of other ranks one snapshot's aggregation reads (vertex layout): the halo rows arrive in
-// owner order (ascending global id) after the owned rows.
-struct HaloPlan {
-  std::vector<std::int64_t> send_counts, recv_counts;  // rows per rank
-  Tensor send_rows;                                    // i32 local rows to send, by rank
-  std::int64_t num_halo = 0;
-};
-
 struct SnapshotGraph {
   kernels::SparseMatrix forward, backward;  // A and A^T
-  HaloPlan halo;                            // vertex layout only
+  std::unique_ptr<HaloExchange> halo;       // vertex layout only
   Tensor features;                          // [rows, F]
 };
 
-// x: [n_own, H] -> [n_own + n_halo, H] with the halo rows fetched from their owners, over the
-// data plane on x's device.
-Tensor halo_forward(comm::Communicator& data, const HaloPlan& plan, const Tensor& x);
+// The exchange that appends rows `halo` (global ids, ascending, none in this rank's vertex
+// range) to this rank's [n_own, H] rows, in halo order, fetched from their owners over `data`
+// (and sends their gradients back to be summed there). Collective over the control
+// communicator `comm`: one alltoallv of the requests. `orig_ids`: relabeled -> source id.
+std::unique_ptr<HaloExchange> make_snapshot_halo(comm::Communicator& comm,
+                                                 comm::Communicator& data,
+                                                 const TemporalLayout& layout,
+                                                 const std::vector<NodeId>& halo,
+                                                 std::span<const NodeId> orig_ids);
 
-// grad: [n_own + n_halo, H] -> [n_own, H], halo gradients summed at their owners: one segment
-// per peer in rank order (a peer asks for a row once), so the sum's order is fixed on every
-// backend.
-Tensor halo_backward(comm::Communicator& data, const HaloPlan& plan, const Tensor& grad,
-                     std::int64_t n_own);
-
-// The plan that fetches rows `halo` (global ids, ascending, none in this rank's vertex range)
-// from their owners; its row list lives on `device`. Collective over the control
-// communicator: one alltoallv of the requested ids.
-HaloPlan make_halo_plan(comm::Communicator& comm, const TemporalLayout& layout,
-                        const std::vector<NodeId>& halo, Device device);
+// The graphs this rank's graph phase runs on, on `device`: its owned snapshots whole (the
+// snapshot layout), or its vertices' rows of every snapshot with their halo plans (the vertex
+// layout; collective).
+std::vector<SnapshotGraph> load_snapshot_graphs(comm::Communicator& comm,
+                                                comm::Communicator& data,
+                                                datasets::TemporalStoreReader& reader,
+                                                std::span<const NodeId> orig_ids,
+                                                const TemporalLayout& layout, bool snapshot_layout,
+                                                Device device);
 
 }  // namespace tessel::train

@@ -11,9 +11,25 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace tessel::train {
+
+// What an exchange is built from: the rows a rank holds as halo and where their owners keep
+// them (a part of a static partition, or one snapshot's halo in the dynamic mode's vertex
+// layout). Views: they need to outlive the constructor only.
+struct HaloRows {
+  int rank = 0;
+  int num_ranks = 0;  // of the partition (must be the communicator's size)
+  std::int64_t num_owned = 0;
+  std::span<const std::int32_t> owner;        // [n_halo] each halo row's owner rank
+  std::span<const std::int32_t> owner_local;  // [n_halo] its row there
+  std::span<const NodeId> orig_id;            // [n_owned + n_halo] source ids (for keep_rows)
+};
+
+// A part's halo rows.
+HaloRows halo_rows(const partition::Part& part);
 
 // Built once per part (collective: every rank tells each owner which of its rows it needs).
 // Rows travel in one alltoallv per call; a rank sends each needed row once per peer. Rows are
@@ -24,8 +40,10 @@ namespace tessel::train {
 // pinned host buffers), `comm` when null, and the index lists follow the tensors' device.
 class HaloExchange {
  public:
+  HaloExchange(const HaloRows& rows, comm::Communicator& comm, comm::Communicator* data = nullptr);
   HaloExchange(const partition::Part& part, comm::Communicator& comm,
-               comm::Communicator* data = nullptr);
+               comm::Communicator* data = nullptr)
+      : HaloExchange(halo_rows(part), comm, data) {}
 
   // x_owned: [n_owned, F] f32 -> x_full: [n_owned + n_halo, F] (resized if needed): owned rows
   // copied, halo rows received from their owners; x_full shares x_owned's storage instead when
