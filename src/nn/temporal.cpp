@@ -11,20 +11,22 @@ namespace tessel::nn {
 namespace {
 
 Tensor matmul(const Tensor& a, bool ta, const Tensor& b, bool tb) {
-  Tensor y = Tensor::empty({ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols()}, DType::f32,
-                           a.device());
+  Tensor y =
+      Tensor::empty({ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols()}, DType::f32, a.device());
   kernels::gemm(a, ta, b, tb, y);
   return y;
 }
 
-void add_into(Tensor& y, const Tensor& x) { kernels::axpy(1.0f, x, y); }
+void add_into(Tensor& y, const Tensor& x) {
+  kernels::axpy(1.0f, x, y);
+}
 
 Parameter parameter(const std::string& name, Tensor value) {
   Tensor grad = Tensor::zeros(value.shape(), DType::f32);
   return Parameter{name, std::move(value), std::move(grad)};
 }
 
-}  // namespace
+} // namespace
 
 TemporalGcn::TemporalGcn(const TemporalConfig& config) : config_(config) {
   const bool evolve = evolves();
@@ -34,8 +36,8 @@ TemporalGcn::TemporalGcn(const TemporalConfig& config) : config_(config) {
     const rng::Key key{config.seed, rng::Stream::init, 0, 0, static_cast<std::uint32_t>(l)};
     const std::string name = "gcn" + std::to_string(l);
     Layer layer;
-    layer.weight = parameter(name + (evolve ? ".initial_weight" : ".weight"),
-                             glorot_uniform(in, H, key, 0));
+    layer.weight =
+        parameter(name + (evolve ? ".initial_weight" : ".weight"), glorot_uniform(in, H, key, 0));
     layer.bias = parameter(name + ".bias", Tensor::zeros({H}, DType::f32));
     if (evolve) {
       const rng::Key ekey{config.seed, rng::Stream::init, 1, 0, static_cast<std::uint32_t>(l)};
@@ -52,14 +54,19 @@ TemporalGcn::TemporalGcn(const TemporalConfig& config) : config_(config) {
   for (Layer& layer : layers_) {
     if (evolve) {
       replicated_.push_back(&layer.weight);
-      for (Parameter* p : layer.evolve->parameters()) replicated_.push_back(p);
+      for (Parameter* p : layer.evolve->parameters())
+        replicated_.push_back(p);
     } else {
       partial_.push_back(&layer.weight);
     }
     partial_.push_back(&layer.bias);
   }
-  if (gru_) for (Parameter* p : gru_->parameters()) partial_.push_back(p);
-  if (lstm_) for (Parameter* p : lstm_->parameters()) partial_.push_back(p);
+  if (gru_)
+    for (Parameter* p : gru_->parameters())
+      partial_.push_back(p);
+  if (lstm_)
+    for (Parameter* p : lstm_->parameters())
+      partial_.push_back(p);
   partial_.push_back(&head_weight_);
   partial_.push_back(&head_bias_);
   flatten();
@@ -77,8 +84,10 @@ void TemporalGcn::flatten() {
   std::vector<Parameter*> order = partial_;
   order.insert(order.end(), replicated_.begin(), replicated_.end());
   std::int64_t total = 0, partial = 0;
-  for (const Parameter* p : order) total += p->value.numel();
-  for (const Parameter* p : partial_) partial += p->value.numel();
+  for (const Parameter* p : order)
+    total += p->value.numel();
+  for (const Parameter* p : partial_)
+    partial += p->value.numel();
   flat_values_ = Tensor::empty({total}, DType::f32, config_.device);
   flat_gradients_ = Tensor::zeros({total}, DType::f32, config_.device);
   std::int64_t at = 0;
@@ -130,8 +139,7 @@ void TemporalGcn::begin_forward(std::int64_t t_end, std::int64_t snapshots) {
 }
 
 Tensor TemporalGcn::snapshot_forward(std::size_t slot, std::int64_t t, const Tensor& x,
-                                     const SnapshotRows& rows, bool training,
-                                     std::uint32_t epoch) {
+                                     const SnapshotRows& rows, bool training, std::uint32_t epoch) {
   std::vector<Saved>& saved = saved_[slot];
   Tensor z = x;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -281,4 +289,4 @@ void TemporalGcn::end_backward(std::int64_t t_end, const std::function<void(Tens
   }
 }
 
-}  // namespace tessel::nn
+} // namespace tessel::nn

@@ -55,8 +55,8 @@ public:
 
   bool applies_head() const override { return true; }
 
-  std::vector<Tensor> loss(const std::vector<Tensor>& out, Losses& l, bool /*training*/,
-                           bool grad, std::uint32_t /*epoch*/) override {
+  std::vector<Tensor> loss(const std::vector<Tensor>& out, Losses& l, bool /*training*/, bool grad,
+                           std::uint32_t /*epoch*/) override {
     const Splits splits(c_.info);
     std::vector<Tensor> grads;
     // The global count of training targets scales the gradient so P ranks compute the mean
@@ -80,7 +80,8 @@ public:
           l.correct[s] += kernels::count_correct(o, rows, labels);
           l.count[s] += static_cast<std::int64_t>(rows.size());
         } else {
-          l.sum[s] += kernels::squared_error(o, target_tensors_[k], scale, with_grad ? &g : nullptr);
+          l.sum[s] +=
+              kernels::squared_error(o, target_tensors_[k], scale, with_grad ? &g : nullptr);
           l.count[s] += o.rows();
         }
       }
@@ -96,7 +97,8 @@ private:
     for (std::size_t i = 0; i < targets_.size(); ++i) {
       const std::int64_t t = c_.phase.block(i).first;
       if (t < c_.info.train.begin || t >= c_.info.train.end) continue;
-      for (float y : targets_[i]) count += (!classification_ || y >= 0) ? 1 : 0;
+      for (float y : targets_[i])
+        count += (!classification_ || y >= 0) ? 1 : 0;
     }
     train_targets_ = c_.comm.allreduce_value(count);
     TESSEL_EXPECTS(train_targets_ > 0, "{}: no training targets", c_.store.string());
@@ -107,8 +109,8 @@ private:
   bool classification_ = false;
   std::vector<std::vector<float>> targets_;
   std::vector<Tensor> target_tensors_;                  // regression: targets_ on the device
-  std::vector<std::vector<LocalId>> class_rows_;         // classification: labelled rows
-  std::vector<std::vector<std::int64_t>> class_labels_;  // and their classes
+  std::vector<std::vector<LocalId>> class_rows_;        // classification: labelled rows
+  std::vector<std::vector<std::int64_t>> class_labels_; // and their classes
   std::int64_t train_targets_ = -1;
 };
 
@@ -116,10 +118,10 @@ private:
 // rank holds, each followed by its negatives (the source replaced by a sampled node). Rows are
 // of the embedding block extended by the fetched halo rows.
 struct PairBatch {
-  int split = -1;  // 0 train, 1 valid, 2 test; -1: nothing to score
+  int split = -1; // 0 train, 1 valid, 2 test; -1: nothing to score
   std::vector<LocalId> src, dst;
   std::vector<float> label;
-  std::unique_ptr<HaloExchange> halo;  // the vertex-by-vertex node phase
+  std::unique_ptr<HaloExchange> halo; // the vertex-by-vertex node phase
 };
 
 // Link prediction over the head inputs z (one block per embedding snapshot t), scored by the
@@ -132,7 +134,8 @@ public:
       : c_(context), model_(model) {
     const auto N = c_.phase.num_nodes;
     relabel_.assign(static_cast<std::size_t>(N), 0);
-    for (NodeId g = 0; g < N; ++g) relabel_[c_.orig_ids[g]] = g;
+    for (NodeId g = 0; g < N; ++g)
+      relabel_[c_.orig_ids[g]] = g;
     load_rows(reader);
   }
 
@@ -151,9 +154,9 @@ public:
       if (batches[i].split == 0) train_pairs += static_cast<std::int64_t>(batches[i].label.size());
     }
     // The gradient of the mean over the whole job's training pairs.
-    const double scale =
-        grad ? 1.0 / static_cast<double>(std::max<std::int64_t>(1, c_.comm.allreduce_value(train_pairs)))
-             : 0.0;
+    const double scale = grad ? 1.0 / static_cast<double>(std::max<std::int64_t>(
+                                          1, c_.comm.allreduce_value(train_pairs)))
+                              : 0.0;
     std::vector<Tensor> grads;
     std::vector<float> positive_scores[3], negative_scores[3];
     const bool by_vertex = c_.phase.by_vertex;
@@ -167,8 +170,8 @@ public:
       const Tensor scores = nn::link_scores(rows, b.src, b.dst, head_w, model_.head_bias().value);
       Tensor grad_scores;
       if (grad) grad_scores = Tensor::empty(scores.shape(), DType::f32, c_.device);
-      l.sum[b.split] += nn::binary_cross_entropy_sum(scores, b.label, scale,
-                                                     grad ? &grad_scores : nullptr);
+      l.sum[b.split] +=
+          nn::binary_cross_entropy_sum(scores, b.label, scale, grad ? &grad_scores : nullptr);
       l.count[b.split] += scores.numel();
       if (!training) {
         const Tensor host_scores = scores.to(Device::cpu());
@@ -176,8 +179,10 @@ public:
         const std::int64_t group = K + 1;
         for (std::int64_t j = 0; j < scores.numel(); j += group) {
           positive_scores[b.split].push_back(sc[j]);
-          negative_scores[b.split].insert(negative_scores[b.split].end(), sc + j + 1, sc + j + group);
-          l.rr_sum[b.split] += nn::reciprocal_rank(sc[j], std::span<const float>(sc + j + 1, static_cast<std::size_t>(K)));
+          negative_scores[b.split].insert(negative_scores[b.split].end(), sc + j + 1,
+                                          sc + j + group);
+          l.rr_sum[b.split] += nn::reciprocal_rank(
+              sc[j], std::span<const float>(sc + j + 1, static_cast<std::size_t>(K)));
           ++l.positives[b.split];
         }
       }
@@ -240,8 +245,8 @@ private:
                                static_cast<std::uint64_t>(c_.orig_ids[u]);
     NodeId candidate = v;
     for (std::uint32_t attempt = 0; attempt < 16; ++attempt) {
-      candidate = relabel_[key.below(item, attempt,
-                                     static_cast<std::uint64_t>(c_.phase.num_nodes))];
+      candidate =
+          relabel_[key.below(item, attempt, static_cast<std::uint64_t>(c_.phase.num_nodes))];
       if (candidate != v && !std::binary_search(row.begin(), row.end(), candidate)) break;
     }
     return candidate;
@@ -264,8 +269,9 @@ private:
     std::vector<NodeId> src_global;
     for (std::int64_t r = 0; r < rows.num_rows; ++r) {
       const NodeId v = first_row + r;
-      const std::span<const NodeId> row(rows.indices.data() + rows.indptr[r],
-                                        static_cast<std::size_t>(rows.indptr[r + 1] - rows.indptr[r]));
+      const std::span<const NodeId> row(
+          rows.indices.data() + rows.indptr[r],
+          static_cast<std::size_t>(rows.indptr[r + 1] - rows.indptr[r]));
       for (NodeId u : row) {
         src_global.push_back(u);
         b.dst.push_back(static_cast<LocalId>(r));
@@ -315,11 +321,11 @@ private:
 
   TaskContext c_;
   nn::TemporalGcn& model_;
-  std::vector<NodeId> relabel_;  // source id -> relabeled node
+  std::vector<NodeId> relabel_; // source id -> relabeled node
   std::vector<Csr> rows_;
 };
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<TemporalTask> make_temporal_task(const TaskContext& context,
                                                  datasets::TemporalStoreReader& reader,
@@ -336,7 +342,7 @@ void write_snapshot_rows(const TaskContext& c, const std::vector<Tensor>& blocks
   namespace fs = std::filesystem;
   // Each rank sends (t, global row begin, rows) blocks of its outputs to rank 0.
   std::vector<float> values;
-  std::vector<std::int64_t> where;  // t, row_begin, rows per block
+  std::vector<std::int64_t> where; // t, row_begin, rows per block
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const auto [t, rb] = c.phase.block(i);
     where.insert(where.end(), {t, rb, blocks[i].rows()});
@@ -374,4 +380,4 @@ void write_snapshot_rows(const TaskContext& c, const std::vector<Tensor>& blocks
   output.commit();
 }
 
-}  // namespace tessel::train
+} // namespace tessel::train

@@ -13,16 +13,16 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <string>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace tessel::train {
 
 struct Losses {
-  double sum[3] = {0, 0, 0};        // train, valid, test: squared error or cross-entropy
-  std::int64_t count[3] = {0, 0, 0};  // targets, or (link prediction) scored pairs
+  double sum[3] = {0, 0, 0};         // train, valid, test: squared error or cross-entropy
+  std::int64_t count[3] = {0, 0, 0}; // targets, or (link prediction) scored pairs
   std::int64_t correct[3] = {0, 0, 0};
   // Link prediction: AUC over all pairs of the split, sum of reciprocal ranks and positives.
   double auc[3] = {0.5, 0.5, 0.5};
@@ -56,8 +56,8 @@ struct TaskContext {
   const TemporalLayout& layout;
   const datasets::TemporalStoreInfo& info;
   NodePhase phase;
-  const std::vector<NodeId>& orig_ids;  // relabeled node -> source id
-  std::filesystem::path store;          // the temporal store
+  const std::vector<NodeId>& orig_ids; // relabeled node -> source id
+  std::filesystem::path store;         // the temporal store
 };
 
 class TemporalTask {
@@ -87,4 +87,4 @@ void write_snapshot_rows(const TaskContext& context, const std::vector<Tensor>& 
                          const std::string& format, const std::string& dataset,
                          const std::string& description);
 
-}  // namespace tessel::train
+} // namespace tessel::train

@@ -97,19 +97,21 @@ public:
 
 private:
   struct Layer {
-    Parameter weight, bias;               // weight: shared, or EvolveGCN's initial weight
-    std::optional<LstmCell> evolve;       // EvolveGCN-O weight recurrence
-    std::vector<Tensor> weights;          // EvolveGCN: W_t of the last forward
-    Tensor grad_flat;                     // EvolveGCN: d loss / d W_t of every t, flat
-    std::vector<Tensor> grads;            // views of grad_flat, one per snapshot
-    const Tensor& weight_at(std::int64_t t) const { return weights.empty() ? weight.value : weights[t]; }
+    Parameter weight, bias;         // weight: shared, or EvolveGCN's initial weight
+    std::optional<LstmCell> evolve; // EvolveGCN-O weight recurrence
+    std::vector<Tensor> weights;    // EvolveGCN: W_t of the last forward
+    Tensor grad_flat;               // EvolveGCN: d loss / d W_t of every t, flat
+    std::vector<Tensor> grads;      // views of grad_flat, one per snapshot
+    const Tensor& weight_at(std::int64_t t) const {
+      return weights.empty() ? weight.value : weights[t];
+    }
   };
   struct Saved {
-    Tensor input, output;  // input after dropout
-    Tensor mask;           // dropout mask of the input (undefined: none)
+    Tensor input, output; // input after dropout
+    Tensor mask;          // dropout mask of the input (undefined: none)
   };
-  Tensor dropout(const Tensor& x, std::span<const NodeId> ids, std::uint32_t epoch,
-                 std::int64_t t, std::uint32_t layer, bool training, Tensor& mask) const;
+  Tensor dropout(const Tensor& x, std::span<const NodeId> ids, std::uint32_t epoch, std::int64_t t,
+                 std::uint32_t layer, bool training, Tensor& mask) const;
   void dropout_backward(Tensor& grad, const Tensor& mask) const;
   void flatten();
 
@@ -120,8 +122,8 @@ private:
   Parameter head_weight_, head_bias_;
   std::vector<Parameter*> replicated_, partial_;
   Tensor flat_values_, flat_gradients_, partial_gradients_;
-  std::vector<std::vector<Saved>> saved_;  // per graph-phase slot, per layer
+  std::vector<std::vector<Saved>> saved_; // per graph-phase slot, per layer
   std::vector<Tensor> embeddings_, head_inputs_, head_masks_;
 };
 
-}  // namespace tessel::nn
+} // namespace tessel::nn
