@@ -92,8 +92,8 @@ CLI::Option* add_checked(CLI::App& app, const std::string& name, T& value, const
 // nothing after the command line compares the option as a string. Help shows the words and
 // the default's word.
 template <class E>
-CLI::Option* add_choice(CLI::App& app, const std::string& name, E& value, const std::string& help,
-                        const std::vector<std::pair<std::string, E>>& words) {
+CLI::Option* add_choice(CLI::App& app, const std::string& name, E& value, const std::string& help) {
+  const std::vector<std::pair<std::string, E>>& words = train::OptionWords<E>::list;
   std::string current, listed;
   for (const auto& [word, choice] : words) {
     if (choice == value) current = word;
@@ -116,10 +116,7 @@ CLI::Option* add_choice(CLI::App& app, const std::string& name, E& value, const 
 }  // namespace
 
 CLI::Option* add_device_flag(CLI::App& app, train::DeviceChoice& device, const std::string& help) {
-  return add_choice(app, "--device", device, help,
-                    {{"auto", train::DeviceChoice::automatic},
-                     {"cpu", train::DeviceChoice::cpu},
-                     {"cuda", train::DeviceChoice::cuda}});
+  return add_choice(app, "--device", device, help);
 }
 
 void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
@@ -160,24 +157,19 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                   "the CPU");
   add_choice(app, "--comm", o.comm,
              "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
-             "staged through pinned host memory), nccl or mpi",
-             {{"auto", train::CommChoice::automatic},
-              {"nccl", train::CommChoice::nccl},
-              {"mpi", train::CommChoice::mpi}});
+             "staged through pinned host memory), nccl or mpi");
   add_checked(app, "--eval-every", o.eval_every,
               "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)",
               CLI::Range(1, 1000000));
   // Dynamic mode.
-  add_checked(app, "--temporal-partition", o.dynamic.partition,
+  add_choice(app, "--temporal-partition", o.dynamic.partition,
               "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
               "training range and the evaluations, all-to-all to vertices for the "
-              "recurrence) or vertex (each rank a vertex range, halo exchange per snapshot)",
-              CLI::IsMember({"snapshot", "vertex"}));
-  add_checked(app, "--task", o.dynamic.task,
+              "recurrence) or vertex (each rank a vertex range, halo exchange per snapshot)");
+  add_choice(app, "--task", o.dynamic.task,
               "dynamic mode: node-regression (MSE), node-classification, or link-prediction "
               "(the edges of snapshot t+1 from the embeddings at t against sampled "
-              "negatives; AUC and MRR)",
-              CLI::IsMember({"node-regression", "node-classification", "link-prediction"}));
+              "negatives; AUC and MRR)");
   add_checked(app, "--negatives", o.dynamic.negatives,
               "dynamic link prediction: negatives sampled per edge in training (the source "
               "replaced by a uniform node that is not an in-neighbour)",
@@ -287,9 +279,8 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               CLI::Range(1, 4096));
   add_checked(app, "--micro-batches", p.micro_batches,
               "pipeline mode: micro-batches per mini-batch", CLI::Range(1, 4096));
-  add_checked(app, "--schedule", p.schedule,
-              "pipeline mode: gpipe, 1f1b or wave (two stages per rank, down and back up)",
-              CLI::IsMember({"gpipe", "1f1b", "wave"}));
+  add_choice(app, "--schedule", p.schedule,
+              "pipeline mode: gpipe, 1f1b or wave (two stages per rank, down and back up)");
   app.add_option("--split", p.split,
                  "pipeline mode: auto (balance measured block times) or blocks per stage, e.g. "
                  "2,3 (blocks: the hop maps, then each MLP layer)")

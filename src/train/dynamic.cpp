@@ -56,8 +56,8 @@ public:
       : comm_(comm), options_(options), device_(runtime.device),
         trainer_(comm, options, runtime, manifest) {
     const auto& info = trainer_.info();
-    cls_ = options.dynamic.task == "node-classification";
-    link_ = options.dynamic.task == "link-prediction";
+    cls_ = options.dynamic.task == DynamicTask::node_classification;
+    link_ = options.dynamic.task == DynamicTask::link_prediction;
     metric_ = {.name = cls_ ? "acc" : link_ ? "auc" : "mse",
                .higher_is_better = cls_ || link_,
                .picks_best = info.valid.size() > 0};
@@ -75,11 +75,11 @@ public:
     const nlohmann::json model_json = {{"kind", options_.model.kind},
                                        {"hidden", options_.model.hidden},
                                        {"layers", options_.model.layers},
-                                       {"task", options_.dynamic.task},
+                                       {"task", option_word(options_.dynamic.task)},
                                        {"optimizer", options_.optimizer.kind}};
     const auto& blocks = trainer_.layout().snapshot_offsets;
     std::string block_text;
-    if (options_.dynamic.partition == "snapshot")
+    if (options_.dynamic.partition == TemporalPartition::snapshot)
       for (int q = 0; q < comm_.size(); ++q)
         block_text += fmt::format("{}[{}, {})", q == 0 ? ", snapshot blocks " : " ", blocks[q],
                                   blocks[q + 1]);
@@ -88,9 +88,9 @@ public:
             .setup_line = fmt::format(
                 "dynamic training: {}, {} {} layout, {} hidden {}, dropout {}, task {}, {} "
                 "nodes x {} snapshots (training [{}, {})){}",
-                log::counted(comm_.size(), "rank"), options_.model.kind, options_.dynamic.partition,
+                log::counted(comm_.size(), "rank"), options_.model.kind, option_word(options_.dynamic.partition),
                 log::counted(options_.model.layers, "GCN layer"), options_.model.hidden,
-                options_.model.dropout, options_.dynamic.task,
+                options_.model.dropout, option_word(options_.dynamic.task),
                 info.num_nodes, info.num_snapshots, info.train.begin, info.train.end,
                 block_text),
             .runtime_line = ""};
@@ -191,12 +191,12 @@ public:
     s["bytes_per_epoch"] = static_cast<double>(total_bytes) / epochs;
     s["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose_) / epochs;
     s["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic_) / epochs;
-    if (options_.dynamic.partition == "snapshot")
+    if (options_.dynamic.partition == TemporalPartition::snapshot)
       s["snapshot_blocks"] = trainer_.layout().snapshot_offsets;
     result.summary = s;
     summary["model"] = options_.model.kind;
-    summary["temporal_partition"] = options_.dynamic.partition;
-    summary["task"] = options_.dynamic.task;
+    summary["temporal_partition"] = option_word(options_.dynamic.partition);
+    summary["task"] = option_word(options_.dynamic.task);
     summary.update(result.summary);
   }
   void log_outcome(const TrainResult& result) const override {
@@ -227,9 +227,19 @@ private:
 
 void dynamic_defaults(TrainOptions& options,
                       const std::function<bool(const std::string&)>& given) {
-  if (options.dynamic.task != "node-regression") return;
+  if (options.dynamic.task != DynamicTask::node_regression) return;
   if (!given("--layers")) options.model.layers = 1;
   if (!given("--dropout")) options.model.dropout = 0.0f;
+}
+
+void check_dynamic_options(const TrainOptions& options, int /*ranks*/) {
+  const std::string& kind = options.model.kind;
+  TESSEL_EXPECTS(kind == "gcn-gru" || kind == "gcn-lstm" || kind == "evolvegcn-o",
+                 "--mode dynamic trains gcn-gru, gcn-lstm or evolvegcn-o, not --model {}", kind);
+  TESSEL_EXPECTS(options.dynamic.negatives >= 1 && options.dynamic.eval_negatives >= 1,
+                 "--negatives and --eval-negatives must be at least 1");
+  TESSEL_EXPECTS(options.model.dropout >= 0.0f && options.model.dropout < 1.0f,
+                 "--dropout {} is outside [0, 1)", options.model.dropout);
 }
 
 LoadedPart load_temporal_part(comm::Communicator& /*comm*/, TrainOptions& options) {

@@ -125,7 +125,7 @@ public:
     const int S = popts_.stages, D = popts_.data_parallel;
     group_ = comm_.rank() / S;
     pipe_rank_ = comm_.rank() % S;
-    kind_ = parse_schedule_kind(popts_.schedule);
+    kind_ = popts_.schedule;
     schedule_ = make_schedule(kind_, S, popts_.micro_batches);
     schedule_bubble_ = schedule_bubble(kind_, S, popts_.micro_batches);
     eval_schedule_ = make_schedule(kind_, S, popts_.micro_batches, true);
@@ -153,7 +153,7 @@ public:
     calibrate_stage_costs();
     log::info("pipeline: {} data-parallel x {} stages, {} schedule, {} micro-batches, split {}, "
               "bubble with the stage costs measured side by side {:.3f}",
-              D, S, popts_.schedule, popts_.micro_batches, split_text(), calibrated_bubble_);
+              D, S, option_word(popts_.schedule), popts_.micro_batches, split_text(), calibrated_bubble_);
   }
 
   std::vector<nn::Parameter*> parameters() override { return model_.parameters(); }
@@ -278,7 +278,7 @@ public:
     extra["samples_per_s"] =
         comm_.allreduce_value(static_cast<double>(rows) / train_s, comm::ReduceOp::min);
     extra["steps"] = static_cast<std::int64_t>(order.size());
-    extra["schedule"] = popts_.schedule;
+    extra["schedule"] = option_word(popts_.schedule);
     extra["stages"] = S;
     extra["micro_batches"] = popts_.micro_batches;
     extra["data_parallel"] = popts_.data_parallel;
@@ -921,11 +921,11 @@ void check_pipeline_options(const TrainOptions& options, int ranks) {
   TESSEL_EXPECTS(p.micro_batches >= 1, "--micro-batches {} must be >= 1", p.micro_batches);
   TESSEL_EXPECTS(p.batch_size >= 1, "--batch-size {} must be >= 1", p.batch_size);
   const int blocks = p.mlp_layers + 1;  // the hop maps, then each MLP layer
-  const int stages = stages_for(parse_schedule_kind(p.schedule), S);
+  const int stages = stages_for(p.schedule, S);
   TESSEL_EXPECTS(blocks >= stages,
                  "the model has {} blocks (hop maps + {} MLP layers) but the {} schedule on {} "
                  "ranks needs {} stages: raise --mlp-layers",
-                 blocks, p.mlp_layers, p.schedule, S, stages);
+                 blocks, p.mlp_layers, option_word(p.schedule), S, stages);
   if (p.split != "auto") parse_split(p.split, blocks, stages);
 }
 

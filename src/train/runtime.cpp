@@ -65,7 +65,8 @@ const std::vector<ModeInfo>& mode_table() {
             .apply_defaults = dynamic_defaults},
            {.load = load_temporal_part,
             .make = make_dynamic_trainer,
-            .describe = dynamic_run_info}),
+            .describe = dynamic_run_info,
+            .check = check_dynamic_options}),
   };
   return table;
 }

@@ -10,25 +10,6 @@
 
 namespace tessel::train {
 
-ScheduleKind parse_schedule_kind(const std::string& name) {
-  if (name == "gpipe") return ScheduleKind::gpipe;
-  if (name == "1f1b") return ScheduleKind::one_f_one_b;
-  if (name == "wave") return ScheduleKind::wave;
-  TESSEL_FAIL("--schedule {}: expected gpipe, 1f1b or wave", name);
-}
-
-std::string schedule_kind_name(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::gpipe:
-    return "gpipe";
-  case ScheduleKind::one_f_one_b:
-    return "1f1b";
-  case ScheduleKind::wave:
-    return "wave";
-  }
-  return "?";
-}
-
 const char* action_kind_name(ActionKind kind) {
   switch (kind) {
   case ActionKind::forward:

@@ -330,7 +330,7 @@ private:
 std::unique_ptr<TemporalTask> make_temporal_task(const TaskContext& context,
                                                  datasets::TemporalStoreReader& reader,
                                                  nn::TemporalGcn& model) {
-  if (context.options.dynamic.task == "link-prediction")
+  if (context.options.dynamic.task == DynamicTask::link_prediction)
     return std::make_unique<LinkTask>(context, reader, model);
   return std::make_unique<NodeTask>(context, reader);
 }
@@ -373,7 +373,7 @@ void write_snapshot_rows(const TaskContext& c, const std::vector<Tensor>& blocks
     file.set_attr("version", std::int64_t{1});
     file.set_attr("num_nodes", N);
     file.set_attr("num_snapshots", T);
-    file.set_attr("task", c.options.dynamic.task);
+    file.set_attr("task", option_word(c.options.dynamic.task));
     file.write(dataset, rows.data(), {T * N, width}, description);
     file.close();
   }

@@ -72,7 +72,7 @@ TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& o
       manifest_(std::move(manifest)) {
   check_options();
   const std::string& kind = options.model.kind;
-  snapshot_layout_ = options.dynamic.partition == "snapshot";
+  snapshot_layout_ = options.dynamic.partition == TemporalPartition::snapshot;
   recurrent_ = kind != "evolvegcn-o";
   N_ = manifest_.num_nodes;
   T_ = manifest_.num_snapshots;
@@ -101,7 +101,7 @@ TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& o
   orig_ids_ = reader.orig_ids();
   graphs_ =
       load_snapshot_graphs(comm_, data_, reader, orig_ids_, layout_, snapshot_layout_, device_);
-  out_dim_ = options.dynamic.task == "node-classification" ? info_.num_classes : 1;
+  out_dim_ = options.dynamic.task == DynamicTask::node_classification ? info_.num_classes : 1;
   model_.emplace(nn::TemporalConfig{.kind = temporal_kind(kind),
                                     .layers = options.model.layers,
                                     .in_dim = manifest_.feature_dim,
@@ -174,36 +174,21 @@ void TemporalTrainer::write_outputs(const OutputFiles& files) {
 
 void TemporalTrainer::check_options() const {
   const TrainOptions& options = options_;
+  check_dynamic_options(options, comm_.size());
   TESSEL_EXPECTS(manifest_.num_parts == comm_.size(),
                  "{} holds a temporal partition into {} parts, but {} ranks are running: run "
                  "mpirun -np {}",
                  options.part_dir.string(), manifest_.num_parts, comm_.size(), manifest_.num_parts);
-  const std::string& kind = options.model.kind;
-  TESSEL_EXPECTS(kind == "gcn-gru" || kind == "gcn-lstm" || kind == "evolvegcn-o",
-                 "--mode dynamic trains gcn-gru, gcn-lstm or evolvegcn-o, not --model {}", kind);
-  TESSEL_EXPECTS(options.dynamic.partition == "snapshot" || options.dynamic.partition == "vertex",
-                 "--temporal-partition must be snapshot or vertex, got {}",
-                 options.dynamic.partition);
-  const std::string& task = options.dynamic.task;
-  TESSEL_EXPECTS(task == "node-classification" || task == "link-prediction" ||
-                     task == "node-regression",
-                 "--task {} is not supported: use node-regression, node-classification or "
-                 "link-prediction",
-                 task);
-  TESSEL_EXPECTS(options.dynamic.negatives >= 1 && options.dynamic.eval_negatives >= 1,
-                 "--negatives and --eval-negatives must be at least 1");
-  TESSEL_EXPECTS(options.model.dropout >= 0.0f && options.model.dropout < 1.0f,
-                 "--dropout {} is outside [0, 1)", options.model.dropout);
 }
 
 void TemporalTrainer::check_task() const {
-  const std::string& task = options_.dynamic.task;
-  if (task == "link-prediction")
+  const DynamicTask task = options_.dynamic.task;
+  if (task == DynamicTask::link_prediction)
     TESSEL_EXPECTS(T_ >= 2 && N_ < (std::int64_t{1} << 31),
                    "{}: --task link-prediction needs at least 2 snapshots and fewer than 2^31 "
                    "nodes",
                    manifest_.store.string());
-  else if (task == "node-classification")
+  else if (task == DynamicTask::node_classification)
     TESSEL_EXPECTS(info_.num_classes >= 2,
                    "{}: --task node-classification needs class targets (the store has "
                    "regression targets)",

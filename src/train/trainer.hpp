@@ -148,6 +148,7 @@ RunInfo graph_run_info(const Trainer& trainer, const TrainerContext& context);
 // The temporal mode: reads partition.json of a temporal partition (the trainer reads the store
 // after its runtime is chosen), builds the trainer, and describes it.
 LoadedPart load_temporal_part(comm::Communicator& comm, TrainOptions& options);
+void check_dynamic_options(const TrainOptions& options, int ranks);
 std::unique_ptr<Trainer> make_dynamic_trainer(TrainerContext context);
 RunInfo dynamic_run_info(const Trainer& trainer, const TrainerContext& context);
 // Dynamic mode's defaults: node regression takes the usual recipe's model (1 GCN layer, no

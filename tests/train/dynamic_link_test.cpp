@@ -89,7 +89,7 @@ TEST(DynamicLinkPrediction, LearnsThePlantedCommunities) {
   o.eval_every = 20;
   o.seed = 1;
   o.quiet = true;
-  o.dynamic.task = "link-prediction";
+  o.dynamic.task = train::DynamicTask::link_prediction;
   o.dynamic.negatives = 1;
   o.dynamic.eval_negatives = 10;
   const auto result = train::train_dynamic(*comm, o);

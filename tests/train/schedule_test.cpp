@@ -2,6 +2,7 @@
 // bubble fraction of GPipe, 1F1B and wave for S in {2, 4, 8} and m in {1, 4, 16}.
 #include "tessel/core/error.hpp"
 #include "tessel/train/schedule.hpp"
+#include "tessel/train/train.hpp"
 #include "two_stage_bubble.hpp"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ TEST(Schedule, EveryKindIsValidDeadlockFreeAndMeetsItsBubbleAndMemoryBounds) {
   for (ScheduleKind kind : kKinds)
     for (int s : {2, 4, 8})
       for (int m : {1, 4, 16}) {
-        SCOPED_TRACE(schedule_kind_name(kind) + " S=" + std::to_string(s) +
+        SCOPED_TRACE(option_word(kind) + " S=" + std::to_string(s) +
                      " m=" + std::to_string(m));
         const Schedule schedule = make_schedule(kind, s, m);
         ASSERT_EQ(schedule.stages, kind == ScheduleKind::wave ? 2 * s : s);
@@ -168,10 +169,10 @@ TEST(Schedule, GpipeBubbleIsAtLeastTheAnalyticFloorForAnyStageCosts) {
           });
           ASSERT_TRUE(sim.ok) << sim.error;
           if (trial == 0) {
-            EXPECT_NEAR(sim.bubble, floor, 1e-12) << schedule_kind_name(kind) << " S=" << stages;
+            EXPECT_NEAR(sim.bubble, floor, 1e-12) << option_word(kind) << " S=" << stages;
           } else {
             EXPECT_GE(sim.bubble, floor - 1e-12)
-                << schedule_kind_name(kind) << " S=" << stages << " m=" << m << " trial " << trial;
+                << option_word(kind) << " S=" << stages << " m=" << m << " trial " << trial;
           }
         }
       }
@@ -214,6 +215,6 @@ TEST(Schedule, TwoStageGpipeIsItsClosedFormAndOneFOneBIsNeverWorse) {
 
 TEST(Schedule, NamesRoundTrip) {
   for (ScheduleKind kind : kKinds)
-    EXPECT_EQ(parse_schedule_kind(schedule_kind_name(kind)), kind);
-  EXPECT_THROW(parse_schedule_kind("zigzag"), InputError);
+    EXPECT_EQ(option_value<ScheduleKind>(option_word(kind)), kind);
+  EXPECT_THROW(option_value<ScheduleKind>("zigzag"), InputError);
 }

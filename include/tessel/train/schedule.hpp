@@ -9,11 +9,8 @@
 
 namespace tessel::train {
 
+// --schedule (its words: OptionWords<ScheduleKind> in train.hpp).
 enum class ScheduleKind { gpipe, one_f_one_b, wave };
-
-// "gpipe", "1f1b", "wave" <-> ScheduleKind; parse throws an InputError naming the flag value.
-ScheduleKind parse_schedule_kind(const std::string& name);
-std::string schedule_kind_name(ScheduleKind kind);
 
 enum class ActionKind {
   forward,         // forward of micro-batch `micro` through stage `stage`

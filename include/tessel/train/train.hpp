@@ -2,9 +2,11 @@
 #pragma once
 
 #include "tessel/comm/communicator.hpp"
+#include "tessel/core/error.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/kernels/row_codec.hpp"
 #include "tessel/train/halo_aggregation.hpp"
+#include "tessel/train/schedule.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::train {
@@ -45,9 +48,14 @@ struct SampledOptions {
   std::int64_t max_steps = 0;               // > 0: at most this many steps per epoch (benchmarks)
 };
 
+// --task of the dynamic mode, and --temporal-partition: each rank a block of snapshots, or a
+// range of vertices.
+enum class DynamicTask { node_regression, node_classification, link_prediction };
+enum class TemporalPartition { snapshot, vertex };
+
 struct DynamicOptions {
-  std::string partition = "snapshot";    // snapshot | vertex
-  std::string task = "node-regression";  // node-regression | node-classification | link-prediction
+  TemporalPartition partition = TemporalPartition::snapshot;
+  DynamicTask task = DynamicTask::node_regression;
   int negatives = 1;        // link prediction: sampled negatives per edge in training
   int eval_negatives = 10;  // link prediction: negatives per edge in evaluation (AUC, MRR)
 };
@@ -61,7 +69,7 @@ struct PipelineOptions {
   int stages = 1;                  // S pipeline ranks per data-parallel group
   std::string split = "auto";      // auto (balance measured block times) or blocks per stage "2,3"
   int micro_batches = 4;           // m per mini-batch
-  std::string schedule = "1f1b";   // gpipe | 1f1b | wave
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
   int data_parallel = 1;           // D groups
   std::int64_t batch_size = 1024;  // training rows per optimizer step, whole job
   int max_batches = 0;             // > 0: at most this many mini-batches per epoch (benchmarks)
@@ -73,6 +81,57 @@ enum class DeviceChoice { automatic, cpu, cuda };
 // --comm, the data plane for tensors on GPUs: NCCL with one GPU per rank, else MPI (automatic);
 // NCCL; MPI, staged through pinned host memory.
 enum class CommChoice { automatic, nccl, mpi };
+
+// The command-line words of an option's enum values, in the order --help lists them: the
+// command line turns a word into its value once, and logs and records print the word back.
+template <class E>
+struct OptionWords;
+template <>
+struct OptionWords<DeviceChoice> {
+  static inline const std::vector<std::pair<std::string, DeviceChoice>> list = {
+      {"auto", DeviceChoice::automatic}, {"cpu", DeviceChoice::cpu}, {"cuda", DeviceChoice::cuda}};
+};
+template <>
+struct OptionWords<CommChoice> {
+  static inline const std::vector<std::pair<std::string, CommChoice>> list = {
+      {"auto", CommChoice::automatic}, {"nccl", CommChoice::nccl}, {"mpi", CommChoice::mpi}};
+};
+template <>
+struct OptionWords<DynamicTask> {
+  static inline const std::vector<std::pair<std::string, DynamicTask>> list = {
+      {"node-regression", DynamicTask::node_regression},
+      {"node-classification", DynamicTask::node_classification},
+      {"link-prediction", DynamicTask::link_prediction}};
+};
+template <>
+struct OptionWords<TemporalPartition> {
+  static inline const std::vector<std::pair<std::string, TemporalPartition>> list = {
+      {"snapshot", TemporalPartition::snapshot}, {"vertex", TemporalPartition::vertex}};
+};
+template <>
+struct OptionWords<ScheduleKind> {
+  static inline const std::vector<std::pair<std::string, ScheduleKind>> list = {
+      {"gpipe", ScheduleKind::gpipe},
+      {"1f1b", ScheduleKind::one_f_one_b},
+      {"wave", ScheduleKind::wave}};
+};
+template <class E>
+std::string option_word(E value) {
+  for (const auto& [word, choice] : OptionWords<E>::list)
+    if (choice == value) return word;
+  return std::to_string(static_cast<int>(value));
+}
+// The value of a word (for callers that hold words: tests, bindings); an InputError naming the
+// accepted words otherwise.
+template <class E>
+E option_value(const std::string& word) {
+  std::string listed;
+  for (const auto& [w, choice] : OptionWords<E>::list) {
+    if (w == word) return choice;
+    listed += (listed.empty() ? "" : ", ") + w;
+  }
+  TESSEL_FAIL("'{}' is not one of {}", word, listed);
+}
 
 struct TrainOptions {
   std::filesystem::path part_dir;
