@@ -463,15 +463,15 @@ std::uint32_t entry_crc(const std::vector<unsigned char>& header, const NpyArray
   crc = static_cast<std::uint32_t>(crc32(crc, header.data(), static_cast<uInt>(header.size())));
   const auto* bytes = static_cast<const unsigned char*>(a.data);
   for (std::size_t off = 0; off < a.bytes; off += 1u << 30)
-    crc = static_cast<std::uint32_t>(crc32(
-        crc, bytes + off, static_cast<uInt>(std::min<std::size_t>(a.bytes - off, 1u << 30))));
+    crc = static_cast<std::uint32_t>(
+        crc32(crc, bytes + off, static_cast<uInt>(std::min<std::size_t>(a.bytes - off, 1u << 30))));
   return crc;
 }
 
 // One archive being written: each array an entry (local header, then the stored or deflated
 // .npy), then the central directory and the end records.
 class NpzWriter {
- public:
+public:
   NpzWriter(const std::filesystem::path& path, bool compress, bool zip64)
       : path_(path), f_(std::fopen(path.c_str(), "wb"), &std::fclose), compress_(compress),
         zip64_(zip64) {
@@ -516,7 +516,7 @@ class NpzWriter {
                    output_name(path_).string());
   }
 
- private:
+private:
   struct Written {
     std::string name;
     std::uint32_t crc;
@@ -561,8 +561,7 @@ class NpzWriter {
     const auto* bytes = static_cast<const unsigned char*>(a.data);
     pump(zs, out, csize, header.data(), header.size(), Z_NO_FLUSH);
     for (std::size_t off = 0; off < a.bytes; off += 1u << 28)
-      pump(zs, out, csize, bytes + off, std::min<std::size_t>(a.bytes - off, 1u << 28),
-           Z_NO_FLUSH);
+      pump(zs, out, csize, bytes + off, std::min<std::size_t>(a.bytes - off, 1u << 28), Z_NO_FLUSH);
     pump(zs, out, csize, nullptr, 0, Z_FINISH);
     deflateEnd(&zs);
     return csize;

@@ -140,11 +140,11 @@ double mean_weight_of(const std::vector<double>& weight) {
 // Class member lists in id order, with cumulative weights for weighted range sampling, and an
 // alias table per class for whole-class picks.
 struct ClassMembers {
-  std::vector<std::int64_t> class_begin;  // [classes + 1] first member position of each class
-  std::vector<std::int64_t> members;      // [n] node at each member position
-  std::vector<std::int64_t> position;     // [n] member position of each node
-  std::vector<double> cum;                // [n + 1] weights summed over member positions
-  std::vector<std::uint32_t> alias_threshold, alias_other;  // [n] see build_alias
+  std::vector<std::int64_t> class_begin; // [classes + 1] first member position of each class
+  std::vector<std::int64_t> members;     // [n] node at each member position
+  std::vector<std::int64_t> position;    // [n] member position of each node
+  std::vector<double> cum;               // [n + 1] weights summed over member positions
+  std::vector<std::uint32_t> alias_threshold, alias_other; // [n] see build_alias
 };
 
 ClassMembers class_members(const SyntheticOptions& o, const std::vector<std::int64_t>& cls,
@@ -218,10 +218,10 @@ std::int64_t draw_target(const ClassMembers& cm, rng::Sequence& draw, std::int64
   std::int64_t target_class = c;
   const bool stay = num_classes == 1 || draw.next_u32() < stay_below;
   if (!stay)
-    target_class = (c + 1 +
-                    static_cast<std::int64_t>(
-                        draw.next_below(static_cast<std::uint64_t>(num_classes - 1)))) %
-                   num_classes;
+    target_class =
+        (c + 1 +
+         static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(num_classes - 1)))) %
+        num_classes;
   std::int64_t lo = cm.class_begin[static_cast<std::size_t>(target_class)];
   std::int64_t hi = cm.class_begin[static_cast<std::size_t>(target_class) + 1];
   std::int64_t k;
@@ -230,8 +230,8 @@ std::int64_t draw_target(const ClassMembers& cm, rng::Sequence& draw, std::int64
     lo = std::max(lo, pos - window);
     hi = std::min(hi, pos + window + 1);
     const double x = cum[static_cast<std::size_t>(lo)] +
-                     draw.next_double() * (cum[static_cast<std::size_t>(hi)] -
-                                           cum[static_cast<std::size_t>(lo)]);
+                     draw.next_double() *
+                         (cum[static_cast<std::size_t>(hi)] - cum[static_cast<std::size_t>(lo)]);
     k = static_cast<std::int64_t>(std::upper_bound(cum.begin() + lo, cum.begin() + hi + 1, x) -
                                   cum.begin()) -
         1;

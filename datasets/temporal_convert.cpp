@@ -537,15 +537,13 @@ struct TimedEdges {
 
 // One line src,dst,time[,weight] of the edge list (line n, 0-based), checked, into `edges`;
 // blank lines and # comments are skipped.
-void add_edge_line(const fs::path& path, std::string_view line, std::int64_t n,
-                   TimedEdges& edges) {
+void add_edge_line(const fs::path& path, std::string_view line, std::int64_t n, TimedEdges& edges) {
   if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string_view::npos)
     return;
   const auto fields = split_fields(line);
   if (fields.size() != 3 && fields.size() != 4)
-    detail::throw_line_error(path, n,
-                             fmt::format("{} fields, expected src,dst,time[,weight]",
-                                         fields.size()));
+    detail::throw_line_error(
+        path, n, fmt::format("{} fields, expected src,dst,time[,weight]", fields.size()));
   double v[4] = {0, 0, 0, 1};
   for (std::size_t i = 0; i < fields.size(); ++i)
     if (!parse_double(fields[i], v[i]))
@@ -595,8 +593,8 @@ std::int64_t count_nodes(const TimedEdges& edges, const std::string& file) {
 
 // One row of --node-features (line n, 0-based), checked, into `features`; F is set by the first
 // row. Returns whether the line was a row (not blank, not a # comment).
-bool add_feature_line(const fs::path& path, std::string_view line, std::int64_t n,
-                      std::int64_t& F, std::vector<float>& features) {
+bool add_feature_line(const fs::path& path, std::string_view line, std::int64_t n, std::int64_t& F,
+                      std::vector<float>& features) {
   if (line.empty() || line[0] == '#') return false;
   const auto fields = split_fields(line);
   if (F < 0) F = static_cast<std::int64_t>(fields.size());
@@ -688,16 +686,15 @@ void add_degree_series(TemporalDataset& d, const std::vector<float>& static_feat
       d.targets.push_back(k + 1 < K ? in_deg[k + 1][v] : 0.0f);
 }
 
-}  // namespace
+} // namespace
 
 TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConvertOptions& o) {
   const std::string file = path.string();
   TESSEL_EXPECTS((o.snapshots > 0) != (o.snapshot_span > 0),
                  "{}: give exactly one of --snapshots K or --snapshot-span S", file);
   TimedEdges edges;
-  for_each_line(path, [&](std::string_view line, std::int64_t n) {
-    add_edge_line(path, line, n, edges);
-  });
+  for_each_line(
+      path, [&](std::string_view line, std::int64_t n) { add_edge_line(path, line, n, edges); });
   TESSEL_EXPECTS(!edges.time.empty(), "{}: no edges", file);
   std::int64_t N = count_nodes(edges, file);
   std::vector<float> static_features;
@@ -708,8 +705,8 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
     for_each_line(o.node_features, [&](std::string_view line, std::int64_t n) {
       if (add_feature_line(o.node_features, line, n, F, static_features)) ++rows;
     });
-    TESSEL_EXPECTS(rows >= N, "{}: node id {} is out of range: {} has {} rows (one per node)",
-                   file, N - 1, o.node_features.string(), rows);
+    TESSEL_EXPECTS(rows >= N, "{}: node id {} is out of range: {} has {} rows (one per node)", file,
+                   N - 1, o.node_features.string(), rows);
     N = rows;
   }
   double span = 0;

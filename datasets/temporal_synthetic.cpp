@@ -51,7 +51,7 @@ void check_options(const SyntheticTemporalOptions& o) {
 // The evolving graph: community memberships, their effects and feature centroids, and the
 // edges of the current step (redrawn in part at each step).
 class EvolvingGraph {
- public:
+public:
   explicit EvolvingGraph(const SyntheticTemporalOptions& o)
       : o_(o), N_(o.num_nodes), F_(o.feature_dim), C_(o.num_communities),
         member_(static_cast<std::size_t>(N_)), effect_(static_cast<std::size_t>(C_)),
@@ -64,12 +64,15 @@ class EvolvingGraph {
       member_[v] = static_cast<std::int32_t>(init.below(v, 0, C_));
     // Community effects on the signal and feature centroids.
     for (std::int64_t c = 0; c < C_; ++c) {
-      rng::Sequence seq(rng::Key{o.seed, rng::Stream::synthetic, 0, 0, 2}, static_cast<std::uint64_t>(c));
+      rng::Sequence seq(rng::Key{o.seed, rng::Stream::synthetic, 0, 0, 2},
+                        static_cast<std::uint64_t>(c));
       effect_[c] = 0.5 * seq.next_normal();
-      for (std::int64_t f = 0; f < F_; ++f) centroid_[c * F_ + f] = seq.next_normal();
+      for (std::int64_t f = 0; f < F_; ++f)
+        centroid_[c * F_ + f] = seq.next_normal();
     }
     index_members();
-    for (std::int64_t i = 0; i < num_edges_; ++i) draw_edge(i, 0);
+    for (std::int64_t i = 0; i < num_edges_; ++i)
+      draw_edge(i, 0);
   }
 
   Draw step_key(rng::Stream stream, std::int64_t t, std::uint32_t layer) const {
@@ -80,7 +83,8 @@ class EvolvingGraph {
   void evolve(std::int64_t t) {
     const Draw move = step_key(rng::Stream::synthetic, t, 5);
     for (std::int64_t v = 0; v < N_; ++v)
-      if (move.uniform(v, 0) < o_.drift) member_[v] = static_cast<std::int32_t>(move.below(v, 1, C_));
+      if (move.uniform(v, 0) < o_.drift)
+        member_[v] = static_cast<std::int32_t>(move.below(v, 1, C_));
     index_members();
     const Draw re = step_key(rng::Stream::synthetic, t, 6);
     for (std::int64_t i = 0; i < num_edges_; ++i)
@@ -96,7 +100,8 @@ class EvolvingGraph {
       ++snap.indptr[eu_[i] + 1];
       ++snap.indptr[ev_[i] + 1];
     }
-    for (std::int64_t v = 0; v < N_; ++v) snap.indptr[v + 1] += snap.indptr[v];
+    for (std::int64_t v = 0; v < N_; ++v)
+      snap.indptr[v + 1] += snap.indptr[v];
     snap.indices.resize(static_cast<std::size_t>(2 * num_edges_));
     std::vector<EdgeId> fill(snap.indptr.begin(), snap.indptr.end() - 1);
     for (std::int64_t i = 0; i < num_edges_; ++i) {
@@ -116,7 +121,8 @@ class EvolvingGraph {
       float* row = &d.features[static_cast<std::size_t>((t * N_ + v) * F_)];
       row[0] = static_cast<float>(s[v]);
       for (std::int64_t f = 1; f < F_; ++f)
-        row[f] = centroid_[member_[v] * F_ + f] + static_cast<float>(noise.uniform(v, static_cast<std::uint32_t>(f)) - 0.5);
+        row[f] = centroid_[member_[v] * F_ + f] +
+                 static_cast<float>(noise.uniform(v, static_cast<std::uint32_t>(f)) - 0.5);
     }
   }
 
@@ -128,7 +134,8 @@ class EvolvingGraph {
     for (std::int64_t v = 0; v < N_; ++v) {
       double mean = 0;
       const EdgeId b = snap.indptr[v], e = snap.indptr[v + 1];
-      for (EdgeId k = b; k < e; ++k) mean += s[snap.indices[k]];
+      for (EdgeId k = b; k < e; ++k)
+        mean += s[snap.indices[k]];
       if (e > b) mean /= static_cast<double>(e - b);
       next[v] = std::tanh(kNeighbourGain * mean + kMemoryGain * s_prev[v] + effect_[member_[v]]) +
                 kNoise * (2 * eps.uniform(v, 0) - 1);
@@ -137,10 +144,11 @@ class EvolvingGraph {
     return next;
   }
 
- private:
+private:
   void index_members() {
     members_.assign(static_cast<std::size_t>(C_), {});
-    for (std::int64_t v = 0; v < N_; ++v) members_[member_[v]].push_back(v);
+    for (std::int64_t v = 0; v < N_; ++v)
+      members_[member_[v]].push_back(v);
   }
 
   // Edge i at step t: a uniform endpoint u, then v in u's community with probability homophily.
@@ -174,7 +182,7 @@ class EvolvingGraph {
   std::vector<std::vector<NodeId>> members_;
 };
 
-}  // namespace
+} // namespace
 
 TemporalDataset make_synthetic_temporal(const SyntheticTemporalOptions& o) {
   check_options(o);

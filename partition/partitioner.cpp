@@ -372,7 +372,8 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   stats.offsets = relabeling.offsets;
 
   const ScopedActivity activity("building and writing the part files in " + out.temp().string());
-  std::vector<h5::File> files = build_and_write_parts(training, relabeling, data, out, stats, times);
+  std::vector<h5::File> files =
+      build_and_write_parts(training, relabeling, data, out, stats, times);
   training = GraphCsr{};
   mark_peak(stats, "build");
   {

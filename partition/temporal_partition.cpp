@@ -60,8 +60,8 @@ Csr union_graph(const std::vector<Csr>& snapshots, std::int64_t n) {
 
 // The vertex parts over the union of all snapshots (METIS, or random), relabeled into ranges;
 // the union's symmetrized edge count and METIS's cut (-1 without METIS) go to the manifest.
-Relabeling assign_vertex_ranges(const datasets::TemporalDataset& data, int num_parts,
-                                Method method, std::uint64_t seed, std::int64_t& union_edges,
+Relabeling assign_vertex_ranges(const datasets::TemporalDataset& data, int num_parts, Method method,
+                                std::uint64_t seed, std::int64_t& union_edges,
                                 std::int64_t& metis_cut) {
   const std::int64_t N = data.num_nodes;
   std::vector<std::int32_t> part;
@@ -82,7 +82,8 @@ Csr relabel_snapshot(const Csr& s, const Relabeling& rl, std::int64_t N) {
   Csr r;
   r.num_rows = r.num_cols = N;
   r.indptr.assign(static_cast<std::size_t>(N + 1), 0);
-  for (std::int64_t g = 0; g < N; ++g) r.indptr[g + 1] = r.indptr[g] + s.degree(rl.orig_of[g]);
+  for (std::int64_t g = 0; g < N; ++g)
+    r.indptr[g + 1] = r.indptr[g] + s.degree(rl.orig_of[g]);
   r.indices.resize(s.indices.size());
   r.values.resize(s.values.size());
   for (std::int64_t g = 0; g < N; ++g) {
@@ -129,15 +130,15 @@ struct VertexHaloStats {
     halo.push_back(per_part);
   }
 
-  nlohmann::json halo = nlohmann::json::array();  // [snapshot][part]
+  nlohmann::json halo = nlohmann::json::array(); // [snapshot][part]
   std::vector<std::int64_t> halo_total, cut_total;
-  std::vector<std::int64_t> seen;  // the stamp (snapshot, part) a source was last counted in
+  std::vector<std::int64_t> seen; // the stamp (snapshot, part) a source was last counted in
 };
 
 // The store relabeled by rl: snapshots, features and targets in new-id order, each node's
 // original id kept; the halo statistics of every snapshot into `halo`.
-datasets::TemporalDataset relabel_store(const datasets::TemporalDataset& data,
-                                        const Relabeling& rl, VertexHaloStats& halo) {
+datasets::TemporalDataset relabel_store(const datasets::TemporalDataset& data, const Relabeling& rl,
+                                        VertexHaloStats& halo) {
   const std::int64_t N = data.num_nodes, T = data.num_snapshots();
   datasets::TemporalDataset out;
   out.name = data.name;
@@ -184,7 +185,7 @@ nlohmann::json temporal_manifest_json(const TemporalManifest& m) {
           {"stats", m.stats}};
 }
 
-}  // namespace
+} // namespace
 
 TemporalManifest partition_temporal_store(const fs::path& store, const fs::path& out_dir,
                                           int num_parts, Method method, std::uint64_t seed,

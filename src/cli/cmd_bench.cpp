@@ -228,10 +228,11 @@ void add_bench_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("DIR", o.train.part_dir, "partition folder made by `tessel partition`")
       ->required()
       ->check(partition_folder());
-  app.add_option("--modes", o.modes, "comma-separated training modes to compare (full, sampled, pipeline; or dynamic alone, on a "
-                 "temporal partition). --model names the GNN modes' model; pipeline trains its "
-                 "sign-mlp with the pipeline flags (--stages, default data-parallel: ranks / "
-                 "stages)")
+  app.add_option("--modes", o.modes,
+                 "comma-separated training modes to compare (full, sampled, pipeline; or dynamic "
+                 "alone, on a temporal partition). --model names the GNN modes' model; pipeline "
+                 "trains its sign-mlp with the pipeline flags (--stages, default data-parallel: "
+                 "ranks / stages)")
       ->capture_default_str();
   app.add_option("--epochs", o.train.epochs, "epochs per mode")
       ->check(CLI::Range(1, 1000000))
@@ -258,7 +259,8 @@ void check_bench_flags(const CLI::App& app, BenchOptions& o) {
   const auto known = train::mode_names();
   for (std::size_t start = 0; start <= o.modes.size();) {
     const auto comma = o.modes.find(',', start);
-    const auto mode = o.modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto mode =
+        o.modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
                    "--modes: unknown mode '{}' (known: {})", mode, fmt::join(known, ", "));
     TESSEL_EXPECTS(std::find(o.mode_list.begin(), o.mode_list.end(), mode) == o.mode_list.end(),
@@ -298,7 +300,7 @@ fs::path report_target(const BenchOptions& o) {
                  "--out {} holds the partition {} being benchmarked; give another folder",
                  o.out_dir.string(), o.train.part_dir.string());
   fs::path target = o.out_dir.lexically_normal();
-  if (!target.has_filename()) target = target.parent_path();  // "report/" names "report"
+  if (!target.has_filename()) target = target.parent_path(); // "report/" names "report"
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
   return target;
 }
@@ -322,25 +324,26 @@ std::string bench_dataset(const BenchOptions& o) {
 
 // The report's settings, with an empty list of modes.
 nlohmann::json report_header(const BenchOptions& o, const std::string& dataset, int ranks) {
-  return {
-      {"format", "tessel-bench"},
-      {"version", 2},
-      {"dataset", dataset},
-      {"partition", o.train.part_dir.string()},
-      {"ranks", ranks},
-      {"model", o.train.model.kind},
-      {"layers", o.train.model.layers},
-      {"hidden", o.train.model.hidden},
-      {"dropout", o.train.model.dropout},
-      {"lr", o.train.optimizer.lr},
-      {"seed", o.train.seed},
-      {"fanouts", o.train.sampled.fanouts},
-      {"batch_size", o.train.sampled.batch_size},
-      {"target_acc", o.train.target_acc > 0 ? nlohmann::json(o.train.target_acc) : nlohmann::json(nullptr)},
-      {"budget", o.train.time_budget_s > 0
-                     ? fmt::format("{:.0f} s of training per mode (at most {} epochs)", o.train.time_budget_s, o.train.epochs)
-                     : fmt::format("{} epochs per mode", o.train.epochs)},
-      {"modes", nlohmann::json::array()}};
+  return {{"format", "tessel-bench"},
+          {"version", 2},
+          {"dataset", dataset},
+          {"partition", o.train.part_dir.string()},
+          {"ranks", ranks},
+          {"model", o.train.model.kind},
+          {"layers", o.train.model.layers},
+          {"hidden", o.train.model.hidden},
+          {"dropout", o.train.model.dropout},
+          {"lr", o.train.optimizer.lr},
+          {"seed", o.train.seed},
+          {"fanouts", o.train.sampled.fanouts},
+          {"batch_size", o.train.sampled.batch_size},
+          {"target_acc",
+           o.train.target_acc > 0 ? nlohmann::json(o.train.target_acc) : nlohmann::json(nullptr)},
+          {"budget", o.train.time_budget_s > 0
+                         ? fmt::format("{:.0f} s of training per mode (at most {} epochs)",
+                                       o.train.time_budget_s, o.train.epochs)
+                         : fmt::format("{} epochs per mode", o.train.epochs)},
+          {"modes", nlohmann::json::array()}};
 }
 
 // Trains each mode in turn, its summary into report["modes"]. A mode that fails with an error

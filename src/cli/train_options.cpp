@@ -319,7 +319,7 @@ void add_pipeline_flags(CLI::App& app, train::TrainOptions& o) {
                  "DIR/sign-<operator>-k<K>[-row], computed there when missing)");
 }
 
-}  // namespace
+} // namespace
 
 void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
   add_common_flags(app, o);

@@ -376,16 +376,16 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
 struct DistributedSampler::DeviceHopExchange {
   bool with_draws = false;
   int me = 0;
-  std::size_t p = 0;  // ranks
+  std::size_t p = 0; // ranks
   Device device;
   sampling::FrontierRoute route;
-  Tensor requests;  // the frontier in routed order
+  Tensor requests; // the frontier in routed order
   std::vector<std::int64_t> send, flagged_to, recv, flagged_from;
   // Routed positions of the flagged requests, per owner: [flag_begin[r], flag_begin[r] +
   // flagged_to[r]).
   std::vector<std::int64_t> flag_begin;
   std::int64_t remote_requests = 0;
-  Tensor incoming;  // the requests this rank answers
+  Tensor incoming; // the requests this rank answers
   // The owner's side: the draw count and draws of every request, the original id and degree of
   // the flagged ones.
   Tensor lengths, answers, info_orig, info_degree;
@@ -516,8 +516,8 @@ void DistributedSampler::answer_device_requests(DeviceHopExchange& x, int fanout
   x.info_degree = sampling::take(in_degree, flagged_index);
   if (!x.with_draws) return;
   Tensor request_offsets;
-  counters_.sampled_edges += device_graph_->sample(x.incoming, part_.offset, fanout, key,
-                                                   request_offsets, x.answers);
+  counters_.sampled_edges +=
+      device_graph_->sample(x.incoming, part_.offset, fanout, key, request_offsets, x.answers);
   x.lengths = sampling::segment_lengths(request_offsets);
   count_device_answers(x, request_offsets, in_degree);
 }
@@ -532,7 +532,8 @@ void DistributedSampler::count_device_answers(DeviceHopExchange& x, const Tensor
   const std::size_t p = x.p;
   // [p + 1] rank bounds, then the two ranges of the other ranks' requests.
   std::vector<std::int64_t> positions(p + 1, 0);
-  for (std::size_t r = 0; r < p; ++r) positions[r + 1] = positions[r] + x.recv[r];
+  for (std::size_t r = 0; r < p; ++r)
+    positions[r + 1] = positions[r] + x.recv[r];
   const std::int64_t before = positions[static_cast<std::size_t>(x.me)];
   const std::int64_t after = positions[static_cast<std::size_t>(x.me) + 1];
   const std::int64_t total = positions[p];
@@ -547,7 +548,8 @@ void DistributedSampler::count_device_answers(DeviceHopExchange& x, const Tensor
       .copy_from(sampling::segment_sums({in_degree}, others_ranges).reshape({2}));
   const Tensor host = readback.to(Device::cpu());
   const std::int64_t* at_bounds = host.data<std::int64_t>();
-  for (std::size_t r = 0; r < p; ++r) x.answers_to[r] = at_bounds[r + 1] - at_bounds[r];
+  for (std::size_t r = 0; r < p; ++r)
+    x.answers_to[r] = at_bounds[r + 1] - at_bounds[r];
   const std::int64_t other_degrees = at_bounds[p + 1] + at_bounds[p + 2];
   counters_.remote_adjacency += other_degrees + (total - (after - before));
 }
@@ -570,8 +572,8 @@ void DistributedSampler::return_device_replies(DeviceHopExchange& x, std::int64_
   std::vector<std::int64_t> ones(p, 1);
   comm_.alltoallv(x.answers_to.data(), ones, x.answers_from.data(), ones, DType::i64);
   x.back_answers = Tensor::empty(
-      {std::accumulate(x.answers_from.begin(), x.answers_from.end(), std::int64_t{0})},
-      DType::i64, x.device);
+      {std::accumulate(x.answers_from.begin(), x.answers_from.end(), std::int64_t{0})}, DType::i64,
+      x.device);
   data_.alltoallv(x.answers, x.answers_to, x.back_answers, x.answers_from);
   const std::int64_t remote_answers =
       x.back_answers.numel() - x.answers_from[static_cast<std::size_t>(x.me)];
@@ -587,7 +589,7 @@ struct DistributedSampler::HopExchange {
   HopDraws* draws = nullptr;
   int num_ranks = 0;
   int me = 0;
-  std::int64_t n = 0;  // frontier nodes
+  std::int64_t n = 0; // frontier nodes
   // Routed positions [own_begin, own_end) are this rank's own nodes; the rest are requests.
   std::int64_t own_begin = 0, own_end = 0, num_own = 0;
   // A reply is the draw count (with draws), then the original id and degree (if flagged).
@@ -601,7 +603,7 @@ struct DistributedSampler::HopExchange {
   std::int64_t num_incoming = 0;
   // Reply values and (with draws) answer ids this rank sends each rank.
   std::vector<std::int64_t> reply_counts, answer_ids_per_rank;
-  const EdgeId* row_offsets = nullptr;  // draws of row r: [row_offsets[r], row_offsets[r + 1])
+  const EdgeId* row_offsets = nullptr; // draws of row r: [row_offsets[r], row_offsets[r + 1])
 };
 
 // One hop. Frontier nodes owned elsewhere go to their owners, which draw their neighbors from
@@ -821,8 +823,8 @@ void DistributedSampler::return_replies(const HopExchange& x) {
   if (x.draws) {
     const auto total = static_cast<std::size_t>(back_start_.back());
     if (back_ids_.size() < total) back_ids_.resize(total);
-    comm_.alltoallv(answer_ids_.data(), x.answer_ids_per_rank, back_ids_.data(),
-                    back_ids_per_rank, DType::i64);
+    comm_.alltoallv(answer_ids_.data(), x.answer_ids_per_rank, back_ids_.data(), back_ids_per_rank,
+                    DType::i64);
     counters_.sample_bytes += static_cast<std::int64_t>(total * sizeof(NodeId));
   }
 }

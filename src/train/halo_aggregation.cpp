@@ -191,9 +191,9 @@ struct Request {
 // Where the aggregation reads each row it receives: the column of each halo row that still
 // travels as it is (-1: summed into partial rows), and of each (node, peer) partial row.
 struct ReceivedColumns {
-  std::vector<LocalId> halo;                  // [halo]
-  std::vector<std::vector<LocalId>> partial;  // [peer][node of the cut]
-  std::int64_t end = 0;                       // one past the last column
+  std::vector<LocalId> halo;                 // [halo]
+  std::vector<std::vector<LocalId>> partial; // [peer][node of the cut]
+  std::int64_t end = 0;                      // one past the last column
 };
 
 // What this part asks peer r for once the cut's cover is chosen: its post rows, then one partial
@@ -227,7 +227,7 @@ Request request_of_peer(const partition::Part& part, const LocalCsr& weighted, c
       req.weights.push_back(weighted.values[e]);
       ++req.ids[count_at];
     }
-    if (req.ids[count_at] == 0) {  // every edge already travels as a post row
+    if (req.ids[count_at] == 0) { // every edge already travels as a post row
       req.ids.pop_back();
       continue;
     }
@@ -311,7 +311,7 @@ void build_combine(const partition::Part& part, const std::vector<std::int64_t>&
   plan.combine.num_rows = static_cast<std::int64_t>(plan.combine.indptr.size()) - 1;
 }
 
-}  // namespace
+} // namespace
 
 HaloAggregationPlan plan_halo_aggregation(const partition::Part& part, const LocalCsr& weighted,
                                           HaloAggregation how, comm::Communicator& comm) {
@@ -319,8 +319,7 @@ HaloAggregationPlan plan_halo_aggregation(const partition::Part& part, const Loc
   TESSEL_EXPECTS(weighted.num_rows == part.num_owned && weighted.num_cols == part.num_local() &&
                      weighted.values.size() == weighted.indices.size(),
                  "halo aggregation plan: a {}x{} matrix for part {} ({} owned, {} halo)",
-                 weighted.num_rows, weighted.num_cols, part.part_id, part.num_owned,
-                 part.num_halo);
+                 weighted.num_rows, weighted.num_cols, part.part_id, part.num_owned, part.num_halo);
   const std::int64_t n = part.num_owned;
   const int num_ranks = part.num_parts;
   std::vector<PeerCut> cuts = peer_cuts(part, weighted);
@@ -352,8 +351,7 @@ HaloAggregationPlan plan_halo_aggregation(const partition::Part& part, const Loc
     weights.insert(weights.end(), requests[r].weights.begin(), requests[r].weights.end());
   }
   std::vector<std::int64_t> ids_from, weights_from;
-  const std::vector<std::int64_t> asked =
-      comm.alltoallv<std::int64_t>(ids, id_counts, &ids_from);
+  const std::vector<std::int64_t> asked = comm.alltoallv<std::int64_t>(ids, id_counts, &ids_from);
   const std::vector<float> asked_weights =
       comm.alltoallv<float>(weights, weight_counts, &weights_from);
   build_combine(part, asked, asked_weights, ids_from, plan);

@@ -101,9 +101,8 @@ std::vector<std::int64_t> shuffled_positions(std::int64_t n, std::uint64_t seed)
   std::iota(perm.begin(), perm.end(), 0);
   const rng::Key key{seed, rng::Stream::shuffle, 0, 0, 0};
   for (std::int64_t i = n - 1; i > 0; --i)
-    std::swap(
-        perm[i],
-        perm[key.below(static_cast<std::uint64_t>(i), 0, static_cast<std::uint64_t>(i) + 1)]);
+    std::swap(perm[i],
+              perm[key.below(static_cast<std::uint64_t>(i), 0, static_cast<std::uint64_t>(i) + 1)]);
   return perm;
 }
 
@@ -450,11 +449,11 @@ private:
 
   // Where the shuffled training order puts each training node (distribute_rows).
   struct TrainPlacement {
-    std::vector<NodeId> ids;                       // every training node's source id, sorted
-    std::vector<std::int64_t> position_of_sorted;  // shuffled position of ids[i]
-    std::vector<int> group_of_position;            // the group of each shuffled position
-    std::vector<std::int64_t> local_of_position;   // its row in that group's shard
-    std::int64_t shard = 0;                        // rows of this group's shard
+    std::vector<NodeId> ids;                      // every training node's source id, sorted
+    std::vector<std::int64_t> position_of_sorted; // shuffled position of ids[i]
+    std::vector<int> group_of_position;           // the group of each shuffled position
+    std::vector<std::int64_t> local_of_position;  // its row in that group's shard
+    std::int64_t shard = 0;                       // rows of this group's shard
   };
   // Every evaluation row of the graph sorted by (source id, split), and the end of this group's
   // share of them (which starts at eval_begin_).
@@ -469,7 +468,8 @@ private:
     RowsToSend(int ranks, std::int64_t width, int first_rank, int last_rank)
         : width(width), first_rank(first_rank), last_rank(last_rank),
           slot_to(static_cast<std::size_t>(ranks)), feat_to(static_cast<std::size_t>(ranks)),
-          label_slot_to(static_cast<std::size_t>(ranks)), label_to(static_cast<std::size_t>(ranks)) {}
+          label_slot_to(static_cast<std::size_t>(ranks)),
+          label_to(static_cast<std::size_t>(ranks)) {}
     std::int64_t width;
     int first_rank, last_rank;
     std::vector<std::vector<std::int64_t>> slot_to;
@@ -607,8 +607,7 @@ private:
   RowsToSend rows_to_send(const TrainPlacement& train, const EvalPlacement& eval,
                           std::int64_t width) const {
     const int D = popts_.data_parallel;
-    RowsToSend out(comm_.size(), width, schedule_.stage_rank.front(),
-                   schedule_.stage_rank.back());
+    RowsToSend out(comm_.size(), width, schedule_.stage_rank.front(), schedule_.stage_rank.back());
     for (LocalId v : part_.train) {
       const auto sorted = std::lower_bound(train.ids.begin(), train.ids.end(), part_.orig_id[v]) -
                           train.ids.begin();
@@ -653,9 +652,8 @@ private:
   }
 
   // The last stage's labels (checked) and the evaluation rows' splits.
-  void store_labels(std::span<const std::int64_t> label_slots,
-                    std::span<const std::int64_t> labels, std::int64_t shard,
-                    std::int64_t eval_n) {
+  void store_labels(std::span<const std::int64_t> label_slots, std::span<const std::int64_t> labels,
+                    std::int64_t shard, std::int64_t eval_n) {
     train_labels_.assign(static_cast<std::size_t>(shard), -1);
     eval_labels_.assign(static_cast<std::size_t>(eval_n), -1);
     eval_split_.assign(static_cast<std::size_t>(eval_n), 0);
@@ -671,8 +669,8 @@ private:
     }
     for (std::int64_t l : train_labels_)
       TESSEL_EXPECTS(l >= 0 && l < manifest_.num_classes,
-                     "{}: a training node has label {}, expected 0..{}",
-                     options_.part_dir.string(), l, manifest_.num_classes - 1);
+                     "{}: a training node has label {}, expected 0..{}", options_.part_dir.string(),
+                     l, manifest_.num_classes - 1);
   }
 
   int tag(int micro, int stage, bool gradient) const {

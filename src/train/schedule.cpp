@@ -208,7 +208,7 @@ std::string describe(int r, const Action& a) {
 // forward and backward and when its input arrived, and the messages in flight. The first broken
 // rule ends it with out_.ok false and the figures gathered until then.
 class Simulator {
- public:
+public:
   Simulator(const Schedule& s, const ActionCost& cost)
       : s_(s), cost_(cost), ranks_(s.ranks), n_(s.stages), m_(s.micro_batches),
         fwd_end_(static_cast<std::size_t>(m_ * n_), kNone), bwd_end_(fwd_end_.size(), kNone),
@@ -233,7 +233,7 @@ class Simulator {
     return std::move(out_);
   }
 
- private:
+private:
   static constexpr double kNone = -1;
   // What one action did: ran, or waits for a message not sent yet, or broke a rule.
   enum class Step { done, blocked, failed };
@@ -253,7 +253,9 @@ class Simulator {
     fail(std::move(message));
     return Step::failed;
   }
-  std::size_t at(int micro, int stage) const { return static_cast<std::size_t>(micro * n_ + stage); }
+  std::size_t at(int micro, int stage) const {
+    return static_cast<std::size_t>(micro * n_ + stage);
+  }
 
   // Runs every rank's actions as far as it can, round after round, until all ran or none can.
   bool run_actions() {
@@ -348,8 +350,7 @@ class Simulator {
     if ((grad ? bwd_end_[k] : fwd_end_[k]) == kNone)
       return failed(describe(r, a) + ": sends data not computed yet");
     if (!messages_
-             .emplace(std::tuple{grad ? 1 : 0, a.micro, a.stage},
-                      Message{clock_[r], a.peer, false})
+             .emplace(std::tuple{grad ? 1 : 0, a.micro, a.stage}, Message{clock_[r], a.peer, false})
              .second)
       return failed(describe(r, a) + ": sent twice");
     return Step::done;

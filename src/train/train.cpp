@@ -425,11 +425,11 @@ void restore_epoch(Trainer& trainer, const KeptEpoch& kept) {
 // One run of epochs and the state its steps share: the checkpoint metadata, the result filled
 // epoch by epoch, the metrics file written as training goes and the epoch kept for --save best.
 class TrainingRun {
- public:
+public:
   TrainingRun(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime,
               Trainer& trainer, const RunInfo& info)
-      : comm_(comm), data_(*runtime.data), options_(options), runtime_(runtime),
-        trainer_(trainer), info_(info), metric_(trainer.metric()) {
+      : comm_(comm), data_(*runtime.data), options_(options), runtime_(runtime), trainer_(trainer),
+        info_(info), metric_(trainer.metric()) {
     meta_.seed = options.seed;
     meta_.model_json = info.model_json;
     meta_.mode = info.mode;
@@ -463,7 +463,7 @@ class TrainingRun {
     return std::move(result_);
   }
 
- private:
+private:
   // Whether the run writes predictions, embeddings or checkpoints after its last epoch.
   bool writes_outputs() const {
     return !options_.predictions_path.empty() || !options_.embeddings_path.empty() ||
@@ -498,8 +498,7 @@ class TrainingRun {
     if (options_.metrics_path.has_parent_path())
       fs::create_directories(options_.metrics_path.parent_path());
     metrics_.open(options_.metrics_path, std::ios::trunc);
-    TESSEL_EXPECTS(metrics_.good(), "cannot write metrics file {}",
-                   options_.metrics_path.string());
+    TESSEL_EXPECTS(metrics_.good(), "cannot write metrics file {}", options_.metrics_path.string());
   }
 
   // The metrics file is written as training goes (it can be watched live), so a failed write
@@ -607,16 +606,17 @@ class TrainingRun {
     // With --eval-every N the epochs between evaluations print nothing unless --verbose.
     if (options_.quiet || !(m.evaluated || options_.verbose)) return;
     std::string split;
-    for (const auto& [name, s] : m.phases) split += fmt::format(" {} {:.3f}", name, s);
+    for (const auto& [name, s] : m.phases)
+      split += fmt::format(" {} {:.3f}", name, s);
     // The metric's values only for epochs that evaluated (--eval-every), not as zeros.
     // Without a validation split its value is "n/a", never a 0 that reads as a result.
     std::string evaluation =
-        m.evaluated ? fmt::format("{} train {:.4f} valid {} test {:.4f}", metric_.name,
-                                  values.train,
-                                  metric_.picks_best ? fmt::format("{:.4f}", values.valid)
-                                                     : std::string("n/a"),
-                                  values.test)
-                    : std::string("not evaluated");
+        m.evaluated
+            ? fmt::format("{} train {:.4f} valid {} test {:.4f}", metric_.name, values.train,
+                          metric_.picks_best ? fmt::format("{:.4f}", values.valid)
+                                             : std::string("n/a"),
+                          values.test)
+            : std::string("not evaluated");
     std::string sent = format_bytes(static_cast<double>(m.comm_bytes));
     if (m.several_hosts)
       sent += fmt::format(" ({} between hosts)",
@@ -699,7 +699,8 @@ class TrainingRun {
     for (nn::Parameter* p : trainer_.parameters()) {
       const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());
       double sum = 0;
-      for (std::int64_t i = 0; i < host.numel(); ++i) sum += host.data<float>()[i];
+      for (std::int64_t i = 0; i < host.numel(); ++i)
+        sum += host.data<float>()[i];
       result_.final_parameters_checksum.push_back(sum);
     }
   }
@@ -741,13 +742,13 @@ class TrainingRun {
   std::ofstream metrics_;
   int first_epoch_ = 1;
   int last_epoch_ = 0;
-  double wall_offset_ = 0;  // training seconds before this run (resumed runs)
+  double wall_offset_ = 0; // training seconds before this run (resumed runs)
   bool keep_best_ = false;
   bool several_hosts_ = false;
   KeptEpoch best_;
 };
 
-}  // namespace
+} // namespace
 
 TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
                            const Runtime& runtime, Trainer& trainer, const RunInfo& info,
