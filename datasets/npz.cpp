@@ -437,168 +437,229 @@ template void NpzArchive::Array::read<std::int64_t>(std::int64_t*, std::int64_t)
 template void NpzArchive::Array::read<float>(float*, std::int64_t);
 template void NpzArchive::Array::read<double>(double*, std::int64_t);
 
-void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData>& arrays,
-               bool compress, bool zip64) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  TESSEL_EXPECTS(f != nullptr, "cannot create {}: {}", path.string(), std::strerror(errno));
-  const auto write = [&](const void* data, std::size_t bytes) {
-    if (bytes && std::fwrite(data, 1, bytes, f.get()) != bytes)
-      TESSEL_FAIL("writing {} failed (disk full?)", output_name(path).string());
-  };
+namespace {
+
+// The .npy v1 header of an array, padded with spaces so the data starts at a multiple of 64
+// bytes.
+std::vector<unsigned char> npy_header(const NpyArrayData& a) {
+  std::string dict = "{'descr': '" + a.descr + "', 'fortran_order': False, 'shape': (";
+  for (std::size_t i = 0; i < a.shape.size(); ++i)
+    dict += std::to_string(a.shape[i]) +
+            (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "") +
+            (i + 1 < a.shape.size() ? " " : "");
+  dict += "), }";
+  while ((10 + dict.size() + 1) % 64 != 0)
+    dict += ' ';
+  dict += '\n';
+  std::vector<unsigned char> header = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  put(header, dict.size(), 2);
+  header.insert(header.end(), dict.begin(), dict.end());
+  return header;
+}
+
+// The CRC-32 of an entry: its .npy header, then its data.
+std::uint32_t entry_crc(const std::vector<unsigned char>& header, const NpyArrayData& a) {
+  auto crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  crc = static_cast<std::uint32_t>(crc32(crc, header.data(), static_cast<uInt>(header.size())));
+  const auto* bytes = static_cast<const unsigned char*>(a.data);
+  for (std::size_t off = 0; off < a.bytes; off += 1u << 30)
+    crc = static_cast<std::uint32_t>(
+        crc32(crc, bytes + off, static_cast<uInt>(std::min<std::size_t>(a.bytes - off, 1u << 30))));
+  return crc;
+}
+
+// One archive being written: each array an entry (local header, then the stored or deflated
+// .npy), then the central directory and the end records.
+class NpzWriter {
+public:
+  NpzWriter(const std::filesystem::path& path, bool compress, bool zip64)
+      : path_(path), f_(std::fopen(path.c_str(), "wb"), &std::fclose), compress_(compress),
+        zip64_(zip64) {
+    TESSEL_EXPECTS(f_ != nullptr, "cannot create {}: {}", path.string(), std::strerror(errno));
+  }
+
+  void add(const NpyArrayData& a) {
+    const std::vector<unsigned char> header = npy_header(a);
+    Written w;
+    w.name = a.key + ".npy";
+    w.offset = static_cast<std::uint64_t>(ftello(f_.get()));
+    w.usize = header.size() + a.bytes;
+    w.crc = entry_crc(header, a);
+    // Local header with placeholders, patched once the compressed size is known.
+    auto lh = local_header(w, 0);
+    write(lh.data(), lh.size());
+    if (!compress_) {
+      write(header.data(), header.size());
+      write(a.data, a.bytes);
+      w.csize = w.usize;
+    } else {
+      w.csize = write_deflated(header, a);
+    }
+    const auto end = ftello(f_.get());
+    lh = local_header(w, w.csize);
+    fseeko(f_.get(), static_cast<off_t>(w.offset), SEEK_SET);
+    write(lh.data(), lh.size());
+    fseeko(f_.get(), end, SEEK_SET);
+    TESSEL_EXPECTS(zip64_ || (w.csize < 0xffffffffu && w.offset < 0xffffffffu),
+                   "{}: archive exceeds 4 GiB; write it with zip64", path_.string());
+    written_.push_back(w);
+  }
+
+  // The central directory and the end records, then the flush.
+  void finish() {
+    const auto cd_offset = static_cast<std::uint64_t>(ftello(f_.get()));
+    const std::vector<unsigned char> cd = central_directory();
+    write(cd.data(), cd.size());
+    const std::vector<unsigned char> tail = end_records(cd.size(), cd_offset);
+    write(tail.data(), tail.size());
+    TESSEL_EXPECTS(std::fflush(f_.get()) == 0, "writing {} failed (disk full?)",
+                   output_name(path_).string());
+  }
+
+private:
   struct Written {
     std::string name;
     std::uint32_t crc;
     std::uint64_t csize, usize, offset;
   };
-  std::vector<Written> written;
-  for (const auto& a : arrays) {
-    // .npy v1 header, padded with spaces so the data starts at a multiple of 64 bytes.
-    std::string dict = "{'descr': '" + a.descr + "', 'fortran_order': False, 'shape': (";
-    for (std::size_t i = 0; i < a.shape.size(); ++i)
-      dict += std::to_string(a.shape[i]) +
-              (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "") +
-              (i + 1 < a.shape.size() ? " " : "");
-    dict += "), }";
-    while ((10 + dict.size() + 1) % 64 != 0)
-      dict += ' ';
-    dict += '\n';
-    std::vector<unsigned char> header = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-    put(header, dict.size(), 2);
-    header.insert(header.end(), dict.begin(), dict.end());
 
-    Written w;
-    w.name = a.key + ".npy";
-    w.offset = static_cast<std::uint64_t>(ftello(f.get()));
-    w.usize = header.size() + a.bytes;
-    w.crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
-    w.crc =
-        static_cast<std::uint32_t>(crc32(w.crc, header.data(), static_cast<uInt>(header.size())));
+  void write(const void* data, std::size_t bytes) {
+    if (bytes && std::fwrite(data, 1, bytes, f_.get()) != bytes)
+      TESSEL_FAIL("writing {} failed (disk full?)", output_name(path_).string());
+  }
+
+  std::vector<unsigned char> local_header(const Written& w, std::uint64_t csize) const {
+    std::vector<unsigned char> h;
+    put(h, kLocalHeaderSig, 4);
+    put(h, zip64_ ? 45 : 20, 2);
+    put(h, 0, 2);
+    put(h, compress_ ? 8 : 0, 2);
+    put(h, 0, 2);
+    put(h, 0x21, 2); // 1980-01-01: fixed so archives are reproducible
+    put(h, w.crc, 4);
+    put(h, zip64_ ? 0xffffffffu : csize, 4);
+    put(h, zip64_ ? 0xffffffffu : w.usize, 4);
+    put(h, w.name.size(), 2);
+    put(h, zip64_ ? 20 : 0, 2);
+    h.insert(h.end(), w.name.begin(), w.name.end());
+    if (zip64_) {
+      put(h, 0x0001, 2);
+      put(h, 16, 2);
+      put(h, w.usize, 8);
+      put(h, csize, 8);
+    }
+    return h;
+  }
+
+  // Deflates the .npy header and data into the file; returns the compressed size.
+  std::uint64_t write_deflated(const std::vector<unsigned char>& header, const NpyArrayData& a) {
+    z_stream zs{};
+    TESSEL_EXPECTS(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK,
+                   "zlib deflateInit2 failed");
+    std::vector<unsigned char> out(1u << 20);
+    std::uint64_t csize = 0;
     const auto* bytes = static_cast<const unsigned char*>(a.data);
-    for (std::size_t off = 0; off < a.bytes; off += 1u << 30)
-      w.crc = static_cast<std::uint32_t>(crc32(
-          w.crc, bytes + off, static_cast<uInt>(std::min<std::size_t>(a.bytes - off, 1u << 30))));
-    // Local header with placeholders, patched once the compressed size is known.
-    const auto local_header = [&](std::uint64_t csize) {
-      std::vector<unsigned char> h;
-      put(h, kLocalHeaderSig, 4);
-      put(h, zip64 ? 45 : 20, 2);
-      put(h, 0, 2);
-      put(h, compress ? 8 : 0, 2);
-      put(h, 0, 2);
-      put(h, 0x21, 2); // 1980-01-01: fixed so archives are reproducible
-      put(h, w.crc, 4);
-      put(h, zip64 ? 0xffffffffu : csize, 4);
-      put(h, zip64 ? 0xffffffffu : w.usize, 4);
-      put(h, w.name.size(), 2);
-      put(h, zip64 ? 20 : 0, 2);
-      h.insert(h.end(), w.name.begin(), w.name.end());
-      if (zip64) {
-        put(h, 0x0001, 2);
-        put(h, 16, 2);
-        put(h, w.usize, 8);
-        put(h, csize, 8);
+    pump(zs, out, csize, header.data(), header.size(), Z_NO_FLUSH);
+    for (std::size_t off = 0; off < a.bytes; off += 1u << 28)
+      pump(zs, out, csize, bytes + off, std::min<std::size_t>(a.bytes - off, 1u << 28), Z_NO_FLUSH);
+    pump(zs, out, csize, nullptr, 0, Z_FINISH);
+    deflateEnd(&zs);
+    return csize;
+  }
+
+  // Feeds n bytes to the deflate stream and writes what it makes through `out`.
+  void pump(z_stream& zs, std::vector<unsigned char>& out, std::uint64_t& csize,
+            const unsigned char* data, std::size_t n, int flush) {
+    zs.next_in = const_cast<unsigned char*>(data);
+    zs.avail_in = static_cast<uInt>(n);
+    int rc;
+    do {
+      zs.next_out = out.data();
+      zs.avail_out = static_cast<uInt>(out.size());
+      rc = deflate(&zs, flush);
+      const std::size_t made = out.size() - zs.avail_out;
+      write(out.data(), made);
+      csize += made;
+    } while (zs.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+  }
+
+  std::vector<unsigned char> central_directory() const {
+    std::vector<unsigned char> cd;
+    for (const auto& w : written_) {
+      put(cd, kCentralSig, 4);
+      put(cd, zip64_ ? 45 : 20, 2); // made by
+      put(cd, zip64_ ? 45 : 20, 2); // needed
+      put(cd, 0, 2);
+      put(cd, compress_ ? 8 : 0, 2);
+      put(cd, 0, 2);
+      put(cd, 0x21, 2);
+      put(cd, w.crc, 4);
+      put(cd, zip64_ ? 0xffffffffu : w.csize, 4);
+      put(cd, zip64_ ? 0xffffffffu : w.usize, 4);
+      put(cd, w.name.size(), 2);
+      put(cd, zip64_ ? 28 : 0, 2);
+      put(cd, 0, 2); // comment
+      put(cd, 0, 2); // disk
+      put(cd, 0, 2); // internal attributes
+      put(cd, 0, 4); // external attributes
+      put(cd, zip64_ ? 0xffffffffu : w.offset, 4);
+      cd.insert(cd.end(), w.name.begin(), w.name.end());
+      if (zip64_) {
+        put(cd, 0x0001, 2);
+        put(cd, 24, 2);
+        put(cd, w.usize, 8);
+        put(cd, w.csize, 8);
+        put(cd, w.offset, 8);
       }
-      return h;
-    };
-    auto lh = local_header(0);
-    write(lh.data(), lh.size());
-    if (!compress) {
-      write(header.data(), header.size());
-      write(a.data, a.bytes);
-      w.csize = w.usize;
-    } else {
-      z_stream zs{};
-      TESSEL_EXPECTS(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK,
-                     "zlib deflateInit2 failed");
-      std::vector<unsigned char> out(1u << 20);
-      w.csize = 0;
-      const auto pump = [&](const unsigned char* data, std::size_t n, int flush) {
-        zs.next_in = const_cast<unsigned char*>(data);
-        zs.avail_in = static_cast<uInt>(n);
-        int rc;
-        do {
-          zs.next_out = out.data();
-          zs.avail_out = static_cast<uInt>(out.size());
-          rc = deflate(&zs, flush);
-          const std::size_t made = out.size() - zs.avail_out;
-          write(out.data(), made);
-          w.csize += made;
-        } while (zs.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
-      };
-      pump(header.data(), header.size(), Z_NO_FLUSH);
-      for (std::size_t off = 0; off < a.bytes; off += 1u << 28)
-        pump(bytes + off, std::min<std::size_t>(a.bytes - off, 1u << 28), Z_NO_FLUSH);
-      pump(nullptr, 0, Z_FINISH);
-      deflateEnd(&zs);
     }
-    const auto end = ftello(f.get());
-    lh = local_header(w.csize);
-    fseeko(f.get(), static_cast<off_t>(w.offset), SEEK_SET);
-    write(lh.data(), lh.size());
-    fseeko(f.get(), end, SEEK_SET);
-    TESSEL_EXPECTS(zip64 || (w.csize < 0xffffffffu && w.offset < 0xffffffffu),
-                   "{}: archive exceeds 4 GiB; write it with zip64", path.string());
-    written.push_back(w);
+    return cd;
   }
-  const auto cd_offset = static_cast<std::uint64_t>(ftello(f.get()));
-  std::vector<unsigned char> cd;
-  for (const auto& w : written) {
-    put(cd, kCentralSig, 4);
-    put(cd, zip64 ? 45 : 20, 2); // made by
-    put(cd, zip64 ? 45 : 20, 2); // needed
-    put(cd, 0, 2);
-    put(cd, compress ? 8 : 0, 2);
-    put(cd, 0, 2);
-    put(cd, 0x21, 2);
-    put(cd, w.crc, 4);
-    put(cd, zip64 ? 0xffffffffu : w.csize, 4);
-    put(cd, zip64 ? 0xffffffffu : w.usize, 4);
-    put(cd, w.name.size(), 2);
-    put(cd, zip64 ? 28 : 0, 2);
-    put(cd, 0, 2); // comment
-    put(cd, 0, 2); // disk
-    put(cd, 0, 2); // internal attributes
-    put(cd, 0, 4); // external attributes
-    put(cd, zip64 ? 0xffffffffu : w.offset, 4);
-    cd.insert(cd.end(), w.name.begin(), w.name.end());
-    if (zip64) {
-      put(cd, 0x0001, 2);
-      put(cd, 24, 2);
-      put(cd, w.usize, 8);
-      put(cd, w.csize, 8);
-      put(cd, w.offset, 8);
+
+  // The zip64 end record and locator (with zip64), then the end of central directory record.
+  std::vector<unsigned char> end_records(std::uint64_t cd_size, std::uint64_t cd_offset) const {
+    std::vector<unsigned char> tail;
+    if (zip64_) {
+      const auto end64 = static_cast<std::uint64_t>(ftello(f_.get()));
+      put(tail, kZip64EndSig, 4);
+      put(tail, 44, 8);
+      put(tail, 45, 2);
+      put(tail, 45, 2);
+      put(tail, 0, 4);
+      put(tail, 0, 4);
+      put(tail, written_.size(), 8);
+      put(tail, written_.size(), 8);
+      put(tail, cd_size, 8);
+      put(tail, cd_offset, 8);
+      put(tail, kZip64LocatorSig, 4);
+      put(tail, 0, 4);
+      put(tail, end64, 8);
+      put(tail, 1, 4);
     }
+    put(tail, kEndSig, 4);
+    put(tail, 0, 2);
+    put(tail, 0, 2);
+    put(tail, zip64_ ? 0xffff : written_.size(), 2);
+    put(tail, zip64_ ? 0xffff : written_.size(), 2);
+    put(tail, zip64_ ? 0xffffffffu : cd_size, 4);
+    put(tail, zip64_ ? 0xffffffffu : cd_offset, 4);
+    put(tail, 0, 2);
+    return tail;
   }
-  write(cd.data(), cd.size());
-  std::vector<unsigned char> tail;
-  if (zip64) {
-    const auto end64 = static_cast<std::uint64_t>(ftello(f.get()));
-    put(tail, kZip64EndSig, 4);
-    put(tail, 44, 8);
-    put(tail, 45, 2);
-    put(tail, 45, 2);
-    put(tail, 0, 4);
-    put(tail, 0, 4);
-    put(tail, written.size(), 8);
-    put(tail, written.size(), 8);
-    put(tail, cd.size(), 8);
-    put(tail, cd_offset, 8);
-    put(tail, kZip64LocatorSig, 4);
-    put(tail, 0, 4);
-    put(tail, end64, 8);
-    put(tail, 1, 4);
-  }
-  put(tail, kEndSig, 4);
-  put(tail, 0, 2);
-  put(tail, 0, 2);
-  put(tail, zip64 ? 0xffff : written.size(), 2);
-  put(tail, zip64 ? 0xffff : written.size(), 2);
-  put(tail, zip64 ? 0xffffffffu : cd.size(), 4);
-  put(tail, zip64 ? 0xffffffffu : cd_offset, 4);
-  put(tail, 0, 2);
-  write(tail.data(), tail.size());
-  TESSEL_EXPECTS(std::fflush(f.get()) == 0, "writing {} failed (disk full?)",
-                 output_name(path).string());
+
+  const std::filesystem::path& path_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
+  bool compress_, zip64_;
+  std::vector<Written> written_;
+};
+
+} // namespace
+
+void write_npz(const std::filesystem::path& path, const std::vector<NpyArrayData>& arrays,
+               bool compress, bool zip64) {
+  NpzWriter writer(path, compress, zip64);
+  for (const auto& a : arrays)
+    writer.add(a);
+  writer.finish();
 }
 
 } // namespace tessel::datasets::detail

@@ -102,11 +102,10 @@ void check_options(const SyntheticOptions& o) {
                  o.train_frac, o.valid_frac);
 }
 
-template <class Id>
-Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) {
+// Chung-Lu weights: Pareto with x_min = 1, capped so the largest hub stays a small share of the
+// graph.
+std::vector<double> node_weights(const SyntheticOptions& o) {
   const std::int64_t n = o.num_nodes;
-  const std::int64_t num_classes = o.num_classes;
-  // Weights: Pareto with x_min = 1, capped so the largest hub stays a small share of the graph.
   const double alpha = o.degree_exponent;
   const double cap = std::max(4.0, std::sqrt(static_cast<double>(n)) / 4.0);
   std::vector<double> weight(static_cast<std::size_t>(n));
@@ -116,7 +115,12 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
     const double u = unit(weight_key.u64(static_cast<std::uint64_t>(v), 0));
     weight[static_cast<std::size_t>(v)] = std::min(cap, std::pow(1.0 - u, -1.0 / (alpha - 1.0)));
   }
-  // Blocked sum: the same additions in the same order for any thread count.
+  return weight;
+}
+
+// The mean weight as a blocked sum: the same additions in the same order for any thread count.
+double mean_weight_of(const std::vector<double>& weight) {
+  const auto n = static_cast<std::int64_t>(weight.size());
   constexpr std::int64_t kBlock = 1 << 16;
   const std::int64_t num_blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(static_cast<std::size_t>(num_blocks), 0.0);
@@ -130,31 +134,66 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   double total_weight = 0;
   for (double s : partial)
     total_weight += s;
-  const double mean_weight = total_weight / static_cast<double>(n);
+  return total_weight / static_cast<double>(n);
+}
 
-  // Class member lists in id order, with cumulative weights for weighted range sampling.
-  std::vector<std::int64_t> class_begin(static_cast<std::size_t>(num_classes) + 1, 0);
+// Class member lists in id order, with cumulative weights for weighted range sampling, and an
+// alias table per class for whole-class picks.
+struct ClassMembers {
+  std::vector<std::int64_t> class_begin; // [classes + 1] first member position of each class
+  std::vector<std::int64_t> members;     // [n] node at each member position
+  std::vector<std::int64_t> position;    // [n] member position of each node
+  std::vector<double> cum;               // [n + 1] weights summed over member positions
+  std::vector<std::uint32_t> alias_threshold, alias_other; // [n] see build_alias
+};
+
+ClassMembers class_members(const SyntheticOptions& o, const std::vector<std::int64_t>& cls,
+                           const std::vector<double>& weight) {
+  const std::int64_t n = o.num_nodes;
+  const std::int64_t num_classes = o.num_classes;
+  ClassMembers cm;
+  std::vector<std::int64_t>& class_begin = cm.class_begin;
+  class_begin.assign(static_cast<std::size_t>(num_classes) + 1, 0);
   for (std::int64_t v = 0; v < n; ++v)
     ++class_begin[static_cast<std::size_t>(cls[static_cast<std::size_t>(v)]) + 1];
   for (std::int64_t c = 0; c < num_classes; ++c)
     class_begin[static_cast<std::size_t>(c) + 1] += class_begin[static_cast<std::size_t>(c)];
-  std::vector<std::int64_t> members(static_cast<std::size_t>(n)),
-      position(static_cast<std::size_t>(n));
+  cm.members.resize(static_cast<std::size_t>(n));
+  cm.position.resize(static_cast<std::size_t>(n));
   {
     std::vector<std::int64_t> fill(class_begin.begin(), class_begin.end() - 1);
     for (std::int64_t v = 0; v < n; ++v) {
       const auto k = fill[static_cast<std::size_t>(cls[static_cast<std::size_t>(v)])]++;
-      members[static_cast<std::size_t>(k)] = v;
-      position[static_cast<std::size_t>(v)] = k;
+      cm.members[static_cast<std::size_t>(k)] = v;
+      cm.position[static_cast<std::size_t>(v)] = k;
     }
   }
-  std::vector<double> cum(static_cast<std::size_t>(n) + 1, 0.0);
+  cm.cum.assign(static_cast<std::size_t>(n) + 1, 0.0);
   for (std::int64_t k = 0; k < n; ++k)
-    cum[static_cast<std::size_t>(k) + 1] =
-        cum[static_cast<std::size_t>(k)] +
-        weight[static_cast<std::size_t>(members[static_cast<std::size_t>(k)])];
+    cm.cum[static_cast<std::size_t>(k) + 1] =
+        cm.cum[static_cast<std::size_t>(k)] +
+        weight[static_cast<std::size_t>(cm.members[static_cast<std::size_t>(k)])];
+  return cm;
+}
 
-  // Edges drawn by each node: expected avg_degree/2 * w/mean(w), rounded at random.
+// Whole-class picks use one alias table per class (O(1) per draw); window picks search the
+// cumulative weights of a few hundred neighbours.
+void build_class_aliases(ClassMembers& cm, std::int64_t n) {
+  const auto num_classes = static_cast<std::int64_t>(cm.class_begin.size()) - 1;
+  cm.alias_threshold.resize(static_cast<std::size_t>(n));
+  cm.alias_other.resize(static_cast<std::size_t>(n));
+#pragma omp parallel for schedule(dynamic, 1) if (n > kParallelMin)
+  for (std::int64_t c = 0; c < num_classes; ++c)
+    build_alias(cm.class_begin[static_cast<std::size_t>(c)],
+                cm.class_begin[static_cast<std::size_t>(c) + 1], cm.cum, cm.alias_threshold,
+                cm.alias_other);
+}
+
+// Edges drawn by each node: expected avg_degree/2 * w/mean(w), rounded at random; returns the
+// prefix sums [n + 1].
+std::vector<EdgeId> edge_offsets(const SyntheticOptions& o, const std::vector<double>& weight,
+                                 double mean_weight) {
+  const std::int64_t n = o.num_nodes;
   std::vector<EdgeId> offset(static_cast<std::size_t>(n) + 1, 0);
   const rng::Key count_key = key_for(o.seed, kEdgeCount);
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
@@ -167,17 +206,55 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
   }
   for (std::int64_t v = 0; v < n; ++v)
     offset[static_cast<std::size_t>(v) + 1] += offset[static_cast<std::size_t>(v)];
+  return offset;
+}
+
+// The member position node v's next edge lands at: in its own class (with probability
+// homophily; then within a window around v with probability locality) or another one.
+std::int64_t draw_target(const ClassMembers& cm, rng::Sequence& draw, std::int64_t v,
+                         std::int64_t c, std::int64_t num_classes, std::int64_t window,
+                         std::uint64_t stay_below, std::uint64_t local_below) {
+  const std::vector<double>& cum = cm.cum;
+  std::int64_t target_class = c;
+  const bool stay = num_classes == 1 || draw.next_u32() < stay_below;
+  if (!stay)
+    target_class =
+        (c + 1 +
+         static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(num_classes - 1)))) %
+        num_classes;
+  std::int64_t lo = cm.class_begin[static_cast<std::size_t>(target_class)];
+  std::int64_t hi = cm.class_begin[static_cast<std::size_t>(target_class) + 1];
+  std::int64_t k;
+  if (stay && draw.next_u32() < local_below) {
+    const std::int64_t pos = cm.position[static_cast<std::size_t>(v)];
+    lo = std::max(lo, pos - window);
+    hi = std::min(hi, pos + window + 1);
+    const double x = cum[static_cast<std::size_t>(lo)] +
+                     draw.next_double() *
+                         (cum[static_cast<std::size_t>(hi)] - cum[static_cast<std::size_t>(lo)]);
+    k = static_cast<std::int64_t>(std::upper_bound(cum.begin() + lo, cum.begin() + hi + 1, x) -
+                                  cum.begin()) -
+        1;
+    k = std::clamp(k, lo, hi - 1);
+  } else {
+    k = lo + static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(hi - lo)));
+    if (draw.next_u32() >= cm.alias_threshold[static_cast<std::size_t>(k)])
+      k = lo + cm.alias_other[static_cast<std::size_t>(k)];
+  }
+  return k;
+}
+
+template <class Id>
+Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) {
+  const std::int64_t n = o.num_nodes;
+  const std::int64_t num_classes = o.num_classes;
+  std::vector<double> weight = node_weights(o);
+  const double mean_weight = mean_weight_of(weight);
+  ClassMembers cm = class_members(o, cls, weight);
+  const std::vector<EdgeId> offset = edge_offsets(o, weight, mean_weight);
   const EdgeId m = offset[static_cast<std::size_t>(n)];
   std::vector<double>().swap(weight);
-
-  // Whole-class picks use one alias table per class (O(1) per draw); window picks search the
-  // cumulative weights of a few hundred neighbours.
-  std::vector<std::uint32_t> alias_threshold(static_cast<std::size_t>(n)),
-      alias_other(static_cast<std::size_t>(n));
-#pragma omp parallel for schedule(dynamic, 1) if (n > kParallelMin)
-  for (std::int64_t c = 0; c < num_classes; ++c)
-    build_alias(class_begin[static_cast<std::size_t>(c)],
-                class_begin[static_cast<std::size_t>(c) + 1], cum, alias_threshold, alias_other);
+  build_class_aliases(cm, n);
 
   const std::int64_t window =
       std::max<std::int64_t>(8, static_cast<std::int64_t>(2 * o.avg_degree));
@@ -191,33 +268,9 @@ Csr make_graph(const SyntheticOptions& o, const std::vector<std::int64_t>& cls) 
     const std::int64_t c = cls[static_cast<std::size_t>(v)];
     for (EdgeId e = offset[static_cast<std::size_t>(v)];
          e < offset[static_cast<std::size_t>(v) + 1]; ++e) {
-      std::int64_t target_class = c;
-      const bool stay = num_classes == 1 || draw.next_u32() < stay_below;
-      if (!stay)
-        target_class = (c + 1 +
-                        static_cast<std::int64_t>(
-                            draw.next_below(static_cast<std::uint64_t>(num_classes - 1)))) %
-                       num_classes;
-      std::int64_t lo = class_begin[static_cast<std::size_t>(target_class)];
-      std::int64_t hi = class_begin[static_cast<std::size_t>(target_class) + 1];
-      std::int64_t k;
-      if (stay && draw.next_u32() < local_below) {
-        const std::int64_t pos = position[static_cast<std::size_t>(v)];
-        lo = std::max(lo, pos - window);
-        hi = std::min(hi, pos + window + 1);
-        const double x = cum[static_cast<std::size_t>(lo)] +
-                         draw.next_double() * (cum[static_cast<std::size_t>(hi)] -
-                                               cum[static_cast<std::size_t>(lo)]);
-        k = static_cast<std::int64_t>(std::upper_bound(cum.begin() + lo, cum.begin() + hi + 1, x) -
-                                      cum.begin()) -
-            1;
-        k = std::clamp(k, lo, hi - 1);
-      } else {
-        k = lo + static_cast<std::int64_t>(draw.next_below(static_cast<std::uint64_t>(hi - lo)));
-        if (draw.next_u32() >= alias_threshold[static_cast<std::size_t>(k)])
-          k = lo + alias_other[static_cast<std::size_t>(k)];
-      }
-      const std::int64_t t = members[static_cast<std::size_t>(k)];
+      const std::int64_t k =
+          draw_target(cm, draw, v, c, num_classes, window, stay_below, local_below);
+      const std::int64_t t = cm.members[static_cast<std::size_t>(k)];
       // Undirected edges stored once, as u -> v with u < v; a self-loop is dropped later.
       src[static_cast<std::size_t>(e)] = static_cast<Id>(std::min(v, t));
       dst[static_cast<std::size_t>(e)] = static_cast<Id>(std::max(v, t));

@@ -528,48 +528,51 @@ void for_each_line(const fs::path& path, Fn&& fn) {
   }
 }
 
-}  // namespace
-
-TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConvertOptions& o) {
-  const std::string file = path.string();
-  TESSEL_EXPECTS((o.snapshots > 0) != (o.snapshot_span > 0),
-                 "{}: give exactly one of --snapshots K or --snapshot-span S", file);
+// The edges of a timestamped edge list, in file order (times ascending).
+struct TimedEdges {
   std::vector<NodeId> src, dst;
   std::vector<double> time;
   std::vector<float> weight;
-  for_each_line(path, [&](std::string_view line, std::int64_t n) {
-    if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string_view::npos)
-      return;
-    const auto fields = split_fields(line);
-    if (fields.size() != 3 && fields.size() != 4)
+};
+
+// One line src,dst,time[,weight] of the edge list (line n, 0-based), checked, into `edges`;
+// blank lines and # comments are skipped.
+void add_edge_line(const fs::path& path, std::string_view line, std::int64_t n, TimedEdges& edges) {
+  if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string_view::npos)
+    return;
+  const auto fields = split_fields(line);
+  if (fields.size() != 3 && fields.size() != 4)
+    detail::throw_line_error(
+        path, n, fmt::format("{} fields, expected src,dst,time[,weight]", fields.size()));
+  double v[4] = {0, 0, 0, 1};
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    if (!parse_double(fields[i], v[i]))
       detail::throw_line_error(path, n,
-                               fmt::format("{} fields, expected src,dst,time[,weight]",
-                                           fields.size()));
-    double v[4] = {0, 0, 0, 1};
-    for (std::size_t i = 0; i < fields.size(); ++i)
-      if (!parse_double(fields[i], v[i]))
-        detail::throw_line_error(path, n,
-                                 fmt::format("'{}' is not a number (field {})", fields[i], i + 1));
-    for (int i = 0; i < 2; ++i)
-      if (v[i] < 0 || v[i] != std::floor(v[i]) || v[i] > 9.0e15)
-        detail::throw_line_error(path, n,
-                                 fmt::format("node id '{}' is not a non-negative integer",
-                                             fields[static_cast<std::size_t>(i)]));
-    if (!time.empty() && v[2] < time.back())
+                               fmt::format("'{}' is not a number (field {})", fields[i], i + 1));
+  for (int i = 0; i < 2; ++i)
+    if (v[i] < 0 || v[i] != std::floor(v[i]) || v[i] > 9.0e15)
       detail::throw_line_error(path, n,
-                               fmt::format("time {} is earlier than the previous line's {} "
-                                           "(timestamps must be sorted)",
-                                           fields[2], time.back()));
-    if (v[3] < 0) detail::throw_line_error(path, n, "negative weight");
-    if (!(v[3] <= std::numeric_limits<float>::max()))
-      detail::throw_line_error(path, n,
-                               fmt::format("weight '{}' is not a finite 32-bit float", fields[3]));
-    src.push_back(static_cast<NodeId>(v[0]));
-    dst.push_back(static_cast<NodeId>(v[1]));
-    time.push_back(v[2]);
-    weight.push_back(static_cast<float>(v[3]));
-  });
-  TESSEL_EXPECTS(!time.empty(), "{}: no edges", file);
+                               fmt::format("node id '{}' is not a non-negative integer",
+                                           fields[static_cast<std::size_t>(i)]));
+  if (!edges.time.empty() && v[2] < edges.time.back())
+    detail::throw_line_error(path, n,
+                             fmt::format("time {} is earlier than the previous line's {} "
+                                         "(timestamps must be sorted)",
+                                         fields[2], edges.time.back()));
+  if (v[3] < 0) detail::throw_line_error(path, n, "negative weight");
+  if (!(v[3] <= std::numeric_limits<float>::max()))
+    detail::throw_line_error(path, n,
+                             fmt::format("weight '{}' is not a finite 32-bit float", fields[3]));
+  edges.src.push_back(static_cast<NodeId>(v[0]));
+  edges.dst.push_back(static_cast<NodeId>(v[1]));
+  edges.time.push_back(v[2]);
+  edges.weight.push_back(static_cast<float>(v[3]));
+}
+
+// One more past the largest node id of the edges, checked against what they could touch.
+std::int64_t count_nodes(const TimedEdges& edges, const std::string& file) {
+  const std::vector<NodeId>& src = edges.src;
+  const std::vector<NodeId>& dst = edges.dst;
   std::int64_t N = 0;
   std::size_t widest = 0;
   for (std::size_t e = 0; e < src.size(); ++e)
@@ -585,38 +588,38 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
                  "{}: edge {} names node {}, but {} edges can touch at most {} nodes here; "
                  "expected node ids numbered from 0 (renumber them)",
                  file, widest + 1, N - 1, src.size(), cap);
-  std::vector<float> static_features;
-  std::int64_t F = 2;
-  if (!o.node_features.empty()) {
-    std::int64_t rows = 0;
-    F = -1;
-    for_each_line(o.node_features, [&](std::string_view line, std::int64_t n) {
-      if (line.empty() || line[0] == '#') return;
-      const auto fields = split_fields(line);
-      if (F < 0) F = static_cast<std::int64_t>(fields.size());
-      if (static_cast<std::int64_t>(fields.size()) != F || F == 0)
-        detail::throw_line_error(o.node_features, n,
-                                 fmt::format("{} values, expected {}", fields.size(), F));
-      for (const auto& f : fields) {
-        double x = 0;
-        if (!parse_double(f, x))
-          detail::throw_line_error(o.node_features, n, fmt::format("'{}' is not a number", f));
-        if (!(std::abs(x) <= std::numeric_limits<float>::max()))
-          detail::throw_line_error(o.node_features, n,
-                                   fmt::format("'{}' is not a finite 32-bit float (features are "
-                                               "stored as float32, |x| <= 3.4e38)",
-                                               f));
-        static_features.push_back(static_cast<float>(x));
-      }
-      ++rows;
-    });
-    TESSEL_EXPECTS(rows >= N, "{}: node id {} is out of range: {} has {} rows (one per node)",
-                   file, N - 1, o.node_features.string(), rows);
-    N = rows;
+  return N;
+}
+
+// One row of --node-features (line n, 0-based), checked, into `features`; F is set by the first
+// row. Returns whether the line was a row (not blank, not a # comment).
+bool add_feature_line(const fs::path& path, std::string_view line, std::int64_t n, std::int64_t& F,
+                      std::vector<float>& features) {
+  if (line.empty() || line[0] == '#') return false;
+  const auto fields = split_fields(line);
+  if (F < 0) F = static_cast<std::int64_t>(fields.size());
+  if (static_cast<std::int64_t>(fields.size()) != F || F == 0)
+    detail::throw_line_error(path, n, fmt::format("{} values, expected {}", fields.size(), F));
+  for (const auto& f : fields) {
+    double x = 0;
+    if (!parse_double(f, x))
+      detail::throw_line_error(path, n, fmt::format("'{}' is not a number", f));
+    if (!(std::abs(x) <= std::numeric_limits<float>::max()))
+      detail::throw_line_error(path, n,
+                               fmt::format("'{}' is not a finite 32-bit float (features are "
+                                           "stored as float32, |x| <= 3.4e38)",
+                                           f));
+    features.push_back(static_cast<float>(x));
   }
-  const double t0 = time.front(), t1 = time.back();
+  return true;
+}
+
+// The number of snapshots (--snapshots, or the bins of --snapshot-span over [t0, t1]) and the
+// time span of each.
+std::int64_t snapshot_count(const TemporalConvertOptions& o, double t0, double t1,
+                            const std::string& file, double& span) {
   std::int64_t K = o.snapshots;
-  double span = o.snapshot_span;
+  span = o.snapshot_span;
   constexpr std::int64_t kMaxSnapshots = 100000;
   if (K > 0) {
     span = (t1 - t0) / static_cast<double>(K);
@@ -631,23 +634,34 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
   }
   TESSEL_EXPECTS(K <= kMaxSnapshots, "{}: {} snapshots is too many; at most {} are allowed", file,
                  K, kMaxSnapshots);
+  return K;
+}
+
+// K snapshots of N nodes, each edge in the one its time falls in.
+std::vector<Csr> bin_snapshots(const TimedEdges& edges, std::int64_t N, std::int64_t K,
+                               double span) {
+  const double t0 = edges.time.front();
   std::vector<std::vector<NodeId>> bin_src(static_cast<std::size_t>(K)), bin_dst = bin_src;
   std::vector<std::vector<float>> bin_w(static_cast<std::size_t>(K));
-  for (std::size_t e = 0; e < time.size(); ++e) {
-    std::int64_t k = span > 0 ? static_cast<std::int64_t>(std::floor((time[e] - t0) / span)) : 0;
+  for (std::size_t e = 0; e < edges.time.size(); ++e) {
+    std::int64_t k =
+        span > 0 ? static_cast<std::int64_t>(std::floor((edges.time[e] - t0) / span)) : 0;
     k = std::clamp<std::int64_t>(k, 0, K - 1);
-    bin_src[k].push_back(src[e]);
-    bin_dst[k].push_back(dst[e]);
-    bin_w[k].push_back(weight[e]);
+    bin_src[k].push_back(edges.src[e]);
+    bin_dst[k].push_back(edges.dst[e]);
+    bin_w[k].push_back(edges.weight[e]);
   }
-  TemporalDataset d;
-  d.name = default_name(path, o);
-  d.num_nodes = N;
-  d.feature_dim = F;
+  std::vector<Csr> snapshots;
   for (std::int64_t k = 0; k < K; ++k)
-    d.snapshots.push_back(snapshot_from_edges(N, bin_src[k], bin_dst[k], bin_w[k]));
-  // Degree features (EvolveGCN's choice when a dataset has none): log(1 + in-degree) and
-  // log(1 + out-degree) in the snapshot. Target: log(1 + in-degree) in the next snapshot.
+    snapshots.push_back(snapshot_from_edges(N, bin_src[k], bin_dst[k], bin_w[k]));
+  return snapshots;
+}
+
+// Features per snapshot (the static ones when given, else degree features: EvolveGCN's choice
+// when a dataset has none, log(1 + in-degree) and log(1 + out-degree) in the snapshot) and the
+// target, log(1 + in-degree) in the next snapshot.
+void add_degree_series(TemporalDataset& d, const std::vector<float>& static_features) {
+  const std::int64_t N = d.num_nodes, F = d.feature_dim, K = d.num_snapshots();
   std::vector<std::vector<float>> in_deg(static_cast<std::size_t>(K),
                                          std::vector<float>(static_cast<std::size_t>(N), 0));
   for (std::int64_t k = 0; k < K; ++k) {
@@ -670,6 +684,39 @@ TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConv
   for (std::int64_t k = 0; k < K; ++k)
     for (std::int64_t v = 0; v < N; ++v)
       d.targets.push_back(k + 1 < K ? in_deg[k + 1][v] : 0.0f);
+}
+
+} // namespace
+
+TemporalDataset read_temporal_edge_list(const fs::path& path, const TemporalConvertOptions& o) {
+  const std::string file = path.string();
+  TESSEL_EXPECTS((o.snapshots > 0) != (o.snapshot_span > 0),
+                 "{}: give exactly one of --snapshots K or --snapshot-span S", file);
+  TimedEdges edges;
+  for_each_line(
+      path, [&](std::string_view line, std::int64_t n) { add_edge_line(path, line, n, edges); });
+  TESSEL_EXPECTS(!edges.time.empty(), "{}: no edges", file);
+  std::int64_t N = count_nodes(edges, file);
+  std::vector<float> static_features;
+  std::int64_t F = 2;
+  if (!o.node_features.empty()) {
+    std::int64_t rows = 0;
+    F = -1;
+    for_each_line(o.node_features, [&](std::string_view line, std::int64_t n) {
+      if (add_feature_line(o.node_features, line, n, F, static_features)) ++rows;
+    });
+    TESSEL_EXPECTS(rows >= N, "{}: node id {} is out of range: {} has {} rows (one per node)", file,
+                   N - 1, o.node_features.string(), rows);
+    N = rows;
+  }
+  double span = 0;
+  const std::int64_t K = snapshot_count(o, edges.time.front(), edges.time.back(), file, span);
+  TemporalDataset d;
+  d.name = default_name(path, o);
+  d.num_nodes = N;
+  d.feature_dim = F;
+  d.snapshots = bin_snapshots(edges, N, K, span);
+  add_degree_series(d, static_features);
   set_split(d, o, file);
   d.validate(file);
   return d;

@@ -29,9 +29,7 @@ struct Draw {
   }
 };
 
-}  // namespace
-
-TemporalDataset make_synthetic_temporal(const SyntheticTemporalOptions& o) {
+void check_options(const SyntheticTemporalOptions& o) {
   TESSEL_EXPECTS(o.num_nodes >= 2, "synthetic-temporal: --nodes must be at least 2, got {}",
                  o.num_nodes);
   TESSEL_EXPECTS(o.num_snapshots >= 2 && o.num_snapshots <= 100000,
@@ -48,55 +46,148 @@ TemporalDataset make_synthetic_temporal(const SyntheticTemporalOptions& o) {
                                     std::pair{"--drift", o.drift}, std::pair{"--rewire", o.rewire}})
     TESSEL_EXPECTS(value >= 0 && value <= 1, "synthetic-temporal: {} must be in [0, 1], got {}",
                    flag, value);
-  const std::int64_t N = o.num_nodes, T = o.num_snapshots, F = o.feature_dim,
-                     C = o.num_communities;
-  const auto step_key = [&](rng::Stream stream, std::int64_t t, std::uint32_t layer) {
-    return Draw{rng::Key{o.seed, stream, static_cast<std::uint32_t>(t), 0, layer}};
-  };
+}
 
-  // Community memberships per step, and per community its members (for homophilous draws).
-  std::vector<std::int32_t> member(static_cast<std::size_t>(N));
-  const Draw init = step_key(rng::Stream::synthetic, 0, 1);
-  for (std::int64_t v = 0; v < N; ++v) member[v] = static_cast<std::int32_t>(init.below(v, 0, C));
-  // Community effects on the signal and feature centroids.
-  std::vector<double> effect(static_cast<std::size_t>(C));
-  std::vector<float> centroid(static_cast<std::size_t>(C * F));
-  for (std::int64_t c = 0; c < C; ++c) {
-    rng::Sequence seq(rng::Key{o.seed, rng::Stream::synthetic, 0, 0, 2}, static_cast<std::uint64_t>(c));
-    effect[c] = 0.5 * seq.next_normal();
-    for (std::int64_t f = 0; f < F; ++f) centroid[c * F + f] = seq.next_normal();
+// The evolving graph: community memberships, their effects and feature centroids, and the
+// edges of the current step (redrawn in part at each step).
+class EvolvingGraph {
+public:
+  explicit EvolvingGraph(const SyntheticTemporalOptions& o)
+      : o_(o), N_(o.num_nodes), F_(o.feature_dim), C_(o.num_communities),
+        member_(static_cast<std::size_t>(N_)), effect_(static_cast<std::size_t>(C_)),
+        centroid_(static_cast<std::size_t>(C_ * F_)),
+        num_edges_(static_cast<std::int64_t>(std::llround(o.avg_degree * N_ / 2.0))),
+        eu_(static_cast<std::size_t>(num_edges_)), ev_(eu_.size()) {
+    // Community memberships per step, and per community its members (for homophilous draws).
+    const Draw init = step_key(rng::Stream::synthetic, 0, 1);
+    for (std::int64_t v = 0; v < N_; ++v)
+      member_[v] = static_cast<std::int32_t>(init.below(v, 0, C_));
+    // Community effects on the signal and feature centroids.
+    for (std::int64_t c = 0; c < C_; ++c) {
+      rng::Sequence seq(rng::Key{o.seed, rng::Stream::synthetic, 0, 0, 2},
+                        static_cast<std::uint64_t>(c));
+      effect_[c] = 0.5 * seq.next_normal();
+      for (std::int64_t f = 0; f < F_; ++f)
+        centroid_[c * F_ + f] = seq.next_normal();
+    }
+    index_members();
+    for (std::int64_t i = 0; i < num_edges_; ++i)
+      draw_edge(i, 0);
   }
 
-  const auto num_edges = static_cast<std::int64_t>(std::llround(o.avg_degree * N / 2.0));
-  std::vector<NodeId> eu(static_cast<std::size_t>(num_edges)), ev(eu.size());
-  std::vector<std::vector<NodeId>> members;
-  auto index_members = [&] {
-    members.assign(static_cast<std::size_t>(C), {});
-    for (std::int64_t v = 0; v < N; ++v) members[member[v]].push_back(v);
-  };
+  Draw step_key(rng::Stream stream, std::int64_t t, std::uint32_t layer) const {
+    return Draw{rng::Key{o_.seed, stream, static_cast<std::uint32_t>(t), 0, layer}};
+  }
+
+  // Step t > 0: some nodes change community (--drift), some edges are drawn again (--rewire).
+  void evolve(std::int64_t t) {
+    const Draw move = step_key(rng::Stream::synthetic, t, 5);
+    for (std::int64_t v = 0; v < N_; ++v)
+      if (move.uniform(v, 0) < o_.drift)
+        member_[v] = static_cast<std::int32_t>(move.below(v, 1, C_));
+    index_members();
+    const Draw re = step_key(rng::Stream::synthetic, t, 6);
+    for (std::int64_t i = 0; i < num_edges_; ++i)
+      if (re.uniform(i, 0) < o_.rewire) draw_edge(i, t);
+  }
+
+  // Both directions of every edge, weight 1; repeats merge (weight = multiplicity).
+  Csr snapshot() const {
+    Csr snap;
+    snap.num_rows = snap.num_cols = N_;
+    snap.indptr.assign(static_cast<std::size_t>(N_ + 1), 0);
+    for (std::int64_t i = 0; i < num_edges_; ++i) {
+      ++snap.indptr[eu_[i] + 1];
+      ++snap.indptr[ev_[i] + 1];
+    }
+    for (std::int64_t v = 0; v < N_; ++v)
+      snap.indptr[v + 1] += snap.indptr[v];
+    snap.indices.resize(static_cast<std::size_t>(2 * num_edges_));
+    std::vector<EdgeId> fill(snap.indptr.begin(), snap.indptr.end() - 1);
+    for (std::int64_t i = 0; i < num_edges_; ++i) {
+      snap.indices[fill[ev_[i]]++] = eu_[i];
+      snap.indices[fill[eu_[i]]++] = ev_[i];
+    }
+    canonicalize_snapshot(snap);
+    // Repeated pairs count once: the graph is unweighted.
+    std::fill(snap.values.begin(), snap.values.end(), 1.0f);
+    return snap;
+  }
+
+  // Features of step t: the signal s_t(v), then the community centroid plus noise.
+  void write_features(std::int64_t t, const std::vector<double>& s, TemporalDataset& d) const {
+    const Draw noise = step_key(rng::Stream::synthetic, t, 7);
+    for (std::int64_t v = 0; v < N_; ++v) {
+      float* row = &d.features[static_cast<std::size_t>((t * N_ + v) * F_)];
+      row[0] = static_cast<float>(s[v]);
+      for (std::int64_t f = 1; f < F_; ++f)
+        row[f] = centroid_[member_[v] * F_ + f] +
+                 static_cast<float>(noise.uniform(v, static_cast<std::uint32_t>(f)) - 0.5);
+    }
+  }
+
+  // Next signal from this snapshot's neighbours and the node's own past; it is step t's target.
+  std::vector<double> next_signal(std::int64_t t, const Csr& snap, const std::vector<double>& s,
+                                  const std::vector<double>& s_prev, TemporalDataset& d) const {
+    const Draw eps = step_key(rng::Stream::synthetic, t, 8);
+    std::vector<double> next(static_cast<std::size_t>(N_));
+    for (std::int64_t v = 0; v < N_; ++v) {
+      double mean = 0;
+      const EdgeId b = snap.indptr[v], e = snap.indptr[v + 1];
+      for (EdgeId k = b; k < e; ++k)
+        mean += s[snap.indices[k]];
+      if (e > b) mean /= static_cast<double>(e - b);
+      next[v] = std::tanh(kNeighbourGain * mean + kMemoryGain * s_prev[v] + effect_[member_[v]]) +
+                kNoise * (2 * eps.uniform(v, 0) - 1);
+      d.targets[static_cast<std::size_t>(t * N_ + v)] = static_cast<float>(next[v]);
+    }
+    return next;
+  }
+
+private:
+  void index_members() {
+    members_.assign(static_cast<std::size_t>(C_), {});
+    for (std::int64_t v = 0; v < N_; ++v)
+      members_[member_[v]].push_back(v);
+  }
+
   // Edge i at step t: a uniform endpoint u, then v in u's community with probability homophily.
-  auto draw_edge = [&](std::int64_t i, std::int64_t t) {
+  void draw_edge(std::int64_t i, std::int64_t t) {
     const Draw d = step_key(rng::Stream::synthetic, t, 3);
     for (std::uint32_t attempt = 0; attempt < 64; attempt += 3) {
-      const NodeId u = static_cast<NodeId>(d.below(i, attempt, N));
-      const auto& same = members[member[u]];
+      const NodeId u = static_cast<NodeId>(d.below(i, attempt, N_));
+      const auto& same = members_[member_[u]];
       NodeId v;
-      if (d.uniform(i, attempt + 1) < o.homophily && same.size() > 1)
+      if (d.uniform(i, attempt + 1) < o_.homophily && same.size() > 1)
         v = same[d.below(i, attempt + 2, same.size())];
       else
-        v = static_cast<NodeId>(d.below(i, attempt + 2, N));
+        v = static_cast<NodeId>(d.below(i, attempt + 2, N_));
       if (u != v) {
-        eu[i] = u;
-        ev[i] = v;
+        eu_[i] = u;
+        ev_[i] = v;
         return;
       }
     }
-    eu[i] = 0;
-    ev[i] = 1;
-  };
-  index_members();
-  for (std::int64_t i = 0; i < num_edges; ++i) draw_edge(i, 0);
+    eu_[i] = 0;
+    ev_[i] = 1;
+  }
 
+  const SyntheticTemporalOptions& o_;
+  const std::int64_t N_, F_, C_;
+  std::vector<std::int32_t> member_;
+  std::vector<double> effect_;
+  std::vector<float> centroid_;
+  const std::int64_t num_edges_;
+  std::vector<NodeId> eu_, ev_;
+  std::vector<std::vector<NodeId>> members_;
+};
+
+} // namespace
+
+TemporalDataset make_synthetic_temporal(const SyntheticTemporalOptions& o) {
+  check_options(o);
+  const std::int64_t N = o.num_nodes, T = o.num_snapshots, F = o.feature_dim;
+  EvolvingGraph graph(o);
   TemporalDataset d;
   d.name = o.name;
   d.num_nodes = N;
@@ -105,58 +196,14 @@ TemporalDataset make_synthetic_temporal(const SyntheticTemporalOptions& o) {
   d.targets.resize(static_cast<std::size_t>(T * N));
   std::vector<double> s_prev(static_cast<std::size_t>(N), 0.0), s(static_cast<std::size_t>(N));
   {
-    const Draw d0 = step_key(rng::Stream::synthetic, 0, 4);
+    const Draw d0 = graph.step_key(rng::Stream::synthetic, 0, 4);
     for (std::int64_t v = 0; v < N; ++v) s[v] = 2 * d0.uniform(v, 0) - 1;
   }
   for (std::int64_t t = 0; t < T; ++t) {
-    if (t > 0) {
-      const Draw move = step_key(rng::Stream::synthetic, t, 5);
-      for (std::int64_t v = 0; v < N; ++v)
-        if (move.uniform(v, 0) < o.drift) member[v] = static_cast<std::int32_t>(move.below(v, 1, C));
-      index_members();
-      const Draw re = step_key(rng::Stream::synthetic, t, 6);
-      for (std::int64_t i = 0; i < num_edges; ++i)
-        if (re.uniform(i, 0) < o.rewire) draw_edge(i, t);
-    }
-    // Both directions of every edge, weight 1; repeats merge (weight = multiplicity).
-    Csr snap;
-    snap.num_rows = snap.num_cols = N;
-    snap.indptr.assign(static_cast<std::size_t>(N + 1), 0);
-    for (std::int64_t i = 0; i < num_edges; ++i) {
-      ++snap.indptr[eu[i] + 1];
-      ++snap.indptr[ev[i] + 1];
-    }
-    for (std::int64_t v = 0; v < N; ++v) snap.indptr[v + 1] += snap.indptr[v];
-    snap.indices.resize(static_cast<std::size_t>(2 * num_edges));
-    std::vector<EdgeId> fill(snap.indptr.begin(), snap.indptr.end() - 1);
-    for (std::int64_t i = 0; i < num_edges; ++i) {
-      snap.indices[fill[ev[i]]++] = eu[i];
-      snap.indices[fill[eu[i]]++] = ev[i];
-    }
-    canonicalize_snapshot(snap);
-    // Repeated pairs count once: the graph is unweighted.
-    std::fill(snap.values.begin(), snap.values.end(), 1.0f);
-
-    // Features of step t: the signal s_t(v), then the community centroid plus noise.
-    const Draw noise = step_key(rng::Stream::synthetic, t, 7);
-    for (std::int64_t v = 0; v < N; ++v) {
-      float* row = &d.features[static_cast<std::size_t>((t * N + v) * F)];
-      row[0] = static_cast<float>(s[v]);
-      for (std::int64_t f = 1; f < F; ++f)
-        row[f] = centroid[member[v] * F + f] + static_cast<float>(noise.uniform(v, static_cast<std::uint32_t>(f)) - 0.5);
-    }
-    // Next signal from this snapshot's neighbours and the node's own past.
-    const Draw eps = step_key(rng::Stream::synthetic, t, 8);
-    std::vector<double> next(static_cast<std::size_t>(N));
-    for (std::int64_t v = 0; v < N; ++v) {
-      double mean = 0;
-      const EdgeId b = snap.indptr[v], e = snap.indptr[v + 1];
-      for (EdgeId k = b; k < e; ++k) mean += s[snap.indices[k]];
-      if (e > b) mean /= static_cast<double>(e - b);
-      next[v] = std::tanh(kNeighbourGain * mean + kMemoryGain * s_prev[v] + effect[member[v]]) +
-                kNoise * (2 * eps.uniform(v, 0) - 1);
-      d.targets[static_cast<std::size_t>(t * N + v)] = static_cast<float>(next[v]);
-    }
+    if (t > 0) graph.evolve(t);
+    Csr snap = graph.snapshot();
+    graph.write_features(t, s, d);
+    std::vector<double> next = graph.next_signal(t, snap, s, s_prev, d);
     s_prev = s;
     s = std::move(next);
     d.snapshots.push_back(std::move(snap));

@@ -195,9 +195,9 @@ double max_over_mean(const std::vector<PartStats>& parts, std::int64_t PartStats
          static_cast<double>(total);
 }
 
-PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
-                            std::future<Checksum> checksum, std::string source_name, OutputDir& out,
-                            const PartitionOptions& o, PhaseTimes& times, Stopwatch& total) {
+// The run's settings and the source's sizes, before any step.
+PartitionStats source_stats(const datasets::Dataset& data, std::string source_name,
+                            const PartitionOptions& o) {
   PartitionStats stats;
   stats.dataset = data.name;
   stats.source_name = std::move(source_name);
@@ -212,33 +212,71 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   stats.num_train = static_cast<std::int64_t>(data.train.size());
   stats.num_valid = static_cast<std::int64_t>(data.valid.size());
   stats.num_test = static_cast<std::int64_t>(data.test.size());
-  const int k = o.num_parts;
-  const auto mark_peak = [&stats](const std::string& phase) {
-    stats.peak_rss_after.emplace_back(phase, peak_rss_bytes());
-  };
-  mark_peak("read");
+  return stats;
+}
 
-  // Training graph: symmetrized unless the dataset is directed and --no-symmetrize was given.
+void mark_peak(PartitionStats& stats, const std::string& phase) {
+  stats.peak_rss_after.emplace_back(phase, peak_rss_bytes());
+}
+
+// Training graph: symmetrized unless the dataset is directed and --no-symmetrize was given. The
+// source graph is released; `metis_input` is the symmetrized copy METIS needs of a directed
+// training graph (left empty otherwise).
+GraphCsr training_graph(datasets::Dataset& data, const PartitionOptions& o, PartitionStats& stats,
+                        PhaseTimes& times, GraphCsr& metis_input) {
   const bool store_symmetric = o.symmetrize || !data.directed;
   if (!o.symmetrize && !data.directed)
     log::info("partition: {} is undirected (each edge stored once); symmetrizing it anyway",
               data.name);
   stats.symmetrized = store_symmetric;
   GraphCsr training;
-  GraphCsr metis_input; // only when the training graph is directed and METIS runs
   {
     ScopedPhase phase(times, "symmetrize");
     const ScopedActivity activity("symmetrizing the graph");
     training = clean_graph(data.graph, store_symmetric, o.max_index);
     data.graph = Csr{}; // the source graph is no longer needed
-    if (o.method == Method::metis && k > 1 && !store_symmetric)
+    if (o.method == Method::metis && o.num_parts > 1 && !store_symmetric)
       metis_input = clean_graph(training, true, o.max_index);
   }
   stats.num_edges = training.num_edges();
-  mark_peak("symmetrize");
+  mark_peak(stats, "symmetrize");
   log::info("partition: training graph {} nodes, {} edges ({})", stats.num_nodes, stats.num_edges,
             store_symmetric ? "symmetrized" : "directed");
+  return training;
+}
 
+// METIS k-way over the training graph (balanced by --balance), its statistics into `stats`;
+// returns the seconds of its coarsen and refine phases, recorded as their own phases.
+double assign_by_metis(const datasets::Dataset& data, const GraphCsr& training,
+                       GraphCsr& metis_input, const PartitionOptions& o, PartitionStats& stats,
+                       PhaseTimes& times, std::vector<std::int32_t>& assignment) {
+  const int k = o.num_parts;
+  std::vector<std::uint8_t> is_train(static_cast<std::size_t>(data.num_nodes), 0);
+  for (const NodeId v : data.train)
+    is_train[v] = 1;
+  log::info("partition: METIS k-way into {} parts", k);
+  auto result = assign_metis(stats.symmetrized ? training : metis_input, training, is_train,
+                             o.balance, k, o.seed, o.imbalance, o.max_index, o.metis_max_edges);
+  metis_input = GraphCsr{};
+  assignment = std::move(result.part);
+  stats.metis_objval = result.objval;
+  stats.metis_constraints = std::move(result.constraints);
+  stats.metis_max_edges = o.metis_max_edges;
+  if (result.levels.empty()) return 0;
+  for (const auto& level : result.levels)
+    stats.coarse_levels.emplace_back(level.nodes, level.edges);
+  stats.refined_cut = result.refined_cut;
+  stats.refine_moves = result.moved;
+  times.add("coarsen", result.coarsen_seconds);
+  times.add("refine", result.refine_seconds);
+  return result.coarsen_seconds + result.refine_seconds;
+}
+
+// The part of every node (METIS or random), no part left empty.
+std::vector<std::int32_t> assign_parts(const datasets::Dataset& data, const GraphCsr& training,
+                                       GraphCsr& metis_input, const PartitionOptions& o,
+                                       PartitionStats& stats, PhaseTimes& times) {
+  const int k = o.num_parts;
   std::vector<std::int32_t> assignment;
   {
     const ScopedActivity activity(fmt::format("assigning nodes to {} parts ({})", k,
@@ -248,26 +286,7 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
     if (k == 1) {
       assignment.assign(static_cast<std::size_t>(data.num_nodes), 0);
     } else if (o.method == Method::metis) {
-      std::vector<std::uint8_t> is_train(static_cast<std::size_t>(data.num_nodes), 0);
-      for (const NodeId v : data.train)
-        is_train[v] = 1;
-      log::info("partition: METIS k-way into {} parts", k);
-      auto result = assign_metis(store_symmetric ? training : metis_input, training, is_train,
-                                 o.balance, k, o.seed, o.imbalance, o.max_index, o.metis_max_edges);
-      metis_input = GraphCsr{};
-      assignment = std::move(result.part);
-      stats.metis_objval = result.objval;
-      stats.metis_constraints = std::move(result.constraints);
-      stats.metis_max_edges = o.metis_max_edges;
-      if (!result.levels.empty()) {
-        for (const auto& level : result.levels)
-          stats.coarse_levels.emplace_back(level.nodes, level.edges);
-        stats.refined_cut = result.refined_cut;
-        stats.refine_moves = result.moved;
-        times.add("coarsen", result.coarsen_seconds);
-        times.add("refine", result.refine_seconds);
-        sub_phases = result.coarsen_seconds + result.refine_seconds;
-      }
+      sub_phases = assign_by_metis(data, training, metis_input, o, stats, times, assignment);
     } else {
       assignment = assign_random(data.num_nodes, k, o.seed);
     }
@@ -275,20 +294,16 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
     if (moved > 0) log::warn("partition: {} parts were empty; moved one node into each", moved);
     times.add(to_string(o.method), watch.seconds() - sub_phases);
   }
-  mark_peak(to_string(o.method));
+  mark_peak(stats, to_string(o.method));
+  return assignment;
+}
 
-  Relabeling relabeling;
-  {
-    ScopedPhase phase(times, "build");
-    relabeling = relabel(std::move(assignment), k);
-    // Neighbors in relabeled ids: "owned or halo" becomes a range test, no lookup per edge.
-    relabel_columns(training, relabeling);
-  }
-  stats.offsets = relabeling.offsets;
-
-  // Parts are built one at a time; their files stay open until the single pass over the
-  // source features has written every part's rows.
-  const ScopedActivity activity("building and writing the part files in " + out.temp().string());
+// Parts are built one at a time; their files stay open until the single pass over the
+// source features has written every part's rows.
+std::vector<h5::File> build_and_write_parts(const GraphCsr& training, const Relabeling& relabeling,
+                                            const datasets::Dataset& data, OutputDir& out,
+                                            PartitionStats& stats, PhaseTimes& times) {
+  const int k = stats.num_parts;
   BuildScratch scratch;
   std::vector<h5::File> files;
   files.reserve(static_cast<std::size_t>(k));
@@ -310,24 +325,11 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
     parts_progress.update(p + 1);
   }
   parts_progress.finish();
-  scratch = {};
-  training = GraphCsr{};
-  mark_peak("build");
-  {
-    ScopedPhase phase(times, "features");
-    ProgressLine progress("partition: write features", 0);
-    const auto feature_checksums = write_part_features(features, relabeling, files);
-    for (int p = 0; p < k; ++p)
-      stats.parts[p].checksums["/node/feat"] = feature_checksums[p];
-  }
-  mark_peak("features");
-  {
-    ScopedPhase phase(times, "write");
-    for (auto& file : files)
-      file.close();
-    files.clear();
-  }
+  return files;
+}
 
+// Edge cut, balance and replication of the parts built.
+void summarize_parts(PartitionStats& stats) {
   for (const auto& s : stats.parts)
     stats.edge_cut += s.cut_edges;
   stats.edge_cut_fraction = stats.num_edges > 0 ? static_cast<double>(stats.edge_cut) /
@@ -341,6 +343,54 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
     local_total += s.owned + s.halo;
   stats.replication_factor = static_cast<double>(local_total) /
                              static_cast<double>(std::max<std::int64_t>(stats.num_nodes, 1));
+}
+
+// The run's phase times, total seconds and peak RSS so far, into `stats`.
+void record_totals(PartitionStats& stats, const PhaseTimes& times, const Stopwatch& total) {
+  stats.times = times;
+  stats.times.add("total", total.seconds());
+  stats.peak_rss_bytes = peak_rss_bytes();
+}
+
+PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
+                            std::future<Checksum> checksum, std::string source_name, OutputDir& out,
+                            const PartitionOptions& o, PhaseTimes& times, Stopwatch& total) {
+  PartitionStats stats = source_stats(data, std::move(source_name), o);
+  const int k = o.num_parts;
+  mark_peak(stats, "read");
+  GraphCsr metis_input; // only when the training graph is directed and METIS runs
+  GraphCsr training = training_graph(data, o, stats, times, metis_input);
+  std::vector<std::int32_t> assignment = assign_parts(data, training, metis_input, o, stats, times);
+
+  Relabeling relabeling;
+  {
+    ScopedPhase phase(times, "build");
+    relabeling = relabel(std::move(assignment), k);
+    // Neighbors in relabeled ids: "owned or halo" becomes a range test, no lookup per edge.
+    relabel_columns(training, relabeling);
+  }
+  stats.offsets = relabeling.offsets;
+
+  const ScopedActivity activity("building and writing the part files in " + out.temp().string());
+  std::vector<h5::File> files =
+      build_and_write_parts(training, relabeling, data, out, stats, times);
+  training = GraphCsr{};
+  mark_peak(stats, "build");
+  {
+    ScopedPhase phase(times, "features");
+    ProgressLine progress("partition: write features", 0);
+    const auto feature_checksums = write_part_features(features, relabeling, files);
+    for (int p = 0; p < k; ++p)
+      stats.parts[p].checksums["/node/feat"] = feature_checksums[p];
+  }
+  mark_peak(stats, "features");
+  {
+    ScopedPhase phase(times, "write");
+    for (auto& file : files)
+      file.close();
+    files.clear();
+  }
+  summarize_parts(stats);
 
   const Checksum sum = checksum.get();
   stats.source_checksum = sum.value;
@@ -349,16 +399,12 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
 
   {
     ScopedPhase phase(times, "write");
-    stats.times = times;
-    stats.times.add("total", total.seconds());
-    stats.peak_rss_bytes = peak_rss_bytes();
+    record_totals(stats, times, total);
     datasets::write_text_file(out.temp() / "partition.json", stats.to_json().dump(2) + "\n");
     out.commit();
   }
   // Final figures include the manifest write and the rename.
-  stats.times = times;
-  stats.times.add("total", total.seconds());
-  stats.peak_rss_bytes = peak_rss_bytes();
+  record_totals(stats, times, total);
   return stats;
 }
 

@@ -58,27 +58,13 @@ Csr union_graph(const std::vector<Csr>& snapshots, std::int64_t n) {
   return Csr::from_edges(n, n, src, dst);
 }
 
-}  // namespace
-
-TemporalManifest partition_temporal_store(const fs::path& store, const fs::path& out_dir,
-                                          int num_parts, Method method, std::uint64_t seed,
-                                          bool force) {
-  PhaseTimes times;
-  Stopwatch watch;
-  datasets::TemporalDataset data = datasets::read_temporal_store(store);
-  const std::int64_t N = data.num_nodes, T = data.num_snapshots();
-  TESSEL_EXPECTS(num_parts >= 1 && num_parts <= N && num_parts <= T,
-                 "partition: --parts {} must be in [1, min(nodes {}, snapshots {})] for a "
-                 "temporal store",
-                 num_parts, N, T);
-  TESSEL_EXPECTS(!fs::exists(out_dir) || force || fs::is_empty(out_dir),
-                 "output directory {} exists and is not empty (use --force to replace it)",
-                 out_dir.string());
-  times.add("read", watch.seconds());
-  watch.reset();
-
+// The vertex parts over the union of all snapshots (METIS, or random), relabeled into ranges;
+// the union's symmetrized edge count and METIS's cut (-1 without METIS) go to the manifest.
+Relabeling assign_vertex_ranges(const datasets::TemporalDataset& data, int num_parts, Method method,
+                                std::uint64_t seed, std::int64_t& union_edges,
+                                std::int64_t& metis_cut) {
+  const std::int64_t N = data.num_nodes;
   std::vector<std::int32_t> part;
-  std::int64_t metis_cut = -1;
   const GraphCsr sym = clean_graph(union_graph(data.snapshots, N), true);
   if (method == Method::metis && num_parts > 1) {
     part = run_metis(N, sym.indptr.data(), sym.indices.data(), nullptr, nullptr, 1, num_parts,
@@ -87,51 +73,42 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
   } else {
     part = assign_random(N, num_parts, seed);
   }
-  const Relabeling rl = relabel(part, num_parts);
-  times.add(to_string(method), watch.seconds());
-  watch.reset();
+  union_edges = sym.num_edges();
+  return relabel(part, num_parts);
+}
 
-  // Relabel the snapshots, features and targets.
-  datasets::TemporalDataset out;
-  out.name = data.name;
-  out.num_nodes = N;
-  out.feature_dim = data.feature_dim;
-  out.num_classes = data.num_classes;
-  out.train = data.train;
-  out.valid = data.valid;
-  out.test = data.test;
-  const std::int64_t F = data.feature_dim;
-  out.features.resize(data.features.size());
-  out.targets.resize(data.targets.size());
-  out.orig_id.resize(static_cast<std::size_t>(N));
+// Snapshot s with its nodes renumbered by rl (rows in new-id order, columns mapped), canonical.
+Csr relabel_snapshot(const Csr& s, const Relabeling& rl, std::int64_t N) {
+  Csr r;
+  r.num_rows = r.num_cols = N;
+  r.indptr.assign(static_cast<std::size_t>(N + 1), 0);
+  for (std::int64_t g = 0; g < N; ++g)
+    r.indptr[g + 1] = r.indptr[g] + s.degree(rl.orig_of[g]);
+  r.indices.resize(s.indices.size());
+  r.values.resize(s.values.size());
   for (std::int64_t g = 0; g < N; ++g) {
     const NodeId old = rl.orig_of[g];
-    out.orig_id[g] = data.orig_id.empty() ? old : data.orig_id[old];
-  }
-  nlohmann::json halo = nlohmann::json::array();
-  std::vector<std::int64_t> halo_total(static_cast<std::size_t>(num_parts), 0);
-  std::vector<std::int64_t> cut_total(static_cast<std::size_t>(num_parts), 0);
-  std::vector<std::int64_t> seen(static_cast<std::size_t>(N), -1);
-  for (std::int64_t t = 0; t < T; ++t) {
-    const Csr& s = data.snapshots[t];
-    Csr r;
-    r.num_rows = r.num_cols = N;
-    r.indptr.assign(static_cast<std::size_t>(N + 1), 0);
-    for (std::int64_t g = 0; g < N; ++g) r.indptr[g + 1] = r.indptr[g] + s.degree(rl.orig_of[g]);
-    r.indices.resize(s.indices.size());
-    r.values.resize(s.values.size());
-    for (std::int64_t g = 0; g < N; ++g) {
-      const NodeId old = rl.orig_of[g];
-      EdgeId at = r.indptr[g];
-      for (EdgeId e = s.indptr[old]; e < s.indptr[old + 1]; ++e, ++at) {
-        r.indices[at] = rl.new_id[s.indices[e]];
-        r.values[at] = s.values[e];
-      }
-      std::copy_n(&data.features[(t * N + old) * F], F, &out.features[(t * N + g) * F]);
-      out.targets[t * N + g] = data.targets[t * N + old];
+    EdgeId at = r.indptr[g];
+    for (EdgeId e = s.indptr[old]; e < s.indptr[old + 1]; ++e, ++at) {
+      r.indices[at] = rl.new_id[s.indices[e]];
+      r.values[at] = s.values[e];
     }
-    datasets::canonicalize_snapshot(r);
-    // Halo of each part in this snapshot: distinct sources outside the part of its rows' edges.
+  }
+  datasets::canonicalize_snapshot(r);
+  return r;
+}
+
+// Per snapshot and part, the vertex halo: distinct sources outside the part of its rows' edges;
+// and per part the totals over the snapshots, with the cut edges.
+struct VertexHaloStats {
+  VertexHaloStats(int num_parts, std::int64_t num_nodes)
+      : halo_total(static_cast<std::size_t>(num_parts), 0),
+        cut_total(static_cast<std::size_t>(num_parts), 0),
+        seen(static_cast<std::size_t>(num_nodes), -1) {}
+
+  // Snapshot t, relabeled (r).
+  void add(const Csr& r, const Relabeling& rl, std::int64_t t) {
+    const auto num_parts = static_cast<int>(halo_total.size());
     nlohmann::json per_part = nlohmann::json::array();
     for (int p = 0; p < num_parts; ++p) {
       std::int64_t h = 0, cut = 0;
@@ -151,8 +128,89 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
       cut_total[p] += cut;
     }
     halo.push_back(per_part);
+  }
+
+  nlohmann::json halo = nlohmann::json::array(); // [snapshot][part]
+  std::vector<std::int64_t> halo_total, cut_total;
+  std::vector<std::int64_t> seen; // the stamp (snapshot, part) a source was last counted in
+};
+
+// The store relabeled by rl: snapshots, features and targets in new-id order, each node's
+// original id kept; the halo statistics of every snapshot into `halo`.
+datasets::TemporalDataset relabel_store(const datasets::TemporalDataset& data, const Relabeling& rl,
+                                        VertexHaloStats& halo) {
+  const std::int64_t N = data.num_nodes, T = data.num_snapshots();
+  datasets::TemporalDataset out;
+  out.name = data.name;
+  out.num_nodes = N;
+  out.feature_dim = data.feature_dim;
+  out.num_classes = data.num_classes;
+  out.train = data.train;
+  out.valid = data.valid;
+  out.test = data.test;
+  const std::int64_t F = data.feature_dim;
+  out.features.resize(data.features.size());
+  out.targets.resize(data.targets.size());
+  out.orig_id.resize(static_cast<std::size_t>(N));
+  for (std::int64_t g = 0; g < N; ++g) {
+    const NodeId old = rl.orig_of[g];
+    out.orig_id[g] = data.orig_id.empty() ? old : data.orig_id[old];
+  }
+  for (std::int64_t t = 0; t < T; ++t) {
+    Csr r = relabel_snapshot(data.snapshots[t], rl, N);
+    for (std::int64_t g = 0; g < N; ++g) {
+      const NodeId old = rl.orig_of[g];
+      std::copy_n(&data.features[(t * N + old) * F], F, &out.features[(t * N + g) * F]);
+      out.targets[t * N + g] = data.targets[t * N + old];
+    }
+    halo.add(r, rl, t);
     out.snapshots.push_back(std::move(r));
   }
+  return out;
+}
+
+// partition.json of a temporal partition.
+nlohmann::json temporal_manifest_json(const TemporalManifest& m) {
+  return {{"format", kTemporalPartitionFormat},
+          {"version", kTemporalPartitionVersion},
+          {"dataset", m.dataset},
+          {"num_parts", m.num_parts},
+          {"method", m.method},
+          {"num_nodes", m.num_nodes},
+          {"num_snapshots", m.num_snapshots},
+          {"feature_dim", m.feature_dim},
+          {"num_classes", m.num_classes},
+          {"vertex_offsets", m.vertex_offsets},
+          {"store", "temporal.h5"},
+          {"stats", m.stats}};
+}
+
+} // namespace
+
+TemporalManifest partition_temporal_store(const fs::path& store, const fs::path& out_dir,
+                                          int num_parts, Method method, std::uint64_t seed,
+                                          bool force) {
+  PhaseTimes times;
+  Stopwatch watch;
+  datasets::TemporalDataset data = datasets::read_temporal_store(store);
+  const std::int64_t N = data.num_nodes, T = data.num_snapshots();
+  TESSEL_EXPECTS(num_parts >= 1 && num_parts <= N && num_parts <= T,
+                 "partition: --parts {} must be in [1, min(nodes {}, snapshots {})] for a "
+                 "temporal store",
+                 num_parts, N, T);
+  TESSEL_EXPECTS(!fs::exists(out_dir) || force || fs::is_empty(out_dir),
+                 "output directory {} exists and is not empty (use --force to replace it)",
+                 out_dir.string());
+  times.add("read", watch.seconds());
+  watch.reset();
+
+  std::int64_t union_edges = 0, metis_cut = -1;
+  const Relabeling rl = assign_vertex_ranges(data, num_parts, method, seed, union_edges, metis_cut);
+  times.add(to_string(method), watch.seconds());
+  watch.reset();
+
+  VertexHaloStats halo(num_parts, N);
+  const datasets::TemporalDataset out = relabel_store(data, rl, halo);
   data = {};
   times.add("relabel", watch.seconds());
   watch.reset();
@@ -167,36 +225,25 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
   m.method = to_string(method);
   m.num_nodes = N;
   m.num_snapshots = T;
-  m.feature_dim = F;
+  m.feature_dim = out.feature_dim;
   m.num_classes = out.num_classes;
   m.vertex_offsets = rl.offsets;
   m.store = out_dir / "temporal.h5";
   std::int64_t total_edges = 0;
   for (const Csr& s : out.snapshots) total_edges += s.num_edges();
-  m.stats = {{"union_edges", sym.num_edges()},
+  m.stats = {{"union_edges", union_edges},
              {"union_metis_cut", metis_cut},
              {"snapshot_edges", total_edges},
-             {"vertex_halo_per_snapshot", halo},
-             {"vertex_halo_total", halo_total},
-             {"vertex_cut_edges_total", cut_total},
+             {"vertex_halo_per_snapshot", halo.halo},
+             {"vertex_halo_total", halo.halo_total},
+             {"vertex_cut_edges_total", halo.cut_total},
              {"seed", seed}};
   times.add("write", watch.seconds());
   nlohmann::json phases = nlohmann::json::object();
   for (const auto& [name, s] : times.all()) phases[name] = s;
   m.stats["seconds"] = phases;
-  const nlohmann::json j = {{"format", kTemporalPartitionFormat},
-                            {"version", kTemporalPartitionVersion},
-                            {"dataset", m.dataset},
-                            {"num_parts", num_parts},
-                            {"method", m.method},
-                            {"num_nodes", N},
-                            {"num_snapshots", T},
-                            {"feature_dim", F},
-                            {"num_classes", m.num_classes},
-                            {"vertex_offsets", m.vertex_offsets},
-                            {"store", "temporal.h5"},
-                            {"stats", m.stats}};
-  datasets::write_text_file(folder.temp_path() / "partition.json", j.dump(2) + "\n");
+  datasets::write_text_file(folder.temp_path() / "partition.json",
+                            temporal_manifest_json(m).dump(2) + "\n");
   folder.commit();
   return m;
 }

@@ -222,178 +222,215 @@ void run_plot(const fs::path& out_dir, const fs::path& shown_dir) {
     log::warn("the plot script failed; report.json and report.md are complete");
 }
 
-std::function<void()> setup_bench(CLI::App& app) {
-  auto o = std::make_shared<BenchOptions>();
-  o->train.epochs = 20;
-  app.add_option("DIR", o->train.part_dir, "partition folder made by `tessel partition`")
+// The bench's own flags, then every mode's (add_model_flags).
+void add_bench_flags(CLI::App& app, BenchOptions& o) {
+  o.train.epochs = 20;
+  app.add_option("DIR", o.train.part_dir, "partition folder made by `tessel partition`")
       ->required()
       ->check(partition_folder());
-  app.add_option("--modes", o->modes, "comma-separated training modes to compare (full, sampled, pipeline; or dynamic alone, on a "
-                 "temporal partition). --model names the GNN modes' model; pipeline trains its "
-                 "sign-mlp with the pipeline flags (--stages, default data-parallel: ranks / "
-                 "stages)")
+  app.add_option("--modes", o.modes,
+                 "comma-separated training modes to compare (full, sampled, pipeline; or dynamic "
+                 "alone, on a temporal partition). --model names the GNN modes' model; pipeline "
+                 "trains its sign-mlp with the pipeline flags (--stages, default data-parallel: "
+                 "ranks / stages)")
       ->capture_default_str();
-  app.add_option("--epochs", o->train.epochs, "epochs per mode")
+  app.add_option("--epochs", o.train.epochs, "epochs per mode")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  app.add_option("--time-budget", o->train.time_budget_s,
+  app.add_option("--time-budget", o.train.time_budget_s,
                  "seconds of training per mode, > 0 (stops at the first epoch past it)")
       ->check(finite_range(0.0, std::numeric_limits<double>::infinity(), true));
-  app.add_option("--target-acc", o->train.target_acc,
+  app.add_option("--target-acc", o.train.target_acc,
                  "report the seconds each mode needs to reach this validation accuracy (dynamic "
                  "link prediction: AUC; not used for MSE)")
       ->check(finite_range(0.0, 1.0, true));
-  app.add_option("--out", o->out_dir,
+  app.add_option("--out", o.out_dir,
                  "report folder (report.json, report.md, plot); it appears only when complete")
       ->required();
-  app.add_flag("--force", o->force, "overwrite an existing report folder");
-  app.add_flag("--quiet", o->train.quiet, "no per-epoch lines");
-  add_model_flags(app, o->train, o->fanouts);
-  // Checked while parsing, before MPI starts, so a bad option is one line from rank 0: every
-  // mode's flags, before any mode trains.
-  app.final_callback([&app, o] {
-    o->mode_list.clear();
-    const auto known = train::mode_names();
-    for (std::size_t start = 0; start <= o->modes.size();) {
-      const auto comma = o->modes.find(',', start);
-      const auto mode = o->modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
-                     "--modes: unknown mode '{}' (known: {})", mode, fmt::join(known, ", "));
-      TESSEL_EXPECTS(std::find(o->mode_list.begin(), o->mode_list.end(), mode) == o->mode_list.end(),
-                     "--modes {}: {} is listed twice", o->modes, mode);
-      o->mode_list.push_back(mode);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    check_mode_flags(app, o->mode_list);
-    o->data_parallel_given = app.get_option("--data-parallel")->count() > 0;
-    o->mode_options.clear();
-    for (const auto& mode : o->mode_list) {
-      train::TrainOptions options = o->train;
-      options.mode = mode;
-      const std::string& only_model = train::mode_traits(mode).only_model;
-      if (!only_model.empty()) options.model.kind = only_model;
-      apply_mode_defaults(app, options);
-      finish_train_options(options, o->fanouts);
-      o->mode_options.push_back(std::move(options));
-    }
-    o->train = o->mode_options.front();
+  app.add_flag("--force", o.force, "overwrite an existing report folder");
+  app.add_flag("--quiet", o.train.quiet, "no per-epoch lines");
+  add_model_flags(app, o.train, o.fanouts);
+}
+
+// Checked while parsing, before MPI starts, so a bad option is one line from rank 0: every
+// mode's flags, before any mode trains. Fills the mode list and each mode's options.
+void check_bench_flags(const CLI::App& app, BenchOptions& o) {
+  o.mode_list.clear();
+  const auto known = train::mode_names();
+  for (std::size_t start = 0; start <= o.modes.size();) {
+    const auto comma = o.modes.find(',', start);
+    const auto mode =
+        o.modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
+                   "--modes: unknown mode '{}' (known: {})", mode, fmt::join(known, ", "));
+    TESSEL_EXPECTS(std::find(o.mode_list.begin(), o.mode_list.end(), mode) == o.mode_list.end(),
+                   "--modes {}: {} is listed twice", o.modes, mode);
+    o.mode_list.push_back(mode);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  check_mode_flags(app, o.mode_list);
+  o.data_parallel_given = app.get_option("--data-parallel")->count() > 0;
+  o.mode_options.clear();
+  for (const auto& mode : o.mode_list) {
+    train::TrainOptions options = o.train;
+    options.mode = mode;
+    const std::string& only_model = train::mode_traits(mode).only_model;
+    if (!only_model.empty()) options.model.kind = only_model;
+    apply_mode_defaults(app, options);
+    finish_train_options(options, o.fanouts);
+    o.mode_options.push_back(std::move(options));
+  }
+  o.train = o.mode_options.front();
+}
+
+// Rank 0's report folder, checked: out_dir may be written (--force) and does not hold the
+// partition. The report is written into a hidden sibling folder that becomes out_dir only when
+// every mode has finished: a failed run leaves no partial report under the final name.
+fs::path report_target(const BenchOptions& o) {
+  TESSEL_EXPECTS(o.force || !fs::exists(o.out_dir) || fs::is_empty(o.out_dir),
+                 "{} exists and is not empty (use --force to overwrite)", o.out_dir.string());
+  TESSEL_EXPECTS(!fs::exists(o.out_dir) || fs::is_directory(o.out_dir),
+                 "{} exists and is not a folder", o.out_dir.string());
+  // --force replaces the folder: never the partition it benchmarks, nor one holding it.
+  datasets::refuse_overwriting_inputs(o.out_dir, {o.train.part_dir}, "--out");
+  std::error_code ec;
+  const std::string part = fs::weakly_canonical(o.train.part_dir, ec).string() + "/";
+  TESSEL_EXPECTS(part.rfind(fs::weakly_canonical(o.out_dir, ec).string() + "/", 0) != 0,
+                 "--out {} holds the partition {} being benchmarked; give another folder",
+                 o.out_dir.string(), o.train.part_dir.string());
+  fs::path target = o.out_dir.lexically_normal();
+  if (!target.has_filename()) target = target.parent_path(); // "report/" names "report"
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  return target;
+}
+
+// The dataset the partition was made from. Dynamic mode trains on a temporal partition (of a
+// temporal store), the others on a static one: one bench compares modes over the same folder,
+// so they cannot be mixed.
+std::string bench_dataset(const BenchOptions& o) {
+  const bool temporal = partition::is_temporal_partition(o.train.part_dir);
+  const auto& modes = o.mode_list;
+  const bool any_temporal = std::any_of(modes.begin(), modes.end(), [](const std::string& m) {
+    return train::mode_traits(m).temporal;
   });
-  return [o] {
-    auto comm = comm::make_mpi_communicator();
-    // The report is written into a hidden sibling folder that becomes out_dir only when every
-    // mode has finished: a failed run leaves no partial report under the final name.
-    std::optional<datasets::AtomicOutput> output;
-    if (comm->rank() == 0) {
-      TESSEL_EXPECTS(o->force || !fs::exists(o->out_dir) || fs::is_empty(o->out_dir),
-                     "{} exists and is not empty (use --force to overwrite)", o->out_dir.string());
-      TESSEL_EXPECTS(!fs::exists(o->out_dir) || fs::is_directory(o->out_dir),
-                     "{} exists and is not a folder", o->out_dir.string());
-      // --force replaces the folder: never the partition it benchmarks, nor one holding it.
-      datasets::refuse_overwriting_inputs(o->out_dir, {o->train.part_dir}, "--out");
-      std::error_code ec;
-      const std::string part = fs::weakly_canonical(o->train.part_dir, ec).string() + "/";
-      TESSEL_EXPECTS(part.rfind(fs::weakly_canonical(o->out_dir, ec).string() + "/", 0) != 0,
-                     "--out {} holds the partition {} being benchmarked; give another folder",
-                     o->out_dir.string(), o->train.part_dir.string());
-      fs::path target = o->out_dir.lexically_normal();
-      if (!target.has_filename()) target = target.parent_path();  // "report/" names "report"
-      if (target.has_parent_path()) fs::create_directories(target.parent_path());
-      output.emplace(target, true);
+  TESSEL_EXPECTS(temporal == any_temporal && (!temporal || modes.size() == 1),
+                 "--modes {}: {} is a {} partition; dynamic mode needs a temporal partition and "
+                 "runs alone, full and sampled need a static one",
+                 o.modes, o.train.part_dir.string(), temporal ? "temporal" : "static");
+  return temporal ? partition::read_temporal_manifest(o.train.part_dir).dataset
+                  : partition::read_manifest(o.train.part_dir).dataset;
+}
+
+// The report's settings, with an empty list of modes.
+nlohmann::json report_header(const BenchOptions& o, const std::string& dataset, int ranks) {
+  return {{"format", "tessel-bench"},
+          {"version", 2},
+          {"dataset", dataset},
+          {"partition", o.train.part_dir.string()},
+          {"ranks", ranks},
+          {"model", o.train.model.kind},
+          {"layers", o.train.model.layers},
+          {"hidden", o.train.model.hidden},
+          {"dropout", o.train.model.dropout},
+          {"lr", o.train.optimizer.lr},
+          {"seed", o.train.seed},
+          {"fanouts", o.train.sampled.fanouts},
+          {"batch_size", o.train.sampled.batch_size},
+          {"target_acc",
+           o.train.target_acc > 0 ? nlohmann::json(o.train.target_acc) : nlohmann::json(nullptr)},
+          {"budget", o.train.time_budget_s > 0
+                         ? fmt::format("{:.0f} s of training per mode (at most {} epochs)",
+                                       o.train.time_budget_s, o.train.epochs)
+                         : fmt::format("{} epochs per mode", o.train.epochs)},
+          {"modes", nlohmann::json::array()}};
+}
+
+// Trains each mode in turn, its summary into report["modes"]. A mode that fails with an error
+// every rank meets ends the bench: the failure goes into report["failed"] and is returned, for
+// the report of the modes that ran to be written first.
+std::optional<AgreedInputError> run_modes(comm::Communicator& comm, const BenchOptions& o,
+                                          const fs::path& work_dir, nlohmann::json& report) {
+  std::optional<AgreedInputError> failure;
+  for (auto options : o.mode_options) {
+    const std::string mode = options.mode;
+    options.metrics_path = work_dir / (mode + ".jsonl");
+    log::info("== bench: mode {}", mode);
+    try {
+      const train::TrainResult result = train::train(comm, options);
+      const auto rss = comm.allgather_value<std::int64_t>(peak_rss_bytes());
+      report["modes"].push_back(summarize(result, rss));
+      const bool sign = !train::mode_traits(mode).only_model.empty();
+      report["modes"].back()["model"] = fmt::format(
+          "{} {}x{}", options.model.kind, sign ? options.pipeline.mlp_layers : options.model.layers,
+          options.model.hidden);
+    } catch (const InputError& e) {
+      // Agreed, or met by every rank within a moment (a file every rank reads): otherwise
+      // the job is taken down as for any rank's own error.
+      if (!dynamic_cast<const AgreedInputError*>(&e) && !mpi::all_arrive(2.0)) throw;
+      report["failed"] = {{"mode", mode}, {"error", e.what()}};
+      failure.emplace(e.what(), e.where());
+      break;
     }
-    // Only rank 0 writes (metrics files, report); the other ranks never open this path.
-    const fs::path work_dir = output ? output->temp_path() : o->out_dir;
-    comm->barrier();
-    // Dynamic mode trains on a temporal partition (of a temporal store), the others on a
-    // static one: one bench compares modes over the same folder, so they cannot be mixed.
-    const bool temporal = partition::is_temporal_partition(o->train.part_dir);
-    const auto& modes = o->mode_list;
-    const bool any_temporal = std::any_of(modes.begin(), modes.end(), [](const std::string& m) {
-      return train::mode_traits(m).temporal;
-    });
-    TESSEL_EXPECTS(temporal == any_temporal && (!temporal || modes.size() == 1),
-                   "--modes {}: {} is a {} partition; dynamic mode needs a temporal partition and "
-                   "runs alone, full and sampled need a static one",
-                   o->modes, o->train.part_dir.string(), temporal ? "temporal" : "static");
-    const std::string dataset = temporal
-                                    ? partition::read_temporal_manifest(o->train.part_dir).dataset
-                                    : partition::read_manifest(o->train.part_dir).dataset;
-    nlohmann::json report = {
-        {"format", "tessel-bench"},
-        {"version", 2},
-        {"dataset", dataset},
-        {"partition", o->train.part_dir.string()},
-        {"ranks", comm->size()},
-        {"model", o->train.model.kind},
-        {"layers", o->train.model.layers},
-        {"hidden", o->train.model.hidden},
-        {"dropout", o->train.model.dropout},
-        {"lr", o->train.optimizer.lr},
-        {"seed", o->train.seed},
-        {"fanouts", o->train.sampled.fanouts},
-        {"batch_size", o->train.sampled.batch_size},
-        {"target_acc", o->train.target_acc > 0 ? nlohmann::json(o->train.target_acc) : nlohmann::json(nullptr)},
-        {"budget", o->train.time_budget_s > 0
-                       ? fmt::format("{:.0f} s of training per mode (at most {} epochs)", o->train.time_budget_s, o->train.epochs)
-                       : fmt::format("{} epochs per mode", o->train.epochs)},
-        {"modes", nlohmann::json::array()}};
-    // What can be refused without data is refused for every mode before the first trains: a
-    // pipeline without --data-parallel runs ranks / --stages groups.
-    for (auto& options : o->mode_options) {
-      if (!o->data_parallel_given && options.pipeline.stages > 0 &&
-          comm->size() % options.pipeline.stages == 0)
-        options.pipeline.data_parallel = comm->size() / options.pipeline.stages;
-      train::check_mode_options(options, comm->size());
-    }
-    // A mode that fails with an error every rank meets ends the bench after the report of the
-    // modes that ran (and the failure) is written.
-    std::optional<AgreedInputError> failure;
-    for (auto options : o->mode_options) {
-      const std::string mode = options.mode;
-      options.metrics_path = work_dir / (mode + ".jsonl");
-      log::info("== bench: mode {}", mode);
-      try {
-        const train::TrainResult result = train::train(*comm, options);
-        const auto rss = comm->allgather_value<std::int64_t>(peak_rss_bytes());
-        report["modes"].push_back(summarize(result, rss));
-        const bool sign = !train::mode_traits(mode).only_model.empty();
-        report["modes"].back()["model"] = fmt::format(
-            "{} {}x{}", options.model.kind, sign ? options.pipeline.mlp_layers : options.model.layers,
-            options.model.hidden);
-      } catch (const InputError& e) {
-        // Agreed, or met by every rank within a moment (a file every rank reads): otherwise
-        // the job is taken down as for any rank's own error.
-        if (!dynamic_cast<const AgreedInputError*>(&e) && !mpi::all_arrive(2.0)) throw;
-        report["failed"] = {{"mode", mode}, {"error", e.what()}};
-        failure.emplace(e.what(), e.where());
-        break;
-      }
-    }
-    if (comm->rank() == 0) {
-      datasets::write_text_file(work_dir / "report.json", report.dump(2) + "\n");
-      const std::string md = markdown(report);
-      datasets::write_text_file(work_dir / "report.md", md);
-      run_plot(work_dir, o->out_dir);
-      // --force over a non-empty folder: move the old report aside, then drop it once the new
-      // one is in place.
-      fs::path old_report;
-      if (fs::exists(output->target()) && !fs::is_empty(output->target())) {
-        old_report = output->temp_path().parent_path() /
-                     fmt::format(".{}.old-{}", output->target().filename().string(), getpid());
-        fs::rename(output->target(), old_report);
-      }
-      output->commit();
-      if (!old_report.empty()) fs::remove_all(old_report);
-      std::printf("%s", md.c_str());
-      if (failure)
-        log::info("wrote {} (the report of the {} that ran before --mode {} failed)",
-                  o->out_dir.string(),
-                  log::counted(static_cast<long long>(report["modes"].size()), "mode"),
-                  report["failed"]["mode"].get<std::string>());
-    }
-    if (failure) throw *failure;
-    comm->barrier();
-  };
+  }
+  return failure;
+}
+
+// Rank 0: report.json, report.md and the plot into the hidden folder, which then becomes
+// out_dir; the report is printed.
+void write_report(const BenchOptions& o, datasets::AtomicOutput& output,
+                  const nlohmann::json& report, bool failed) {
+  const fs::path work_dir = output.temp_path();
+  datasets::write_text_file(work_dir / "report.json", report.dump(2) + "\n");
+  const std::string md = markdown(report);
+  datasets::write_text_file(work_dir / "report.md", md);
+  run_plot(work_dir, o.out_dir);
+  // --force over a non-empty folder: move the old report aside, then drop it once the new
+  // one is in place.
+  fs::path old_report;
+  if (fs::exists(output.target()) && !fs::is_empty(output.target())) {
+    old_report = output.temp_path().parent_path() /
+                 fmt::format(".{}.old-{}", output.target().filename().string(), getpid());
+    fs::rename(output.target(), old_report);
+  }
+  output.commit();
+  if (!old_report.empty()) fs::remove_all(old_report);
+  std::printf("%s", md.c_str());
+  if (failed)
+    log::info("wrote {} (the report of the {} that ran before --mode {} failed)",
+              o.out_dir.string(),
+              log::counted(static_cast<long long>(report["modes"].size()), "mode"),
+              report["failed"]["mode"].get<std::string>());
+}
+
+// The bench under MPI: every mode in turn, then rank 0 writes the report.
+void run_bench(BenchOptions& o) {
+  auto comm = comm::make_mpi_communicator();
+  std::optional<datasets::AtomicOutput> output;
+  if (comm->rank() == 0) output.emplace(report_target(o), true);
+  // Only rank 0 writes (metrics files, report); the other ranks never open this path.
+  const fs::path work_dir = output ? output->temp_path() : o.out_dir;
+  comm->barrier();
+  nlohmann::json report = report_header(o, bench_dataset(o), comm->size());
+  // What can be refused without data is refused for every mode before the first trains: a
+  // pipeline without --data-parallel runs ranks / --stages groups.
+  for (auto& options : o.mode_options) {
+    if (!o.data_parallel_given && options.pipeline.stages > 0 &&
+        comm->size() % options.pipeline.stages == 0)
+      options.pipeline.data_parallel = comm->size() / options.pipeline.stages;
+    train::check_mode_options(options, comm->size());
+  }
+  const std::optional<AgreedInputError> failure = run_modes(*comm, o, work_dir, report);
+  if (comm->rank() == 0) write_report(o, *output, report, failure.has_value());
+  if (failure) throw *failure;
+  comm->barrier();
+}
+
+std::function<void()> setup_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  add_bench_flags(app, *o);
+  app.final_callback([&app, o] { check_bench_flags(app, *o); });
+  return [o] { run_bench(*o); };
 }
 
 const Registrar registrar({"bench",

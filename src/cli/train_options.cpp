@@ -119,8 +119,10 @@ CLI::Option* add_device_flag(CLI::App& app, train::DeviceChoice& device, const s
   return add_choice(app, "--device", device, help);
 }
 
-void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
-  const double unbounded = std::numeric_limits<double>::infinity();
+namespace {
+
+// The model, the optimizer and what every mode reads (seed, threads, device, evaluation).
+void add_common_flags(CLI::App& app, train::TrainOptions& o) {
   add_checked(app, "--model", o.model.kind,
               "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
               "pipeline: sign-mlp (the default there)",
@@ -161,7 +163,10 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   add_checked(app, "--eval-every", o.eval_every,
               "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)",
               CLI::Range(1, 1000000));
-  // Dynamic mode.
+}
+
+// Dynamic mode.
+void add_dynamic_flags(CLI::App& app, train::TrainOptions& o) {
   add_choice(app, "--temporal-partition", o.dynamic.partition,
               "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
               "training range and the evaluations, all-to-all to vertices for the "
@@ -178,7 +183,10 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
               "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
               "ranks each edge among its negatives)",
               CLI::Range(1, 1000));
-  // Full-batch mode.
+}
+
+// Full-batch mode.
+void add_full_flags(CLI::App& app, train::TrainOptions& o) {
   app.add_option_function<std::string>(
          "--halo-dtype",
          [&o](const std::string& name) { o.full.halo_dtype = kernels::parse_row_codec(name); },
@@ -216,7 +224,12 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "the arrived ones)")
       ->check(finite_range(0.0, 1.0, false, true))
       ->needs(stale);
-  // Sampled mode.
+}
+
+// Sampled mode (--batch-size serves pipeline mode too; --fanouts stays text for
+// finish_train_options).
+void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
+  const double unbounded = std::numeric_limits<double>::infinity();
   app.add_option("--fanouts", fanouts,
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");
   add_checked(app, "--batch-size", o.sampled.batch_size,
@@ -263,7 +276,10 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
                  "and updates at every depth; with --sample-routing device the GPU samples them "
                  "on a stream of its own beside the training step)")
       ->check(CLI::Range(0, 16));
-  // Pipeline mode.
+}
+
+// Pipeline mode (--max-batches serves sampled mode too).
+void add_pipeline_flags(CLI::App& app, train::TrainOptions& o) {
   auto& p = o.pipeline;
   add_checked(app, "--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features",
               CLI::Range(0, 16));
@@ -292,6 +308,16 @@ void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts
   app.add_option("--features", p.features_dir,
                  "pipeline mode: folder of precomputed SIGN features (default: "
                  "DIR/sign-<operator>-k<K>[-row], computed there when missing)");
+}
+
+} // namespace
+
+void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
+  add_common_flags(app, o);
+  add_dynamic_flags(app, o);
+  add_full_flags(app, o);
+  add_sampled_flags(app, o, fanouts);
+  add_pipeline_flags(app, o);
 }
 
 void check_mode_flags(const CLI::App& app, const std::vector<std::string>& modes) {

@@ -35,6 +35,9 @@ class SamplePhase {
   double start_;
 };
 
+// Above this many draws a hop packs and merges them on every thread.
+constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
+
 }  // namespace
 
 DistributedSampler::DistributedSampler(partition::Part& part, const partition::Manifest& manifest,
@@ -368,6 +371,29 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
   device_blocks_[0].src_degree = degree;
 }
 
+// One device hop's exchange as hop_device() goes through its steps. Per rank: requests sent and
+// of them flagged; requests received and of them flagged; answer ids sent and received.
+struct DistributedSampler::DeviceHopExchange {
+  bool with_draws = false;
+  int me = 0;
+  std::size_t p = 0; // ranks
+  Device device;
+  sampling::FrontierRoute route;
+  Tensor requests; // the frontier in routed order
+  std::vector<std::int64_t> send, flagged_to, recv, flagged_from;
+  // Routed positions of the flagged requests, per owner: [flag_begin[r], flag_begin[r] +
+  // flagged_to[r]).
+  std::vector<std::int64_t> flag_begin;
+  std::int64_t remote_requests = 0;
+  Tensor incoming; // the requests this rank answers
+  // The owner's side: the draw count and draws of every request, the original id and degree of
+  // the flagged ones.
+  Tensor lengths, answers, info_orig, info_degree;
+  std::vector<std::int64_t> answers_to, answers_from;
+  // What came back of them.
+  Tensor back_lengths, back_answers, back_orig, back_degree;
+};
+
 // hop() with the frontier, the draws and the exchanged ids on the device: the same requests
 // (every frontier node owned elsewhere, flagged where the part lacks its original id and degree;
 // without draws only the flagged ones), the same replies and the same counters. Routing is a
@@ -382,152 +408,203 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
 void DistributedSampler::hop_device(const Tensor& frontier, int fanout, const rng::Key& key,
                                     PhaseTimes& phases, Tensor* offsets, Tensor* draws,
                                     Tensor& frontier_orig, Tensor& frontier_degree) {
-  const bool with_draws = draws != nullptr;
-  const int num_ranks = comm_.size();
-  const int me = comm_.rank();
-  const auto p = static_cast<std::size_t>(num_ranks);
-  const Device device = frontier.device();
-  sampling::FrontierRoute route;
-  Tensor requests;
-  // Per rank: requests sent and of them flagged; requests received and of them flagged.
-  std::vector<std::int64_t> send(p, 0), flagged_to(p, 0), recv(p, 0), flagged_from(p, 0);
-  // Routed positions of the flagged requests, per owner: [flag_begin[r], flag_begin[r] +
-  // flagged_to[r]).
-  std::vector<std::int64_t> flag_begin(p, 0);
+  DeviceHopExchange x;
+  x.with_draws = draws != nullptr;
+  x.me = comm_.rank();
+  x.p = static_cast<std::size_t>(comm_.size());
+  x.device = frontier.device();
+  x.send.assign(x.p, 0);
+  x.flagged_to.assign(x.p, 0);
+  x.recv.assign(x.p, 0);
+  x.flagged_from.assign(x.p, 0);
+  x.flag_begin.assign(x.p, 0);
   {
     SamplePhase t(phases, sample_cpu_seconds_);
-    const Tensor known_pos = sampling::find_sorted(known_ids_, frontier);
-    frontier_orig = sampling::take(known_orig_, known_pos);
-    frontier_degree = sampling::take(known_degree_, known_pos);
-    route = sampling::route_frontier(frontier, owner_offsets_, known_pos,
-                                     with_draws ? sampling::RouteKeys::owner_then_flag
-                                                : sampling::RouteKeys::flagged_only);
-    std::int64_t at = 0;
-    for (std::size_t r = 0; r < p; ++r) {
-      if (with_draws) {
-        send[r] = route.counts[2 * r] + route.counts[2 * r + 1];
-        flagged_to[r] = route.counts[2 * r + 1];
-        flag_begin[r] = at + route.counts[2 * r];
-      } else {
-        send[r] = flagged_to[r] = route.counts[r];
-        flag_begin[r] = at;
-      }
-      at += send[r];
-    }
-    requests = sampling::take(frontier, route.order);
+    route_device(x, frontier, frontier_orig, frontier_degree);
   }
-  std::int64_t remote_requests = 0;
-  for (std::size_t r = 0; r < p; ++r)
-    remote_requests += static_cast<int>(r) == me ? 0 : send[r];
-  counters_.remote_requests += remote_requests;
-  counters_.sample_bytes += remote_requests * static_cast<std::int64_t>(sizeof(NodeId));
-  Tensor incoming;
+  for (std::size_t r = 0; r < x.p; ++r)
+    x.remote_requests += static_cast<int>(r) == x.me ? 0 : x.send[r];
+  counters_.remote_requests += x.remote_requests;
+  counters_.sample_bytes += x.remote_requests * static_cast<std::int64_t>(sizeof(NodeId));
   {
     ScopedPhase t(phases, "communicate");
-    std::vector<std::int64_t> announce(2 * p), heard(2 * p), twos(p, 2);
-    for (std::size_t r = 0; r < p; ++r) {
-      announce[2 * r] = send[r];
-      announce[2 * r + 1] = flagged_to[r];
-    }
-    comm_.alltoallv(announce.data(), twos, heard.data(), twos, DType::i64);
-    for (std::size_t r = 0; r < p; ++r) {
-      recv[r] = heard[2 * r];
-      flagged_from[r] = heard[2 * r + 1];
-    }
-    incoming = Tensor::empty({std::accumulate(recv.begin(), recv.end(), std::int64_t{0})},
-                             DType::i64, device);
-    data_.alltoallv(requests, send, incoming, recv);
+    send_device_requests(x);
   }
-  // The owner's side: draws for every request, the original id and degree of the flagged ones
-  // (the last flagged_from[r] requests from rank r).
-  Tensor lengths, answers, info_orig, info_degree;
-  std::vector<std::int64_t> answers_to(p, 0), answers_from(p, 0);
+  x.answers_to.assign(x.p, 0);
+  x.answers_from.assign(x.p, 0);
   {
     SamplePhase t(phases, sample_cpu_seconds_);
-    Tensor in_orig, in_degree;
-    device_graph_->row_info(incoming, part_.offset, in_orig, in_degree);
-    std::vector<std::int64_t> flagged_rows;
-    std::int64_t start = 0;
-    for (std::size_t r = 0; r < p; ++r) {
-      for (std::int64_t j = start + recv[r] - flagged_from[r]; j < start + recv[r]; ++j)
-        flagged_rows.push_back(j);
-      start += recv[r];
-    }
-    const Tensor flagged_index = device_graph_->upload(flagged_rows);
-    info_orig = sampling::take(in_orig, flagged_index);
-    info_degree = sampling::take(in_degree, flagged_index);
-    if (with_draws) {
-      Tensor request_offsets;
-      counters_.sampled_edges += device_graph_->sample(incoming, part_.offset, fanout, key,
-                                                       request_offsets, answers);
-      lengths = sampling::segment_lengths(request_offsets);
-      // One read-back for what the host needs of this side: the request offsets at the rank
-      // bounds (each rank's answers: the draws between its first and last request), and the sum
-      // of the degrees of the other ranks' requests (those before and after this rank's own) for
-      // the model-centric comparison (remote_adjacency: adjacency lists, degree + 1 values, of
-      // the rows drawn for other ranks).
-      // [p + 1] rank bounds, then the two ranges of the other ranks' requests.
-      std::vector<std::int64_t> positions(p + 1, 0);
-      for (std::size_t r = 0; r < p; ++r) positions[r + 1] = positions[r] + recv[r];
-      const std::int64_t before = positions[static_cast<std::size_t>(me)];
-      const std::int64_t after = positions[static_cast<std::size_t>(me) + 1];
-      const std::int64_t total = positions[p];
-      positions.insert(positions.end(), {0, before, after, total});
-      const Tensor device_positions = device_graph_->upload(positions);
-      const auto np = static_cast<std::int64_t>(p);
-      const Tensor bounds = device_positions.rows_slice(0, np + 1);
-      const Tensor others_ranges = device_positions.rows_slice(np + 1, np + 5).reshape({2, 2});
-      Tensor readback = Tensor::empty({np + 3}, DType::i64, device);
-      readback.rows_slice(0, np + 1).copy_from(sampling::take(request_offsets, bounds));
-      readback.rows_slice(np + 1, np + 3)
-          .copy_from(sampling::segment_sums({in_degree}, others_ranges).reshape({2}));
-      const Tensor host = readback.to(Device::cpu());
-      const std::int64_t* at_bounds = host.data<std::int64_t>();
-      for (std::size_t r = 0; r < p; ++r) answers_to[r] = at_bounds[r + 1] - at_bounds[r];
-      const std::int64_t other_degrees = at_bounds[p + 1] + at_bounds[p + 2];
-      counters_.remote_adjacency += other_degrees + (total - (after - before));
-    }
+    answer_device_requests(x, fanout, key);
   }
-  Tensor back_lengths, back_answers, back_orig, back_degree;
   {
     ScopedPhase t(phases, "communicate");
-    const std::int64_t num_flagged =
-        std::accumulate(flagged_to.begin(), flagged_to.end(), std::int64_t{0});
-    back_orig = Tensor::empty({num_flagged}, DType::i64, device);
-    back_degree = Tensor::empty({num_flagged}, DType::i64, device);
-    data_.alltoallv(info_orig, flagged_from, back_orig, flagged_to);
-    data_.alltoallv(info_degree, flagged_from, back_degree, flagged_to);
-    // Own requests carry no flag, so every flagged reply came from another rank.
-    counters_.sample_bytes += 2 * num_flagged * static_cast<std::int64_t>(sizeof(std::int64_t));
-    if (with_draws) {
-      const std::int64_t n = frontier.numel();
-      back_lengths = Tensor::empty({n}, DType::i64, device);
-      data_.alltoallv(lengths, recv, back_lengths, send);
-      std::vector<std::int64_t> ones(p, 1);
-      comm_.alltoallv(answers_to.data(), ones, answers_from.data(), ones, DType::i64);
-      back_answers = Tensor::empty(
-          {std::accumulate(answers_from.begin(), answers_from.end(), std::int64_t{0})},
-          DType::i64, device);
-      data_.alltoallv(answers, answers_to, back_answers, answers_from);
-      const std::int64_t remote_answers =
-          back_answers.numel() - answers_from[static_cast<std::size_t>(me)];
-      counters_.answer_ids += remote_answers;
-      counters_.sample_bytes +=
-          (remote_requests + remote_answers) * static_cast<std::int64_t>(sizeof(std::int64_t));
-    }
+    return_device_replies(x, frontier.numel());
   }
   SamplePhase t(phases, sample_cpu_seconds_);
   // Flagged replies to their frontier positions; the draws back in frontier order.
   std::vector<std::int64_t> flagged_routed;
-  for (std::size_t r = 0; r < p; ++r)
-    for (std::int64_t k = flag_begin[r]; k < flag_begin[r] + flagged_to[r]; ++k)
+  for (std::size_t r = 0; r < x.p; ++r)
+    for (std::int64_t k = x.flag_begin[r]; k < x.flag_begin[r] + x.flagged_to[r]; ++k)
       flagged_routed.push_back(k);
-  const Tensor flagged_pos = sampling::take(route.order, device_graph_->upload(flagged_routed));
-  sampling::scatter(back_orig, flagged_pos, frontier_orig);
-  sampling::scatter(back_degree, flagged_pos, frontier_degree);
-  if (with_draws)
-    sampling::unroute_segments(route.order, back_lengths, back_answers, *offsets, *draws);
+  const Tensor flagged_pos = sampling::take(x.route.order, device_graph_->upload(flagged_routed));
+  sampling::scatter(x.back_orig, flagged_pos, frontier_orig);
+  sampling::scatter(x.back_degree, flagged_pos, frontier_degree);
+  if (x.with_draws)
+    sampling::unroute_segments(x.route.order, x.back_lengths, x.back_answers, *offsets, *draws);
 }
+
+// The frontier's known original ids and degrees, its route (by owner, then flag) and the
+// per-rank counts of what it sends.
+void DistributedSampler::route_device(DeviceHopExchange& x, const Tensor& frontier,
+                                      Tensor& frontier_orig, Tensor& frontier_degree) {
+  const Tensor known_pos = sampling::find_sorted(known_ids_, frontier);
+  frontier_orig = sampling::take(known_orig_, known_pos);
+  frontier_degree = sampling::take(known_degree_, known_pos);
+  x.route = sampling::route_frontier(frontier, owner_offsets_, known_pos,
+                                     x.with_draws ? sampling::RouteKeys::owner_then_flag
+                                                  : sampling::RouteKeys::flagged_only);
+  const std::vector<std::int64_t>& counts = x.route.counts;
+  std::int64_t at = 0;
+  for (std::size_t r = 0; r < x.p; ++r) {
+    if (x.with_draws) {
+      x.send[r] = counts[2 * r] + counts[2 * r + 1];
+      x.flagged_to[r] = counts[2 * r + 1];
+      x.flag_begin[r] = at + counts[2 * r];
+    } else {
+      x.send[r] = x.flagged_to[r] = counts[r];
+      x.flag_begin[r] = at;
+    }
+    at += x.send[r];
+  }
+  x.requests = sampling::take(frontier, x.route.order);
+}
+
+// The per-rank counts over the control plane, then the requests over the data plane.
+// Collective.
+void DistributedSampler::send_device_requests(DeviceHopExchange& x) {
+  const std::size_t p = x.p;
+  std::vector<std::int64_t> announce(2 * p), heard(2 * p), twos(p, 2);
+  for (std::size_t r = 0; r < p; ++r) {
+    announce[2 * r] = x.send[r];
+    announce[2 * r + 1] = x.flagged_to[r];
+  }
+  comm_.alltoallv(announce.data(), twos, heard.data(), twos, DType::i64);
+  for (std::size_t r = 0; r < p; ++r) {
+    x.recv[r] = heard[2 * r];
+    x.flagged_from[r] = heard[2 * r + 1];
+  }
+  x.incoming = Tensor::empty({std::accumulate(x.recv.begin(), x.recv.end(), std::int64_t{0})},
+                             DType::i64, x.device);
+  data_.alltoallv(x.requests, x.send, x.incoming, x.recv);
+}
+
+// The owner's side: draws for every request, the original id and degree of the flagged ones
+// (the last flagged_from[r] requests from rank r).
+void DistributedSampler::answer_device_requests(DeviceHopExchange& x, int fanout,
+                                                const rng::Key& key) {
+  Tensor in_orig, in_degree;
+  device_graph_->row_info(x.incoming, part_.offset, in_orig, in_degree);
+  std::vector<std::int64_t> flagged_rows;
+  std::int64_t start = 0;
+  for (std::size_t r = 0; r < x.p; ++r) {
+    for (std::int64_t j = start + x.recv[r] - x.flagged_from[r]; j < start + x.recv[r]; ++j)
+      flagged_rows.push_back(j);
+    start += x.recv[r];
+  }
+  const Tensor flagged_index = device_graph_->upload(flagged_rows);
+  x.info_orig = sampling::take(in_orig, flagged_index);
+  x.info_degree = sampling::take(in_degree, flagged_index);
+  if (!x.with_draws) return;
+  Tensor request_offsets;
+  counters_.sampled_edges +=
+      device_graph_->sample(x.incoming, part_.offset, fanout, key, request_offsets, x.answers);
+  x.lengths = sampling::segment_lengths(request_offsets);
+  count_device_answers(x, request_offsets, in_degree);
+}
+
+// One read-back for what the host needs of the owner's side: the request offsets at the rank
+// bounds (each rank's answers: the draws between its first and last request), and the sum
+// of the degrees of the other ranks' requests (those before and after this rank's own) for
+// the model-centric comparison (remote_adjacency: adjacency lists, degree + 1 values, of
+// the rows drawn for other ranks).
+void DistributedSampler::count_device_answers(DeviceHopExchange& x, const Tensor& request_offsets,
+                                              const Tensor& in_degree) {
+  const std::size_t p = x.p;
+  // [p + 1] rank bounds, then the two ranges of the other ranks' requests.
+  std::vector<std::int64_t> positions(p + 1, 0);
+  for (std::size_t r = 0; r < p; ++r)
+    positions[r + 1] = positions[r] + x.recv[r];
+  const std::int64_t before = positions[static_cast<std::size_t>(x.me)];
+  const std::int64_t after = positions[static_cast<std::size_t>(x.me) + 1];
+  const std::int64_t total = positions[p];
+  positions.insert(positions.end(), {0, before, after, total});
+  const Tensor device_positions = device_graph_->upload(positions);
+  const auto np = static_cast<std::int64_t>(p);
+  const Tensor bounds = device_positions.rows_slice(0, np + 1);
+  const Tensor others_ranges = device_positions.rows_slice(np + 1, np + 5).reshape({2, 2});
+  Tensor readback = Tensor::empty({np + 3}, DType::i64, x.device);
+  readback.rows_slice(0, np + 1).copy_from(sampling::take(request_offsets, bounds));
+  readback.rows_slice(np + 1, np + 3)
+      .copy_from(sampling::segment_sums({in_degree}, others_ranges).reshape({2}));
+  const Tensor host = readback.to(Device::cpu());
+  const std::int64_t* at_bounds = host.data<std::int64_t>();
+  for (std::size_t r = 0; r < p; ++r)
+    x.answers_to[r] = at_bounds[r + 1] - at_bounds[r];
+  const std::int64_t other_degrees = at_bounds[p + 1] + at_bounds[p + 2];
+  counters_.remote_adjacency += other_degrees + (total - (after - before));
+}
+
+// The flagged requests' original ids and degrees back to the requesters, then (with draws) the
+// draw counts of the `n` frontier nodes and the answers. Collective.
+void DistributedSampler::return_device_replies(DeviceHopExchange& x, std::int64_t n) {
+  const std::size_t p = x.p;
+  const std::int64_t num_flagged =
+      std::accumulate(x.flagged_to.begin(), x.flagged_to.end(), std::int64_t{0});
+  x.back_orig = Tensor::empty({num_flagged}, DType::i64, x.device);
+  x.back_degree = Tensor::empty({num_flagged}, DType::i64, x.device);
+  data_.alltoallv(x.info_orig, x.flagged_from, x.back_orig, x.flagged_to);
+  data_.alltoallv(x.info_degree, x.flagged_from, x.back_degree, x.flagged_to);
+  // Own requests carry no flag, so every flagged reply came from another rank.
+  counters_.sample_bytes += 2 * num_flagged * static_cast<std::int64_t>(sizeof(std::int64_t));
+  if (!x.with_draws) return;
+  x.back_lengths = Tensor::empty({n}, DType::i64, x.device);
+  data_.alltoallv(x.lengths, x.recv, x.back_lengths, x.send);
+  std::vector<std::int64_t> ones(p, 1);
+  comm_.alltoallv(x.answers_to.data(), ones, x.answers_from.data(), ones, DType::i64);
+  x.back_answers = Tensor::empty(
+      {std::accumulate(x.answers_from.begin(), x.answers_from.end(), std::int64_t{0})}, DType::i64,
+      x.device);
+  data_.alltoallv(x.answers, x.answers_to, x.back_answers, x.answers_from);
+  const std::int64_t remote_answers =
+      x.back_answers.numel() - x.answers_from[static_cast<std::size_t>(x.me)];
+  counters_.answer_ids += remote_answers;
+  counters_.sample_bytes +=
+      (x.remote_requests + remote_answers) * static_cast<std::int64_t>(sizeof(std::int64_t));
+}
+
+// One hop's exchange as hop() goes through its steps: the frontier's routing to owners, the
+// requests sent and received, and where the draws answering them are.
+struct DistributedSampler::HopExchange {
+  std::span<const NodeId> frontier;
+  HopDraws* draws = nullptr;
+  int num_ranks = 0;
+  int me = 0;
+  std::int64_t n = 0; // frontier nodes
+  // Routed positions [own_begin, own_end) are this rank's own nodes; the rest are requests.
+  std::int64_t own_begin = 0, own_end = 0, num_own = 0;
+  // A reply is the draw count (with draws), then the original id and degree (if flagged).
+  std::int64_t count_values = 0;
+  // Requests in routed order (a flagged one is the id's complement), per owner sent and flagged.
+  std::vector<NodeId> requests;
+  std::vector<std::int64_t> send_counts, flagged_per_rank;
+  // Requests other ranks sent this rank, per rank.
+  std::vector<NodeId> incoming;
+  std::vector<std::int64_t> incoming_counts;
+  std::int64_t num_incoming = 0;
+  // Reply values and (with draws) answer ids this rank sends each rank.
+  std::vector<std::int64_t> reply_counts, answer_ids_per_rank;
+  const EdgeId* row_offsets = nullptr; // draws of row r: [row_offsets[r], row_offsets[r + 1])
+};
 
 // One hop. Frontier nodes owned elsewhere go to their owners, which draw their neighbors from
 // the local CSR and answer with the drawn nodes' global ids, one per draw, and the draw count
@@ -546,195 +623,247 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
                              PhaseTimes& phases, HopDraws* draws,
                              std::vector<NodeId>& frontier_orig,
                              std::vector<std::int64_t>& frontier_degree) {
-  const int num_ranks = comm_.size();
-  const int me = comm_.rank();
-  const auto n = static_cast<std::int64_t>(frontier.size());
-  std::vector<int> owners(frontier.size());
-  for (std::int64_t i = 0; i < n; ++i)
-    owners[i] = manifest_.owner_of(frontier[i]);
-  sampling::route_by_owner(owners, num_ranks, routing_);
+  HopExchange x;
+  x.frontier = frontier;
+  x.draws = draws;
+  x.num_ranks = comm_.size();
+  x.me = comm_.rank();
+  x.n = static_cast<std::int64_t>(frontier.size());
+  route_requests(x, frontier_orig, frontier_degree);
+  {
+    ScopedPhase t(phases, "communicate");
+    x.incoming = comm_.alltoallv<NodeId>(x.requests, x.send_counts, &x.incoming_counts);
+  }
+  x.count_values = draws ? 1 : 0;
+  {
+    SamplePhase t(phases, sample_cpu_seconds_);
+    answer_requests(x, fanout, key);
+  }
+  {
+    ScopedPhase t(phases, "communicate");
+    return_replies(x);
+  }
+  SamplePhase t(phases, sample_cpu_seconds_);
+  fill_frontier_info(x, frontier_orig, frontier_degree);
+  if (!draws) return;
+  counters_.answer_ids += back_start_.back();
+  merge_draws(x);
+}
+
+// Routes the frontier by owner and lists the requests: a node the part knows gets its original
+// id and degree here, and one it does not is sent flagged. Without draws only the flagged ones
+// are sent.
+void DistributedSampler::route_requests(HopExchange& x, std::vector<NodeId>& frontier_orig,
+                                        std::vector<std::int64_t>& frontier_degree) {
+  std::vector<int> owners(x.frontier.size());
+  for (std::int64_t i = 0; i < x.n; ++i)
+    owners[i] = manifest_.owner_of(x.frontier[i]);
+  sampling::route_by_owner(owners, x.num_ranks, routing_);
   const std::vector<std::int64_t>& order = routing_.order;
-  // Routed positions [own_begin, own_end) are this rank's own nodes; the rest are requests.
-  const std::int64_t own_begin = routing_.displs[me], own_end = routing_.displs[me + 1];
-  const std::int64_t num_own = own_end - own_begin;
-  frontier_orig.resize(static_cast<std::size_t>(n));
-  frontier_degree.resize(static_cast<std::size_t>(n));
-  // Requests in routed order; a node the part knows gets its original id and degree here, and
-  // one it does not is sent flagged. Without draws only the flagged ones are sent.
-  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(num_ranks), 0);
-  std::vector<std::int64_t> flagged_per_rank(static_cast<std::size_t>(num_ranks), 0);
-  std::vector<NodeId> requests;
+  x.own_begin = routing_.displs[x.me];
+  x.own_end = routing_.displs[x.me + 1];
+  x.num_own = x.own_end - x.own_begin;
+  frontier_orig.resize(static_cast<std::size_t>(x.n));
+  frontier_degree.resize(static_cast<std::size_t>(x.n));
+  x.send_counts.assign(static_cast<std::size_t>(x.num_ranks), 0);
+  x.flagged_per_rank.assign(static_cast<std::size_t>(x.num_ranks), 0);
+  std::vector<NodeId>& requests = x.requests;
   std::vector<std::int64_t>& request_pos = request_pos_;  // frontier position of each request
-  requests.reserve(static_cast<std::size_t>(n - num_own));
+  requests.reserve(static_cast<std::size_t>(x.n - x.num_own));
   request_pos.clear();
-  for (int r = 0; r < num_ranks; ++r) {
-    if (r == me) continue;
+  for (int r = 0; r < x.num_ranks; ++r) {
+    if (r == x.me) continue;
     for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k) {
       const auto i = static_cast<std::size_t>(order[k]);
-      const std::int32_t halo = halo_local_.find(frontier[i]);
+      const std::int32_t halo = halo_local_.find(x.frontier[i]);
       if (halo != sampling::IdHashMap::kAbsent) {
         frontier_orig[i] = part_.orig_id[halo];
         frontier_degree[i] = part_.degree[halo];
-        if (!draws) continue;
-        requests.push_back(frontier[i]);
+        if (!x.draws) continue;
+        requests.push_back(x.frontier[i]);
       } else {
-        requests.push_back(~frontier[i]);
-        ++flagged_per_rank[r];
+        requests.push_back(~x.frontier[i]);
+        ++x.flagged_per_rank[r];
       }
       request_pos.push_back(static_cast<std::int64_t>(i));
-      ++send_counts[r];
+      ++x.send_counts[r];
     }
   }
   const auto num_requests = static_cast<std::int64_t>(requests.size());
   counters_.remote_requests += num_requests;
   counters_.sample_bytes += num_requests * static_cast<std::int64_t>(sizeof(NodeId));
+}
 
-  std::vector<std::int64_t> incoming_counts;
-  std::vector<NodeId> incoming;
-  {
-    ScopedPhase t(phases, "communicate");
-    incoming = comm_.alltoallv<NodeId>(requests, send_counts, &incoming_counts);
-  }
+// The owner's side: draws for the requests other ranks sent (and with draws for this rank's own
+// frontier nodes), packed into the replies and answer ids sent back.
+void DistributedSampler::answer_requests(HopExchange& x, int fanout, const rng::Key& key) {
+  x.num_incoming = static_cast<std::int64_t>(x.incoming.size());
+  x.reply_counts.assign(static_cast<std::size_t>(x.num_ranks), 0);
+  x.answer_ids_per_rank.assign(static_cast<std::size_t>(x.num_ranks), 0);
+  // Rows: the requests other ranks sent, then (with draws) this rank's own frontier nodes.
+  std::vector<LocalId> rows(static_cast<std::size_t>(x.num_incoming + (x.draws ? x.num_own : 0)));
+  std::vector<NodeId> row_keys(rows.size());
+  const std::int64_t num_flagged = request_rows(x, rows, row_keys);
   // Answers and their replies live in members: their capacity is reused by every hop of every
   // step, so the large id arrays are neither zero-filled nor faulted in again.
-  std::vector<std::int64_t>& replies = replies_;
-  std::vector<NodeId>& answer_ids = answer_ids_;
-  const auto num_incoming = static_cast<std::int64_t>(incoming.size());
-  // A reply is the draw count (with draws), then the original id and degree (if flagged).
-  const std::int64_t count_values = draws ? 1 : 0;
-  std::vector<std::int64_t> reply_counts(static_cast<std::size_t>(num_ranks), 0);
-  std::vector<std::int64_t> answer_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
-  constexpr std::int64_t kParallelDraws = std::int64_t{1} << 17;
-  const EdgeId* row_offsets = nullptr;  // draws of row r: [row_offsets[r], row_offsets[r + 1])
-  {
-    SamplePhase t(phases, sample_cpu_seconds_);
-    // Rows: the requests other ranks sent, then (with draws) this rank's own frontier nodes.
-    std::vector<LocalId> rows(static_cast<std::size_t>(num_incoming + (draws ? num_own : 0)));
-    std::vector<NodeId> row_keys(rows.size());
-    std::int64_t num_flagged = 0;
-    for (std::int64_t i = 0; i < num_incoming; ++i) {
-      const bool flagged = incoming[i] < 0;
-      const NodeId g = flagged ? ~incoming[i] : incoming[i];
-      const NodeId l = g - part_.offset;
-      TESSEL_EXPECTS(l >= 0 && l < part_.num_owned,
-                     "part {}: a sampling request names node {}, which it does not own",
-                     part_.part_id, g);
-      rows[i] = static_cast<LocalId>(l);
-      row_keys[i] = part_.orig_id[l];
-      num_flagged += flagged ? 1 : 0;
+  replies_.resize(static_cast<std::size_t>(x.count_values * x.num_incoming + 2 * num_flagged));
+  if (x.draws && device_graph_) {
+    // The GPU draws and writes the answers of every row, own nodes' too; they come back in
+    // row order, requests first as below.
+    device_graph_->sample(rows, fanout, key, device_offsets_, answer_ids_);
+    x.row_offsets = device_offsets_.data();
+  } else if (x.draws) {
+    draw_rows(x, rows, row_keys, fanout, key);
+  }
+  pack_replies(x, rows);
+  if (x.draws) counters_.sampled_edges += x.row_offsets[x.num_incoming + x.num_own];
+}
+
+// The local rows of the requests (checked: this rank owns them) and, with draws, of this rank's
+// own frontier nodes, with their draw keys (original ids); returns how many requests are flagged.
+std::int64_t DistributedSampler::request_rows(const HopExchange& x, std::span<LocalId> rows,
+                                              std::span<NodeId> row_keys) const {
+  std::int64_t num_flagged = 0;
+  for (std::int64_t i = 0; i < x.num_incoming; ++i) {
+    const bool flagged = x.incoming[i] < 0;
+    const NodeId g = flagged ? ~x.incoming[i] : x.incoming[i];
+    const NodeId l = g - part_.offset;
+    TESSEL_EXPECTS(l >= 0 && l < part_.num_owned,
+                   "part {}: a sampling request names node {}, which it does not own",
+                   part_.part_id, g);
+    rows[i] = static_cast<LocalId>(l);
+    row_keys[i] = part_.orig_id[l];
+    num_flagged += flagged ? 1 : 0;
+  }
+  if (x.draws)
+    for (std::int64_t j = 0; j < x.num_own; ++j) {
+      const NodeId l = x.frontier[routing_.order[x.own_begin + j]] - part_.offset;
+      rows[x.num_incoming + j] = static_cast<LocalId>(l);
+      row_keys[x.num_incoming + j] = part_.orig_id[l];
     }
-    if (draws)
-      for (std::int64_t j = 0; j < num_own; ++j) {
-        const NodeId l = frontier[order[own_begin + j]] - part_.offset;
-        rows[num_incoming + j] = static_cast<LocalId>(l);
-        row_keys[num_incoming + j] = part_.orig_id[l];
-      }
-    replies.resize(static_cast<std::size_t>(count_values * num_incoming + 2 * num_flagged));
-    if (draws && device_graph_) {
-      // The GPU draws and writes the answers of every row, own nodes' too; they come back in
-      // row order, requests first as below.
-      device_graph_->sample(rows, fanout, key, device_offsets_, answer_ids);
-      row_offsets = device_offsets_.data();
-    } else if (draws) {
-      sampling::sample_neighbors(part_.graph, std::span<const LocalId>(rows), row_keys, fanout,
-                                 key, sampled_);
-      // Each request's answer lands at its draws' offset, so requests are packed in parallel
-      // with the result of a serial pass. Small hops stay on one thread: on shared cores a
-      // team's barrier can cost more than the packing.
-      // Grow-only: shrinking and growing again would zero-fill the ids on every hop.
-      row_offsets = sampled_.offsets.data();
-      const auto num_answer_ids = static_cast<std::size_t>(row_offsets[num_incoming]);
-      if (answer_ids.size() < num_answer_ids) answer_ids.resize(num_answer_ids);
-      const NodeId* global_of = local_global_.data();
+  return num_flagged;
+}
+
+// Draws every row on the CPU into sampled_ and writes the requests' answers (global ids) into
+// answer_ids_.
+void DistributedSampler::draw_rows(HopExchange& x, std::span<const LocalId> rows,
+                                   std::span<const NodeId> row_keys, int fanout,
+                                   const rng::Key& key) {
+  sampling::sample_neighbors(part_.graph, rows, row_keys, fanout, key, sampled_);
+  // Each request's answer lands at its draws' offset, so requests are packed in parallel
+  // with the result of a serial pass. Small hops stay on one thread: on shared cores a
+  // team's barrier can cost more than the packing.
+  // Grow-only: shrinking and growing again would zero-fill the ids on every hop.
+  x.row_offsets = sampled_.offsets.data();
+  const EdgeId* row_offsets = x.row_offsets;
+  const std::int64_t num_incoming = x.num_incoming;
+  const auto num_answer_ids = static_cast<std::size_t>(row_offsets[num_incoming]);
+  if (answer_ids_.size() < num_answer_ids) answer_ids_.resize(num_answer_ids);
+  const NodeId* global_of = local_global_.data();
 #pragma omp parallel for schedule(dynamic, 256) if (row_offsets[num_incoming] >= kParallelDraws)
-      for (std::int64_t request = 0; request < num_incoming; ++request) {
-        NodeId* out = answer_ids.data() + row_offsets[request];
-        for (const LocalId u : sampled_.of(request))
-          *out++ = global_of[u];
-      }
-    }
-    std::int64_t request = 0, value = 0;
-    for (int r = 0; r < num_ranks; ++r) {
-      const std::int64_t first_value = value;
-      const std::int64_t end = request + incoming_counts[r];
-      if (draws) answer_ids_per_rank[r] = row_offsets[end] - row_offsets[request];
-      for (; request < end; ++request) {
-        const LocalId row = rows[request];
-        if (draws) {
-          replies[value++] = row_offsets[request + 1] - row_offsets[request];
-          counters_.remote_adjacency += part_.graph.degree(row) + 1;
-        }
-        if (incoming[request] < 0) {
-          replies[value++] = part_.orig_id[row];
-          replies[value++] = part_.degree[row];
-        }
-      }
-      reply_counts[r] = value - first_value;
-    }
-    if (draws) counters_.sampled_edges += row_offsets[num_incoming + num_own];
+  for (std::int64_t request = 0; request < num_incoming; ++request) {
+    NodeId* out = answer_ids_.data() + row_offsets[request];
+    for (const LocalId u : sampled_.of(request))
+      *out++ = global_of[u];
   }
-  std::vector<std::int64_t>& back_replies = back_replies_;
-  std::vector<NodeId>& back_ids = back_ids_;
-  {
-    ScopedPhase t(phases, "communicate");
-    std::vector<std::int64_t> back_reply_counts(static_cast<std::size_t>(num_ranks), 0);
-    for (int r = 0; r < num_ranks; ++r)
-      back_reply_counts[r] = count_values * send_counts[r] + 2 * flagged_per_rank[r];
-    const std::int64_t num_back_values =
-        std::accumulate(back_reply_counts.begin(), back_reply_counts.end(), std::int64_t{0});
-    back_replies.resize(static_cast<std::size_t>(num_back_values));
-    comm_.alltoallv(replies.data(), reply_counts, back_replies.data(), back_reply_counts,
+}
+
+// Each request's reply values (its draw count, then the original id and degree if flagged), and
+// per rank how many reply values and answer ids go back to it.
+void DistributedSampler::pack_replies(HopExchange& x, std::span<const LocalId> rows) {
+  std::int64_t request = 0, value = 0;
+  for (int r = 0; r < x.num_ranks; ++r) {
+    const std::int64_t first_value = value;
+    const std::int64_t end = request + x.incoming_counts[r];
+    if (x.draws) x.answer_ids_per_rank[r] = x.row_offsets[end] - x.row_offsets[request];
+    for (; request < end; ++request) {
+      const LocalId row = rows[request];
+      if (x.draws) {
+        replies_[value++] = x.row_offsets[request + 1] - x.row_offsets[request];
+        counters_.remote_adjacency += part_.graph.degree(row) + 1;
+      }
+      if (x.incoming[request] < 0) {
+        replies_[value++] = part_.orig_id[row];
+        replies_[value++] = part_.degree[row];
+      }
+    }
+    x.reply_counts[r] = value - first_value;
+  }
+}
+
+// The replies back to the requesters (into back_replies_), with where each starts, then (with
+// draws) the answers' ids (into back_ids_). Collective.
+void DistributedSampler::return_replies(const HopExchange& x) {
+  const auto num_requests = static_cast<std::int64_t>(x.requests.size());
+  std::vector<std::int64_t> back_reply_counts(static_cast<std::size_t>(x.num_ranks), 0);
+  for (int r = 0; r < x.num_ranks; ++r)
+    back_reply_counts[r] = x.count_values * x.send_counts[r] + 2 * x.flagged_per_rank[r];
+  const std::int64_t num_back_values =
+      std::accumulate(back_reply_counts.begin(), back_reply_counts.end(), std::int64_t{0});
+  back_replies_.resize(static_cast<std::size_t>(num_back_values));
+  comm_.alltoallv(replies_.data(), x.reply_counts, back_replies_.data(), back_reply_counts,
+                  DType::i64);
+  counters_.sample_bytes += num_back_values * static_cast<std::int64_t>(sizeof(std::int64_t));
+  // Where each reply starts, and (with draws) where each answer starts in back_ids: what each
+  // owner answers is the sum of its answers' counts, so no count exchange is needed.
+  back_reply_start_.resize(static_cast<std::size_t>(num_requests) + 1);
+  back_start_.resize(static_cast<std::size_t>(num_requests) + 1);
+  back_reply_start_[0] = 0;
+  back_start_[0] = 0;
+  std::vector<std::int64_t> back_ids_per_rank(static_cast<std::size_t>(x.num_ranks), 0);
+  std::int64_t k = 0;
+  for (int r = 0; r < x.num_ranks; ++r)
+    for (const std::int64_t end = k + x.send_counts[r]; k < end; ++k) {
+      const std::int64_t at = back_reply_start_[k];
+      const std::int64_t count = x.draws ? back_replies_[at] : 0;
+      back_reply_start_[k + 1] = at + x.count_values + (x.requests[k] < 0 ? 2 : 0);
+      back_ids_per_rank[r] += count;
+      back_start_[k + 1] = back_start_[k] + count;
+    }
+  if (x.draws) {
+    const auto total = static_cast<std::size_t>(back_start_.back());
+    if (back_ids_.size() < total) back_ids_.resize(total);
+    comm_.alltoallv(answer_ids_.data(), x.answer_ids_per_rank, back_ids_.data(), back_ids_per_rank,
                     DType::i64);
-    counters_.sample_bytes += num_back_values * static_cast<std::int64_t>(sizeof(std::int64_t));
-    // Where each reply starts, and (with draws) where each answer starts in back_ids: what each
-    // owner answers is the sum of its answers' counts, so no count exchange is needed.
-    back_reply_start_.resize(static_cast<std::size_t>(num_requests) + 1);
-    back_start_.resize(static_cast<std::size_t>(num_requests) + 1);
-    back_reply_start_[0] = 0;
-    back_start_[0] = 0;
-    std::vector<std::int64_t> back_ids_per_rank(static_cast<std::size_t>(num_ranks), 0);
-    std::int64_t k = 0;
-    for (int r = 0; r < num_ranks; ++r)
-      for (const std::int64_t end = k + send_counts[r]; k < end; ++k) {
-        const std::int64_t at = back_reply_start_[k];
-        const std::int64_t count = draws ? back_replies[at] : 0;
-        back_reply_start_[k + 1] = at + count_values + (requests[k] < 0 ? 2 : 0);
-        back_ids_per_rank[r] += count;
-        back_start_[k + 1] = back_start_[k] + count;
-      }
-    if (draws) {
-      const auto total = static_cast<std::size_t>(back_start_.back());
-      if (back_ids.size() < total) back_ids.resize(total);
-      comm_.alltoallv(answer_ids.data(), answer_ids_per_rank, back_ids.data(), back_ids_per_rank,
-                      DType::i64);
-      counters_.sample_bytes += static_cast<std::int64_t>(total * sizeof(NodeId));
-    }
+    counters_.sample_bytes += static_cast<std::int64_t>(total * sizeof(NodeId));
   }
-  SamplePhase t(phases, sample_cpu_seconds_);
-  // The rest of the frontier's original ids and degrees: an own node's are in part_, a flagged
-  // one's came with its reply.
-  for (std::int64_t k = own_begin; k < own_end; ++k) {
+}
+
+// The rest of the frontier's original ids and degrees: an own node's are in part_, a flagged
+// one's came with its reply.
+void DistributedSampler::fill_frontier_info(const HopExchange& x,
+                                            std::vector<NodeId>& frontier_orig,
+                                            std::vector<std::int64_t>& frontier_degree) const {
+  const std::vector<std::int64_t>& order = routing_.order;
+  for (std::int64_t k = x.own_begin; k < x.own_end; ++k) {
     const auto i = static_cast<std::size_t>(order[k]);
-    const NodeId l = frontier[i] - part_.offset;
+    const NodeId l = x.frontier[i] - part_.offset;
     frontier_orig[i] = part_.orig_id[l];
     frontier_degree[i] = part_.degree[l];
   }
+  const auto num_requests = static_cast<std::int64_t>(x.requests.size());
   for (std::int64_t k = 0; k < num_requests; ++k)
-    if (requests[k] < 0) {
-      const std::int64_t* info = back_replies.data() + back_reply_start_[k] + count_values;
-      const auto i = static_cast<std::size_t>(request_pos[k]);
+    if (x.requests[k] < 0) {
+      const std::int64_t* info = back_replies_.data() + back_reply_start_[k] + x.count_values;
+      const auto i = static_cast<std::size_t>(request_pos_[k]);
       frontier_orig[i] = info[0];
       frontier_degree[i] = info[1];
     }
-  if (!draws) return;
-  counters_.answer_ids += back_start_.back();
+}
+
+// The draws in frontier order (into *x.draws): own nodes' from the row offsets, the others' as
+// their owners answered them.
+void DistributedSampler::merge_draws(const HopExchange& x) {
+  const std::vector<std::int64_t>& order = routing_.order;
+  const std::int64_t n = x.n, own_begin = x.own_begin, own_end = x.own_end;
+  const std::int64_t num_own = x.num_own, num_incoming = x.num_incoming;
   // Frontier offsets: an answer's size came with it, an own node's is in the row offsets.
   // With draws every remote frontier node was requested, so routed position k maps to request
   // k (before this rank's group) or k - num_own (after it).
-  std::vector<EdgeId>& offsets = draws->offsets;
+  std::vector<EdgeId>& offsets = x.draws->offsets;
   offsets.resize(static_cast<std::size_t>(n) + 1);
   offsets[0] = 0;
-  const EdgeId* own_offsets = row_offsets + num_incoming - own_begin;
+  const EdgeId* own_offsets = x.row_offsets + num_incoming - own_begin;
   for (std::int64_t k = 0; k < n; ++k) {
     const bool own = k >= own_begin && k < own_end;
     const std::int64_t answer = k < own_begin ? k : k - num_own;
@@ -744,13 +873,14 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
   for (std::int64_t i = 0; i < n; ++i)
     offsets[i + 1] += offsets[i];
   const auto num_draws = static_cast<std::size_t>(offsets[n]);
-  if (draws->ids.size() < num_draws) draws->ids.resize(num_draws);
+  std::vector<NodeId>& ids_out = x.draws->ids;
+  if (ids_out.size() < num_draws) ids_out.resize(num_draws);
   // Own draws are local ids (global ids from local_global_) on the CPU, global ids where the GPU
   // answered them; answers are copied whole.
   const NodeId* global_of = local_global_.data();
 #pragma omp parallel for schedule(dynamic, 256) if (num_draws >= kParallelDraws)
   for (std::int64_t k = 0; k < n; ++k) {
-    NodeId* ids = draws->ids.data() + offsets[order[k]];
+    NodeId* ids = ids_out.data() + offsets[order[k]];
     if (k >= own_begin && k < own_end && !device_graph_) {
       for (const LocalId u : sampled_.of(num_incoming + k - own_begin))
         *ids++ = global_of[u];
@@ -759,12 +889,12 @@ void DistributedSampler::hop(std::span<const NodeId> frontier, int fanout, const
     const NodeId* in = nullptr;
     const NodeId* end = nullptr;
     if (k >= own_begin && k < own_end) {
-      in = answer_ids.data() + own_offsets[k];
-      end = answer_ids.data() + own_offsets[k + 1];
+      in = answer_ids_.data() + own_offsets[k];
+      end = answer_ids_.data() + own_offsets[k + 1];
     } else {
       const std::int64_t answer = k < own_begin ? k : k - num_own;
-      in = back_ids.data() + back_start_[answer];
-      end = back_ids.data() + back_start_[answer + 1];
+      in = back_ids_.data() + back_start_[answer];
+      end = back_ids_.data() + back_start_[answer + 1];
     }
     std::copy(in, end, ids);
   }

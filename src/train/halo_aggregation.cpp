@@ -188,7 +188,130 @@ struct Request {
   std::vector<float> weights;
 };
 
-}  // namespace
+// Where the aggregation reads each row it receives: the column of each halo row that still
+// travels as it is (-1: summed into partial rows), and of each (node, peer) partial row.
+struct ReceivedColumns {
+  std::vector<LocalId> halo;                 // [halo]
+  std::vector<std::vector<LocalId>> partial; // [peer][node of the cut]
+  std::int64_t end = 0;                      // one past the last column
+};
+
+// What this part asks peer r for once the cut's cover is chosen: its post rows, then one partial
+// row per covered node (the node's edges from r that no post row carries). Assigns the columns
+// these rows arrive at.
+Request request_of_peer(const partition::Part& part, const LocalCsr& weighted, const PeerCut& cut,
+                        int r, ReceivedColumns& columns) {
+  const std::int64_t n = part.num_owned;
+  std::vector<LocalId>& halo_column = columns.halo;
+  std::int64_t& column = columns.end;
+  Request req;
+  req.ids = {0, 0};
+  for (std::int64_t h = cut.halo_begin; h < cut.halo_end; ++h)
+    if (cut.post[h - cut.halo_begin]) {
+      halo_column[h] = static_cast<LocalId>(column++);
+      req.ids.push_back(part.halo_owner_local[h]);
+      ++req.ids[0];
+    }
+  std::vector<LocalId>& partial_column = columns.partial[r];
+  partial_column.assign(cut.right_node.size(), -1);
+  for (std::size_t k = 0; k < cut.right_node.size(); ++k) {
+    if (!cut.pre[k]) continue;
+    // The node's edges from r that no post row carries: their sum is one partial row.
+    const LocalId v = cut.right_node[k];
+    const std::size_t count_at = req.ids.size();
+    req.ids.push_back(0);
+    for (EdgeId e = weighted.indptr[v]; e < weighted.indptr[v + 1]; ++e) {
+      const LocalId c = weighted.indices[e];
+      if (c < n || part.halo_owner[c - n] != r || halo_column[c - n] >= 0) continue;
+      req.ids.push_back(part.halo_owner_local[c - n]);
+      req.weights.push_back(weighted.values[e]);
+      ++req.ids[count_at];
+    }
+    if (req.ids[count_at] == 0) { // every edge already travels as a post row
+      req.ids.pop_back();
+      continue;
+    }
+    partial_column[k] = static_cast<LocalId>(column++);
+    ++req.ids[1];
+  }
+  return req;
+}
+
+// The aggregation here: owned columns as they are, post rows at their columns, and one
+// weight-1 entry per partial row after the row's own entries.
+LocalCsr local_aggregation(const LocalCsr& weighted, const std::vector<PeerCut>& cuts,
+                           const ReceivedColumns& columns, std::int64_t n) {
+  const auto num_ranks = static_cast<int>(cuts.size());
+  LocalCsr local;
+  local.num_rows = n;
+  local.num_cols = columns.end;
+  local.indptr.assign(static_cast<std::size_t>(n + 1), 0);
+  std::vector<std::size_t> cursor(static_cast<std::size_t>(num_ranks), 0);
+  for (std::int64_t v = 0; v < n; ++v) {
+    for (EdgeId e = weighted.indptr[v]; e < weighted.indptr[v + 1]; ++e) {
+      const LocalId c = weighted.indices[e];
+      const LocalId to = c < n ? c : columns.halo[c - n];
+      if (to < 0) continue;  // summed into a partial row
+      local.indices.push_back(to);
+      local.values.push_back(weighted.values[e]);
+    }
+    for (int r = 0; r < num_ranks; ++r) {
+      const PeerCut& cut = cuts[r];
+      std::size_t& k = cursor[r];
+      if (k < cut.right_node.size() && cut.right_node[k] == v) {
+        if (columns.partial[r][k] >= 0) {
+          local.indices.push_back(columns.partial[r][k]);
+          local.values.push_back(1.0f);
+        }
+        ++k;
+      }
+    }
+    local.indptr[v + 1] = static_cast<EdgeId>(local.indices.size());
+  }
+  return local;
+}
+
+LocalId owned_row(const partition::Part& part, std::int64_t id) {
+  TESSEL_EXPECTS(id >= 0 && id < part.num_owned, "part {}: a peer asked for owned row {} of {}",
+                 part.part_id, id, part.num_owned);
+  return static_cast<LocalId>(id);
+}
+
+// The rows this part sends its peers, from what they asked (`asked`, ids_from[q] values from
+// peer q, and the partial rows' weights): one row of `combine` per post or partial row.
+void build_combine(const partition::Part& part, const std::vector<std::int64_t>& asked,
+                   const std::vector<float>& asked_weights,
+                   const std::vector<std::int64_t>& ids_from, HaloAggregationPlan& plan) {
+  const int num_ranks = part.num_parts;
+  plan.combine.num_cols = part.num_owned;
+  plan.send_per_peer.assign(static_cast<std::size_t>(num_ranks), 0);
+  std::size_t at = 0, w = 0;
+  for (int q = 0; q < num_ranks; ++q) {
+    const std::size_t end = at + static_cast<std::size_t>(ids_from[q]);
+    if (end == at) continue;
+    const std::int64_t posts = asked[at], partials = asked[at + 1];
+    at += 2;
+    for (std::int64_t k = 0; k < posts; ++k) {
+      plan.combine.indices.push_back(owned_row(part, asked[at++]));
+      plan.combine.values.push_back(1.0f);
+      plan.combine.indptr.push_back(static_cast<EdgeId>(plan.combine.indices.size()));
+    }
+    for (std::int64_t k = 0; k < partials; ++k) {
+      const std::int64_t count = asked[at++];
+      for (std::int64_t i = 0; i < count; ++i) {
+        plan.combine.indices.push_back(owned_row(part, asked[at++]));
+        plan.combine.values.push_back(asked_weights[w++]);
+      }
+      plan.combine.indptr.push_back(static_cast<EdgeId>(plan.combine.indices.size()));
+    }
+    TESSEL_EXPECTS(at == end, "part {}: a malformed halo aggregation request from part {}",
+                   part.part_id, q);
+    plan.send_per_peer[q] = posts + partials;
+  }
+  plan.combine.num_rows = static_cast<std::int64_t>(plan.combine.indptr.size()) - 1;
+}
+
+} // namespace
 
 HaloAggregationPlan plan_halo_aggregation(const partition::Part& part, const LocalCsr& weighted,
                                           HaloAggregation how, comm::Communicator& comm) {
@@ -196,81 +319,26 @@ HaloAggregationPlan plan_halo_aggregation(const partition::Part& part, const Loc
   TESSEL_EXPECTS(weighted.num_rows == part.num_owned && weighted.num_cols == part.num_local() &&
                      weighted.values.size() == weighted.indices.size(),
                  "halo aggregation plan: a {}x{} matrix for part {} ({} owned, {} halo)",
-                 weighted.num_rows, weighted.num_cols, part.part_id, part.num_owned,
-                 part.num_halo);
+                 weighted.num_rows, weighted.num_cols, part.part_id, part.num_owned, part.num_halo);
   const std::int64_t n = part.num_owned;
   const int num_ranks = part.num_parts;
   std::vector<PeerCut> cuts = peer_cuts(part, weighted);
   HaloAggregationPlan plan;
   plan.recv_per_peer.assign(static_cast<std::size_t>(num_ranks), 0);
-  // Column of each halo row that still travels as it is, and of each (node, peer) partial row.
-  std::vector<LocalId> halo_column(static_cast<std::size_t>(part.num_halo), -1);
-  std::vector<std::vector<LocalId>> partial_column(static_cast<std::size_t>(num_ranks));
+  ReceivedColumns columns;
+  columns.halo.assign(static_cast<std::size_t>(part.num_halo), -1);
+  columns.partial.resize(static_cast<std::size_t>(num_ranks));
+  columns.end = n;
   std::vector<Request> requests(static_cast<std::size_t>(num_ranks));
-  std::int64_t column = n;
   for (int r = 0; r < num_ranks; ++r) {
-    PeerCut& cut = cuts[r];
-    choose_cover(cut, how);
-    Request& req = requests[r];
-    req.ids = {0, 0};
-    for (std::int64_t h = cut.halo_begin; h < cut.halo_end; ++h)
-      if (cut.post[h - cut.halo_begin]) {
-        halo_column[h] = static_cast<LocalId>(column++);
-        req.ids.push_back(part.halo_owner_local[h]);
-        ++req.ids[0];
-      }
-    partial_column[r].assign(cut.right_node.size(), -1);
-    for (std::size_t k = 0; k < cut.right_node.size(); ++k) {
-      if (!cut.pre[k]) continue;
-      // The node's edges from r that no post row carries: their sum is one partial row.
-      const LocalId v = cut.right_node[k];
-      const std::size_t count_at = req.ids.size();
-      req.ids.push_back(0);
-      for (EdgeId e = weighted.indptr[v]; e < weighted.indptr[v + 1]; ++e) {
-        const LocalId c = weighted.indices[e];
-        if (c < n || part.halo_owner[c - n] != r || halo_column[c - n] >= 0) continue;
-        req.ids.push_back(part.halo_owner_local[c - n]);
-        req.weights.push_back(weighted.values[e]);
-        ++req.ids[count_at];
-      }
-      if (req.ids[count_at] == 0) {  // every edge already travels as a post row
-        req.ids.pop_back();
-        continue;
-      }
-      partial_column[r][k] = static_cast<LocalId>(column++);
-      ++req.ids[1];
-    }
+    choose_cover(cuts[r], how);
+    requests[r] = request_of_peer(part, weighted, cuts[r], r, columns);
+    const Request& req = requests[r];
     plan.post_rows += req.ids[0];
     plan.pre_rows += req.ids[1];
     plan.recv_per_peer[r] = req.ids[0] + req.ids[1];
   }
-  // The aggregation here: owned columns as they are, post rows at their columns, and one
-  // weight-1 entry per partial row after the row's own entries.
-  plan.local.num_rows = n;
-  plan.local.num_cols = column;
-  plan.local.indptr.assign(static_cast<std::size_t>(n + 1), 0);
-  std::vector<std::size_t> cursor(static_cast<std::size_t>(num_ranks), 0);
-  for (std::int64_t v = 0; v < n; ++v) {
-    for (EdgeId e = weighted.indptr[v]; e < weighted.indptr[v + 1]; ++e) {
-      const LocalId c = weighted.indices[e];
-      const LocalId to = c < n ? c : halo_column[c - n];
-      if (to < 0) continue;  // summed into a partial row
-      plan.local.indices.push_back(to);
-      plan.local.values.push_back(weighted.values[e]);
-    }
-    for (int r = 0; r < num_ranks; ++r) {
-      const PeerCut& cut = cuts[r];
-      std::size_t& k = cursor[r];
-      if (k < cut.right_node.size() && cut.right_node[k] == v) {
-        if (partial_column[r][k] >= 0) {
-          plan.local.indices.push_back(partial_column[r][k]);
-          plan.local.values.push_back(1.0f);
-        }
-        ++k;
-      }
-    }
-    plan.local.indptr[v + 1] = static_cast<EdgeId>(plan.local.indices.size());
-  }
+  plan.local = local_aggregation(weighted, cuts, columns, n);
   // Each owner learns what its peers ask of it and builds the rows it sends.
   std::vector<std::int64_t> id_counts(static_cast<std::size_t>(num_ranks)),
       weight_counts(id_counts.size());
@@ -283,41 +351,10 @@ HaloAggregationPlan plan_halo_aggregation(const partition::Part& part, const Loc
     weights.insert(weights.end(), requests[r].weights.begin(), requests[r].weights.end());
   }
   std::vector<std::int64_t> ids_from, weights_from;
-  const std::vector<std::int64_t> asked =
-      comm.alltoallv<std::int64_t>(ids, id_counts, &ids_from);
+  const std::vector<std::int64_t> asked = comm.alltoallv<std::int64_t>(ids, id_counts, &ids_from);
   const std::vector<float> asked_weights =
       comm.alltoallv<float>(weights, weight_counts, &weights_from);
-  plan.combine.num_cols = n;
-  plan.send_per_peer.assign(static_cast<std::size_t>(num_ranks), 0);
-  std::size_t at = 0, w = 0;
-  auto owned = [&](std::int64_t id) {
-    TESSEL_EXPECTS(id >= 0 && id < n, "part {}: a peer asked for owned row {} of {}",
-                   part.part_id, id, n);
-    return static_cast<LocalId>(id);
-  };
-  for (int q = 0; q < num_ranks; ++q) {
-    const std::size_t end = at + static_cast<std::size_t>(ids_from[q]);
-    if (end == at) continue;
-    const std::int64_t posts = asked[at], partials = asked[at + 1];
-    at += 2;
-    for (std::int64_t k = 0; k < posts; ++k) {
-      plan.combine.indices.push_back(owned(asked[at++]));
-      plan.combine.values.push_back(1.0f);
-      plan.combine.indptr.push_back(static_cast<EdgeId>(plan.combine.indices.size()));
-    }
-    for (std::int64_t k = 0; k < partials; ++k) {
-      const std::int64_t count = asked[at++];
-      for (std::int64_t i = 0; i < count; ++i) {
-        plan.combine.indices.push_back(owned(asked[at++]));
-        plan.combine.values.push_back(asked_weights[w++]);
-      }
-      plan.combine.indptr.push_back(static_cast<EdgeId>(plan.combine.indices.size()));
-    }
-    TESSEL_EXPECTS(at == end, "part {}: a malformed halo aggregation request from part {}",
-                   part.part_id, q);
-    plan.send_per_peer[q] = posts + partials;
-  }
-  plan.combine.num_rows = static_cast<std::int64_t>(plan.combine.indptr.size()) - 1;
+  build_combine(part, asked, asked_weights, ids_from, plan);
   return plan;
 }
 

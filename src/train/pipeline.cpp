@@ -95,6 +95,48 @@ template <class T> std::vector<T> gather_all(comm::Communicator& comm, const std
   return comm.alltoallv<T>(send, counts);
 }
 
+// A fixed random order of n positions (a Fisher-Yates shuffle keyed by the run's seed).
+std::vector<std::int64_t> shuffled_positions(std::int64_t n, std::uint64_t seed) {
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  const rng::Key key{seed, rng::Stream::shuffle, 0, 0, 0};
+  for (std::int64_t i = n - 1; i > 0; --i)
+    std::swap(perm[i],
+              perm[key.below(static_cast<std::uint64_t>(i), 0, static_cast<std::uint64_t>(i) + 1)]);
+  return perm;
+}
+
+// Sorts evaluation rows by (source id, split), keeping ids and splits paired.
+void sort_by_id_and_split(std::vector<NodeId>& eval_ids, std::vector<std::uint8_t>& eval_split) {
+  std::vector<std::int64_t> idx(eval_ids.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](auto a, auto b) {
+    return std::tie(eval_ids[a], eval_split[a]) < std::tie(eval_ids[b], eval_split[b]);
+  });
+  std::vector<NodeId> ids2;
+  std::vector<std::uint8_t> split2;
+  for (auto i : idx) {
+    ids2.push_back(eval_ids[i]);
+    split2.push_back(eval_split[i]);
+  }
+  eval_ids = std::move(ids2);
+  eval_split = std::move(split2);
+}
+
+// Per-rank lists concatenated in rank order, with each rank's count (in `unit`s) in `counts`.
+template <class T>
+std::vector<T> flatten_per_rank(const std::vector<std::vector<T>>& per_rank,
+                                std::vector<std::int64_t>& counts, std::int64_t unit) {
+  std::vector<T> flat;
+  const auto ranks = per_rank.size();
+  counts.assign(ranks, 0);
+  for (std::size_t q = 0; q < ranks; ++q) {
+    counts[q] = static_cast<std::int64_t>(per_rank[q].size()) / unit;
+    flat.insert(flat.end(), per_rank[q].begin(), per_rank[q].end());
+  }
+  return flat;
+}
+
 // The optimizer the driver sees: steps this rank's parameters through the real optimizer, and
 // for checkpoints holds the whole model's state gathered by gather_parameters().
 class GatheredOptimizer final : public nn::Optimizer {
@@ -405,17 +447,52 @@ private:
       stage_begin_.push_back(stage_begin_.back() + c);
   }
 
+  // Where the shuffled training order puts each training node (distribute_rows).
+  struct TrainPlacement {
+    std::vector<NodeId> ids;                      // every training node's source id, sorted
+    std::vector<std::int64_t> position_of_sorted; // shuffled position of ids[i]
+    std::vector<int> group_of_position;           // the group of each shuffled position
+    std::vector<std::int64_t> local_of_position;  // its row in that group's shard
+    std::int64_t shard = 0;                       // rows of this group's shard
+  };
+  // Every evaluation row of the graph sorted by (source id, split), and the end of this group's
+  // share of them (which starts at eval_begin_).
+  struct EvalPlacement {
+    std::vector<NodeId> ids;
+    std::vector<std::uint8_t> split;
+    std::int64_t end = 0;
+  };
+  // Rows bound for each rank with their destination slot: features to first stages, labels to
+  // last stages.
+  struct RowsToSend {
+    RowsToSend(int ranks, std::int64_t width, int first_rank, int last_rank)
+        : width(width), first_rank(first_rank), last_rank(last_rank),
+          slot_to(static_cast<std::size_t>(ranks)), feat_to(static_cast<std::size_t>(ranks)),
+          label_slot_to(static_cast<std::size_t>(ranks)),
+          label_to(static_cast<std::size_t>(ranks)) {}
+    std::int64_t width;
+    int first_rank, last_rank;
+    std::vector<std::vector<std::int64_t>> slot_to;
+    std::vector<std::vector<float>> feat_to;
+    std::vector<std::vector<std::int64_t>> label_slot_to;
+    std::vector<std::vector<std::int64_t>> label_to;
+  };
+
+  // The train, valid and test lists of the part, in split order.
+  std::array<const std::vector<LocalId>*, 3> split_lists() const {
+    return {&part_.train, &part_.valid, &part_.test};
+  }
+
   // Sends each training row's features to its group's first stage and its label to the last
   // stage, once; the same for the evaluation rows (train, valid and test nodes).
   void distribute_rows() {
-    const int S = popts_.stages, D = popts_.data_parallel, ranks = comm_.size();
     const std::int64_t width = model_.block_in_dim(0);
     // Every split node of the graph by source id: the order does not depend on the partition.
     std::vector<NodeId> my_train, my_eval;
     std::vector<std::uint8_t> my_eval_split;
     for (LocalId v : part_.train)
       my_train.push_back(part_.orig_id[v]);
-    const std::vector<LocalId>* lists[3] = {&part_.train, &part_.valid, &part_.test};
+    const auto lists = split_lists();
     for (int s = 0; s < 3; ++s)
       for (LocalId v : *lists[s]) {
         my_eval.push_back(part_.orig_id[v]);
@@ -425,95 +502,120 @@ private:
     std::sort(train_ids.begin(), train_ids.end());
     num_train_ = static_cast<std::int64_t>(train_ids.size());
     TESSEL_EXPECTS(num_train_ > 0, "pipeline: no training nodes");
-    // A fixed random order of the training rows, cut into mini-batches of batch_size rows.
-    std::vector<std::int64_t> perm(static_cast<std::size_t>(num_train_));
-    std::iota(perm.begin(), perm.end(), 0);
-    const rng::Key key{options_.seed, rng::Stream::shuffle, 0, 0, 0};
-    for (std::int64_t i = num_train_ - 1; i > 0; --i)
-      std::swap(
-          perm[i],
-          perm[key.below(static_cast<std::uint64_t>(i), 0, static_cast<std::uint64_t>(i) + 1)]);
+    const TrainPlacement train = place_train_rows(std::move(train_ids));
+    const EvalPlacement eval = place_eval_rows(my_eval, my_eval_split);
+
+    const int first_rank = schedule_.stage_rank.front(), last_rank = schedule_.stage_rank.back();
+    const RowsToSend out = rows_to_send(train, eval, width);
+    std::vector<std::int64_t> counts;
+    auto flat_slots = flatten_per_rank(out.slot_to, counts, 1);
+    const auto slots = comm_.alltoallv<std::int64_t>(flat_slots, counts);
+    auto flat_feats = flatten_per_rank(out.feat_to, counts, 1);
+    const auto feats = comm_.alltoallv<float>(flat_feats, counts);
+    auto flat_label_slots = flatten_per_rank(out.label_slot_to, counts, 1);
+    const auto label_slots = comm_.alltoallv<std::int64_t>(flat_label_slots, counts);
+    auto flat_labels = flatten_per_rank(out.label_to, counts, 1);
+    const auto labels = comm_.alltoallv<std::int64_t>(flat_labels, counts);
+
+    const bool first = pipe_rank_ == first_rank, last = pipe_rank_ == last_rank;
+    const std::int64_t eval_n = eval.end - eval_begin_;
+    if (first) store_input_rows(slots, feats, train.shard, eval_n, width);
+    if (last) store_labels(label_slots, labels, train.shard, eval_n);
+  }
+
+  // Group g's share of batch b: positions [b B + n_b g / D, b B + n_b (g + 1) / D).
+  std::pair<std::int64_t, std::int64_t> batch_share(int b, int g) const {
+    const std::int64_t B = popts_.batch_size;
+    const int D = popts_.data_parallel;
+    const std::int64_t start = static_cast<std::int64_t>(b) * B;
+    const std::int64_t nb = std::min(B, num_train_ - start);
+    return std::pair{start + nb * g / D, start + nb * (g + 1) / D};
+  }
+
+  // A fixed random order of the training rows, cut into mini-batches of batch_size rows, each
+  // shared among the groups; fills the batches (num_batches_, batch_rows_, batch_begin_) and
+  // this group's shard_ids_.
+  TrainPlacement place_train_rows(std::vector<NodeId> train_ids) {
+    const int D = popts_.data_parallel;
+    const std::vector<std::int64_t> perm = shuffled_positions(num_train_, options_.seed);
     const std::int64_t B = popts_.batch_size;
     num_batches_ = static_cast<int>((num_train_ + B - 1) / B);
-    // Group g's share of batch b: positions [b B + n_b g / D, b B + n_b (g + 1) / D).
-    auto chunk = [&](int b, int g) {
-      const std::int64_t start = static_cast<std::int64_t>(b) * B;
-      const std::int64_t nb = std::min(B, num_train_ - start);
-      return std::pair{start + nb * g / D, start + nb * (g + 1) / D};
-    };
     batch_rows_.resize(static_cast<std::size_t>(num_batches_));
     batch_begin_.resize(static_cast<std::size_t>(num_batches_));
-    std::vector<int> group_of_position(static_cast<std::size_t>(num_train_));
-    std::vector<std::int64_t> local_of_position(static_cast<std::size_t>(num_train_));
+    TrainPlacement train;
+    train.group_of_position.resize(static_cast<std::size_t>(num_train_));
+    train.local_of_position.resize(static_cast<std::size_t>(num_train_));
     std::vector<std::int64_t> group_size(static_cast<std::size_t>(D), 0);
     for (int b = 0; b < num_batches_; ++b) {
       batch_rows_[b] = std::min(B, num_train_ - static_cast<std::int64_t>(b) * B);
       for (int g = 0; g < D; ++g) {
-        const auto [lo, hi] = chunk(b, g);
+        const auto [lo, hi] = batch_share(b, g);
         if (g == group_) batch_begin_[b] = group_size[g];
         for (std::int64_t p = lo; p < hi; ++p) {
-          group_of_position[p] = g;
-          local_of_position[p] = group_size[g]++;
+          train.group_of_position[p] = g;
+          train.local_of_position[p] = group_size[g]++;
         }
       }
     }
     shard_ids_.resize(static_cast<std::size_t>(group_size[group_]));
     for (std::int64_t p = 0; p < num_train_; ++p)
-      if (group_of_position[p] == group_) shard_ids_[local_of_position[p]] = train_ids[perm[p]];
-    std::vector<std::int64_t> position_of_sorted(static_cast<std::size_t>(num_train_));
+      if (train.group_of_position[p] == group_)
+        shard_ids_[train.local_of_position[p]] = train_ids[perm[p]];
+    train.position_of_sorted.resize(static_cast<std::size_t>(num_train_));
     for (std::int64_t p = 0; p < num_train_; ++p)
-      position_of_sorted[perm[p]] = p;
+      train.position_of_sorted[perm[p]] = p;
+    train.shard = group_size[group_];
+    train.ids = std::move(train_ids);
+    return train;
+  }
 
-    std::vector<NodeId> eval_ids = gather_all(comm_, my_eval);
-    std::vector<std::uint8_t> eval_split = gather_all(comm_, my_eval_split);
-    {
-      std::vector<std::int64_t> idx(eval_ids.size());
-      std::iota(idx.begin(), idx.end(), 0);
-      std::sort(idx.begin(), idx.end(), [&](auto a, auto b) {
-        return std::tie(eval_ids[a], eval_split[a]) < std::tie(eval_ids[b], eval_split[b]);
-      });
-      std::vector<NodeId> ids2;
-      std::vector<std::uint8_t> split2;
-      for (auto i : idx) {
-        ids2.push_back(eval_ids[i]);
-        split2.push_back(eval_split[i]);
-      }
-      eval_ids = std::move(ids2);
-      eval_split = std::move(split2);
-    }
-    const auto num_eval = static_cast<std::int64_t>(eval_ids.size());
+  // Every rank's evaluation rows, sorted, and this group's share of them: fills split_sizes_,
+  // eval_begin_, eval_ids_ and the evaluation batches. Collective.
+  EvalPlacement place_eval_rows(const std::vector<NodeId>& my_eval,
+                                const std::vector<std::uint8_t>& my_eval_split) {
+    const int D = popts_.data_parallel;
+    EvalPlacement eval;
+    eval.ids = gather_all(comm_, my_eval);
+    eval.split = gather_all(comm_, my_eval_split);
+    sort_by_id_and_split(eval.ids, eval.split);
+    const auto num_eval = static_cast<std::int64_t>(eval.ids.size());
     for (int s = 0; s < 3; ++s)
-      split_sizes_[s] = std::count(eval_split.begin(), eval_split.end(), s);
+      split_sizes_[s] = std::count(eval.split.begin(), eval.split.end(), s);
     eval_begin_ = num_eval * group_ / D;
-    const std::int64_t eval_end = num_eval * (group_ + 1) / D;
-    eval_ids_.assign(eval_ids.begin() + eval_begin_, eval_ids.begin() + eval_end);
+    eval.end = num_eval * (group_ + 1) / D;
+    eval_ids_.assign(eval.ids.begin() + eval_begin_, eval.ids.begin() + eval.end);
     // Evaluation keeps no activations for a backward: larger batches, fewer messages.
-    eval_batch_ = std::max<std::int64_t>(B, kEvalBatchRows);
-    eval_batches_ = static_cast<int>((eval_end - eval_begin_ + eval_batch_ - 1) / eval_batch_);
+    eval_batch_ = std::max<std::int64_t>(popts_.batch_size, kEvalBatchRows);
+    eval_batches_ = static_cast<int>((eval.end - eval_begin_ + eval_batch_ - 1) / eval_batch_);
+    return eval;
+  }
 
-    // Rows (features to first stages, labels to last stages) with their destination slot.
-    const int first_rank = schedule_.stage_rank.front(), last_rank = schedule_.stage_rank.back();
-    std::vector<std::vector<std::int64_t>> slot_to(static_cast<std::size_t>(ranks));
-    std::vector<std::vector<float>> feat_to(static_cast<std::size_t>(ranks));
-    std::vector<std::vector<std::int64_t>> label_slot_to(static_cast<std::size_t>(ranks));
-    std::vector<std::vector<std::int64_t>> label_to(static_cast<std::size_t>(ranks));
-    // Labels travel as (label + 1) * 4 + split so unlabeled (-1) rows stay non-negative.
-    auto send_row = [&](LocalId v, int g, std::int64_t slot, int split) {
-      const int dst = g * S + first_rank, lab = g * S + last_rank;
-      slot_to[dst].push_back(slot);
-      feat_to[dst].insert(feat_to[dst].end(), hop_features_.begin() + v * width,
-                          hop_features_.begin() + (v + 1) * width);
-      label_slot_to[lab].push_back(slot);
-      label_to[lab].push_back((part_.labels[v] + 1) * 4 + split);
-    };
-    // Training rows: slot = local shard index; evaluation rows: slot = -1 - index in the
-    // group's evaluation share, with the split in the label's low bits.
+  // Labels travel as (label + 1) * 4 + split so unlabeled (-1) rows stay non-negative.
+  void add_row(RowsToSend& out, LocalId v, int g, std::int64_t slot, int split) const {
+    const int S = popts_.stages;
+    const std::int64_t width = out.width;
+    const int dst = g * S + out.first_rank, lab = g * S + out.last_rank;
+    out.slot_to[dst].push_back(slot);
+    out.feat_to[dst].insert(out.feat_to[dst].end(), hop_features_.begin() + v * width,
+                            hop_features_.begin() + (v + 1) * width);
+    out.label_slot_to[lab].push_back(slot);
+    out.label_to[lab].push_back((part_.labels[v] + 1) * 4 + split);
+  }
+
+  // Training rows: slot = local shard index; evaluation rows: slot = -1 - index in the
+  // group's evaluation share, with the split in the label's low bits.
+  RowsToSend rows_to_send(const TrainPlacement& train, const EvalPlacement& eval,
+                          std::int64_t width) const {
+    const int D = popts_.data_parallel;
+    RowsToSend out(comm_.size(), width, schedule_.stage_rank.front(), schedule_.stage_rank.back());
     for (LocalId v : part_.train) {
-      const auto sorted = std::lower_bound(train_ids.begin(), train_ids.end(), part_.orig_id[v]) -
-                          train_ids.begin();
-      const std::int64_t p = position_of_sorted[sorted];
-      send_row(v, group_of_position[p], local_of_position[p], 0);
+      const auto sorted = std::lower_bound(train.ids.begin(), train.ids.end(), part_.orig_id[v]) -
+                          train.ids.begin();
+      const std::int64_t p = train.position_of_sorted[sorted];
+      add_row(out, v, train.group_of_position[p], train.local_of_position[p], 0);
     }
+    const auto num_eval = static_cast<std::int64_t>(eval.ids.size());
+    const auto lists = split_lists();
     for (int s = 0; s < 3; ++s)
       for (LocalId v : *lists[s]) {
         const std::pair<NodeId, std::uint8_t> key_here{part_.orig_id[v],
@@ -521,7 +623,7 @@ private:
         std::int64_t lo = 0, hi = num_eval;
         while (lo < hi) { // position of (id, split) in the sorted evaluation list
           const std::int64_t mid = (lo + hi) / 2;
-          if (std::pair{eval_ids[mid], eval_split[mid]} < key_here)
+          if (std::pair{eval.ids[mid], eval.split[mid]} < key_here)
             lo = mid + 1;
           else
             hi = mid;
@@ -529,60 +631,46 @@ private:
         int g = 0;
         while (g + 1 < D && lo >= num_eval * (g + 1) / D)
           ++g;
-        send_row(v, g, -1 - (lo - num_eval * g / D), s);
+        add_row(out, v, g, -1 - (lo - num_eval * g / D), s);
       }
-    auto flatten = [ranks](auto& per_rank, std::vector<std::int64_t>& counts, std::int64_t unit) {
-      std::remove_reference_t<decltype(per_rank[0])> flat;
-      counts.assign(static_cast<std::size_t>(ranks), 0);
-      for (int q = 0; q < ranks; ++q) {
-        counts[q] = static_cast<std::int64_t>(per_rank[q].size()) / unit;
-        flat.insert(flat.end(), per_rank[q].begin(), per_rank[q].end());
-      }
-      return flat;
-    };
-    std::vector<std::int64_t> counts;
-    auto flat_slots = flatten(slot_to, counts, 1);
-    const auto slots = comm_.alltoallv<std::int64_t>(flat_slots, counts);
-    auto flat_feats = flatten(feat_to, counts, 1);
-    const auto feats = comm_.alltoallv<float>(flat_feats, counts);
-    auto flat_label_slots = flatten(label_slot_to, counts, 1);
-    const auto label_slots = comm_.alltoallv<std::int64_t>(flat_label_slots, counts);
-    auto flat_labels = flatten(label_to, counts, 1);
-    const auto labels = comm_.alltoallv<std::int64_t>(flat_labels, counts);
+    return out;
+  }
 
-    const bool first = pipe_rank_ == first_rank, last = pipe_rank_ == last_rank;
-    const std::int64_t shard = group_size[group_], eval_n = eval_end - eval_begin_;
-    if (first) {
-      train_x_ = Tensor::empty({shard, width}, DType::f32);
-      eval_x_ = Tensor::empty({eval_n, width}, DType::f32);
-      for (std::size_t i = 0; i < slots.size(); ++i) {
-        const std::int64_t slot = slots[i];
-        float* row = slot >= 0 ? train_x_.data<float>() + slot * width
-                               : eval_x_.data<float>() + (-1 - slot) * width;
-        std::copy_n(feats.data() + i * width, width, row);
-      }
-      TESSEL_ASSERT(static_cast<std::int64_t>(slots.size()) == shard + eval_n,
-                    "pipeline: first stage got {} rows, expected {}", slots.size(), shard + eval_n);
+  // The first stage's rows: training rows into train_x_, evaluation rows into eval_x_.
+  void store_input_rows(std::span<const std::int64_t> slots, std::span<const float> feats,
+                        std::int64_t shard, std::int64_t eval_n, std::int64_t width) {
+    train_x_ = Tensor::empty({shard, width}, DType::f32);
+    eval_x_ = Tensor::empty({eval_n, width}, DType::f32);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const std::int64_t slot = slots[i];
+      float* row = slot >= 0 ? train_x_.data<float>() + slot * width
+                             : eval_x_.data<float>() + (-1 - slot) * width;
+      std::copy_n(feats.data() + i * width, width, row);
     }
-    if (last) {
-      train_labels_.assign(static_cast<std::size_t>(shard), -1);
-      eval_labels_.assign(static_cast<std::size_t>(eval_n), -1);
-      eval_split_.assign(static_cast<std::size_t>(eval_n), 0);
-      for (std::size_t i = 0; i < label_slots.size(); ++i) {
-        const std::int64_t slot = label_slots[i];
-        const std::int64_t label = labels[i] / 4 - 1;
-        if (slot >= 0) {
-          train_labels_[slot] = label;
-        } else {
-          eval_labels_[-1 - slot] = label;
-          eval_split_[-1 - slot] = static_cast<std::uint8_t>(labels[i] % 4);
-        }
+    TESSEL_ASSERT(static_cast<std::int64_t>(slots.size()) == shard + eval_n,
+                  "pipeline: first stage got {} rows, expected {}", slots.size(), shard + eval_n);
+  }
+
+  // The last stage's labels (checked) and the evaluation rows' splits.
+  void store_labels(std::span<const std::int64_t> label_slots, std::span<const std::int64_t> labels,
+                    std::int64_t shard, std::int64_t eval_n) {
+    train_labels_.assign(static_cast<std::size_t>(shard), -1);
+    eval_labels_.assign(static_cast<std::size_t>(eval_n), -1);
+    eval_split_.assign(static_cast<std::size_t>(eval_n), 0);
+    for (std::size_t i = 0; i < label_slots.size(); ++i) {
+      const std::int64_t slot = label_slots[i];
+      const std::int64_t label = labels[i] / 4 - 1;
+      if (slot >= 0) {
+        train_labels_[slot] = label;
+      } else {
+        eval_labels_[-1 - slot] = label;
+        eval_split_[-1 - slot] = static_cast<std::uint8_t>(labels[i] % 4);
       }
-      for (std::int64_t l : train_labels_)
-        TESSEL_EXPECTS(l >= 0 && l < manifest_.num_classes,
-                       "{}: a training node has label {}, expected 0..{}",
-                       options_.part_dir.string(), l, manifest_.num_classes - 1);
     }
+    for (std::int64_t l : train_labels_)
+      TESSEL_EXPECTS(l >= 0 && l < manifest_.num_classes,
+                     "{}: a training node has label {}, expected 0..{}", options_.part_dir.string(),
+                     l, manifest_.num_classes - 1);
   }
 
   int tag(int micro, int stage, bool gradient) const {

@@ -178,151 +178,223 @@ Schedule make_schedule(ScheduleKind kind, int ranks, int micro_batches, bool for
   return s;
 }
 
-SimulationResult simulate(const Schedule& s, const ActionCost& cost) {
-  SimulationResult out;
-  const int ranks = s.ranks, n = s.stages, m = s.micro_batches;
-  auto fail = [&out](std::string message) {
-    out.ok = false;
-    out.error = std::move(message);
-    return out;
-  };
-  if (static_cast<int>(s.actions.size()) != ranks || static_cast<int>(s.stage_rank.size()) != n)
-    return fail("schedule: action lists or stage owners do not match the rank and stage counts");
-  constexpr double kNone = -1;
-  auto at = [n](int micro, int stage) { return static_cast<std::size_t>(micro * n + stage); };
-  std::vector<double> fwd_end(static_cast<std::size_t>(m * n), kNone),
-      bwd_end(fwd_end.size(), kNone);
-  std::vector<double> act_in(fwd_end.size(), kNone), grad_in(fwd_end.size(), kNone);
-  // (is_gradient, micro, from_stage) -> (time sent, destination rank, received)
+namespace {
+
+std::string describe(int r, const Action& a) {
+  return fmt::format("rank {} {}(micro {}, stage {})", r, action_kind_name(a.kind), a.micro,
+                     a.stage);
+}
+
+// One simulation of a schedule: each rank's clock, when each (micro-batch, stage) finished its
+// forward and backward and when its input arrived, and the messages in flight. The first broken
+// rule ends it with out_.ok false and the figures gathered until then.
+class Simulator {
+public:
+  Simulator(const Schedule& s, const ActionCost& cost)
+      : s_(s), cost_(cost), ranks_(s.ranks), n_(s.stages), m_(s.micro_batches),
+        fwd_end_(static_cast<std::size_t>(m_ * n_), kNone), bwd_end_(fwd_end_.size(), kNone),
+        act_in_(fwd_end_.size(), kNone), grad_in_(fwd_end_.size(), kNone),
+        next_(static_cast<std::size_t>(ranks_), 0), clock_(static_cast<std::size_t>(ranks_), 0.0),
+        live_rank_(static_cast<std::size_t>(ranks_), 0),
+        live_stage_(static_cast<std::size_t>(n_), 0) {
+    out_.busy.assign(static_cast<std::size_t>(ranks_), 0.0);
+    out_.peak_in_flight_rank.assign(static_cast<std::size_t>(ranks_), 0);
+    out_.peak_in_flight_stage.assign(static_cast<std::size_t>(n_), 0);
+  }
+
+  SimulationResult run() {
+    if (!run_actions() || !check_complete()) return std::move(out_);
+    out_.finish = clock_;
+    out_.makespan = *std::max_element(clock_.begin(), clock_.end());
+    double idle = 0;
+    for (int r = 0; r < ranks_; ++r)
+      idle += out_.makespan - out_.busy[r];
+    out_.bubble = out_.makespan > 0 ? idle / (ranks_ * out_.makespan) : 0.0;
+    out_.ok = true;
+    return std::move(out_);
+  }
+
+private:
+  static constexpr double kNone = -1;
+  // What one action did: ran, or waits for a message not sent yet, or broke a rule.
+  enum class Step { done, blocked, failed };
+  // (time sent, destination rank, received)
   struct Message {
     double time;
     int dest;
     bool received;
   };
-  std::map<std::tuple<int, int, int>, Message> messages;
-  std::vector<std::size_t> next(static_cast<std::size_t>(ranks), 0);
-  std::vector<double> clock(static_cast<std::size_t>(ranks), 0.0);
-  out.busy.assign(static_cast<std::size_t>(ranks), 0.0);
-  out.peak_in_flight_rank.assign(static_cast<std::size_t>(ranks), 0);
-  out.peak_in_flight_stage.assign(static_cast<std::size_t>(n), 0);
-  std::vector<int> live_rank(static_cast<std::size_t>(ranks), 0),
-      live_stage(static_cast<std::size_t>(n), 0);
 
-  auto describe = [](int r, const Action& a) {
-    return fmt::format("rank {} {}(micro {}, stage {})", r, action_kind_name(a.kind), a.micro,
-                       a.stage);
-  };
-  bool progress = true;
-  std::size_t remaining = 0;
-  for (const auto& list : s.actions)
-    remaining += list.size();
-  while (remaining > 0) {
-    if (!progress) {
-      std::string blocked;
-      for (int r = 0; r < ranks; ++r)
-        if (next[r] < s.actions[r].size())
-          blocked += (blocked.empty() ? "" : "; ") + describe(r, s.actions[r][next[r]]);
-      return fail("deadlock: every unfinished rank waits for a message never sent: " + blocked);
-    }
-    progress = false;
-    for (int r = 0; r < ranks; ++r) {
-      while (next[r] < s.actions[r].size()) {
-        const Action& a = s.actions[r][next[r]];
-        if (a.micro < 0 || a.micro >= m || a.stage < 0 || a.stage >= n)
-          return fail(describe(r, a) + ": micro-batch or stage out of range");
-        const std::size_t k = at(a.micro, a.stage);
-        const bool compute = a.kind == ActionKind::forward || a.kind == ActionKind::backward;
-        if (compute && s.stage_rank[a.stage] != r)
-          return fail(describe(r, a) + ": the stage is held by rank " +
-                      std::to_string(s.stage_rank[a.stage]));
-        if (a.kind == ActionKind::forward) {
-          if (fwd_end[k] != kNone) return fail(describe(r, a) + ": computed twice");
-          double ready = 0;
-          if (a.stage > 0) {
-            ready = s.stage_rank[a.stage - 1] == r ? fwd_end[at(a.micro, a.stage - 1)] : act_in[k];
-            if (ready == kNone) return fail(describe(r, a) + ": its input is not here yet");
-          }
-          const double c = cost(r, next[r]);
-          clock[r] = std::max(clock[r], ready) + c;
-          out.busy[r] += c;
-          fwd_end[k] = clock[r];
-          if (!s.forward_only) {
-            out.peak_in_flight_rank[r] = std::max(out.peak_in_flight_rank[r], ++live_rank[r]);
-            out.peak_in_flight_stage[a.stage] =
-                std::max(out.peak_in_flight_stage[a.stage], ++live_stage[a.stage]);
-          }
-        } else if (a.kind == ActionKind::backward) {
-          if (s.forward_only) return fail(describe(r, a) + ": backward in a forward-only schedule");
-          if (bwd_end[k] != kNone) return fail(describe(r, a) + ": computed twice");
-          if (fwd_end[k] == kNone) return fail(describe(r, a) + ": before its forward");
-          double ready = fwd_end[k];
-          if (a.stage + 1 < n) {
-            const double g =
-                s.stage_rank[a.stage + 1] == r ? bwd_end[at(a.micro, a.stage + 1)] : grad_in[k];
-            if (g == kNone) return fail(describe(r, a) + ": its output gradient is not here yet");
-            ready = std::max(ready, g);
-          }
-          const double c = cost(r, next[r]);
-          clock[r] = std::max(clock[r], ready) + c;
-          out.busy[r] += c;
-          bwd_end[k] = clock[r];
-          --live_rank[r];
-          --live_stage[a.stage];
-        } else if (a.kind == ActionKind::send_activation || a.kind == ActionKind::send_gradient) {
-          const bool grad = a.kind == ActionKind::send_gradient;
-          const int to_stage = grad ? a.stage - 1 : a.stage + 1;
-          if (to_stage < 0 || to_stage >= n) return fail(describe(r, a) + ": no stage to send to");
-          if (s.stage_rank[to_stage] != a.peer || a.peer == r)
-            return fail(describe(r, a) + ": sent to rank " + std::to_string(a.peer) +
-                        ", the next stage is on rank " + std::to_string(s.stage_rank[to_stage]));
-          if ((grad ? bwd_end[k] : fwd_end[k]) == kNone)
-            return fail(describe(r, a) + ": sends data not computed yet");
-          if (!messages
-                   .emplace(std::tuple{grad ? 1 : 0, a.micro, a.stage},
-                            Message{clock[r], a.peer, false})
-                   .second)
-            return fail(describe(r, a) + ": sent twice");
-        } else {
-          const bool grad = a.kind == ActionKind::recv_gradient;
-          const int from_stage = grad ? a.stage + 1 : a.stage - 1;
-          if (from_stage < 0 || from_stage >= n)
-            return fail(describe(r, a) + ": no stage to receive from");
-          if (s.stage_rank[from_stage] != a.peer)
-            return fail(describe(r, a) + ": expects rank " + std::to_string(a.peer) +
-                        ", the stage is on rank " + std::to_string(s.stage_rank[from_stage]));
-          auto it = messages.find(std::tuple{grad ? 1 : 0, a.micro, from_stage});
-          if (it == messages.end()) break; // blocks until the peer sends
-          if (it->second.dest != r || it->second.received)
-            return fail(describe(r, a) + ": the message was sent elsewhere or already received");
-          it->second.received = true;
-          clock[r] = std::max(clock[r], it->second.time);
-          (grad ? grad_in : act_in)[k] = it->second.time;
+  bool fail(std::string message) {
+    out_.ok = false;
+    out_.error = std::move(message);
+    return false;
+  }
+  Step failed(std::string message) {
+    fail(std::move(message));
+    return Step::failed;
+  }
+  std::size_t at(int micro, int stage) const {
+    return static_cast<std::size_t>(micro * n_ + stage);
+  }
+
+  // Runs every rank's actions as far as it can, round after round, until all ran or none can.
+  bool run_actions() {
+    bool progress = true;
+    std::size_t remaining = 0;
+    for (const auto& list : s_.actions)
+      remaining += list.size();
+    while (remaining > 0) {
+      if (!progress) {
+        std::string blocked;
+        for (int r = 0; r < ranks_; ++r)
+          if (next_[r] < s_.actions[r].size())
+            blocked += (blocked.empty() ? "" : "; ") + describe(r, s_.actions[r][next_[r]]);
+        return fail("deadlock: every unfinished rank waits for a message never sent: " + blocked);
+      }
+      progress = false;
+      for (int r = 0; r < ranks_; ++r) {
+        while (next_[r] < s_.actions[r].size()) {
+          const Step step = run_action(r, s_.actions[r][next_[r]]);
+          if (step == Step::failed) return false;
+          if (step == Step::blocked) break;
+          ++next_[r];
+          --remaining;
+          progress = true;
         }
-        ++next[r];
-        --remaining;
-        progress = true;
       }
     }
+    return true;
   }
-  for (int i = 0; i < m; ++i)
-    for (int stage = 0; stage < n; ++stage) {
-      if (fwd_end[at(i, stage)] == kNone)
-        return fail(fmt::format("forward(micro {}, stage {}) never runs", i, stage));
-      if (!s.forward_only && bwd_end[at(i, stage)] == kNone)
-        return fail(fmt::format("backward(micro {}, stage {}) never runs", i, stage));
+
+  Step run_action(int r, const Action& a) {
+    if (a.micro < 0 || a.micro >= m_ || a.stage < 0 || a.stage >= n_)
+      return failed(describe(r, a) + ": micro-batch or stage out of range");
+    const std::size_t k = at(a.micro, a.stage);
+    const bool compute = a.kind == ActionKind::forward || a.kind == ActionKind::backward;
+    if (compute && s_.stage_rank[a.stage] != r)
+      return failed(describe(r, a) + ": the stage is held by rank " +
+                    std::to_string(s_.stage_rank[a.stage]));
+    if (a.kind == ActionKind::forward) return forward(r, a, k);
+    if (a.kind == ActionKind::backward) return backward(r, a, k);
+    if (a.kind == ActionKind::send_activation || a.kind == ActionKind::send_gradient)
+      return send(r, a, k);
+    return receive(r, a, k);
+  }
+
+  Step forward(int r, const Action& a, std::size_t k) {
+    if (fwd_end_[k] != kNone) return failed(describe(r, a) + ": computed twice");
+    double ready = 0;
+    if (a.stage > 0) {
+      ready = s_.stage_rank[a.stage - 1] == r ? fwd_end_[at(a.micro, a.stage - 1)] : act_in_[k];
+      if (ready == kNone) return failed(describe(r, a) + ": its input is not here yet");
     }
-  for (const auto& [key, message] : messages)
-    if (!message.received)
-      return fail(fmt::format("a message (micro {}, stage {}) is sent but never received",
-                              std::get<1>(key), std::get<2>(key)));
-  out.finish = clock;
-  out.makespan = *std::max_element(clock.begin(), clock.end());
-  double idle = 0;
-  for (int r = 0; r < ranks; ++r)
-    idle += out.makespan - out.busy[r];
-  out.bubble = out.makespan > 0 ? idle / (ranks * out.makespan) : 0.0;
-  out.ok = true;
-  return out;
+    const double c = cost_(r, next_[r]);
+    clock_[r] = std::max(clock_[r], ready) + c;
+    out_.busy[r] += c;
+    fwd_end_[k] = clock_[r];
+    if (!s_.forward_only) {
+      out_.peak_in_flight_rank[r] = std::max(out_.peak_in_flight_rank[r], ++live_rank_[r]);
+      out_.peak_in_flight_stage[a.stage] =
+          std::max(out_.peak_in_flight_stage[a.stage], ++live_stage_[a.stage]);
+    }
+    return Step::done;
+  }
+
+  Step backward(int r, const Action& a, std::size_t k) {
+    if (s_.forward_only) return failed(describe(r, a) + ": backward in a forward-only schedule");
+    if (bwd_end_[k] != kNone) return failed(describe(r, a) + ": computed twice");
+    if (fwd_end_[k] == kNone) return failed(describe(r, a) + ": before its forward");
+    double ready = fwd_end_[k];
+    if (a.stage + 1 < n_) {
+      const double g =
+          s_.stage_rank[a.stage + 1] == r ? bwd_end_[at(a.micro, a.stage + 1)] : grad_in_[k];
+      if (g == kNone) return failed(describe(r, a) + ": its output gradient is not here yet");
+      ready = std::max(ready, g);
+    }
+    const double c = cost_(r, next_[r]);
+    clock_[r] = std::max(clock_[r], ready) + c;
+    out_.busy[r] += c;
+    bwd_end_[k] = clock_[r];
+    --live_rank_[r];
+    --live_stage_[a.stage];
+    return Step::done;
+  }
+
+  Step send(int r, const Action& a, std::size_t k) {
+    const bool grad = a.kind == ActionKind::send_gradient;
+    const int to_stage = grad ? a.stage - 1 : a.stage + 1;
+    if (to_stage < 0 || to_stage >= n_) return failed(describe(r, a) + ": no stage to send to");
+    if (s_.stage_rank[to_stage] != a.peer || a.peer == r)
+      return failed(describe(r, a) + ": sent to rank " + std::to_string(a.peer) +
+                    ", the next stage is on rank " + std::to_string(s_.stage_rank[to_stage]));
+    if ((grad ? bwd_end_[k] : fwd_end_[k]) == kNone)
+      return failed(describe(r, a) + ": sends data not computed yet");
+    if (!messages_
+             .emplace(std::tuple{grad ? 1 : 0, a.micro, a.stage}, Message{clock_[r], a.peer, false})
+             .second)
+      return failed(describe(r, a) + ": sent twice");
+    return Step::done;
+  }
+
+  Step receive(int r, const Action& a, std::size_t k) {
+    const bool grad = a.kind == ActionKind::recv_gradient;
+    const int from_stage = grad ? a.stage + 1 : a.stage - 1;
+    if (from_stage < 0 || from_stage >= n_)
+      return failed(describe(r, a) + ": no stage to receive from");
+    if (s_.stage_rank[from_stage] != a.peer)
+      return failed(describe(r, a) + ": expects rank " + std::to_string(a.peer) +
+                    ", the stage is on rank " + std::to_string(s_.stage_rank[from_stage]));
+    auto it = messages_.find(std::tuple{grad ? 1 : 0, a.micro, from_stage});
+    if (it == messages_.end()) return Step::blocked; // until the peer sends
+    if (it->second.dest != r || it->second.received)
+      return failed(describe(r, a) + ": the message was sent elsewhere or already received");
+    it->second.received = true;
+    clock_[r] = std::max(clock_[r], it->second.time);
+    (grad ? grad_in_ : act_in_)[k] = it->second.time;
+    return Step::done;
+  }
+
+  // Every forward (and backward) ran, and every message sent was received.
+  bool check_complete() {
+    for (int i = 0; i < m_; ++i)
+      for (int stage = 0; stage < n_; ++stage) {
+        if (fwd_end_[at(i, stage)] == kNone)
+          return fail(fmt::format("forward(micro {}, stage {}) never runs", i, stage));
+        if (!s_.forward_only && bwd_end_[at(i, stage)] == kNone)
+          return fail(fmt::format("backward(micro {}, stage {}) never runs", i, stage));
+      }
+    for (const auto& [key, message] : messages_)
+      if (!message.received)
+        return fail(fmt::format("a message (micro {}, stage {}) is sent but never received",
+                                std::get<1>(key), std::get<2>(key)));
+    return true;
+  }
+
+  const Schedule& s_;
+  const ActionCost& cost_;
+  const int ranks_, n_, m_;
+  SimulationResult out_;
+  std::vector<double> fwd_end_, bwd_end_;
+  std::vector<double> act_in_, grad_in_;
+  // (is_gradient, micro, from_stage) -> the message
+  std::map<std::tuple<int, int, int>, Message> messages_;
+  std::vector<std::size_t> next_;
+  std::vector<double> clock_;
+  std::vector<int> live_rank_, live_stage_;
+};
+
+} // namespace
+
+SimulationResult simulate(const Schedule& s, const ActionCost& cost) {
+  if (static_cast<int>(s.actions.size()) != s.ranks ||
+      static_cast<int>(s.stage_rank.size()) != s.stages) {
+    SimulationResult out;
+    out.ok = false;
+    out.error = "schedule: action lists or stage owners do not match the rank and stage counts";
+    return out;
+  }
+  return Simulator(s, cost).run();
 }
 
 SimulationResult simulate(const Schedule& s, double forward, double backward) {

@@ -422,261 +422,338 @@ void restore_epoch(Trainer& trainer, const KeptEpoch& kept) {
   trainer.optimizer().load_state(kept.optimizer_state);
 }
 
-}  // namespace
+// One run of epochs and the state its steps share: the checkpoint metadata, the result filled
+// epoch by epoch, the metrics file written as training goes and the epoch kept for --save best.
+class TrainingRun {
+public:
+  TrainingRun(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime,
+              Trainer& trainer, const RunInfo& info)
+      : comm_(comm), data_(*runtime.data), options_(options), runtime_(runtime), trainer_(trainer),
+        info_(info), metric_(trainer.metric()) {
+    meta_.seed = options.seed;
+    meta_.model_json = info.model_json;
+    meta_.mode = info.mode;
+    result_.mode = info.mode;
+    result_.metric = metric_.name;
+    result_.higher_is_better = metric_.higher_is_better;
+    result_.has_valid = metric_.picks_best;
+  }
 
-TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
-                           const Runtime& runtime, Trainer& trainer, const RunInfo& info,
-                           const Stopwatch& setup_watch) {
-  comm::Communicator& data = *runtime.data;
-  const ValidationMetric metric = trainer.metric();
-  CheckpointMeta meta;
-  meta.seed = options.seed;
-  meta.model_json = info.model_json;
-  meta.mode = info.mode;
-  int first_epoch = 1;
-  TrainResult result;
-  result.mode = info.mode;
-  result.metric = metric.name;
-  result.higher_is_better = metric.higher_is_better;
-  result.has_valid = metric.picks_best;
-  double wall_offset = 0;  // training seconds before this run (resumed runs)
-  if (!options.resume_dir.empty()) {
+  TrainResult run(const Stopwatch& setup_watch) {
+    if (!options_.resume_dir.empty()) resume();
+    open_metrics();
+    comm_.barrier();
+    result_.setup_s = setup_watch.seconds();
+    log::info("{}, setup {:.2f} s", info_.setup_line, result_.setup_s);
+    if (!info_.runtime_line.empty()) log::info("{}", info_.runtime_line);
+
+    // --save best: the best epoch's model is kept as training goes, for the outputs written
+    // after the last epoch (not when nothing picks a best epoch: then the last one is written).
+    keep_best_ = options_.save == "best" && metric_.picks_best && writes_outputs();
+    // Whether any rank has a peer on another host: then the epoch lines split the bytes sent.
+    several_hosts_ =
+        comm_.allreduce_value<int>(comm_.peers_on_other_hosts(), comm::ReduceOp::max) > 0;
+    last_epoch_ = first_epoch_ - 1;
+    Stopwatch wall;
+    for (int epoch = first_epoch_; epoch <= options_.epochs; ++epoch) {
+      last_epoch_ = epoch;
+      if (run_epoch(epoch, wall)) break;
+    }
+    finish();
+    return std::move(result_);
+  }
+
+private:
+  // Whether the run writes predictions, embeddings or checkpoints after its last epoch.
+  bool writes_outputs() const {
+    return !options_.predictions_path.empty() || !options_.embeddings_path.empty() ||
+           !options_.checkpoint_dir.empty();
+  }
+
+  void resume() {
     const CheckpointMeta loaded = agreed([&] {
       CheckpointMeta m =
-          load_checkpoint(options.resume_dir, meta, trainer.parameters(), trainer.optimizer());
-      TESSEL_EXPECTS(options.epochs > m.epoch,
+          load_checkpoint(options_.resume_dir, meta_, trainer_.parameters(), trainer_.optimizer());
+      TESSEL_EXPECTS(options_.epochs > m.epoch,
                      "{}: the checkpoint is after epoch {}, so --epochs {} leaves nothing to "
                      "train (--epochs counts from the start of the run: give more than {})",
-                     (options.resume_dir / "checkpoint.h5").string(), m.epoch, options.epochs,
+                     (options_.resume_dir / "checkpoint.h5").string(), m.epoch, options_.epochs,
                      m.epoch);
       return m;
     });
-    first_epoch = loaded.epoch + 1;
+    first_epoch_ = loaded.epoch + 1;
     // The summary covers the whole run, not only the epochs after resuming (the best values
     // are those of the mode's validation metric).
-    result.best_valid_acc = loaded.best_valid_acc;
-    result.test_acc_at_best = loaded.test_acc_at_best;
-    result.best_epoch = loaded.best_epoch;
-    result.time_to_target_s = loaded.time_to_target_s;
-    trainer.restore_state(loaded);
-    wall_offset = loaded.wall_s;
-    log::info("resumed from {} after epoch {}", options.resume_dir.string(), loaded.epoch);
+    result_.best_valid_acc = loaded.best_valid_acc;
+    result_.test_acc_at_best = loaded.test_acc_at_best;
+    result_.best_epoch = loaded.best_epoch;
+    result_.time_to_target_s = loaded.time_to_target_s;
+    trainer_.restore_state(loaded);
+    wall_offset_ = loaded.wall_s;
+    log::info("resumed from {} after epoch {}", options_.resume_dir.string(), loaded.epoch);
   }
 
-  std::ofstream metrics;
-  if (comm.rank() == 0 && !options.metrics_path.empty()) {
-    if (options.metrics_path.has_parent_path())
-      fs::create_directories(options.metrics_path.parent_path());
-    metrics.open(options.metrics_path, std::ios::trunc);
-    TESSEL_EXPECTS(metrics.good(), "cannot write metrics file {}", options.metrics_path.string());
+  void open_metrics() {
+    if (comm_.rank() != 0 || options_.metrics_path.empty()) return;
+    if (options_.metrics_path.has_parent_path())
+      fs::create_directories(options_.metrics_path.parent_path());
+    metrics_.open(options_.metrics_path, std::ios::trunc);
+    TESSEL_EXPECTS(metrics_.good(), "cannot write metrics file {}", options_.metrics_path.string());
   }
+
   // The metrics file is written as training goes (it can be watched live), so a failed write
   // (a full disk) ends the run there: the torn file is removed and the error names it.
-  const auto write_metrics = [&](const nlohmann::json& line, const char* what) {
-    if (!metrics.is_open()) return;
-    metrics << line.dump() << '\n' << std::flush;
-    if (metrics.good()) return;
+  void write_metrics(const nlohmann::json& line, const char* what) {
+    if (!metrics_.is_open()) return;
+    metrics_ << line.dump() << '\n' << std::flush;
+    if (metrics_.good()) return;
     const int write_errno = errno;
-    metrics.close();
+    metrics_.close();
     std::error_code ec;
-    fs::remove(options.metrics_path, ec);
+    fs::remove(options_.metrics_path, ec);
     TESSEL_FAIL("cannot write metrics file {} ({}): {}; the partial file was removed",
-                options.metrics_path.string(), what,
+                options_.metrics_path.string(), what,
                 write_errno ? std::strerror(write_errno) : "write failed");
-  };
+  }
 
-  comm.barrier();
-  result.setup_s = setup_watch.seconds();
-  log::info("{}, setup {:.2f} s", info.setup_line, result.setup_s);
-  if (!info.runtime_line.empty()) log::info("{}", info.runtime_line);
-
-  // --save best: the best epoch's model is kept as training goes, for the outputs written
-  // after the last epoch (not when nothing picks a best epoch: then the last one is written).
-  const bool keep_best = options.save == "best" && metric.picks_best &&
-                         (!options.predictions_path.empty() || !options.embeddings_path.empty() ||
-                          !options.checkpoint_dir.empty());
-  KeptEpoch best;
-  // Whether any rank has a peer on another host: then the epoch lines split the bytes sent.
-  const bool several_hosts =
-      comm.allreduce_value<int>(comm.peers_on_other_hosts(), comm::ReduceOp::max) > 0;
-  int last_epoch = first_epoch - 1;
-  Stopwatch wall;
-  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
-    last_epoch = epoch;
-    maybe_inject_fault(comm.rank(), epoch);
-    comm.reset_bytes_sent();
-    if (&data != &comm) data.reset_bytes_sent();
+  // Trains, evaluates, records, logs and checkpoints one epoch; whether it is the last.
+  bool run_epoch(int epoch, const Stopwatch& wall) {
+    maybe_inject_fault(comm_.rank(), epoch);
+    comm_.reset_bytes_sent();
+    if (&data_ != &comm_) data_.reset_bytes_sent();
     Stopwatch epoch_watch;
     PhaseTimes phases;
     EpochMetrics m;
     m.epoch = epoch;
-    m.loss = trainer.train_epoch(epoch, phases, m.extra);
+    m.loss = trainer_.train_epoch(epoch, phases, m.extra);
     // The loss is all-reduced and the parameters are the same on every rank, so every rank
     // stops here together.
-    stop_if_not_finite(comm, epoch, m.loss, trainer.parameters(), options);
-    const bool last = epoch == options.epochs ||
-                      (options.time_budget_s > 0 && wall.seconds() >= options.time_budget_s);
+    stop_if_not_finite(comm_, epoch, m.loss, trainer_.parameters(), options_);
+    const bool last = epoch == options_.epochs ||
+                      (options_.time_budget_s > 0 && wall.seconds() >= options_.time_budget_s);
     Accuracy values;
-    if (epoch % options.eval_every == 0 || last) {
-      values = trainer.evaluate(phases);
-      m.evaluated = true;
-      if (metric.name == "acc") {
-        m.train_acc = values.train;
-        m.valid_acc = values.valid;
-        m.test_acc = values.test;
-      } else {
-        m.extra["train_" + metric.name] = values.train;
-        m.extra["valid_" + metric.name] = values.valid;
-        m.extra["test_" + metric.name] = values.test;
-      }
+    if (epoch % options_.eval_every == 0 || last) values = evaluate(phases, m);
+    measure_epoch(epoch_watch.seconds(), phases, m);
+    m.wall_s = wall_offset_ + wall.seconds();
+    trainer_.end_epoch(m);
+    note_best(m, values);
+    log_epoch(m, values);
+    write_epoch_line(m);
+    const double epoch_wall_s = m.wall_s;
+    result_.epochs.push_back(std::move(m));
+    checkpoint(epoch, last, epoch_wall_s);
+    return last;
+  }
+
+  // The trainer's evaluation, recorded in `m` under the metric's names.
+  Accuracy evaluate(PhaseTimes& phases, EpochMetrics& m) {
+    const Accuracy values = trainer_.evaluate(phases);
+    m.evaluated = true;
+    if (metric_.name == "acc") {
+      m.train_acc = values.train;
+      m.valid_acc = values.valid;
+      m.test_acc = values.test;
+    } else {
+      m.extra["train_" + metric_.name] = values.train;
+      m.extra["valid_" + metric_.name] = values.valid;
+      m.extra["test_" + metric_.name] = values.test;
     }
-    const double local_epoch_s = epoch_watch.seconds();
+    return values;
+  }
+
+  // The epoch's seconds, phases and bytes sent over all ranks. Collective.
+  void measure_epoch(double local_epoch_s, const PhaseTimes& phases, EpochMetrics& m) {
     // Report the slowest rank: that is the epoch time the job sees.
-    m.epoch_s = comm.allreduce_value(local_epoch_s, comm::ReduceOp::max);
+    m.epoch_s = comm_.allreduce_value(local_epoch_s, comm::ReduceOp::max);
     for (const auto& [name, s] : phases.all())
-      m.phases[name] = comm.allreduce_value(s, comm::ReduceOp::max);
-    const bool own_data = &data != &comm;
+      m.phases[name] = comm_.allreduce_value(s, comm::ReduceOp::max);
+    const bool own_data = &data_ != &comm_;
     std::array<std::int64_t, 2> sent_bytes = {
-        comm.bytes_sent() + (own_data ? data.bytes_sent() : 0),
-        comm.bytes_sent_between_hosts() + (own_data ? data.bytes_sent_between_hosts() : 0)};
-    comm.allreduce(std::span<std::int64_t>(sent_bytes));
+        comm_.bytes_sent() + (own_data ? data_.bytes_sent() : 0),
+        comm_.bytes_sent_between_hosts() + (own_data ? data_.bytes_sent_between_hosts() : 0)};
+    comm_.allreduce(std::span<std::int64_t>(sent_bytes));
     m.comm_bytes = sent_bytes[0];
     m.comm_bytes_between_hosts = sent_bytes[1];
-    m.several_hosts = several_hosts;
-    m.wall_s = wall_offset + wall.seconds();
-    trainer.end_epoch(m);
+    m.several_hosts = several_hosts_;
+  }
 
+  // The best epoch so far and the time to the target, after an epoch.
+  void note_best(const EpochMetrics& m, const Accuracy& values) {
     // The first evaluated epoch is the best so far even at accuracy 0 (e.g. no validation
     // nodes), so an evaluated run never reports "epoch 0".
     // A non-finite validation value (outputs that overflowed while the loss stayed finite) is
     // never the best: NaN would compare false against everything after it.
     if (m.evaluated && std::isfinite(values.valid) &&
-        (result.best_epoch == 0 || !metric.picks_best ||
-         (metric.higher_is_better ? values.valid > result.best_valid_acc
-                                  : values.valid < result.best_valid_acc))) {
-      result.best_valid_acc = values.valid;
-      result.test_acc_at_best = values.test;
-      result.best_epoch = epoch;
-      trainer.best_epoch_changed();
-      if (keep_best) {
-        keep_epoch(trainer, best);
-        best.epoch = epoch;
+        (result_.best_epoch == 0 || !metric_.picks_best ||
+         (metric_.higher_is_better ? values.valid > result_.best_valid_acc
+                                   : values.valid < result_.best_valid_acc))) {
+      result_.best_valid_acc = values.valid;
+      result_.test_acc_at_best = values.test;
+      result_.best_epoch = m.epoch;
+      trainer_.best_epoch_changed();
+      if (keep_best_) {
+        keep_epoch(trainer_, best_);
+        best_.epoch = m.epoch;
       }
     }
     // A target is a value to reach from below (an accuracy or an AUC).
-    if (m.evaluated && metric.higher_is_better && options.target_acc > 0 &&
-        result.time_to_target_s < 0 && values.valid >= options.target_acc)
-      result.time_to_target_s = m.wall_s;
+    if (m.evaluated && metric_.higher_is_better && options_.target_acc > 0 &&
+        result_.time_to_target_s < 0 && values.valid >= options_.target_acc)
+      result_.time_to_target_s = m.wall_s;
+  }
 
+  void log_epoch(const EpochMetrics& m, const Accuracy& values) const {
     // With --eval-every N the epochs between evaluations print nothing unless --verbose.
-    if (!options.quiet && (m.evaluated || options.verbose)) {
-      std::string split;
-      for (const auto& [name, s] : m.phases) split += fmt::format(" {} {:.3f}", name, s);
-      // The metric's values only for epochs that evaluated (--eval-every), not as zeros.
-      // Without a validation split its value is "n/a", never a 0 that reads as a result.
-      std::string evaluation =
-          m.evaluated ? fmt::format("{} train {:.4f} valid {} test {:.4f}", metric.name,
-                                    values.train,
-                                    metric.picks_best ? fmt::format("{:.4f}", values.valid)
-                                                      : std::string("n/a"),
-                                    values.test)
-                      : std::string("not evaluated");
-      std::string sent = format_bytes(static_cast<double>(m.comm_bytes));
-      if (m.several_hosts)
-        sent += fmt::format(" ({} between hosts)",
-                            format_bytes(static_cast<double>(m.comm_bytes_between_hosts)));
-      trainer.describe_epoch(m, evaluation, sent);
-      log::result("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", epoch, m.loss,
+    if (options_.quiet || !(m.evaluated || options_.verbose)) return;
+    std::string split;
+    for (const auto& [name, s] : m.phases)
+      split += fmt::format(" {} {:.3f}", name, s);
+    // The metric's values only for epochs that evaluated (--eval-every), not as zeros.
+    // Without a validation split its value is "n/a", never a 0 that reads as a result.
+    std::string evaluation =
+        m.evaluated
+            ? fmt::format("{} train {:.4f} valid {} test {:.4f}", metric_.name, values.train,
+                          metric_.picks_best ? fmt::format("{:.4f}", values.valid)
+                                             : std::string("n/a"),
+                          values.test)
+            : std::string("not evaluated");
+    std::string sent = format_bytes(static_cast<double>(m.comm_bytes));
+    if (m.several_hosts)
+      sent += fmt::format(" ({} between hosts)",
+                          format_bytes(static_cast<double>(m.comm_bytes_between_hosts)));
+    trainer_.describe_epoch(m, evaluation, sent);
+    log::result("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", m.epoch, m.loss,
                 evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);
-    }
+  }
+
+  void write_epoch_line(const EpochMetrics& m) {
     nlohmann::json record = m.to_json();
     // Without a validation split the value is absent (null), not a 0 that reads as a result.
-    if (m.evaluated && !metric.picks_best) {
-      record["valid_" + metric.name] = nullptr;
-      if (metric.name == "acc") record["valid_acc"] = nullptr;
+    if (m.evaluated && !metric_.picks_best) {
+      record["valid_" + metric_.name] = nullptr;
+      if (metric_.name == "acc") record["valid_acc"] = nullptr;
     }
     write_metrics(record, "an epoch line");
-    const double epoch_wall_s = m.wall_s;
-    result.epochs.push_back(std::move(m));
+  }
 
-    // Always after the last epoch (a resume needs it), and every N epochs when asked.
-    if (!options.checkpoint_dir.empty() &&
-        (last || (options.checkpoint_every > 0 && epoch % options.checkpoint_every == 0))) {
-      meta.epoch = epoch;
-      trainer.gather_parameters();
-      meta.best_valid_acc = result.best_valid_acc;
-      meta.test_acc_at_best = result.test_acc_at_best;
-      meta.best_epoch = result.best_epoch;
-      meta.time_to_target_s = result.time_to_target_s;
-      meta.wall_s = epoch_wall_s;
-      trainer.save_state(meta);
-      if (comm.rank() == 0)
-        save_checkpoint(options.checkpoint_dir, meta, trainer.parameters(), trainer.optimizer());
-      comm.barrier();
+  // Always after the last epoch (a resume needs it), and every N epochs when asked.
+  void checkpoint(int epoch, bool last, double epoch_wall_s) {
+    if (options_.checkpoint_dir.empty() ||
+        !(last || (options_.checkpoint_every > 0 && epoch % options_.checkpoint_every == 0)))
+      return;
+    meta_.epoch = epoch;
+    trainer_.gather_parameters();
+    meta_.best_valid_acc = result_.best_valid_acc;
+    meta_.test_acc_at_best = result_.test_acc_at_best;
+    meta_.best_epoch = result_.best_epoch;
+    meta_.time_to_target_s = result_.time_to_target_s;
+    meta_.wall_s = epoch_wall_s;
+    trainer_.save_state(meta_);
+    if (comm_.rank() == 0)
+      save_checkpoint(options_.checkpoint_dir, meta_, trainer_.parameters(), trainer_.optimizer());
+    comm_.barrier();
+  }
+
+  // After the last epoch: the final parameters' checksums, the summary line, the chosen epoch's
+  // outputs and its checkpoint.
+  void finish() {
+    result_.peak_rss_bytes =
+        comm_.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
+    checksum_parameters();
+    nlohmann::json summary = {{"summary", true},
+                              {"mode", info_.mode},
+                              // The run's last epoch (a resumed run counts from the start),
+                              // and the epochs this process trained.
+                              {"epochs", last_epoch_},
+                              {"epochs_this_run", static_cast<int>(result_.epochs.size())},
+                              {"peak_rss_bytes", result_.peak_rss_bytes},
+                              {"setup_s", result_.setup_s}};
+    // The outputs of the chosen epoch: the best one kept above (when it is not the last, its
+    // model is put back first, below), else the last.
+    const bool have_best = keep_best_ && best_.epoch > 0;
+    const int saved_epoch = have_best ? best_.epoch : last_epoch_;
+    const std::string saved_which =
+        have_best ? (saved_epoch == last_epoch_ ? "best and last" : "best") : "last";
+    trainer_.finish(comm_, runtime_, result_, summary);
+    if (writes_outputs()) {
+      summary["save"] = options_.save;
+      summary["saved_epoch"] = saved_epoch;
     }
-    if (last) break;
+    write_metrics(summary, "the summary");
+    close_metrics();
+    if (have_best && best_.epoch != last_epoch_) restore_epoch(trainer_, best_);
+    write_run_outputs(comm_, trainer_, options_,
+                      fmt::format("at epoch {}, the {} epoch", saved_epoch, saved_which));
+    if (!options_.checkpoint_dir.empty() && have_best) {
+      save_best_checkpoint();
+    } else if (!options_.checkpoint_dir.empty() && comm_.rank() == 0) {
+      log::info("wrote {} (epoch {})", (options_.checkpoint_dir / "checkpoint.h5").string(),
+                last_epoch_);
+    }
+    trainer_.log_outcome(result_);
   }
 
-  result.peak_rss_bytes =
-      comm.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
-  trainer.gather_parameters();
-  for (nn::Parameter* p : trainer.parameters()) {
-    const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());
-    double sum = 0;
-    for (std::int64_t i = 0; i < host.numel(); ++i) sum += host.data<float>()[i];
-    result.final_parameters_checksum.push_back(sum);
+  // The sum of each final parameter, in the result. Collective (the gather).
+  void checksum_parameters() {
+    trainer_.gather_parameters();
+    for (nn::Parameter* p : trainer_.parameters()) {
+      const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());
+      double sum = 0;
+      for (std::int64_t i = 0; i < host.numel(); ++i)
+        sum += host.data<float>()[i];
+      result_.final_parameters_checksum.push_back(sum);
+    }
   }
-  nlohmann::json summary = {{"summary", true},
-                            {"mode", info.mode},
-                            // The run's last epoch (a resumed run counts from the start), and
-                            // the epochs this process trained.
-                            {"epochs", last_epoch},
-                            {"epochs_this_run", static_cast<int>(result.epochs.size())},
-                            {"peak_rss_bytes", result.peak_rss_bytes},
-                            {"setup_s", result.setup_s}};
-  // The outputs of the chosen epoch: the best one kept above (when it is not the last, its
-  // model is put back first, below), else the last.
-  const bool have_best = keep_best && best.epoch > 0;
-  const int saved_epoch = have_best ? best.epoch : last_epoch;
-  const std::string saved_which =
-      have_best ? (saved_epoch == last_epoch ? "best and last" : "best") : "last";
-  trainer.finish(comm, runtime, result, summary);
-  if (!options.predictions_path.empty() || !options.embeddings_path.empty() ||
-                          !options.checkpoint_dir.empty()) {
-    summary["save"] = options.save;
-    summary["saved_epoch"] = saved_epoch;
+
+  void close_metrics() {
+    if (!metrics_.is_open()) return;
+    metrics_.close();
+    TESSEL_EXPECTS(!metrics_.fail(), "cannot write metrics file {}: closing it failed",
+                   options_.metrics_path.string());
   }
-  write_metrics(summary, "the summary");
-  if (metrics.is_open()) {
-    metrics.close();
-    TESSEL_EXPECTS(!metrics.fail(), "cannot write metrics file {}: closing it failed",
-                   options.metrics_path.string());
-  }
-  if (have_best && best.epoch != last_epoch) restore_epoch(trainer, best);
-  write_run_outputs(comm, trainer, options,
-                    fmt::format("at epoch {}, the {} epoch", saved_epoch, saved_which));
-  if (!options.checkpoint_dir.empty() && have_best) {
-    // best.h5 beside the last epoch's checkpoint.h5 (which --resume continues from).
-    CheckpointMeta best_meta = meta;
-    best_meta.epoch = best.epoch;
-    best_meta.best_valid_acc = result.best_valid_acc;
-    best_meta.test_acc_at_best = result.test_acc_at_best;
-    best_meta.best_epoch = result.best_epoch;
-    trainer.gather_parameters();
-    if (comm.rank() == 0) {
-      save_checkpoint(options.checkpoint_dir, best_meta, trainer.parameters(), trainer.optimizer(),
-                      "best.h5");
+
+  // best.h5 beside the last epoch's checkpoint.h5 (which --resume continues from). Collective.
+  void save_best_checkpoint() {
+    CheckpointMeta best_meta = meta_;
+    best_meta.epoch = best_.epoch;
+    best_meta.best_valid_acc = result_.best_valid_acc;
+    best_meta.test_acc_at_best = result_.test_acc_at_best;
+    best_meta.best_epoch = result_.best_epoch;
+    trainer_.gather_parameters();
+    if (comm_.rank() == 0) {
+      save_checkpoint(options_.checkpoint_dir, best_meta, trainer_.parameters(),
+                      trainer_.optimizer(), "best.h5");
       log::info("wrote {} (the model at epoch {}, the best; checkpoint.h5 beside it holds epoch "
                 "{} for --resume)",
-                (options.checkpoint_dir / "best.h5").string(), best.epoch, last_epoch);
+                (options_.checkpoint_dir / "best.h5").string(), best_.epoch, last_epoch_);
     }
-    comm.barrier();
-  } else if (!options.checkpoint_dir.empty() && comm.rank() == 0) {
-    log::info("wrote {} (epoch {})", (options.checkpoint_dir / "checkpoint.h5").string(),
-              last_epoch);
+    comm_.barrier();
   }
-  trainer.log_outcome(result);
-  return result;
+
+  comm::Communicator& comm_;
+  comm::Communicator& data_;
+  const TrainOptions& options_;
+  const Runtime& runtime_;
+  Trainer& trainer_;
+  const RunInfo& info_;
+  const ValidationMetric metric_;
+  CheckpointMeta meta_;
+  TrainResult result_;
+  std::ofstream metrics_;
+  int first_epoch_ = 1;
+  int last_epoch_ = 0;
+  double wall_offset_ = 0; // training seconds before this run (resumed runs)
+  bool keep_best_ = false;
+  bool several_hosts_ = false;
+  KeptEpoch best_;
+};
+
+} // namespace
+
+TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
+                           const Runtime& runtime, Trainer& trainer, const RunInfo& info,
+                           const Stopwatch& setup_watch) {
+  return TrainingRun(comm, options, runtime, trainer, info).run(setup_watch);
 }
 
 void Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,

@@ -168,6 +168,20 @@ private:
   void hop(std::span<const NodeId> frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
            HopDraws* draws, std::vector<NodeId>& frontier_orig,
            std::vector<std::int64_t>& frontier_degree);
+  // hop()'s steps: route, answer (request_rows, draw_rows, pack_replies), return, merge.
+  struct HopExchange;
+  void route_requests(HopExchange& x, std::vector<NodeId>& frontier_orig,
+                      std::vector<std::int64_t>& frontier_degree);
+  void answer_requests(HopExchange& x, int fanout, const rng::Key& key);
+  std::int64_t request_rows(const HopExchange& x, std::span<LocalId> rows,
+                            std::span<NodeId> row_keys) const;
+  void draw_rows(HopExchange& x, std::span<const LocalId> rows, std::span<const NodeId> row_keys,
+                 int fanout, const rng::Key& key);
+  void pack_replies(HopExchange& x, std::span<const LocalId> rows);
+  void return_replies(const HopExchange& x);
+  void fill_frontier_info(const HopExchange& x, std::vector<NodeId>& frontier_orig,
+                          std::vector<std::int64_t>& frontier_degree) const;
+  void merge_draws(const HopExchange& x);
   // sample_device at more than one rank (hop_device for every hop, then relabelling).
   void sample_device_routed(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
                             PhaseTimes& phases);
@@ -176,6 +190,15 @@ private:
   // nullptr asks owners only for the original ids and degrees the part lacks. Collective.
   void hop_device(const Tensor& frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
                   Tensor* offsets, Tensor* draws, Tensor& frontier_orig, Tensor& frontier_degree);
+  // hop_device()'s steps: route, send, answer (with count_device_answers), return.
+  struct DeviceHopExchange;
+  void route_device(DeviceHopExchange& x, const Tensor& frontier, Tensor& frontier_orig,
+                    Tensor& frontier_degree);
+  void send_device_requests(DeviceHopExchange& x);
+  void answer_device_requests(DeviceHopExchange& x, int fanout, const rng::Key& key);
+  void count_device_answers(DeviceHopExchange& x, const Tensor& request_offsets,
+                            const Tensor& in_degree);
+  void return_device_replies(DeviceHopExchange& x, std::int64_t n);
   // The "presample" cache policy's candidates: input nodes of the first steps of a presampled
   // epoch (epoch key 0, never used by training, which starts at 1, so no training draw is
   // reused), scored by how many of those steps need them; only nodes another rank owns when
