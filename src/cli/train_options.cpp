@@ -262,14 +262,13 @@ void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanou
               "(device memory when it needs at most a quarter of the free GPU memory, else "
               "pinned; the log says which), device or pinned (host memory read over UVA)",
               CLI::IsMember({"auto", "device", "pinned"}));
-  add_checked(app, "--sample-routing", o.sampled.sample_routing,
+  add_choice(app, "--sample-routing", o.sampled.sample_routing,
               "sampled mode: device (frontiers, the owners' answers and the blocks stay on the "
               "GPU, ids cross ranks over the data plane, counts over MPI), host (frontiers and "
               "answers in host memory over MPI, blocks built on the host; on a GPU the owners "
               "still draw there) or auto (device on a GPU, host on the CPU). device with "
               "--device cpu runs the GPU's path on the CPU twins of its device graph and feature "
-              "store (slower than host; for tests)",
-              CLI::IsMember({"auto", "device", "host"}));
+              "store (slower than host; for tests)");
   app.add_option("--prefetch", o.sampled.prefetch,
                  "sampled mode: steps sampled and gathered ahead while the GPU computes (0 = "
                  "none; default 1 on a GPU, 0 on the CPU, where nothing overlaps; the same draws "
@@ -440,12 +439,9 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
                      "--model {} runs in --mode {}, not --mode {}", owned, name, o.mode);
     }
   }
-  TESSEL_EXPECTS(o.device != train::DeviceChoice::cpu || o.sampled.sample_routing == "device" ||
-                     o.sampled.cache_admit_fraction == 0,
-                 "--cache-admit-fraction {} needs the GPU feature store; with --device cpu the "
-                 "cache is static (leave it at 0, or take the GPU's path on its CPU twins with "
-                 "--sample-routing device)",
-                 o.sampled.cache_admit_fraction);
+  // Known here only when --device cpu is given; the trainer checks again once the device is.
+  train::check_cache_admission(o, o.device != train::DeviceChoice::cpu ||
+                                      o.sampled.sample_routing == train::SampleRouting::device);
   TESSEL_EXPECTS(std::isfinite(o.optimizer.weight_decay) && o.optimizer.weight_decay >= 0,
                  "--weight-decay must be >= 0, got {}",
                  o.optimizer.weight_decay);

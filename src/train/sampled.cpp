@@ -80,14 +80,26 @@ class BlockAggregator final : public nn::Aggregator {
   nn::AggregationMatrices matrices_;
 };
 
+}  // namespace
+
+void check_cache_admission(const TrainOptions& options, bool device_store) {
+  TESSEL_EXPECTS(device_store || options.sampled.cache_admit_fraction == 0,
+                 "--cache-admit-fraction {}: admission is a GPU feature store policy; the CPU's "
+                 "cache is static (use --device cuda, leave it at 0, or take the GPU's path on "
+                 "its CPU twins with --sample-routing device)",
+                 options.sampled.cache_admit_fraction);
+}
+
+namespace {
+
 class SampledTrainer final : public GraphModeTrainer {
  public:
   explicit SampledTrainer(TrainerContext ctx)
       : GraphModeTrainer(ctx),
+        path_(choose_path(ctx)),
         depth_(ctx.options.sampled.prefetch >= 0 ? ctx.options.sampled.prefetch
                                                  : (ctx.runtime.device.is_cuda() ? 1 : 0)),
-        sampler_data_(device_resident_wanted(ctx) && depth_ > 0 ? make_sampler_data(ctx)
-                                                                : nullptr),
+        sampler_data_(path_.device_resident && depth_ > 0 ? make_sampler_data(ctx) : nullptr),
         sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
                  ctx.options.sampled.batch_size,
                  sampler_data_ ? sampler_data_.get() : ctx.runtime.data) {
@@ -99,13 +111,13 @@ class SampledTrainer final : public GraphModeTrainer {
     // graph's CPU twin only adds copies there) unless --sample-routing device asks for the GPU's
     // path on the CPU twins (device graph, block builder, routing ops, feature store): how the
     // trainer's device-resident path, prefetch queue included, is tested without a GPU.
-    if (device_.is_cuda() || device_resident_wanted(ctx)) {
+    if (path_.device_graph) {
       sampler_.sample_on_device(device_, options_.sampled.graph_placement);
-      sampler_.route_on_host(!device_resident_wanted(ctx));
+      sampler_.route_on_host(!path_.device_resident);
     }
     // Prefetched steps of the device-resident path are sampled and gathered on the device's side
     // stream (see prepare()); without prefetch everything stays on the main stream as before.
-    if (device_.is_cuda() && sampler_.device_resident() && depth_ > 0)
+    if (device_.is_cuda() && path_.device_resident && depth_ > 0)
       sampler_stream_ = device_memory::side_stream(device_);
     aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
     sampling::CacheBudget budget;
@@ -113,14 +125,10 @@ class SampledTrainer final : public GraphModeTrainer {
     else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
     else if (device_.is_cuda() && options_.sampled.cache_policy != "none")
       budget = default_device_budget();
-    TESSEL_EXPECTS(device_.is_cuda() || sampler_.device_resident() ||
-                       options_.sampled.cache_admit_fraction == 0,
-                   "--cache-admit-fraction {}: admission is a GPU feature store policy; the CPU's "
-                   "cache is static (use --device cuda or leave it at 0)",
-                   options_.sampled.cache_admit_fraction);
+    check_cache_admission(options_, path_.device_graph);
     budget.admit_fraction = options_.sampled.cache_admit_fraction;
     // The device-resident path gathers from the tiered store (its CPU twin on the CPU).
-    if (device_.is_cuda() || sampler_.device_resident())
+    if (path_.device_graph)
       sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
     else
       sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
@@ -186,7 +194,7 @@ class SampledTrainer final : public GraphModeTrainer {
     double loss_sum = 0;
     ProgressLine progress(fmt::format("epoch {}: step", epoch),
                           static_cast<std::int64_t>(steps.size()));
-    if (device_.is_cuda() || sampler_.device_resident() || options_.sampled.prefetch > 0) {
+    if (path_.device_graph || options_.sampled.prefetch > 0) {
       loss_sum = train_steps_queued(epoch, step_seeds, step_counts, steps, phases, progress);
     } else {
       for (std::size_t k = 0; k < steps.size(); ++k) {
@@ -254,7 +262,7 @@ class SampledTrainer final : public GraphModeTrainer {
     batch.step = step;
     batch.global_count = global_count;
     batch.seeds = &seeds;
-    if (sampler_.device_resident()) {
+    if (path_.device_resident) {
       // The blocks are built on the device and stay there (routed on the device at P > 1).
       // With prefetch on a GPU, all of it runs on the side stream: every kernel, copy, fill and
       // allocation of the sampler and the feature store, and their host waits, follow the
@@ -440,11 +448,18 @@ class SampledTrainer final : public GraphModeTrainer {
     if (device_.is_cuda()) kernels::default_context(device_).synchronize();
   }
 
-  // Whether the blocks are to stay on the device (sample_device): on a GPU unless
-  // --sample-routing host; on the CPU only with --sample-routing device (its CPU twins).
-  static bool device_resident_wanted(const TrainerContext& ctx) {
-    const std::string& routing = ctx.options.sampled.sample_routing;
-    return ctx.runtime.device.is_cuda() ? routing != "host" : routing == "device";
+  // Which way a step goes, decided once. The blocks stay on the device (sample_device) on a
+  // GPU unless --sample-routing host, and on the CPU only with --sample-routing device (its CPU
+  // twins); the device graph samples and the tiered store gathers on a GPU and on that twin path.
+  struct SamplePath {
+    bool device_graph = false;     // DeviceGraph + DeviceFeatureStore (or their CPU twins)
+    bool device_resident = false;  // the blocks are built and kept on the device
+  };
+  static SamplePath choose_path(const TrainerContext& ctx) {
+    const SampleRouting routing = ctx.options.sampled.sample_routing;
+    const bool cuda = ctx.runtime.device.is_cuda();
+    const bool resident = cuda ? routing != SampleRouting::host : routing == SampleRouting::device;
+    return {.device_graph = cuda || resident, .device_resident = resident};
   }
 
   // The prefetching device-resident sampler's exchanges get a communicator of their own: the data
@@ -496,9 +511,9 @@ class SampledTrainer final : public GraphModeTrainer {
     extra["bytes_fetched"] = c[6] * f * 4;
     extra["data_centric_bytes"] = dc_sample_bytes + c[6] * row_bytes;
     extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
-    if (device_.is_cuda() || sampler_.device_resident()) {
+    if (path_.device_graph) {
       extra["graph_placement"] = sampling::graph_placement_name(sampler_.graph_placement());
-      extra["sample_routing"] = sampler_.device_resident() ? "device" : "host";
+      extra["sample_routing"] = path_.device_resident ? "device" : "host";
       report_tiers(extra);
     }
     if (device_.is_cuda()) {
@@ -543,6 +558,7 @@ class SampledTrainer final : public GraphModeTrainer {
     }
   }
 
+  const SamplePath path_;
   int depth_ = 0;  // steps prepared ahead (--prefetch, or its default)
   std::unique_ptr<comm::Communicator> sampler_data_;  // set: the sampler's own data plane
   DistributedSampler sampler_;

@@ -35,6 +35,10 @@ struct FullOptions {
   double stale_smoothing = 0;
 };
 
+// --sample-routing: where the sampled mode's frontiers, answers and blocks live (automatic:
+// the device on a GPU, the host on the CPU).
+enum class SampleRouting { automatic, device, host };
+
 struct SampledOptions {
   std::vector<int> fanouts = {15, 10, 5};  // one per layer, input layer first; -1 = all
   std::int64_t batch_size = 1024;           // seeds per rank per step
@@ -43,7 +47,7 @@ struct SampledOptions {
   double cache_ratio = 0;                   // fraction of remote candidate rows to cache
   double cache_admit_fraction = 0;          // GPU: budget share for admitted remote rows (CLOCK)
   std::string graph_placement = "auto";     // GPU sampling: auto | device | pinned
-  std::string sample_routing = "auto";      // auto (device on a GPU, host on the CPU) | device | host
+  SampleRouting sample_routing = SampleRouting::automatic;
   int prefetch = -1;                        // steps sampled and gathered ahead; -1: 1 on a GPU, 0 on the CPU
   std::int64_t max_steps = 0;               // > 0: at most this many steps per epoch (benchmarks)
 };
@@ -97,6 +101,13 @@ struct OptionWords<CommChoice> {
       {"auto", CommChoice::automatic}, {"nccl", CommChoice::nccl}, {"mpi", CommChoice::mpi}};
 };
 template <>
+struct OptionWords<SampleRouting> {
+  static inline const std::vector<std::pair<std::string, SampleRouting>> list = {
+      {"auto", SampleRouting::automatic},
+      {"device", SampleRouting::device},
+      {"host", SampleRouting::host}};
+};
+template <>
 struct OptionWords<DynamicTask> {
   static inline const std::vector<std::pair<std::string, DynamicTask>> list = {
       {"node-regression", DynamicTask::node_regression},
@@ -132,6 +143,11 @@ E option_value(const std::string& word) {
   }
   TESSEL_FAIL("'{}' is not one of {}", word, listed);
 }
+
+struct TrainOptions;
+// --cache-admit-fraction > 0 needs the GPU feature store (`device_store`: a GPU, or its CPU twins
+// with --sample-routing device); an InputError otherwise.
+void check_cache_admission(const TrainOptions& options, bool device_store);
 
 struct TrainOptions {
   std::filesystem::path part_dir;
