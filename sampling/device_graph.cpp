@@ -11,20 +11,14 @@
 
 namespace tessel::sampling {
 
-const char* graph_placement_name(GraphPlacement placement) {
-  return placement == GraphPlacement::device ? "device" : "pinned";
-}
-
-GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t bytes,
-                                      Device device, std::string& reason) {
-  TESSEL_EXPECTS(requested == "auto" || requested == "device" || requested == "pinned",
-                 "--graph-placement {}: expected auto, device or pinned", requested);
+GraphPlacement choose_graph_placement(GraphPlacement requested, std::int64_t bytes, Device device,
+                                      std::string& reason) {
   const double mib = static_cast<double>(bytes) / (1 << 20);
-  if (requested == "device") {
+  if (requested == GraphPlacement::device) {
     reason = fmt::format("graph in device memory ({:.1f} MiB, --graph-placement device)", mib);
     return GraphPlacement::device;
   }
-  if (requested == "pinned") {
+  if (requested == GraphPlacement::pinned) {
     reason = fmt::format("graph in pinned host memory read over UVA ({:.1f} MiB, "
                          "--graph-placement pinned)",
                          mib);

@@ -9,16 +9,6 @@
 
 namespace tessel::sampling {
 
-CachePolicy parse_cache_policy(std::string_view name) {
-  if (name == "degree") return CachePolicy::degree;
-  if (name == "presample") return CachePolicy::presample;
-  TESSEL_FAIL("--cache-policy: '{}' is not a policy, expected 'degree' or 'presample'", name);
-}
-
-const char* cache_policy_name(CachePolicy policy) {
-  return policy == CachePolicy::degree ? "degree" : "presample";
-}
-
 namespace {
 // The budget's rows before the clamp to the candidates.
 std::int64_t budget_rows(const CacheBudget& b, std::int64_t num_candidates,

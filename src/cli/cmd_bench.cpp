@@ -275,8 +275,7 @@ void check_bench_flags(const CLI::App& app, BenchOptions& o) {
   for (const auto& mode : o.mode_list) {
     train::TrainOptions options = o.train;
     options.mode = mode;
-    const std::string& only_model = train::mode_traits(mode).only_model;
-    if (!only_model.empty()) options.model.kind = only_model;
+    if (const auto only_model = train::mode_traits(mode).only_model) options.model.kind = *only_model;
     apply_mode_defaults(app, options);
     finish_train_options(options, o.fanouts);
     o.mode_options.push_back(std::move(options));
@@ -329,7 +328,7 @@ nlohmann::json report_header(const BenchOptions& o, const std::string& dataset, 
           {"dataset", dataset},
           {"partition", o.train.part_dir.string()},
           {"ranks", ranks},
-          {"model", o.train.model.kind},
+          {"model", option_word(o.train.model.kind)},
           {"layers", o.train.model.layers},
           {"hidden", o.train.model.hidden},
           {"dropout", o.train.model.dropout},
@@ -360,7 +359,7 @@ std::optional<AgreedInputError> run_modes(comm::Communicator& comm, const BenchO
       const train::TrainResult result = train::train(comm, options);
       const auto rss = comm.allgather_value<std::int64_t>(peak_rss_bytes());
       report["modes"].push_back(summarize(result, rss));
-      const bool sign = !train::mode_traits(mode).only_model.empty();
+      const bool sign = train::mode_traits(mode).only_model.has_value();
       report["modes"].back()["model"] = fmt::format(
           "{} {}x{}", options.model.kind, sign ? options.pipeline.mlp_layers : options.model.layers,
           options.model.hidden);

@@ -35,14 +35,10 @@ std::function<void()> setup_precompute(CLI::App& app) {
   app.add_option("--hops", args->options.hops, "K: write X, AX, ..., A^K X")
       ->check(CLI::Range(0, 16))
       ->capture_default_str();
-  app.add_option("--operator", args->options.op,
-                 "gcn: D^-1/2 (A+I) D^-1/2; mean: mean of the in-neighbors")
-      ->check(CLI::IsMember({"gcn", "mean"}))
-      ->capture_default_str();
-  app.add_option("--normalize-features", args->options.normalize_features,
-                 "normalize X before propagating: none or row (as tessel train does)")
-      ->check(CLI::IsMember({"none", "row"}))
-      ->capture_default_str();
+  add_choice(app, "--operator", args->options.op,
+             "gcn: D^-1/2 (A+I) D^-1/2; mean: mean of the in-neighbors");
+  add_choice(app, "--normalize-features", args->options.normalize_features,
+             "normalize X before propagating: none or row (as tessel train does)");
   app.add_option("--out", args->out_dir,
                  "output folder (default: DIR/sign-<operator>-k<K>[-row], where `tessel train "
                  "--mode pipeline` looks)");
@@ -61,7 +57,8 @@ std::function<void()> setup_precompute(CLI::App& app) {
     train::RankPartition read = train::read_rank_partition(*comm, args->part_dir);
     const partition::Manifest& manifest = read.manifest;
     partition::Part& part = read.part;
-    if (args->options.normalize_features == "row" && !part.features.empty()) {
+    if (args->options.normalize_features == train::FeatureNormalization::row &&
+        !part.features.empty()) {
       // The kernel op tessel train applies (L1: each row divided by the sum of the absolute
       // values of its entries).
       Tensor features = Tensor::from_vector(part.features, {part.num_owned, part.feature_dim});

@@ -28,6 +28,19 @@ fs::path checkpoint_file(const fs::path& given) {
               given.string());
 }
 
+// The value of the model description's word `key` (`fallback` when absent and given).
+template <class E>
+E model_word(const fs::path& path, const nlohmann::json& model, const char* key,
+             const char* fallback = nullptr) {
+  const std::string word = fallback ? model.value(key, std::string(fallback))
+                                    : model.at(key).get<std::string>();
+  try {
+    return option_value<E>(word);
+  } catch (const InputError& e) {
+    TESSEL_FAIL("{}: the model attribute's {}: {}", path.string(), key, e.what());
+  }
+}
+
 // The run's options from what the checkpoint records: mode, model (with the input's
 // normalization) and seed.
 void options_from_checkpoint(train::TrainOptions& o) {
@@ -46,15 +59,16 @@ void options_from_checkpoint(train::TrainOptions& o) {
   nlohmann::json model;
   try {
     model = nlohmann::json::parse(file.attr_string("model"));
-    o.model.kind = model.at("kind").get<std::string>();
+    o.model.kind = model_word<nn::ModelKind>(path, model, "kind");
     o.model.hidden = model.at("hidden").get<int>();
     o.model.layers = model.at("layers").get<int>();
-    o.optimizer.kind = model.at("optimizer").get<std::string>();
-    o.normalize_features = model.value("normalize_features", std::string("none"));
-    if (o.model.kind == "sign-mlp") {
+    o.optimizer.kind = model_word<nn::OptimizerKind>(path, model, "optimizer");
+    o.normalize_features =
+        model_word<train::FeatureNormalization>(path, model, "normalize_features", "none");
+    if (o.model.kind == nn::ModelKind::sign_mlp) {
       o.pipeline.hops = model.at("hops").get<int>();
       o.pipeline.mlp_layers = model.at("mlp_layers").get<int>();
-      o.pipeline.op = model.at("operator").get<std::string>();
+      o.pipeline.op = model_word<nn::Norm>(path, model, "operator");
     }
   } catch (const nlohmann::json::exception& e) {
     TESSEL_FAIL("{}: the model attribute is not a Tessel model description: {}", path.string(),
@@ -79,7 +93,7 @@ std::function<void()> setup_predict(CLI::App& app) {
                  "write predicted classes and logits of every node to this HDF5 file");
   app.add_option("--embeddings", options->embeddings_path,
                  "write the last hidden layer's output of every node to this HDF5 file");
-  add_device_flag(app, options->device, "auto, cpu or cuda (as for tessel train)");
+  add_choice(app, "--device", options->device, "auto, cpu or cuda (as for tessel train)");
   app.add_option("--threads", options->threads, "OpenMP threads per rank (default: cores / ranks)")
       ->check(CLI::Range(1, train::max_threads()));
   app.footer("Run with one rank per part: mpirun -np K tessel predict CK DIR --predictions P.h5\n"

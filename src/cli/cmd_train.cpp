@@ -43,12 +43,10 @@ std::function<void()> setup_train(CLI::App& app) {
   app.add_option("--embeddings", options->embeddings_path,
                  "write the last hidden layer's output of every node to this HDF5 file (dynamic: "
                  "every node at every snapshot)");
-  app.add_option("--save", options->save,
-                 "which epoch --predictions and --embeddings hold, and DIR/best.h5 beside --checkpoint's "
-                 "checkpoint.h5: best (best validation metric; the last epoch when there is no "
-                 "validation split) or last")
-      ->check(CLI::IsMember({"best", "last"}))
-      ->capture_default_str();
+  add_choice(app, "--save", options->save,
+             "which epoch --predictions and --embeddings hold, and DIR/best.h5 beside "
+             "--checkpoint's checkpoint.h5: best (best validation metric; the last epoch when "
+             "there is no validation split) or last");
   app.add_flag("--quiet", options->quiet, "no per-epoch lines");
   app.add_flag("--verbose", options->verbose,
                "with --eval-every N, also print the epochs between evaluations");

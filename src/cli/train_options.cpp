@@ -11,7 +11,9 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -88,45 +90,38 @@ CLI::Option* add_checked(CLI::App& app, const std::string& name, T& value, const
   return app.add_option(name, value, help)->check(check)->capture_default_str();
 }
 
-// An option whose words stand for the values of an enum: parsed into the enum here, once, so
-// nothing after the command line compares the option as a string. Help shows the words and
-// the default's word.
-template <class E>
-CLI::Option* add_choice(CLI::App& app, const std::string& name, E& value, const std::string& help) {
-  const std::vector<std::pair<std::string, E>>& words = train::OptionWords<E>::list;
-  std::string current, listed;
-  for (const auto& [word, choice] : words) {
-    if (choice == value) current = word;
-    listed += (listed.empty() ? "" : ",") + word;
+// The whole numbers of a comma-separated list such as "15,10,5"; InputError "<flag> <text>:
+// '<item>' is not <expected>" for an item that is not one or that `ok` refuses.
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text,
+                                const std::function<bool(int)>& ok, const char* expected) {
+  std::vector<int> values;
+  std::size_t start = 0;
+  while (true) {
+    const auto comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    TESSEL_EXPECTS(ec == std::errc() && ptr == item.data() + item.size() && ok(value),
+                   "{} {}: '{}' is not {}", flag, text, item, expected);
+    values.push_back(value);
+    if (comma == std::string::npos) return values;
+    start = comma + 1;
   }
-  // The word becomes the enum's number, which CLI11 then reads into the enum.
-  const CLI::Validator to_number(
-      [words, listed](std::string& input) {
-        for (const auto& [word, choice] : words)
-          if (input == word) {
-            input = std::to_string(static_cast<int>(choice));
-            return std::string();
-          }
-        return input + " not in {" + listed + "}";
-      },
-      "{" + listed + "}");
-  return app.add_option(name, value, help)->transform(to_number)->default_str(current);
 }
 
-}  // namespace
-
-CLI::Option* add_device_flag(CLI::App& app, train::DeviceChoice& device, const std::string& help) {
-  return add_choice(app, "--device", device, help);
+// --split: "auto" (no list), or blocks per stage "2,3,3"; check_pipeline_options checks the
+// numbers against the schedule and the model.
+std::vector<int> parse_split(const std::string& text) {
+  if (text == "auto") return {};
+  return parse_int_list("--split", text, [](int) { return true; }, "a positive number of blocks");
 }
-
-namespace {
 
 // The model, the optimizer and what every mode reads (seed, threads, device, evaluation).
 void add_common_flags(CLI::App& app, train::TrainOptions& o) {
-  add_checked(app, "--model", o.model.kind,
-              "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
-              "pipeline: sign-mlp (the default there)",
-              CLI::IsMember({"gcn", "sage", "gcn-gru", "gcn-lstm", "evolvegcn-o", "sign-mlp"}));
+  add_choice(app, "--model", o.model.kind,
+             "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
+             "pipeline: sign-mlp (the default there)");
   add_checked(app, "--layers", o.model.layers,
               "number of GNN layers (dynamic node regression: 1 unless given)", CLI::Range(1, 16));
   add_checked(app, "--hidden", o.model.hidden, "hidden feature size", CLI::Range(1, 1 << 16));
@@ -134,7 +129,7 @@ void add_common_flags(CLI::App& app, train::TrainOptions& o) {
               "dropout probability on each layer's input (dynamic node regression: 0 unless "
               "given)",
               finite_range(0.0, 0.95));
-  add_checked(app, "--optimizer", o.optimizer.kind, "adam or sgd", CLI::IsMember({"adam", "sgd"}));
+  add_choice(app, "--optimizer", o.optimizer.kind, "adam or sgd");
   add_checked(app, "--lr", o.optimizer.lr, "learning rate",
               finite_range(0.0, kMaxLearningRate, true));
   add_checked(app, "--weight-decay", o.optimizer.weight_decay, "L2 weight decay",
@@ -149,14 +144,12 @@ void add_common_flags(CLI::App& app, train::TrainOptions& o) {
                              "cores of the node / ranks on it)",
                              train::max_threads()))
       ->check(CLI::Range(1, train::max_threads()));
-  add_checked(app, "--normalize-features", o.normalize_features,
-              "input feature normalization: none or row (each row divided by the sum of the "
-              "absolute values of its entries; all-zero rows stay zero)",
-              CLI::IsMember({"none", "row"}));
-  add_device_flag(app, o.device,
-                  "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), "
-                  "cpu or cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on "
-                  "the CPU");
+  add_choice(app, "--normalize-features", o.normalize_features,
+             "input feature normalization: none or row (each row divided by the sum of the "
+             "absolute values of its entries; all-zero rows stay zero)");
+  add_choice(app, "--device", o.device,
+             "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), cpu or "
+             "cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on the CPU");
   add_choice(app, "--comm", o.comm,
              "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
              "staged through pinned host memory), nccl or mpi");
@@ -168,13 +161,13 @@ void add_common_flags(CLI::App& app, train::TrainOptions& o) {
 // Dynamic mode.
 void add_dynamic_flags(CLI::App& app, train::TrainOptions& o) {
   add_choice(app, "--temporal-partition", o.dynamic.partition,
-              "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
-              "training range and the evaluations, all-to-all to vertices for the "
-              "recurrence) or vertex (each rank a vertex range, halo exchange per snapshot)");
+             "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
+             "training range and the evaluations, all-to-all to vertices for the recurrence) or "
+             "vertex (each rank a vertex range, halo exchange per snapshot)");
   add_choice(app, "--task", o.dynamic.task,
-              "dynamic mode: node-regression (MSE), node-classification, or link-prediction "
-              "(the edges of snapshot t+1 from the embeddings at t against sampled "
-              "negatives; AUC and MRR)");
+             "dynamic mode: node-regression (MSE), node-classification, or link-prediction (the "
+             "edges of snapshot t+1 from the embeddings at t against sampled negatives; AUC and "
+             "MRR)");
   add_checked(app, "--negatives", o.dynamic.negatives,
               "dynamic link prediction: negatives sampled per edge in training (the source "
               "replaced by a uniform node that is not an in-neighbour)",
@@ -203,17 +196,11 @@ void add_full_flags(CLI::App& app, train::TrainOptions& o) {
                  "normalizes by the degrees of the graph that remains; evaluation uses the whole "
                  "graph (default: off)")
       ->check(finite_range(0.0, 1.0, true));
-  app.add_option_function<std::string>(
-         "--halo-aggregation",
-         [&o](const std::string& name) {
-           o.full.halo_aggregation = train::parse_halo_aggregation(name);
-         },
-         "full mode: which rows cross each cut: post (every boundary row a peer reads), pre "
-         "(for each node, the owner sends the sum of the rows it reads from that owner) or "
-         "auto (per pair of ranks the fewest rows, a minimum vertex cover of the cut); the "
-         "aggregation is the same up to rounding, in training and evaluation")
-      ->check(CLI::IsMember({"post", "pre", "auto"}))
-      ->default_str("post");
+  add_choice(app, "--halo-aggregation", o.full.halo_aggregation,
+             "full mode: which rows cross each cut: post (every boundary row a peer reads), pre "
+             "(for each node, the owner sends the sum of the rows it reads from that owner) or "
+             "auto (per pair of ranks the fewest rows, a minimum vertex cover of the cut); the "
+             "aggregation is the same up to rounding, in training and evaluation");
   CLI::Option* stale = app.add_flag("--stale-halo", o.full.stale_halo,
                "full mode: PipeGCN: each training epoch aggregates the halo rows and halo "
                "gradients of the previous epoch, exchanged while it computes (the first epoch "
@@ -236,10 +223,9 @@ void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanou
               "sampled mode: seeds per rank per step; pipeline mode: training rows per "
               "optimizer step, whole job",
               int_range(1, std::int64_t{1} << 40));
-  add_checked(app, "--cache-policy", o.sampled.cache_policy,
-              "sampled mode: feature cache ranking: degree, presample or none (on a GPU the "
-              "cache is device memory and holds owned rows too)",
-              CLI::IsMember({"degree", "presample", "none"}));
+  add_choice(app, "--cache-policy", o.sampled.cache_policy,
+             "sampled mode: feature cache ranking: degree, presample or none (on a GPU the cache "
+             "is device memory and holds owned rows too)");
   CLI::Option* size_mb =
       app.add_option("--cache-size-mb", o.sampled.cache_size_mb,
                      "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio; "
@@ -257,11 +243,10 @@ void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanou
               "the oldest unmarked one makes room); 0 = a static cache (on the CPU only with "
               "--sample-routing device, the GPU store's CPU twin)",
               finite_range(0.0, 1.0));
-  add_checked(app, "--graph-placement", o.sampled.graph_placement,
-              "sampled mode on a GPU: where the owned graph the GPU samples lives: auto "
-              "(device memory when it needs at most a quarter of the free GPU memory, else "
-              "pinned; the log says which), device or pinned (host memory read over UVA)",
-              CLI::IsMember({"auto", "device", "pinned"}));
+  add_choice(app, "--graph-placement", o.sampled.graph_placement,
+             "sampled mode on a GPU: where the owned graph the GPU samples lives: auto (device "
+             "memory when it needs at most a quarter of the free GPU memory, else pinned; the log "
+             "says which), device or pinned (host memory read over UVA)");
   add_choice(app, "--sample-routing", o.sampled.sample_routing,
               "sampled mode: device (frontiers, the owners' answers and the blocks stay on the "
               "GPU, ids cross ranks over the data plane, counts over MPI), host (frontiers and "
@@ -282,8 +267,7 @@ void add_pipeline_flags(CLI::App& app, train::TrainOptions& o) {
   auto& p = o.pipeline;
   add_checked(app, "--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features",
               CLI::Range(0, 16));
-  add_checked(app, "--operator", p.op, "pipeline mode: propagation operator, gcn or mean",
-              CLI::IsMember({"gcn", "mean"}));
+  add_choice(app, "--operator", p.op, "pipeline mode: propagation operator, gcn or mean");
   add_checked(app, "--mlp-layers", p.mlp_layers,
               "pipeline mode: linear layers after the per-hop maps (the last gives logits)",
               CLI::Range(1, 1024));
@@ -296,10 +280,12 @@ void add_pipeline_flags(CLI::App& app, train::TrainOptions& o) {
               "pipeline mode: micro-batches per mini-batch", CLI::Range(1, 4096));
   add_choice(app, "--schedule", p.schedule,
               "pipeline mode: gpipe, 1f1b or wave (two stages per rank, down and back up)");
-  app.add_option("--split", p.split,
-                 "pipeline mode: auto (balance measured block times) or blocks per stage, e.g. "
-                 "2,3 (blocks: the hop maps, then each MLP layer)")
-      ->capture_default_str();
+  // The words become numbers here; check_pipeline_options() checks them against the model.
+  app.add_option_function<std::string>(
+         "--split", [&p](const std::string& text) { p.split = parse_split(text); },
+         "pipeline mode: auto (balance measured block times) or blocks per stage, e.g. 2,3 "
+         "(blocks: the hop maps, then each MLP layer)")
+      ->default_str("auto");
   app.add_option("--max-batches", p.max_batches,
                  "pipeline and sampled modes: train at most N mini-batches (steps) per epoch (0 = "
                  "all; for benchmarks; the epoch's loss is then the mean over those steps' seeds)")
@@ -389,7 +375,7 @@ void check_train_outputs(const train::TrainOptions& o) {
                        outputs[b].second.string());
   // The graph modes' embeddings are the last hidden layer's output: a 1-layer GNN has none.
   const auto& traits = train::mode_traits(o.mode);
-  if (!o.embeddings_path.empty() && !traits.temporal && traits.only_model.empty())
+  if (!o.embeddings_path.empty() && !traits.temporal && !traits.only_model)
     TESSEL_EXPECTS(o.model.layers >= 2,
                    "--embeddings writes the last hidden layer's output, and a {}-layer {} model "
                    "has no hidden layer (use --layers 2 or more)",
@@ -398,21 +384,8 @@ void check_train_outputs(const train::TrainOptions& o) {
 
 void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
   if (!fanouts.empty()) {
-    o.sampled.fanouts.clear();
-    std::size_t start = 0;
-    while (start <= fanouts.size()) {
-      const auto comma = fanouts.find(',', start);
-      const std::string item =
-          fanouts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      int value = 0;
-      const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-      TESSEL_EXPECTS(ec == std::errc() && ptr == item.data() + item.size() &&
-                         (value > 0 || value == -1),
-                     "--fanouts {}: '{}' is not a positive integer or -1", fanouts, item);
-      o.sampled.fanouts.push_back(value);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    o.sampled.fanouts = parse_int_list(
+        "--fanouts", fanouts, [](int v) { return v > 0 || v == -1; }, "a positive integer or -1");
     TESSEL_EXPECTS(static_cast<int>(o.sampled.fanouts.size()) == o.model.layers,
                    "--fanouts {} has {} entries, but the model has {} layers (--layers)", fanouts,
                    o.sampled.fanouts.size(), o.model.layers);
@@ -425,18 +398,18 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
                  "--lr must be in (0, {}], got {}", kMaxLearningRate, o.optimizer.lr);
   // A mode that trains one model kind (the pipeline's SIGN MLP) takes it in place of the
   // default gcn; the GNN modes refuse the kinds such a mode owns.
-  const std::string& only_model = train::mode_traits(o.mode).only_model;
-  if (!only_model.empty()) {
-    if (o.model.kind == "gcn") o.model.kind = only_model;
-    TESSEL_EXPECTS(o.model.kind == only_model, "--mode {} trains --model {}, not {}", o.mode,
-                   only_model, o.model.kind);
+  const std::optional<nn::ModelKind> only_model = train::mode_traits(o.mode).only_model;
+  if (only_model) {
+    if (o.model.kind == nn::ModelKind::gcn) o.model.kind = *only_model;
+    TESSEL_EXPECTS(o.model.kind == *only_model, "--mode {} trains --model {}, not {}", o.mode,
+                   *only_model, o.model.kind);
     o.pipeline.batch_size = o.sampled.batch_size;
   } else {
     o.sampled.max_steps = o.pipeline.max_batches;
     for (const std::string& name : train::mode_names()) {
-      const std::string& owned = train::mode_traits(name).only_model;
-      TESSEL_EXPECTS(owned.empty() || o.model.kind != owned,
-                     "--model {} runs in --mode {}, not --mode {}", owned, name, o.mode);
+      const std::optional<nn::ModelKind> owned = train::mode_traits(name).only_model;
+      TESSEL_EXPECTS(!owned || o.model.kind != *owned,
+                     "--model {} runs in --mode {}, not --mode {}", o.model.kind, name, o.mode);
     }
   }
   // Known here only when --device cpu is given; the trainer checks again once the device is.

@@ -41,8 +41,26 @@ void check_train_outputs(const train::TrainOptions& options);
 // Adds the model, optimizer and sampled-mode flags to `app`, writing into `options`. The
 // string `fanouts` is parsed by finish_train_options().
 void add_model_flags(CLI::App& app, train::TrainOptions& options, std::string& fanouts);
-// --device auto|cpu|cuda into the enum (train and predict).
-CLI::Option* add_device_flag(CLI::App& app, train::DeviceChoice& device, const std::string& help);
+
+// An option whose words stand for the values of an enum (its option_words): parsed into the
+// enum here, once, so nothing after the command line compares the option as a string. Help
+// shows the words and the default's word.
+template <HasOptionWords E>
+CLI::Option* add_choice(CLI::App& app, const std::string& name, E& value, const std::string& help) {
+  const std::string listed = option_word_list(E{}, ",");
+  // The word becomes the enum's number, which CLI11 then reads into the enum.
+  const CLI::Validator to_number(
+      [listed](std::string& input) {
+        for (const OptionWord<E>& w : option_words(E{}))
+          if (input == w.word) {
+            input = std::to_string(static_cast<int>(w.value));
+            return std::string();
+          }
+        return input + " not in {" + listed + "}";
+      },
+      "{" + listed + "}");
+  return app.add_option(name, value, help)->transform(to_number)->default_str(option_word(value));
+}
 // The mode's own defaults (dynamic node regression: 1 layer, no dropout) for the flags `app`
 // did not get; before finish_train_options().
 void apply_mode_defaults(const CLI::App& app, train::TrainOptions& options);

@@ -1,7 +1,9 @@
-// Formatting of the source location attached to every Tessel error.
+// Formatting of the source location attached to every Tessel error, and the error of an unknown
+// option word.
 #include "tessel/core/error.hpp"
 
 #include "tessel/core/log.hpp"
+#include "tessel/core/option_words.hpp"
 
 #include <cstring>
 
@@ -22,3 +24,11 @@ std::string where_string(const char* file, int line) {
 }
 
 }  // namespace tessel::detail
+
+namespace tessel {
+
+void fail_option_word(std::string_view word, const std::string& listed) {
+  TESSEL_FAIL("'{}' is not one of {}", word, listed);
+}
+
+}  // namespace tessel

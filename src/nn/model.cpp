@@ -23,8 +23,8 @@ struct Model::Impl {
 
 namespace {
 void validate(const ModelConfig& c) {
-  TESSEL_EXPECTS(c.kind == "gcn" || c.kind == "sage", "model: kind '{}' is not gcn or sage",
-                 c.kind);
+  TESSEL_EXPECTS(c.kind == ModelKind::gcn || c.kind == ModelKind::sage,
+                 "model: kind '{}' is not gcn or sage", option_word(c.kind));
   TESSEL_EXPECTS(c.layers >= 1, "model: {} layers, need at least 1", c.layers);
   TESSEL_EXPECTS(c.in_dim > 0 && c.out_dim > 0, "model: input dim {} and output dim {} must be > 0",
                  c.in_dim, c.out_dim);
@@ -44,7 +44,7 @@ Model::Model(const ModelConfig& config) : impl_(std::make_unique<Impl>()) {
     // depend on the other layers' sizes.
     rng::Key key{config.seed, rng::Stream::init, 0, 0, static_cast<std::uint32_t>(l)};
     const std::string prefix = "layer" + std::to_string(l);
-    if (config.kind == "gcn")
+    if (config.kind == ModelKind::gcn)
       impl_->layers.push_back(std::make_unique<GcnLayer>(prefix, in, out, key, config.device));
     else
       impl_->layers.push_back(std::make_unique<SageLayer>(prefix, in, out, key, config.device));

@@ -131,19 +131,19 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
   TESSEL_EXPECTS(config.lr > 0.0f, "optimizer: learning rate {} must be > 0", config.lr);
   TESSEL_EXPECTS(config.weight_decay >= 0.0f, "optimizer: weight decay {} must be >= 0",
                  config.weight_decay);
-  if (config.kind == "adam") {
+  if (config.kind == OptimizerKind::adam) {
     TESSEL_EXPECTS(config.beta1 >= 0.0f && config.beta1 < 1.0f && config.beta2 >= 0.0f &&
                        config.beta2 < 1.0f && config.eps > 0.0f,
                    "optimizer: Adam needs 0 <= beta1, beta2 < 1 and eps > 0 (got {}, {}, {})",
                    config.beta1, config.beta2, config.eps);
     return std::make_unique<Adam>(config);
   }
-  if (config.kind == "sgd") {
+  if (config.kind == OptimizerKind::sgd) {
     TESSEL_EXPECTS(config.momentum >= 0.0f && config.momentum < 1.0f,
                    "optimizer: SGD momentum {} outside [0, 1)", config.momentum);
     return std::make_unique<Sgd>(config);
   }
-  TESSEL_FAIL("optimizer: kind '{}' is not adam or sgd", config.kind);
+  TESSEL_FAIL("optimizer: kind {} is not adam or sgd", static_cast<int>(config.kind));
 }
 
 } // namespace tessel::nn

@@ -68,7 +68,7 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
   cache_.reset_stats();
 }
 
-void DistributedSampler::sample_on_device(Device device, const std::string& placement) {
+void DistributedSampler::sample_on_device(Device device, sampling::GraphPlacement placement) {
   std::vector<NodeId> owned_keys(part_.orig_id.begin(), part_.orig_id.begin() + part_.num_owned);
   std::vector<std::int64_t> owned_degrees(part_.degree.begin(),
                                           part_.degree.begin() + part_.num_owned);
@@ -80,8 +80,6 @@ void DistributedSampler::sample_on_device(Device device, const std::string& plac
   sampling::GraphPlacement where = sampling::GraphPlacement::device;
   if (device.is_cpu()) {
     // The device graph's CPU twin: there is no other memory to choose.
-    TESSEL_EXPECTS(placement == "auto" || placement == "device" || placement == "pinned",
-                   "--graph-placement {}: expected auto, device or pinned", placement);
     reason = fmt::format("graph in host memory ({:.1f} MiB, the device graph's CPU twin)",
                          static_cast<double>(bytes) / (1 << 20));
   } else {
@@ -125,16 +123,17 @@ void DistributedSampler::reset_counters() {
   if (device_store_) device_store_->reset_counters();
 }
 
-void DistributedSampler::setup_device_store(const std::string& policy,
+void DistributedSampler::setup_device_store(sampling::CachePolicy policy,
                                             const sampling::CacheBudget& budget, Device device) {
   const std::int64_t f = part_.feature_dim;
-  const bool enabled = policy != "none" && (budget.size_mb > 0 || budget.ratio > 0);
+  const bool enabled =
+      policy != sampling::CachePolicy::none && (budget.size_mb > 0 || budget.ratio > 0);
   std::vector<NodeId> hot;
   std::int64_t admit_slots = 0;
   if (enabled) {
     std::vector<NodeId> candidates;
     std::vector<std::int64_t> score;
-    if (policy == "degree") {
+    if (policy == sampling::CachePolicy::degree) {
       // Every row a step may need, owned or halo: hubs are drawn most often.
       candidates = local_global_;
       score.assign(part_.degree.begin(), part_.degree.begin() + part_.num_local());
@@ -179,7 +178,7 @@ void DistributedSampler::setup_device_store(const std::string& policy,
   log::info("GPU feature store ({}): owned rows in pinned host memory (read over UVA), {} hot "
             "rows and {} admission slots (CLOCK) in device memory on all ranks ({:.1f} MiB on "
             "rank 0)",
-            enabled ? policy : "no cache", total_rows, total_slots,
+            enabled ? option_word(policy) : std::string("no cache"), total_rows, total_slots,
             static_cast<double>(device_store_->cache_bytes()) / (1 << 20));
 }
 
@@ -993,13 +992,15 @@ void DistributedSampler::presampled_inputs(bool remote_only, std::vector<NodeId>
   }
 }
 
-void DistributedSampler::setup_cache(const std::string& policy, const sampling::CacheBudget& budget,
+void DistributedSampler::setup_cache(sampling::CachePolicy policy,
+                                     const sampling::CacheBudget& budget,
                                      std::span<const float> owned_features) {
-  const bool enabled = policy != "none" && (budget.size_mb > 0 || budget.ratio > 0);
+  const bool enabled =
+      policy != sampling::CachePolicy::none && (budget.size_mb > 0 || budget.ratio > 0);
   if (!enabled) return;
   std::vector<NodeId> candidates;
   std::vector<std::int64_t> score;
-  if (policy == "degree") {
+  if (policy == sampling::CachePolicy::degree) {
     // The halo: remote in-neighbors of owned nodes, hubs first.
     for (std::int64_t h = 0; h < part_.num_halo; ++h) {
       candidates.push_back(local_global_[part_.num_owned + h]);

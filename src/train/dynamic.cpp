@@ -72,11 +72,11 @@ public:
 
   RunInfo run_info() const {
     const auto& info = trainer_.info();
-    const nlohmann::json model_json = {{"kind", options_.model.kind},
+    const nlohmann::json model_json = {{"kind", option_word(options_.model.kind)},
                                        {"hidden", options_.model.hidden},
                                        {"layers", options_.model.layers},
                                        {"task", option_word(options_.dynamic.task)},
-                                       {"optimizer", options_.optimizer.kind}};
+                                       {"optimizer", option_word(options_.optimizer.kind)}};
     const auto& blocks = trainer_.layout().snapshot_offsets;
     std::string block_text;
     if (options_.dynamic.partition == TemporalPartition::snapshot)
@@ -194,7 +194,7 @@ public:
     if (options_.dynamic.partition == TemporalPartition::snapshot)
       s["snapshot_blocks"] = trainer_.layout().snapshot_offsets;
     result.summary = s;
-    summary["model"] = options_.model.kind;
+    summary["model"] = option_word(options_.model.kind);
     summary["temporal_partition"] = option_word(options_.dynamic.partition);
     summary["task"] = option_word(options_.dynamic.task);
     summary.update(result.summary);
@@ -233,9 +233,9 @@ void dynamic_defaults(TrainOptions& options,
 }
 
 void check_dynamic_options(const TrainOptions& options, int /*ranks*/) {
-  const std::string& kind = options.model.kind;
-  TESSEL_EXPECTS(kind == "gcn-gru" || kind == "gcn-lstm" || kind == "evolvegcn-o",
-                 "--mode dynamic trains gcn-gru, gcn-lstm or evolvegcn-o, not --model {}", kind);
+  TESSEL_EXPECTS(nn::temporal_kind(options.model.kind).has_value(),
+                 "--mode dynamic trains gcn-gru, gcn-lstm or evolvegcn-o, not --model {}",
+                 options.model.kind);
   TESSEL_EXPECTS(options.dynamic.negatives >= 1 && options.dynamic.eval_negatives >= 1,
                  "--negatives and --eval-negatives must be at least 1");
   TESSEL_EXPECTS(options.model.dropout >= 0.0f && options.model.dropout < 1.0f,

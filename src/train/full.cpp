@@ -73,7 +73,7 @@ class FullTrainer final : public GraphModeTrainer {
     halo.set_codec(kernels::RowCodec::f32);
     halo.set_stale(false);
     extra["halo_dtype"] = kernels::row_codec_name(options_.full.halo_dtype);
-    extra["halo_aggregation"] = halo_aggregation_name(options_.full.halo_aggregation);
+    extra["halo_aggregation"] = option_word(options_.full.halo_aggregation);
     if (options_.full.halo_aggregation != HaloAggregation::post)
       extra["halo_pre_rows"] = comm_.allreduce_value<std::int64_t>(aggregator_.pre_rows());
     if (options_.full.stale_halo) {
@@ -106,7 +106,9 @@ class FullTrainer final : public GraphModeTrainer {
   }
 
  private:
-  nn::Norm norm() const { return options_.model.kind == "gcn" ? nn::Norm::gcn : nn::Norm::mean; }
+  nn::Norm norm() const {
+    return options_.model.kind == nn::ModelKind::gcn ? nn::Norm::gcn : nn::Norm::mean;
+  }
   std::int64_t setup_peak_bytes_ = 0;
 };
 
@@ -117,7 +119,7 @@ void check_full_options(const TrainOptions& options, int /*ranks*/) {
   TESSEL_EXPECTS(full.boundary_sampling == 0 || full.halo_aggregation == HaloAggregation::post,
                  "--boundary-sampling cannot be combined with --halo-aggregation {}: the sums "
                  "of a pre-aggregated cut do not follow the epoch's sampled boundary",
-                 halo_aggregation_name(full.halo_aggregation));
+                 option_word(full.halo_aggregation));
   TESSEL_EXPECTS(full.boundary_sampling == 0 || !full.stale_halo,
                  "--boundary-sampling cannot be combined with --stale-halo: the stale rows of "
                  "one epoch's boundary are not the next epoch's");

@@ -9,22 +9,6 @@
 
 namespace tessel::train {
 
-HaloAggregation parse_halo_aggregation(const std::string& name) {
-  if (name == "post") return HaloAggregation::post;
-  if (name == "pre") return HaloAggregation::pre;
-  TESSEL_EXPECTS(name == "auto", "--halo-aggregation: expected post, pre or auto, got '{}'", name);
-  return HaloAggregation::automatic;
-}
-
-std::string halo_aggregation_name(HaloAggregation how) {
-  switch (how) {
-    case HaloAggregation::post: return "post";
-    case HaloAggregation::pre: return "pre";
-    case HaloAggregation::automatic: return "auto";
-  }
-  return "post";
-}
-
 namespace {
 
 constexpr std::int64_t unreached = std::numeric_limits<std::int64_t>::max();

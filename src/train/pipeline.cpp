@@ -28,22 +28,11 @@ double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// "--split 2,3,3": blocks per stage, in order.
-std::vector<int> parse_split(const std::string& text, int blocks, int stages) {
-  std::vector<int> counts;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    const std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int value = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    TESSEL_EXPECTS(ec == std::errc() && ptr == item.data() + item.size() && value >= 1,
-                   "--split {}: '{}' is not a positive number of blocks", text, item);
-    counts.push_back(value);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+// "--split 2,3,3": blocks per stage, in order, at least one each, as many as the model has.
+void check_split(const std::vector<int>& counts, int blocks, int stages) {
+  const std::string text = fmt::format("{}", fmt::join(counts, ","));
+  for (const int value : counts)
+    TESSEL_EXPECTS(value >= 1, "--split {}: '{}' is not a positive number of blocks", text, value);
   TESSEL_EXPECTS(static_cast<int>(counts.size()) == stages,
                  "--split {}: {} entries, but the schedule has {} stages", text, counts.size(),
                  stages);
@@ -52,7 +41,6 @@ std::vector<int> parse_split(const std::string& text, int blocks, int stages) {
                  "--split {}: {} blocks in all, but the model has {} (the hop maps + "
                  "--mlp-layers)",
                  text, total, blocks);
-  return counts;
 }
 
 // Contiguous stages of at least one block each, minimizing the slowest stage (exact dynamic
@@ -209,8 +197,9 @@ public:
       return group_ == 0 && std::find(my_params_.begin(), my_params_.end(), p) != my_params_.end();
     };
     std::vector<std::string> prefixes;
-    if (options_.optimizer.kind == "adam") prefixes = {"adam.m.", "adam.v."};
-    if (options_.optimizer.kind == "sgd" && options_.optimizer.momentum != 0.0f)
+    const nn::OptimizerKind kind = options_.optimizer.kind;
+    if (kind == nn::OptimizerKind::adam) prefixes = {"adam.m.", "adam.v."};
+    if (kind == nn::OptimizerKind::sgd && options_.optimizer.momentum != 0.0f)
       prefixes = {"sgd.momentum."};
     std::map<std::string, Tensor> inner_state;
     for (auto& [name, t] : optimizer_.inner().state())
@@ -234,7 +223,7 @@ public:
     }
     comm_.allreduce(std::span<float>(flat));
     std::vector<std::pair<std::string, Tensor>> state;
-    if (options_.optimizer.kind == "adam") {
+    if (kind == nn::OptimizerKind::adam) {
       auto it = inner_state.find("adam.step");
       const std::int64_t step = it == inner_state.end() ? 0 : it->second.data<std::int64_t>()[0];
       state.emplace_back("adam.step", Tensor::from_vector<std::int64_t>({step}));
@@ -415,8 +404,8 @@ private:
   void choose_split() {
     const int stages = schedule_.stages, blocks = model_.num_blocks();
     std::vector<int> counts;
-    if (popts_.split != "auto") {
-      counts = parse_split(popts_.split, blocks, stages);
+    if (!popts_.split.empty()) {
+      counts = popts_.split;
     } else {
       // Forward + backward seconds of each block on a micro-batch-sized input, the slowest
       // rank's measurement (so every rank picks the same split).
@@ -1001,8 +990,8 @@ private:
 void check_pipeline_options(const TrainOptions& options, int ranks) {
   const PipelineOptions& p = options.pipeline;
   const int S = p.stages, D = p.data_parallel;
-  TESSEL_EXPECTS(options.model.kind == "sign-mlp", "--mode pipeline trains --model sign-mlp, not {}",
-                 options.model.kind);
+  TESSEL_EXPECTS(options.model.kind == nn::ModelKind::sign_mlp,
+                 "--mode pipeline trains --model sign-mlp, not {}", options.model.kind);
   TESSEL_EXPECTS(S >= 1 && D >= 1 && S * D == ranks,
                  "--data-parallel {} x --stages {} = {} ranks, but {} are running", D, S, S * D,
                  ranks);
@@ -1014,7 +1003,7 @@ void check_pipeline_options(const TrainOptions& options, int ranks) {
                  "the model has {} blocks (hop maps + {} MLP layers) but the {} schedule on {} "
                  "ranks needs {} stages: raise --mlp-layers",
                  blocks, p.mlp_layers, option_word(p.schedule), S, stages);
-  if (p.split != "auto") parse_split(p.split, blocks, stages);
+  if (!p.split.empty()) check_split(p.split, blocks, stages);
 }
 
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context) {

@@ -22,16 +22,14 @@ namespace {
 
 void check_options(const PrecomputeOptions& o) {
   TESSEL_EXPECTS(o.hops >= 0 && o.hops <= 16, "--hops {}: expected 0 to 16", o.hops);
-  TESSEL_EXPECTS(o.op == "gcn" || o.op == "mean", "--operator {}: expected gcn or mean", o.op);
-  TESSEL_EXPECTS(o.normalize_features == "none" || o.normalize_features == "row",
-                 "--normalize-features {}: expected none or row", o.normalize_features);
 }
 
 } // namespace
 
 fs::path default_sign_dir(const fs::path& part_dir, const PrecomputeOptions& o) {
   return part_dir /
-         fmt::format("sign-{}-k{}{}", o.op, o.hops, o.normalize_features == "row" ? "-row" : "");
+         fmt::format("sign-{}-k{}{}", o.op, o.hops,
+                     o.normalize_features == FeatureNormalization::row ? "-row" : "");
 }
 
 std::string sign_file_name(int part) {
@@ -48,7 +46,7 @@ std::vector<float> precompute_hops(comm::Communicator& comm, const partition::Pa
   HaloExchange halo(part, comm);
   nn::AggregationMatrices matrices = part_matrices(part);
   const kernels::SparseMatrix& a =
-      matrices.forward(options.op == "gcn" ? nn::Norm::gcn : nn::Norm::mean);
+      matrices.forward(options.op);
   std::vector<float> out(static_cast<std::size_t>(n * width));
   Tensor current = Tensor::empty({n, f}, DType::f32);
   std::copy(part.features.begin(), part.features.end(), current.data<float>());
@@ -94,8 +92,8 @@ void write_sign_features(const fs::path& dir, const partition::Part& part,
     file.set_attr("num_owned", n);
     file.set_attr("feature_dim", part.feature_dim);
     file.set_attr("hops", static_cast<std::int64_t>(options.hops));
-    file.set_attr("operator", options.op);
-    file.set_attr("normalize_features", options.normalize_features);
+    file.set_attr("operator", option_word(options.op));
+    file.set_attr("normalize_features", option_word(options.normalize_features));
     file.write("/nodes/orig_id", part.orig_id.data(), {n},
                "id in the source dataset of each owned node (row order of /feat)");
     file.write("/feat", hops.data(), {n, width},
@@ -124,8 +122,8 @@ bool read_sign_features(const fs::path& dir, const partition::Part& part,
       path.string(), file.attr_int("part"), file.attr_int("num_parts"), file.attr_int("num_owned"),
       file.attr_int("feature_dim"), part.part_id, part.num_parts, n, f);
   TESSEL_EXPECTS(
-      file.attr_int("hops") == options.hops && file.attr_string("operator") == options.op &&
-          file.attr_string("normalize_features") == options.normalize_features,
+      file.attr_int("hops") == options.hops && file.attr_string("operator") == option_word(options.op) &&
+          file.attr_string("normalize_features") == option_word(options.normalize_features),
       "{}: holds --hops {} --operator {} --normalize-features {}, this run asks for "
       "--hops {} --operator {} --normalize-features {}",
       path.string(), file.attr_int("hops"), file.attr_string("operator"),

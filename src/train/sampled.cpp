@@ -123,7 +123,7 @@ class SampledTrainer final : public GraphModeTrainer {
     sampling::CacheBudget budget;
     if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
     else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
-    else if (device_.is_cuda() && options_.sampled.cache_policy != "none")
+    else if (device_.is_cuda() && options_.sampled.cache_policy != sampling::CachePolicy::none)
       budget = default_device_budget();
     check_cache_admission(options_, path_.device_graph);
     budget.admit_fraction = options_.sampled.cache_admit_fraction;
@@ -512,7 +512,7 @@ class SampledTrainer final : public GraphModeTrainer {
     extra["data_centric_bytes"] = dc_sample_bytes + c[6] * row_bytes;
     extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
     if (path_.device_graph) {
-      extra["graph_placement"] = sampling::graph_placement_name(sampler_.graph_placement());
+      extra["graph_placement"] = option_word(sampler_.graph_placement());
       extra["sample_routing"] = path_.device_resident ? "device" : "host";
       report_tiers(extra);
     }

@@ -56,24 +56,14 @@ private:
   double halo_s_ = 0, halo_cpu_ = 0;
 };
 
-namespace {
-
-nn::TemporalKind temporal_kind(const std::string& kind) {
-  return kind == "gcn-gru"    ? nn::TemporalKind::gcn_gru
-         : kind == "gcn-lstm" ? nn::TemporalKind::gcn_lstm
-                              : nn::TemporalKind::evolvegcn_o;
-}
-
-} // namespace
-
 TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& options,
                                  const Runtime& runtime, partition::TemporalManifest manifest)
     : comm_(comm), data_(*runtime.data), device_(runtime.device), options_(options),
       manifest_(std::move(manifest)) {
   check_options();
-  const std::string& kind = options.model.kind;
+  const nn::TemporalKind kind = *nn::temporal_kind(options.model.kind);
   snapshot_layout_ = options.dynamic.partition == TemporalPartition::snapshot;
-  recurrent_ = kind != "evolvegcn-o";
+  recurrent_ = kind != nn::TemporalKind::evolvegcn_o;
   N_ = manifest_.num_nodes;
   T_ = manifest_.num_snapshots;
   H_ = options.model.hidden;
@@ -102,7 +92,7 @@ TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& o
   graphs_ =
       load_snapshot_graphs(comm_, data_, reader, orig_ids_, layout_, snapshot_layout_, device_);
   out_dim_ = options.dynamic.task == DynamicTask::node_classification ? info_.num_classes : 1;
-  model_.emplace(nn::TemporalConfig{.kind = temporal_kind(kind),
+  model_.emplace(nn::TemporalConfig{.kind = kind,
                                     .layers = options.model.layers,
                                     .in_dim = manifest_.feature_dim,
                                     .hidden = H_,

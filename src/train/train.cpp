@@ -93,18 +93,22 @@ void maybe_inject_fault(int rank, int epoch) {
 namespace {
 
 std::string model_signature(const TrainOptions& o) {
-  nlohmann::json j = {{"kind", o.model.kind},     {"in_dim", o.model.in_dim},
-                      {"hidden", o.model.hidden}, {"out_dim", o.model.out_dim},
-                      {"layers", o.model.layers}, {"optimizer", o.optimizer.kind}};
-  if (o.model.kind == "sign-mlp") {
+  nlohmann::json j = {{"kind", option_word(o.model.kind)},
+                      {"in_dim", o.model.in_dim},
+                      {"hidden", o.model.hidden},
+                      {"out_dim", o.model.out_dim},
+                      {"layers", o.model.layers},
+                      {"optimizer", option_word(o.optimizer.kind)}};
+  if (o.model.kind == nn::ModelKind::sign_mlp) {
     j["hops"] = o.pipeline.hops;
     j["mlp_layers"] = o.pipeline.mlp_layers;
-    j["operator"] = o.pipeline.op;
+    j["operator"] = option_word(o.pipeline.op);
   }
   // The input's normalization is part of what the parameters were trained on (`tessel
   // predict` applies it again); written only when there is one, so checkpoints without it
   // still resume.
-  if (o.normalize_features != "none") j["normalize_features"] = o.normalize_features;
+  if (o.normalize_features != FeatureNormalization::none)
+    j["normalize_features"] = option_word(o.normalize_features);
   return j.dump();
 }
 
@@ -315,7 +319,7 @@ LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options) {
                  options.part_dir.string(), manifest.num_classes);
   TESSEL_EXPECTS(manifest.num_train > 0, "{}: the dataset has no training nodes",
                  options.part_dir.string());
-  if (options.normalize_features == "row" && !part.features.empty()) {
+  if (options.normalize_features == FeatureNormalization::row && !part.features.empty()) {
     // The kernel op (L1: each row divided by the sum of its absolute values), then back into
     // the part's rows, which every mode reads its features from.
     Tensor features = Tensor::from_vector(part.features, {part.num_owned, part.feature_dim});
@@ -343,7 +347,7 @@ RunInfo graph_run_info(const Trainer& /*trainer*/, const TrainerContext& context
                                     "nodes, GEMM {}",
                                     options.mode, log::counted(context.comm.size(), "rank"),
                                     log::counted(context.threads, "thread"), options.model.kind,
-                                    options.model.kind == "sign-mlp"
+                                    options.model.kind == nn::ModelKind::sign_mlp
                                         ? options.pipeline.mlp_layers
                                         : options.model.layers,
                                     options.model.hidden, context.manifest.num_nodes,
@@ -449,7 +453,7 @@ public:
 
     // --save best: the best epoch's model is kept as training goes, for the outputs written
     // after the last epoch (not when nothing picks a best epoch: then the last one is written).
-    keep_best_ = options_.save == "best" && metric_.picks_best && writes_outputs();
+    keep_best_ = options_.save == SaveChoice::best && metric_.picks_best && writes_outputs();
     // Whether any rank has a peer on another host: then the epoch lines split the bytes sent.
     several_hosts_ =
         comm_.allreduce_value<int>(comm_.peers_on_other_hosts(), comm::ReduceOp::max) > 0;
@@ -676,7 +680,7 @@ private:
         have_best ? (saved_epoch == last_epoch_ ? "best and last" : "best") : "last";
     trainer_.finish(comm_, runtime_, result_, summary);
     if (writes_outputs()) {
-      summary["save"] = options_.save;
+      summary["save"] = option_word(options_.save);
       summary["saved_epoch"] = saved_epoch;
     }
     write_metrics(summary, "the summary");

@@ -5,6 +5,7 @@
 
 #include "tessel/datasets/dataset.hpp"
 #include "tessel/nn/model.hpp"
+#include "tessel/nn/optimizer.hpp"
 
 #include <array>
 #include <filesystem>
@@ -25,7 +26,7 @@ constexpr const char* kOgbSplit = "fuzz";
 
 // The model and optimizer a checkpoint target loads into, and what load_checkpoint expects.
 nn::ModelConfig checkpoint_model();
-constexpr const char* kCheckpointOptimizer = "adam";
+constexpr nn::OptimizerKind kCheckpointOptimizer = nn::OptimizerKind::adam;
 constexpr const char* kCheckpointModelJson =
     R"({"hidden":4,"in_dim":2,"kind":"gcn","layers":2,"optimizer":"adam","out_dim":3})";
 constexpr const char* kCheckpointMode = "full";

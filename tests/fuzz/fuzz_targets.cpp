@@ -46,7 +46,7 @@ datasets::Dataset tiny_dataset() {
 
 nn::ModelConfig checkpoint_model() {
   nn::ModelConfig c;
-  c.kind = "gcn";
+  c.kind = nn::ModelKind::gcn;
   c.in_dim = 2;
   c.hidden = 4;
   c.out_dim = 3;

@@ -135,7 +135,7 @@ void check_model(const std::string& kind, int layers = 2, std::int64_t in_dim = 
   const LocalCsr graph = test::local_graph(8, test::two_cliques_edges(4));
   nn::LocalAggregator agg(graph);
   nn::ModelConfig config;
-  config.kind = kind;
+  config.kind = option_value<nn::ModelKind>(kind);
   config.in_dim = in_dim;
   config.hidden = hidden;
   config.out_dim = 3;

@@ -16,7 +16,7 @@ namespace {
 
 nn::ModelConfig small_config(const std::string& kind, float dropout = 0.0f) {
   nn::ModelConfig c;
-  c.kind = kind;
+  c.kind = option_value<nn::ModelKind>(kind);
   c.in_dim = 6;
   c.hidden = 5;
   c.out_dim = 3;
@@ -204,7 +204,9 @@ TEST(Model, InferEqualsEvaluationForwardAndReportsEachLayer) {
 }
 
 TEST(Model, ConfigAndShapeErrorsAreClear) {
-  auto bad = small_config("gat");
+  EXPECT_THROW(option_value<nn::ModelKind>("gat"), InputError);
+  auto bad = small_config("gcn");
+  bad.kind = nn::ModelKind::sign_mlp;  // not a GNN model kind
   EXPECT_THROW(nn::Model{bad}, InputError);
   bad = small_config("gcn");
   bad.dropout = 1.0f;
@@ -345,7 +347,7 @@ TEST(ModelMemory, TwoLayerStepHoldsTwoOrThreeHiddenActivations) {
   for (const std::string kind : {"gcn", "sage"}) {
     SCOPED_TRACE(kind);
     nn::ModelConfig config;
-    config.kind = kind;
+    config.kind = option_value<nn::ModelKind>(kind);
     config.in_dim = f;
     config.hidden = hidden;
     config.out_dim = classes;

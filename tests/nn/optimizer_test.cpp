@@ -36,7 +36,7 @@ TEST(Optimizer, AdamFirstStepsByHand) {
 
 TEST(Optimizer, SgdPlainAndMomentumByHand) {
   nn::OptimizerConfig c;
-  c.kind = "sgd";
+  c.kind = nn::OptimizerKind::sgd;
   c.lr = 0.5f;
   auto sgd = nn::make_optimizer(c);
   nn::Parameter p = param("w", {1.0f, -1.0f});
@@ -60,7 +60,7 @@ TEST(Optimizer, SgdPlainAndMomentumByHand) {
 // Save the state after k steps, restore into a fresh optimizer: the next steps are identical.
 void check_resume(const std::string& kind) {
   nn::OptimizerConfig c;
-  c.kind = kind;
+  c.kind = option_value<nn::OptimizerKind>(kind);
   c.lr = 0.05f;
   c.weight_decay = 1e-3f;
   c.momentum = kind == "sgd" ? 0.9f : 0.0f;
@@ -114,9 +114,8 @@ TEST(Optimizer, StateRoundTripResumesTheSameTrajectory) {
 
 TEST(Optimizer, BadConfigsAndStatesAreInputErrors) {
   nn::OptimizerConfig c;
-  c.kind = "rmsprop";
-  EXPECT_THROW(nn::make_optimizer(c), InputError);
-  c.kind = "adam";
+  EXPECT_THROW(option_value<nn::OptimizerKind>("rmsprop"), InputError);
+  c.kind = nn::OptimizerKind::adam;
   c.lr = 0.0f;
   EXPECT_THROW(nn::make_optimizer(c), InputError);
   c.lr = 0.1f;

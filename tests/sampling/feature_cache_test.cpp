@@ -26,10 +26,10 @@ TEST(FeatureCache, BudgetInRowsFromMegabytesOrRatio) {
   EXPECT_EQ((CacheBudget{.ratio = 0.0}).capacity_rows(1000, row_bytes), 0);
   EXPECT_THROW((CacheBudget{.size_mb = 1, .ratio = 0.5}).capacity_rows(10, row_bytes), InputError);
   EXPECT_THROW((CacheBudget{.ratio = 1.5}).capacity_rows(10, row_bytes), InputError);
-  EXPECT_EQ(parse_cache_policy("degree"), CachePolicy::degree);
-  EXPECT_EQ(parse_cache_policy("presample"), CachePolicy::presample);
-  EXPECT_THROW(parse_cache_policy("lru"), InputError);
-  EXPECT_STREQ(cache_policy_name(CachePolicy::presample), "presample");
+  EXPECT_EQ(option_value<CachePolicy>("degree"), CachePolicy::degree);
+  EXPECT_EQ(option_value<CachePolicy>("presample"), CachePolicy::presample);
+  EXPECT_THROW(option_value<CachePolicy>("lru"), InputError);
+  EXPECT_EQ(option_word(CachePolicy::presample), "presample");
 }
 
 TEST(FeatureCache, DefaultDeviceBudgetIsAShareOfFreeMemory) {

@@ -96,8 +96,8 @@ TEST(DeviceSampler, CpuTwinBuildsTheHostBlocks) {
   train::DistributedSampler routed(part, manifest, *comm, 31, fanouts, 6, data.get());
   train::DistributedSampler twin(part, manifest, *comm, 31, fanouts, 6);
   EXPECT_FALSE(routed.device_resident());
-  routed.sample_on_device(Device::cpu(), "auto");
-  twin.sample_on_device(Device::cpu(), "auto");
+  routed.sample_on_device(Device::cpu(), sampling::GraphPlacement::automatic);
+  twin.sample_on_device(Device::cpu(), sampling::GraphPlacement::automatic);
   EXPECT_EQ(routed.graph_placement(), sampling::GraphPlacement::device);
   ASSERT_TRUE(routed.device_resident());
   twin.route_on_host(true);
@@ -167,19 +167,21 @@ TEST(DeviceSampler, FeatureStoreFetchesTheHostRowsOverTheDataPlane) {
   admitting.admit_fraction = 0.5;
   struct Case {
     std::string name;
-    std::string policy;
+    sampling::CachePolicy policy;
     sampling::CacheBudget budget;
     bool host_ids;
   };
-  const std::vector<Case> cases = {{"no cache", "none", {}, false},
-                                   {"degree cache", "degree", degree, false},
-                                   {"admission slots", "degree", admitting, false},
-                                   {"admission slots, host ids", "degree", admitting, true}};
+  using sampling::CachePolicy;
+  const std::vector<Case> cases = {
+      {"no cache", CachePolicy::none, {}, false},
+      {"degree cache", CachePolicy::degree, degree, false},
+      {"admission slots", CachePolicy::degree, admitting, false},
+      {"admission slots, host ids", CachePolicy::degree, admitting, true}};
   std::vector<std::unique_ptr<train::DistributedSampler>> samplers;
   for (const Case& c : cases) {
     samplers.push_back(std::make_unique<train::DistributedSampler>(part, manifest, *comm, 17,
                                                                    fanouts, 8, data.get()));
-    samplers.back()->sample_on_device(Device::cpu(), "auto");
+    samplers.back()->sample_on_device(Device::cpu(), sampling::GraphPlacement::automatic);
     samplers.back()->route_on_host(c.host_ids);
     samplers.back()->setup_device_store(c.policy, c.budget, Device::cpu());
   }

@@ -51,7 +51,7 @@ TEST(DynamicEngland, GcnGruBeatsTheAutoregressionFloorOnAnyRankCount) {
     train::TrainOptions o;
     o.mode = "dynamic";
     o.device = train::DeviceChoice::cpu;  // the CPU path (gpu_dynamic_test compares it with CUDA)
-    o.model.kind = "gcn-gru";
+    o.model.kind = nn::ModelKind::gcn_gru;
     o.model.hidden = 32;
     o.model.layers = 1;
     o.model.dropout = 0;  // the measured configuration

@@ -80,7 +80,7 @@ TEST(DynamicLinkPrediction, LearnsThePlantedCommunities) {
   o.part_dir = dir / "p";
   o.mode = "dynamic";
   o.device = train::DeviceChoice::cpu;  // the CPU path (gpu_dynamic_test compares it with CUDA)
-  o.model.kind = "gcn-gru";
+  o.model.kind = nn::ModelKind::gcn_gru;
   o.model.layers = 1;
   o.model.hidden = 16;
   o.model.dropout = 0;

@@ -196,7 +196,7 @@ train::TrainOptions options(const fs::path& dir, const std::string& model, const
   o.part_dir = dir;
   o.mode = "dynamic";
   o.device = train::DeviceChoice::cpu;  // the CPU path (gpu_dynamic_test compares it with CUDA)
-  o.model.kind = model;
+  o.model.kind = option_value<nn::ModelKind>(model);
   o.model.hidden = 6;
   o.model.layers = 2;
   o.epochs = 3;
@@ -204,7 +204,7 @@ train::TrainOptions options(const fs::path& dir, const std::string& model, const
   o.quiet = true;
   o.optimizer.lr = 0.02f;
   o.model.dropout = 0;
-  o.dynamic.partition = train::option_value<train::TemporalPartition>(layout);
+  o.dynamic.partition = option_value<train::TemporalPartition>(layout);
   return o;
 }
 
@@ -291,10 +291,10 @@ TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
   // rank count, and changes them.
   for (const std::string task : {"node-regression", "link-prediction"}) {
     auto o = options(s.regression_p, "gcn-gru", "vertex");
-    o.dynamic.task = train::option_value<train::DynamicTask>(task);
+    o.dynamic.task = option_value<train::DynamicTask>(task);
     o.model.dropout = 0.4f;
     auto o1 = options(s.regression_1, "gcn-gru", "snapshot");
-    o1.dynamic.task = train::option_value<train::DynamicTask>(task);
+    o1.dynamic.task = option_value<train::DynamicTask>(task);
     o1.model.dropout = 0.4f;
     const auto dropped = train::train_dynamic(*comm, o);
     expect_same(dropped, train::train_dynamic(*self, o1), "dropout " + task);
@@ -312,7 +312,7 @@ TEST(DynamicTraining, StopsWhenTheLossIsNoLongerFinite) {
   log::set_level(log::Level::warn);
   const Stores s = make_stores(*comm);
   auto o = options(s.regression_p, "gcn-gru", "vertex");
-  o.optimizer.kind = "sgd";
+  o.optimizer.kind = nn::OptimizerKind::sgd;
   o.optimizer.lr = 1e30f;
   o.epochs = 4;
   try {
@@ -352,7 +352,7 @@ TEST(DynamicTraining, DropoutIsOffInEvaluation) {
   const Stores s = make_stores(*comm);
   for (const std::string task : {"node-regression", "link-prediction"}) {
     auto o = options(s.regression_p, "gcn-lstm", "snapshot");
-    o.dynamic.task = train::option_value<train::DynamicTask>(task);
+    o.dynamic.task = option_value<train::DynamicTask>(task);
     train::DynamicModelProbe plain(*comm, o);
     o.model.dropout = 0.5f;
     train::DynamicModelProbe dropped(*comm, o);
@@ -419,7 +419,7 @@ TEST(DynamicTraining, ResumeCarriesTheBestSoFar) {
     const bool link = task == "link-prediction";
     const std::string metric = link ? "auc" : "mse";
     auto o = options(s.regression_p, "gcn-gru", "snapshot");
-    o.dynamic.task = train::option_value<train::DynamicTask>(task);
+    o.dynamic.task = option_value<train::DynamicTask>(task);
     o.optimizer.lr = link ? 1.0f : 0.3f;
     o.epochs = 3;
     o.checkpoint_dir = ck / task;
@@ -475,7 +475,7 @@ TEST(DynamicGradient, WholeModelsMatchFiniteDifferences) {
       auto o = options(s.regression_p, model, layout);
       o.model.hidden = 4;
       o.model.dropout = dropout;
-      o.dynamic.task = train::option_value<train::DynamicTask>(task);
+      o.dynamic.task = option_value<train::DynamicTask>(task);
       o.dynamic.negatives = 2;
       train::DynamicModelProbe probe(*comm, o);
       // Biases start at zero, which puts rows whose input is all zero (a dead ReLU below) exactly

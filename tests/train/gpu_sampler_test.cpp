@@ -78,16 +78,16 @@ TEST(GpuSampler, DeviceAndPinnedGraphsDrawTheCpuBlocksAndRows) {
   train::DistributedSampler cpu(part, manifest, *comm, 13, fanouts, 16);
   train::DistributedSampler on_device(part, manifest, *comm, 13, fanouts, 16);
   train::DistributedSampler pinned(part, manifest, *comm, 13, fanouts, 16);
-  on_device.sample_on_device(gpu, "device");
-  pinned.sample_on_device(gpu, "pinned");
+  on_device.sample_on_device(gpu, sampling::GraphPlacement::device);
+  pinned.sample_on_device(gpu, sampling::GraphPlacement::pinned);
   EXPECT_EQ(on_device.graph_placement(), sampling::GraphPlacement::device);
   EXPECT_EQ(pinned.graph_placement(), sampling::GraphPlacement::pinned);
   // Device cache: a third of owned + halo rows by degree (hits in all three tiers); pinned: no
   // cache (every owned row over UVA, every remote one from its owner).
   sampling::CacheBudget third;
   third.ratio = 0.3;
-  on_device.setup_device_store("degree", third, gpu);
-  pinned.setup_device_store("none", {}, gpu);
+  on_device.setup_device_store(sampling::CachePolicy::degree, third, gpu);
+  pinned.setup_device_store(sampling::CachePolicy::none, {}, gpu);
 
   PhaseTimes phases;
   std::int64_t steps_checked = 0;
@@ -156,17 +156,17 @@ TEST(GpuSampler, BlocksBuiltOnTheDeviceAreTheCpuBlocks) {
   train::DistributedSampler on_device(part, manifest, *comm, 13, fanouts, 16, data.get());
   train::DistributedSampler pinned(part, manifest, *comm, 13, fanouts, 16, data.get());
   train::DistributedSampler host_routed(part, manifest, *comm, 13, fanouts, 16);
-  on_device.sample_on_device(gpu, "device");
-  pinned.sample_on_device(gpu, "pinned");
-  host_routed.sample_on_device(gpu, "device");
+  on_device.sample_on_device(gpu, sampling::GraphPlacement::device);
+  pinned.sample_on_device(gpu, sampling::GraphPlacement::pinned);
+  host_routed.sample_on_device(gpu, sampling::GraphPlacement::device);
   host_routed.route_on_host(true);
   // The feature store planned from the blocks' input ids on the GPU, its remote rows over the
   // data plane: a degree cache with admission slots, and no cache at all.
   sampling::CacheBudget admitting;
   admitting.ratio = 0.3;
   admitting.admit_fraction = 0.5;
-  on_device.setup_device_store("degree", admitting, gpu);
-  pinned.setup_device_store("none", {}, gpu);
+  on_device.setup_device_store(sampling::CachePolicy::degree, admitting, gpu);
+  pinned.setup_device_store(sampling::CachePolicy::none, {}, gpu);
   PhaseTimes phases;
   std::vector<std::vector<LocalId>> step_seeds;
   std::vector<std::int64_t> step_counts;

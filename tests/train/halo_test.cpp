@@ -236,7 +236,7 @@ TEST(HaloAggregation, PreAndAutoEqualPostForwardAndBackward) {
   const auto post_rows = comm->allreduce_value<std::int64_t>(plain.rows_received());
 
   for (train::HaloAggregation how : {train::HaloAggregation::pre, train::HaloAggregation::automatic}) {
-    SCOPED_TRACE(train::halo_aggregation_name(how));
+    SCOPED_TRACE(option_word(how));
     train::HaloAggregationPlan plan = train::plan_halo_aggregation(part, weighted, how, *comm);
     const kernels::SparseMatrix a = kernels::SparseMatrix::from_csr(plan.local);
     train::HaloExchange halo(part, *comm);

@@ -26,7 +26,7 @@ TEST(Modes, EveryNameHasItsOwnTraits) {
   EXPECT_EQ(train::default_bench_modes(), (std::vector<std::string>{"full", "sampled"}));
   EXPECT_TRUE(train::mode_traits("dynamic").temporal);
   EXPECT_FALSE(train::mode_traits("full").temporal);
-  EXPECT_EQ(train::mode_traits("pipeline").only_model, "sign-mlp");
+  EXPECT_EQ(train::mode_traits("pipeline").only_model, nn::ModelKind::sign_mlp);
   EXPECT_TRUE(train::mode_traits("full").runs_on_gpu);
   EXPECT_TRUE(train::mode_traits("sampled").runs_on_gpu);
 }

@@ -60,12 +60,12 @@ std::vector<double> reference(const partition::Part& whole, const train::Precomp
     for (std::int64_t v = 0; v < n; ++v) {
       const EdgeId b = whole.graph.indptr[v], e = whole.graph.indptr[v + 1];
       const double dv = static_cast<double>(whole.degree[v]) + 1.0;
-      if (o.op == "gcn")
+      if (o.op == nn::Norm::gcn)
         for (std::int64_t j = 0; j < f; ++j)
           next[v * f + j] = cur[v * f + j] / dv;
       for (EdgeId i = b; i < e; ++i) {
         const LocalId u = whole.graph.indices[i];
-        const double w = o.op == "gcn" ? 1.0 / std::sqrt((whole.degree[u] + 1.0) * dv)
+        const double w = o.op == nn::Norm::gcn ? 1.0 / std::sqrt((whole.degree[u] + 1.0) * dv)
                                        : 1.0 / static_cast<double>(e - b);
         for (std::int64_t j = 0; j < f; ++j)
           next[v * f + j] += w * cur[u * f + j];
@@ -87,7 +87,7 @@ TEST(Precompute, RanksComputeWhatOneRankComputesAndTheReference) {
   partition::Part part = partition::load_part(parts, comm->rank(), manifest);
   for (const std::string op : {"gcn", "mean"}) {
     SCOPED_TRACE(op);
-    const train::PrecomputeOptions o{3, op, "none"};
+    const train::PrecomputeOptions o{3, option_value<nn::Norm>(op)};
     const std::vector<float> mine = train::precompute_hops(*comm, part, o);
     const std::int64_t width = (o.hops + 1) * part.feature_dim;
     ASSERT_EQ(static_cast<std::int64_t>(mine.size()), part.num_owned * width);
@@ -138,7 +138,7 @@ TEST(Precompute, FilesRoundTripAndRefuseOtherOptionsOrPartitions) {
   const fs::path parts = dir / ("p" + std::to_string(P));
   const partition::Manifest manifest = partition::read_manifest(parts);
   partition::Part part = partition::load_part(parts, comm->rank(), manifest);
-  const train::PrecomputeOptions o{2, "gcn", "none"};
+  const train::PrecomputeOptions o{2, nn::Norm::gcn};
   const fs::path out = train::default_sign_dir(parts, o);
   EXPECT_EQ(out.filename(), "sign-gcn-k2");
   bool computed = false;
@@ -154,7 +154,7 @@ TEST(Precompute, FilesRoundTripAndRefuseOtherOptionsOrPartitions) {
   other.hops = 3;
   EXPECT_THROW(train::read_sign_features(out, part, other, &ignored), InputError);
   other = o;
-  other.op = "mean";
+  other.op = nn::Norm::mean;
   EXPECT_THROW(train::read_sign_features(out, part, other, &ignored), InputError);
   EXPECT_FALSE(train::read_sign_features(dir / "nowhere", part, o, &ignored));
   comm->barrier();

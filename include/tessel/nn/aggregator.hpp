@@ -1,6 +1,7 @@
 // Aggregator: how a GNN layer reaches neighbor rows, independent of the training mode.
 #pragma once
 
+#include "tessel/core/option_words.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/types.hpp"
 
@@ -17,6 +18,11 @@ enum class Norm {
   // GraphSAGE mean: out[v] = mean over u in N(v) of x[u] (0 when v has no neighbors).
   mean,
 };
+// The words of the pipeline's --operator, the propagation of its precomputed hop features.
+inline std::span<const OptionWord<Norm>> option_words(Norm) {
+  static constexpr OptionWord<Norm> words[] = {{"gcn", Norm::gcn}, {"mean", Norm::mean}};
+  return words;
+}
 
 // One message-passing step from num_src() source rows to num_dst() destination rows. The
 // destinations are the first num_dst() sources (full-batch: dst == src == owned nodes;

@@ -1,6 +1,7 @@
 // GNN models (GCN, GraphSAGE) as stacks of layers with hand-written backward passes.
 #pragma once
 
+#include "tessel/core/option_words.hpp"
 #include "tessel/core/rng.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/nn/aggregator.hpp"
@@ -21,8 +22,19 @@ struct Parameter {
   Tensor grad;
 };
 
+// --model: the static GNNs (Model below), the pipeline's SIGN MLP and the temporal GNNs
+// (TemporalGcn).
+enum class ModelKind { gcn, sage, gcn_gru, gcn_lstm, evolvegcn_o, sign_mlp };
+inline std::span<const OptionWord<ModelKind>> option_words(ModelKind) {
+  static constexpr OptionWord<ModelKind> words[] = {
+      {"gcn", ModelKind::gcn},           {"sage", ModelKind::sage},
+      {"gcn-gru", ModelKind::gcn_gru},   {"gcn-lstm", ModelKind::gcn_lstm},
+      {"evolvegcn-o", ModelKind::evolvegcn_o}, {"sign-mlp", ModelKind::sign_mlp}};
+  return words;
+}
+
 struct ModelConfig {
-  std::string kind = "gcn";  // "gcn" or "sage"
+  ModelKind kind = ModelKind::gcn;  // Model: gcn or sage
   std::int64_t in_dim = 0;
   std::int64_t hidden = 16;
   std::int64_t out_dim = 0;

@@ -20,8 +20,16 @@ class Optimizer {
   virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& state) = 0;
 };
 
+// --optimizer.
+enum class OptimizerKind { adam, sgd };
+inline std::span<const OptionWord<OptimizerKind>> option_words(OptimizerKind) {
+  static constexpr OptionWord<OptimizerKind> words[] = {{"adam", OptimizerKind::adam},
+                                                        {"sgd", OptimizerKind::sgd}};
+  return words;
+}
+
 struct OptimizerConfig {
-  std::string kind = "adam";  // "adam" or "sgd"
+  OptimizerKind kind = OptimizerKind::adam;
   float lr = 0.01f;
   float weight_decay = 0.0f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam

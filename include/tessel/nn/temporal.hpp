@@ -23,6 +23,15 @@
 namespace tessel::nn {
 
 enum class TemporalKind { gcn_gru, gcn_lstm, evolvegcn_o };
+// The temporal model of a --model kind; none for the other kinds.
+inline std::optional<TemporalKind> temporal_kind(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::gcn_gru: return TemporalKind::gcn_gru;
+    case ModelKind::gcn_lstm: return TemporalKind::gcn_lstm;
+    case ModelKind::evolvegcn_o: return TemporalKind::evolvegcn_o;
+    default: return std::nullopt;
+  }
+}
 
 struct TemporalConfig {
   TemporalKind kind = TemporalKind::gcn_gru;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tessel/core/csr.hpp"
+#include "tessel/core/option_words.hpp"
 #include "tessel/core/rng.hpp"
 #include "tessel/core/tensor.hpp"
 
@@ -16,17 +17,23 @@ namespace tessel::sampling {
 
 // Where the sampled graph lives (--graph-placement).
 enum class GraphPlacement : std::uint8_t {
-  device, // device memory: fastest, needs the bytes on the GPU
-  pinned, // page-locked host memory mapped into the GPU's address space (UVA reads over PCIe)
+  device,    // device memory: fastest, needs the bytes on the GPU
+  pinned,    // page-locked host memory mapped into the GPU's address space (UVA reads over PCIe)
+  automatic, // a request only: choose_graph_placement picks one of the two by size
 };
-const char* graph_placement_name(GraphPlacement placement);
+inline std::span<const OptionWord<GraphPlacement>> option_words(GraphPlacement) {
+  static constexpr OptionWord<GraphPlacement> words[] = {{"auto", GraphPlacement::automatic},
+                                                         {"device", GraphPlacement::device},
+                                                         {"pinned", GraphPlacement::pinned}};
+  return words;
+}
 
-// The placement for `requested` ("auto", "device" or "pinned"; InputError otherwise) of a graph
-// of `bytes` on `device`. auto takes device memory when the graph needs at most a quarter of the
-// GPU's free memory (the rest is left to features, activations and the cache), else pinned.
-// `reason` receives one line saying what was chosen and why.
-GraphPlacement choose_graph_placement(const std::string& requested, std::int64_t bytes,
-                                      Device device, std::string& reason);
+// The placement for `requested` of a graph of `bytes` on `device`. automatic takes device memory
+// when the graph needs at most a quarter of the GPU's free memory (the rest is left to features,
+// activations and the cache), else pinned. `reason` receives one line saying what was chosen and
+// why.
+GraphPlacement choose_graph_placement(GraphPlacement requested, std::int64_t bytes, Device device,
+                                      std::string& reason);
 
 // The graph one rank answers sampling requests from, on a device. Rows are the part's owned
 // nodes (in-neighbor lists over owned + halo columns, canonical order); for every column u it

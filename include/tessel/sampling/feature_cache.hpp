@@ -1,6 +1,7 @@
 // Cache of remote nodes' feature rows, ranked by in-degree or by presampled access counts.
 #pragma once
 
+#include "tessel/core/option_words.hpp"
 #include "tessel/core/types.hpp"
 #include "tessel/sampling/id_map.hpp"
 
@@ -11,14 +12,18 @@
 
 namespace tessel::sampling {
 
-// How remote nodes are ranked for the cache (--cache-policy).
+// How remote nodes are ranked for the cache (--cache-policy), or no cache.
 enum class CachePolicy : std::uint8_t {
   degree,    // highest in-degree first: hubs are drawn most often by uniform sampling
   presample, // most frequent input nodes over a few presampled epochs (AccessCounter)
+  none,      // no cache, whatever the budget
 };
-// "degree" or "presample"; InputError naming the accepted values otherwise.
-CachePolicy parse_cache_policy(std::string_view name);
-const char* cache_policy_name(CachePolicy policy);
+inline std::span<const OptionWord<CachePolicy>> option_words(CachePolicy) {
+  static constexpr OptionWord<CachePolicy> words[] = {{"degree", CachePolicy::degree},
+                                                      {"presample", CachePolicy::presample},
+                                                      {"none", CachePolicy::none}};
+  return words;
+}
 
 // The cache size, from --cache-size-mb or --cache-ratio (set at most one; neither = no cache).
 struct CacheBudget {

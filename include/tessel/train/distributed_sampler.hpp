@@ -76,10 +76,10 @@ class DistributedSampler {
   std::span<const NodeId> src_orig(int layer) const { return src_orig_[layer]; }
   std::span<const std::int64_t> src_degree(int layer) const { return src_degree_[layer]; }
 
-  // Chooses and fills the remote feature cache: policy "degree" ranks the halo by degree,
-  // "presample" counts remote input nodes over a few presampled steps; "none" or an empty
-  // budget disables it. Collective.
-  void setup_cache(const std::string& policy, const sampling::CacheBudget& budget,
+  // Chooses and fills the remote feature cache: policy degree ranks the halo by degree,
+  // presample counts remote input nodes over a few presampled steps; none or an empty budget
+  // disables it. Collective.
+  void setup_cache(sampling::CachePolicy policy, const sampling::CacheBudget& budget,
                    std::span<const float> owned_features);
   const sampling::FeatureCache& cache() const { return cache_; }
 
@@ -91,10 +91,10 @@ class DistributedSampler {
 
   // Owners draw on `device` from here on (the CUDA sampler: the same draws, answers written on
   // the GPU): the owned graph goes to device memory or to pinned host memory read over UVA, as
-  // `placement` (auto | device | pinned) says; the choice is logged. A CUDA device needs a CUDA
+  // `placement` says (automatic: by size); the choice is logged. A CUDA device needs a CUDA
   // build; Device::cpu() (any build) takes the device graph's CPU twin (host memory, the CPU
   // sampler's code), which runs sample_device on the CPU: the path CI tests without a GPU.
-  void sample_on_device(Device device, const std::string& placement);
+  void sample_on_device(Device device, sampling::GraphPlacement placement);
   // Whether sample_device can run: owners draw on the device graph (at any rank count) and
   // route_on_host(true) was not asked for.
   bool device_resident() const;
@@ -124,11 +124,11 @@ class DistributedSampler {
 
   // The GPU's feature store (instead of setup_cache): the part's own rows in pinned host memory
   // read over UVA, and the hottest rows, owned or remote, copied to device memory once. Policy
-  // "degree" ranks owned and halo nodes by degree, "presample" by how often a few presampled
-  // steps need them as input; the budget sizes it as for setup_cache (a ratio of owned + halo
-  // rows); "none" or no budget caches nothing. Collective; a CUDA device needs a CUDA build,
+  // degree ranks owned and halo nodes by degree, presample by how often a few presampled steps
+  // need them as input; the budget sizes it as for setup_cache (a ratio of owned + halo rows);
+  // none or no budget caches nothing. Collective; a CUDA device needs a CUDA build,
   // Device::cpu() takes the store's CPU twin (the path CI tests without a GPU).
-  void setup_device_store(const std::string& policy, const sampling::CacheBudget& budget,
+  void setup_device_store(sampling::CachePolicy policy, const sampling::CacheBudget& budget,
                           Device device);
   // Rows [nodes, F] on the store's device from its tiers; remote rows the cache lacks come from
   // their owners over the data plane (see fetch_planned_rows) straight into device memory, and

@@ -5,6 +5,7 @@
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/csr.hpp"
+#include "tessel/core/option_words.hpp"
 #include "tessel/partition/part.hpp"
 
 #include <cstdint>
@@ -15,10 +16,12 @@
 namespace tessel::train {
 
 enum class HaloAggregation { post, pre, automatic };
-
-// "post", "pre", "auto" <-> the values above (the CLI checks the name first).
-HaloAggregation parse_halo_aggregation(const std::string& name);
-std::string halo_aggregation_name(HaloAggregation how);
+inline std::span<const OptionWord<HaloAggregation>> option_words(HaloAggregation) {
+  static constexpr OptionWord<HaloAggregation> words[] = {{"post", HaloAggregation::post},
+                                                          {"pre", HaloAggregation::pre},
+                                                          {"auto", HaloAggregation::automatic}};
+  return words;
+}
 
 // A minimum vertex cover of a bipartite graph (König's theorem over a Hopcroft-Karp maximum
 // matching): every edge has an end in the cover, and no smaller set has that. The graph:

@@ -4,6 +4,7 @@
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/partition/part.hpp"
+#include "tessel/train/train.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -17,8 +18,8 @@ constexpr int kSignVersion = 1;
 
 struct PrecomputeOptions {
   int hops = 2;           // K
-  std::string op = "gcn"; // gcn: D^-1/2 (A+I) D^-1/2; mean: row mean of in-neighbors
-  std::string normalize_features = "none"; // none | row, applied to X before propagating
+  nn::Norm op = nn::Norm::gcn;  // gcn: D^-1/2 (A+I) D^-1/2; mean: row mean of in-neighbors
+  FeatureNormalization normalize_features = FeatureNormalization::none;  // applied to X first
 };
 
 // "sign-<op>-k<K>[-row]" inside the partition folder: where `tessel precompute` writes by

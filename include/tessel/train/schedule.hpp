@@ -2,6 +2,8 @@
 // checks them and measures their bubble.
 #pragma once
 
+#include "tessel/core/option_words.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -9,8 +11,14 @@
 
 namespace tessel::train {
 
-// --schedule (its words: OptionWords<ScheduleKind> in train.hpp).
+// --schedule.
 enum class ScheduleKind { gpipe, one_f_one_b, wave };
+inline std::span<const OptionWord<ScheduleKind>> option_words(ScheduleKind) {
+  static constexpr OptionWord<ScheduleKind> words[] = {{"gpipe", ScheduleKind::gpipe},
+                                                       {"1f1b", ScheduleKind::one_f_one_b},
+                                                       {"wave", ScheduleKind::wave}};
+  return words;
+}
 
 enum class ActionKind {
   forward,         // forward of micro-batch `micro` through stage `stage`

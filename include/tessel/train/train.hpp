@@ -3,6 +3,7 @@
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/core/option_words.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/kernels/row_codec.hpp"
 #include "tessel/train/halo_aggregation.hpp"
@@ -10,12 +11,15 @@
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
+#include "tessel/sampling/device_graph.hpp"
+#include "tessel/sampling/feature_cache.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,11 +46,12 @@ enum class SampleRouting { automatic, device, host };
 struct SampledOptions {
   std::vector<int> fanouts = {15, 10, 5};  // one per layer, input layer first; -1 = all
   std::int64_t batch_size = 1024;           // seeds per rank per step
-  std::string cache_policy = "degree";      // degree | presample | none
+  sampling::CachePolicy cache_policy = sampling::CachePolicy::degree;
   double cache_size_mb = 0;                 // budget in MiB (0 = use cache_ratio)
   double cache_ratio = 0;                   // fraction of remote candidate rows to cache
   double cache_admit_fraction = 0;          // GPU: budget share for admitted remote rows (CLOCK)
-  std::string graph_placement = "auto";     // GPU sampling: auto | device | pinned
+  // GPU sampling: where the graph lives (automatic: device memory when it fits).
+  sampling::GraphPlacement graph_placement = sampling::GraphPlacement::automatic;
   SampleRouting sample_routing = SampleRouting::automatic;
   int prefetch = -1;                        // steps sampled and gathered ahead; -1: 1 on a GPU, 0 on the CPU
   std::int64_t max_steps = 0;               // > 0: at most this many steps per epoch (benchmarks)
@@ -68,10 +73,11 @@ struct DynamicOptions {
 // into stages on different ranks; ranks = data_parallel x stages.
 struct PipelineOptions {
   int hops = 2;                    // K: features [X, AX, ..., A^K X]
-  std::string op = "gcn";          // propagation operator: gcn | mean
+  nn::Norm op = nn::Norm::gcn;     // propagation operator (--operator gcn | mean)
   int mlp_layers = 2;              // linear layers after the per-hop maps
   int stages = 1;                  // S pipeline ranks per data-parallel group
-  std::string split = "auto";      // auto (balance measured block times) or blocks per stage "2,3"
+  // Blocks per stage (--split 2,3); empty: balance the measured block times (--split auto).
+  std::vector<int> split;
   int micro_batches = 4;           // m per mini-batch
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
   int data_parallel = 1;           // D groups
@@ -86,62 +92,49 @@ enum class DeviceChoice { automatic, cpu, cuda };
 // NCCL; MPI, staged through pinned host memory.
 enum class CommChoice { automatic, nccl, mpi };
 
-// The command-line words of an option's enum values, in the order --help lists them: the
-// command line turns a word into its value once, and logs and records print the word back.
-template <class E>
-struct OptionWords;
-template <>
-struct OptionWords<DeviceChoice> {
-  static inline const std::vector<std::pair<std::string, DeviceChoice>> list = {
+// --normalize-features: none, or each row divided by its sum. --save: which epoch's model the
+// outputs hold.
+enum class FeatureNormalization { none, row };
+enum class SaveChoice { best, last };
+
+// The command-line words of these options' values (tessel/core/option_words.hpp).
+inline std::span<const OptionWord<DeviceChoice>> option_words(DeviceChoice) {
+  static constexpr OptionWord<DeviceChoice> words[] = {
       {"auto", DeviceChoice::automatic}, {"cpu", DeviceChoice::cpu}, {"cuda", DeviceChoice::cuda}};
-};
-template <>
-struct OptionWords<CommChoice> {
-  static inline const std::vector<std::pair<std::string, CommChoice>> list = {
+  return words;
+}
+inline std::span<const OptionWord<CommChoice>> option_words(CommChoice) {
+  static constexpr OptionWord<CommChoice> words[] = {
       {"auto", CommChoice::automatic}, {"nccl", CommChoice::nccl}, {"mpi", CommChoice::mpi}};
-};
-template <>
-struct OptionWords<SampleRouting> {
-  static inline const std::vector<std::pair<std::string, SampleRouting>> list = {
-      {"auto", SampleRouting::automatic},
-      {"device", SampleRouting::device},
-      {"host", SampleRouting::host}};
-};
-template <>
-struct OptionWords<DynamicTask> {
-  static inline const std::vector<std::pair<std::string, DynamicTask>> list = {
+  return words;
+}
+inline std::span<const OptionWord<SampleRouting>> option_words(SampleRouting) {
+  static constexpr OptionWord<SampleRouting> words[] = {{"auto", SampleRouting::automatic},
+                                                        {"device", SampleRouting::device},
+                                                        {"host", SampleRouting::host}};
+  return words;
+}
+inline std::span<const OptionWord<DynamicTask>> option_words(DynamicTask) {
+  static constexpr OptionWord<DynamicTask> words[] = {
       {"node-regression", DynamicTask::node_regression},
       {"node-classification", DynamicTask::node_classification},
       {"link-prediction", DynamicTask::link_prediction}};
-};
-template <>
-struct OptionWords<TemporalPartition> {
-  static inline const std::vector<std::pair<std::string, TemporalPartition>> list = {
-      {"snapshot", TemporalPartition::snapshot}, {"vertex", TemporalPartition::vertex}};
-};
-template <>
-struct OptionWords<ScheduleKind> {
-  static inline const std::vector<std::pair<std::string, ScheduleKind>> list = {
-      {"gpipe", ScheduleKind::gpipe},
-      {"1f1b", ScheduleKind::one_f_one_b},
-      {"wave", ScheduleKind::wave}};
-};
-template <class E>
-std::string option_word(E value) {
-  for (const auto& [word, choice] : OptionWords<E>::list)
-    if (choice == value) return word;
-  return std::to_string(static_cast<int>(value));
+  return words;
 }
-// The value of a word (for callers that hold words: tests, bindings); an InputError naming the
-// accepted words otherwise.
-template <class E>
-E option_value(const std::string& word) {
-  std::string listed;
-  for (const auto& [w, choice] : OptionWords<E>::list) {
-    if (w == word) return choice;
-    listed += (listed.empty() ? "" : ", ") + w;
-  }
-  TESSEL_FAIL("'{}' is not one of {}", word, listed);
+inline std::span<const OptionWord<TemporalPartition>> option_words(TemporalPartition) {
+  static constexpr OptionWord<TemporalPartition> words[] = {
+      {"snapshot", TemporalPartition::snapshot}, {"vertex", TemporalPartition::vertex}};
+  return words;
+}
+inline std::span<const OptionWord<FeatureNormalization>> option_words(FeatureNormalization) {
+  static constexpr OptionWord<FeatureNormalization> words[] = {
+      {"none", FeatureNormalization::none}, {"row", FeatureNormalization::row}};
+  return words;
+}
+inline std::span<const OptionWord<SaveChoice>> option_words(SaveChoice) {
+  static constexpr OptionWord<SaveChoice> words[] = {{"best", SaveChoice::best},
+                                                     {"last", SaveChoice::last}};
+  return words;
 }
 
 struct TrainOptions;
@@ -159,7 +152,7 @@ struct TrainOptions {
   int epochs = 200;
   std::uint64_t seed = 0;
   int threads = 0;                 // 0: cores of this node / ranks on this node
-  std::string normalize_features = "none";  // none | row (each row divided by its sum)
+  FeatureNormalization normalize_features = FeatureNormalization::none;
   double time_budget_s = 0;        // stop after this many seconds of training (0: no limit)
   double target_acc = 0;           // record when validation accuracy first reaches this
   int eval_every = 1;              // evaluate valid/test every N epochs (and at the last)
@@ -176,7 +169,7 @@ struct TrainOptions {
   bool verbose = false;                    // also the lines of epochs not evaluated
   // "best": --predictions, --embeddings (and DIR/best.h5 beside --checkpoint's checkpoint.h5) hold the epoch
   // with the best validation metric, or the last when nothing picks one; "last": the last.
-  std::string save = "best";
+  SaveChoice save = SaveChoice::best;
   FullOptions full;
   SampledOptions sampled;
   DynamicOptions dynamic;
@@ -243,7 +236,7 @@ struct ModeTraits {
   bool runs_on_gpu = false;         // has a CUDA path: --device cuda (and auto) may pick a GPU
   bool temporal = false;            // trains on a temporal partition, and alone in a bench
   bool benched_by_default = false;  // in `tessel bench`'s default --modes
-  std::string only_model;           // the one model kind it trains (empty: the GNN models)
+  std::optional<nn::ModelKind> only_model;  // the one model kind it trains (none: the GNNs)
   // Command-line flags only some modes read: those this mode reads. A flag named by no mode
   // applies to every mode; one named by others only is refused with this mode.
   std::vector<std::string> own_flags;
