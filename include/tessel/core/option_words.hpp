@@ -16,8 +16,7 @@
 
 namespace tessel {
 
-template <class E>
-struct OptionWord {
+template <class E> struct OptionWord {
   std::string_view word;
   E value;
 };
@@ -29,16 +28,14 @@ concept HasOptionWords = std::is_enum_v<E> && requires(E e) {
 };
 
 // The word of `value` (its number when the enum lists no word for it).
-template <class E>
-std::string option_word(E value) {
+template <class E> std::string option_word(E value) {
   for (const OptionWord<E>& w : option_words(E{}))
     if (w.value == value) return std::string(w.word);
   return std::to_string(static_cast<int>(value));
 }
 
 // The accepted words, in the order --help lists them, joined by `separator`.
-template <class E>
-std::string option_word_list(E /*tag*/, std::string_view separator = ", ") {
+template <class E> std::string option_word_list(E /*tag*/, std::string_view separator = ", ") {
   std::string listed;
   for (const OptionWord<E>& w : option_words(E{}))
     listed.append(listed.empty() ? "" : separator).append(w.word);
@@ -50,23 +47,20 @@ std::string option_word_list(E /*tag*/, std::string_view separator = ", ") {
 
 // The value of a word (for callers that hold words: tests, bindings, files); an InputError
 // naming the accepted words otherwise.
-template <class E>
-E option_value(std::string_view word) {
+template <class E> E option_value(std::string_view word) {
   for (const OptionWord<E>& w : option_words(E{}))
     if (w.word == word) return w.value;
   fail_option_word(word, option_word_list(E{}));
 }
 
-}  // namespace tessel
+} // namespace tessel
 
 // Not for CUDA sources, which include these enums but print nothing (fmt does not compile there).
 #if !defined(__CUDACC__)
 #include <fmt/format.h>
 
-template <tessel::HasOptionWords E>
-struct fmt::formatter<E> : fmt::formatter<std::string_view> {
-  template <class FormatContext>
-  auto format(E value, FormatContext& ctx) const {
+template <tessel::HasOptionWords E> struct fmt::formatter<E> : fmt::formatter<std::string_view> {
+  template <class FormatContext> auto format(E value, FormatContext& ctx) const {
     return fmt::formatter<std::string_view>::format(tessel::option_word(value), ctx);
   }
 };
