@@ -90,7 +90,8 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
     file.set_attr("best_epoch", static_cast<std::int64_t>(meta.best_epoch));
     file.set_attr("time_to_target_s", meta.time_to_target_s);
     file.set_attr("wall_s", meta.wall_s);
-    if (mode_traits(meta.mode).temporal) file.set_attr("test_mrr_at_best", meta.test_mrr_at_best);
+    for (const auto& [name, value] : meta.kept_at_best)
+      file.set_attr(name + "_at_best", value);
     file.create_group("/params");
     std::string names;
     for (nn::Parameter* p : params) {
@@ -157,8 +158,9 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
     const double metric_max = mode_traits(meta.mode).temporal ? 1e30 : 1.0;
     meta.best_valid_acc = number("best_valid_acc", 0, metric_max);
     meta.test_acc_at_best = number("test_acc_at_best", 0, metric_max);
-    if (file.has_attr("test_mrr_at_best"))
-      meta.test_mrr_at_best = number("test_mrr_at_best", 0, 1);
+    for (const auto& [name, value] : expect.kept_at_best)
+      if (const std::string attr = name + "_at_best"; file.has_attr(attr))
+        meta.kept_at_best[name] = number(attr.c_str(), 0, 1);
     meta.best_epoch = static_cast<int>(number("best_epoch", 0, static_cast<double>(meta.epoch)));
     meta.wall_s = number("wall_s", 0, 1e12);
     meta.time_to_target_s = number("time_to_target_s", -1, meta.wall_s);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,11 @@ struct CheckpointMeta {
   int best_epoch = 0;              // 0: no epoch evaluated yet
   double time_to_target_s = -1;    // -1: target not reached yet
   double wall_s = 0;               // training seconds up to the checkpoint
-  // Dynamic mode: best_valid_acc and test_acc_at_best hold its validation metric (accuracy,
-  // AUC or MSE); link prediction adds the test MRR at the best epoch.
-  double test_mrr_at_best = 0;
+  // The fields the mode's metric keeps at the best epoch (ValidationMetric::kept_at_best: the
+  // dynamic mode's test_mrr, whose best_valid_acc and test_acc_at_best hold its accuracy, AUC or
+  // MSE), each the f64 attribute <name>_at_best in [0, 1]; load_checkpoint reads those of the
+  // names in `expect` that the file holds.
+  std::map<std::string, double> kept_at_best;
 };
 
 // Writes dir/checkpoint.h5 (via a temporary file renamed into place).

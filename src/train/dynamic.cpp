@@ -5,7 +5,6 @@
 // metric, record fields, checkpoint fields and predictions under the shared driver (train.cpp).
 #include "tessel/train/dynamic.hpp"
 
-#include "checkpoint.hpp"
 #include "runtime.hpp"
 #include "temporal_task.hpp"
 #include "temporal_trainer.hpp"
@@ -47,8 +46,8 @@ namespace {
 std::string format_mb(double bytes) { return fmt::format("{:.2f} MB", bytes / 1e6); }
 
 // The mode as the shared driver runs it: its validation metric (accuracy, AUC or MSE, by task),
-// the all-to-all bytes of every epoch against the analytic volume, link prediction's MRR, and
-// the test MRR at the best epoch in checkpoints.
+// the all-to-all bytes of every epoch against the analytic volume, and link prediction's MRR
+// (the driver keeps its test value at the best epoch, in checkpoints too).
 class DynamicMode final : public Trainer {
 public:
   DynamicMode(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime,
@@ -58,9 +57,12 @@ public:
     const auto& info = trainer_.info();
     cls_ = options.dynamic.task == DynamicTask::node_classification;
     link_ = options.dynamic.task == DynamicTask::link_prediction;
+    // Every task's checkpoints hold test_mrr_at_best (0 for the node tasks, whose records have
+    // no test_mrr).
     metric_ = {.name = cls_ ? "acc" : link_ ? "auc" : "mse",
                .higher_is_better = cls_ || link_,
-               .picks_best = info.valid.size() > 0};
+               .picks_best = info.valid.size() > 0,
+               .kept_at_best = {"test_mrr"}};
     // Analytic all-to-all volume of one epoch: forward + backward transpositions over the
     // training snapshots, plus the evaluation forward over all snapshots.
     const std::int64_t H = trainer_.hidden();
@@ -93,7 +95,9 @@ public:
                 options_.model.dropout, option_word(options_.dynamic.task),
                 info.num_nodes, info.num_snapshots, info.train.begin, info.train.end,
                 block_text),
-            .runtime_line = ""};
+            .runtime_line = "",
+            .metric = metric_,
+            .own_comms = {}};
   }
 
   std::vector<nn::Parameter*> parameters() override { return trainer_.parameters(); }
@@ -129,7 +133,8 @@ public:
   }
   void write_outputs(const OutputFiles& files) override { trainer_.write_outputs(files); }
 
-  ValidationMetric metric() const override { return metric_; }
+  // The epoch's record: all-to-all bytes against the analytic volume, allocations, link
+  // prediction's MRR, and the log line's MRR and bytes text.
   void end_epoch(EpochMetrics& m) override {
     const std::int64_t transpose_bytes = comm_.allreduce_value(trainer_.take_transpose_bytes());
     const std::int64_t analytic = analytic_train_ + (m.evaluated ? analytic_eval_ : 0);
@@ -146,34 +151,27 @@ public:
       m.extra["gpu_peak_bytes"] =
           comm_.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max);
     }
-    if (link_ && m.evaluated)
+    if (link_ && m.evaluated) {
       m.extra.update({{"train_mrr", mrr_[0]}, {"valid_mrr", mrr_[1]}, {"test_mrr", mrr_[2]}});
+      m.log_evaluation_suffix =
+          fmt::format(" | mrr train {:.4f} valid {:.4f} test {:.4f}", mrr_[0], mrr_[1], mrr_[2]);
+    }
     total_analytic_ += analytic;
     total_transpose_ += transpose_bytes;
-  }
-  void describe_epoch(const EpochMetrics& m, std::string& evaluation,
-                      std::string& sent) const override {
-    if (link_ && m.evaluated)
-      evaluation +=
-          fmt::format(" | mrr train {:.4f} valid {:.4f} test {:.4f}", mrr_[0], mrr_[1], mrr_[2]);
     const std::string between_hosts =
         m.several_hosts ? fmt::format("between hosts {}, ",
                                       format_mb(static_cast<double>(m.comm_bytes_between_hosts)))
                         : std::string();
-    sent = fmt::format("{} ({}all-to-all {}, analytic {})",
-                       format_mb(static_cast<double>(m.comm_bytes)), between_hosts,
-                       format_mb(m.extra.at("transpose_bytes").get<double>()),
-                       format_mb(m.extra.at("analytic_transpose_bytes").get<double>()));
-  }
-  void best_epoch_changed() override { best_test_mrr_ = mrr_[2]; }
-  void save_state(CheckpointMeta& meta) const override { meta.test_mrr_at_best = best_test_mrr_; }
-  void restore_state(const CheckpointMeta& meta) override {
-    if (meta.best_epoch > 0) best_test_mrr_ = meta.test_mrr_at_best;
+    m.log_sent = fmt::format("{} ({}all-to-all {}, analytic {})",
+                             format_mb(static_cast<double>(m.comm_bytes)), between_hosts,
+                             format_mb(m.extra.at("transpose_bytes").get<double>()),
+                             format_mb(m.extra.at("analytic_transpose_bytes").get<double>()));
   }
   // The summary: the best epoch's values, the last evaluation's test values, and bytes per
-  // epoch (all of them, the all-to-all's and the analytic all-to-all volume).
-  void finish(comm::Communicator& /*comm*/, const Runtime& /*runtime*/, TrainResult& result,
-              nlohmann::json& summary) override {
+  // epoch (all of them, the all-to-all's and the analytic all-to-all volume); the closing line
+  // the last evaluation's test value and the bytes per epoch.
+  std::string finish(comm::Communicator& /*comm*/, const Runtime& /*runtime*/, TrainResult& result,
+                     nlohmann::json& summary) override {
     const std::string& name = metric_.name;
     nlohmann::json s;
     if (result.best_epoch > 0) {
@@ -181,7 +179,7 @@ public:
            {"valid_" + name,
             metric_.picks_best ? nlohmann::json(result.best_valid_acc) : nlohmann::json(nullptr)},
            {"test_" + name, result.test_acc_at_best}};
-      if (link_) s["test_mrr"] = best_test_mrr_;
+      if (link_) s["test_mrr"] = result.kept_at_best.at("test_mrr");
     }
     s["final_test_" + name] = last_test_;
     if (link_) s["final_test_mrr"] = last_test_mrr_;
@@ -198,16 +196,15 @@ public:
     summary["temporal_partition"] = option_word(options_.dynamic.partition);
     summary["task"] = option_word(options_.dynamic.task);
     summary.update(result.summary);
-  }
-  void log_outcome(const TrainResult& result) const override {
-    log::result("final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})",
-              metric_.name, last_test_,
-              result.best_epoch > 0 && metric_.picks_best
-                  ? fmt::format(", best valid at epoch {}", result.best_epoch)
-                  : std::string(),
-              format_mb(result.summary["bytes_per_epoch"].get<double>()),
-              format_mb(result.summary["transpose_bytes_per_epoch"].get<double>()),
-              format_mb(result.summary["analytic_transpose_bytes_per_epoch"].get<double>()));
+    return fmt::format(
+        "final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})", metric_.name,
+        last_test_,
+        result.best_epoch > 0 && metric_.picks_best
+            ? fmt::format(", best valid at epoch {}", result.best_epoch)
+            : std::string(),
+        format_mb(result.summary["bytes_per_epoch"].get<double>()),
+        format_mb(result.summary["transpose_bytes_per_epoch"].get<double>()),
+        format_mb(result.summary["analytic_transpose_bytes_per_epoch"].get<double>()));
   }
 
 private:
@@ -220,7 +217,7 @@ private:
   std::int64_t analytic_train_ = 0, analytic_eval_ = 0;
   std::int64_t total_analytic_ = 0, total_transpose_ = 0;
   double mrr_[3] = {0, 0, 0};  // of the latest evaluation
-  double last_test_ = 0, last_test_mrr_ = 0, best_test_mrr_ = 0;
+  double last_test_ = 0, last_test_mrr_ = 0;
 };
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace tessel::train {
 // evaluates; full-batch training aggregates through it too.
 class GraphModeTrainer : public Trainer {
  public:
-  nn::Model& model() override { return model_; }
+  std::vector<nn::Parameter*> parameters() override { return model_.parameters(); }
   nn::Optimizer& optimizer() override { return *optimizer_; }
   Accuracy evaluate(PhaseTimes& phases) override;
   void write_outputs(const OutputFiles& files) override;

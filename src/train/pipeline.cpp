@@ -244,18 +244,11 @@ public:
   }
 
   // The gradient all-reduce across data-parallel groups runs on the stage communicator: its
-  // bytes count with the epoch's.
-  void end_epoch(EpochMetrics& m) override {
-    std::array<std::int64_t, 2> sent = {stage_comm_->bytes_sent(),
-                                        stage_comm_->bytes_sent_between_hosts()};
-    comm_.allreduce(std::span<std::int64_t>(sent));
-    m.comm_bytes += sent[0];
-    m.comm_bytes_between_hosts += sent[1];
-  }
+  // bytes count with the epoch's (pipeline_run_info names it to the driver).
+  comm::Communicator* stage_comm() const { return stage_comm_.get(); }
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     Stopwatch epoch_watch;
-    stage_comm_->reset_bytes_sent();
     // The order of the mini-batches changes every epoch; their rows do not (each group's
     // shard of every mini-batch was sent to its first stage once).
     std::vector<int> order(static_cast<std::size_t>(num_batches_));
@@ -1008,6 +1001,12 @@ void check_pipeline_options(const TrainOptions& options, int ranks) {
 
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context) {
   return std::make_unique<PipelineTrainer>(context);
+}
+
+RunInfo pipeline_run_info(const Trainer& trainer, const TrainerContext& context) {
+  RunInfo info = graph_run_info(trainer, context);
+  info.own_comms.push_back(static_cast<const PipelineTrainer&>(trainer).stage_comm());
+  return info;
 }
 
 } // namespace tessel::train

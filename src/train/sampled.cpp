@@ -14,7 +14,6 @@
 #include "tessel/train/distributed_sampler.hpp"
 
 #include <algorithm>
-#include <array>
 #include <deque>
 #include <functional>
 #include <numeric>
@@ -163,19 +162,11 @@ class SampledTrainer final : public GraphModeTrainer {
   }
 
   // The sampler's own data plane (when it has one) carries the sampling exchanges: its bytes
-  // count with the epoch's.
-  void end_epoch(EpochMetrics& m) override {
-    if (!sampler_data_) return;
-    std::array<std::int64_t, 2> sent = {sampler_data_->bytes_sent(),
-                                        sampler_data_->bytes_sent_between_hosts()};
-    comm_.allreduce(std::span<std::int64_t>(sent));
-    m.comm_bytes += sent[0];
-    m.comm_bytes_between_hosts += sent[1];
-  }
+  // count with the epoch's (sampled_run_info names it to the driver).
+  comm::Communicator* sampler_data() const { return sampler_data_.get(); }
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     sampler_.reset_counters();
-    if (sampler_data_) sampler_data_->reset_bytes_sent();
     std::vector<std::vector<LocalId>> step_seeds;
     std::vector<std::int64_t> step_counts;
     sampler_.assign_steps(epoch, step_seeds, step_counts, phases);
@@ -571,6 +562,13 @@ class SampledTrainer final : public GraphModeTrainer {
 
 std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context) {
   return std::make_unique<SampledTrainer>(context);
+}
+
+RunInfo sampled_run_info(const Trainer& trainer, const TrainerContext& context) {
+  RunInfo info = graph_run_info(trainer, context);
+  if (comm::Communicator* own = static_cast<const SampledTrainer&>(trainer).sampler_data())
+    info.own_comms.push_back(own);
+  return info;
 }
 
 }  // namespace tessel::train

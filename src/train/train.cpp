@@ -352,7 +352,9 @@ RunInfo graph_run_info(const Trainer& /*trainer*/, const TrainerContext& context
                                         : options.model.layers,
                                     options.model.hidden, context.manifest.num_nodes,
                                     kernels::cpu_gemm_backend()),
-          .runtime_line = ""};
+          .runtime_line = "",
+          .metric = {},
+          .own_comms = {}};
 }
 
 TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
@@ -381,6 +383,8 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     expect.model_json = info.model_json;
     expect.mode = info.mode;
     expect.seed = options.seed;
+    for (const std::string& name : info.metric.kept_at_best)
+      expect.kept_at_best[name] = 0;
     const CheckpointMeta loaded = agreed([&] {
       return load_checkpoint(options.predict_from.parent_path(), expect, trainer->parameters(),
                              trainer->optimizer(), options.predict_from.filename().string());
@@ -433,7 +437,7 @@ public:
   TrainingRun(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime,
               Trainer& trainer, const RunInfo& info)
       : comm_(comm), data_(*runtime.data), options_(options), runtime_(runtime), trainer_(trainer),
-        info_(info), metric_(trainer.metric()) {
+        info_(info), metric_(info.metric) {
     meta_.seed = options.seed;
     meta_.model_json = info.model_json;
     meta_.mode = info.mode;
@@ -441,6 +445,16 @@ public:
     result_.metric = metric_.name;
     result_.higher_is_better = metric_.higher_is_better;
     result_.has_valid = metric_.picks_best;
+    // 0 until an epoch is the best (and the names a resume reads from the checkpoint).
+    for (const std::string& name : metric_.kept_at_best)
+      result_.kept_at_best[name] = 0;
+    meta_.kept_at_best = result_.kept_at_best;
+    // The communicators whose bytes an epoch counts, each once: the data communicator is the
+    // control one on the CPU.
+    for (comm::Communicator* c : {&comm_, &data_})
+      if (std::find(counted_.begin(), counted_.end(), c) == counted_.end()) counted_.push_back(c);
+    for (comm::Communicator* c : info.own_comms)
+      if (std::find(counted_.begin(), counted_.end(), c) == counted_.end()) counted_.push_back(c);
   }
 
   TrainResult run(const Stopwatch& setup_watch) {
@@ -492,7 +506,12 @@ private:
     result_.test_acc_at_best = loaded.test_acc_at_best;
     result_.best_epoch = loaded.best_epoch;
     result_.time_to_target_s = loaded.time_to_target_s;
-    trainer_.restore_state(loaded);
+    // A checkpoint without a kept field (written before it was kept) holds it as 0.
+    if (loaded.best_epoch > 0)
+      for (auto& [name, value] : result_.kept_at_best) {
+        const auto it = loaded.kept_at_best.find(name);
+        value = it == loaded.kept_at_best.end() ? 0.0 : it->second;
+      }
     wall_offset_ = loaded.wall_s;
     log::info("resumed from {} after epoch {}", options_.resume_dir.string(), loaded.epoch);
   }
@@ -523,8 +542,8 @@ private:
   // Trains, evaluates, records, logs and checkpoints one epoch; whether it is the last.
   bool run_epoch(int epoch, const Stopwatch& wall) {
     maybe_inject_fault(comm_.rank(), epoch);
-    comm_.reset_bytes_sent();
-    if (&data_ != &comm_) data_.reset_bytes_sent();
+    for (comm::Communicator* c : counted_)
+      c->reset_bytes_sent();
     Stopwatch epoch_watch;
     PhaseTimes phases;
     EpochMetrics m;
@@ -565,16 +584,18 @@ private:
     return values;
   }
 
-  // The epoch's seconds, phases and bytes sent over all ranks. Collective.
+  // The epoch's seconds, phases and bytes sent (by every counted communicator) over all ranks.
+  // Collective.
   void measure_epoch(double local_epoch_s, const PhaseTimes& phases, EpochMetrics& m) {
     // Report the slowest rank: that is the epoch time the job sees.
     m.epoch_s = comm_.allreduce_value(local_epoch_s, comm::ReduceOp::max);
     for (const auto& [name, s] : phases.all())
       m.phases[name] = comm_.allreduce_value(s, comm::ReduceOp::max);
-    const bool own_data = &data_ != &comm_;
-    std::array<std::int64_t, 2> sent_bytes = {
-        comm_.bytes_sent() + (own_data ? data_.bytes_sent() : 0),
-        comm_.bytes_sent_between_hosts() + (own_data ? data_.bytes_sent_between_hosts() : 0)};
+    std::array<std::int64_t, 2> sent_bytes = {0, 0};
+    for (const comm::Communicator* c : counted_) {
+      sent_bytes[0] += c->bytes_sent();
+      sent_bytes[1] += c->bytes_sent_between_hosts();
+    }
     comm_.allreduce(std::span<std::int64_t>(sent_bytes));
     m.comm_bytes = sent_bytes[0];
     m.comm_bytes_between_hosts = sent_bytes[1];
@@ -594,7 +615,8 @@ private:
       result_.best_valid_acc = values.valid;
       result_.test_acc_at_best = values.test;
       result_.best_epoch = m.epoch;
-      trainer_.best_epoch_changed();
+      for (auto& [name, value] : result_.kept_at_best)
+        value = m.extra.contains(name) ? m.extra.at(name).get<double>() : 0.0;
       if (keep_best_) {
         keep_epoch(trainer_, best_);
         best_.epoch = m.epoch;
@@ -625,7 +647,8 @@ private:
     if (m.several_hosts)
       sent += fmt::format(" ({} between hosts)",
                           format_bytes(static_cast<double>(m.comm_bytes_between_hosts)));
-    trainer_.describe_epoch(m, evaluation, sent);
+    if (m.evaluated) evaluation += m.log_evaluation_suffix;
+    if (!m.log_sent.empty()) sent = m.log_sent;
     log::result("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", m.epoch, m.loss,
                 evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);
   }
@@ -652,7 +675,7 @@ private:
     meta_.best_epoch = result_.best_epoch;
     meta_.time_to_target_s = result_.time_to_target_s;
     meta_.wall_s = epoch_wall_s;
-    trainer_.save_state(meta_);
+    meta_.kept_at_best = result_.kept_at_best;
     if (comm_.rank() == 0)
       save_checkpoint(options_.checkpoint_dir, meta_, trainer_.parameters(), trainer_.optimizer());
     comm_.barrier();
@@ -678,7 +701,7 @@ private:
     const int saved_epoch = have_best ? best_.epoch : last_epoch_;
     const std::string saved_which =
         have_best ? (saved_epoch == last_epoch_ ? "best and last" : "best") : "last";
-    trainer_.finish(comm_, runtime_, result_, summary);
+    const std::string outcome = trainer_.finish(comm_, runtime_, result_, summary);
     if (writes_outputs()) {
       summary["save"] = option_word(options_.save);
       summary["saved_epoch"] = saved_epoch;
@@ -694,7 +717,7 @@ private:
       log::info("wrote {} (epoch {})", (options_.checkpoint_dir / "checkpoint.h5").string(),
                 last_epoch_);
     }
-    trainer_.log_outcome(result_);
+    log::result("{}", outcome);
   }
 
   // The sum of each final parameter, in the result. Collective (the gather).
@@ -723,6 +746,7 @@ private:
     best_meta.best_valid_acc = result_.best_valid_acc;
     best_meta.test_acc_at_best = result_.test_acc_at_best;
     best_meta.best_epoch = result_.best_epoch;
+    best_meta.kept_at_best = result_.kept_at_best;
     trainer_.gather_parameters();
     if (comm_.rank() == 0) {
       save_checkpoint(options_.checkpoint_dir, best_meta, trainer_.parameters(),
@@ -741,6 +765,7 @@ private:
   Trainer& trainer_;
   const RunInfo& info_;
   const ValidationMetric metric_;
+  std::vector<comm::Communicator*> counted_; // the epoch's bytes sent are theirs
   CheckpointMeta meta_;
   TrainResult result_;
   std::ofstream metrics_;
@@ -760,8 +785,8 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
   return TrainingRun(comm, options, runtime, trainer, info).run(setup_watch);
 }
 
-void Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
-                     nlohmann::json& summary) {
+std::string Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
+                            nlohmann::json& summary) {
   // Device memory of the run (max over ranks): the caching allocator's peak bytes in use and
   // reserved since setup ended (what a step holds, comparable to torch.cuda.max_memory_allocated
   // and max_memory_reserved), and the device's use as cudaMemGetInfo reports it now.
@@ -786,14 +811,9 @@ void Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResu
   summary["best_epoch"] = result.best_epoch;
   summary["gemm_backend"] = kernels::cpu_gemm_backend();
   if (result.time_to_target_s >= 0) summary["time_to_target_s"] = result.time_to_target_s;
-}
-
-void Trainer::log_outcome(const TrainResult& result) const {
-  if (result.best_epoch > 0)
-    log::result("best valid acc {:.4f} at epoch {}, test acc there {:.4f}", result.best_valid_acc,
-                result.best_epoch, result.test_acc_at_best);
-  else
-    log::result("no epoch was evaluated");
+  if (result.best_epoch == 0) return "no epoch was evaluated";
+  return fmt::format("best valid acc {:.4f} at epoch {}, test acc there {:.4f}",
+                     result.best_valid_acc, result.best_epoch, result.test_acc_at_best);
 }
 
 }  // namespace tessel::train

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessel::train {
 
@@ -32,11 +33,15 @@ struct Accuracy {
 // The validation metric a mode reports and picks its best epoch by. "acc" fills the records'
 // train_acc, valid_acc and test_acc; any other name adds train_<name>, valid_<name> and
 // test_<name> to them instead. Without a validation range (picks_best false) the latest
-// evaluation stands as the best.
+// evaluation stands as the best. `kept_at_best` names fields of the records' `extra` that the
+// driver keeps at the best epoch beside the metric's values: in the result
+// (TrainResult::kept_at_best), in checkpoints (attribute <name>_at_best, a value in [0, 1]) and
+// across a resume; a field the best epoch's record lacks is kept as 0.
 struct ValidationMetric {
   std::string name = "acc";
   bool higher_is_better = true;
   bool picks_best = true;
+  std::vector<std::string> kept_at_best;
 };
 
 // Where a trainer runs: its device, the device's kernel context, the control communicator
@@ -55,49 +60,40 @@ struct OutputFiles {
   std::filesystem::path embeddings;
 };
 
+// A training mode as the shared driver runs it. The driver does what every mode shares (epochs,
+// evaluation schedule, best epoch, metrics records, bytes sent, checkpoints, resume, outputs);
+// what only one mode does stays inside that mode.
 class Trainer {
  public:
   virtual ~Trainer() = default;
-  // The GNN model of the graph modes; modes with another kind of model override parameters().
-  virtual nn::Model& model() { TESSEL_LIB_FAIL("this training mode has no GNN model"); }
-  // Every parameter of the whole model, in a fixed order (checkpoints, checksums).
-  virtual std::vector<nn::Parameter*> parameters() { return model().parameters(); }
+  // Every parameter of the whole model, in a fixed order (checkpoints, checksums): this rank's
+  // view, not collective (see gather_parameters).
+  virtual std::vector<nn::Parameter*> parameters() = 0;
+  virtual nn::Optimizer& optimizer() = 0;
   // Collective, before parameters() and optimizer() state are read for a checkpoint or the
   // final checksum: modes that spread the model over ranks gather it here.
   virtual void gather_parameters() {}
-  virtual nn::Optimizer& optimizer() = 0;
   // One epoch of training (all its steps, optimizer updates included); returns the mean
   // training loss over the whole graph's training nodes. Adds seconds per phase to `phases`
   // and mode-specific numbers to `extra`. Collective.
   virtual double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) = 0;
-  // Accuracies of the current parameters over the whole graph (no dropout). Collective.
+  // The validation metric's train, valid and test values of the current parameters over the
+  // whole graph (no dropout). Collective.
   virtual Accuracy evaluate(PhaseTimes& phases) = 0;
+  // After the driver filled an epoch's record (its bytes counted, before the best epoch is
+  // picked): the mode's own fields, and its wording of the epoch's log line
+  // (EpochMetrics::log_evaluation_suffix, log_sent). Collective.
+  virtual void end_epoch(EpochMetrics& /*m*/) {}
   // The files named (an empty path is not written): predicted class and logits of every node,
   // and the last hidden layer's output of every node, written by rank 0 in source node order.
   // Collective.
   virtual void write_outputs(const OutputFiles& files) = 0;
-
-  // What the shared driver asks of a mode beyond the graph modes' defaults.
-  virtual ValidationMetric metric() const { return {}; }
-  // After the driver filled an epoch's record (its bytes counted): the mode's own fields.
-  // Collective.
-  virtual void end_epoch(EpochMetrics& /*m*/) {}
-  // The epoch's log line: `evaluation` holds the metric's values (or "not evaluated"), `sent`
-  // the bytes sent; a mode may add to either.
-  virtual void describe_epoch(const EpochMetrics& /*m*/, std::string& /*evaluation*/,
-                              std::string& /*sent*/) const {}
-  // The epoch just evaluated is the best so far: keep what the mode reports at the best epoch.
-  virtual void best_epoch_changed() {}
-  // The mode's own fields of a checkpoint: written into it, and read back on resume.
-  virtual void save_state(CheckpointMeta& /*meta*/) const {}
-  virtual void restore_state(const CheckpointMeta& /*meta*/) {}
   // After the last epoch: fills the mode's part of `result` and of the metrics file's summary
-  // record (`summary` already holds the mode, epochs, peak RSS and setup seconds). Collective.
+  // record (`summary` already holds the mode, epochs, peak RSS and setup seconds) and returns
+  // the run's closing log line, which the driver logs once the outputs are written. Collective.
   // The graph modes': the best epoch, the GEMM backend, time to target and device memory.
-  virtual void finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
-                      nlohmann::json& summary);
-  // The run's closing log line.
-  virtual void log_outcome(const TrainResult& result) const;
+  virtual std::string finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
+                             nlohmann::json& summary);
 };
 
 // What a mode's setup hands the shared driver besides its trainer.
@@ -106,6 +102,10 @@ struct RunInfo {
   std::string model_json;  // the model signature a checkpoint must match to resume
   std::string setup_line;  // logged once set up, followed by ", setup <seconds> s"
   std::string runtime_line;  // logged after it when not empty
+  ValidationMetric metric;   // what evaluate() returns, and how the best epoch is picked
+  // Communicators of the mode's own beside the runtime's control and data ones: the driver
+  // resets their bytes sent at each epoch's start and counts them with the epoch's.
+  std::vector<comm::Communicator*> own_comms;
 };
 
 // Refuses options no mode can run with (epochs, --eval-every, --checkpoint-every, --time-budget,
@@ -161,7 +161,11 @@ std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
 // epoch, which neither pre-aggregation plans nor stale halos follow).
 void check_full_options(const TrainOptions& options, int ranks);
 std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
+// graph_run_info and the sampler's own data plane, when it has one (own_comms).
+RunInfo sampled_run_info(const Trainer& trainer, const TrainerContext& context);
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context);
+// graph_run_info and the stage communicator of the gradient all-reduce (own_comms).
+RunInfo pipeline_run_info(const Trainer& trainer, const TrainerContext& context);
 // The pipeline's refusals that need no data (model, ranks = data-parallel x stages, blocks per
 // stage, --split): run before any mode of a bench trains, and by the pipeline trainer.
 void check_pipeline_options(const TrainOptions& options, int ranks);

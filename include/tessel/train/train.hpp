@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -189,6 +190,11 @@ struct EpochMetrics {
   bool several_hosts = false;  // the job's ranks run on more than one host
   std::map<std::string, double> phases;  // seconds per phase (max over ranks)
   nlohmann::json extra;        // mode-specific numbers (cache hit rate, bytes fetched, ...)
+  // A mode's wording of the epoch's log line (not in to_json()): text after the validation
+  // metric's values of an evaluated epoch, and the bytes-sent text in place of the usual one
+  // (when not empty).
+  std::string log_evaluation_suffix;
+  std::string log_sent;
   nlohmann::json to_json() const;
 };
 
@@ -205,6 +211,8 @@ struct TrainResult {
   double best_valid_acc = 0;
   double test_acc_at_best = 0;
   int best_epoch = 0;
+  // The metric's other fields kept at the best epoch (dynamic mode: test_mrr), by name.
+  std::map<std::string, double> kept_at_best;
   double time_to_target_s = -1;  // -1: target never reached
   std::int64_t peak_rss_bytes = 0;  // max over ranks
   double setup_s = 0;
