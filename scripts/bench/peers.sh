@@ -26,8 +26,8 @@
 # with T threads. Models: 2 layers of width 128 full batch, 3 layers with fanouts 15,10,5 and a
 # global batch of 1024 sampled; dropout 0.5 on every layer's input, the input features included
 # (as Tessel applies it), Adam lr 0.01. ONEDNN_MAX_CPU_ISA, if set, caps oneDNN's ISA (AVX2
-# stands in for an AVX2 machine); MKL_ENABLE_INSTRUCTIONS and ATEN_CPU_CAPABILITY are set to
-# match for torch unless given. A framework whose environment is missing is left out with a note.
+# stands in for an AVX2 machine); MKL_ENABLE_INSTRUCTIONS and ATEN_CPU_CAPABILITY (torch) and
+# TESSEL_CPU_ISA (Tessel's own SpMM and dropout kernels) are set to match unless given. A framework whose environment is missing is left out with a note.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -91,13 +91,14 @@ fi
 # vectorized kernels too, unless they are given caps of their own.
 if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ]; then
   case "${ONEDNN_MAX_CPU_ISA^^}" in
-    AVX2*) mkl=AVX2 aten=avx2 ;;
-    AVX512*) mkl=AVX512 aten=avx512 ;;
-    AVX) mkl=AVX aten=default ;;
-    *) mkl=SSE4_2 aten=default ;;
+    AVX2*) mkl=AVX2 aten=avx2 own=avx2 ;;
+    AVX512*) mkl=AVX512 aten=avx512 own= ;;
+    AVX) mkl=AVX aten=default own=sse ;;
+    *) mkl=SSE4_2 aten=default own=sse ;;
   esac
   export MKL_ENABLE_INSTRUCTIONS="${MKL_ENABLE_INSTRUCTIONS:-$mkl}"
   export ATEN_CPU_CAPABILITY="${ATEN_CPU_CAPABILITY:-$aten}"
+  if [ -n "$own" ]; then export TESSEL_CPU_ISA="${TESSEL_CPU_ISA:-$own}"; fi
 fi
 
 mkdir -p "$work/metrics"

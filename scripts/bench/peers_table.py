@@ -150,7 +150,8 @@ def machine():
     return {"cpu_model": model, "isa": isa, "logical_cpus": os.cpu_count(),
             "ONEDNN_MAX_CPU_ISA": os.environ.get("ONEDNN_MAX_CPU_ISA"),
             "MKL_ENABLE_INSTRUCTIONS": os.environ.get("MKL_ENABLE_INSTRUCTIONS"),
-            "ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY")}
+            "ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
+            "TESSEL_CPU_ISA": os.environ.get("TESSEL_CPU_ISA")}
 
 
 def load_average(text):
@@ -225,6 +226,8 @@ def report(args):
     for cap in ("MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY"):
         if m[cap]:
             isa += f", torch capped at {cap}={m[cap]}"
+    if m["TESSEL_CPU_ISA"]:
+        isa += f", Tessel's own kernels capped at TESSEL_CPU_ISA={m['TESSEL_CPU_ISA']}"
 
     out = []
     out.append(f"Machine: {m['cpu_model']}, {m['logical_cpus']} logical CPUs; ISA {isa}. "
