@@ -75,6 +75,9 @@ public:
   // then frees it before allocating its output. With `recompute`, the layer keeps no copy of its
   // input and redraws the rows it needs in chunks.
   virtual Tensor forward(Tensor x, Aggregator& agg, const InputRecompute& recompute = {}) = 0;
+  // Whether forward() reads x again after its aggregation, or backward() reads it: only then is
+  // a `recompute` ever called (a dropped input need not keep its keep bits otherwise).
+  virtual bool reads_input_again() const = 0;
   // grad_out: [num_dst, out_dim] -> [num_src, in_dim] (or undefined). Once per forward().
   virtual Tensor backward(const Tensor& grad_out, bool need_input_grad) = 0;
   virtual std::vector<Parameter*> parameters() = 0;
@@ -95,6 +98,8 @@ public:
   std::int64_t in_dim() const override { return weight_.value.rows(); }
   std::int64_t out_dim() const override { return weight_.value.cols(); }
   bool transforms_first() const { return out_dim() < in_dim(); }
+  // Aggregate-first reads X once, through Â X.
+  bool reads_input_again() const override { return transforms_first(); }
 
 private:
   Parameter weight_, bias_;
@@ -115,6 +120,8 @@ public:
   std::int64_t in_dim() const override { return self_weight_.value.rows(); }
   std::int64_t out_dim() const override { return self_weight_.value.cols(); }
   bool transforms_first() const { return out_dim() < in_dim(); }
+  // The self term reads X_dst in either order.
+  bool reads_input_again() const override { return true; }
 
 private:
   Parameter self_weight_, neigh_weight_, bias_;
