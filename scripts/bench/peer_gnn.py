@@ -11,7 +11,8 @@ forward-only evaluation over every node, medians over the epochs after the first
 Sampled: seconds of one training epoch (sampling, feature gather, forward, backward, step)
 over the training nodes, batches of --batch-size, median over the epochs after the first.
 The models are Tessel's: dropout on every layer's input, the input features included, ReLU
-between layers. PyG passes messages on edge_index, on a torch.sparse CSR adjacency, or both
+between layers; --normalize-features row normalizes the features once, before any timing. PyG
+passes messages on edge_index, on a torch.sparse CSR adjacency, or both
 (--adjacency); its sampled run uses edge_index. --prepare only makes the cache and exits.
 """
 import argparse
@@ -39,6 +40,9 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--normalize-features", choices=["none", "row"], default="none",
+                   help="row: each feature row divided by the sum of its absolute values, once "
+                        "before timing (Tessel's --normalize-features row)")
     p.add_argument("--only", default="gcn,sage,sampled", help="subset of gcn,sage,sampled")
     p.add_argument("--adjacency", default="edge_index,sparse",
                    help="PyG: subset of edge_index,sparse (sampled runs on edge_index)")
@@ -277,6 +281,9 @@ def main():
         return
     n = int(data["num_nodes"][0])
     feat = torch.from_numpy(data["feat"])
+    if args.normalize_features == "row":
+        sums = feat.abs().sum(1, keepdim=True)
+        feat = torch.where(sums > 0, feat / sums, feat)
     label = torch.from_numpy(data["label"])
     train = torch.from_numpy(data["train"])
     src = torch.from_numpy(data["src"])
