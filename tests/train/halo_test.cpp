@@ -255,9 +255,12 @@ TEST(HaloAggregation, PreAndAutoEqualPostForwardAndBackward) {
                   1e-5f * (1 + std::abs(want_grad.data<float>()[i])));
     const auto rows = comm->allreduce_value<std::int64_t>(halo.rows_received());
     EXPECT_EQ(rows, comm->allreduce_value<std::int64_t>(halo.rows_sent()));
-    if (how == train::HaloAggregation::automatic) EXPECT_LE(rows, post_rows);
-    if (how == train::HaloAggregation::pre && comm->size() > 1)
+    if (how == train::HaloAggregation::automatic) {
+      EXPECT_LE(rows, post_rows);
+    }
+    if (how == train::HaloAggregation::pre && comm->size() > 1) {
       EXPECT_GT(comm->allreduce_value<std::int64_t>(plan.pre_rows), 0);
+    }
   }
 }
 
