@@ -147,6 +147,16 @@ void host_reset_peak() {
   c.peak_reserved.store(host_reserved());
 }
 
+HostBlockKeeper::HostBlockKeeper() {
+  host_reset_peak();
+  setup_bytes_ = host_counters().in_use.load();
+}
+
+void HostBlockKeeper::keep() const {
+  const std::int64_t held = host_stats().peak_bytes_reserved - setup_bytes_;
+  if (held > 0) host_cache_keep(static_cast<std::size_t>(held));
+}
+
 void* host_allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   // 64-byte alignment: full cache lines and aligned AVX-512 loads.

@@ -102,8 +102,7 @@ TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& o
                                     .device = device_});
   task_ = make_temporal_task(task_context(), reader, *model_);
   optimizer_ = nn::make_optimizer(options.optimizer);
-  device_memory::host_reset_peak();
-  setup_host_bytes_ = device_memory::host_stats().bytes_in_use;
+  host_blocks_ = device_memory::HostBlockKeeper();
 }
 
 double TemporalTrainer::train_epoch(int epoch, PhaseTimes& phases) {
@@ -222,10 +221,7 @@ nn::SnapshotRows TemporalTrainer::snapshot_rows(SnapshotGraph& g, GraphPhaseTime
           }};
 }
 
-void TemporalTrainer::keep_host_blocks() {
-  const std::int64_t held = device_memory::host_stats().peak_bytes_reserved - setup_host_bytes_;
-  if (held > 0) device_memory::host_cache_keep(static_cast<std::size_t>(held));
-}
+void TemporalTrainer::keep_host_blocks() { host_blocks_.keep(); }
 
 void TemporalTrainer::sync_device() {
   if (device_.is_cuda()) kernels::default_context(device_).synchronize();

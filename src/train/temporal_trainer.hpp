@@ -128,8 +128,8 @@ private:
   NodePhase phase_;
   // The transposition's exchange buffers, reused every epoch and direction.
   TranspositionBuffers buffers_;
-  // Host bytes in use once set up (the store's tensors, parameters): see keep_host_blocks.
-  std::int64_t setup_host_bytes_ = 0;
+  // Made again once set up (above the store's tensors and parameters): see keep_host_blocks.
+  device_memory::HostBlockKeeper host_blocks_;
   bool snapshot_layout_ = true, recurrent_ = true;
   std::int64_t N_ = 0, T_ = 0, H_ = 0, out_dim_ = 1;
   PhaseTimes cpu_phases_;

@@ -472,6 +472,8 @@ public:
     several_hosts_ =
         comm_.allreduce_value<int>(comm_.peers_on_other_hosts(), comm::ReduceOp::max) > 0;
     last_epoch_ = first_epoch_ - 1;
+    // What the epochs allocate is kept from one to the next (see run_epoch).
+    host_blocks_ = device_memory::HostBlockKeeper();
     Stopwatch wall;
     for (int epoch = first_epoch_; epoch <= options_.epochs; ++epoch) {
       last_epoch_ = epoch;
@@ -549,13 +551,20 @@ private:
     EpochMetrics m;
     m.epoch = epoch;
     m.loss = trainer_.train_epoch(epoch, phases, m.extra);
+    // The host blocks of a training pass and of an evaluation stay idle in the cache between
+    // them and between epochs: past its default cap (a 1M-node full-batch step holds more)
+    // the cache would free them and every epoch would fault 400-500 MiB in again.
+    host_blocks_.keep();
     // The loss is all-reduced and the parameters are the same on every rank, so every rank
     // stops here together.
     stop_if_not_finite(comm_, epoch, m.loss, trainer_.parameters(), options_);
     const bool last = epoch == options_.epochs ||
                       (options_.time_budget_s > 0 && wall.seconds() >= options_.time_budget_s);
     Accuracy values;
-    if (epoch % options_.eval_every == 0 || last) values = evaluate(phases, m);
+    if (epoch % options_.eval_every == 0 || last) {
+      values = evaluate(phases, m);
+      host_blocks_.keep();
+    }
     measure_epoch(epoch_watch.seconds(), phases, m);
     m.wall_s = wall_offset_ + wall.seconds();
     trainer_.end_epoch(m);
@@ -775,6 +784,7 @@ private:
   bool keep_best_ = false;
   bool several_hosts_ = false;
   KeptEpoch best_;
+  device_memory::HostBlockKeeper host_blocks_;
 };
 
 } // namespace

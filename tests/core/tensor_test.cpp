@@ -97,6 +97,35 @@ TEST(TensorDevice, CachingAllocatorReusesBlocks) {
   EXPECT_EQ(after_third.bytes_in_use, after_first.bytes_in_use);
 }
 
+// An iteration that holds more host memory than the block cache's cap: without a keeper every
+// iteration takes its large blocks from the system again; once a HostBlockKeeper has raised the
+// cap to what an iteration held, the blocks freed from then on stay, and later iterations take none.
+TEST(TensorHost, KeeperKeepsWhatAnIterationHeld) {
+  const std::size_t cap = device_memory::host_cache_limit();
+  device_memory::host_cache_set_limit(1);
+  auto iteration = [] {
+    Tensor a = Tensor::empty({1 << 20}, DType::f32);  // 4 MiB
+    Tensor b = Tensor::zeros({3 << 20}, DType::f32);  // 12 MiB
+    a.data<float>()[0] = b.data<float>()[1];
+  };
+  auto system_blocks = [] { return device_memory::host_stats().device_allocations; };
+  iteration();
+  std::int64_t before = system_blocks();
+  iteration();
+  EXPECT_EQ(system_blocks() - before, 2) << "the capped cache kept blocks it should have freed";
+
+  const device_memory::HostBlockKeeper keeper;
+  iteration();
+  keeper.keep();
+  EXPECT_GE(device_memory::host_cache_limit(), std::size_t{16} << 20);
+  iteration();  // its blocks were freed before keep(); this one's stay
+  before = system_blocks();
+  iteration();
+  iteration();
+  EXPECT_EQ(system_blocks(), before) << "an iteration after keep() took blocks from the system";
+  device_memory::host_cache_set_limit(cap);
+}
+
 TEST(TensorStreams, ScopesAndEventsDoNothingOnTheCpu) {
   int marker = 0;
   {

@@ -163,6 +163,18 @@ void host_cache_set_limit(std::size_t bytes);
 // Counters of host_allocate (what stats(Device::cpu()) returns) and their reset_peak.
 DeviceMemoryStats host_stats();
 void host_reset_peak();
+// Keeps the host blocks a repeating loop (a training epoch, an evaluation) holds: made once the
+// setup is done, it restarts the peak; keep() after each iteration raises the cache's cap to the
+// host bytes held since, above the setup's, so the next iteration reuses them instead of the cache
+// freeing the largest and the kernel faulting them in again (host_cache_keep).
+class HostBlockKeeper {
+ public:
+  HostBlockKeeper();
+  void keep() const;
+
+ private:
+  std::int64_t setup_bytes_;
+};
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
 void zero(void* ptr, Device device, std::size_t bytes);
 bool cuda_available();  // built with CUDA and at least one device is visible
