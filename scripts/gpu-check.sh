@@ -46,8 +46,8 @@ if [ -n "$bundle" ]; then
   mkdir -p "$bundle/tree/src/cli" "$bundle/tree/kernels" "$bundle/tree/sampling" "$bundle/tree/tests" "$bundle/lib" \
     "$bundle/scripts/bench" "$bundle/data"
   cp "$build/src/cli/tessel" "$bundle/tree/src/cli/"
-  cp "$build/kernels/tessel_bench_gpu_spmm" "$bundle/tree/kernels/"
-  cp "$build/sampling/tessel_bench_frontier_ops" "$bundle/tree/sampling/"
+  cp "$build/src/kernels/tessel_bench_gpu_spmm" "$bundle/tree/kernels/"
+  cp "$build/src/sampling/tessel_bench_frontier_ops" "$bundle/tree/sampling/"
   for t in $gpu_tests; do cp "$(find "$build/tests" -name "$t" -type f -perm -u+x | head -1)" "$bundle/tree/tests/"; done
   cp scripts/bench/gpu.sh scripts/bench/pyg_fullbatch.py "$bundle/scripts/bench/"
   cp -r datasets/samples/cora datasets/samples/england_covid "$bundle/data/"
@@ -188,8 +188,8 @@ mkdir -p "$log"
 start=$SECONDS
 (cd "$build" && ctest -L gpu --output-on-failure --timeout 600) | tee "$log/ctest.log" || true
 tests_s=$((SECONDS - start))
-TESSEL="$build/src/cli/tessel" SPMM_BENCH="$build/kernels/tessel_bench_gpu_spmm" \
-  FRONTIER_BENCH="$build/sampling/tessel_bench_frontier_ops" WORK="$build/bench-gpu" bash scripts/bench/gpu.sh | tee "$log/bench.log" || true
+TESSEL="$build/src/cli/tessel" SPMM_BENCH="$build/src/kernels/tessel_bench_gpu_spmm" \
+  FRONTIER_BENCH="$build/src/sampling/tessel_bench_frontier_ops" WORK="$build/bench-gpu" bash scripts/bench/gpu.sh | tee "$log/bench.log" || true
 echo
 echo "== GPU check summary (sm_$arch)"
 echo "| part | result |"

@@ -16,7 +16,7 @@ from ._h5 import Writer
 FORMAT = "tessel-dataset"
 VERSION = 1
 
-# The texts of the C++ writer (datasets/store.cpp), so both writers' files say the same.
+# The texts of the C++ writer (src/datasets/store.cpp), so both writers' files say the same.
 _ROOT_DESCRIPTION = (
     "Tessel dataset store: one graph with node features, class labels and a train/valid/test "
     "split. /graph/indptr and /graph/indices form the in-neighbor CSR (row v lists every u with "

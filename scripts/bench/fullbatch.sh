@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
 
 tessel="${TESSEL:-build/src/cli/tessel}"
-kernels_bench="$(dirname "$tessel")/../../kernels/tessel_bench_kernels"
+kernels_bench="$(dirname "$tessel")/../kernels/tessel_bench_kernels"
 work="${WORK:-build/bench-fullbatch}"
 nodes="${NODES:-200000}"
 avg_degree="${AVG_DEGREE:-20}"

@@ -15,8 +15,8 @@
 # classes), PyG included only when the time budget still allows it.
 #
 # Environment (optional): TESSEL (binary, default build/src/cli/tessel), SPMM_BENCH (default
-# beside it: build/kernels/tessel_bench_gpu_spmm), FRONTIER_BENCH (default beside it:
-# build/sampling/tessel_bench_frontier_ops), MPIRUN (mpirun), WORK (scratch folder,
+# beside it: build/src/kernels/tessel_bench_gpu_spmm), FRONTIER_BENCH (default beside it:
+# build/src/sampling/tessel_bench_frontier_ops), MPIRUN (mpirun), WORK (scratch folder,
 # default build/bench-gpu), NODES (2000000), DEGREE (25), FEAT (128), CLASSES (16), HIDDEN (128),
 # EPOCHS (13), PYTHON (python3), SKIP_PYG (1 to skip PyG), DEVICE (cuda; cpu for a dry run),
 # SAMPLED_STEPS (steps per sampled epoch, 20), SAMPLED_CACHE (device cache ratio, 0.25),
@@ -27,8 +27,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tessel="${TESSEL:-build/src/cli/tessel}"
-spmm_bench="${SPMM_BENCH:-$(dirname "$tessel")/../../kernels/tessel_bench_gpu_spmm}"
-frontier_bench="${FRONTIER_BENCH:-$(dirname "$tessel")/../../sampling/tessel_bench_frontier_ops}"
+spmm_bench="${SPMM_BENCH:-$(dirname "$tessel")/../kernels/tessel_bench_gpu_spmm}"
+frontier_bench="${FRONTIER_BENCH:-$(dirname "$tessel")/../sampling/tessel_bench_frontier_ops}"
 mpirun="${MPIRUN:-mpirun}"
 work="${WORK:-build/bench-gpu}"
 nodes="${NODES:-2000000}"

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
 
 tessel="${TESSEL:-build/src/cli/tessel}"
-sampling_bench="$(dirname "$tessel")/../../sampling/tessel_bench_sampling"
+sampling_bench="$(dirname "$tessel")/../sampling/tessel_bench_sampling"
 work="${WORK:-build/bench-sampling}"
 nodes="${NODES:-200000}"
 avg_degree="${AVG_DEGREE:-20}"

@@ -13,6 +13,7 @@
 #include "tessel/partition/part.hpp"
 #include "tessel/partition/temporal.hpp"
 #include "tessel/train/train.hpp"
+#include "tessel/modes/modes.hpp"
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>

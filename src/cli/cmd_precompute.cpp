@@ -9,7 +9,7 @@
 #include "tessel/core/timer.hpp"
 #include "tessel/kernels/dense.hpp"
 #include "tessel/partition/part.hpp"
-#include "tessel/train/precompute.hpp"
+#include "tessel/dist/precompute.hpp"
 #include "tessel/train/train.hpp"
 
 #include <omp.h>
@@ -23,7 +23,7 @@ namespace {
 struct PrecomputeArgs {
   std::filesystem::path part_dir;
   std::filesystem::path out_dir;
-  train::PrecomputeOptions options;
+  dist::PrecomputeOptions options;
   int threads = 0;
 };
 
@@ -65,10 +65,10 @@ std::function<void()> setup_precompute(CLI::App& app) {
       kernels::normalize_rows(features);
       std::copy_n(features.data<float>(), features.numel(), part.features.data());
     }
-    const auto dir = args->out_dir.empty() ? train::default_sign_dir(args->part_dir, args->options)
+    const auto dir = args->out_dir.empty() ? dist::default_sign_dir(args->part_dir, args->options)
                                            : args->out_dir;
-    const auto hops = train::precompute_hops(*comm, part, args->options);
-    train::write_sign_folder(*comm, dir, part, manifest.dataset, args->options, hops);
+    const auto hops = dist::precompute_hops(*comm, part, args->options);
+    dist::write_sign_folder(*comm, dir, part, manifest.dataset, args->options, hops);
     log::info("precomputed {} hops ({}) of {} nodes x {} features on {} ranks into {} in {:.2f} s",
               args->options.hops, args->options.op, manifest.num_nodes, manifest.feature_dim,
               comm->size(), dir.string(), watch.seconds());

@@ -8,6 +8,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/train/train.hpp"
+#include "tessel/modes/modes.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -4,6 +4,7 @@
 
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/train/train.hpp"
+#include "tessel/modes/modes.hpp"
 
 #include <memory>
 

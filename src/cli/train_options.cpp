@@ -3,6 +3,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/atomic_output.hpp"
+#include "tessel/modes/modes.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,5 +1,5 @@
 // Checkpoint files: one HDF5 file per checkpoint directory, replaced atomically.
-#include "checkpoint.hpp"
+#include "tessel/train/checkpoint.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/atomic_output.hpp"
@@ -154,8 +154,8 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
                      "{}: {} = {} is outside [{}, {}]", path.string(), name, value, lo, hi);
       return value;
     };
-    // Dynamic mode keeps its validation metric there: an accuracy, an AUC or an MSE.
-    const double metric_max = mode_traits(meta.mode).temporal ? 1e30 : 1.0;
+    // The mode's validation metric: an accuracy or an AUC in [0, 1], an MSE unbounded.
+    const double metric_max = expect.metric_max;
     meta.best_valid_acc = number("best_valid_acc", 0, metric_max);
     meta.test_acc_at_best = number("test_acc_at_best", 0, metric_max);
     for (const auto& [name, value] : expect.kept_at_best)

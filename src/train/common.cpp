@@ -1,7 +1,7 @@
 // Pieces every training mode shares: split labels, accuracies, gradient all-reduce, predictions;
 // the graph modes' trainer base.
-#include "graph_mode.hpp"
-#include "trainer.hpp"
+#include "tessel/train/graph_mode.hpp"
+#include "tessel/train/trainer.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/progress.hpp"

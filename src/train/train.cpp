@@ -2,11 +2,10 @@
 // checkpoints, resume, time budget and fault injection.
 #include "tessel/train/train.hpp"
 
-#include "checkpoint.hpp"
-#include "runtime.hpp"
-#include "trainer.hpp"
+#include "tessel/train/checkpoint.hpp"
+#include "tessel/train/runtime.hpp"
+#include "tessel/train/trainer.hpp"
 
-#include "tessel/train/dynamic.hpp"
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
@@ -357,13 +356,12 @@ RunInfo graph_run_info(const Trainer& /*trainer*/, const TrainerContext& context
           .own_comms = {}};
 }
 
-TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
+TrainResult run_mode(comm::Communicator& comm, const TrainOptions& options_in,
+                     const ModeInfo& mode) {
   TrainOptions options = options_in;
-  check_mode_options(options, comm.size());
   Stopwatch setup_watch;
   const int threads = choose_threads(options.threads);
   kernels::set_cpu_threads(threads);
-  const ModeInfo& mode = find_mode(options.mode);
   LoadedPart loaded = mode.load(comm, options);
   RuntimeHolder runtime = make_runtime(comm, options, mode);
   TrainerContext context{comm,           options, loaded.manifest, loaded.part,
@@ -383,6 +381,7 @@ TrainResult train(comm::Communicator& comm, const TrainOptions& options_in) {
     expect.model_json = info.model_json;
     expect.mode = info.mode;
     expect.seed = options.seed;
+    expect.metric_max = info.metric.max_value;
     for (const std::string& name : info.metric.kept_at_best)
       expect.kept_at_best[name] = 0;
     const CheckpointMeta loaded = agreed([&] {
@@ -441,6 +440,7 @@ public:
     meta_.seed = options.seed;
     meta_.model_json = info.model_json;
     meta_.mode = info.mode;
+    meta_.metric_max = info.metric.max_value;
     result_.mode = info.mode;
     result_.metric = metric_.name;
     result_.higher_is_better = metric_.higher_is_better;

@@ -13,7 +13,7 @@
 #include "tessel/partition/part.hpp"
 #include "tessel/partition/partitioner.hpp"
 #include "tessel/partition/temporal.hpp"
-#include "checkpoint.hpp"
+#include "tessel/train/checkpoint.hpp"
 
 #include <algorithm>
 #include <cstdio>

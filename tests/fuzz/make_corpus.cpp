@@ -3,7 +3,7 @@
 #include "fuzz_fixtures.hpp"
 #include "fuzz_targets.hpp"
 
-#include "checkpoint.hpp"
+#include "tessel/train/checkpoint.hpp"
 #include "tessel/datasets/ogb.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"

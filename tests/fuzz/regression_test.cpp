@@ -4,7 +4,7 @@
 #include "fuzz_fixtures.hpp"
 #include "fuzz_targets.hpp"
 
-#include "checkpoint.hpp"
+#include "tessel/train/checkpoint.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/nn/optimizer.hpp"
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tessel/core/csr.hpp"
+#include "tessel/core/option_words.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,15 @@ namespace tessel::partition {
 
 constexpr const char* kManifestFormat = "tessel-partition";
 constexpr int kManifestVersion = 1;
+
+// --normalize-features: the part's feature rows as stored, or each row divided by the sum of the
+// absolute values of its entries (training, evaluation and SIGN precompute read them so).
+enum class FeatureNormalization { none, row };
+inline std::span<const OptionWord<FeatureNormalization>> option_words(FeatureNormalization) {
+  static constexpr OptionWord<FeatureNormalization> words[] = {
+      {"none", FeatureNormalization::none}, {"row", FeatureNormalization::row}};
+  return words;
+}
 
 // partition.json. Part p owns the relabeled global ids [offsets[p], offsets[p+1]).
 struct Manifest {

@@ -6,8 +6,8 @@
 #include "tessel/core/option_words.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/kernels/row_codec.hpp"
-#include "tessel/train/halo_aggregation.hpp"
-#include "tessel/train/schedule.hpp"
+#include "tessel/dist/halo_aggregation.hpp"
+#include "tessel/dist/schedule.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
@@ -33,7 +33,7 @@ struct FullOptions {
   // BNS-GCN: the fraction of boundary nodes each training epoch keeps (0: off, the whole graph).
   double boundary_sampling = 0;
   // SuperGCN: which rows cross each cut (post: the boundary rows; pre/auto: owner-side sums).
-  HaloAggregation halo_aggregation = HaloAggregation::post;
+  dist::HaloAggregation halo_aggregation = dist::HaloAggregation::post;
   // PipeGCN: training epochs read the previous epoch's halo rows and gradients, exchanged while
   // they compute; smoothing gamma in [0, 1) keeps a moving average of them (0: the last ones).
   bool stale_halo = false;
@@ -80,7 +80,7 @@ struct PipelineOptions {
   // Blocks per stage (--split 2,3); empty: balance the measured block times (--split auto).
   std::vector<int> split;
   int micro_batches = 4;           // m per mini-batch
-  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  dist::ScheduleKind schedule = dist::ScheduleKind::one_f_one_b;
   int data_parallel = 1;           // D groups
   std::int64_t batch_size = 1024;  // training rows per optimizer step, whole job
   int max_batches = 0;             // > 0: at most this many mini-batches per epoch (benchmarks)
@@ -95,7 +95,7 @@ enum class CommChoice { automatic, nccl, mpi };
 
 // --normalize-features: none, or each row divided by its sum. --save: which epoch's model the
 // outputs hold.
-enum class FeatureNormalization { none, row };
+using partition::FeatureNormalization;
 enum class SaveChoice { best, last };
 
 // The command-line words of these options' values (tessel/core/option_words.hpp).
@@ -125,11 +125,6 @@ inline std::span<const OptionWord<DynamicTask>> option_words(DynamicTask) {
 inline std::span<const OptionWord<TemporalPartition>> option_words(TemporalPartition) {
   static constexpr OptionWord<TemporalPartition> words[] = {
       {"snapshot", TemporalPartition::snapshot}, {"vertex", TemporalPartition::vertex}};
-  return words;
-}
-inline std::span<const OptionWord<FeatureNormalization>> option_words(FeatureNormalization) {
-  static constexpr OptionWord<FeatureNormalization> words[] = {
-      {"none", FeatureNormalization::none}, {"row", FeatureNormalization::row}};
   return words;
 }
 inline std::span<const OptionWord<SaveChoice>> option_words(SaveChoice) {
@@ -220,9 +215,6 @@ struct TrainResult {
   nlohmann::json summary;  // mode-specific results (dynamic: test MSE, bytes vs analytic, ...)
 };
 
-// Runs training in the mode named by options.mode on this rank's part. Collective.
-TrainResult train(comm::Communicator& comm, const TrainOptions& options);
-
 // A rank's view of a partition folder: the manifest and its own part.
 struct RankPartition {
   partition::Manifest manifest;
@@ -235,8 +227,6 @@ struct RankPartition {
 // one AgreedInputError that names each failing rank, its host and its file. Collective.
 RankPartition read_rank_partition(comm::Communicator& comm, const std::filesystem::path& dir);
 
-// The training modes, in the order of their table.
-std::vector<std::string> mode_names();
 // What the command line and other callers need to know of a mode; the table that holds these
 // lives with the modes (one entry per mode), so no caller compares mode names.
 struct ModeTraits {
@@ -254,15 +244,6 @@ struct ModeTraits {
   std::function<void(TrainOptions&, const std::function<bool(const std::string&)>& given)>
       apply_defaults;
 };
-// Throws InputError naming the known modes for an unknown name.
-const ModeTraits& mode_traits(const std::string& name);
-// What can be refused of options.mode without reading data, for `ranks` ranks: the options
-// every mode checks and the mode's own (the pipeline's stages and split). train() does the
-// same; `tessel bench` calls it for every mode before training any.
-void check_mode_options(const TrainOptions& options, int ranks);
-// The modes `tessel bench` compares when --modes is not given, in table order.
-std::vector<std::string> default_bench_modes();
-
 // Threads for OpenMP and OpenBLAS: requested, else OMP_NUM_THREADS when set, else this node's
 // cores divided by the ranks running on it (so ranks, OpenMP and OpenBLAS never oversubscribe).
 // Throws InputError when the requested or OMP_NUM_THREADS count exceeds max_threads().

@@ -1,0 +1,165 @@
+// Halo exchange for full-batch training: owners send boundary rows to the ranks that hold them
+// as halo, and halo gradients travel back to be summed at their owners.
+#pragma once
+
+#include "tessel/comm/communicator.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/kernels/row_codec.hpp"
+#include "tessel/kernels/sparse.hpp"
+#include "tessel/partition/part.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace tessel::dist {
+
+// What an exchange is built from: the rows a rank holds as halo and where their owners keep
+// them (a part of a static partition, or one snapshot's halo in the dynamic mode's vertex
+// layout). Views: they need to outlive the constructor only.
+struct HaloRows {
+  int rank = 0;
+  int num_ranks = 0;  // of the partition (must be the communicator's size)
+  std::int64_t num_owned = 0;
+  std::span<const std::int32_t> owner;        // [n_halo] each halo row's owner rank
+  std::span<const std::int32_t> owner_local;  // [n_halo] its row there
+  std::span<const NodeId> orig_id;            // [n_owned + n_halo] source ids (for keep_rows)
+};
+
+// A part's halo rows.
+HaloRows halo_rows(const partition::Part& part);
+
+// Built once per part (collective: every rank tells each owner which of its rows it needs).
+// Rows travel in one alltoallv per call; a rank sends each needed row once per peer. Rows are
+// packed, reordered and summed by kernel ops (gather_rows, scatter_add_rows_segmented), so the
+// exchange touches no row with a host loop; the gradient sum at an owner adds its peers' rows
+// in rank order, which keeps P ranks bit for bit deterministic. Tensors may live on the CPU or
+// a GPU: rows then travel through the data communicator `data` (NCCL, or MPI staged through
+// pinned host buffers), `comm` when null, and the index lists follow the tensors' device.
+class HaloExchange {
+ public:
+  HaloExchange(const HaloRows& rows, comm::Communicator& comm, comm::Communicator* data = nullptr);
+  HaloExchange(const partition::Part& part, comm::Communicator& comm,
+               comm::Communicator* data = nullptr)
+      : HaloExchange(halo_rows(part), comm, data) {}
+
+  // x_owned: [n_owned, F] f32 -> x_full: [n_owned + n_halo, F] (resized if needed): owned rows
+  // copied, halo rows received from their owners; x_full shares x_owned's storage instead when
+  // this rank holds no halo rows. Collective.
+  void forward(const Tensor& x_owned, Tensor& x_full);
+  // grad_full: [n_owned + n_halo, F] -> grad_owned: [n_owned, F] = owned rows of grad_full plus,
+  // for every row another rank holds as halo, the gradient that rank computed for it; with no
+  // halo rows here grad_owned is grad_full itself, updated in place. Collective.
+  void backward(const Tensor& grad_full, Tensor& grad_owned);
+
+  // From now on only the rows of nodes `kept` accepts travel (its argument: the node's id in
+  // the source dataset, so an owner and every rank holding the node as halo decide alike when
+  // kept depends on the id alone). Halo rows not received are zero in x_full and send no
+  // gradient back. keep_all() restores the whole exchange.
+  void keep_rows(const std::function<bool(NodeId)>& kept);
+  void keep_all();
+
+  // How rows and gradients travel from now on: f32 as they are, or encoded (bf16, f16, int8 with
+  // a scale per row) before the exchange and decoded on arrival (kernels::encode_rows).
+  void set_codec(kernels::RowCodec codec) { codec_ = codec; }
+  kernels::RowCodec codec() const { return codec_; }
+
+  // --halo-aggregation (SuperGCN): from now on an owner sends combine x_owned instead of
+  // selected rows. combine: [rows sent, n_owned] on the CPU, its rows grouped by peer
+  // (send_per_peer), each an owned row (weight 1) or a weighted sum of owned rows that one node
+  // of the peer aggregates; recv_per_peer: the rows each peer sends here. x_full is then
+  // [x_owned; the received rows in arrival order] (n_owned + rows_received() rows), and the
+  // gradient of each received row goes back to be spread by combine^T. Overrides keep_rows.
+  void set_combination(kernels::SparseMatrix combine, std::vector<std::int64_t> send_per_peer,
+                       std::vector<std::int64_t> recv_per_peer);
+  bool combined() const { return combined_; }
+
+  // --stale-halo (PipeGCN): while on, the k-th forward (backward) call of an epoch returns the
+  // halo rows (adds the halo gradients) that the k-th call of the previous epoch exchanged, and
+  // starts the exchange of this call's rows without waiting for it; the first epoch after
+  // turning on exchanges exactly. With smoothing gamma > 0 the stale rows are the moving
+  // average gamma * previous + (1 - gamma) * arrived. begin_epoch() restarts the call count
+  // (the calls of every epoch must come in the same order with the same widths). Off, the
+  // exchange is exact and the stale rows wait untouched.
+  void set_stale(bool on, float smoothing = 0.0f) {
+    stale_ = on;
+    smoothing_ = smoothing;
+  }
+  bool stale() const { return stale_; }
+  void begin_epoch() { forward_calls_ = backward_calls_ = 0; }
+
+  // Rows this rank sends per forward call (the analytic halo volume is that times
+  // kernels::row_codec_bytes(codec(), F) bytes), and receives; with keep_rows, the kept ones.
+  std::int64_t rows_sent() const { return rows_sent_; }
+  std::int64_t rows_received() const { return rows_received_; }
+  // The halo rows (0-based halo indices) the current plan receives, in the order they arrive.
+  const std::vector<LocalId>& received_halo_rows() const { return recv_slots_; }
+  // Bytes this rank put on the wire for halo rows (forward) and halo gradients (backward) since
+  // the last reset, as encoded.
+  std::int64_t row_bytes_sent() const { return row_bytes_sent_; }
+  std::int64_t grad_bytes_sent() const { return grad_bytes_sent_; }
+  void reset_bytes_sent() { row_bytes_sent_ = grad_bytes_sent_ = 0; }
+  void add_bytes_sent(std::int64_t rows, std::int64_t grads) {
+    row_bytes_sent_ += rows;
+    grad_bytes_sent_ += grads;
+  }
+
+ private:
+  // One call's stale exchange: its own buffers (they travel while the epoch goes on), the
+  // rows the aggregation reads, and the exchange in flight.
+  struct StaleSlot {
+    Tensor send, recv, send_wire, recv_wire;
+    Tensor rows;  // the arrived rows (smoothed) the next epoch's call reads
+    std::unique_ptr<comm::PendingExchange> pending;
+  };
+  // The index tensors on `device` (moved there on first use).
+  void indices_on(Device device);
+  // Makes the index tensors of the current plan (on the CPU; indices_on moves them).
+  void build_indices();
+  // The rows to send of x_owned into `out` (selected, or combined): [rows sent, F].
+  void pack(const Tensor& x_owned, Tensor& out);
+  // Adds the gradients `back` (one per row sent) to their owned rows.
+  void add_back(const Tensor& back, Tensor& grad_owned);
+  // Moves `send` ([sum send_rows, F]) to the peers into `recv`: at once, or (stale) through the
+  // call's slot, leaving in `recv` what the previous epoch's call exchanged.
+  void exchange(const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
+                std::span<const std::int64_t> recv_rows, std::vector<StaleSlot>& slots,
+                int& calls);
+
+  comm::Communicator& data_;  // moves the rows (the control communicator sets up the plan only)
+  std::int64_t num_owned_ = 0;
+  std::int64_t num_halo_ = 0;
+  std::vector<std::int64_t> send_rows_per_peer_;  // [P] rows this rank sends to each peer
+  std::vector<std::int64_t> recv_rows_per_peer_;  // [P] rows this rank receives from each peer
+  std::vector<LocalId> send_rows_;   // owned local ids to send, grouped by peer
+  std::vector<LocalId> recv_slots_;  // halo index (0-based) of each received row, grouped by peer
+  bool recv_in_halo_order_ = false;  // received rows are exactly halo 0, 1, 2, ...: no permutation
+  // The whole exchange, and the source-dataset ids of what it sends and receives (keep_rows).
+  std::vector<std::int64_t> all_send_per_peer_, all_recv_per_peer_;
+  std::vector<LocalId> all_send_rows_, all_recv_slots_;
+  std::vector<NodeId> all_send_orig_, all_recv_orig_;
+  Tensor send_index_;                // i32 [rows sent]: send_rows_
+  Tensor recv_to_halo_;              // i32 [n_halo]: recv_slots_ (received position -> halo row)
+  Tensor halo_to_recv_;              // i32 [n_halo]: its inverse (halo row -> received position,
+                                     // or the zero row past the received ones)
+  Tensor send_buffer_;               // f32 [rows sent, F]
+  Tensor recv_buffer_;               // f32 [rows received (+ 1 zero row), F]
+  kernels::RowCodec codec_ = kernels::RowCodec::f32;
+  Tensor send_wire_;                 // u8 [rows sent, row bytes]: encoded rows (not f32)
+  Tensor recv_wire_;                 // u8 [n_halo, row bytes]
+  std::int64_t row_bytes_sent_ = 0;
+  std::int64_t grad_bytes_sent_ = 0;
+  std::int64_t rows_sent_ = 0, rows_received_ = 0;
+  // set_combination's matrix (on the CPU, and where the tensors live) and its transpose.
+  kernels::SparseMatrix combine_, combine_t_;
+  bool combined_ = false;
+  Tensor back_sum_;                  // f32 [n_owned, F]: combine^T of the returned gradients
+  bool stale_ = false;
+  float smoothing_ = 0.0f;
+  int forward_calls_ = 0, backward_calls_ = 0;
+  std::vector<StaleSlot> stale_forward_, stale_backward_;
+};
+
+}  // namespace tessel::dist

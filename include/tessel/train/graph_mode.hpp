@@ -1,0 +1,42 @@
+// What the two graph modes (full-batch and sampled) share: the part's features on the training
+// device, the GNN model and its optimizer, and evaluation by whole-part inference.
+#pragma once
+
+#include "tessel/dist/full_aggregator.hpp"
+#include "tessel/train/trainer.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+namespace tessel::train {
+
+// A graph mode's trainer: the GNN model the options describe on the runtime's device, the
+// part's features there, and a whole-part aggregator (halo rows over the data plane) through
+// which evaluate() and write_outputs() infer every owned node layer by layer, as DGL
+// evaluates; full-batch training aggregates through it too.
+class GraphModeTrainer : public Trainer {
+ public:
+  std::vector<nn::Parameter*> parameters() override { return model_.parameters(); }
+  nn::Optimizer& optimizer() override { return *optimizer_; }
+  Accuracy evaluate(PhaseTimes& phases) override;
+  void write_outputs(const OutputFiles& files) override;
+
+ protected:
+  explicit GraphModeTrainer(const TrainerContext& ctx);
+
+  comm::Communicator& comm_;
+  comm::Communicator& data_;
+  Device device_;
+  const TrainOptions& options_;
+  const partition::Manifest& manifest_;
+  partition::Part& part_;
+  dist::FullAggregator aggregator_;
+  std::vector<nn::Aggregator*> layer_aggregators_;  // aggregator_, once per layer
+  nn::Model model_;
+  std::unique_ptr<nn::Optimizer> optimizer_;
+  Tensor features_;
+  std::vector<std::vector<std::int64_t>> split_labels_;
+};
+
+}  // namespace tessel::train

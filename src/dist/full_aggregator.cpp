@@ -1,0 +1,86 @@
+// The full-batch aggregator's boundary-node sampling (the epoch's graph, degrees and exchange)
+// and halo pre-aggregation.
+#include "tessel/dist/full_aggregator.hpp"
+
+#include "tessel/core/error.hpp"
+
+namespace tessel::dist {
+
+void FullAggregator::sample_boundary(const rng::Key& key, double p, nn::Norm norm) {
+  TESSEL_EXPECTS(!halo_.combined(), "boundary sampling: the halos are pre-aggregated");
+  TESSEL_EXPECTS(p > 0.0 && p <= 1.0, "boundary sampling: fraction {} outside (0, 1]", p);
+  const std::int64_t n = part_.num_owned, h = part_.num_halo;
+  auto kept = [&key, p](NodeId id) {
+    return static_cast<double>(key.uniform(static_cast<std::uint64_t>(id), 0)) < p;
+  };
+  std::vector<char> halo_kept(static_cast<std::size_t>(h));
+  for (std::int64_t j = 0; j < h; ++j)
+    halo_kept[static_cast<std::size_t>(j)] = kept(part_.orig_id[static_cast<std::size_t>(n + j)]);
+  // The epoch's in-neighbour pattern: owned columns, and the halo columns kept. A node's degree
+  // in it is its whole-graph degree less the in-edges dropped at its owner.
+  const LocalCsr& graph = part_.graph;
+  LocalCsr pattern;
+  pattern.num_rows = n;
+  pattern.num_cols = n + h;
+  pattern.indptr.assign(static_cast<std::size_t>(n + 1), 0);
+  pattern.indices.reserve(graph.indices.size());
+  std::vector<float> owned_degree(static_cast<std::size_t>(n));
+  for (std::int64_t v = 0; v < n; ++v) {
+    std::int64_t dropped = 0;
+    for (EdgeId e = graph.indptr[v]; e < graph.indptr[v + 1]; ++e) {
+      const LocalId c = graph.indices[static_cast<std::size_t>(e)];
+      if (c < n || halo_kept[static_cast<std::size_t>(c - n)])
+        pattern.indices.push_back(c);
+      else
+        ++dropped;
+    }
+    pattern.indptr[static_cast<std::size_t>(v + 1)] = static_cast<EdgeId>(pattern.indices.size());
+    owned_degree[static_cast<std::size_t>(v)] =
+        static_cast<float>(part_.degree[static_cast<std::size_t>(v)] - dropped);
+  }
+  // The halo columns' degrees come from their owners, through the whole exchange in f32 (exact
+  // for counts below 2^24), outside the bytes a training epoch reports for its halos.
+  halo_.keep_all();
+  const kernels::RowCodec codec = halo_.codec();
+  const std::int64_t rows_bytes = halo_.row_bytes_sent(), grad_bytes = halo_.grad_bytes_sent();
+  halo_.set_codec(kernels::RowCodec::f32);
+  const Tensor owned = Tensor::from_vector(owned_degree, {n, 1}).to(device_);
+  Tensor full;
+  halo_.forward(owned, full);
+  halo_.set_codec(codec);
+  halo_.reset_bytes_sent();
+  halo_.add_bytes_sent(rows_bytes, grad_bytes);
+  const Tensor host = full.to(Device::cpu());
+  std::vector<std::int64_t> degree(static_cast<std::size_t>(n + h));
+  for (std::int64_t i = 0; i < n + h; ++i)
+    degree[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(host.data<float>()[i]);
+  TESSEL_ASSERT(n + h == 0 || host.numel() == n + h, "degree exchange: {} rows for {}",
+                host.numel(), n + h);
+  halo_.keep_rows(kept);
+  epoch_matrices_.reset(kernels::SparseMatrix::from_csr(pattern, device_),
+                        Tensor::from_vector(degree).to(device_));
+  (void)epoch_matrices_.forward(norm);
+  (void)epoch_matrices_.backward(norm);
+  sampled_ = true;
+}
+
+void FullAggregator::aggregate_halos(HaloAggregation how, nn::Norm norm,
+                                     comm::Communicator& comm) {
+  if (how == HaloAggregation::post) return;
+  const LocalCsr weighted = matrices_.forward(norm).to_csr();
+  HaloAggregationPlan plan = plan_halo_aggregation(part_, weighted, how, comm);
+  matrices_.reset_weighted(kernels::SparseMatrix::from_csr(plan.local, device_), norm);
+  halo_.set_combination(kernels::SparseMatrix::from_csr(plan.combine), std::move(plan.send_per_peer),
+                        std::move(plan.recv_per_peer));
+  pre_rows_ = plan.pre_rows;
+  prepare(norm);
+}
+
+void FullAggregator::use_full_graph() {
+  if (!sampled_) return;
+  halo_.keep_all();
+  epoch_matrices_ = nn::AggregationMatrices();
+  sampled_ = false;
+}
+
+}  // namespace tessel::dist

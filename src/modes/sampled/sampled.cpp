@@ -1,0 +1,575 @@
+// Sampled mode: mini-batches of each rank's own training nodes, sampled by the data-centric
+// DistributedSampler, gradients all-reduced every step in lock-step; evaluation is full-neighbor.
+// On a GPU the owners draw with the CUDA sampler and the model, loss and optimizer run there.
+#include "mode_entries.hpp"
+#include "tessel/train/graph_mode.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/core/mpi.hpp"
+#include "tessel/core/progress.hpp"
+#include "tessel/kernels/sparse.hpp"
+#include "tessel/nn/aggregation_matrices.hpp"
+#include "tessel/nn/loss.hpp"
+#include "tessel/sampling/block.hpp"
+#include "tessel/dist/distributed_sampler.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <numeric>
+
+namespace tessel::train {
+namespace {
+
+// Aggregation over one sampled block: its matrices are rebuilt every step from the block and
+// the whole-graph degrees of its source nodes, on the device the model runs on.
+class BlockAggregator final : public nn::Aggregator {
+ public:
+  // src_orig, src_degree: per source of the block; src_orig must outlive the step.
+  void reset(const sampling::Block& block, std::span<const NodeId> src_orig,
+             std::span<const std::int64_t> src_degree, Device device) {
+    src_orig_ = src_orig;
+    src_orig_device_ = Tensor();
+    Tensor degree = Tensor::empty({static_cast<std::int64_t>(src_degree.size())}, DType::i64);
+    std::copy(src_degree.begin(), src_degree.end(), degree.data<std::int64_t>());
+    matrices_.reset(kernels::SparseMatrix::from_csr(block.adj, device),
+                    device.is_cpu() ? std::move(degree) : degree.to(device));
+  }
+
+  // A block that stays on the device: its pattern, the sources' degrees and their original ids
+  // (dropout keys) are used where they are, nothing is uploaded.
+  void reset(const sampling::BlockTensors& block) {
+    src_orig_ = {};
+    src_orig_device_ = block.src_orig;
+    kernels::SparseMatrix pattern;
+    pattern.num_rows = block.num_dst;
+    pattern.num_cols = block.num_src;
+    pattern.indptr = block.indptr;
+    pattern.indices = block.indices;
+    matrices_.reset(std::move(pattern), block.src_degree);
+  }
+
+  std::int64_t num_src() const override { return matrices_.num_src(); }
+  std::int64_t num_dst() const override { return matrices_.num_dst(); }
+  std::span<const NodeId> src_ids() const override {
+    TESSEL_EXPECTS(!src_orig_device_.defined(),
+                   "sampled block: its source ids are on {}, not on the host",
+                   src_orig_device_.device().str());
+    return src_orig_;
+  }
+  const Tensor* src_ids_on(Device device) override {
+    return src_orig_device_.defined() && src_orig_device_.device() == device ? &src_orig_device_
+                                                                             : nullptr;
+  }
+
+  Tensor aggregate(const Tensor& x, nn::Norm norm) override {
+    Tensor y;
+    matrices_.aggregate(x, norm, y);
+    return y;
+  }
+  Tensor aggregate_backward(const Tensor& grad_out, nn::Norm norm) override {
+    Tensor g;
+    matrices_.aggregate_backward(grad_out, norm, g);
+    return g;
+  }
+
+ private:
+  std::span<const NodeId> src_orig_;
+  Tensor src_orig_device_;  // set: the block's source ids on its device (src_orig_ empty)
+  nn::AggregationMatrices matrices_;
+};
+
+}  // namespace
+
+void check_cache_admission(const TrainOptions& options, bool device_store) {
+  TESSEL_EXPECTS(device_store || options.sampled.cache_admit_fraction == 0,
+                 "--cache-admit-fraction {}: admission is a GPU feature store policy; the CPU's "
+                 "cache is static (use --device cuda, leave it at 0, or take the GPU's path on "
+                 "its CPU twins with --sample-routing device)",
+                 options.sampled.cache_admit_fraction);
+}
+
+namespace {
+
+class SampledTrainer final : public GraphModeTrainer {
+ public:
+  explicit SampledTrainer(TrainerContext ctx)
+      : GraphModeTrainer(ctx),
+        path_(choose_path(ctx)),
+        depth_(ctx.options.sampled.prefetch >= 0 ? ctx.options.sampled.prefetch
+                                                 : (ctx.runtime.device.is_cuda() ? 1 : 0)),
+        sampler_data_(path_.device_resident && depth_ > 0 ? make_sampler_data(ctx) : nullptr),
+        sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
+                 ctx.options.sampled.batch_size,
+                 sampler_data_ ? sampler_data_.get() : ctx.runtime.data) {
+    TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
+                   "sampled mode: {} fanouts for {} layers", options_.sampled.fanouts.size(),
+                   options_.model.layers);
+    // On a GPU the blocks are sampled and kept there (sample_device, at any rank count) unless
+    // --sample-routing host asks for the host path. The CPU keeps its host path (the device
+    // graph's CPU twin only adds copies there) unless --sample-routing device asks for the GPU's
+    // path on the CPU twins (device graph, block builder, routing ops, feature store): how the
+    // trainer's device-resident path, prefetch queue included, is tested without a GPU.
+    if (path_.device_graph) {
+      sampler_.sample_on_device(device_, options_.sampled.graph_placement);
+      sampler_.route_on_host(!path_.device_resident);
+    }
+    // Prefetched steps of the device-resident path are sampled and gathered on the device's side
+    // stream (see prepare()); without prefetch everything stays on the main stream as before.
+    if (device_.is_cuda() && path_.device_resident && depth_ > 0)
+      sampler_stream_ = device_memory::side_stream(device_);
+    aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
+    sampling::CacheBudget budget;
+    if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
+    else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
+    else if (device_.is_cuda() && options_.sampled.cache_policy != sampling::CachePolicy::none)
+      budget = default_device_budget();
+    check_cache_admission(options_, path_.device_graph);
+    budget.admit_fraction = options_.sampled.cache_admit_fraction;
+    // The device-resident path gathers from the tiered store (its CPU twin on the CPU).
+    if (path_.device_graph)
+      sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
+    else
+      sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
+  }
+
+  // Neither --cache-size-mb nor --cache-ratio on a GPU: a share of the memory free now that the
+  // graph and the features are placed, divided among the ranks that share this GPU (the least
+  // free over those ranks, so they agree).
+  sampling::CacheBudget default_device_budget() {
+    const auto device_of_rank = comm_.allgather_value<std::int64_t>(device_.index);
+    const auto host_of_rank = comm_.allgather_value<std::int64_t>(
+        static_cast<std::int64_t>(std::hash<std::string>{}(mpi::hostname())));
+    const std::int64_t my_host = host_of_rank[static_cast<std::size_t>(comm_.rank())];
+    std::int64_t sharing = 0;
+    for (std::size_t r = 0; r < device_of_rank.size(); ++r)
+      sharing += host_of_rank[r] == my_host && device_of_rank[r] == device_.index ? 1 : 0;
+    const std::int64_t free_bytes = comm_.allreduce_value<std::int64_t>(
+        device_memory::device_free_bytes(device_), comm::ReduceOp::min);
+    const std::int64_t most_sharing =
+        comm_.allreduce_value<std::int64_t>(sharing, comm::ReduceOp::max);
+    const sampling::CacheBudget budget =
+        sampling::default_device_budget(free_bytes / std::max<std::int64_t>(most_sharing, 1));
+    log::info("device cache budget: {:.0f} MiB per rank, {} of the {:.0f} MiB of GPU memory free "
+              "after placing the graph and features{} (neither --cache-size-mb nor --cache-ratio "
+              "given)",
+              budget.size_mb, sampling::kDefaultDeviceCacheFraction,
+              static_cast<double>(free_bytes) / 1048576.0,
+              most_sharing > 1 ? fmt::format(", divided among the {} ranks sharing a GPU",
+                                             most_sharing)
+                               : std::string());
+    return budget;
+  }
+
+  // The sampler's own data plane (when it has one) carries the sampling exchanges: its bytes
+  // count with the epoch's (sampled_run_info names it to the driver).
+  comm::Communicator* sampler_data() const { return sampler_data_.get(); }
+
+  double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
+    sampler_.reset_counters();
+    std::vector<std::vector<LocalId>> step_seeds;
+    std::vector<std::int64_t> step_counts;
+    sampler_.assign_steps(epoch, step_seeds, step_counts, phases);
+    // The steps to run: every rank skips an empty one alike, so no collective is left waiting;
+    // --max-batches keeps the first N (benchmarks).
+    std::vector<std::size_t> steps;
+    std::int64_t seeds_run = 0;
+    for (std::size_t s = 0; s < step_counts.size(); ++s) {
+      if (step_counts[s] == 0) continue;
+      if (options_.sampled.max_steps > 0 &&
+          static_cast<std::int64_t>(steps.size()) >= options_.sampled.max_steps)
+        break;
+      steps.push_back(s);
+      seeds_run += step_counts[s];
+    }
+    double loss_sum = 0;
+    ProgressLine progress(fmt::format("epoch {}: step", epoch),
+                          static_cast<std::int64_t>(steps.size()));
+    if (path_.device_graph || options_.sampled.prefetch > 0) {
+      loss_sum = train_steps_queued(epoch, step_seeds, step_counts, steps, phases, progress);
+    } else {
+      for (std::size_t k = 0; k < steps.size(); ++k) {
+        if (progress.enabled()) progress.update(static_cast<std::int64_t>(k), sampling_rate(phases));
+        const std::size_t s = steps[k];
+        loss_sum += run_step(epoch, static_cast<std::uint32_t>(s), step_seeds[s], step_counts[s],
+                             phases);
+      }
+    }
+    progress.finish();
+    {
+      ScopedPhase t(phases, "communicate");
+      loss_sum = comm_.allreduce_value(loss_sum);
+    }
+    report(extra, static_cast<std::int64_t>(steps.size()), phases);
+    // The mean over the seeds trained: all training nodes unless --max-batches cut the epoch.
+    return loss_sum / static_cast<double>(std::max<std::int64_t>(seeds_run, 1));
+  }
+
+ private:
+  // A sampled step ready to train: its blocks, the original ids and degrees of their sources, and
+  // its input rows. Prefetched steps own copies of the sampler's blocks (it reuses its buffers).
+  struct Batch {
+    std::uint32_t step = 0;
+    std::int64_t global_count = 0;
+    const std::vector<LocalId>* seeds = nullptr;
+    std::vector<sampling::Block> blocks;
+    std::vector<std::vector<NodeId>> src_orig;
+    std::vector<std::vector<std::int64_t>> src_degree;
+    std::vector<sampling::BlockTensors> device_blocks;  // set: the blocks stayed on the GPU
+    Tensor x;
+    // Recorded on the sampler's stream after the step's last sampling and gathering work: the
+    // main stream waits for it before the step's compute reads the blocks and x.
+    device_memory::StreamEvent ready;
+    // Whether x holds the input dropout already (gathered with it on the CPU) or is the step's
+    // own copy for the model to drop in place.
+    nn::Model::Input input = nn::Model::Input::scratch;
+  };
+
+  // One step on the CPU: sample, fetch, train, in that order.
+  double run_step(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
+                  std::int64_t global_count, PhaseTimes& phases) {
+    const int layers = options_.model.layers;
+    sampler_.sample(epoch, step, seeds, phases);
+    const auto& blocks = sampler_.blocks();
+    const Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases,
+                                             row_dropout(epoch, step, sampler_.src_orig(0)));
+    std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
+    std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
+    for (int l = 0; l < layers; ++l) {
+      orig[l] = sampler_.src_orig(l);
+      degree[l] = sampler_.src_degree(l);
+    }
+    ScopedPhase compute(phases, "compute");
+    const double loss_sum = forward_backward(epoch, step, seeds, global_count, blocks, orig,
+                                             degree, x, nn::Model::Input::dropped);
+    finish_step(phases);
+    return loss_sum;
+  }
+
+  // Samples a step and gathers its input rows (on the GPU from the feature store) into a Batch of
+  // its own. Collective.
+  void prepare(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
+               std::int64_t global_count, PhaseTimes& phases, Batch& batch) {
+    batch.step = step;
+    batch.global_count = global_count;
+    batch.seeds = &seeds;
+    if (path_.device_resident) {
+      // The blocks are built on the device and stay there (routed on the device at P > 1).
+      // With prefetch on a GPU, all of it runs on the side stream: every kernel, copy, fill and
+      // allocation of the sampler and the feature store, and their host waits, follow the
+      // scope's stream (device_memory::stream, which their code asks for), and the exchanges
+      // cross the sampler's own communicator. So the host waits only for the side stream while
+      // the previous step's backward pass, all-reduce and optimizer step run on the main one.
+      // A scope rather than a stream argument threaded through the sampler, the frontier ops,
+      // the device graph, the block builder, the feature store and Tensor: each of them already
+      // enqueues on device_memory::stream, so they follow it unchanged, and so does code added
+      // to them later (nothing can slip onto the main stream by a forgotten argument).
+      // The side stream reads only what nothing writes during training (the device graph, the
+      // routing tables, the feature store's rows and cache, which only its own gathers admit
+      // into; their setup on the main stream waits for its uploads before returning) and its
+      // own buffers, so it never waits for the main stream.
+      const device_memory::StreamScope on_sampler(device_, sampler_stream_);
+      sampler_.sample_device(epoch, step, seeds, phases);
+      // Moved out: the sampler keeps no reference it could drop on its own stream while the main
+      // stream still reads the blocks (see device_memory::stream). The batch's tensors are
+      // released on the main stream after its compute, and the caching allocator reuses their
+      // blocks only once both streams are past them.
+      batch.device_blocks = sampler_.take_device_blocks();
+      batch.x = sampler_.fetch_features_device(batch.device_blocks[0].src, phases);
+      batch.ready.record(device_);
+      return;
+    }
+    sampler_.sample(epoch, step, seeds, phases);
+    const int layers = options_.model.layers;
+    batch.blocks = sampler_.blocks();
+    batch.src_orig.resize(static_cast<std::size_t>(layers));
+    batch.src_degree.resize(static_cast<std::size_t>(layers));
+    for (int l = 0; l < layers; ++l) {
+      batch.src_orig[l].assign(sampler_.src_orig(l).begin(), sampler_.src_orig(l).end());
+      batch.src_degree[l].assign(sampler_.src_degree(l).begin(), sampler_.src_degree(l).end());
+    }
+    if (device_.is_cuda()) {
+      batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases);
+      batch.input = nn::Model::Input::scratch;
+    } else {
+      batch.x = sampler_.fetch_features(batch.blocks[0].src, part_.features, phases,
+                                        row_dropout(epoch, step, batch.src_orig[0]));
+      batch.input = nn::Model::Input::dropped;
+    }
+  }
+
+  // The steps of an epoch with `depth_` steps prefetched: once step i's backward pass is
+  // enqueued, the host samples and gathers steps up to i + depth_ (their kernels queue behind it,
+  // the sampler's on a stream of its own) before it all-reduces step i's gradients. Sampling and
+  // input rows do not depend on the parameters, so every depth gives the same draws and the same
+  // updates in the same order; every rank prepares and trains the same steps in the same order,
+  // so the collectives stay in lock-step. On the CPU (only with an explicit --prefetch, or on
+  // the device-resident path's CPU twins) nothing runs alongside, but the order is the same: the
+  // results are those of --prefetch 0, bit for bit.
+  //
+  // Where the blocks stay on a GPU (the device-resident path) and depth_ > 0, prepare() runs on
+  // the side stream: the host waits there for its counts while the main stream still runs step
+  // i's backward pass, and the main stream waits for a step's `ready` event (on the device, not
+  // the host) before its compute. The host-routed path samples with the device graph's own
+  // stream and gathers on the main stream, as before.
+  //
+  // What the phases measure: the host's exposed seconds. "sample" and "fetch" are the host's
+  // time in sampling and gathering (launches, the waits for counts on the sampler's stream,
+  // the control plane's MPI calls); with prefetch the GPU's sampling work overlaps the main
+  // stream's and is in none of them beyond those waits. "compute" is the host's time to enqueue
+  // forward and backward (it waits for the forward pass's loss) and the optimizer step;
+  // "communicate" includes the wait for the rest of the backward pass behind the all-reduce.
+  double train_steps_queued(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
+                            const std::vector<std::int64_t>& step_counts,
+                            const std::vector<std::size_t>& steps, PhaseTimes& phases,
+                            ProgressLine& progress) {
+    const int depth = depth_;
+    const int layers = options_.model.layers;
+    std::deque<Batch> ready;
+    std::size_t next = 0;
+    auto fill = [&](std::size_t count) {
+      while (ready.size() < count && next < steps.size()) {
+        const std::size_t s = steps[next++];
+        ready.emplace_back();
+        prepare(epoch, static_cast<std::uint32_t>(s), step_seeds[s], step_counts[s], phases,
+                ready.back());
+      }
+    };
+    double loss_sum = 0;
+    std::int64_t done = 0;
+    fill(1);
+    while (!ready.empty()) {
+      if (progress.enabled()) progress.update(done, sampling_rate(phases));
+      const Batch batch = std::move(ready.front());
+      ready.pop_front();
+      // Before anything of this step is enqueued on the main stream (and before the batch can be
+      // released there): the main stream waits for the sampler's stream to finish the step.
+      batch.ready.wait(device_);
+      if (depth == 0) {
+        ScopedPhase t(phases, "fetch");
+        settle();
+      }
+      std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
+      std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
+      if (batch.device_blocks.empty())
+        for (int l = 0; l < layers; ++l) {
+          orig[l] = batch.src_orig[l];
+          degree[l] = batch.src_degree[l];
+        }
+      {
+        ScopedPhase compute(phases, "compute");
+        loss_sum += forward_backward(epoch, batch.step, *batch.seeds, batch.global_count,
+                                     batch.blocks, orig, degree, batch.x, batch.input,
+                                     &batch.device_blocks);
+        // Without prefetch the step's compute is timed whole. With it, device-resident steps are
+        // sampled on the side stream, whose waits for counts do not sit behind this step's
+        // kernels, so nothing is waited for here (the all-reduce's phase waits for the rest).
+        if (depth == 0) settle();
+      }
+      fill(static_cast<std::size_t>(depth));
+      finish_step(phases, true);
+      if (depth == 0) fill(1);
+      ++done;
+    }
+    return loss_sum;
+  }
+
+  // Forward, loss and backward of one step (gradients zeroed first); returns this rank's loss
+  // sum. A rank without seeds in the step only zeroes its gradients.
+  double forward_backward(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
+                          std::int64_t global_count, const std::vector<sampling::Block>& blocks,
+                          const std::vector<std::span<const NodeId>>& src_orig,
+                          const std::vector<std::span<const std::int64_t>>& src_degree,
+                          const Tensor& x, nn::Model::Input input,
+                          const std::vector<sampling::BlockTensors>* device_blocks = nullptr) {
+    const int layers = options_.model.layers;
+    model_.zero_grad();
+    if (seeds.empty()) return 0;
+    std::vector<nn::Aggregator*> aggs(static_cast<std::size_t>(layers));
+    const bool on_device = device_blocks != nullptr && !device_blocks->empty();
+    for (int l = 0; l < layers; ++l) {
+      if (on_device)
+        aggregators_[l].reset((*device_blocks)[l]);
+      else
+        aggregators_[l].reset(blocks[l], src_orig[l], src_degree[l], device_);
+      aggs[l] = &aggregators_[l];
+    }
+    // x is the step's own gathered rows, read by nothing after the forward pass.
+    const Tensor logits = model_.forward(x, aggs, dropout_key(epoch, step), true, input);
+    std::vector<LocalId> rows(seeds.size());
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<std::int64_t> labels(seeds.size());
+    for (std::size_t i = 0; i < seeds.size(); ++i) labels[i] = part_.labels[seeds[i]];
+    // Scaled by the global batch: the all-reduced gradient is that of the mean loss over the
+    // union of every rank's seeds, as if one rank had processed them all.
+    const nn::LossResult loss =
+        nn::softmax_cross_entropy(logits, rows, labels, 1.0 / static_cast<double>(global_count));
+    model_.backward(loss.grad);
+    return loss.loss_sum;
+  }
+
+  rng::Key dropout_key(int epoch, std::uint32_t step) const {
+    return {options_.seed, rng::Stream::dropout, static_cast<std::uint32_t>(epoch), step, 0};
+  }
+
+  // The input dropout of a training step, applied while its rows are gathered (keyed by the
+  // layer-0 source ids, as the model would key it).
+  dist::RowDropout row_dropout(int epoch, std::uint32_t step,
+                                             std::span<const NodeId> row_ids) const {
+    const nn::Model::InputDropout d = model_.input_dropout(dropout_key(epoch, step), true);
+    return {d.key, d.p, row_ids};
+  }
+
+  // The gradient all-reduce and the optimizer step; time_optimizer adds the optimizer's seconds
+  // to "compute" (for callers that do not time the whole step as compute).
+  void finish_step(PhaseTimes& phases, bool time_optimizer = false) {
+    {
+      ScopedPhase t(phases, "communicate");
+      allreduce_gradients(data_, model_);
+      settle();
+    }
+    Stopwatch watch;
+    optimizer_->step(model_.parameters());
+    settle();
+    if (time_optimizer) phases.add("compute", watch.seconds());
+  }
+
+  // On a GPU, waits for the enqueued work so each phase's seconds measure it, not its launch.
+  void settle() {
+    if (device_.is_cuda()) kernels::default_context(device_).synchronize();
+  }
+
+  // Which way a step goes, decided once. The blocks stay on the device (sample_device) on a
+  // GPU unless --sample-routing host, and on the CPU only with --sample-routing device (its CPU
+  // twins); the device graph samples and the tiered store gathers on a GPU and on that twin path.
+  struct SamplePath {
+    bool device_graph = false;     // DeviceGraph + DeviceFeatureStore (or their CPU twins)
+    bool device_resident = false;  // the blocks are built and kept on the device
+  };
+  static SamplePath choose_path(const TrainerContext& ctx) {
+    const SampleRouting routing = ctx.options.sampled.sample_routing;
+    const bool cuda = ctx.runtime.device.is_cuda();
+    const bool resident = cuda ? routing != SampleRouting::host : routing == SampleRouting::device;
+    return {.device_graph = cuda || resident, .device_resident = resident};
+  }
+
+  // The prefetching device-resident sampler's exchanges get a communicator of their own: the data
+  // plane split with the same ranks in the same order (a second NCCL communicator, or a second
+  // MPI one). On the side stream its NCCL operations then never share a communicator with the
+  // main stream's gradient all-reduces: NCCL operations of one communicator that run at once
+  // must be issued in the same order on every rank, which two streams do not promise. Both
+  // communicators are still issued in the same program order on every rank (one host thread),
+  // so neither waits for an operation another rank issues later. Collective.
+  static std::unique_ptr<comm::Communicator> make_sampler_data(const TrainerContext& ctx) {
+    comm::Communicator& data = ctx.runtime.data ? *ctx.runtime.data : ctx.comm;
+    return data.split(0, data.rank());
+  }
+
+  // This rank's sampling rate so far in the epoch, for the progress line.
+  std::string sampling_rate(const PhaseTimes& phases) const {
+    const double seconds = phases.get("sample");
+    const double edges = static_cast<double>(sampler_.counters().sampled_edges);
+    return fmt::format("{:.1f} M sampled edges/s", seconds > 0 ? edges / seconds / 1e6 : 0.0);
+  }
+
+  // Per-epoch numbers summed over ranks: throughput, cache, and the bytes of the data-centric
+  // exchange against a model-centric run that pulls whole adjacency lists and every remote row.
+  void report(nlohmann::json& extra, std::int64_t steps_run, const PhaseTimes& phases) {
+    const dist::SamplerCounters& k = sampler_.counters();
+    const std::int64_t f = part_.feature_dim;
+    std::int64_t c[8] = {k.sampled_edges, k.sample_bytes,      k.answer_ids,   k.remote_adjacency,
+                         k.input_rows,    k.remote_input_rows, k.fetched_rows, k.cache_hits};
+    comm_.allreduce(std::span<std::int64_t>(c, 8));
+    const double sample_s = comm_.allreduce_value(phases.get("sample"), comm::ReduceOp::max);
+    const std::int64_t row_bytes = f * 4 + 8;  // the row plus the id that asked for it
+    // Requests (an id each), replies (a draw count, and an original id and degree for nodes the
+    // requester's part lacks) and answers (a global id per draw), as exchanged.
+    const std::int64_t dc_sample_bytes = c[1];
+    const std::int64_t mc_adjacency_bytes = c[3] * 8;
+    extra["steps"] = steps_run;
+    extra["sampled_edges"] = c[0];
+    extra["sampled_edges_per_s"] = sample_s > 0 ? static_cast<double>(c[0]) / sample_s : 0.0;
+    // CPU seconds of every rank: with T threads per rank, what the single-process sampler
+    // benchmark reports per CPU second at T threads.
+    const double sample_cpu_s = comm_.allreduce_value(sampler_.sample_cpu_seconds());
+    extra["sample_cpu_s"] = sample_cpu_s;
+    extra["sampled_edges_per_cpu_s"] =
+        sample_cpu_s > 0 ? static_cast<double>(c[0]) / sample_cpu_s : 0.0;
+    extra["input_rows"] = c[4];
+    extra["remote_input_rows"] = c[5];
+    extra["cache_rows"] = comm_.allreduce_value<std::int64_t>(sampler_.cache_rows());
+    extra["cache_hit_rate"] = c[5] > 0 ? static_cast<double>(c[7]) / static_cast<double>(c[5]) : 0.0;
+    extra["bytes_fetched"] = c[6] * f * 4;
+    extra["data_centric_bytes"] = dc_sample_bytes + c[6] * row_bytes;
+    extra["model_centric_bytes"] = mc_adjacency_bytes + c[5] * row_bytes;
+    if (path_.device_graph) {
+      extra["graph_placement"] = option_word(sampler_.graph_placement());
+      extra["sample_routing"] = path_.device_resident ? "device" : "host";
+      report_tiers(extra);
+    }
+    if (device_.is_cuda()) {
+      // The caching allocator's driver allocations so far (the slowest rank's): after the first
+      // epochs they grow only with step sizes not seen before, also where prefetched steps'
+      // blocks cross from the side stream to the main one.
+      const auto mem = device_memory::stats(device_);
+      extra["gpu_allocations"] = comm_.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
+      extra["gpu_reserved_bytes"] = comm_.allreduce_value(mem.bytes_reserved, comm::ReduceOp::max);
+    }
+    extra["data_centric_sample_bytes"] = dc_sample_bytes;
+    extra["answer_ids"] = c[2];
+    extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
+  }
+
+  // Per-tier counters of the GPU feature store, summed over ranks: requests, hits, misses, bytes
+  // and hit rate of the device cache, the pinned host rows and the network.
+  void report_tiers(nlohmann::json& extra) {
+    const sampling::FeatureStoreCounters& k = sampler_.device_store()->counters();
+    const sampling::TierCounters* tiers[3] = {&k.device, &k.host, &k.network};
+    const char* names[3] = {"device", "host", "network"};
+    std::int64_t c[14];
+    for (int t = 0; t < 3; ++t) {
+      c[4 * t] = tiers[t]->requests;
+      c[4 * t + 1] = tiers[t]->hits;
+      c[4 * t + 2] = tiers[t]->misses;
+      c[4 * t + 3] = tiers[t]->bytes;
+    }
+    c[12] = k.admitted;
+    c[13] = k.evicted;
+    comm_.allreduce(std::span<std::int64_t>(c, 14));
+    extra["device_tier_admitted"] = c[12];
+    extra["device_tier_evicted"] = c[13];
+    for (int t = 0; t < 3; ++t) {
+      const std::string p = std::string(names[t]) + "_tier_";
+      extra[p + "requests"] = c[4 * t];
+      extra[p + "hits"] = c[4 * t + 1];
+      extra[p + "misses"] = c[4 * t + 2];
+      extra[p + "bytes"] = c[4 * t + 3];
+      extra[p + "hit_rate"] =
+          c[4 * t] > 0 ? static_cast<double>(c[4 * t + 1]) / static_cast<double>(c[4 * t]) : 0.0;
+    }
+  }
+
+  const SamplePath path_;
+  int depth_ = 0;  // steps prepared ahead (--prefetch, or its default)
+  std::unique_ptr<comm::Communicator> sampler_data_;  // set: the sampler's own data plane
+  dist::DistributedSampler sampler_;
+  // Set (a CUDA device's side stream): prepare() samples and gathers device-resident steps on it.
+  void* sampler_stream_ = nullptr;
+  std::vector<BlockAggregator> aggregators_;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context) {
+  return std::make_unique<SampledTrainer>(context);
+}
+
+RunInfo sampled_run_info(const Trainer& trainer, const TrainerContext& context) {
+  RunInfo info = graph_run_info(trainer, context);
+  if (comm::Communicator* own = static_cast<const SampledTrainer&>(trainer).sampler_data())
+    info.own_comms.push_back(own);
+  return info;
+}
+
+}  // namespace tessel::train
