@@ -9,7 +9,9 @@
 # P = 2 and 8, fanouts 15 and -1 over power-law degrees: tessel_bench_frontier_ops). Then sampled
 # GraphSAGE (3 x hidden, fanouts 15,10,5, batch 1024) on the same graph, a fixed number of steps
 # per epoch, with --prefetch 0 and 1: sampled edges per second of the sample phase, the epoch and
-# its split (sample / fetch / compute / communicate), the feature store's hit rates. Then the
+# its split (sample / fetch / compute / communicate), the feature store's hit rates, beside PyG's
+# SAGEConv fed by a sampler of torch operations on the GPU (scripts/bench/pyg_sampled.py: PyG's
+# NeighborLoader needs pyg-lib or torch-sparse, which PyPI has no wheels of). Then the
 # same full-batch and sampled runs on a products-scale graph (`tessel convert synthetic --preset
 # products`: 2.45M nodes, about 62M undirected edges, power-law degrees, 100 features, 47
 # classes), PyG included only when the time budget still allows it.
@@ -21,6 +23,9 @@
 # EPOCHS (13), PYTHON (python3), SKIP_PYG (1 to skip PyG), DEVICE (cuda; cpu for a dry run),
 # SAMPLED_STEPS (steps per sampled epoch, 20), SAMPLED_CACHE (device cache ratio, 0.25),
 # SKIP_SAMPLED (1 to skip the sampled runs), SKIP_PRODUCTS (1 to skip the products-scale graph),
+# SKIP_KERNEL_BENCH (1 to skip the SpMM and frontier ops benchmarks), FULLBATCH_MODELS (models
+# of the full-batch table, "gcn sage"), SAMPLED_PREFETCH (prefetch depths of the sampled table,
+# "0 1"), PREPARE_ONLY (1: make the uniform graph and its 1-part partition, then stop),
 # PRODUCTS_NODES (the preset's 2449029; fewer for a dry run), BUDGET_S (seconds the whole script
 # may take, 285: gpu-check's bundle stops it at 300; a products section that would start with
 # less than its share left is skipped and says so). Writes $WORK/gpu-bench.md.
@@ -43,11 +48,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$tessel" ] || { echo "gpu.sh: $tessel not found; build with CUDA first" >&2; exit 1; }
 mkdir -p "$work"
 summary="$work/gpu-bench.md"
-: >"$summary"
+[ "${PREPARE_ONLY:-0}" = 1 ] || : >"$summary"
 script_start=$(date +%s)
 
 # The SpMM kernels first: they need no store, and their numbers are the ceiling of the epochs.
-if [ -x "$spmm_bench" ]; then
+if [ "${SKIP_KERNEL_BENCH:-0}" = 1 ] || [ "${PREPARE_ONLY:-0}" = 1 ]; then
+  spmm_bench="" frontier_bench=""
+fi
+if [ -n "$spmm_bench" ] && [ -x "$spmm_bench" ]; then
   rm -f "$work/spmm.jsonl"
   "$spmm_bench" --nodes "$nodes" --degree "$degree" --feat 32,"$feat" --reps 10 \
     --json "$work/spmm.jsonl" | tee "$work/spmm.txt" || echo "(SpMM benchmark failed)" | tee -a "$summary"
@@ -67,7 +75,7 @@ echo >>"$summary"
 
 # The frontier routing ops of a sampling hop (a few seconds, most of it making the inputs on the
 # host); its table goes into the summary as printed.
-if [ -x "$frontier_bench" ]; then
+if [ -n "$frontier_bench" ] && [ -x "$frontier_bench" ]; then
   timeout 60 "$frontier_bench" --device "${DEVICE:-cuda}" >"$work/frontier-ops.txt" ||
     echo "(frontier ops benchmark failed)" >>"$work/frontier-ops.txt"
   cat "$work/frontier-ops.txt" | tee -a "$summary"
@@ -81,7 +89,11 @@ SECONDS=0
   --classes "$classes" --feat-dim "$feat" --seed 1 "$data" >/dev/null
 [ -f "$parts/partition.json" ] || "$tessel" partition "$data" --parts 1 --no-symmetrize \
   --out "$parts" --force >/dev/null
-echo "graph ready in ${SECONDS} s: $nodes nodes, $degree in-neighbors each, F = $feat" | tee -a "$summary"
+if [ "${PREPARE_ONLY:-0}" = 1 ]; then
+  echo "graph ready in ${SECONDS} s: $nodes nodes, $degree in-neighbors each, F = $feat"
+  exit 0
+fi
+echo "graph ready in ${SECONDS} s (made before, or now): $nodes nodes, $degree in-neighbors each, F = $feat" | tee -a "$summary"
 
 # tessel_numbers METRICS: "ms_per_epoch peak_gb reserved_gb device_used_gb setup_peak_gb loss
 # phases" from a metrics file: the median of epochs 3..12, and the device memory of the summary
@@ -112,20 +124,20 @@ fi
 # fullbatch_section PARTS TAG RUN_PYG: GCN and SAGE 2 x hidden full-batch on PARTS (1 part),
 # beside PyG on the same graph when RUN_PYG is 1 and PyG is importable.
 fullbatch_section() {
-  local parts=$1 tag=$2 run_pyg=$3
+  local parts=$1 tag=$2 run_pyg=$3 models="${FULLBATCH_MODELS:-gcn sage}"
   echo "| model | tessel ms/epoch | PyG (sparse adj) ms/epoch | time ratio | tessel peak GB | PyG peak GB | memory ratio | tessel reserved GB | PyG reserved GB | tessel device used GB |" >>"$summary"
   echo "|---|---|---|---|---|---|---|---|---|---|" >>"$summary"
   local pyg_ok=0
   if [ "$pyg_available" = 1 ] && [ "$run_pyg" = 1 ]; then
     pyg_ok=1
-    py scripts/bench/pyg_fullbatch.py "$parts/part-0.h5" --models gcn,sage --hidden "$hidden" \
+    py scripts/bench/pyg_fullbatch.py "$parts/part-0.h5" --models "${models// /,}" --hidden "$hidden" \
       --epochs "$epochs" --json "$work/pyg-$tag.jsonl" || pyg_ok=0
   fi
   local phase_notes="$work/phases-$tag.txt"
   : >"$phase_notes"
   local model metrics ms peak reserved used setup_peak loss phases
   local pyg_ms pyg_peak pyg_reserved time_ratio mem_ratio
-  for model in gcn sage; do
+  for model in $models; do
     metrics="$work/tessel-$tag-$model.jsonl"
     if ! "$mpirun" --oversubscribe --bind-to none -np 1 "$tessel" train "$parts" --mode full \
       --device "${DEVICE:-cuda}" --model "$model" --layers 2 --hidden "$hidden" --dropout 0.5 \
@@ -163,13 +175,14 @@ for l in open('$work/pyg-$tag.jsonl'):
 # and 1; the second epoch is reported (the first warms the allocator and the cache, the third
 # evaluates).
 sampled_section() {
-  local parts=$1 tag=$2 steps="${SAMPLED_STEPS:-20}" prefetch metrics
+  local parts=$1 tag=$2 steps="${SAMPLED_STEPS:-20}" prefetch metrics tag_file
+  tag_file=$(echo "$tag" | tr -c 'a-z0-9\n' '-')
   echo >>"$summary"
   echo "Sampled SAGE 3x$hidden on $tag, fanouts 15,10,5, batch 1024, $steps steps per epoch, P = 1, degree cache ratio ${SAMPLED_CACHE:-0.25} (epoch 2):" >>"$summary"
   echo >>"$summary"
   echo "| prefetch | sampled edges/s (sample phase) | epoch s | sample s | fetch s | compute s | communicate s | device hit | host hit | network rows | loss |" >>"$summary"
   echo "|---|---|---|---|---|---|---|---|---|---|---|" >>"$summary"
-  for prefetch in 0 1; do
+  for prefetch in ${SAMPLED_PREFETCH:-0 1}; do
     metrics="$work/tessel-$tag-sampled-prefetch$prefetch.jsonl"
     if ! "$mpirun" --oversubscribe --bind-to none -np 1 "$tessel" train "$parts" --mode sampled \
       --device "${DEVICE:-cuda}" --model sage --layers 3 --hidden "$hidden" --dropout 0.5 \
@@ -191,10 +204,38 @@ print(f"| {sys.argv[2]} | {e.get('sampled_edges_per_s', 0) / 1e6:.1f} M | {e['ep
       f"{e.get('network_tier_requests', '-')} | {e['loss']:.4f} |")
 PY
   done
+  if [ "$pyg_available" = 1 ]; then
+    if py scripts/bench/pyg_sampled.py "$parts/part-0.h5" --hidden "$hidden" --layers 3 \
+      --fanouts 15,10,5 --batch-size 1024 --steps "$steps" --epochs 3 \
+      --json "$work/pyg-sampled-$tag_file.jsonl"; then
+      py - "$work/pyg-sampled-$tag_file.jsonl" "$work/tessel-$tag-sampled-prefetch1.jsonl" >>"$summary" <<'PY'
+import json, statistics, sys
+r = json.loads(open(sys.argv[1]).readline())
+print(f"| PyG SAGEConv, torch sampler on the GPU | {r['sampled_edges_per_s'] / 1e6:.1f} M | "
+      f"{r['epoch_s']:.3f} | {r['sample_s']:.3f} | - | - | - | - | - | - | {r['loss']:.4f} |")
+try:
+    epochs = [json.loads(l) for l in open(sys.argv[2]) if l.strip() and '"summary"' not in l]
+    print(f"\nepoch time, Tessel --prefetch 1 / PyG: {epochs[1]['epoch_s'] / r['epoch_s']:.2f}x "
+          f"(PyG: median of epochs 2-{r['epochs']}; its sampler draws with replacement)")
+except (OSError, IndexError, KeyError):
+    pass
+PY
+    else
+      echo "(PyG sampled run failed: see the log)" >>"$summary"
+    fi
+  else
+    echo "(PyG not run: torch_geometric with CUDA not importable, or SKIP_PYG=1)" >>"$summary"
+  fi
 }
 
+section_start=$(date +%s)
 fullbatch_section "$parts" uniform 1
-[ "${SKIP_SAMPLED:-0}" = 1 ] || sampled_section "$parts" "the uniform graph"
+echo "(full-batch section: $(($(date +%s) - section_start)) s of wall time)" >>"$summary"
+if [ "${SKIP_SAMPLED:-0}" != 1 ]; then
+  section_start=$(date +%s)
+  sampled_section "$parts" "the uniform graph"
+  echo "(sampled section: $(($(date +%s) - section_start)) s of wall time)" >>"$summary"
+fi
 
 # The products-scale graph, within what is left of BUDGET_S: each part starts only when its
 # share of the budget is still there, so the script ends before gpu-check's limit stops it. The

@@ -33,17 +33,25 @@ namespace {
 // request that finds none of its stream's blocks nor an idle one calls cudaMalloc. When cudaMalloc
 // runs out of memory the cached blocks are freed (after the whole device is idle) and the request
 // retried.
+//
+// TESSEL_DEVICE_CACHE=0 turns the cache off: every block is a cudaMalloc of exactly the bytes
+// asked for, freed on release once the whole device is idle. That is slow, and it is for
+// compute-sanitizer's memcheck, which knows only cudaMalloc's bounds: an access past a tensor's
+// end that stays inside its cached block (rounded up to a size class) would go unreported.
 class DeviceBlockCache {
  public:
-  // A block of `bytes` (a size class) for work on `s`.
+  // A block of `bytes` (a size class; with the cache off, the bytes asked for) for work on `s`.
   void* take(std::size_t bytes, int device, cudaStream_t s, cudaStream_t main) {
     std::lock_guard lock(mutex_);
     ++stats_.requests;
-    void* p = pick(s, bytes);
-    if (!p) p = pick(idle(), bytes);
-    if (!p && !pending_.empty()) {
-      reap_pending();
-      p = pick(idle(), bytes);
+    void* p = nullptr;
+    if (cache_on()) {
+      p = pick(s, bytes);
+      if (!p) p = pick(idle(), bytes);
+      if (!p && !pending_.empty()) {
+        reap_pending();
+        p = pick(idle(), bytes);
+      }
     }
     if (p) {
       ++stats_.cache_hits;
@@ -64,7 +72,7 @@ class DeviceBlockCache {
         stats_.peak_bytes_reserved = stats_.bytes_reserved;
     }
     // Only blocks of other streams are remembered: the main stream's need no bookkeeping.
-    if (s != main) {
+    if (s != main && cache_on()) {
       try {
         side_home_[p] = s;
       } catch (...) {
@@ -82,6 +90,11 @@ class DeviceBlockCache {
   void give(void* p, std::size_t bytes, cudaStream_t s, cudaStream_t main) noexcept {
     std::lock_guard lock(mutex_);
     stats_.bytes_in_use -= static_cast<std::int64_t>(bytes);
+    if (!cache_on()) {  // any stream may still use it: wait for all of them
+      cudaDeviceSynchronize();
+      give_back_locked(p, bytes);
+      return;
+    }
     cudaStream_t home = main;
     if (!side_home_.empty()) {
       if (const auto it = side_home_.find(p); it != side_home_.end()) {
@@ -116,6 +129,15 @@ class DeviceBlockCache {
   DeviceMemoryStats stats() {
     std::lock_guard lock(mutex_);
     return stats_;
+  }
+
+  // False when TESSEL_DEVICE_CACHE is 0 (read once).
+  static bool cache_on() {
+    static const bool on = [] {
+      const char* env = std::getenv("TESSEL_DEVICE_CACHE");
+      return !(env && std::strcmp(env, "0") == 0);
+    }();
+    return on;
   }
 
   void reset_peak() {
@@ -224,6 +246,11 @@ std::size_t rounded_size(std::size_t bytes) {
   return aligned >= detail::kCachedMinBytes ? detail::size_class(aligned) : aligned;
 }
 
+// The size of a device block: its class, or with the cache off the bytes asked for.
+std::size_t device_block_size(std::size_t bytes) {
+  return DeviceBlockCache::cache_on() ? rounded_size(bytes) : bytes;
+}
+
 constexpr int kMaxDevices = 64;
 
 struct DeviceState {
@@ -323,7 +350,8 @@ void* allocate(std::size_t bytes, Device device) {
   if (device.is_cpu()) return host_allocate(bytes);
   if (bytes == 0) return nullptr;
   return state(device.index)
-      .cache.take(rounded_size(bytes), device.index, stream_of(device), main_stream_of(device));
+      .cache.take(device_block_size(bytes), device.index, stream_of(device),
+                  main_stream_of(device));
 }
 
 void release(void* ptr, Device device, std::size_t bytes) noexcept {
@@ -332,7 +360,7 @@ void release(void* ptr, Device device, std::size_t bytes) noexcept {
   } else if (ptr) {
     // A stream is created on a device's first allocation, so these do not throw here.
     state(device.index)
-        .cache.give(ptr, rounded_size(bytes), stream_of(device), main_stream_of(device));
+        .cache.give(ptr, device_block_size(bytes), stream_of(device), main_stream_of(device));
   }
 }
 

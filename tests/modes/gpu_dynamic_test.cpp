@@ -2,8 +2,10 @@
 // temporal partitioning with --device cuda against --device cpu, the training loss of every
 // epoch and the evaluated metrics within 1e-4 relative, at P = 1 and at P = 2 with both ranks on
 // one GPU (the data plane staged through pinned host memory); P = 2 over NCCL when two GPUs are
-// visible; england_covid's gcn-gru likewise when the dataset is present. Skips with a message
-// when no GPU is visible.
+// visible; england_covid's gcn-gru likewise when the dataset is present. Each (task, model,
+// layout, P) is a test of its own (Tasks/GpuDynamicCase.MatchesCpu/<task>_<model>_<layout>_p<P>),
+// so that a gtest filter can pick a covering subset (scripts/gpu-check.sh --quick). Skips with a
+// message when no GPU is visible.
 #include "train_test_helpers.hpp"
 
 #include "tessel/comm/nccl_communicator.hpp"
@@ -113,34 +115,56 @@ protected:
     EXPECT_NE(a.front().at("loss").get<double>(), a.back().at("loss").get<double>()) << tag;
   }
 
-  // Every model and temporal partitioning of `task` at P = 1 and P = 2 on one GPU.
-  static void compare_task(const std::string& store, const std::string& task,
-                           const std::string& extra) {
-    for (const char* model : {"gcn-gru", "gcn-lstm", "evolvegcn-o"})
-      for (const char* layout : {"snapshot", "vertex"})
-        for (int p : {1, 2})
-          compare(parts(store, p), p,
-                  std::string("--model ") + model + " --task " + task + " --temporal-partition " +
-                      layout + " --layers 2 --hidden 16 --dropout 0.2 --lr 0.01 " + extra,
-                  task + "-" + model + "-" + layout + "-p" + std::to_string(p));
-  }
-
   static inline test::TempDir* dir_ = nullptr;
 };
 
+// One model, task and temporal partitioning at P ranks on one GPU.
+struct DynamicCase {
+  std::string task, model, layout;
+  int p = 1;
+};
+
+std::vector<DynamicCase> dynamic_cases() {
+  std::vector<DynamicCase> cases;
+  for (const char* task : {"node-regression", "node-classification", "link-prediction"})
+    for (const char* model : {"gcn-gru", "gcn-lstm", "evolvegcn-o"})
+      for (const char* layout : {"snapshot", "vertex"})
+        for (int p : {1, 2})
+          cases.push_back({task, model, layout, p});
+  return cases;
+}
+
+// node-regression, gcn-gru, snapshot, 1 -> node_regression_gcn_gru_snapshot_p1
+std::string case_name(const ::testing::TestParamInfo<DynamicCase>& info) {
+  std::string name = info.param.task + "_" + info.param.model + "_" + info.param.layout + "_p" +
+                     std::to_string(info.param.p);
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+// What gtest prints as the parameter of a failing case.
+void PrintTo(const DynamicCase& c, std::ostream* os) {
+  *os << c.task << " " << c.model << " " << c.layout << " P = " << c.p;
+}
+
+class GpuDynamicCase : public GpuDynamic, public ::testing::WithParamInterface<DynamicCase> {};
+
 } // namespace
 
-TEST_F(GpuDynamic, NodeRegressionMatchesCpu) {
-  compare_task("reg", "node-regression", "");
+TEST_P(GpuDynamicCase, MatchesCpu) {
+  const DynamicCase& c = GetParam();
+  // Classification trains on the relabelled store; link prediction draws 2 negatives per pair
+  // in training and ranks each positive among 4 in evaluation.
+  const std::string store = c.task == "node-classification" ? "cls" : "reg";
+  const std::string extra = c.task == "link-prediction" ? " --negatives 2 --eval-negatives 4" : "";
+  compare(parts(store, c.p), c.p,
+          "--model " + c.model + " --task " + c.task + " --temporal-partition " + c.layout +
+              " --layers 2 --hidden 16 --dropout 0.2 --lr 0.01" + extra,
+          c.task + "-" + c.model + "-" + c.layout + "-p" + std::to_string(c.p));
 }
 
-TEST_F(GpuDynamic, NodeClassificationMatchesCpu) {
-  compare_task("cls", "node-classification", "");
-}
-
-TEST_F(GpuDynamic, LinkPredictionMatchesCpu) {
-  compare_task("reg", "link-prediction", "--negatives 2 --eval-negatives 4");
-}
+INSTANTIATE_TEST_SUITE_P(Tasks, GpuDynamicCase, ::testing::ValuesIn(dynamic_cases()), case_name);
 
 // One GPU per rank: the data plane is NCCL (halo rows, the transposition and the gradient
 // all-reduce stay on the devices).
