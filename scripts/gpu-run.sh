@@ -95,9 +95,11 @@ if [ ${#exec_cmd[@]} -gt 0 ]; then
   cd "$here" && exec "${exec_cmd[@]}"
 fi
 
-# bin NAME: the executable NAME in the tree, wherever the build put it.
+# bin NAME: the executable NAME in the tree, wherever the build put it (the shallowest: a bundle
+# packed inside a build folder holds copies deeper down).
 bin() {
-  find "$tree" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null | head -1
+  find "$tree" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' -printf '%d %p\n' \
+    2>/dev/null | sort -n | head -1 | cut -d' ' -f2-
 }
 out="${out:-${OUT:-$default_out}}"
 logs="$(mktemp -d)/logs"
