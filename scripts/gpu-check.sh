@@ -86,7 +86,10 @@ done
 cp scripts/gpu-run.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh"
 cp scripts/bench/gpu.sh scripts/bench/pyg_fullbatch.py scripts/bench/pyg_sampled.py "$bundle/scripts/bench/"
-cp -r datasets/samples/cora datasets/samples/england_covid "$bundle/data/"
+# The shipped datasets, wherever the source layout keeps them.
+samples=$(find . -path ./build -prune -o -path './build-*' -prune -o -type d -name samples \
+  -path '*datasets*' -print | sort | head -1)
+cp -r "$samples/cora" "$samples/england_covid" "$bundle/data/"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)'), sm_$(grep -m1 '^CMAKE_CUDA_ARCHITECTURES:' "$build/CMakeCache.txt" | cut -d= -f2 | tr ';' ',') build of $(date -u +%F)" >"$bundle/BUNDLE"
 
 # Open MPI and PMIx with their install layout, relocated by OPAL_PREFIX and PMIx's component path.

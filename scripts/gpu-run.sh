@@ -83,7 +83,10 @@ if [ -f "$here/BUNDLE" ]; then
   default_out="$here/out"
 else
   root="$(cd "$here/.." && pwd)"
-  tree="${TESSEL_GPU_BUILD:-$root/build-gpu}" data="$root/datasets/samples" bench="$root/scripts/bench"
+  tree="${TESSEL_GPU_BUILD:-$root/build-gpu}" bench="$root/scripts/bench"
+  data=$(cd "$root" && find . -path ./build -prune -o -path './build-*' -prune -o -type d \
+    -name samples -path '*datasets*' -print | sort | head -1)
+  data="$root/${data#./}"
   mpirun_bin="$(command -v mpirun || true)"
   default_out="$tree/gpu-check"
 fi

@@ -27,8 +27,8 @@
 # of the full-batch table, "gcn sage"), SAMPLED_PREFETCH (prefetch depths of the sampled table,
 # "0 1"), PREPARE_ONLY (1: make the uniform graph and its 1-part partition, then stop),
 # PRODUCTS_NODES (the preset's 2449029; fewer for a dry run), BUDGET_S (seconds the whole script
-# may take, 285: gpu-check's bundle stops it at 300; a products section that would start with
-# less than its share left is skipped and says so). Writes $WORK/gpu-bench.md.
+# may take, 285; scripts/gpu-run.sh passes what is left of its own; a products section that
+# would start with less than its share left is skipped and says so). Writes $WORK/gpu-bench.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tessel="${TESSEL:-build/src/cli/tessel}"
