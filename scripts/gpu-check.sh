@@ -8,7 +8,7 @@
 #   scripts/gpu-check.sh --bundle DIR [--arch 90] [--build-dir build-gpu] [--skip-build] [--no-archive]
 #
 # --quick (default), --full, --cpu: what gpu-run.sh runs (see its --help): --quick at most
-#   4 minutes on one H100 or H200 (estimated 160 to 230 s; docs/gpu.md says how), --full the
+#   4 minutes on one H100 or H200 (estimated 160 to 225 s; docs/gpu.md says how), --full the
 #   complete run (12 to 15 minutes), --cpu the same suites on the CPU and the Cora example.
 # --arch: CUDA architecture (default: nvidia-smi's compute capability, else 90).
 # --skip-build: use the build folder as it is (scripts/test.sh's build/ with tests, say).

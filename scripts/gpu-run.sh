@@ -10,7 +10,7 @@
 # --quick (default): each suite filtered to the tests that take its GPU paths (the filters below,
 #   each with its reason), memcheck on the sampling suites' smallest cases, and the 2M-node
 #   tables (GCN full batch, sampled SAGE) without the products-scale graph and the kernel
-#   benchmarks. Stops within --budget (default 235 s) of its start: estimated at 160 to 230 s
+#   benchmarks. Stops within --budget (default 235 s) of its start: estimated at 160 to 225 s
 #   on one H100 or H200 (see "Estimate" below), at most 4 minutes.
 # --full: every test of every suite, memcheck on every CUDA case of the sampling suites, and all
 #   of scripts/bench/gpu.sh (kernel benchmarks, the products-scale graph). 12 to 15 minutes by
@@ -31,15 +31,15 @@
 # bundle; gpu-check.sh sets it), BENCH_WORK (scratch for the tables, default /tmp/tessel-gpu-bench).
 #
 # Estimate of --quick on one H100/H200 (not yet run on a GPU; docs/gpu.md has the table): 28 GPU
-# and 14 CPU `tessel train` runs, 26 convert/partition runs, the unit suites, memcheck and the
+# and 14 CPU `tessel train` runs, 21 convert/partition runs, the unit suites, memcheck and the
 # tables. A CPU run took 1.25 s at P = 1 and 2.2 s at P = 2 on 2 cores of an AMD EPYC at load 5-12
 # (0.3 and 0.7 CPU seconds), a convert or partition 0.6 s; a GPU run is taken as its CPU twin
 # plus 1 s (CUDA context, cuBLAS and cuSPARSE handles, module loading; NCCL's start at P = 1 one
-# more second): gpu_train_test 13-27 s, gpu_sampled_test 28-52 s, gpu_dynamic_test 21-46 s; the
+# more second): gpu_train_test 13-27 s, gpu_sampled_test 28-52 s, gpu_dynamic_test 19-43 s; the
 # unit suites about 23 s, data plane and sampler suites 12-15 s, memcheck about 35 s (guessed:
 # compute-sanitizer's start and instrumentation per process, kernels 10-100x slower on inputs
 # of a few thousand ids), the tables about 30 s (the graph, 2.8 GB written, is made in the
-# background while the suites run). In all 160 s (runs at their CPU seconds) to 230 s (at their
+# background while the suites run). In all 160 s (runs at their CPU seconds) to 225 s (at their
 # loaded wall time), within the 235 s budget.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

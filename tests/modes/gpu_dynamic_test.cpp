@@ -13,6 +13,7 @@
 #include "tessel/datasets/temporal.hpp"
 
 #include <cmath>
+#include <memory>
 
 using namespace tessel;
 using test::tessel_bin;
@@ -22,9 +23,11 @@ namespace {
 
 class GpuDynamic : public ::testing::Test {
 protected:
+  // The stores are made once per process, for this suite and GpuDynamicCase's alike, and
+  // removed when the process ends.
   static void SetUpTestSuite() {
-    if (!device_memory::cuda_available()) return;
-    dir_ = new test::TempDir("gpu-dynamic");
+    if (!device_memory::cuda_available() || dir_) return;
+    dir_ = std::make_unique<test::TempDir>("gpu-dynamic");
     // Regression targets from the command line's generator; the classification store relabels
     // the same series into 3 classes (every 7th target unlabelled).
     const fs::path reg = scratch("reg.h5"), cls = scratch("cls.h5");
@@ -50,10 +53,6 @@ protected:
       for (int p : {1, 2})
         test::run_ok(tessel_bin() + " partition " + scratch(std::string(store) + ".h5").string() +
                      " --parts " + std::to_string(p) + " --out " + parts(store, p).string());
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
   }
   void SetUp() override {
     if (!device_memory::cuda_available())
@@ -115,7 +114,7 @@ protected:
     EXPECT_NE(a.front().at("loss").get<double>(), a.back().at("loss").get<double>()) << tag;
   }
 
-  static inline test::TempDir* dir_ = nullptr;
+  static inline std::unique_ptr<test::TempDir> dir_;
 };
 
 // One model, task and temporal partitioning at P ranks on one GPU.
