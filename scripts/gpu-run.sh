@@ -143,13 +143,15 @@ gpu_line=$(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap -
 : >"$logs/skipped.txt"
 
 # Ends what a timed-out suite left running: the processes started from this tree (tests,
-# mpirun's ranks, tessel), found by their command line, which names the tree's unique path.
+# mpirun's ranks, tessel), found by their command line, which names the tree's unique path; not
+# the tables' graph being made in the background (its command line names the scratch folder).
 end_leftovers() {
-  local dir pid
+  local dir pid cmdline
   for dir in /proc/[0-9]*; do
     pid=${dir#/proc/}
     [ "$pid" = $$ ] && continue
-    tr '\0' ' ' <"$dir/cmdline" 2>/dev/null | grep -qF -- "$tree/" && kill -KILL "$pid" 2>/dev/null
+    cmdline=$(tr '\0' ' ' <"$dir/cmdline" 2>/dev/null) || continue
+    [[ "$cmdline" == *"$tree/"* && "$cmdline" != *"$work/"* ]] && kill -KILL "$pid" 2>/dev/null
   done
 }
 
