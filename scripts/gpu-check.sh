@@ -57,12 +57,15 @@ if [ "$skip_build" = 0 ]; then
 fi
 build="$(cd "$build" && pwd)"
 
-# find_exe NAME: the executable NAME in the build tree, wherever the layout puts it (the
-# shallowest: a bundle packed inside the build folder holds copies deeper down).
+# find_exe NAME: the executable NAME in the build tree, wherever the layout puts it: one linked
+# since the last configure if there is one (an older layout's may linger), the shallowest (a
+# bundle packed inside the build folder holds copies deeper down).
 find_exe() {
   local path
-  path=$(find "$build" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' -printf '%d %p\n' |
-    sort -n | head -1 | cut -d' ' -f2-)
+  path=$(find "$build" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' \
+    -newer "$build/CMakeCache.txt" -printf '%d %p\n' | sort -n | head -1 | cut -d' ' -f2-)
+  [ -n "$path" ] || path=$(find "$build" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' \
+    -printf '%d %p\n' | sort -n | head -1 | cut -d' ' -f2-)
   [ -n "$path" ] || { echo "gpu-check.sh: $1 not found under $build (build it first)" >&2; exit 1; }
   echo "$path"
 }

@@ -98,11 +98,17 @@ if [ ${#exec_cmd[@]} -gt 0 ]; then
   cd "$here" && exec "${exec_cmd[@]}"
 fi
 
-# bin NAME: the executable NAME in the tree, wherever the build put it (the shallowest: a bundle
-# packed inside a build folder holds copies deeper down).
+# bin NAME: the executable NAME in the tree, wherever the build put it: in a build tree one
+# linked since the last configure if there is one (an older layout's may linger), the
+# shallowest (a bundle packed inside a build folder holds copies deeper down).
 bin() {
-  find "$tree" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' -printf '%d %p\n' \
-    2>/dev/null | sort -n | head -1 | cut -d' ' -f2-
+  local newer=() path
+  [ -f "$tree/CMakeCache.txt" ] && newer=(-newer "$tree/CMakeCache.txt")
+  path=$(find "$tree" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' "${newer[@]}" \
+    -printf '%d %p\n' 2>/dev/null | sort -n | head -1 | cut -d' ' -f2-)
+  [ -n "$path" ] || path=$(find "$tree" -name "$1" -type f -perm -u+x -not -path '*/CMakeFiles/*' \
+    -printf '%d %p\n' 2>/dev/null | sort -n | head -1 | cut -d' ' -f2-)
+  echo "$path"
 }
 out="${out:-${OUT:-$default_out}}"
 logs="$(mktemp -d)/logs"
