@@ -65,16 +65,26 @@ def _canonical(src, dst, weight, num_nodes):
     return key[starts], numpy.add.reduceat(weight, starts).astype(numpy.float32)
 
 
+# The validation split taken by default from the end of the training span (as convert temporal).
+DEFAULT_VALID_SHARE = 0.15
+MIN_SPAN_FOR_VALID = 5
+
+
 def _ranges(train, valid, test, train_frac, valid_frac, num_snapshots):
     T = num_snapshots
     if train is None and valid is None and test is None:
-        if not (train_frac > 0 and valid_frac >= 0 and train_frac + valid_frac <= 1):
+        frac = 0.0 if valid_frac is None else valid_frac
+        if not (train_frac > 0 and frac >= 0 and train_frac + frac <= 1):
             raise ValueError(f"train_frac {train_frac} and valid_frac {valid_frac} must be "
                              "positive and sum to at most 1")
-        n_train, n_valid = int(numpy.floor(train_frac * T)), int(numpy.floor(valid_frac * T))
+        n_train, n_valid = int(numpy.floor(train_frac * T)), int(numpy.floor(frac * T))
         if n_train < 1:
             raise ValueError(f"{T} snapshots leave no training snapshot at train_frac "
                              f"{train_frac}")
+        # No valid_frac: the end of a long enough training span validates, as convert does.
+        if valid_frac is None and n_train >= MIN_SPAN_FOR_VALID:
+            n_valid = max(1, int(numpy.floor(DEFAULT_VALID_SHARE * n_train + 0.5)))
+            n_train -= n_valid
         valid_end = min(T, n_train + n_valid)
         return (0, n_train), (n_train, valid_end), (valid_end, T)
     out = []
@@ -90,7 +100,7 @@ def _ranges(train, valid, test, train_frac, valid_frac, num_snapshots):
 
 
 def write_temporal_store(path, snapshots, *, num_classes=0, train=None, valid=None, test=None,
-                         train_frac=0.8, valid_frac=0.0, name=None, full_snapshots=False):
+                         train_frac=0.8, valid_frac=None, name=None, full_snapshots=False):
     """Writes a temporal store that `tessel partition` and `tessel train --mode dynamic` read.
 
     snapshots: a sequence of T snapshots over the same N nodes, each an object with attributes
@@ -103,7 +113,9 @@ def write_temporal_store(path, snapshots, *, num_classes=0, train=None, valid=No
         [0, num_classes), -1 = unlabeled.
     train, valid, test: snapshot ranges (begin, end); when none is given, the first
         floor(train_frac * T) snapshots train, the next floor(valid_frac * T) validate and the
-        rest test, as `tessel convert temporal --train-frac --valid-frac`.
+        rest test, as `tessel convert temporal --train-frac --valid-frac`; with valid_frac None
+        (the default) the last 15% of a training span of 5 or more snapshots (at least one)
+        validate instead, as convert does without --valid-frac.
     full_snapshots: also store every snapshot whole (`--full-snapshots`).
 
     Every input is checked first (a bad one raises ValueError naming the snapshot, the array and

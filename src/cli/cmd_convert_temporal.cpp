@@ -117,8 +117,9 @@ std::function<void()> add_temporal_convert_commands(CLI::App& convert) {
   tc->add_option("--train-frac", t->options.train_frac, "First snapshots used for training")
       ->capture_default_str();
   tc->add_option("--valid-frac", t->options.valid_frac,
-                 "Next snapshots used for validation (the rest is test)")
-      ->capture_default_str();
+                 "Next snapshots used for validation (the rest is test); 0: none. Default: the "
+                 "last 15% of the training span (at least one snapshot) when it has 5 or more, "
+                 "so that training can choose an epoch");
   tc->add_option("--snapshots", t->options.snapshots, "Edge lists: number of equal time bins");
   tc->add_option("--snapshot-span", t->options.snapshot_span,
                  "Edge lists: time units per snapshot");

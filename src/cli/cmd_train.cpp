@@ -22,8 +22,14 @@ std::function<void()> setup_train(CLI::App& app) {
                  "partition of a temporal store) or pipeline (SIGN MLP in stages)")
       ->check(CLI::IsMember(train::mode_names()))
       ->capture_default_str();
-  app.add_option("--epochs", options->epochs, "epochs to train")
+  app.add_option("--epochs", options->epochs,
+                 "epochs to train (dynamic node regression: 100 unless given)")
       ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--patience", options->patience,
+                 "stop once the validation metric has not improved for N epochs (every mode; "
+                 "only with a validation split; 0: never; dynamic: 10 unless given)")
+      ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   add_model_flags(app, *options, *fanouts);
   app.add_option("--metrics", options->metrics_path, "write one JSON object per epoch here");

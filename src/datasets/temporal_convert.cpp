@@ -130,13 +130,20 @@ Csr read_edge_pairs(const JsonInput& in, const json& edges, const json* weights,
 
 void set_split(TemporalDataset& d, const TemporalConvertOptions& o, const std::string& file) {
   const std::int64_t T = d.num_snapshots();
-  TESSEL_EXPECTS(o.train_frac > 0 && o.valid_frac >= 0 && o.train_frac + o.valid_frac <= 1,
+  const double valid_frac = o.valid_frac.value_or(0.0);
+  TESSEL_EXPECTS(o.train_frac > 0 && valid_frac >= 0 && o.train_frac + valid_frac <= 1,
                  "{}: --train-frac {} and --valid-frac {} must be positive and sum to <= 1", file,
-                 o.train_frac, o.valid_frac);
-  const auto n_train = static_cast<std::int64_t>(std::floor(o.train_frac * static_cast<double>(T)));
-  const auto n_valid = static_cast<std::int64_t>(std::floor(o.valid_frac * static_cast<double>(T)));
+                 o.train_frac, valid_frac);
+  auto n_train = static_cast<std::int64_t>(std::floor(o.train_frac * static_cast<double>(T)));
+  auto n_valid = static_cast<std::int64_t>(std::floor(valid_frac * static_cast<double>(T)));
   TESSEL_EXPECTS(n_train >= 1, "{}: {} snapshots leave no training snapshot at --train-frac {}",
                  file, T, o.train_frac);
+  // No --valid-frac: the end of a long enough training span validates.
+  if (!o.valid_frac && n_train >= kMinSpanForValid) {
+    n_valid = std::max<std::int64_t>(
+        1, std::llround(kDefaultValidShare * static_cast<double>(n_train)));
+    n_train -= n_valid;
+  }
   d.train = {0, n_train};
   d.valid = {n_train, std::min(T, n_train + n_valid)};
   d.test = {d.valid.end, T};

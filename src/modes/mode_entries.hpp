@@ -17,7 +17,8 @@ void check_dynamic_options(const TrainOptions& options, int ranks);
 std::unique_ptr<Trainer> make_dynamic_trainer(TrainerContext context);
 RunInfo dynamic_run_info(const Trainer& trainer, const TrainerContext& context);
 // Dynamic mode's defaults: node regression takes the usual recipe's model (1 GCN layer, no
-// dropout) unless --layers or --dropout is given.
+// dropout) unless --layers or --dropout is given, and the recipe of modes/dynamic.hpp
+// (weight decay, epochs, patience).
 void dynamic_defaults(TrainOptions& options,
                       const std::function<bool(const std::string&)>& given);
 

@@ -572,9 +572,10 @@ private:
     log_epoch(m, values);
     write_epoch_line(m);
     const double epoch_wall_s = m.wall_s;
+    const bool stop = last || out_of_patience(m);
     result_.epochs.push_back(std::move(m));
-    checkpoint(epoch, last, epoch_wall_s);
-    return last;
+    checkpoint(epoch, stop, epoch_wall_s);
+    return stop;
   }
 
   // The trainer's evaluation, recorded in `m` under the metric's names.
@@ -635,6 +636,21 @@ private:
     if (m.evaluated && metric_.higher_is_better && options_.target_acc > 0 &&
         result_.time_to_target_s < 0 && values.valid >= options_.target_acc)
       result_.time_to_target_s = m.wall_s;
+  }
+
+  // --patience: whether the validation metric has gone that many epochs without improving
+  // (the best epoch and the epoch are the same on every rank, so every rank stops together).
+  bool out_of_patience(const EpochMetrics& m) {
+    if (options_.patience <= 0 || !metric_.picks_best || !m.evaluated ||
+        result_.best_epoch == 0 || m.epoch - result_.best_epoch < options_.patience)
+      return false;
+    result_.stopped_early = true;
+    if (!options_.quiet)
+      log::info("stopping after epoch {}: the validation {} has not improved for {} epochs "
+                "(--patience {}; best at epoch {})",
+                m.epoch, metric_.name, m.epoch - result_.best_epoch, options_.patience,
+                result_.best_epoch);
+    return true;
   }
 
   void log_epoch(const EpochMetrics& m, const Accuracy& values) const {
@@ -702,6 +718,7 @@ private:
                               // and the epochs this process trained.
                               {"epochs", last_epoch_},
                               {"epochs_this_run", static_cast<int>(result_.epochs.size())},
+                              {"stopped_early", result_.stopped_early},
                               {"peak_rss_bytes", result_.peak_rss_bytes},
                               {"setup_s", result_.setup_s}};
     // The outputs of the chosen epoch: the best one kept above (when it is not the last, its

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,12 +123,19 @@ TemporalDataset read_temporal_store(const std::filesystem::path& path);
 
 // ---- converters ----
 
+// The validation split convert takes by default from the end of the training span.
+inline constexpr double kDefaultValidShare = 0.15;
+inline constexpr std::int64_t kMinSpanForValid = 5;
+
 struct TemporalConvertOptions {
   std::string name;             // default: the input file's stem
   int lags = 4;                 // series layouts: features are the previous `lags` values
   bool standardize = false;     // series layouts: z-score each node's series first
-  double train_frac = 0.8;      // first snapshots for training
-  double valid_frac = 0.0;      // then validation; the rest is test
+  double train_frac = 0.8;      // first snapshots: the training span, the rest is test
+  // Given: the next floor(valid_frac * T) snapshots after the training span validate (0: none).
+  // Unset: the last kDefaultValidShare of a training span of at least kMinSpanForValid
+  // snapshots validate (at least one), so that training can choose an epoch.
+  std::optional<double> valid_frac;
   std::int64_t snapshots = 0;   // edge lists: bin into this many snapshots, or
   double snapshot_span = 0;     // edge lists: snapshots of this many time units
   std::filesystem::path node_features;  // edge lists: CSV of N rows x F features (optional)

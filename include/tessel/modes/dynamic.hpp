@@ -15,6 +15,13 @@
 
 namespace tessel::train {
 
+// Dynamic node regression's defaults when not given (train --mode dynamic): at most this many
+// epochs, stopped after kDynamicPatience epochs without a better validation MSE, with this
+// weight decay (measured on short synthetic series: docs/modes.md).
+inline constexpr int kDynamicEpochs = 100;
+inline constexpr int kDynamicPatience = 10;
+inline constexpr float kDynamicWeightDecay = 5e-4f;
+
 // The dynamic model on a temporal partition, for gradient checks (on the CPU, with `comm` as
 // control and data communicator): the mean training loss at the current parameters and, with gradients, every parameter's gradient of it (all-reduced over
 // ranks, like training does before the optimizer step). Collective.

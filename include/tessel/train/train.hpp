@@ -152,6 +152,9 @@ struct TrainOptions {
   double time_budget_s = 0;        // stop after this many seconds of training (0: no limit)
   double target_acc = 0;           // record when validation accuracy first reaches this
   int eval_every = 1;              // evaluate valid/test every N epochs (and at the last)
+  // Stop once the validation metric has not improved for this many epochs (0: never; only
+  // with a validation split). --mode dynamic sets it when not given.
+  int patience = 0;
   std::filesystem::path metrics_path;      // JSON lines, rank 0
   std::filesystem::path checkpoint_dir;
   int checkpoint_every = 0;
@@ -206,6 +209,7 @@ struct TrainResult {
   double best_valid_acc = 0;
   double test_acc_at_best = 0;
   int best_epoch = 0;
+  bool stopped_early = false;  // --patience ended the run before --epochs
   // The metric's other fields kept at the best epoch (dynamic mode: test_mrr), by name.
   std::map<std::string, double> kept_at_best;
   double time_to_target_s = -1;  // -1: target never reached

@@ -225,11 +225,18 @@ private:
 
 }  // namespace
 
+// Node regression's recipe, chosen so that a short series (a few dozen snapshots) does not
+// overfit: one layer, no dropout, weight decay, and at most kDynamicEpochs epochs stopped by the
+// validation split (the one convert temporal takes by default). --patience is set only when
+// neither it nor --epochs is given, so an explicit --epochs (bench's too) trains that many.
 void dynamic_defaults(TrainOptions& options,
                       const std::function<bool(const std::string&)>& given) {
   if (options.dynamic.task != DynamicTask::node_regression) return;
   if (!given("--layers")) options.model.layers = 1;
   if (!given("--dropout")) options.model.dropout = 0.0f;
+  if (!given("--weight-decay")) options.optimizer.weight_decay = kDynamicWeightDecay;
+  if (!given("--epochs") && !given("--patience")) options.patience = kDynamicPatience;
+  if (!given("--epochs")) options.epochs = kDynamicEpochs;
 }
 
 void check_dynamic_options(const TrainOptions& options, int /*ranks*/) {
