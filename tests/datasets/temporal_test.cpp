@@ -131,6 +131,42 @@ TEST(TemporalConvert, DynamicEdgesLayout) {
   EXPECT_EQ(d.test, (datasets::SnapshotRange{2, 3}));
 }
 
+// Without --valid-frac the last 15% of a training span of 5 or more snapshots validate (at
+// least one); --valid-frac 0 turns that off and a given fraction takes the snapshots after the
+// span, as before; a shorter span keeps no validation.
+TEST(TemporalConvert, DefaultValidationComesFromTheEndOfTheTrainingSpan) {
+  test::TempDir dir("temporal-json-split");
+  std::string fx;
+  for (int t = 0; t < 42; ++t) fx += (t ? ", [" : "[") + std::to_string(t) + ", " + std::to_string(2 * t) + "]";
+  write_text(dir / "s.json", R"({"edges": [[0, 1], [1, 0]], "FX": [)" + fx + "]}");
+  datasets::TemporalConvertOptions o;
+  o.lags = 2;  // 40 snapshots, a training span of 32
+  auto d = datasets::read_pyg_temporal_json(dir / "s.json", o);
+  ASSERT_EQ(d.num_snapshots(), 40);
+  EXPECT_EQ(d.train, (datasets::SnapshotRange{0, 27}));  // round(0.15 * 32) = 5 validate
+  EXPECT_EQ(d.valid, (datasets::SnapshotRange{27, 32}));
+  EXPECT_EQ(d.test, (datasets::SnapshotRange{32, 40}));
+  o.valid_frac = 0.0;
+  d = datasets::read_pyg_temporal_json(dir / "s.json", o);
+  EXPECT_EQ(d.train, (datasets::SnapshotRange{0, 32}));
+  EXPECT_EQ(d.valid, (datasets::SnapshotRange{32, 32}));
+  o.valid_frac = 0.1;
+  d = datasets::read_pyg_temporal_json(dir / "s.json", o);
+  EXPECT_EQ(d.train, (datasets::SnapshotRange{0, 32}));
+  EXPECT_EQ(d.valid, (datasets::SnapshotRange{32, 36}));
+  EXPECT_EQ(d.test, (datasets::SnapshotRange{36, 40}));
+  // A span of 5 keeps 4 for training and 1 to validate; a span of 4 none.
+  o.valid_frac.reset();
+  o.train_frac = 5.0 / 40;
+  d = datasets::read_pyg_temporal_json(dir / "s.json", o);
+  EXPECT_EQ(d.train, (datasets::SnapshotRange{0, 4}));
+  EXPECT_EQ(d.valid, (datasets::SnapshotRange{4, 5}));
+  o.train_frac = 4.0 / 40;
+  d = datasets::read_pyg_temporal_json(dir / "s.json", o);
+  EXPECT_EQ(d.train, (datasets::SnapshotRange{0, 4}));
+  EXPECT_EQ(d.valid, (datasets::SnapshotRange{4, 4}));
+}
+
 TEST(TemporalConvert, StaticSignalPerSnapshotAndNodeLinkLayouts) {
   test::TempDir dir("temporal-json");
   datasets::TemporalConvertOptions o;

@@ -447,6 +447,38 @@ TEST(DynamicTraining, ResumeCarriesTheBestSoFar) {
   }
 }
 
+// --patience stops a run whose validation MSE has not improved for that many epochs, at the same
+// epoch on every rank count; the best epoch is then before the last, and the same as a run
+// without patience finds over those epochs (stopping changes nothing before it).
+TEST(DynamicTraining, PatienceStopsAfterTheBestEpochOnEveryRankCount) {
+  auto comm = world();
+  log::set_level(log::Level::warn);
+  const Stores s = make_stores(*comm);
+  auto self = comm->split(comm->rank(), 0);
+  auto o = options(s.regression_p, "gcn-gru", "snapshot");
+  o.optimizer.lr = 0.3f;  // large enough that the validation MSE soon worsens
+  o.epochs = 40;
+  o.patience = 3;
+  auto o1 = options(s.regression_1, "gcn-gru", "snapshot");
+  o1.optimizer.lr = o.optimizer.lr;
+  o1.epochs = o.epochs;
+  o1.patience = o.patience;
+  const auto stopped = train::train_dynamic(*comm, o);
+  expect_same(stopped, train::train_dynamic(*self, o1), "patience");
+  ASSERT_TRUE(stopped.stopped_early);
+  const int last = stopped.epochs.back().epoch;
+  EXPECT_LT(last, o.epochs);
+  EXPECT_EQ(last, stopped.best_epoch + o.patience);
+  EXPECT_EQ(stopped.summary["best_epoch"], stopped.best_epoch);
+  EXPECT_EQ(stopped.summary["test_mse"].get<double>(), stopped.test_acc_at_best);
+  o.patience = 0;
+  o.epochs = last;
+  const auto full = train::train_dynamic(*comm, o);
+  EXPECT_FALSE(full.stopped_early);
+  EXPECT_EQ(full.best_epoch, stopped.best_epoch);
+  EXPECT_EQ(full.epochs.back().loss, stopped.epochs.back().loss);
+}
+
 }  // namespace
 
 namespace {
