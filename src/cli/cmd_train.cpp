@@ -28,7 +28,8 @@ std::function<void()> setup_train(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--patience", options->patience,
                  "stop once the validation metric has not improved for N epochs (every mode; "
-                 "only with a validation split; 0: never; dynamic: 10 unless given)")
+                 "only with a validation split; 0: never; dynamic node regression: 10 unless "
+                 "--epochs or --patience is given)")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   add_model_flags(app, *options, *fanouts);
