@@ -35,6 +35,7 @@ const kernels::SparseMatrix& AttentionEdges::graph(Device device) {
 }
 
 const Tensor& AttentionEdges::ids(Device device) {
+  TESSEL_EXPECTS(ids_.defined(), "attention: the aggregator knows no ids for its sources");
   if (ids_.device() == device) return ids_;
   if (!ids_on_.defined() || ids_on_.device() != device) ids_on_ = ids_.to(device);
   return ids_on_;
