@@ -5,11 +5,14 @@
 
 #include "dataset_fixtures.hpp"
 
+#include "tessel/datasets/h5.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 using namespace tessel;
+namespace fs = std::filesystem;
 using test::checkpoint_params;
 using test::losses;
 using test::run_ok;
@@ -98,4 +101,22 @@ TEST_F(GatCli, SampledLossesDoNotDependOnRankCount) {
   ASSERT_EQ(runs[1].size(), runs[0].size());
   for (std::size_t i = 0; i < runs[0].size(); ++i)
     EXPECT_LE(std::abs(runs[0][i] - runs[1][i]), 1e-4 * std::abs(runs[0][i])) << "epoch " << i + 1;
+}
+
+// `tessel predict` rebuilds the GAT (heads and output heads from the checkpoint) and gives the
+// training run's predictions and embeddings of the same epoch bit for bit.
+TEST_F(GatCli, PredictReproducesTheTrainingRunsPredictions) {
+  const fs::path trained = scratch("pred-train.h5"), predicted = scratch("pred.h5"),
+                 ck = scratch("pred-ck");
+  run_ok(test::mpirun(2, 1) + tessel_bin() + " train " + parts(2).string() + kGat +
+         " --epochs 4 --attn-dropout 0.3 --predictions " + trained.string() + " --embeddings " +
+         scratch("emb-train.h5").string() + " --checkpoint " + ck.string());
+  run_ok(test::mpirun(2, 1) + tessel_bin() + " predict " + ck.string() + " " + parts(2).string() +
+         " --predictions " + predicted.string() + " --embeddings " + scratch("emb.h5").string());
+  h5::File a = h5::File::open_read(trained), b = h5::File::open_read(predicted);
+  EXPECT_EQ(a.read<std::int64_t>("/node_id"), b.read<std::int64_t>("/node_id"));
+  EXPECT_EQ(a.read<float>("/logits"), b.read<float>("/logits"));
+  const auto emb = h5::File::open_read(scratch("emb-train.h5")).read<float>("/embedding");
+  EXPECT_EQ(emb, h5::File::open_read(scratch("emb.h5")).read<float>("/embedding"));
+  EXPECT_EQ(emb.size(), a.read<std::int64_t>("/node_id").size() * 12);  // 3 heads x 4
 }
