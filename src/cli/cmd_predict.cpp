@@ -71,6 +71,10 @@ void options_from_checkpoint(train::TrainOptions& o) {
       o.pipeline.mlp_layers = model.at("mlp_layers").get<int>();
       o.pipeline.op = model_word<nn::Norm>(path, model, "operator");
     }
+    if (o.model.kind == nn::ModelKind::gat) {
+      o.model.heads = model.at("heads").get<int>();
+      o.model.out_heads = model.at("out_heads").get<int>();
+    }
   } catch (const nlohmann::json::exception& e) {
     TESSEL_FAIL("{}: the model attribute is not a Tessel model description: {}", path.string(),
                 e.what());

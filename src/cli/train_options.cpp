@@ -121,11 +121,19 @@ std::vector<int> parse_split(const std::string& text) {
 // The model, the optimizer and what every mode reads (seed, threads, device, evaluation).
 void add_common_flags(CLI::App& app, train::TrainOptions& o) {
   add_choice(app, "--model", o.model.kind,
-             "gcn or sage; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with --mode "
-             "pipeline: sign-mlp (the default there)");
+             "gcn, sage or gat; with --mode dynamic: gcn-gru, gcn-lstm or evolvegcn-o; with "
+             "--mode pipeline: sign-mlp (the default there)");
   add_checked(app, "--layers", o.model.layers,
               "number of GNN layers (dynamic node regression: 1 unless given)", CLI::Range(1, 16));
-  add_checked(app, "--hidden", o.model.hidden, "hidden feature size", CLI::Range(1, 1 << 16));
+  add_checked(app, "--hidden", o.model.hidden,
+              "hidden feature size (--model gat: the width of one head)", CLI::Range(1, 1 << 16));
+  add_checked(app, "--heads", o.model.heads,
+              "--model gat: attention heads of each hidden layer (concatenated)", CLI::Range(1, 64));
+  add_checked(app, "--out-heads", o.model.out_heads,
+              "--model gat: attention heads of the output layer (averaged)", CLI::Range(1, 64));
+  add_checked(app, "--attn-dropout", o.model.attn_dropout,
+              "--model gat: dropout probability on the attention coefficients",
+              finite_range(0.0, 0.95));
   add_checked(app, "--dropout", o.model.dropout,
               "dropout probability on each layer's input (dynamic node regression: 0 unless "
               "given)",
@@ -397,6 +405,10 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
   TESSEL_EXPECTS(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0 &&
                      o.optimizer.lr <= kMaxLearningRate,
                  "--lr must be in (0, {}], got {}", kMaxLearningRate, o.optimizer.lr);
+  TESSEL_EXPECTS(o.model.kind == nn::ModelKind::gat ||
+                     (o.model.heads == 1 && o.model.out_heads == 1 && o.model.attn_dropout == 0),
+                 "--heads, --out-heads and --attn-dropout are options of --model gat, not {}",
+                 o.model.kind);
   // A mode that trains one model kind (the pipeline's SIGN MLP) takes it in place of the
   // default gcn; the GNN modes refuse the kinds such a mode owns.
   const std::optional<nn::ModelKind> only_model = train::mode_traits(o.mode).only_model;

@@ -3,6 +3,7 @@
 #include "tessel/dist/full_aggregator.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/kernels/attention.hpp"
 
 namespace tessel::dist {
 
@@ -81,6 +82,62 @@ void FullAggregator::use_full_graph() {
   halo_.keep_all();
   epoch_matrices_ = nn::AggregationMatrices();
   sampled_ = false;
+}
+
+const kernels::SparseMatrix& FullAggregator::attention_graph(Device device) {
+  TESSEL_EXPECTS(device == device_, "attention: the part's graph is on {}, not {}", device_.str(),
+                 device.str());
+  if (!attention_graph_.indptr.defined()) {
+    LocalCsr pattern = part_.graph;
+    pattern.values.clear();
+    attention_graph_ = kernels::add_self_loops(kernels::SparseMatrix::from_csr(pattern, device_));
+  }
+  return attention_graph_;
+}
+
+const Tensor& FullAggregator::attention_ids(Device device) {
+  TESSEL_EXPECTS(device == device_, "attention: the part's ids are on {}, not {}", device_.str(),
+                 device.str());
+  if (!attention_ids_.defined())
+    attention_ids_ = Tensor::from_vector(std::vector<NodeId>(
+                                             part_.orig_id.begin(),
+                                             part_.orig_id.begin() + part_.num_local()))
+                         .to(device_);
+  return attention_ids_;
+}
+
+void FullAggregator::expect_whole_exchange(const char* what) const {
+  TESSEL_EXPECTS(halo_.codec() == kernels::RowCodec::f32,
+                 "--model gat exchanges its halo rows in f32 only (--halo-dtype {} is refused)",
+                 kernels::row_codec_name(halo_.codec()));
+  TESSEL_EXPECTS(!sampled_ && !halo_.combined() && !halo_.stale(),
+                 "--model gat needs every halo row, exact and current, for its {} (boundary "
+                 "sampling, --halo-aggregation pre|auto and --stale-halo are refused)",
+                 what);
+}
+
+Tensor FullAggregator::exchange_rows(const Tensor& x) {
+  expect_whole_exchange("attention");
+  Tensor x_full;
+  settle();
+  ScopedPhase t(*phases_, "communicate");
+  Stopwatch exchange;
+  halo_.forward(x, x_full);
+  settle();
+  halo_seconds_ += exchange.seconds();
+  return x_full;
+}
+
+Tensor FullAggregator::exchange_rows_backward(const Tensor& grad) {
+  expect_whole_exchange("attention gradients");
+  Tensor grad_owned;
+  settle();
+  ScopedPhase t(*phases_, "communicate");
+  Stopwatch exchange;
+  halo_.backward(grad, grad_owned);
+  settle();
+  halo_seconds_ += exchange.seconds();
+  return grad_owned;
 }
 
 }  // namespace tessel::dist

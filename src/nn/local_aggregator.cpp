@@ -34,6 +34,7 @@ LocalAggregator::LocalAggregator(const LocalCsr& graph, Device device, std::vect
   pattern.values.clear();
   matrices_.reset(kernels::SparseMatrix::from_csr(pattern, device),
                   degree.empty() ? Tensor() : Tensor::from_vector(degree).to(device));
+  edges_.reset(kernels::SparseMatrix::from_csr(pattern), Tensor::from_vector(src_ids_));
 }
 
 const kernels::SparseMatrix& LocalAggregator::matrix(Norm norm) {

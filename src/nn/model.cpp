@@ -3,6 +3,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/kernels/dense.hpp"
+#include "tessel/nn/gat.hpp"
 #include "tessel/nn/layers.hpp"
 
 namespace tessel::nn {
@@ -23,8 +24,12 @@ struct Model::Impl {
 
 namespace {
 void validate(const ModelConfig& c) {
-  TESSEL_EXPECTS(c.kind == ModelKind::gcn || c.kind == ModelKind::sage,
-                 "model: kind '{}' is not gcn or sage", option_word(c.kind));
+  TESSEL_EXPECTS(c.kind == ModelKind::gcn || c.kind == ModelKind::sage || c.kind == ModelKind::gat,
+                 "model: kind '{}' is not gcn, sage or gat", option_word(c.kind));
+  TESSEL_EXPECTS(c.heads >= 1 && c.out_heads >= 1, "model: {} heads and {} output heads, need >= 1",
+                 c.heads, c.out_heads);
+  TESSEL_EXPECTS(c.attn_dropout >= 0.0f && c.attn_dropout < 1.0f,
+                 "model: attention dropout {} outside [0, 1)", c.attn_dropout);
   TESSEL_EXPECTS(c.layers >= 1, "model: {} layers, need at least 1", c.layers);
   TESSEL_EXPECTS(c.in_dim > 0 && c.out_dim > 0, "model: input dim {} and output dim {} must be > 0",
                  c.in_dim, c.out_dim);
@@ -38,13 +43,19 @@ Model::Model(const ModelConfig& config) : impl_(std::make_unique<Impl>()) {
   validate(config);
   impl_->config = config;
   for (int l = 0; l < config.layers; ++l) {
-    const std::int64_t in = l == 0 ? config.in_dim : config.hidden;
+    const bool gat = config.kind == ModelKind::gat;
+    const std::int64_t hidden_width = gat ? config.hidden * config.heads : config.hidden;
+    const std::int64_t in = l == 0 ? config.in_dim : hidden_width;
     const std::int64_t out = l == config.layers - 1 ? config.out_dim : config.hidden;
     // Each layer draws its weights from its own key, so layer l's initial values do not
     // depend on the other layers' sizes.
     rng::Key key{config.seed, rng::Stream::init, 0, 0, static_cast<std::uint32_t>(l)};
     const std::string prefix = "layer" + std::to_string(l);
-    if (config.kind == ModelKind::gcn)
+    if (gat) {
+      const bool last = l == config.layers - 1;
+      impl_->layers.push_back(std::make_unique<GatLayer>(
+          prefix, in, out, last ? config.out_heads : config.heads, last, key, config.device));
+    } else if (config.kind == ModelKind::gcn)
       impl_->layers.push_back(std::make_unique<GcnLayer>(prefix, in, out, key, config.device));
     else
       impl_->layers.push_back(std::make_unique<SageLayer>(prefix, in, out, key, config.device));
@@ -150,6 +161,11 @@ Tensor Model::forward(const Tensor& x, std::span<Aggregator* const> aggregators,
         h = std::move(dropped);
       }
     }
+    if (auto* gat = dynamic_cast<GatLayer*>(m.layers[i].get())) {
+      rng::Key key = dropout_key;
+      key.layer = kAttentionDropoutLayer + static_cast<std::uint32_t>(l);
+      gat->set_attention_dropout(key, training ? m.config.attn_dropout : 0.0f);
+    }
     h = m.layers[i]->forward(std::move(h), agg, recompute);
     if (l + 1 < m.config.layers) {
       // Layer l + 1's input: ReLU, then its dropout (keyed by its aggregator's source ids), in
@@ -185,6 +201,8 @@ Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
                    "model: layer {} gets {} rows but its aggregator has {} sources", l, h.rows(),
                    agg.num_src());
     if (last_hidden && l > 0 && l + 1 == m.config.layers) *last_hidden = h.clone();
+    if (auto* gat = dynamic_cast<GatLayer*>(m.layers[static_cast<std::size_t>(l)].get()))
+      gat->set_attention_dropout(rng::Key{}, 0.0f);
     h = m.layers[static_cast<std::size_t>(l)]->forward(std::move(h), agg);
     if (l + 1 < m.config.layers) kernels::relu_forward(h, h);
     if (after_layer) after_layer(l);

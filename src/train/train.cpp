@@ -103,6 +103,10 @@ std::string model_signature(const TrainOptions& o) {
     j["mlp_layers"] = o.pipeline.mlp_layers;
     j["operator"] = option_word(o.pipeline.op);
   }
+  if (o.model.kind == nn::ModelKind::gat) {
+    j["heads"] = o.model.heads;
+    j["out_heads"] = o.model.out_heads;
+  }
   // The input's normalization is part of what the parameters were trained on (`tessel
   // predict` applies it again); written only when there is one, so checkpoints without it
   // still resume.

@@ -204,7 +204,7 @@ TEST(Model, InferEqualsEvaluationForwardAndReportsEachLayer) {
 }
 
 TEST(Model, ConfigAndShapeErrorsAreClear) {
-  EXPECT_THROW(option_value<nn::ModelKind>("gat"), InputError);
+  EXPECT_THROW(option_value<nn::ModelKind>("gin"), InputError);
   auto bad = small_config("gcn");
   bad.kind = nn::ModelKind::sign_mlp;  // not a GNN model kind
   EXPECT_THROW(nn::Model{bad}, InputError);

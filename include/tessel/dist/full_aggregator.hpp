@@ -133,7 +133,16 @@ class FullAggregator final : public nn::Aggregator {
     return grad_owned;
   }
 
+  // Attention (GAT): the part's in-neighbour pattern over owned + halo columns with self loops,
+  // the columns' source-dataset ids, and the halo exchange of whole rows (f32, every halo row:
+  // compressed, sampled, pre-aggregated and stale halos are refused).
+  const kernels::SparseMatrix& attention_graph(Device device) override;
+  const Tensor& attention_ids(Device device) override;
+  Tensor exchange_rows(const Tensor& x) override;
+  Tensor exchange_rows_backward(const Tensor& grad) override;
+
 private:
+  void expect_whole_exchange(const char* what) const;
   nn::AggregationMatrices& matrices() { return sampled_ ? epoch_matrices_ : matrices_; }
   // On a GPU, waits for the enqueued work so the phase times measure it, not its launch.
   void settle() {
@@ -151,6 +160,8 @@ private:
   std::int64_t pre_rows_ = 0;
   double halo_seconds_ = 0;
   Tensor src_ids_device_;
+  kernels::SparseMatrix attention_graph_;
+  Tensor attention_ids_;
 };
 
 }  // namespace tessel::dist

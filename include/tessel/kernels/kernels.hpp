@@ -1,6 +1,7 @@
 // Every kernel entry point: include this to use the kernels layer.
 #pragma once
 
+#include "tessel/kernels/attention.hpp"
 #include "tessel/kernels/context.hpp"
 #include "tessel/kernels/dense.hpp"
 #include "tessel/kernels/link.hpp"

@@ -4,6 +4,7 @@
 #include "tessel/core/option_words.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/types.hpp"
+#include "tessel/kernels/sparse.hpp"
 
 #include <cstdint>
 #include <span>
@@ -44,6 +45,35 @@ class Aggregator {
   virtual Tensor aggregate(const Tensor& x, Norm norm) = 0;
   // grad_out: [num_dst, F] -> gradient with respect to x, [num_src, F].
   virtual Tensor aggregate_backward(const Tensor& grad_out, Norm norm) = 0;
+
+  // Attention (GAT) weighs each edge itself, so it reads the edges rather than a weighted
+  // matrix. The columns are the num_src() sources followed by any rows another rank owns
+  // (full-batch halos): attention_graph() is the num_dst() x columns in-neighbour pattern with a
+  // self loop in front of every row (kernels::add_self_loops), on `device`; attention_ids() the
+  // columns' ids (i64 [columns] on `device`: src_ids() and then the halo rows' ids), which key
+  // the attention dropout. The defaults refuse: an aggregator without edges has no attention.
+  virtual const kernels::SparseMatrix& attention_graph(Device device);
+  virtual const Tensor& attention_ids(Device device);
+  // x: [num_src, F] -> [columns, F]: the sources and the halo rows, in the one exchange a layer
+  // makes (the identity without halos). Collective in full-batch training.
+  virtual Tensor exchange_rows(const Tensor& x);
+  // The backward of exchange_rows: grad [columns, F] -> [num_src, F], the halo rows' gradients
+  // sent to and summed at their owners. Collective in full-batch training.
+  virtual Tensor exchange_rows_backward(const Tensor& grad);
+};
+
+// What an aggregator without halos keeps for attention: its pattern with self loops and its
+// source ids, built on first use per device.
+class AttentionEdges {
+ public:
+  // pattern: num_dst x num_src in-neighbour pattern; ids: i64 [num_src] (either on any device).
+  void reset(kernels::SparseMatrix pattern, Tensor ids);
+  const kernels::SparseMatrix& graph(Device device);
+  const Tensor& ids(Device device);
+
+ private:
+  kernels::SparseMatrix pattern_, graph_;
+  Tensor ids_, ids_on_;
 };
 
 }  // namespace tessel::nn

@@ -26,6 +26,13 @@ public:
   Tensor aggregate(const Tensor& x, Norm norm) override;
   Tensor aggregate_backward(const Tensor& grad_out, Norm norm) override;
 
+  const kernels::SparseMatrix& attention_graph(Device device) override {
+    return edges_.graph(device);
+  }
+  const Tensor& attention_ids(Device device) override { return edges_.ids(device); }
+  Tensor exchange_rows(const Tensor& x) override { return x; }
+  Tensor exchange_rows_backward(const Tensor& grad) override { return grad; }
+
   // The weighted matrix applied by aggregate() (num_dst x num_src).
   const kernels::SparseMatrix& matrix(Norm norm);
 
@@ -33,6 +40,7 @@ private:
   LocalCsr graph_;
   std::vector<NodeId> src_ids_;
   AggregationMatrices matrices_;
+  AttentionEdges edges_;
 };
 
 } // namespace tessel::nn

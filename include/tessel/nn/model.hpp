@@ -24,29 +24,39 @@ struct Parameter {
 
 // --model: the static GNNs (Model below), the pipeline's SIGN MLP and the temporal GNNs
 // (TemporalGcn).
-enum class ModelKind { gcn, sage, gcn_gru, gcn_lstm, evolvegcn_o, sign_mlp };
+enum class ModelKind { gcn, sage, gcn_gru, gcn_lstm, evolvegcn_o, sign_mlp, gat };
 inline std::span<const OptionWord<ModelKind>> option_words(ModelKind) {
   static constexpr OptionWord<ModelKind> words[] = {
       {"gcn", ModelKind::gcn},           {"sage", ModelKind::sage},
       {"gcn-gru", ModelKind::gcn_gru},   {"gcn-lstm", ModelKind::gcn_lstm},
-      {"evolvegcn-o", ModelKind::evolvegcn_o}, {"sign-mlp", ModelKind::sign_mlp}};
+      {"evolvegcn-o", ModelKind::evolvegcn_o}, {"sign-mlp", ModelKind::sign_mlp},
+      {"gat", ModelKind::gat}};
   return words;
 }
 
 struct ModelConfig {
-  ModelKind kind = ModelKind::gcn;  // Model: gcn or sage
+  ModelKind kind = ModelKind::gcn;  // Model: gcn, sage or gat
   std::int64_t in_dim = 0;
   std::int64_t hidden = 16;
   std::int64_t out_dim = 0;
   int layers = 2;
   float dropout = 0.5f;  // applied to the input of every layer while training
+  // GAT: `hidden` is one head's width; hidden layers concatenate `heads` heads (their output
+  // is heads * hidden wide), the output layer averages `out_heads` heads of out_dim columns;
+  // attn_dropout drops attention coefficients while training.
+  int heads = 1;
+  int out_heads = 1;
+  float attn_dropout = 0.0f;
   std::uint64_t seed = 0;
   Device device = Device::cpu();
 };
 
 // Layer l reads aggregators[l]; ReLU between layers, none after the last (logits out).
+// GAT's attention dropout draws from dropout_key with layer = kAttentionDropoutLayer + l.
 // Dropout masks come from dropout_key with layer = l and are keyed by the aggregator's
 // src_ids(), so they do not depend on the rank count.
+inline constexpr std::uint32_t kAttentionDropoutLayer = 256;
+
 class Model {
  public:
   explicit Model(const ModelConfig& config);  // Glorot-uniform weights, zero biases, from seed

@@ -18,8 +18,13 @@ class FullTrainer final : public GraphModeTrainer {
     // The aggregation matrices are built now, not in the first epoch: building the transpose
     // takes temporaries of 16 bytes per edge, which then go back to the driver, so the
     // device's memory during training is what a step holds (the peaks restart here).
-    aggregator_.prepare(norm());
-    aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
+    if (options_.model.kind == nn::ModelKind::gat) {
+      // Attention reads the pattern itself (with self loops), built now for the same reason.
+      (void)aggregator_.attention_graph(device_);
+    } else {
+      aggregator_.prepare(norm());
+      aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
+    }
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
       setup_peak_bytes_ = device_memory::stats(device_).peak_bytes_in_use;
@@ -117,6 +122,20 @@ class FullTrainer final : public GraphModeTrainer {
 
 void check_full_options(const TrainOptions& options, int /*ranks*/) {
   const FullOptions& full = options.full;
+  if (options.model.kind == nn::ModelKind::gat) {
+    // Each destination's softmax needs every in-neighbour's row, exact and current.
+    TESSEL_EXPECTS(full.halo_dtype == kernels::RowCodec::f32,
+                   "--model gat exchanges its halo rows in f32: --halo-dtype {} is not supported",
+                   kernels::row_codec_name(full.halo_dtype));
+    TESSEL_EXPECTS(full.boundary_sampling == 0,
+                   "--model gat does not support --boundary-sampling (its softmax needs every "
+                   "in-neighbour)");
+    TESSEL_EXPECTS(full.halo_aggregation == dist::HaloAggregation::post,
+                   "--model gat does not support --halo-aggregation {} (owner-side sums cannot "
+                   "carry per-edge attention)",
+                   option_word(full.halo_aggregation));
+    TESSEL_EXPECTS(!full.stale_halo, "--model gat does not support --stale-halo");
+  }
   TESSEL_EXPECTS(full.boundary_sampling == 0 || full.halo_aggregation == dist::HaloAggregation::post,
                  "--boundary-sampling cannot be combined with --halo-aggregation {}: the sums "
                  "of a pre-aggregated cut do not follow the epoch's sampled boundary",

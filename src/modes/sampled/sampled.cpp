@@ -35,6 +35,8 @@ class BlockAggregator final : public nn::Aggregator {
     std::copy(src_degree.begin(), src_degree.end(), degree.data<std::int64_t>());
     matrices_.reset(kernels::SparseMatrix::from_csr(block.adj, device),
                     device.is_cpu() ? std::move(degree) : degree.to(device));
+    edges_.reset(matrices_.pattern(),
+                 Tensor::from_vector(std::vector<NodeId>(src_orig.begin(), src_orig.end())));
   }
 
   // A block that stays on the device: its pattern, the sources' degrees and their original ids
@@ -47,7 +49,8 @@ class BlockAggregator final : public nn::Aggregator {
     pattern.num_cols = block.num_src;
     pattern.indptr = block.indptr;
     pattern.indices = block.indices;
-    matrices_.reset(std::move(pattern), block.src_degree);
+    matrices_.reset(pattern, block.src_degree);
+    edges_.reset(std::move(pattern), block.src_orig);
   }
 
   std::int64_t num_src() const override { return matrices_.num_src(); }
@@ -74,10 +77,19 @@ class BlockAggregator final : public nn::Aggregator {
     return g;
   }
 
+  // GAT: the softmax runs over the block's sampled in-neighbours and the self loop.
+  const kernels::SparseMatrix& attention_graph(Device device) override {
+    return edges_.graph(device);
+  }
+  const Tensor& attention_ids(Device device) override { return edges_.ids(device); }
+  Tensor exchange_rows(const Tensor& x) override { return x; }
+  Tensor exchange_rows_backward(const Tensor& grad) override { return grad; }
+
  private:
   std::span<const NodeId> src_orig_;
   Tensor src_orig_device_;  // set: the block's source ids on its device (src_orig_ empty)
   nn::AggregationMatrices matrices_;
+  nn::AttentionEdges edges_;
 };
 
 }  // namespace
