@@ -31,64 +31,6 @@
 namespace tessel::train {
 namespace fs = std::filesystem;
 
-nlohmann::json EpochMetrics::to_json() const {
-  nlohmann::json j = {{"epoch", epoch},         {"loss", loss},
-                      {"train_acc", train_acc}, {"valid_acc", valid_acc},
-                      {"test_acc", test_acc},   {"epoch_s", epoch_s},
-                      {"wall_s", wall_s},       {"comm_bytes", comm_bytes}};
-  j["comm_bytes_inside_hosts"] = comm_bytes - comm_bytes_between_hosts;
-  j["comm_bytes_between_hosts"] = comm_bytes_between_hosts;
-  j["evaluated"] = evaluated;
-  j["phases"] = phases;
-  if (!extra.is_null())
-    for (const auto& [k, v] : extra.items()) j[k] = v;
-  return j;
-}
-
-int max_threads() {
-  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-int choose_threads(int requested) {
-  if (requested > 0) {
-    TESSEL_EXPECTS(requested <= max_threads(),
-                   "--threads {} is more than {} (4x the {} hardware threads of this node)",
-                   requested, max_threads(), std::thread::hardware_concurrency());
-    return requested;
-  }
-  // An explicit OMP_NUM_THREADS is the user's (or the launcher's) choice: keep it.
-  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && std::strtoll(env, nullptr, 10) > 0) {
-    const long long from_env = std::strtoll(env, nullptr, 10);
-    TESSEL_EXPECTS(from_env <= max_threads(),
-                   "OMP_NUM_THREADS={} is more than {} (4x the {} hardware threads of this node)",
-                   env, max_threads(), std::thread::hardware_concurrency());
-    return static_cast<int>(from_env);
-  }
-  int local_ranks = 1;
-  if (mpi::initialized()) {
-    MPI_Comm node = MPI_COMM_NULL;
-    TESSEL_CHECK_MPI(
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    TESSEL_CHECK_MPI(MPI_Comm_size(node, &local_ranks));
-    MPI_Comm_free(&node);
-  }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / local_ranks);
-}
-
-// TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests the
-// whole-job abort path); with TESSEL_FAULT_KIND=kill it dies by SIGKILL instead, as a rank
-// killed from outside would, without a chance to report anything itself.
-void maybe_inject_fault(int rank, int epoch) {
-  const char* fault_rank = std::getenv("TESSEL_FAULT_RANK");
-  const char* fault_epoch = std::getenv("TESSEL_FAULT_EPOCH");
-  if (!fault_rank || !fault_epoch) return;
-  if (std::atoi(fault_rank) != rank || std::atoi(fault_epoch) != epoch) return;
-  const char* kind = std::getenv("TESSEL_FAULT_KIND");
-  if (kind && std::string(kind) == "kill") std::raise(SIGKILL);
-  TESSEL_LIB_FAIL("injected fault (TESSEL_FAULT_RANK={}, TESSEL_FAULT_EPOCH={})", rank, epoch);
-}
-
 namespace {
 
 std::string model_signature(const TrainOptions& o) {
@@ -814,37 +756,6 @@ TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options
                            const Runtime& runtime, Trainer& trainer, const RunInfo& info,
                            const Stopwatch& setup_watch) {
   return TrainingRun(comm, options, runtime, trainer, info).run(setup_watch);
-}
-
-std::string Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
-                            nlohmann::json& summary) {
-  // Device memory of the run (max over ranks): the caching allocator's peak bytes in use and
-  // reserved since setup ended (what a step holds, comparable to torch.cuda.max_memory_allocated
-  // and max_memory_reserved), and the device's use as cudaMemGetInfo reports it now.
-  if (runtime.device.is_cuda()) {
-    const Device gpu = runtime.device;
-    const auto mem = device_memory::stats(gpu);
-    const std::vector<std::pair<std::string, std::int64_t>> gpu_memory = {
-        {"gpu_peak_bytes", comm.allreduce_value(mem.peak_bytes_in_use, comm::ReduceOp::max)},
-        {"gpu_peak_reserved_bytes",
-         comm.allreduce_value(mem.peak_bytes_reserved, comm::ReduceOp::max)},
-        {"gpu_device_used_bytes",
-         comm.allreduce_value(device_memory::device_used_bytes(gpu), comm::ReduceOp::max)}};
-    log::info("gpu memory: peak in use {:.3f} GB, peak reserved {:.3f} GB (caching allocator, "
-              "since setup), device used {:.3f} GB (cudaMemGetInfo)",
-              static_cast<double>(gpu_memory[0].second) / 1e9,
-              static_cast<double>(gpu_memory[1].second) / 1e9,
-              static_cast<double>(gpu_memory[2].second) / 1e9);
-    for (const auto& [name, value] : gpu_memory) summary[name] = value;
-  }
-  summary["best_valid_acc"] = result.best_valid_acc;
-  summary["test_acc"] = result.test_acc_at_best;
-  summary["best_epoch"] = result.best_epoch;
-  summary["gemm_backend"] = kernels::cpu_gemm_backend();
-  if (result.time_to_target_s >= 0) summary["time_to_target_s"] = result.time_to_target_s;
-  if (result.best_epoch == 0) return "no epoch was evaluated";
-  return fmt::format("best valid acc {:.4f} at epoch {}, test acc there {:.4f}",
-                     result.best_valid_acc, result.best_epoch, result.test_acc_at_best);
 }
 
 }  // namespace tessel::train
