@@ -2,7 +2,9 @@
 # Out-of-core features (--feature-memory) against features held in memory: sampled SAGE on a
 # synthetic graph, one rank. Prints seeds per second, the reader's hit rate, bytes read per step,
 # read seconds and peak RSS for --feature-memory all and for a budget of a quarter of the
-# features (the I/O path, the page-cache drop and the recency tier varied one at a time). Runs
+# features (the I/O path, the page-cache drop and the recency tier varied one at a time). "train
+# MiB" is the peak RSS before the last epoch's evaluation, "peak MiB" the whole run's (evaluation
+# still holds every feature row and every node's layer outputs). Runs
 # alternate (A B A B); the out-of-core runs go inside a memory cgroup (cgroup v2, as root) capped
 # at the in-memory run's peak less three quarters of the features, and the script says when it
 # cannot make one.
@@ -81,14 +83,15 @@ run() {
       | (.epoch_s - (.phases.eval // 0)) as $s
       | [$name, ((.steps * $batch) / $s), (.feature_hit_rate // "-"),
          ((.feature_bytes_read_per_step // 0) / 1048576), (.feature_read_s // 0),
-         (($rss | tonumber) / 1024), (if $cap == "0" then "-" else (($cap | tonumber) / 1048576) end)]
+         (.peak_rss_before_eval_bytes / 1048576), (($rss | tonumber) / 1024), (if $cap == "0" then "-" else (($cap | tonumber) / 1048576) end)]
       | @tsv' "$metrics" |
     awk -F'\t' '{ hit = ($3 == "-") ? "-" : sprintf("%.3f", $3);
-                  cap = ($7 == "-") ? "-" : sprintf("%.0f", $7);
-                  printf "%-16s %10.0f %8s %12.2f %8.2f %10.0f %8s\n", $1, $2, hit, $4, $5, $6, cap }'
+                  cap = ($8 == "-") ? "-" : sprintf("%.0f", $8);
+                  printf "%-16s %10.0f %8s %12.2f %8.2f %10.0f %10.0f %8s\n", $1, $2, hit, $4, $5, $6, $7, cap }'
 }
 
-printf "%-16s %10s %8s %12s %8s %10s %8s\n" run "seeds/s" hit "MiB read/st" "read s" "peak MiB" "cap MiB"
+printf "%-16s %10s %8s %12s %8s %10s %10s %8s\n" run "seeds/s" hit "MiB read/st" "read s" \
+  "train MiB" "peak MiB" "cap MiB"
 cap=0
 for round in $(seq 1 "$repeats"); do
   run "all-$round" all 0

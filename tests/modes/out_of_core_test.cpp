@@ -132,6 +132,25 @@ TEST_F(OutOfCore, FullBatchRefusesABudgetItCannotKeep) {
   EXPECT_NE(output.find("28800 bytes"), std::string::npos) << output;
 }
 
+TEST(OutOfCoreDynamic, DynamicModeRefusesABudgetItCannotKeep) {
+  test::TempDir dir("ooc-dynamic");
+  const auto json = test::sample_dataset("england_covid") / "england_covid.json";
+  run_ok(tessel_bin() + " convert temporal " + json.string() + " " + (dir.path() / "ec.h5").string() +
+         " --lags 8");
+  run_ok(tessel_bin() + " partition " + (dir.path() / "ec.h5").string() + " --parts 1 --out " +
+         (dir.path() / "ec-p1").string());
+  std::string output;
+  const int rc = test::run_command(tessel_bin() + " train " + (dir.path() / "ec-p1").string() +
+                                       " --mode dynamic --model gcn-gru --epochs 1 "
+                                       "--feature-memory 1K",
+                                   &output);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(output.find("--feature-memory 1K: dynamic mode holds its snapshots' features"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("--mode sampled"), std::string::npos) << output;
+}
+
 TEST_F(OutOfCore, BadSizesAreRefused) {
   for (const std::string word : {"12Q", "-5", "G", "lots"}) {
     std::string output;

@@ -87,6 +87,7 @@ TEST(FeatureRows, EveryLayoutBudgetAndPathReadsTheStoredRows) {
       for (const auto io : {sampling::FeatureIo::pread, sampling::FeatureIo::hdf5}) {
         auto options = budget_of_rows(held);
         options.io = io;
+        options.recent_fraction = 0.5;  // both tiers
         auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degree, options);
         SCOPED_TRACE(fmt::format("chunk {} deflate {} rows {}", chunk, deflate, held));
         check_requests(*reader, static_cast<std::uint32_t>(held + chunk));

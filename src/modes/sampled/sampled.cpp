@@ -527,6 +527,10 @@ class SampledTrainer final : public GraphModeTrainer {
       extra["gpu_reserved_bytes"] = comm_.allreduce_value(mem.bytes_reserved, comm::ReduceOp::max);
     }
     if (any_out_of_core_) report_feature_reads(extra, steps_run);
+    // The largest rank's peak so far, before this epoch's evaluation (which holds every node's
+    // layer outputs, and every feature row even out of core): what training itself needs.
+    extra["peak_rss_before_eval_bytes"] =
+        comm_.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
     extra["data_centric_sample_bytes"] = dc_sample_bytes;
     extra["answer_ids"] = c[2];
     extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
