@@ -144,8 +144,17 @@ public:
     std::sort(misses_.begin(), misses_.end());
     misses_.erase(std::unique(misses_.begin(), misses_.end()), misses_.end());
     const auto count = static_cast<std::int64_t>(misses_.size());
-    staging_ = Tensor::empty({count, feature_dim_}, DType::f32);
-    float* out = staging_.data<float>();
+    // A buffer of this reader's own, kept between steps: step-sized tensors of varying sizes
+    // would each stay in the host block cache.
+    float* out = nullptr;
+    if (options_.normalize_rows) {
+      staging_ = Tensor::empty({count, feature_dim_}, DType::f32);
+      out = staging_.data<float>();
+    } else {
+      const auto need = static_cast<std::size_t>(count * feature_dim_);
+      if (staging_rows_.size() < need) staging_rows_.resize(need);
+      out = staging_rows_.data();
+    }
     read_sorted(misses_, out);
     if (options_.normalize_rows) kernels::normalize_rows(staging_);
     for (const std::int64_t i : miss_pos_) {
@@ -447,7 +456,8 @@ private:
 
   std::vector<std::int64_t> miss_pos_;
   std::vector<LocalId> misses_;
-  Tensor staging_;
+  Tensor staging_;                  // the rows read by the last resolve(), normalized
+  std::vector<float> staging_rows_; // the same, not normalized
   FeatureReadStats stats_;
 };
 
