@@ -156,6 +156,15 @@ void add_common_flags(CLI::App& app, train::TrainOptions& o) {
   add_choice(app, "--normalize-features", o.normalize_features,
              "input feature normalization: none or row (each row divided by the sum of the "
              "absolute values of its entries; all-zero rows stay zero)");
+  app.add_option_function<std::string>(
+         "--feature-memory",
+         [&o](const std::string& text) { o.feature_memory = train::parse_feature_memory(text); },
+         "bytes of its part's feature rows a rank holds (K, M, G suffixes: 64K, 2G), all, or "
+         "auto (all when they fit the memory limit left after the graph and the model: cgroup "
+         "memory.max, else MemAvailable). Sampled mode on the CPU reads the rows that do not fit "
+         "from the part file through a cache, with the same results; the other modes refuse a "
+         "budget below their features")
+      ->default_str("auto");
   add_choice(app, "--device", o.device,
              "auto (a GPU when every rank sees one; rank takes GPU local_rank % visible), cpu or "
              "cuda; full, sampled and dynamic modes train on GPUs, pipeline mode on the CPU");

@@ -902,18 +902,28 @@ void DistributedSampler::merge_draws(const HopExchange& x) {
 Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
                                           std::span<const float> owned_features,
                                           PhaseTimes& phases, const RowDropout& dropout) {
+  const auto rows = sampling::rows_in_memory(owned_features, part_.feature_dim);
+  return fetch_features(nodes, *rows, phases, dropout);
+}
+
+Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
+                                          sampling::OwnedFeatureRows& owned_rows,
+                                          PhaseTimes& phases, const RowDropout& dropout) {
   ScopedPhase t(phases, "fetch");
   const std::int64_t f = part_.feature_dim;
   const auto n = static_cast<std::int64_t>(nodes.size());
-  // Where each row is read: owned rows in owned_features, remote ones (listed in row order for
+  // Where each row is read: owned rows through owned_rows, remote ones (listed in row order for
   // the cache and the owners) in `staged`.
   std::vector<const float*> rows(static_cast<std::size_t>(n));
   std::vector<NodeId> remote_ids;
   std::vector<std::int64_t> remote_pos;
+  std::vector<LocalId> owned_locals;
+  std::vector<std::int64_t> owned_pos;
   const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
   for (std::int64_t i = 0; i < n; ++i) {
     if (nodes[i] >= begin && nodes[i] < end) {
-      rows[static_cast<std::size_t>(i)] = owned_features.data() + (nodes[i] - begin) * f;
+      owned_locals.push_back(static_cast<LocalId>(nodes[i] - begin));
+      owned_pos.push_back(i);
     } else {
       remote_ids.push_back(nodes[i]);
       remote_pos.push_back(i);
@@ -928,17 +938,23 @@ Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
   counters_.cache_hits += static_cast<std::int64_t>(remote_ids.size() - misses.size());
   std::vector<NodeId> miss_ids(misses.size());
   for (std::size_t k = 0; k < misses.size(); ++k) miss_ids[k] = remote_ids[misses[k]];
-  fetch_remote_rows(miss_ids, owned_features, staged.data(), misses);
+  // The owners' exchange reads owned_rows for the rows other ranks ask for, so this rank's own
+  // rows are resolved after it (the pointers hold until the next read).
+  fetch_remote_rows(miss_ids, owned_rows, staged.data(), misses);
   counters_.fetched_rows += static_cast<std::int64_t>(misses.size());
   for (std::size_t k = 0; k < remote_ids.size(); ++k)
     rows[static_cast<std::size_t>(remote_pos[k])] = staged.data() + k * static_cast<std::size_t>(f);
+  std::vector<const float*> owned_ptrs;
+  owned_rows.resolve(owned_locals, owned_ptrs);
+  for (std::size_t k = 0; k < owned_pos.size(); ++k)
+    rows[static_cast<std::size_t>(owned_pos[k])] = owned_ptrs[k];
   Tensor x = Tensor::empty({n, f}, DType::f32);
   kernels::gather_dropout_rows(rows, dropout.row_ids, dropout.key, dropout.p, x);
   return x;
 }
 
 void DistributedSampler::fetch_remote_rows(std::span<const NodeId> ids,
-                                           std::span<const float> owned_features, float* out,
+                                           sampling::OwnedFeatureRows& owned_rows, float* out,
                                            std::span<const std::int64_t> out_row) {
   const int num_ranks = comm_.size();
   const std::int64_t f = part_.feature_dim;
@@ -952,12 +968,17 @@ void DistributedSampler::fetch_remote_rows(std::span<const NodeId> ids,
   std::vector<std::int64_t> incoming_counts;
   const auto incoming = comm_.alltoallv<NodeId>(requests, routing.counts, &incoming_counts);
   std::vector<float> reply(incoming.size() * static_cast<std::size_t>(f));
+  std::vector<LocalId> asked(incoming.size());
   for (std::size_t i = 0; i < incoming.size(); ++i) {
     const NodeId l = incoming[i] - part_.offset;
     TESSEL_ASSERT(l >= 0 && l < part_.num_owned, "feature request for node {} not owned here",
                   incoming[i]);
-    std::memcpy(&reply[i * f], owned_features.data() + l * f, row_bytes);
+    asked[i] = static_cast<LocalId>(l);
   }
+  std::vector<const float*> asked_rows;
+  owned_rows.resolve(asked, asked_rows);
+  for (std::size_t i = 0; i < incoming.size(); ++i)
+    std::memcpy(&reply[i * f], asked_rows[i], row_bytes);
   std::vector<std::int64_t> reply_counts(incoming_counts), back_counts(routing.counts);
   for (auto& c : reply_counts) c *= f;
   for (auto& c : back_counts) c *= f;
@@ -995,6 +1016,13 @@ void DistributedSampler::presampled_inputs(bool remote_only, std::vector<NodeId>
 void DistributedSampler::setup_cache(sampling::CachePolicy policy,
                                      const sampling::CacheBudget& budget,
                                      std::span<const float> owned_features) {
+  const auto rows = sampling::rows_in_memory(owned_features, part_.feature_dim);
+  setup_cache(policy, budget, *rows);
+}
+
+void DistributedSampler::setup_cache(sampling::CachePolicy policy,
+                                     const sampling::CacheBudget& budget,
+                                     sampling::OwnedFeatureRows& owned_rows) {
   const bool enabled =
       policy != sampling::CachePolicy::none && (budget.size_mb > 0 || budget.ratio > 0);
   if (!enabled) return;
@@ -1012,7 +1040,7 @@ void DistributedSampler::setup_cache(sampling::CachePolicy policy,
   cache_ = sampling::FeatureCache::build(candidates, score, budget, part_.feature_dim);
   std::vector<float> rows(static_cast<std::size_t>(cache_.size()) *
                          static_cast<std::size_t>(part_.feature_dim));
-  fetch_remote_rows(cache_.ids(), owned_features, rows.data(), {});
+  fetch_remote_rows(cache_.ids(), owned_rows, rows.data(), {});
   cache_.fill(rows);
   cache_.reset_stats();
   const auto total_rows = comm_.allreduce_value<std::int64_t>(cache_.size());

@@ -118,6 +118,17 @@ PartChecksums part_checksums(const Part& part, bool with_features) {
   return sums;
 }
 
+std::string recorded_feature_checksum(const Manifest& manifest, int p) {
+  const auto parts = manifest.raw.find("parts");
+  if (parts == manifest.raw.end() || !parts->is_array() || static_cast<int>(parts->size()) <= p)
+    return {};
+  const auto& entry = (*parts)[static_cast<std::size_t>(p)];
+  if (!entry.contains("checksums") || !entry["checksums"].is_object()) return {};
+  const auto it = entry["checksums"].find("/node/feat");
+  return it != entry["checksums"].end() && it->is_string() ? it->get<std::string>()
+                                                           : std::string();
+}
+
 std::string part_file_name(int p) {
   return fmt::format("part-{}.h5", p);
 }
@@ -239,6 +250,25 @@ void check_rows(const Part& part, const std::string& name) {
 
 } // namespace
 
+namespace {
+
+// /node/feat into part.features: its shape, finite values and checksum checked.
+void read_features(const h5::File& file, const std::string& name, const Manifest& manifest,
+                   Part& part, ChecksumVerifier& checksums) {
+  const std::int64_t owned = part.num_owned;
+  const auto feat_dims = file.dims("/node/feat");
+  TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({owned, manifest.feature_dim}),
+                 "{}: /node/feat has shape {}, expected [{}, {}]", name,
+                 fmt::format("[{}]", fmt::join(feat_dims, ", ")), owned, manifest.feature_dim);
+  if (manifest.feature_dim > 0)
+    part.features = file.read<float>("/node/feat", {owned, manifest.feature_dim});
+  // NaN or Inf in an input feature turns every loss into nan: refuse the row at load.
+  datasets::check_feature_values(name, part.features.data(), 0, owned, part.feature_dim);
+  checksums.verify("/node/feat", part.features);
+}
+
+} // namespace
+
 Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest,
                const LoadOptions& options) {
   TESSEL_EXPECTS(p >= 0 && p < manifest.num_parts, "part {} is outside [0, {})", p,
@@ -347,14 +377,16 @@ Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest
   TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({owned, manifest.feature_dim}),
                  "{}: /node/feat has shape {}, expected [{}, {}]", name,
                  fmt::format("[{}]", fmt::join(feat_dims, ", ")), owned, manifest.feature_dim);
-  if (options.features) {
-    if (manifest.feature_dim > 0)
-      part.features = file.read<float>("/node/feat", {owned, manifest.feature_dim});
-    // NaN or Inf in an input feature turns every loss into nan: refuse the row at load.
-    datasets::check_feature_values(name, part.features.data(), 0, owned, part.feature_dim);
-    checksums.verify("/node/feat", part.features);
-  }
+  if (options.features) read_features(file, name, manifest, part, checksums);
   return part;
+}
+
+void load_part_features(const std::filesystem::path& dir, int p, const Manifest& manifest,
+                        Part& part) {
+  const auto path = dir / part_file_name(p);
+  const auto file = h5::File::open_read(path);
+  ChecksumVerifier checksums(manifest, p, path.string(), nullptr);
+  read_features(file, path.string(), manifest, part, checksums);
 }
 
 namespace detail {

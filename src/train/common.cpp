@@ -70,10 +70,26 @@ GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)
       }()),
       optimizer_(nn::make_optimizer(ctx.options.optimizer)),
       split_labels_(split_labels(ctx.part)) {
-  // Features go to the device once; every epoch step then stays there.
+  // Features go to the device once; every epoch step then stays there. Read from the part file
+  // (out of core), they are read for each evaluation instead (eval_features()).
+  feature_rows_ = ctx.loaded.feature_rows;
+  if (feature_rows_) return;
   features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
   std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
   if (device_.is_cuda()) features_ = features_.to(device_);
+}
+
+Tensor GraphModeTrainer::eval_features() {
+  if (!feature_rows_) return features_;
+  // Every owned row, read in blocks in order (layer-wise inference over row blocks that keeps
+  // this bounded is not done yet): held only while the evaluation runs.
+  Tensor all = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
+  constexpr std::int64_t kBlockRows = 1 << 16;
+  for (std::int64_t begin = 0; begin < part_.num_owned; begin += kBlockRows) {
+    const std::int64_t end = std::min(part_.num_owned, begin + kBlockRows);
+    feature_rows_->read_block(begin, end, all.data<float>() + begin * part_.feature_dim);
+  }
+  return all;
 }
 
 Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
@@ -81,7 +97,7 @@ Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
   PhaseTimes eval_phases;
   aggregator_.set_phases(&eval_phases);
   Stopwatch watch;
-  const Tensor logits = infer_all_nodes(model_, features_, layer_aggregators_);
+  const Tensor logits = infer_all_nodes(model_, eval_features(), layer_aggregators_);
   const Accuracy accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
   phases.add("eval", watch.seconds());
   return accuracy;
@@ -91,7 +107,7 @@ void GraphModeTrainer::write_outputs(const OutputFiles& files) {
   PhaseTimes ignored;
   aggregator_.set_phases(&ignored);
   Tensor hidden;
-  const Tensor logits = infer_all_nodes(model_, features_, layer_aggregators_,
+  const Tensor logits = infer_all_nodes(model_, eval_features(), layer_aggregators_,
                                         files.embeddings.empty() ? nullptr : &hidden);
   if (!files.predictions.empty()) write_predictions_file(comm_, part_, logits, files.predictions);
   if (!files.embeddings.empty()) {

@@ -160,7 +160,7 @@ void read_on_every_rank(comm::Communicator& comm, const std::string& hint, F&& r
 
 }  // namespace
 
-RankPartition read_rank_partition(comm::Communicator& comm, const fs::path& dir) {
+RankPartition read_rank_partition(comm::Communicator& comm, const fs::path& dir, bool features) {
   const std::string hint =
       fmt::format(" (each rank reads partition.json and part-<rank>.h5 from {} on its own host)",
                   dir.string());
@@ -190,7 +190,9 @@ RankPartition read_rank_partition(comm::Communicator& comm, const fs::path& dir)
             dir.string(), out.manifest.num_parts, comm.size(), out.manifest.num_parts),
         "");
   read_on_every_rank(comm, hint, [&] {
-    out.part = partition::load_part(dir, comm.rank(), out.manifest);
+    partition::LoadOptions load;
+    load.features = features;
+    out.part = partition::load_part(dir, comm.rank(), out.manifest, load);
   });
   return out;
 }
@@ -250,8 +252,119 @@ void check_run_options(const TrainOptions& options) {
                  "--lr must be a positive finite number, got {}", options.optimizer.lr);
 }
 
-LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options) {
-  RankPartition read = read_rank_partition(comm, options.part_dir);
+namespace {
+
+// Ranks that run on this rank's host (they share its memory). Collective.
+int ranks_on_my_host(comm::Communicator& comm) {
+  const auto hosts = gather_hosts(comm);
+  return static_cast<int>(
+      std::count(hosts.begin(), hosts.end(), hosts[static_cast<std::size_t>(comm.rank())]));
+}
+
+// The reader of this rank's feature rows within `budget` bytes (part.features stays empty).
+// TESSEL_FEATURE_IO (pread or hdf5), TESSEL_FEATURE_PAGE_CACHE=keep and TESSEL_FEATURE_RECENT
+// (the recency tier's share) choose what scripts/bench/out_of_core.sh compares.
+void open_feature_rows(const TrainOptions& options, int rank, std::int64_t budget,
+                       LoadedPart& loaded) {
+  const partition::Part& part = loaded.part;
+  sampling::OutOfCoreOptions ooc;
+  ooc.budget_bytes = budget;
+  ooc.normalize_rows = options.normalize_features == FeatureNormalization::row;
+  ooc.checksum = partition::recorded_feature_checksum(loaded.manifest, rank);
+  if (const char* io = std::getenv("TESSEL_FEATURE_IO"); io != nullptr) {
+    const std::string word = io;
+    TESSEL_EXPECTS(word == "pread" || word == "hdf5",
+                   "TESSEL_FEATURE_IO={}: expected pread or hdf5", word);
+    ooc.io = word == "hdf5" ? sampling::FeatureIo::hdf5 : sampling::FeatureIo::pread;
+  }
+  if (const char* keep = std::getenv("TESSEL_FEATURE_PAGE_CACHE"); keep != nullptr)
+    ooc.drop_page_cache = std::string(keep) != "keep";
+  if (const char* recent = std::getenv("TESSEL_FEATURE_RECENT"); recent != nullptr)
+    ooc.recent_fraction = std::atof(recent);
+  std::span<const std::int64_t> degree(part.degree.data(),
+                                       static_cast<std::size_t>(part.num_owned));
+  loaded.feature_rows = sampling::open_rows_out_of_core(
+      options.part_dir / partition::part_file_name(rank), part.num_owned,
+      loaded.manifest.feature_dim, degree, ooc);
+}
+
+// --feature-memory for a part loaded without its features: either they are read whole into
+// part.features, or (sampled mode, a budget that does not hold them) loaded.feature_rows reads
+// them from the part file. Logs the choice and why. Collective.
+void place_features(comm::Communicator& comm, const TrainOptions& options, bool out_of_core_ok,
+                    LoadedPart& loaded) {
+  const partition::Manifest& manifest = loaded.manifest;
+  partition::Part& part = loaded.part;
+  const FeatureMemory& memory = options.feature_memory;
+  const std::int64_t feature_bytes = part.num_owned * manifest.feature_dim *
+                                     static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t largest = comm.allreduce_value(feature_bytes, comm::ReduceOp::max);
+  if (!out_of_core_ok && memory.kind == FeatureMemory::Kind::bytes && memory.bytes < largest)
+    throw AgreedInputError(
+        fmt::format("--feature-memory {}: {} mode holds all of a rank's feature rows in memory "
+                    "({} on the largest part, {} bytes); give at least that, or train out of "
+                    "core with --mode sampled",
+                    memory.text, options.mode, format_mib(largest), largest),
+        "");
+  bool out_of_core = false;
+  std::int64_t budget = 0;
+  std::string why;
+  if (!out_of_core_ok || memory.kind == FeatureMemory::Kind::all) {
+    why = out_of_core_ok ? "--feature-memory all" : fmt::format("{} mode holds them", options.mode);
+  } else if (memory.kind == FeatureMemory::Kind::bytes) {
+    out_of_core = memory.bytes < feature_bytes;
+    budget = memory.bytes;
+    why = fmt::format("--feature-memory {}", memory.text);
+  } else {
+    // auto: everything when the features (twice: the part's rows and evaluation's copy) and the
+    // model's parameters, gradients and two Adam moments fit this rank's share of the room left.
+    const MemoryHeadroom room = memory_headroom();
+    const int sharing = ranks_on_my_host(comm);
+    const double weights =
+        static_cast<double>(options.model.hidden) *
+        (static_cast<double>(manifest.feature_dim) + static_cast<double>(manifest.num_classes) +
+         std::max(0, options.model.layers - 2) * static_cast<double>(options.model.hidden));
+    const auto model_bytes = static_cast<std::int64_t>(16.0 * weights);
+    const std::int64_t need = 2 * feature_bytes + model_bytes;
+    if (room.bytes < 0) {
+      why = "auto, no memory limit could be read";
+    } else {
+      const std::int64_t share = room.bytes / std::max(sharing, 1);
+      out_of_core = need > share;
+      // A quarter of the share: evaluation still reads every row for its duration.
+      budget = std::max<std::int64_t>(0, share - model_bytes) / 4;
+      why = fmt::format("auto: {} of features and model {} this rank's {} of {}{}",
+                        format_mib(need), out_of_core ? "exceed" : "fit in",
+                        format_mib(share), room.source,
+                        sharing > 1 ? fmt::format(" ({} ranks share the host)", sharing) : "");
+    }
+  }
+  const auto choice = comm.allreduce_value<std::int64_t>(out_of_core ? 1 : 0);
+  read_on_every_rank(comm, "", [&] {
+    if (!out_of_core) {
+      partition::load_part_features(options.part_dir, comm.rank(), manifest, part);
+      return;
+    }
+    open_feature_rows(options, comm.rank(), budget, loaded);
+  });
+  if (!out_of_core) {
+    log::info("features: in memory on {}, {} on rank 0 ({})",
+              choice == 0 ? std::string("every rank")
+                          : fmt::format("{} of {} ranks", comm.size() - choice, comm.size()),
+              format_mib(feature_bytes), why);
+    return;
+  }
+  log::info("features: out of core on {}: rank 0 holds {} of its {} in a budget of {} ({}); "
+            "the rest is read from its part file",
+            choice == comm.size() ? std::string("every rank")
+                                  : fmt::format("{} of {} ranks", choice, comm.size()),
+            format_mib(loaded.feature_rows ? loaded.feature_rows->held_bytes() : 0),
+            format_mib(feature_bytes), format_mib(budget), why);
+}
+
+LoadedPart load_part_with(comm::Communicator& comm, TrainOptions& options, bool out_of_core_ok) {
+  const bool decide = options.feature_memory.kind != FeatureMemory::Kind::all;
+  RankPartition read = read_rank_partition(comm, options.part_dir, !decide);
   LoadedPart loaded;
   loaded.manifest = std::move(read.manifest);
   loaded.part = std::move(read.part);
@@ -264,6 +377,7 @@ LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options) {
                  options.part_dir.string(), manifest.num_classes);
   TESSEL_EXPECTS(manifest.num_train > 0, "{}: the dataset has no training nodes",
                  options.part_dir.string());
+  if (decide) place_features(comm, options, out_of_core_ok, loaded);
   if (options.normalize_features == FeatureNormalization::row && !part.features.empty()) {
     // The kernel op (L1: each row divided by the sum of its absolute values), then back into
     // the part's rows, which every mode reads its features from.
@@ -282,6 +396,16 @@ LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options) {
                   options.mode, options.model.layers, options.model.kind, options.model.hidden,
                   part.num_owned, manifest.feature_dim, weights_gb);
   return loaded;
+}
+
+}  // namespace
+
+LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options) {
+  return load_part_with(comm, options, false);
+}
+
+LoadedPart load_sampled_part(comm::Communicator& comm, TrainOptions& options) {
+  return load_part_with(comm, options, true);
 }
 
 RunInfo graph_run_info(const Trainer& /*trainer*/, const TrainerContext& context) {
@@ -620,6 +744,12 @@ private:
                           format_bytes(static_cast<double>(m.comm_bytes_between_hosts)));
     if (m.evaluated) evaluation += m.log_evaluation_suffix;
     if (!m.log_sent.empty()) sent = m.log_sent;
+    // Out-of-core features: the reader's hit rate, bytes and seconds.
+    if (m.extra.contains("feature_hit_rate"))
+      sent += fmt::format(" | features hit {:.1f}% read {} in {:.3f} s",
+                          100.0 * m.extra["feature_hit_rate"].get<double>(),
+                          format_bytes(m.extra["feature_bytes_read"].get<double>()),
+                          m.extra["feature_read_s"].get<double>());
     log::result("epoch {:4d} | loss {:.4f} | {} | {:.3f} s ({}) | sent {}", m.epoch, m.loss,
                 evaluation, m.epoch_s, split.empty() ? std::string("-") : split.substr(1), sent);
   }

@@ -10,6 +10,7 @@
 #include "tessel/sampling/device_feature_store.hpp"
 #include "tessel/sampling/device_graph.hpp"
 #include "tessel/sampling/feature_cache.hpp"
+#include "tessel/sampling/feature_rows.hpp"
 #include "tessel/sampling/hop.hpp"
 #include "tessel/sampling/id_map.hpp"
 
@@ -80,12 +81,18 @@ class DistributedSampler {
   // presample counts remote input nodes over a few presampled steps; none or an empty budget
   // disables it. Collective.
   void setup_cache(sampling::CachePolicy policy, const sampling::CacheBudget& budget,
+                   sampling::OwnedFeatureRows& owned_rows);
+  void setup_cache(sampling::CachePolicy policy, const sampling::CacheBudget& budget,
                    std::span<const float> owned_features);
   const sampling::FeatureCache& cache() const { return cache_; }
 
   // Feature rows [nodes, F] of `nodes` (global ids): owned rows from owned_features, cached
   // remote rows from the cache, the rest fetched from their owners in one exchange; then all
   // of them gathered into the result in one pass, with `dropout` applied. Collective.
+  // Owned rows are read through owned_rows (in memory, or from the part file: see
+  // sampling::OwnedFeatureRows), also those that other ranks ask this one for.
+  Tensor fetch_features(std::span<const NodeId> nodes, sampling::OwnedFeatureRows& owned_rows,
+                        PhaseTimes& phases, const RowDropout& dropout = {});
   Tensor fetch_features(std::span<const NodeId> nodes, std::span<const float> owned_features,
                         PhaseTimes& phases, const RowDropout& dropout = {});
 
@@ -215,7 +222,7 @@ private:
   Tensor exchange_rows(std::span<const NodeId> ids, std::vector<std::int64_t>& row_of);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
-  void fetch_remote_rows(std::span<const NodeId> ids, std::span<const float> owned_features,
+  void fetch_remote_rows(std::span<const NodeId> ids, sampling::OwnedFeatureRows& owned_rows,
                          float* out, std::span<const std::int64_t> out_row);
 
   partition::Part& part_;

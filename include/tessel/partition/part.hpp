@@ -87,6 +87,12 @@ struct LoadOptions {
 // features are loaded).
 Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest,
                const LoadOptions& options = {});
+// Reads /node/feat of part p into part.features (a part loaded without them), checked as
+// load_part checks it.
+void load_part_features(const std::filesystem::path& dir, int p, const Manifest& manifest,
+                        Part& part);
+// "crc32:<8 hex>" partition.json records for part p's /node/feat, or "" when it records none.
+std::string recorded_feature_checksum(const Manifest& manifest, int p);
 
 // A running CRC-32 (zlib's), printed as "crc32:<8 hex digits>".
 class Crc32 {

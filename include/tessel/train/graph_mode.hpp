@@ -35,7 +35,10 @@ class GraphModeTrainer : public Trainer {
   std::vector<nn::Aggregator*> layer_aggregators_;  // aggregator_, once per layer
   nn::Model model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
-  Tensor features_;
+  Tensor features_;  // undefined when feature_rows_ reads them from the part file
+  std::shared_ptr<sampling::OwnedFeatureRows> feature_rows_;  // set: out of core
+  // The input of whole-part inference: features_, or every row read from the part file.
+  Tensor eval_features();
   std::vector<std::vector<std::int64_t>> split_labels_;
 };
 

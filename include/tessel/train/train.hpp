@@ -13,6 +13,7 @@
 #include "tessel/partition/part.hpp"
 #include "tessel/sampling/device_graph.hpp"
 #include "tessel/sampling/feature_cache.hpp"
+#include "tessel/train/feature_memory.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -149,6 +150,9 @@ struct TrainOptions {
   std::uint64_t seed = 0;
   int threads = 0;                 // 0: cores of this node / ranks on this node
   FeatureNormalization normalize_features = FeatureNormalization::none;
+  // --feature-memory: bytes of its part's feature rows a rank may hold (sampled mode reads the
+  // rest from the part file; the other modes refuse a budget below their features).
+  FeatureMemory feature_memory;
   double time_budget_s = 0;        // stop after this many seconds of training (0: no limit)
   double target_acc = 0;           // record when validation accuracy first reaches this
   int eval_every = 1;              // evaluate valid/test every N epochs (and at the last)
@@ -229,7 +233,9 @@ struct RankPartition {
 // outcome, so a file missing, damaged or of another partition on any rank, a partition.json
 // that differs between hosts, or a part count other than the rank count stops every rank with
 // one AgreedInputError that names each failing rank, its host and its file. Collective.
-RankPartition read_rank_partition(comm::Communicator& comm, const std::filesystem::path& dir);
+// features = false: the part without /node/feat (its shape is still checked).
+RankPartition read_rank_partition(comm::Communicator& comm, const std::filesystem::path& dir,
+                                  bool features = true);
 
 // What the command line and other callers need to know of a mode; the table that holds these
 // lives with the modes (one entry per mode), so no caller compares mode names.

@@ -12,6 +12,7 @@
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/partition/temporal.hpp"
+#include "tessel/sampling/feature_rows.hpp"
 #include "tessel/train/train.hpp"
 
 #include <nlohmann/json.hpp>
@@ -128,6 +129,9 @@ struct LoadedPart {
   std::optional<partition::TemporalManifest> temporal;  // the temporal mode
   // What building the trainer does, for the message of an allocation that fails there.
   std::string activity;
+  // Set: part.features is empty and the owned rows are read from the part file through this
+  // (--feature-memory out of core, sampled mode).
+  std::shared_ptr<sampling::OwnedFeatureRows> feature_rows;
 };
 
 // Shared state a mode is built from. `comm` is the runtime's control communicator.
@@ -143,7 +147,12 @@ struct TrainerContext {
 
 // The graph modes' load step: read_rank_partition, the model's input and output widths from the
 // manifest, and --normalize-features applied to the part's rows. Collective.
+// --feature-memory: a budget below the part's features is refused (these modes hold every row).
 LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options);
+// Sampled mode's load step: load_graph_part, but a rank whose --feature-memory (given, or auto:
+// the memory limit, see memory_headroom) does not hold its part's features reads them from the
+// part file within that budget (LoadedPart::feature_rows). Collective.
+LoadedPart load_sampled_part(comm::Communicator& comm, TrainOptions& options);
 // The graph modes' run description: the model signature and the setup line.
 RunInfo graph_run_info(const Trainer& trainer, const TrainerContext& context);
 // Pieces the modes share.

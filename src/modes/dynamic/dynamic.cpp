@@ -252,6 +252,17 @@ void check_dynamic_options(const TrainOptions& options, int /*ranks*/) {
 LoadedPart load_temporal_part(comm::Communicator& /*comm*/, TrainOptions& options) {
   LoadedPart loaded;
   loaded.temporal = partition::read_temporal_manifest(options.part_dir);
+  if (options.feature_memory.kind == FeatureMemory::Kind::bytes) {
+    const partition::TemporalManifest& t = *loaded.temporal;
+    const std::int64_t need = t.num_nodes * t.num_snapshots * t.feature_dim *
+                              static_cast<std::int64_t>(sizeof(float));
+    TESSEL_EXPECTS(options.feature_memory.bytes >= need,
+                   "--feature-memory {}: dynamic mode holds its snapshots' features in memory "
+                   "({}, {} bytes: {} nodes x {} snapshots x {} features); give at least that, "
+                   "or train a static graph out of core with --mode sampled",
+                   options.feature_memory.text, format_mib(need), need, t.num_nodes,
+                   t.num_snapshots, t.feature_dim);
+  }
   loaded.activity = fmt::format(
       "setting up dynamic training of {} with --hidden {} on {} nodes x {} snapshots x {} "
       "features (lower --hidden)",

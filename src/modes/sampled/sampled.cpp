@@ -140,10 +140,19 @@ class SampledTrainer final : public GraphModeTrainer {
     check_cache_admission(options_, path_.device_graph);
     budget.admit_fraction = options_.sampled.cache_admit_fraction;
     // The device-resident path gathers from the tiered store (its CPU twin on the CPU).
+    TESSEL_EXPECTS(!feature_rows_ || !path_.device_graph,
+                   "--feature-memory {}: features read from the part file serve the CPU's host "
+                   "path only (this run takes the GPU feature store's path); use --device cpu "
+                   "without --sample-routing device, or --feature-memory all",
+                   options_.feature_memory.text);
+    owned_rows_ = feature_rows_ ? feature_rows_
+                                : std::shared_ptr<sampling::OwnedFeatureRows>(
+                                      sampling::rows_in_memory(part_.features, part_.feature_dim));
+    any_out_of_core_ = comm_.allreduce_value<std::int64_t>(feature_rows_ ? 1 : 0) > 0;
     if (path_.device_graph)
       sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
     else
-      sampler_.setup_cache(options_.sampled.cache_policy, budget, part_.features);
+      sampler_.setup_cache(options_.sampled.cache_policy, budget, *owned_rows_);
   }
 
   // Neither --cache-size-mb nor --cache-ratio on a GPU: a share of the memory free now that the
@@ -180,6 +189,7 @@ class SampledTrainer final : public GraphModeTrainer {
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     sampler_.reset_counters();
+    if (owned_rows_) owned_rows_->reset_stats();
     std::vector<std::vector<LocalId>> step_seeds;
     std::vector<std::int64_t> step_counts;
     sampler_.assign_steps(epoch, step_seeds, step_counts, phases);
@@ -244,7 +254,7 @@ class SampledTrainer final : public GraphModeTrainer {
     const int layers = options_.model.layers;
     sampler_.sample(epoch, step, seeds, phases);
     const auto& blocks = sampler_.blocks();
-    const Tensor x = sampler_.fetch_features(blocks[0].src, part_.features, phases,
+    const Tensor x = sampler_.fetch_features(blocks[0].src, *owned_rows_, phases,
                                              row_dropout(epoch, step, sampler_.src_orig(0)));
     std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
     std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
@@ -305,7 +315,7 @@ class SampledTrainer final : public GraphModeTrainer {
       batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases);
       batch.input = nn::Model::Input::scratch;
     } else {
-      batch.x = sampler_.fetch_features(batch.blocks[0].src, part_.features, phases,
+      batch.x = sampler_.fetch_features(batch.blocks[0].src, *owned_rows_, phases,
                                         row_dropout(epoch, step, batch.src_orig[0]));
       batch.input = nn::Model::Input::dropped;
     }
@@ -528,9 +538,33 @@ class SampledTrainer final : public GraphModeTrainer {
       extra["gpu_allocations"] = comm_.allreduce_value(mem.device_allocations, comm::ReduceOp::max);
       extra["gpu_reserved_bytes"] = comm_.allreduce_value(mem.bytes_reserved, comm::ReduceOp::max);
     }
+    if (any_out_of_core_) report_feature_reads(extra, steps_run);
+    // The largest rank's peak so far, before this epoch's evaluation (which holds every node's
+    // layer outputs, and every feature row even out of core): what training itself needs.
+    extra["peak_rss_before_eval_bytes"] =
+        comm_.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
     extra["data_centric_sample_bytes"] = dc_sample_bytes;
     extra["answer_ids"] = c[2];
     extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
+  }
+
+  // The out-of-core reader's epoch, summed over ranks (seconds: the slowest rank's): owned rows
+  // asked for, served by the static and recency tiers, read from the part files.
+  void report_feature_reads(nlohmann::json& extra, std::int64_t steps_run) {
+    const sampling::FeatureReadStats k = owned_rows_->stats();
+    std::int64_t c[5] = {k.requests, k.static_hits, k.recent_hits, k.rows_read, k.bytes_read};
+    comm_.allreduce(std::span<std::int64_t>(c, 5));
+    extra["feature_requests"] = c[0];
+    extra["feature_static_hits"] = c[1];
+    extra["feature_recent_hits"] = c[2];
+    extra["feature_hit_rate"] =
+        c[0] > 0 ? static_cast<double>(c[1] + c[2]) / static_cast<double>(c[0]) : 0.0;
+    extra["feature_rows_read"] = c[3];
+    extra["feature_bytes_read"] = c[4];
+    extra["feature_bytes_read_per_step"] =
+        steps_run > 0 ? static_cast<double>(c[4]) / static_cast<double>(steps_run) : 0.0;
+    extra["feature_read_s"] = comm_.allreduce_value(k.read_s, comm::ReduceOp::max);
+    extra["feature_memory_bytes"] = comm_.allreduce_value(owned_rows_->held_bytes());
   }
 
   // Per-tier counters of the GPU feature store, summed over ranks: requests, hits, misses, bytes
@@ -569,6 +603,9 @@ class SampledTrainer final : public GraphModeTrainer {
   // Set (a CUDA device's side stream): prepare() samples and gathers device-resident steps on it.
   void* sampler_stream_ = nullptr;
   std::vector<BlockAggregator> aggregators_;
+  // Every owned row the sampler reads: feature_rows_ (out of core) or part_.features.
+  std::shared_ptr<sampling::OwnedFeatureRows> owned_rows_;
+  bool any_out_of_core_ = false;  // some rank reads its features from its part file
 };
 
 }  // namespace

@@ -1,0 +1,34 @@
+// --feature-memory: how many bytes of its part's feature rows a rank may hold, and the choice
+// between holding them all and reading them from the part file (out of core).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::train {
+
+struct FeatureMemory {
+  enum class Kind { automatic, all, bytes };
+  Kind kind = Kind::automatic;
+  std::int64_t bytes = 0; // Kind::bytes
+  std::string text = "auto";
+};
+
+// "auto", "all", or a number of bytes with an optional K, M or G suffix (powers of 1024), e.g.
+// 64K, 2G, 1.5M. Throws InputError naming the flag and what it expects.
+FeatureMemory parse_feature_memory(const std::string& text);
+
+// How much more memory this process may take: the tightest cgroup v2 memory.max less
+// memory.current over its cgroup and their ancestors where one is set, else the kernel's
+// MemAvailable. `source` names which ("cgroup memory.max" or "MemAvailable"); bytes < 0 when
+// neither could be read.
+struct MemoryHeadroom {
+  std::int64_t bytes = -1;
+  std::string source;
+};
+MemoryHeadroom memory_headroom();
+
+// "2.0 MiB" and the like, for the setup line and the refusals.
+std::string format_mib(std::int64_t bytes);
+
+} // namespace tessel::train

@@ -1,0 +1,479 @@
+// Owned feature rows in memory, or read from the part file within a budget: a static tier of the
+// highest in-degree rows, a CLOCK tier of rows read recently, and sorted batched reads of the
+// rest (pread at the rows' file offsets from a few threads, or HDF5 hyperslabs).
+#include "tessel/sampling/feature_rows.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/core/tensor.hpp"
+#include "tessel/core/timer.hpp"
+#include "tessel/datasets/dataset.hpp"
+#include "tessel/datasets/h5.hpp"
+#include "tessel/kernels/dense.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/sampling/feature_cache.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <numeric>
+
+namespace tessel::sampling {
+namespace {
+
+constexpr const char* kFeat = "/node/feat";
+
+class RowsInMemory final : public OwnedFeatureRows {
+public:
+  RowsInMemory(std::span<const float> features, std::int64_t feature_dim)
+      : features_(features), feature_dim_(feature_dim),
+        num_rows_(feature_dim > 0 ? static_cast<std::int64_t>(features.size()) / feature_dim : 0) {}
+
+  std::int64_t num_rows() const override { return num_rows_; }
+  std::int64_t feature_dim() const override { return feature_dim_; }
+  bool in_memory() const override { return true; }
+  void resolve(std::span<const LocalId> locals, std::vector<const float*>& rows) override {
+    rows.resize(locals.size());
+    for (std::size_t i = 0; i < locals.size(); ++i)
+      rows[i] = features_.data() + static_cast<std::int64_t>(locals[i]) * feature_dim_;
+  }
+  void read_block(std::int64_t begin, std::int64_t end, float* out) override {
+    std::copy(features_.data() + begin * feature_dim_, features_.data() + end * feature_dim_, out);
+  }
+  std::int64_t held_bytes() const override {
+    return static_cast<std::int64_t>(features_.size() * sizeof(float));
+  }
+
+private:
+  std::span<const float> features_;
+  std::int64_t feature_dim_;
+  std::int64_t num_rows_;
+};
+
+// A file descriptor closed on destruction.
+class Fd {
+public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+private:
+  int fd_ = -1;
+};
+
+// A run of consecutive rows [begin, begin + count) that lie back to back in the file, landing at
+// row `out_row` of the output.
+struct Run {
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+  std::int64_t out_row = 0;
+};
+
+class RowsOutOfCore final : public OwnedFeatureRows {
+public:
+  RowsOutOfCore(const std::filesystem::path& path, std::int64_t num_rows, std::int64_t feature_dim,
+                std::span<const std::int64_t> degree, const OutOfCoreOptions& options)
+      : name_(path.string()), num_rows_(num_rows), feature_dim_(feature_dim),
+        row_bytes_(feature_dim * static_cast<std::int64_t>(sizeof(float))), options_(options),
+        file_(h5::File::open_read(path)) {
+    TESSEL_EXPECTS(options.budget_bytes >= 0, "--feature-memory: a budget of {} bytes",
+                   options.budget_bytes);
+    TESSEL_EXPECTS(static_cast<std::int64_t>(degree.size()) == num_rows,
+                   "out-of-core features: {} degrees for {} rows", degree.size(), num_rows);
+    const auto dims = file_.dims(kFeat);
+    TESSEL_EXPECTS(dims == std::vector<std::int64_t>({num_rows, feature_dim}),
+                   "{}: {} has shape [{}], expected [{}, {}]", name_, kFeat, fmt::join(dims, ", "),
+                   num_rows, feature_dim);
+    dataset_ = h5::Handle(TESSEL_CHECK_HDF5(H5Dopen2(file_.id(), kFeat, H5P_DEFAULT)));
+    locate_rows();
+    if (options_.io == FeatureIo::pread || options_.drop_page_cache) {
+      fd_ = std::make_unique<Fd>(::open(name_.c_str(), O_RDONLY | O_CLOEXEC));
+      TESSEL_EXPECTS(fd_->get() >= 0, "{}: cannot open for reading ({})", name_,
+                     std::strerror(errno));
+    }
+    if (!direct_)
+      io_ = FeatureIo::hdf5;
+    else
+      io_ = options_.io;
+    size_tiers(degree);
+    scan_and_fill();
+  }
+
+  std::int64_t num_rows() const override { return num_rows_; }
+  std::int64_t feature_dim() const override { return feature_dim_; }
+  bool in_memory() const override { return false; }
+  FeatureReadStats stats() const override { return stats_; }
+  void reset_stats() override { stats_ = {}; }
+  std::int64_t held_bytes() const override {
+    return static_cast<std::int64_t>((static_rows_.size() + recent_rows_.size()) * sizeof(float) +
+                                     where_.size() * sizeof(std::int32_t));
+  }
+
+  void resolve(std::span<const LocalId> locals, std::vector<const float*>& rows) override {
+    ++call_;
+    rows.resize(locals.size());
+    miss_pos_.clear();
+    misses_.clear();
+    for (std::size_t i = 0; i < locals.size(); ++i) {
+      const LocalId l = locals[i];
+      TESSEL_ASSERT(l >= 0 && l < num_rows_, "feature row {} outside [0, {})", l, num_rows_);
+      const std::int32_t w = where_[static_cast<std::size_t>(l)];
+      if (w >= 0) {
+        rows[i] = static_rows_.data() + static_cast<std::int64_t>(w) * feature_dim_;
+        ++stats_.static_hits;
+      } else if (w <= -2) {
+        const auto s = static_cast<std::size_t>(-w - 2);
+        rows[i] = recent_rows_.data() + static_cast<std::int64_t>(s) * feature_dim_;
+        recent_ref_[s] = 1;
+        recent_pin_[s] = call_; // pointed at in this call: not evicted by its admissions
+        ++stats_.recent_hits;
+      } else {
+        miss_pos_.push_back(static_cast<std::int64_t>(i));
+        misses_.push_back(l);
+      }
+    }
+    stats_.requests += static_cast<std::int64_t>(locals.size());
+    if (misses_.empty()) return;
+    std::sort(misses_.begin(), misses_.end());
+    misses_.erase(std::unique(misses_.begin(), misses_.end()), misses_.end());
+    const auto count = static_cast<std::int64_t>(misses_.size());
+    // A buffer of this reader's own, kept between steps: step-sized tensors of varying sizes
+    // would each stay in the host block cache.
+    float* out = nullptr;
+    if (options_.normalize_rows) {
+      staging_ = Tensor::empty({count, feature_dim_}, DType::f32);
+      out = staging_.data<float>();
+    } else {
+      const auto need = static_cast<std::size_t>(count * feature_dim_);
+      if (staging_rows_.size() < need) staging_rows_.resize(need);
+      out = staging_rows_.data();
+    }
+    read_sorted(misses_, out);
+    if (options_.normalize_rows) kernels::normalize_rows(staging_);
+    for (const std::int64_t i : miss_pos_) {
+      const auto k = std::lower_bound(misses_.begin(), misses_.end(), locals[i]) - misses_.begin();
+      rows[static_cast<std::size_t>(i)] = out + k * feature_dim_;
+    }
+    admit(out);
+  }
+
+  void read_block(std::int64_t begin, std::int64_t end, float* out) override {
+    TESSEL_ASSERT(begin >= 0 && begin <= end && end <= num_rows_, "rows [{}, {}) of {}", begin, end,
+                  num_rows_);
+    if (begin == end) return;
+    read_range(begin, end, out);
+    if (options_.normalize_rows) {
+      Tensor block = Tensor::empty({end - begin, feature_dim_}, DType::f32);
+      std::copy_n(out, (end - begin) * feature_dim_, block.data<float>());
+      kernels::normalize_rows(block);
+      std::copy_n(block.data<float>(), (end - begin) * feature_dim_, out);
+    }
+    drop_cached(begin, end);
+  }
+
+private:
+  // Where each row's bytes are: a contiguous dataset's address, or each unfiltered chunk's.
+  // Anything else (filters, chunks not written) is read through HDF5.
+  void locate_rows() {
+    h5::Handle dcpl(TESSEL_CHECK_HDF5(H5Dget_create_plist(dataset_.get())));
+    const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+    h5::Handle type(TESSEL_CHECK_HDF5(H5Dget_type(dataset_.get())));
+    const bool native_f32 = H5Tequal(type.get(), H5T_NATIVE_FLOAT) > 0;
+    if (!native_f32 || num_rows_ == 0 || feature_dim_ == 0) return;
+    if (layout == H5D_CONTIGUOUS) {
+      const haddr_t base = H5Dget_offset(dataset_.get());
+      if (base == HADDR_UNDEF) return;
+      chunk_rows_ = num_rows_;
+      chunk_addr_ = {static_cast<std::int64_t>(base)};
+    } else if (layout == H5D_CHUNKED) {
+      if (H5Pget_nfilters(dcpl.get()) != 0) return;
+      hsize_t chunk[2] = {0, 0};
+      if (H5Pget_chunk(dcpl.get(), 2, chunk) != 2 || chunk[1] != static_cast<hsize_t>(feature_dim_))
+        return;
+      chunk_rows_ = static_cast<std::int64_t>(chunk[0]);
+      const std::int64_t chunks = (num_rows_ + chunk_rows_ - 1) / chunk_rows_;
+      chunk_addr_.assign(static_cast<std::size_t>(chunks), -1);
+      h5::Handle space(TESSEL_CHECK_HDF5(H5Dget_space(dataset_.get())));
+      hsize_t stored = 0;
+      TESSEL_CHECK_HDF5(H5Dget_num_chunks(dataset_.get(), space.get(), &stored));
+      for (hsize_t c = 0; c < stored; ++c) {
+        hsize_t offset[2] = {0, 0};
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        TESSEL_CHECK_HDF5(
+            H5Dget_chunk_info(dataset_.get(), space.get(), c, offset, &mask, &addr, &size));
+        const auto index = static_cast<std::int64_t>(offset[0]) / chunk_rows_;
+        if (addr == HADDR_UNDEF || mask != 0 || index >= chunks ||
+            size != static_cast<hsize_t>(chunk_rows_ * row_bytes_))
+          return;
+        chunk_addr_[static_cast<std::size_t>(index)] = static_cast<std::int64_t>(addr);
+      }
+      if (std::find(chunk_addr_.begin(), chunk_addr_.end(), -1) != chunk_addr_.end()) return;
+    } else {
+      return;
+    }
+    // A file that ends before a chunk does is named now, not at the first read of that chunk.
+    std::error_code ec;
+    const auto file_size = static_cast<std::int64_t>(std::filesystem::file_size(name_, ec));
+    for (std::size_t c = 0; c < chunk_addr_.size(); ++c) {
+      const std::int64_t first = static_cast<std::int64_t>(c) * chunk_rows_;
+      const std::int64_t rows = std::min(chunk_rows_, num_rows_ - first);
+      TESSEL_EXPECTS(!ec && chunk_addr_[c] + rows * row_bytes_ <= file_size,
+                     "{}: {} row {} lies past the end of the file ({} bytes; truncated?)", name_,
+                     kFeat, first + rows - 1, file_size);
+    }
+    direct_ = true;
+  }
+
+  std::int64_t offset_of(std::int64_t row) const {
+    return chunk_addr_[static_cast<std::size_t>(row / chunk_rows_)] +
+           (row % chunk_rows_) * row_bytes_;
+  }
+
+  void size_tiers(std::span<const std::int64_t> degree) {
+    const std::int64_t index = out_of_core_index_bytes(num_rows_);
+    const std::int64_t rows =
+        row_bytes_ > 0 ? std::max<std::int64_t>(0, options_.budget_bytes - index) / row_bytes_ : 0;
+    std::int64_t recent = static_cast<std::int64_t>(static_cast<double>(rows) *
+                                                    std::clamp(options_.recent_fraction, 0.0, 1.0));
+    std::int64_t hot = std::min(num_rows_, rows - recent);
+    if (hot == num_rows_) recent = 0; // everything fits the static tier
+    where_.assign(static_cast<std::size_t>(num_rows_), -1);
+    std::vector<NodeId> ids(static_cast<std::size_t>(num_rows_));
+    std::iota(ids.begin(), ids.end(), NodeId{0});
+    std::vector<NodeId> ranked = rank_candidates(ids, degree);
+    ranked.resize(static_cast<std::size_t>(hot));
+    std::sort(ranked.begin(), ranked.end());
+    for (std::size_t s = 0; s < ranked.size(); ++s)
+      where_[static_cast<std::size_t>(ranked[s])] = static_cast<std::int32_t>(s);
+    static_rows_.resize(static_cast<std::size_t>(hot * feature_dim_));
+    recent_rows_.resize(static_cast<std::size_t>(recent * feature_dim_));
+    recent_id_.assign(static_cast<std::size_t>(recent), -1);
+    recent_ref_.assign(static_cast<std::size_t>(recent), 0);
+    recent_pin_.assign(static_cast<std::size_t>(recent), 0);
+  }
+
+  // One pass over the dataset in blocks: its CRC-32 and finite values checked, the static tier
+  // filled. Nothing else of it stays in memory.
+  void scan_and_fill() {
+    const std::int64_t block_rows =
+        std::max<std::int64_t>(1, (std::int64_t{8} << 20) / std::max<std::int64_t>(row_bytes_, 1));
+    std::vector<float> block;
+    partition::Crc32 crc;
+    for (std::int64_t begin = 0; begin < num_rows_; begin += block_rows) {
+      const std::int64_t end = std::min(num_rows_, begin + block_rows);
+      block.resize(static_cast<std::size_t>((end - begin) * feature_dim_));
+      read_range(begin, end, block.data());
+      crc.update(block);
+      datasets::check_feature_values(name_, block.data(), begin, end - begin, feature_dim_);
+      if (options_.normalize_rows && !block.empty()) {
+        Tensor t = Tensor::from_vector(block, {end - begin, feature_dim_});
+        kernels::normalize_rows(t);
+        std::copy_n(t.data<float>(), block.size(), block.data());
+      }
+      for (std::int64_t r = begin; r < end; ++r) {
+        const std::int32_t w = where_[static_cast<std::size_t>(r)];
+        if (w >= 0)
+          std::copy_n(block.data() + (r - begin) * feature_dim_, feature_dim_,
+                      static_rows_.data() + static_cast<std::int64_t>(w) * feature_dim_);
+      }
+      drop_cached(begin, end);
+    }
+    if (!options_.checksum.empty() && feature_dim_ > 0)
+      TESSEL_EXPECTS(crc.str() == options_.checksum,
+                     "{}: {} has checksum {}, partition.json records {} (the part file was "
+                     "changed after partitioning, or belongs to another partition)",
+                     name_, kFeat, crc.str(), options_.checksum);
+  }
+
+  // Rows [begin, end) in order into out.
+  void read_range(std::int64_t begin, std::int64_t end, float* out) {
+    std::vector<Run> runs;
+    for (std::int64_t r = begin; r < end;) {
+      const std::int64_t stop = direct_ ? std::min(end, (r / chunk_rows_ + 1) * chunk_rows_) : end;
+      runs.push_back({r, stop - r, r - begin});
+      r = stop;
+    }
+    read_runs(runs, out);
+  }
+
+  // Sorted distinct rows into out, row k of out = rows[k]: one run per stretch of consecutive
+  // rows that are back to back in the file.
+  void read_sorted(std::span<const LocalId> rows, float* out) {
+    Stopwatch watch;
+    std::vector<Run> runs;
+    for (std::size_t k = 0; k < rows.size();) {
+      std::size_t e = k + 1;
+      while (e < rows.size() && rows[e] == rows[e - 1] + 1 &&
+             (!direct_ || rows[e] % chunk_rows_ != 0))
+        ++e;
+      runs.push_back({rows[k], static_cast<std::int64_t>(e - k), static_cast<std::int64_t>(k)});
+      k = e;
+    }
+    read_runs(runs, out);
+    if (options_.drop_page_cache) {
+      for (const Run& run : runs)
+        drop_cached(run.begin, run.begin + run.count);
+    }
+    stats_.rows_read += static_cast<std::int64_t>(rows.size());
+    stats_.bytes_read += static_cast<std::int64_t>(rows.size()) * row_bytes_;
+    stats_.read_s += watch.seconds();
+  }
+
+  void read_runs(const std::vector<Run>& runs, float* out) {
+    if (io_ == FeatureIo::hdf5) {
+      for (const Run& run : runs)
+        read_run_hdf5(run, out);
+      return;
+    }
+    // pread is thread-safe on one descriptor; a few threads keep several requests in flight.
+    std::string error;
+    const auto n = static_cast<std::int64_t>(runs.size());
+#pragma omp parallel for schedule(dynamic, 16)                                                     \
+    num_threads(std::max(1, options_.io_threads)) if (n >= 8)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::string failed = read_run_pread(runs[static_cast<std::size_t>(i)], out);
+      if (!failed.empty()) {
+#pragma omp critical(tessel_feature_rows_error)
+        if (error.empty()) error = failed;
+      }
+    }
+    if (!error.empty()) TESSEL_FAIL("{}", error);
+  }
+
+  // Empty, or the error message (threads of the pool must not throw).
+  std::string read_run_pread(const Run& run, float* out) const {
+    auto* dst = reinterpret_cast<char*>(out + run.out_row * feature_dim_);
+    std::int64_t want = run.count * row_bytes_;
+    std::int64_t at = offset_of(run.begin);
+    std::int64_t done = 0;
+    while (done < want) {
+      const ssize_t got = ::pread(fd_->get(), dst + done, static_cast<std::size_t>(want - done),
+                                  static_cast<off_t>(at + done));
+      if (got < 0 && errno == EINTR) continue;
+      const std::int64_t row = run.begin + done / row_bytes_;
+      if (got < 0)
+        return fmt::format("{}: reading {} row {} failed: {}", name_, kFeat, row,
+                           std::strerror(errno));
+      if (got == 0)
+        return fmt::format("{}: {} row {} lies past the end of the file (truncated while the job "
+                           "ran?)",
+                           name_, kFeat, row);
+      done += got;
+    }
+    return {};
+  }
+
+  void read_run_hdf5(const Run& run, float* out) const {
+    hsize_t start[2] = {static_cast<hsize_t>(run.begin), 0};
+    hsize_t count[2] = {static_cast<hsize_t>(run.count), static_cast<hsize_t>(feature_dim_)};
+    h5::Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset_.get())));
+    TESSEL_CHECK_HDF5(
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr));
+    h5::Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(2, count, nullptr)));
+    if (H5Dread(dataset_.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT,
+                out + run.out_row * feature_dim_) < 0)
+      TESSEL_FAIL("{}: reading {} rows {} to {} failed (truncated or changed while the job ran?)",
+                  name_, kFeat, run.begin, run.begin + run.count - 1);
+  }
+
+  // Drops rows [begin, end)'s pages from the page cache (only where this reader put them: the
+  // budget covers the rows held, not a second copy in the kernel's cache).
+  void drop_cached(std::int64_t begin, std::int64_t end) const {
+    if (!options_.drop_page_cache || fd_ == nullptr || begin >= end) return;
+    if (direct_) {
+      for (std::int64_t r = begin; r < end;) {
+        const std::int64_t stop = std::min(end, (r / chunk_rows_ + 1) * chunk_rows_);
+        ::posix_fadvise(fd_->get(), static_cast<off_t>(offset_of(r)),
+                        static_cast<off_t>((stop - r) * row_bytes_), POSIX_FADV_DONTNEED);
+        r = stop;
+      }
+    } else {
+      ::posix_fadvise(fd_->get(), 0, 0, POSIX_FADV_DONTNEED);
+    }
+  }
+
+  // The rows just read go into the recency tier (CLOCK: a hit marks a row; the hand clears marks
+  // and replaces the first unmarked row). Rows pointed at in this call are never replaced.
+  void admit(const float* read) {
+    const auto capacity = static_cast<std::int64_t>(recent_id_.size());
+    if (capacity == 0) return;
+    for (std::size_t k = 0; k < misses_.size(); ++k) {
+      std::int64_t victim = -1;
+      for (std::int64_t tries = 0; tries < 2 * capacity; ++tries) {
+        const auto s = static_cast<std::size_t>(hand_);
+        hand_ = (hand_ + 1) % capacity;
+        if (recent_pin_[s] == call_) continue;
+        if (recent_ref_[s] != 0) {
+          recent_ref_[s] = 0;
+          continue;
+        }
+        victim = static_cast<std::int64_t>(s);
+        break;
+      }
+      if (victim < 0) return;
+      const auto s = static_cast<std::size_t>(victim);
+      if (recent_id_[s] >= 0) where_[static_cast<std::size_t>(recent_id_[s])] = -1;
+      recent_id_[s] = misses_[k];
+      recent_ref_[s] = 0;
+      recent_pin_[s] = call_;
+      where_[static_cast<std::size_t>(misses_[k])] = -static_cast<std::int32_t>(s) - 2;
+      std::copy_n(read + static_cast<std::int64_t>(k) * feature_dim_, feature_dim_,
+                  recent_rows_.data() + victim * feature_dim_);
+    }
+  }
+
+  std::string name_;
+  std::int64_t num_rows_;
+  std::int64_t feature_dim_;
+  std::int64_t row_bytes_;
+  OutOfCoreOptions options_;
+  h5::File file_;
+  h5::Handle dataset_;
+  std::unique_ptr<Fd> fd_;
+  bool direct_ = false; // every row's file offset is known (pread possible)
+  FeatureIo io_ = FeatureIo::hdf5;
+  std::int64_t chunk_rows_ = 1;
+  std::vector<std::int64_t> chunk_addr_;
+
+  // Row l: where_[l] >= 0 is its static slot, <= -2 its recent slot -(where + 2), -1 not held.
+  std::vector<std::int32_t> where_;
+  std::vector<float> static_rows_;
+  std::vector<float> recent_rows_;
+  std::vector<LocalId> recent_id_;
+  std::vector<std::uint8_t> recent_ref_;
+  std::vector<std::uint64_t> recent_pin_;
+  std::int64_t hand_ = 0;
+  std::uint64_t call_ = 0;
+
+  std::vector<std::int64_t> miss_pos_;
+  std::vector<LocalId> misses_;
+  Tensor staging_;                  // the rows read by the last resolve(), normalized
+  std::vector<float> staging_rows_; // the same, not normalized
+  FeatureReadStats stats_;
+};
+
+} // namespace
+
+std::unique_ptr<OwnedFeatureRows> rows_in_memory(std::span<const float> features,
+                                                 std::int64_t feature_dim) {
+  return std::make_unique<RowsInMemory>(features, feature_dim);
+}
+
+std::unique_ptr<OwnedFeatureRows> open_rows_out_of_core(const std::filesystem::path& part_file,
+                                                        std::int64_t num_rows,
+                                                        std::int64_t feature_dim,
+                                                        std::span<const std::int64_t> degree,
+                                                        const OutOfCoreOptions& options) {
+  return std::make_unique<RowsOutOfCore>(part_file, num_rows, feature_dim, degree, options);
+}
+
+} // namespace tessel::sampling

@@ -1,0 +1,109 @@
+// --feature-memory: parsing the size, and reading the memory limit the process runs under.
+#include "tessel/train/feature_memory.hpp"
+
+#include "tessel/core/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace tessel::train {
+
+FeatureMemory parse_feature_memory(const std::string& text) {
+  FeatureMemory m;
+  m.text = text;
+  if (text == "auto") return m;
+  if (text == "all") {
+    m.kind = FeatureMemory::Kind::all;
+    return m;
+  }
+  const auto bad = [&] {
+    return fmt::format("--feature-memory {}: expected auto, all, or a size in bytes with an "
+                       "optional K, M or G suffix (e.g. 64K, 2G)",
+                       text);
+  };
+  TESSEL_EXPECTS(!text.empty(), "{}", bad());
+  std::string digits = text;
+  double scale = 1;
+  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+  if (last == 'K' || last == 'M' || last == 'G') {
+    scale = last == 'K' ? 1024.0 : last == 'M' ? 1048576.0 : 1073741824.0;
+    digits.pop_back();
+  }
+  TESSEL_EXPECTS(!digits.empty() &&
+                     std::all_of(digits.begin(), digits.end(),
+                                 [](char c) {
+                                   return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+                                 }) &&
+                     std::count(digits.begin(), digits.end(), '.') <= 1 && digits != ".",
+                 "{}", bad());
+  const double value = std::stod(digits) * scale;
+  TESSEL_EXPECTS(std::isfinite(value) && value < 9e18, "{}", bad());
+  m.kind = FeatureMemory::Kind::bytes;
+  m.bytes = static_cast<std::int64_t>(value);
+  return m;
+}
+
+namespace {
+
+std::int64_t read_number(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word == "max") return -1;
+  try {
+    return std::stoll(word);
+  } catch (...) {
+    return -1;
+  }
+}
+
+} // namespace
+
+MemoryHeadroom memory_headroom() {
+  MemoryHeadroom out;
+  // cgroup v2: "0::/path" in /proc/self/cgroup; a limit may sit on any ancestor.
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    if (line.rfind("0::", 0) != 0) continue;
+    std::string path = line.substr(3);
+    while (true) {
+      const std::string dir = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
+      const std::int64_t max = read_number(dir + "/memory.max");
+      const std::int64_t current = read_number(dir + "/memory.current");
+      if (max >= 0 && current >= 0) {
+        const std::int64_t room = std::max<std::int64_t>(0, max - current);
+        if (out.bytes < 0 || room < out.bytes) {
+          out.bytes = room;
+          out.source = "cgroup memory.max";
+        }
+      }
+      if (path.empty() || path == "/") break;
+      const auto slash = path.find_last_of('/');
+      path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+    }
+  }
+  if (out.bytes >= 0) return out;
+  std::ifstream meminfo("/proc/meminfo");
+  while (std::getline(meminfo, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream words(line.substr(13));
+    std::int64_t kib = -1;
+    if (words >> kib) {
+      out.bytes = kib * 1024;
+      out.source = "MemAvailable";
+    }
+  }
+  return out;
+}
+
+std::string format_mib(std::int64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0);
+}
+
+} // namespace tessel::train

@@ -1,0 +1,187 @@
+// Features read from the part file within --feature-memory: sampled runs give the losses,
+// accuracies, predictions and checkpoints of the in-memory run bit for bit (1 and 2 ranks, also
+// on AVX2, also with a budget of no row at all), and the modes that hold every row refuse a
+// budget they cannot keep.
+#include "train_test_helpers.hpp"
+
+#include "tessel/datasets/h5.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iterator>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+using test::checkpoint_params;
+using test::epochs_of;
+using test::run_ok;
+using test::tessel_bin;
+
+namespace {
+
+class OutOfCore : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir("out-of-core");
+    test::make_partitions(dir_->path(),
+                          "--nodes 600 --avg-degree 8 --classes 4 --feat-dim 12 --seed 5", {1, 2});
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path parts(int p) { return dir_->path() / ("p" + std::to_string(p)); }
+  static fs::path scratch(const std::string& name) { return dir_->path() / name; }
+  static inline test::TempDir* dir_ = nullptr;
+};
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<float> predictions_of(const fs::path& path) {
+  const h5::File file = h5::File::open_read(path);
+  return file.read<float>("/logits");
+}
+
+// One sampled run at `p` ranks with `memory` as --feature-memory; its outputs under tag.
+void run_sampled(const fs::path& part_dir, int p, const std::string& memory,
+                 const fs::path& out_dir, const std::string& tag, const std::string& env = "") {
+  fs::create_directories(out_dir);
+  run_ok(env + test::mpirun(p) + tessel_bin() + " train " + part_dir.string() +
+         " --mode sampled --model sage --fanouts 5,3 --batch-size " + std::to_string(48 / p) +
+         " --epochs 2 --dropout 0.3 --hidden 16 --lr 0.02 --seed 7 --normalize-features row "
+         "--cache-ratio 0.3 --quiet --feature-memory " +
+         memory + " --metrics " + (out_dir / (tag + ".jsonl")).string() + " --predictions " +
+         (out_dir / (tag + "-pred.h5")).string() + " --checkpoint " + (out_dir / tag).string());
+}
+
+void expect_same_run(const fs::path& dir, const std::string& a, const std::string& b) {
+  const auto ea = epochs_of(dir / (a + ".jsonl")), eb = epochs_of(dir / (b + ".jsonl"));
+  ASSERT_EQ(ea.size(), 2u);
+  ASSERT_EQ(eb.size(), ea.size());
+  for (std::size_t e = 0; e < ea.size(); ++e) {
+    EXPECT_EQ(ea[e].at("loss").get<double>(), eb[e].at("loss").get<double>()) << b << " " << e;
+    EXPECT_EQ(ea[e].at("valid_acc").get<double>(), eb[e].at("valid_acc").get<double>()) << b;
+    EXPECT_EQ(ea[e].at("test_acc").get<double>(), eb[e].at("test_acc").get<double>()) << b;
+  }
+  const auto pa = predictions_of(dir / (a + "-pred.h5"));
+  const auto pb = predictions_of(dir / (b + "-pred.h5"));
+  ASSERT_EQ(pa.size(), pb.size());
+  ASSERT_FALSE(pa.empty());
+  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0) << b;
+  const auto ca = checkpoint_params(dir / a), cb = checkpoint_params(dir / b);
+  ASSERT_EQ(ca.size(), cb.size());
+  EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << b;
+}
+
+} // namespace
+
+TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
+  for (int p : {1, 2}) {
+    const fs::path out = scratch("bits" + std::to_string(p));
+    run_sampled(parts(p), p, "all", out, "all");
+    // The index takes 4 bytes a row (2400 at one part): 0 holds no row, 3K about 14 rows (a few in
+    // the recency tier), 4K about 35.
+    for (const std::string budget : {"0", "3K", "4K"}) {
+      run_sampled(parts(p), p, budget, out, "ooc" + budget);
+      expect_same_run(out, "all", "ooc" + budget);
+      const auto epochs = epochs_of(out / ("ooc" + budget + ".jsonl"));
+      for (const auto& e : epochs) {
+        EXPECT_GT(e.at("feature_bytes_read").get<std::int64_t>(), 0) << budget;
+        EXPECT_GT(e.at("feature_requests").get<std::int64_t>(), 0) << budget;
+        if (budget == "0")
+          EXPECT_EQ(e.at("feature_hit_rate").get<double>(), 0.0);
+        else
+          EXPECT_GT(e.at("feature_hit_rate").get<double>(), 0.0) << budget;
+      }
+    }
+    // In memory, the epoch line carries none of the reader's figures.
+    EXPECT_FALSE(epochs_of(out / "all.jsonl")[0].contains("feature_hit_rate"));
+  }
+}
+
+TEST_F(OutOfCore, Avx2GivesTheInMemoryRunBitForBit) {
+  const std::string env = "ONEDNN_MAX_CPU_ISA=AVX2 TESSEL_CPU_ISA=avx2 ";
+  const fs::path out = scratch("avx2");
+  run_sampled(parts(2), 2, "all", out, "all", env);
+  run_sampled(parts(2), 2, "2K", out, "ooc", env);
+  expect_same_run(out, "all", "ooc");
+}
+
+TEST_F(OutOfCore, ABudgetThatHoldsEveryRowStaysInMemory) {
+  const fs::path out = scratch("big");
+  run_sampled(parts(1), 1, "1G", out, "big");
+  EXPECT_FALSE(epochs_of(out / "big.jsonl")[0].contains("feature_hit_rate"));
+}
+
+TEST_F(OutOfCore, FullBatchRefusesABudgetItCannotKeep) {
+  std::string output;
+  const int rc = test::run_command(tessel_bin() + " train " + parts(1).string() +
+                                       " --mode full --epochs 1 --feature-memory 1K",
+                                   &output);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(output.find("--feature-memory 1K: full mode holds all of a rank's feature rows"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("--mode sampled"), std::string::npos) << output;
+  // 600 nodes x 12 features x 4 bytes on the one part.
+  EXPECT_NE(output.find("28800 bytes"), std::string::npos) << output;
+}
+
+TEST(OutOfCoreDynamic, DynamicModeRefusesABudgetItCannotKeep) {
+  test::TempDir dir("ooc-dynamic");
+  const auto json = test::sample_dataset("england_covid") / "england_covid.json";
+  run_ok(tessel_bin() + " convert temporal " + json.string() + " " + (dir.path() / "ec.h5").string() +
+         " --lags 8");
+  run_ok(tessel_bin() + " partition " + (dir.path() / "ec.h5").string() + " --parts 1 --out " +
+         (dir.path() / "ec-p1").string());
+  std::string output;
+  const int rc = test::run_command(tessel_bin() + " train " + (dir.path() / "ec-p1").string() +
+                                       " --mode dynamic --model gcn-gru --epochs 1 "
+                                       "--feature-memory 1K",
+                                   &output);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(output.find("--feature-memory 1K: dynamic mode holds its snapshots' features"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("--mode sampled"), std::string::npos) << output;
+}
+
+TEST_F(OutOfCore, BadSizesAreRefused) {
+  for (const std::string word : {"12Q", "-5", "G", "lots"}) {
+    std::string output;
+    const int rc = test::run_command(tessel_bin() + " train " + parts(1).string() +
+                                         " --mode sampled --epochs 1 --feature-memory " + word,
+                                     &output);
+    EXPECT_NE(rc, 0) << word;
+    EXPECT_NE(output.find("expected auto, all, or a size in bytes"), std::string::npos)
+        << word << ": " << output;
+  }
+}
+
+TEST(OutOfCoreCora, TinyBudgetMatchesInMemory) {
+  const auto cora = test::sample_dataset("cora");
+  test::TempDir dir("cora-ooc");
+  std::string out;
+  ASSERT_EQ(test::run_command(tessel_bin() + " convert ogb " + cora.string() + " " +
+                                  (dir.path() / "cora.h5").string(),
+                              &out),
+            0)
+      << out;
+  ASSERT_EQ(test::run_command(tessel_bin() + " partition " + (dir.path() / "cora.h5").string() +
+                                  " --parts 1 --out " + (dir.path() / "p1").string(),
+                              &out),
+            0)
+      << out;
+  run_sampled(dir.path() / "p1", 1, "all", dir.path(), "all");
+  // 256 KiB: about 40 of Cora's 2708 rows of 1433 features.
+  run_sampled(dir.path() / "p1", 1, "256K", dir.path(), "ooc");
+  expect_same_run(dir.path(), "all", "ooc");
+  const auto epochs = epochs_of(dir.path() / "ooc.jsonl");
+  EXPECT_GT(epochs.back().at("feature_hit_rate").get<double>(), 0.0);
+  EXPECT_LT(epochs.back().at("feature_memory_bytes").get<std::int64_t>(), 256 * 1024 + 1);
+}

@@ -1,0 +1,175 @@
+// The out-of-core reader of a part's feature rows: every request answered with the stored rows
+// whatever the budget, layout and I/O path; its statistics; a file truncated under it or changed
+// since partitioning is an error naming the file and the row.
+#include "tessel/sampling/feature_rows.hpp"
+
+#include "test_support.hpp"
+
+#include "tessel/core/error.hpp"
+#include "tessel/datasets/h5.hpp"
+#include "tessel/partition/part.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int64_t kRows = 50;
+constexpr std::int64_t kDim = 6;
+
+std::vector<float> make_rows() {
+  std::vector<float> rows(kRows * kDim);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    rows[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
+  return rows;
+}
+
+// /node/feat alone, with chunks of chunk_rows rows (0: contiguous), compressed when deflate > 0.
+fs::path write_feat(const test::TempDir& dir, const std::string& name, std::int64_t chunk_rows,
+                    int deflate) {
+  const fs::path path = dir.path() / name;
+  auto file = h5::File::create(path);
+  file.create_group("/node");
+  const auto rows = make_rows();
+  file.create_dataset<float>("/node/feat", {kRows, kDim}, "features", chunk_rows, deflate);
+  file.write_rows("/node/feat", 0, rows.data(), kRows);
+  file.close();
+  return path;
+}
+
+std::vector<std::int64_t> degrees() {
+  std::vector<std::int64_t> d(kRows);
+  for (std::int64_t i = 0; i < kRows; ++i)
+    d[i] = (i * 7) % 11;
+  return d;
+}
+
+// Resolves random requests (repeats, any order) and checks every row against the stored one.
+void check_requests(sampling::OwnedFeatureRows& reader, std::uint32_t seed) {
+  const auto expect = make_rows();
+  std::mt19937 rng(seed);
+  std::vector<const float*> rows;
+  for (int round = 0; round < 30; ++round) {
+    std::vector<LocalId> locals(rng() % 20);
+    for (auto& l : locals)
+      l = static_cast<LocalId>(rng() % kRows);
+    reader.resolve(locals, rows);
+    ASSERT_EQ(rows.size(), locals.size());
+    for (std::size_t i = 0; i < locals.size(); ++i)
+      ASSERT_EQ(std::memcmp(rows[i], expect.data() + locals[i] * kDim, kDim * sizeof(float)), 0)
+          << "round " << round << " row " << locals[i];
+  }
+  std::vector<float> block(10 * kDim);
+  reader.read_block(17, 27, block.data());
+  EXPECT_EQ(std::memcmp(block.data(), expect.data() + 17 * kDim, block.size() * sizeof(float)), 0);
+}
+
+sampling::OutOfCoreOptions budget_of_rows(std::int64_t rows) {
+  sampling::OutOfCoreOptions o;
+  o.budget_bytes = sampling::out_of_core_index_bytes(kRows) + rows * kDim * 4;
+  return o;
+}
+
+} // namespace
+
+TEST(FeatureRows, EveryLayoutBudgetAndPathReadsTheStoredRows) {
+  test::TempDir dir("feature-rows");
+  const auto degree = degrees();
+  const std::pair<std::int64_t, int> layouts[] = {{7, 0}, {0, 0}, {16, 1}};
+  for (const auto& [chunk, deflate] : layouts) {
+    const fs::path path = write_feat(dir, fmt::format("f{}-{}.h5", chunk, deflate), chunk, deflate);
+    for (const std::int64_t held : {0, 1, 8, 30}) {
+      for (const auto io : {sampling::FeatureIo::pread, sampling::FeatureIo::hdf5}) {
+        auto options = budget_of_rows(held);
+        options.io = io;
+        options.recent_fraction = 0.5;  // both tiers
+        auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degree, options);
+        SCOPED_TRACE(fmt::format("chunk {} deflate {} rows {}", chunk, deflate, held));
+        check_requests(*reader, static_cast<std::uint32_t>(held + chunk));
+        const auto stats = reader->stats();
+        EXPECT_GT(stats.requests, 0);
+        EXPECT_LE(stats.hits(), stats.requests);
+        EXPECT_EQ(stats.bytes_read, stats.rows_read * kDim * 4);
+        if (held == 0)
+          EXPECT_EQ(stats.hits(), 0);
+        else
+          EXPECT_GT(stats.hits(), 0);
+        EXPECT_LE(reader->held_bytes(), options.budget_bytes);
+      }
+    }
+  }
+}
+
+TEST(FeatureRows, StaticTierHoldsTheHighestDegreeRows) {
+  test::TempDir dir("feature-rows-static");
+  const fs::path path = write_feat(dir, "f.h5", 7, 0);
+  auto options = budget_of_rows(4);
+  options.recent_fraction = 0;
+  std::vector<std::int64_t> degree(kRows, 1);
+  degree[3] = degree[20] = degree[41] = degree[49] = 9;
+  auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degree, options);
+  std::vector<const float*> rows;
+  const std::vector<LocalId> hot = {49, 3, 20, 41, 3};
+  reader->resolve(hot, rows);
+  EXPECT_EQ(reader->stats().static_hits, 5);
+  EXPECT_EQ(reader->stats().rows_read, 0);
+  const std::vector<LocalId> cold = {5, 4, 5};
+  reader->resolve(cold, rows);
+  EXPECT_EQ(reader->stats().rows_read, 2); // 4 and 5, each read once
+  EXPECT_EQ(reader->stats().requests, 8);
+}
+
+TEST(FeatureRows, RecencyTierServesRowsReadJustBefore) {
+  test::TempDir dir("feature-rows-recent");
+  const fs::path path = write_feat(dir, "f.h5", 7, 0);
+  auto options = budget_of_rows(4);
+  options.recent_fraction = 1.0;
+  auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), options);
+  std::vector<const float*> rows;
+  reader->resolve(std::vector<LocalId>{10, 11}, rows);
+  reader->resolve(std::vector<LocalId>{11, 10, 12}, rows);
+  EXPECT_EQ(reader->stats().recent_hits, 2);
+  EXPECT_EQ(reader->stats().rows_read, 3);
+  check_requests(*reader, 3);
+}
+
+TEST(FeatureRows, AFileTruncatedUnderTheReaderIsAnErrorNamingFileAndRow) {
+  test::TempDir dir("feature-rows-truncated");
+  const fs::path path = write_feat(dir, "part-0.h5", 0, 0);
+  auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), budget_of_rows(0));
+  fs::resize_file(path, fs::file_size(path) - 30 * kDim * 4);
+  std::vector<const float*> rows;
+  try {
+    reader->resolve(std::vector<LocalId>{2, 45}, rows);
+    FAIL() << "no error for a truncated file";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path.string()), std::string::npos) << what;
+    EXPECT_NE(what.find("/node/feat row 45"), std::string::npos) << what;
+  }
+  // Opening it again names the first row past the end.
+  try {
+    sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), budget_of_rows(0));
+    FAIL() << "no error for a truncated file";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("past the end of the file"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(FeatureRows, AChecksumThatDiffersIsRefused) {
+  test::TempDir dir("feature-rows-crc");
+  const fs::path path = write_feat(dir, "f.h5", 7, 0);
+  auto options = budget_of_rows(2);
+  partition::Crc32 crc;
+  crc.update(make_rows());
+  options.checksum = crc.str();
+  EXPECT_NO_THROW(sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), options));
+  options.checksum = "crc32:00000000";
+  EXPECT_THROW(sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), options), InputError);
+}
