@@ -215,11 +215,14 @@ void run_plot(const fs::path& out_dir, const fs::path& shown_dir) {
     log::warn("plot script {} not found; skipping accuracy_vs_time.png", script.string());
     return;
   }
+  // TESSEL_PYTHON names one program (no arguments): it and every path are handed over as an
+  // argument vector, never through a shell, so no quote or $( ) in them is interpreted.
   const char* python = std::getenv("TESSEL_PYTHON");
-  std::string interpreter = python ? python : (fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
-  const std::string command = interpreter + " '" + script.string() + "' '" + out_dir.string() +
-                              "' --shown-as '" + shown_dir.string() + "'";
-  if (interrupt::run_shell(command) != 0)
+  const std::string interpreter = python != nullptr && *python != '\0' ? python
+                                  : fs::exists("/usr/bin/python3")     ? "/usr/bin/python3"
+                                                                        : "python3";
+  if (interrupt::run_program({interpreter, script.string(), out_dir.string(), "--shown-as",
+                              shown_dir.string()}) != 0)
     log::warn("the plot script failed; report.json and report.md are complete");
 }
 
@@ -385,16 +388,8 @@ void write_report(const BenchOptions& o, datasets::AtomicOutput& output,
   const std::string md = markdown(report);
   datasets::write_text_file(work_dir / "report.md", md);
   run_plot(work_dir, o.out_dir);
-  // --force over a non-empty folder: move the old report aside, then drop it once the new
-  // one is in place.
-  fs::path old_report;
-  if (fs::exists(output.target()) && !fs::is_empty(output.target())) {
-    old_report = output.temp_path().parent_path() /
-                 fmt::format(".{}.old-{}", output.target().filename().string(), getpid());
-    fs::rename(output.target(), old_report);
-  }
+  // --force over a non-empty folder: the commit swaps the new report with the old one.
   output.commit();
-  if (!old_report.empty()) fs::remove_all(old_report);
   std::printf("%s", md.c_str());
   if (failed)
     log::info("wrote {} (the report of the {} that ran before --mode {} failed)",

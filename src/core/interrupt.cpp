@@ -21,6 +21,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -216,7 +217,8 @@ std::size_t registered_count() {
   return r.paths.size();
 }
 
-int run_shell(const std::string& command) {
+int run_program(const std::vector<std::string>& args) {
+  if (args.empty() || args.front().empty()) return -1;
   posix_spawnattr_t attr;
   if (posix_spawnattr_init(&attr) != 0) return -1;
   sigset_t empty;
@@ -225,10 +227,12 @@ int run_shell(const std::string& command) {
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::string arg0 = "sh", arg1 = "-c", arg2 = command;
-  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  std::vector<std::string> copies = args;
+  std::vector<char*> argv;
+  for (std::string& a : copies) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv, environ);
+  const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return -1;
   int status = 0;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace tessel::interrupt {
 
@@ -48,11 +49,12 @@ class TemporaryPath {
 // The temporary paths registered now, oldest first (for tests and diagnostics).
 std::size_t registered_count();
 
-// Runs `command` with /bin/sh -c like std::system, but the child starts with SIGINT, SIGTERM and
-// SIGHUP unblocked and at their default actions (a blocked mask would otherwise be inherited
-// across exec). Returns the exit status (128 + signal if the child was killed), -1 if it could
-// not start.
-int run_shell(const std::string& command);
+// Runs the program argv[0] (searched in PATH when it names no folder) with the arguments
+// argv[1..], no shell in between: nothing in an argument is ever read as shell syntax. The
+// child starts with SIGINT, SIGTERM and SIGHUP unblocked and at their default actions (a
+// blocked mask would otherwise be inherited across exec). Returns the exit status (128 +
+// signal if the child was killed), -1 if it could not start.
+int run_program(const std::vector<std::string>& argv);
 
 // Ends the process as an error nothing can recover from, from any thread: removes every
 // registered temporary path, prints "tessel (rank R of P, host H): error: <message>" and exits
