@@ -401,11 +401,6 @@ void write_report(const BenchOptions& o, datasets::AtomicOutput& output,
 // The bench under MPI: every mode in turn, then rank 0 writes the report.
 void run_bench(BenchOptions& o) {
   auto comm = comm::make_mpi_communicator();
-  std::optional<datasets::AtomicOutput> output;
-  if (comm->rank() == 0) output.emplace(report_target(o), true);
-  // Only rank 0 writes (metrics files, report); the other ranks never open this path.
-  const fs::path work_dir = output ? output->temp_path() : o.out_dir;
-  comm->barrier();
   nlohmann::json report = report_header(o, bench_dataset(o), comm->size());
   // What can be refused without data is refused for every mode before the first trains: a
   // pipeline without --data-parallel runs ranks / --stages groups.
@@ -415,8 +410,19 @@ void run_bench(BenchOptions& o) {
       options.pipeline.data_parallel = comm->size() / options.pipeline.stages;
     train::check_mode_options(options, comm->size());
   }
+  // The report folder is made only once what can be refused up front was: a bench refused
+  // before any mode runs leaves no folder behind.
+  std::optional<datasets::AtomicOutput> output;
+  if (comm->rank() == 0) output.emplace(report_target(o), true);
+  // Only rank 0 writes (metrics files, report); the other ranks never open this path.
+  const fs::path work_dir = output ? output->temp_path() : o.out_dir;
+  comm->barrier();
   const std::optional<AgreedInputError> failure = run_modes(*comm, o, work_dir, report);
-  if (comm->rank() == 0) write_report(o, *output, report, failure.has_value());
+  // A report holds what finished; when the first mode fails (a partition of another rank
+  // count), the error line is all there is to say and no folder is left.
+  const bool anything_ran = !report["modes"].empty();
+  if (comm->rank() == 0 && (anything_ran || !failure))
+    write_report(o, *output, report, failure.has_value());
   if (failure) throw *failure;
   comm->barrier();
 }
