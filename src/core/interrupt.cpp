@@ -101,12 +101,32 @@ void write_stderr(const std::string& line) {
   ::_exit(exit_code);
 }
 
+std::mutex& hook_mutex() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+
+std::function<std::string(int)>& interrupt_hook() {
+  static auto* hook = new std::function<std::string(int)>;
+  return *hook;
+}
+
 [[noreturn]] void on_signal(int signal) {
   // mpirun ends the survivors of a lost host with SIGTERM, often before rank 0's watch has
   // declared the loss itself: the line then says what the watch saw close.
   const std::string lost = mpi::peer_watch::lost_note(0.3);
-  clean_up_and_exit(fmt::format("{}: interrupted by {}{}", registry().who, signal_name(signal),
-                                lost.empty() ? "" : "; " + lost),
+  std::string note;
+  {
+    std::lock_guard lock(hook_mutex());
+    if (interrupt_hook()) {
+      try {
+        note = interrupt_hook()(signal);
+      } catch (...) {
+      }
+    }
+  }
+  clean_up_and_exit(fmt::format("{}: interrupted by {}{}{}", registry().who, signal_name(signal),
+                                lost.empty() ? "" : "; " + lost, note.empty() ? "" : "; " + note),
                     128 + signal);
 }
 
@@ -241,6 +261,11 @@ int run_program(const std::vector<std::string>& args) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+void set_interrupt_hook(std::function<std::string(int signal)> hook) {
+  std::lock_guard lock(hook_mutex());
+  interrupt_hook() = std::move(hook);
 }
 
 std::string signal_name(int signal) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,12 @@ std::size_t registered_count();
 // blocked mask would otherwise be inherited across exec). Returns the exit status (128 +
 // signal if the child was killed), -1 if it could not start.
 int run_program(const std::vector<std::string>& argv);
+
+// A hook the interrupt thread runs on SIGINT, SIGTERM or SIGHUP before it removes the
+// registered temporaries (bench: the partial report of the modes that finished); what it
+// returns is appended to the line ("wrote the partial report rep"). An exception from it is
+// ignored. One hook at a time; an empty function clears it. Thread-safe.
+void set_interrupt_hook(std::function<std::string(int signal)> hook);
 
 // Ends the process as an error nothing can recover from, from any thread: removes every
 // registered temporary path, prints "tessel (rank R of P, host H): error: <message>" and exits
