@@ -104,7 +104,7 @@ private:
   int code_ = -1;
 };
 
-// The hidden temporaries Tessel writes outputs under: .NAME.tmp-PID-N and .DIR.partial-PID.
+// The hidden temporaries Tessel writes outputs under: .NAME.tmp-RANDOM (files and folders).
 bool has_temporary(const fs::path& dir) {
   for (const auto& name : test::list_dir(dir))
     if (name[0] == '.' &&
