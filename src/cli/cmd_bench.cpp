@@ -25,6 +25,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <unistd.h>
 
@@ -193,6 +194,10 @@ std::string markdown(const nlohmann::json& report) {
       const auto& p = m["phase_seconds_per_epoch"];
       return p.contains(name) ? fmt::format("{:.4f}", p[name].template get<double>()) : std::string("–");
     });
+  if (report.contains("interrupted"))
+    md += fmt::format("\n**Interrupted by {} during --mode {}**: the modes above finished.\n",
+                      report["interrupted"]["signal"].get<std::string>(),
+                      report["interrupted"]["mode"].get<std::string>());
   if (report.contains("failed"))
     md += fmt::format("\n**--mode {} failed**: {}\n", report["failed"]["mode"].get<std::string>(),
                       report["failed"]["error"].get<std::string>());
@@ -215,11 +220,14 @@ void run_plot(const fs::path& out_dir, const fs::path& shown_dir) {
     log::warn("plot script {} not found; skipping accuracy_vs_time.png", script.string());
     return;
   }
+  // TESSEL_PYTHON names one program (no arguments): it and every path are handed over as an
+  // argument vector, never through a shell, so no quote or $( ) in them is interpreted.
   const char* python = std::getenv("TESSEL_PYTHON");
-  std::string interpreter = python ? python : (fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
-  const std::string command = interpreter + " '" + script.string() + "' '" + out_dir.string() +
-                              "' --shown-as '" + shown_dir.string() + "'";
-  if (interrupt::run_shell(command) != 0)
+  const std::string interpreter = python != nullptr && *python != '\0' ? python
+                                  : fs::exists("/usr/bin/python3")     ? "/usr/bin/python3"
+                                                                        : "python3";
+  if (interrupt::run_program({interpreter, script.string(), out_dir.string(), "--shown-as",
+                              shown_dir.string()}) != 0)
     log::warn("the plot script failed; report.json and report.md are complete");
 }
 
@@ -346,14 +354,28 @@ nlohmann::json report_header(const BenchOptions& o, const std::string& dataset, 
           {"modes", nlohmann::json::array()}};
 }
 
+// Rank 0's report as the modes finish, for the interrupt hook: a SIGINT or SIGTERM during a
+// later mode writes the report of those that finished.
+struct PartialReport {
+  std::mutex mutex;
+  nlohmann::json report; // the modes that finished
+  std::string running;   // the mode training now
+  bool written = false;  // the report is in place (by the run, or by the hook)
+};
+
 // Trains each mode in turn, its summary into report["modes"]. A mode that fails with an error
 // every rank meets ends the bench: the failure goes into report["failed"] and is returned, for
 // the report of the modes that ran to be written first.
 std::optional<AgreedInputError> run_modes(comm::Communicator& comm, const BenchOptions& o,
-                                          const fs::path& work_dir, nlohmann::json& report) {
+                                          const fs::path& work_dir, nlohmann::json& report,
+                                          PartialReport* partial) {
   std::optional<AgreedInputError> failure;
   for (auto options : o.mode_options) {
     const std::string mode = options.mode;
+    if (partial != nullptr) {
+      std::lock_guard lock(partial->mutex);
+      partial->running = mode;
+    }
     options.metrics_path = work_dir / (mode + ".jsonl");
     log::info("== bench: mode {}", mode);
     try {
@@ -364,6 +386,10 @@ std::optional<AgreedInputError> run_modes(comm::Communicator& comm, const BenchO
       report["modes"].back()["model"] = fmt::format(
           "{} {}x{}", options.model.kind, sign ? options.pipeline.mlp_layers : options.model.layers,
           options.model.hidden);
+      if (partial != nullptr) {
+        std::lock_guard lock(partial->mutex);
+        partial->report = report;
+      }
     } catch (const InputError& e) {
       // Agreed, or met by every rank within a moment (a file every rank reads): otherwise
       // the job is taken down as for any rank's own error.
@@ -385,16 +411,8 @@ void write_report(const BenchOptions& o, datasets::AtomicOutput& output,
   const std::string md = markdown(report);
   datasets::write_text_file(work_dir / "report.md", md);
   run_plot(work_dir, o.out_dir);
-  // --force over a non-empty folder: move the old report aside, then drop it once the new
-  // one is in place.
-  fs::path old_report;
-  if (fs::exists(output.target()) && !fs::is_empty(output.target())) {
-    old_report = output.temp_path().parent_path() /
-                 fmt::format(".{}.old-{}", output.target().filename().string(), getpid());
-    fs::rename(output.target(), old_report);
-  }
+  // --force over a non-empty folder: the commit swaps the new report with the old one.
   output.commit();
-  if (!old_report.empty()) fs::remove_all(old_report);
   std::printf("%s", md.c_str());
   if (failed)
     log::info("wrote {} (the report of the {} that ran before --mode {} failed)",
@@ -406,11 +424,6 @@ void write_report(const BenchOptions& o, datasets::AtomicOutput& output,
 // The bench under MPI: every mode in turn, then rank 0 writes the report.
 void run_bench(BenchOptions& o) {
   auto comm = comm::make_mpi_communicator();
-  std::optional<datasets::AtomicOutput> output;
-  if (comm->rank() == 0) output.emplace(report_target(o), true);
-  // Only rank 0 writes (metrics files, report); the other ranks never open this path.
-  const fs::path work_dir = output ? output->temp_path() : o.out_dir;
-  comm->barrier();
   nlohmann::json report = report_header(o, bench_dataset(o), comm->size());
   // What can be refused without data is refused for every mode before the first trains: a
   // pipeline without --data-parallel runs ranks / --stages groups.
@@ -420,8 +433,44 @@ void run_bench(BenchOptions& o) {
       options.pipeline.data_parallel = comm->size() / options.pipeline.stages;
     train::check_mode_options(options, comm->size());
   }
-  const std::optional<AgreedInputError> failure = run_modes(*comm, o, work_dir, report);
-  if (comm->rank() == 0) write_report(o, *output, report, failure.has_value());
+  // The report folder is made only once what can be refused up front was: a bench refused
+  // before any mode runs leaves no folder behind.
+  std::optional<datasets::AtomicOutput> output;
+  if (comm->rank() == 0) output.emplace(report_target(o), true);
+  // Only rank 0 writes (metrics files, report); the other ranks never open this path.
+  const fs::path work_dir = output ? output->temp_path() : o.out_dir;
+  // Rank 0: an interrupt after a mode finished writes the report of those that did.
+  auto partial = std::make_shared<PartialReport>();
+  partial->report = report;
+  struct ClearHook {
+    ~ClearHook() { interrupt::set_interrupt_hook({}); }
+  } clear_hook;
+  if (output) {
+    datasets::AtomicOutput* out = &*output;
+    interrupt::set_interrupt_hook([&o, out, partial](int signal) -> std::string {
+      std::lock_guard lock(partial->mutex);
+      if (partial->written || partial->report["modes"].empty()) return "";
+      nlohmann::json r = partial->report;
+      r["interrupted"] = {{"signal", interrupt::signal_name(signal)}, {"mode", partial->running}};
+      datasets::write_text_file(out->temp_path() / "report.json", r.dump(2) + "\n");
+      datasets::write_text_file(out->temp_path() / "report.md", markdown(r));
+      out->commit();
+      partial->written = true;
+      return fmt::format("wrote the partial report {} ({} finished)", o.out_dir.string(),
+                         log::counted(static_cast<long long>(r["modes"].size()), "mode"));
+    });
+  }
+  comm->barrier();
+  const std::optional<AgreedInputError> failure =
+      run_modes(*comm, o, work_dir, report, output ? partial.get() : nullptr);
+  // A report holds what finished; when the first mode fails (a partition of another rank
+  // count), the error line is all there is to say and no folder is left.
+  const bool anything_ran = !report["modes"].empty();
+  if (comm->rank() == 0 && (anything_ran || !failure)) {
+    std::lock_guard lock(partial->mutex);
+    write_report(o, *output, report, failure.has_value());
+    partial->written = true;
+  }
   if (failure) throw *failure;
   comm->barrier();
 }

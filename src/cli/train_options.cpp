@@ -356,6 +356,11 @@ void check_train_outputs(const train::TrainOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!o.checkpoint_dir.empty()) {
+    const fs::path named = o.checkpoint_dir.has_filename() ? o.checkpoint_dir
+                                                           : o.checkpoint_dir.parent_path();
+    TESSEL_EXPECTS(!fs::is_symlink(named, ec),
+                   "--checkpoint {}: is a symbolic link; give the folder itself",
+                   o.checkpoint_dir.string());
     TESSEL_EXPECTS(!fs::exists(o.checkpoint_dir, ec) || fs::is_directory(o.checkpoint_dir, ec),
                    "--checkpoint {}: exists and is not a folder (a checkpoint is a folder that "
                    "holds checkpoint.h5)",
@@ -366,7 +371,8 @@ void check_train_outputs(const train::TrainOptions& o) {
                                         "--checkpoint");
   }
   // The metrics file is written as training goes, not renamed into place: a FIFO would block
-  // the run and a link or device would be written through.
+  // the run and a link or device would be written through. Checked here for one early line;
+  // the open at the start of training checks again in the same operation (O_NOFOLLOW).
   if (!o.metrics_path.empty()) {
     const auto status = fs::symlink_status(o.metrics_path, ec);
     TESSEL_EXPECTS(!fs::exists(status) || fs::is_regular_file(status),

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -100,12 +101,32 @@ void write_stderr(const std::string& line) {
   ::_exit(exit_code);
 }
 
+std::mutex& hook_mutex() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+
+std::function<std::string(int)>& interrupt_hook() {
+  static auto* hook = new std::function<std::string(int)>;
+  return *hook;
+}
+
 [[noreturn]] void on_signal(int signal) {
   // mpirun ends the survivors of a lost host with SIGTERM, often before rank 0's watch has
   // declared the loss itself: the line then says what the watch saw close.
   const std::string lost = mpi::peer_watch::lost_note(0.3);
-  clean_up_and_exit(fmt::format("{}: interrupted by {}{}", registry().who, signal_name(signal),
-                                lost.empty() ? "" : "; " + lost),
+  std::string note;
+  {
+    std::lock_guard lock(hook_mutex());
+    if (interrupt_hook()) {
+      try {
+        note = interrupt_hook()(signal);
+      } catch (...) {
+      }
+    }
+  }
+  clean_up_and_exit(fmt::format("{}: interrupted by {}{}{}", registry().who, signal_name(signal),
+                                lost.empty() ? "" : "; " + lost, note.empty() ? "" : "; " + note),
                     128 + signal);
 }
 
@@ -216,7 +237,8 @@ std::size_t registered_count() {
   return r.paths.size();
 }
 
-int run_shell(const std::string& command) {
+int run_program(const std::vector<std::string>& args) {
+  if (args.empty() || args.front().empty()) return -1;
   posix_spawnattr_t attr;
   if (posix_spawnattr_init(&attr) != 0) return -1;
   sigset_t empty;
@@ -225,10 +247,12 @@ int run_shell(const std::string& command) {
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::string arg0 = "sh", arg1 = "-c", arg2 = command;
-  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  std::vector<std::string> copies = args;
+  std::vector<char*> argv;
+  for (std::string& a : copies) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv, environ);
+  const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return -1;
   int status = 0;
@@ -237,6 +261,11 @@ int run_shell(const std::string& command) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+void set_interrupt_hook(std::function<std::string(int signal)> hook) {
+  std::lock_guard lock(hook_mutex());
+  interrupt_hook() = std::move(hook);
 }
 
 std::string signal_name(int signal) {

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,9 +27,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
-#include <random>
+#include <deque>
 #include <thread>
 
 namespace tessel::mpi::peer_watch {
@@ -45,7 +47,7 @@ constexpr char kGoodbye = 'B';
 // What rank 0 broadcasts: where to connect and the job's token (so a stray connection to the
 // port is not taken for a rank).
 struct Rendezvous {
-  std::uint64_t token = 0;
+  std::uint64_t token[2] = {}; // 128 bits from getrandom
   std::uint32_t addresses[kMaxAddresses] = {}; // IPv4, network byte order
   std::int32_t count = 0;                      // 0: rank 0 could not listen; no watch
   std::uint16_t port = 0;                      // network byte order
@@ -54,8 +56,30 @@ struct Rendezvous {
 struct Hello {
   std::uint32_t magic = kMagic;
   std::int32_t rank = 0;
-  std::uint64_t token = 0;
+  std::uint64_t token[2] = {};
 };
+
+// Rank 0's answer to a hello it refuses because another connection already holds the rank.
+constexpr char kDuplicate = 'D';
+
+// "10.0.0.2:40312": where a connection comes from.
+std::string endpoint(const sockaddr_in& address) {
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &address.sin_addr, text, sizeof text);
+  return fmt::format("{}:{}", text, ntohs(address.sin_port));
+}
+
+// 128 bits from the kernel's random source.
+void random_token(std::uint64_t (&token)[2]) {
+  auto* bytes = reinterpret_cast<unsigned char*>(token);
+  std::size_t got = 0;
+  while (got < sizeof token) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof token - got, 0);
+    TESSEL_EXPECTS(n >= 0 || errno == EINTR, "peer watch: getrandom failed: {}",
+                   std::strerror(errno));
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+}
 
 struct Peer {
   int fd = -1;
@@ -171,21 +195,6 @@ bool send_all(int fd, const void* data, std::size_t size) {
   const char* p = static_cast<const char*>(data);
   for (std::size_t done = 0; done < size;) {
     const ssize_t n = ::send(fd, p + done, size - done, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// Reads one hello from a connection just accepted, waiting at most `timeout_s`.
-bool read_hello(int fd, Hello& hello, double timeout_s) {
-  char* p = reinterpret_cast<char*>(&hello);
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  for (std::size_t done = 0; done < sizeof(Hello);) {
-    pollfd q{fd, POLLIN, 0};
-    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left <= 0 || ::poll(&q, 1, static_cast<int>(left * 1000) + 1) != 1) return false;
-    const ssize_t n = ::recv(fd, p + done, sizeof(Hello) - done, 0);
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
   }
@@ -335,6 +344,80 @@ Settings settings_from_environment() {
   return settings;
 }
 
+namespace {
+
+// Fault injection for the tests (TESSEL_PEER_WATCH_FAULT=RANK:ACTION): the action this rank
+// plays at start-up, "" for none. skip: never connects; idle:N: opens N connections that send
+// nothing first; impostor: a second connection claims this rank with the job's token first.
+std::string fault_action(int rank) {
+  const char* value = std::getenv("TESSEL_PEER_WATCH_FAULT");
+  if (value == nullptr) return "";
+  const std::string text = value;
+  const auto colon = text.find(':');
+  if (colon == std::string::npos || std::atoi(text.substr(0, colon).c_str()) != rank) return "";
+  return text.substr(colon + 1);
+}
+
+void inject_faults(const Rendezvous& where, int rank, std::vector<int>& fds) {
+  const std::string action = fault_action(rank);
+  if (action.rfind("idle:", 0) == 0) {
+    for (int i = 0, n = std::atoi(action.c_str() + 5); i < n; ++i)
+      if (const int fd = connect_to(where, 2.0); fd >= 0) fds.push_back(fd);
+  } else if (action == "impostor") {
+    const int fd = connect_to(where, 2.0);
+    const Hello hello{kMagic, rank, {where.token[0], where.token[1]}};
+    if (fd >= 0 && send_all(fd, &hello, sizeof(hello))) fds.push_back(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // read first
+  }
+}
+
+// The end of start() on every rank, after rank 0 accepted the hellos: a duplicate stops the
+// job (the refused rank says so, rank 0 names both connections in one line); otherwise the
+// threads start, and rank 0 warns of the ranks that did not connect.
+void finish_start(const int (&verdict)[2], const std::string& duplicate, int listener,
+                  const std::vector<int>& connected_of_rank, std::vector<int>& test_fds) {
+  State& s = state();
+  if (verdict[0] != 0) {
+    const int fd = s.client_fd.load();
+    if (s.rank == verdict[1] && fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      char answer = 0;
+      if (::poll(&p, 1, 1000) == 1 && ::recv(fd, &answer, 1, MSG_DONTWAIT) == 1 &&
+          answer == kDuplicate)
+        interrupt::say(fmt::format("peer watch: rank 0 refused this rank's connection: another "
+                                   "connection already claimed rank {} with the job's token",
+                                   s.rank));
+    }
+    TESSEL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (s.rank == 0) interrupt::fail_now(duplicate);
+    // rank 0's exit ends the job: mpirun stops this rank.
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  for (const int fd : test_fds) ::close(fd);
+  if (s.rank != 0) {
+    if (s.client_fd.load() >= 0)
+      std::thread(beat, s.client_fd.load(), s.settings.heartbeat_s).detach();
+    return;
+  }
+  ::close(listener);
+  // Fewer ranks than expected: a warning (the job runs, those ranks unwatched), naming them.
+  std::string missing;
+  for (int r = 1; r < static_cast<int>(s.host_of_rank.size()); ++r)
+    if (s.peers.count(r) == 0)
+      missing += fmt::format("{}rank {} (host {}{})", missing.empty() ? "" : ", ", r,
+                             s.host_of_rank[static_cast<std::size_t>(r)],
+                             connected_of_rank[static_cast<std::size_t>(r)] != 0
+                                 ? ""
+                                 : ", which could not connect");
+  if (!missing.empty())
+    log::warn("peer watch: {} of {} ranks connected to rank 0; not watched: {} (a loss there is "
+              "named by mpirun alone)",
+              s.peers.size() + 1, s.host_of_rank.size(), missing);
+  std::thread(watch).detach();
+}
+
+} // namespace
+
 void start(const std::vector<std::string>& host_of_rank, const Settings& settings) {
   State& s = state();
   int rank = 0, size = 1;
@@ -353,8 +436,7 @@ void start(const std::vector<std::string>& host_of_rank, const Settings& setting
     const auto addresses = listener >= 0 ? local_addresses() : std::vector<std::uint32_t>{};
     where.count = static_cast<std::int32_t>(addresses.size());
     std::copy(addresses.begin(), addresses.end(), where.addresses);
-    where.token = std::random_device{}() ^
-                  (static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) << 16);
+    random_token(where.token);
     if (where.count == 0)
       log::warn("peer watch: rank 0 cannot listen on a TCP port; a lost host is named by "
                 "mpirun alone");
@@ -365,9 +447,12 @@ void start(const std::vector<std::string>& host_of_rank, const Settings& setting
     return;
   }
   int connected = 0;
-  if (rank != 0) {
+  std::vector<int> test_fds; // fault injection's extra connections, closed after the start
+  if (rank != 0) inject_faults(where, rank, test_fds);
+  const bool skip = rank != 0 && fault_action(rank) == "skip";
+  if (rank != 0 && !skip) {
     const int fd = connect_to(where, 2.0);
-    const Hello hello{kMagic, rank, where.token};
+    Hello hello{kMagic, rank, {where.token[0], where.token[1]}};
     if (fd >= 0 && send_all(fd, &hello, sizeof(hello))) {
       s.client_fd.store(fd);
       connected = 1;
@@ -387,34 +472,106 @@ void start(const std::vector<std::string>& host_of_rank, const Settings& setting
   s.started.store(true);
   std::atexit(say_goodbye_at_exit);
   if (rank != 0) {
-    if (connected) std::thread(beat, s.client_fd.load(), settings.heartbeat_s).detach();
+    int verdict[2] = {0, -1};
+    TESSEL_CHECK_MPI(MPI_Bcast(verdict, 2, MPI_INT, 0, MPI_COMM_WORLD));
+    finish_start(verdict, "", -1, connected_of_rank, test_fds);
     return;
   }
-  // Every rank that connected has sent its hello before the gather: accept them all now.
+  // Every rank that connected has sent its hello before the gather: accept them all now. Many
+  // connections are read at once (poll), each for at most 2 s, and the first valid hello per
+  // rank takes it: idle connections cannot hold the listener, and a stranger cannot stop a
+  // rank's hello from being read.
   const int expected =
       static_cast<int>(std::count(connected_of_rank.begin() + 1, connected_of_rank.end(), 1));
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  for (int accepted = 0; accepted < expected && Clock::now() < deadline;) {
-    pollfd p{listener, POLLIN, 0};
-    if (::poll(&p, 1, 200) != 1) continue;
-    sockaddr_in from{};
-    socklen_t from_length = sizeof(from);
-    const int fd =
-        ::accept4(listener, reinterpret_cast<sockaddr*>(&from), &from_length, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+  struct Pending {
+    int fd;
+    sockaddr_in from;
+    Clock::time_point since;
     Hello hello;
-    if (!read_hello(fd, hello, 5.0) || hello.magic != kMagic || hello.token != where.token ||
-        hello.rank <= 0 || hello.rank >= size || s.peers.count(hello.rank) != 0) {
-      ::close(fd);
-      continue;
+    std::size_t got = 0;
+  };
+  std::deque<Pending> pending;
+  constexpr std::size_t kMaxPending = 4096;
+  // Accepted in bursts: the listener must not block once its queue is empty.
+  ::fcntl(listener, F_SETFL, ::fcntl(listener, F_GETFL) | O_NONBLOCK);
+  std::string duplicate; // the line that stops the job
+  int refused_rank = -1;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  // Two short passes after the last expected rank: a second claim of a rank, already queued
+  // (every hello was sent before the gather), is read too.
+  int sweeps = 2;
+  while ((static_cast<int>(s.peers.size()) < expected || sweeps-- > 0) && duplicate.empty() &&
+         Clock::now() < deadline) {
+    std::vector<pollfd> fds{{listener, POLLIN, 0}};
+    for (const Pending& c : pending) fds.push_back({c.fd, POLLIN, 0});
+    const int wait_ms = static_cast<int>(s.peers.size()) < expected ? 100 : 20;
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) break;
+    std::vector<bool> drop(pending.size(), false);
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      Pending& c = pending[i];
+      if (fds[i + 1].revents != 0) {
+        const ssize_t n = ::recv(c.fd, reinterpret_cast<char*>(&c.hello) + c.got,
+                                 sizeof(Hello) - c.got, MSG_DONTWAIT);
+        if (n > 0) c.got += static_cast<std::size_t>(n);
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR)) drop[i] = true;
+      }
+      if (c.got == sizeof(Hello)) {
+        const Hello& h = c.hello;
+        drop[i] = true;
+        if (h.magic != kMagic || h.token[0] != where.token[0] || h.token[1] != where.token[1] ||
+            h.rank <= 0 || h.rank >= size)
+          continue;
+        const auto taken = s.peers.find(h.rank);
+        if (taken != s.peers.end()) {
+          // The job's token, twice for one rank: a stranger read it, or a rank runs twice.
+          const char no = kDuplicate;
+          (void)::send(c.fd, &no, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          refused_rank = h.rank;
+          duplicate = fmt::format(
+              "peer watch: two connections claim rank {} with the job's token: {} (taken first) "
+              "and {} (refused); a stranger holds the token or the rank runs twice; stopping "
+              "the job",
+              h.rank, endpoint(taken->second.address), endpoint(c.from));
+          continue;
+        }
+        std::lock_guard lock(s.mutex);
+        s.peers[h.rank] = Peer{c.fd, c.from, true, false, Clock::now(), {}};
+        drop[i] = false;
+        c.fd = -1; // kept by the peer
+      } else if (seconds_since(c.since) > 2.0) {
+        drop[i] = true;
+      }
     }
-    std::lock_guard lock(s.mutex);
-    s.peers[hello.rank] = Peer{fd, from, true, false, Clock::now(), {}};
-    ++accepted;
+    std::deque<Pending> kept;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      if (pending[i].fd < 0) continue;
+      if (drop[i]) ::close(pending[i].fd);
+      else kept.push_back(pending[i]);
+    }
+    pending.swap(kept);
+    if (fds[0].revents & POLLIN) {
+      for (int burst = 0; burst < 256; ++burst) {
+        sockaddr_in from{};
+        socklen_t from_length = sizeof(from);
+        const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&from), &from_length,
+                                 SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        if (pending.size() >= kMaxPending) { // the oldest gives way
+          ::close(pending.front().fd);
+          pending.pop_front();
+        }
+        pending.push_back(Pending{fd, from, Clock::now(), {}, 0});
+      }
+    }
   }
-  ::close(listener);
-  std::thread(watch).detach();
+  for (const Pending& c : pending) ::close(c.fd);
+  // Agreed by every rank: a duplicate stops the job (the refused rank, if it is the real one,
+  // says so first); ranks that did not connect are a warning on rank 0.
+  int verdict[2] = {duplicate.empty() ? 0 : 1, refused_rank};
+  TESSEL_CHECK_MPI(MPI_Bcast(verdict, 2, MPI_INT, 0, MPI_COMM_WORLD));
+  finish_start(verdict, duplicate, listener, connected_of_rank, test_fds);
 }
+
 
 bool running() {
   return state().started.load();

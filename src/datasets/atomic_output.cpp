@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <stdio.h> // renameat2
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,67 +51,232 @@ int sync_tree(const std::filesystem::path& root) {
   return sync_path(root, true);
 }
 
+// The process's umask, read without changing it (umask(2) both reads and sets, which races
+// with threads creating files): /proc/self/status has it since Linux 4.7; 022 otherwise.
+mode_t process_umask() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 022;
+  char line[256];
+  mode_t mask = 022;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned value = 0;
+    if (std::sscanf(line, "Umask: %o", &value) == 1) {
+      mask = static_cast<mode_t>(value & 0777);
+      break;
+    }
+  }
+  std::fclose(f);
+  return mask;
+}
+
+// Removes a folder's contents and the folder, by name relative to `folder_fd` (links are
+// removed, never followed).
+void remove_temporary(int folder_fd, const std::string& name, const std::filesystem::path& path,
+                      bool directory) {
+  std::error_code ec;
+  if (directory) std::filesystem::remove_all(path, ec);
+  else ::unlinkat(folder_fd, name.c_str(), 0);
+}
+
 } // namespace
 
-AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory)
+std::string random_name_suffix() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      TESSEL_EXPECTS(errno == EINTR, "getrandom failed: {}", std::strerror(errno));
+      continue;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::string suffix;
+  for (const unsigned char b : bytes) suffix += kAlphabet[b % 36];
+  return suffix;
+}
+
+AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory, FolderLink folder_link)
     : target_(std::move(target)), is_directory_(is_directory) {
   TESSEL_EXPECTS(!target_.empty() && target_.has_filename(), "output path \"{}\" names no file",
                  target_.string());
   const auto parent = target_.parent_path();
-  std::error_code ec;
-  TESSEL_EXPECTS(parent.empty() || std::filesystem::is_directory(parent, ec),
-                 "cannot write {}: folder {} does not exist", target_.string(), parent.string());
-  const auto status = std::filesystem::symlink_status(target_, ec);
-  if (!is_directory)
-    TESSEL_EXPECTS(!std::filesystem::is_directory(target_, ec),
-                   "cannot write {}: it is a folder, expected a file name", target_.string());
-  // A rename would replace whatever the name is: refuse to replace a device, a pipe, a socket
-  // or a link (writing through /dev/null's name would destroy it).
-  TESSEL_EXPECTS(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status) ||
-                     (is_directory && std::filesystem::is_directory(status)),
-                 "cannot write {}: it exists and is not a regular {}; give another output name",
-                 target_.string(), is_directory ? "folder" : "file");
-  static std::atomic<int> counter{0};
-  std::string name = target_.filename().string();
-  if (name.size() > kMaxKeptName) name.resize(kMaxKeptName);
-  temp_ = (parent.empty() ? std::filesystem::path(".") : parent) /
-          fmt::format(".{}.tmp-{}-{}", name, getpid(), counter++);
-  // Registered before it exists, so no moment is left where an interrupt would miss it.
-  registration_ = interrupt::TemporaryPath(temp_);
-  std::filesystem::remove_all(temp_, ec);
-  if (is_directory) {
-    std::filesystem::create_directory(temp_, ec);
-    TESSEL_EXPECTS(!ec, "cannot create folder {}: {}", temp_.string(), ec.message());
+  const std::filesystem::path folder = parent.empty() ? std::filesystem::path(".") : parent;
+  const int folder_flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                           (folder_link == FolderLink::refuse ? O_NOFOLLOW : 0);
+  folder_fd_ = ::open(folder.c_str(), folder_flags);
+  if (folder_fd_ < 0) {
+    const int err = errno;
+    struct stat link {};
+    TESSEL_EXPECTS(!(folder_link == FolderLink::refuse && ::lstat(folder.c_str(), &link) == 0 &&
+                     S_ISLNK(link.st_mode)),
+                   "cannot write {}: folder {} is a symbolic link; give the folder itself",
+                   target_.string(), folder.string());
+    TESSEL_EXPECTS(err != ENOENT && err != ENOTDIR, "cannot write {}: folder {} does not exist",
+                   target_.string(), parent.string());
+    TESSEL_FAIL("cannot write {}: cannot open folder {}: {}", target_.string(), folder.string(),
+                std::strerror(err));
+  }
+  try {
+    const std::string name = target_.filename().string();
+    struct stat status {};
+    const bool exists = ::fstatat(folder_fd_, name.c_str(), &status, AT_SYMLINK_NOFOLLOW) == 0;
+    if (exists && !is_directory)
+      TESSEL_EXPECTS(!S_ISDIR(status.st_mode),
+                     "cannot write {}: it is a folder, expected a file name", target_.string());
+    // A rename would replace whatever the name is: refuse to replace a device, a pipe, a socket
+    // or a link (writing through /dev/null's name would destroy it).
+    TESSEL_EXPECTS(!exists || S_ISREG(status.st_mode) || (is_directory && S_ISDIR(status.st_mode)),
+                   "cannot write {}: it exists and is not a regular {}; give another output name",
+                   target_.string(), is_directory ? "folder" : "file");
+    // What replaces a file keeps its permission bits; a new one gets what open or mkdir would
+    // give it.
+    final_mode_ = exists ? (status.st_mode & 07777)
+                         : ((is_directory ? 0777u : 0666u) & ~static_cast<unsigned>(process_umask()));
+    std::string kept = name;
+    if (kept.size() > kMaxKeptName) kept.resize(kMaxKeptName);
+    for (int attempt = 0;; ++attempt) {
+      temp_name_ = fmt::format(".{}.tmp-{}", kept, random_name_suffix());
+      temp_ = folder / temp_name_;
+      // Registered before it exists, so no moment is left where an interrupt would miss it.
+      registration_ = interrupt::TemporaryPath(temp_);
+      if (is_directory) {
+        if (::mkdirat(folder_fd_, temp_name_.c_str(), 0700) == 0) {
+          temp_fd_ = ::openat(folder_fd_, temp_name_.c_str(),
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          TESSEL_EXPECTS(temp_fd_ >= 0, "cannot open folder {}: {}", temp_.string(),
+                         std::strerror(errno));
+          break;
+        }
+      } else {
+        temp_fd_ = ::openat(folder_fd_, temp_name_.c_str(),
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (temp_fd_ >= 0) break;
+      }
+      const int err = errno;
+      registration_ = interrupt::TemporaryPath(); // the name is not ours: never remove it
+      TESSEL_EXPECTS(err == EEXIST && attempt < 8, "cannot create {} in {}: {}", temp_name_,
+                     folder.string(), std::strerror(err));
+    }
+  } catch (...) {
+    if (temp_fd_ >= 0) {
+      ::close(temp_fd_);
+      remove_temporary(folder_fd_, temp_name_, temp_, is_directory_);
+    }
+    ::close(folder_fd_);
+    throw;
   }
 }
 
 AtomicOutput::~AtomicOutput() {
-  if (committed_) return;
-  std::error_code ec;
-  std::filesystem::remove_all(temp_, ec);
+  if (!committed_ && temp_fd_ >= 0) remove_temporary(folder_fd_, temp_name_, temp_, is_directory_);
+  if (temp_fd_ >= 0) ::close(temp_fd_);
+  if (folder_fd_ >= 0) ::close(folder_fd_);
 }
 
 void AtomicOutput::commit() {
-  std::error_code ec;
-  TESSEL_EXPECTS(std::filesystem::exists(temp_, ec), "cannot write {}: its temporary {} is gone",
-                 target_.string(), temp_.string());
+  struct stat status {};
+  TESSEL_EXPECTS(::fstatat(folder_fd_, temp_name_.c_str(), &status, AT_SYMLINK_NOFOLLOW) == 0,
+                 "cannot write {}: its temporary {} is gone", target_.string(), temp_.string());
   // Durable before visible: the data reaches the disk before the name does, so a crash or a
   // full disk never leaves a truncated file under the final name.
-  sync_to_disk(temp_, target_);
-  std::filesystem::rename(temp_, target_, ec);
-  TESSEL_EXPECTS(!ec, "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
-                 ec.message());
+  if (is_directory_) {
+    sync_to_disk(temp_, target_);
+  } else {
+    int rc = ::fsync(temp_fd_) == 0 ? 0 : errno;
+    if (rc == EINVAL || rc == ENOTSUP) rc = 0;
+    TESSEL_EXPECTS(rc == 0, "cannot write {}: {} (disk full?)", target_.string(),
+                   std::strerror(rc));
+  }
+  TESSEL_EXPECTS(::fchmod(temp_fd_, static_cast<mode_t>(final_mode_)) == 0,
+                 "cannot write {}: cannot set the mode of {}: {}", target_.string(),
+                 temp_.string(), std::strerror(errno));
+  const std::string name = target_.filename().string();
+  if (::renameat(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str()) != 0) {
+    const int err = errno;
+    TESSEL_EXPECTS(is_directory_ && (err == ENOTEMPTY || err == EEXIST),
+                   "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
+                   std::strerror(err));
+    // A folder that is not empty: swapped with the new one in one rename, then removed (under
+    // the temporary's name, still registered for an interrupt to finish).
+    if (::renameat2(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str(), RENAME_EXCHANGE) !=
+        0) {
+      // A file system without the exchange: the old folder moves aside to a fresh name first.
+      const int exchange_err = errno;
+      TESSEL_EXPECTS(exchange_err == EINVAL || exchange_err == ENOSYS || exchange_err == ENOTSUP,
+                     "cannot replace {}: {}", target_.string(), std::strerror(exchange_err));
+      const std::string old_name =
+          fmt::format(".{}.tmp-{}", name.substr(0, kMaxKeptName), random_name_suffix());
+      interrupt::TemporaryPath old_registration(temp_.parent_path() / old_name);
+      TESSEL_EXPECTS(::renameat2(folder_fd_, name.c_str(), folder_fd_, old_name.c_str(),
+                                 RENAME_NOREPLACE) == 0 ||
+                         ((errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) &&
+                          ::renameat(folder_fd_, name.c_str(), folder_fd_, old_name.c_str()) == 0),
+                     "cannot move the old {} aside: {}", target_.string(), std::strerror(errno));
+      TESSEL_EXPECTS(::renameat(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str()) == 0,
+                     "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
+                     std::strerror(errno));
+      committed_ = true;
+      std::error_code ec;
+      std::filesystem::remove_all(temp_.parent_path() / old_name, ec);
+      registration_.release();
+      (void)::fsync(folder_fd_);
+      return;
+    }
+    committed_ = true;
+    std::error_code ec;
+    std::filesystem::remove_all(temp_, ec);
+    registration_.release();
+    (void)::fsync(folder_fd_);
+    return;
+  }
   committed_ = true;
   registration_.release();
-  const auto parent = target_.parent_path();
-  (void)sync_path(parent.empty() ? std::filesystem::path(".") : parent, true);
+  (void)::fsync(folder_fd_);
+}
+
+int open_regular_for_writing(const std::filesystem::path& path, const std::string& flag,
+                             bool* created) {
+  TESSEL_EXPECTS(!path.empty() && path.has_filename(), "{} \"{}\" names no file", flag,
+                 path.string());
+  const auto parent = path.parent_path();
+  const std::filesystem::path folder = parent.empty() ? std::filesystem::path(".") : parent;
+  const int folder_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  TESSEL_EXPECTS(folder_fd >= 0, "{} {}: cannot open folder {}: {}", flag, path.string(),
+                 folder.string(), std::strerror(errno));
+  // O_NOFOLLOW: a link is refused (ELOOP), never written through; O_NONBLOCK: a FIFO without a
+  // reader is refused (ENXIO) instead of blocking the run.
+  constexpr int kFlags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  int fd = ::openat(folder_fd, path.filename().c_str(), kFlags | O_CREAT | O_EXCL, 0666);
+  if (created != nullptr) *created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = ::openat(folder_fd, path.filename().c_str(), kFlags);
+  const int err = errno;
+  ::close(folder_fd);
+  TESSEL_EXPECTS(fd >= 0 || (err != ELOOP && err != ENXIO),
+                 "{} {}: exists and is not a regular file; give another file name", flag,
+                 path.string());
+  TESSEL_EXPECTS(fd >= 0, "cannot write {} file {}: {}", flag, path.string(), std::strerror(err));
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    ::close(fd);
+    TESSEL_FAIL("{} {}: exists and is not a regular file; give another file name", flag,
+                path.string());
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (::ftruncate(fd, 0) != 0 || flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int truncate_err = errno;
+    ::close(fd);
+    TESSEL_FAIL("cannot write {} file {}: {}", flag, path.string(), std::strerror(truncate_err));
+  }
+  return fd;
 }
 
 std::filesystem::path output_name(const std::filesystem::path& path) {
   std::filesystem::path shown;
   for (const auto& part : path) {
     std::string name = part.string();
-    for (const char* suffix : {".tmp-", ".partial-"}) {
+    for (const char* suffix : {".tmp-"}) {
       const auto at = name.rfind(suffix);
       if (name.size() > 1 && name[0] == '.' && at != std::string::npos && at > 1) {
         name = name.substr(1, at - 1);

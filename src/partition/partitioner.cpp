@@ -18,6 +18,7 @@
 #include <fstream>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 namespace tessel::partition {
@@ -84,27 +85,19 @@ public:
                      "output directory {} exists and is not empty (use --force to replace it)",
                      out_.string());
     }
-    parent_ = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
-    fs::create_directories(parent_, ec);
-    TESSEL_EXPECTS(!ec && fs::is_directory(parent_), "cannot create {}: {}", parent_.string(),
+    const fs::path parent = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
+    fs::create_directories(parent, ec);
+    TESSEL_EXPECTS(!ec && fs::is_directory(parent), "cannot create {}: {}", parent.string(),
                    ec.message());
-    // Cut to fit: a name may have 255 bytes, and the temporary adds up to 20.
-    temp_ = parent_ / fmt::format(".{}.partial-{}", name.substr(0, 200), getpid());
-    // Registered before it exists: SIGINT/SIGTERM/SIGHUP remove it (interrupt::install).
-    registration_ = interrupt::TemporaryPath(temp_);
-    fs::remove_all(temp_, ec);
-    fs::create_directory(temp_, ec);
-    TESSEL_EXPECTS(!ec, "cannot create {}: {}", temp_.string(), ec.message());
-  }
-  ~OutputDir() {
-    std::error_code ec;
-    if (!committed_) fs::remove_all(temp_, ec);
+    // A hidden folder with an unpredictable name, created exclusively (mode 700): removed on
+    // failure or interrupt, swapped into place by commit().
+    output_.emplace(out_, true);
   }
   OutputDir(const OutputDir&) = delete;
   OutputDir& operator=(const OutputDir&) = delete;
 
   const fs::path& path() const { return out_; }
-  const fs::path& temp() const { return temp_; }
+  const fs::path& temp() const { return output_->temp_path(); }
 
   // Refuses to replace a folder that holds the input (it would be deleted with the old parts).
   void check_not_inside(const fs::path& input) const {
@@ -115,32 +108,11 @@ public:
                    input.string(), out_.string());
   }
 
-  void commit() {
-    std::error_code ec;
-    datasets::sync_to_disk(temp_, out_);
-    if (fs::exists(out_)) {
-      const auto old =
-          parent_ / fmt::format(".{}.old-{}", out_.filename().string().substr(0, 200), getpid());
-      fs::remove_all(old, ec);
-      fs::rename(out_, old, ec);
-      TESSEL_EXPECTS(!ec, "cannot move the old {} aside: {}", out_.string(), ec.message());
-      fs::rename(temp_, out_, ec);
-      TESSEL_EXPECTS(!ec, "cannot rename {} to {}: {}", temp_.string(), out_.string(),
-                     ec.message());
-      fs::remove_all(old, ec);
-    } else {
-      fs::rename(temp_, out_, ec);
-      TESSEL_EXPECTS(!ec, "cannot rename {} to {}: {}", temp_.string(), out_.string(),
-                     ec.message());
-    }
-    committed_ = true;
-    registration_.release();
-  }
+  void commit() { output_->commit(); }
 
 private:
-  fs::path out_, parent_, temp_;
-  interrupt::TemporaryPath registration_;
-  bool committed_ = false;
+  fs::path out_;
+  std::optional<datasets::AtomicOutput> output_;
 };
 
 struct Checksum {

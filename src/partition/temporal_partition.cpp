@@ -215,9 +215,11 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
   times.add("relabel", watch.seconds());
   watch.reset();
 
-  // Write the folder under a temporary name; it replaces out_dir only when complete.
-  if (force && fs::exists(out_dir)) fs::remove_all(out_dir);
-  datasets::AtomicOutput folder(out_dir, true);
+  // Write the folder under a temporary name; it replaces out_dir (--force: swapped with the old
+  // one, which is then removed) only when complete.
+  fs::path target = out_dir.lexically_normal();
+  if (!target.has_filename()) target = target.parent_path(); // "parts/" names "parts"
+  datasets::AtomicOutput folder(target, true);
   datasets::write_temporal_store(out, folder.temp_path() / "temporal.h5");
   TemporalManifest m;
   m.num_parts = num_parts;

@@ -62,6 +62,10 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
                      const std::vector<nn::Parameter*>& params, nn::Optimizer& optimizer,
                      const std::string& file_name) {
   std::error_code ec;
+  // A link is refused, never followed: the folder is opened with O_NOFOLLOW below too, so a link
+  // made after this check is refused as well.
+  TESSEL_EXPECTS(!fs::is_symlink(dir.has_filename() ? dir : dir.parent_path(), ec),
+                 "--checkpoint {}: is a symbolic link; give the folder itself", dir.string());
   const bool existed = fs::exists(dir, ec);
   TESSEL_EXPECTS(!existed || fs::is_directory(dir, ec),
                  "--checkpoint {}: exists and is not a folder", dir.string());
@@ -76,7 +80,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
       if (armed) fs::remove(dir, ignored);  // only if still empty
     }
   } cleanup{dir, !existed};
-  datasets::AtomicOutput output(dir / file_name);
+  datasets::AtomicOutput output(dir / file_name, false, datasets::AtomicOutput::FolderLink::refuse);
   {
     h5::File file = h5::File::create(output.temp_path());
     file.set_attr("format", std::string(kCheckpointFormat));

@@ -11,6 +11,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
+#include "tessel/datasets/atomic_output.hpp"
 #include "tessel/kernels/dense.hpp"
 
 #include <fmt/ranges.h>
@@ -27,6 +28,7 @@
 #include <fstream>
 #include <set>
 #include <thread>
+#include <utility>
 
 namespace tessel::train {
 namespace fs = std::filesystem;
@@ -426,10 +428,49 @@ RunInfo graph_run_info(const Trainer& /*trainer*/, const TrainerContext& context
           .own_comms = {}};
 }
 
+namespace {
+
+// Opens the --metrics file (its folder made first): a link or a non-regular file is refused in
+// the same operation as the open.
+int open_metrics_file(const fs::path& path, bool* created) {
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  return datasets::open_regular_for_writing(path, "--metrics", created);
+}
+
+// The --metrics file from the start of a run until the epochs take it over; a file this run
+// made is removed if the run fails before (a setup error leaves no empty metrics file).
+class EarlyMetricsFile {
+public:
+  EarlyMetricsFile(const comm::Communicator& comm, const TrainOptions& options)
+      : path_(options.metrics_path) {
+    if (comm.rank() == 0 && !path_.empty() && options.predict_from.empty())
+      fd_ = open_metrics_file(path_, &created_);
+  }
+  ~EarlyMetricsFile() {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    std::error_code ec;
+    if (created_) fs::remove(path_, ec);
+  }
+  EarlyMetricsFile(const EarlyMetricsFile&) = delete;
+  EarlyMetricsFile& operator=(const EarlyMetricsFile&) = delete;
+  int release() { return std::exchange(fd_, -1); }
+
+private:
+  fs::path path_;
+  int fd_ = -1;
+  bool created_ = false;
+};
+
+} // namespace
+
 TrainResult run_mode(comm::Communicator& comm, const TrainOptions& options_in,
                      const ModeInfo& mode) {
   TrainOptions options = options_in;
   Stopwatch setup_watch;
+  // Opened before anything else, so what is checked is what is written (no moment between a
+  // check at the start and an open after the setup).
+  EarlyMetricsFile metrics(comm, options);
   const int threads = choose_threads(options.threads);
   kernels::set_cpu_threads(threads);
   LoadedPart loaded = mode.load(comm, options);
@@ -465,7 +506,8 @@ TrainResult run_mode(comm::Communicator& comm, const TrainOptions& options_in,
     result.mode = options.mode;
     return result;
   }
-  return drive_training(comm, options, runtime.runtime, *trainer, info, setup_watch);
+  return drive_training(comm, options, runtime.runtime, *trainer, info, setup_watch,
+                        metrics.release());
 }
 
 namespace {
@@ -504,9 +546,9 @@ void restore_epoch(Trainer& trainer, const KeptEpoch& kept) {
 class TrainingRun {
 public:
   TrainingRun(comm::Communicator& comm, const TrainOptions& options, const Runtime& runtime,
-              Trainer& trainer, const RunInfo& info)
+              Trainer& trainer, const RunInfo& info, int metrics_fd)
       : comm_(comm), data_(*runtime.data), options_(options), runtime_(runtime), trainer_(trainer),
-        info_(info), metric_(info.metric) {
+        info_(info), metric_(info.metric), metrics_fd_(metrics_fd) {
     meta_.seed = options.seed;
     meta_.model_json = info.model_json;
     meta_.mode = info.mode;
@@ -526,6 +568,13 @@ public:
     for (comm::Communicator* c : info.own_comms)
       if (std::find(counted_.begin(), counted_.end(), c) == counted_.end()) counted_.push_back(c);
   }
+
+  ~TrainingRun() {
+    if (metrics_ != nullptr) std::fclose(metrics_);
+    if (metrics_fd_ >= 0) ::close(metrics_fd_);
+  }
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
 
   TrainResult run(const Stopwatch& setup_watch) {
     if (!options_.resume_dir.empty()) resume();
@@ -590,20 +639,25 @@ private:
 
   void open_metrics() {
     if (comm_.rank() != 0 || options_.metrics_path.empty()) return;
-    if (options_.metrics_path.has_parent_path())
-      fs::create_directories(options_.metrics_path.parent_path());
-    metrics_.open(options_.metrics_path, std::ios::trunc);
-    TESSEL_EXPECTS(metrics_.good(), "cannot write metrics file {}", options_.metrics_path.string());
+    if (metrics_fd_ < 0) metrics_fd_ = open_metrics_file(options_.metrics_path, nullptr);
+    metrics_ = ::fdopen(metrics_fd_, "w");
+    TESSEL_EXPECTS(metrics_ != nullptr, "cannot write metrics file {}: {}",
+                   options_.metrics_path.string(), std::strerror(errno));
+    metrics_fd_ = -1;
   }
 
   // The metrics file is written as training goes (it can be watched live), so a failed write
   // (a full disk) ends the run there: the torn file is removed and the error names it.
   void write_metrics(const nlohmann::json& line, const char* what) {
-    if (!metrics_.is_open()) return;
-    metrics_ << line.dump() << '\n' << std::flush;
-    if (metrics_.good()) return;
+    if (metrics_ == nullptr) return;
+    const std::string text = line.dump() + "\n";
+    errno = 0;
+    if (std::fwrite(text.data(), 1, text.size(), metrics_) == text.size() &&
+        std::fflush(metrics_) == 0)
+      return;
     const int write_errno = errno;
-    metrics_.close();
+    std::fclose(metrics_);
+    metrics_ = nullptr;
     std::error_code ec;
     fs::remove(options_.metrics_path, ec);
     TESSEL_FAIL("cannot write metrics file {} ({}): {}; the partial file was removed",
@@ -835,9 +889,10 @@ private:
   }
 
   void close_metrics() {
-    if (!metrics_.is_open()) return;
-    metrics_.close();
-    TESSEL_EXPECTS(!metrics_.fail(), "cannot write metrics file {}: closing it failed",
+    if (metrics_ == nullptr) return;
+    const bool closed = std::fclose(metrics_) == 0;
+    metrics_ = nullptr;
+    TESSEL_EXPECTS(closed, "cannot write metrics file {}: closing it failed",
                    options_.metrics_path.string());
   }
 
@@ -870,7 +925,8 @@ private:
   std::vector<comm::Communicator*> counted_; // the epoch's bytes sent are theirs
   CheckpointMeta meta_;
   TrainResult result_;
-  std::ofstream metrics_;
+  std::FILE* metrics_ = nullptr;
+  int metrics_fd_ = -1; // opened at the start of the run, until open_metrics takes it
   int first_epoch_ = 1;
   int last_epoch_ = 0;
   double wall_offset_ = 0; // training seconds before this run (resumed runs)
@@ -884,8 +940,8 @@ private:
 
 TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
                            const Runtime& runtime, Trainer& trainer, const RunInfo& info,
-                           const Stopwatch& setup_watch) {
-  return TrainingRun(comm, options, runtime, trainer, info).run(setup_watch);
+                           const Stopwatch& setup_watch, int metrics_fd) {
+  return TrainingRun(comm, options, runtime, trainer, info, metrics_fd).run(setup_watch);
 }
 
 }  // namespace tessel::train

@@ -104,7 +104,7 @@ private:
   int code_ = -1;
 };
 
-// The hidden temporaries Tessel writes outputs under: .NAME.tmp-PID-N and .DIR.partial-PID.
+// The hidden temporaries Tessel writes outputs under: .NAME.tmp-RANDOM (files and folders).
 bool has_temporary(const fs::path& dir) {
   for (const auto& name : test::list_dir(dir))
     if (name[0] == '.' &&
@@ -209,6 +209,36 @@ TEST(CliInterrupt, TrainUnderMpirunReportsSigtermOnce) {
       << log;
   EXPECT_EQ(log.find("tessel: error"), std::string::npos) << log;
   EXPECT_EQ(test::list_dir(ck), std::vector<std::string>{"checkpoint.h5"}) << log;
+}
+
+// SIGTERM while the second mode of a bench trains: the report of the first is written (it names
+// the signal and the mode it stopped), not nothing; no temporary is left.
+TEST(CliInterrupt, BenchInterruptedLeavesThePartialReport) {
+  test::TempDir dir("interrupt-bench");
+  auto r = test::run_tessel("convert synthetic --nodes 300 --avg-degree 5 --classes 3 "
+                            "--feat-dim 8 --seed 1 " + test::quote(dir / "g.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = test::run_tessel("partition " + test::quote(dir / "g.h5") + " --parts 1 --out " +
+                       test::quote(dir / "p1"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const fs::path out = dir / "out";
+  fs::create_directories(out);
+  Background run({"bench", (dir / "p1").string(), "--modes", "full,sampled", "--epochs", "100000",
+                  "--quiet", "--out", (out / "rep").string()},
+                 dir / "log");
+  ASSERT_TRUE(run.wait_until([&] { return run.log().find("== bench: mode sampled") !=
+                                          std::string::npos; }))
+      << run.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(run.pid(), SIGTERM);
+  EXPECT_EQ(run.wait(), 128 + SIGTERM) << run.log();
+  EXPECT_NE(run.log().find("wrote the partial report"), std::string::npos) << run.log();
+  ASSERT_TRUE(fs::exists(out / "rep" / "report.json")) << run.log();
+  const std::string report = test::read_file_bytes(out / "rep" / "report.json");
+  EXPECT_NE(report.find("\"interrupted\""), std::string::npos) << report;
+  EXPECT_NE(report.find("\"mode\": \"full\""), std::string::npos) << report;
+  EXPECT_NE(report.find("\"mode\": \"sampled\""), std::string::npos) << report;
+  EXPECT_FALSE(has_temporary(out)) << run.log();
 }
 
 } // namespace

@@ -246,6 +246,21 @@ TEST_F(Outputs, RunsNeverWriteOverTheirInputs) {
   EXPECT_EQ(test::read_file_bytes(at("kept.txt")), "keep\n");
 }
 
+// A bench at a rank count the partition does not fit (one rank, two parts) is refused with
+// exit code 2 and leaves no report folder (before: an empty report of 0 modes).
+TEST_F(Outputs, BenchAtTheWrongRankCountLeavesNoFolder) {
+  Result r = run_tessel("partition " + quote(at("g.h5")) + " --parts 2 --out " + quote(at("c2")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_tessel("bench " + quote(at("c2")) + " --modes full --epochs 1 --quiet --out " +
+                     quote(at("rep-c2")),
+                 1);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("holds a partition into 2 parts"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(at("rep-c2"))) << r.output;
+  for (const auto& e : fs::directory_iterator(dir_->path()))
+    EXPECT_EQ(e.path().filename().string().find(".rep-c2"), std::string::npos) << e.path();
+}
+
 // A partition folder name of 250 bytes works (its hidden temporary is cut to fit).
 TEST_F(Outputs, LongPartitionFolderNamesWork) {
   const fs::path out = at(std::string(250, 'b'));

@@ -1,6 +1,6 @@
 // interrupt::install and TemporaryPath in a forked child: a process-directed SIGTERM removes the
 // registered folder (recursively) and ends the child with 143; released paths are kept; a child
-// started by run_shell gets the signals unblocked; ScopedActivity remembers where an exception
+// started by run_program gets the signals unblocked; ScopedActivity remembers where an exception
 // left.
 #include "tessel/core/activity.hpp"
 #include "tessel/core/interrupt.hpp"
@@ -100,11 +100,11 @@ TEST(Interrupt, RegistrationFollowsLifetime) {
 }
 
 // std::system would hand the blocked mask to the shell, which would then ignore the SIGTERM it
-// sends itself and run on; run_shell's child takes it.
+// sends itself and run on; run_program's child takes it.
 TEST(Interrupt, RunShellChildHasSignalsUnblocked) {
   const int code = in_child([] {
     interrupt::install();
-    _exit(interrupt::run_shell("kill -TERM $$; exit 3") == 128 + SIGTERM ? 0 : 1);
+    _exit(interrupt::run_program({"sh", "-c", "kill -TERM $$; exit 3"}) == 128 + SIGTERM ? 0 : 1);
   });
   EXPECT_EQ(code, 0);
 }

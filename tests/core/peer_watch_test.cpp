@@ -48,10 +48,14 @@ struct Probe {
 };
 
 Probe probe(int np, const std::string& action, const std::string& hosts, const std::string& victims,
-            double silence_s = 5) {
+            double silence_s = 5, const std::string& fault = "") {
   const auto start = std::chrono::steady_clock::now();
   Probe p;
-  p.code = test::run_command(fmt::format("{} {} {} {} {} {}", test::mpirun(np),
+  const std::string launcher =
+      fault.empty() ? test::mpirun(np)
+                    : "TESSEL_PEER_WATCH_FAULT=" + fault + " " + test::mpirun(np) +
+                          " -x TESSEL_PEER_WATCH_FAULT";
+  p.code = test::run_command(fmt::format("{} {} {} {} {} {}", launcher,
                                          test::quote(TESSEL_PEER_WATCH_PROBE), action, hosts,
                                          victims, silence_s),
                              &p.output);
@@ -111,6 +115,45 @@ TEST(PeerWatch, AFinishedJobOnSeveralHostsEndsQuietlyAndOneHostIsNotWatched) {
   p = probe(2, "none", "hosta,hosta", "-");
   EXPECT_EQ(p.code, 0) << p.output;
   EXPECT_NE(p.output.find("watching: no"), std::string::npos) << p.output;
+}
+
+// A stranger with the job's token claims rank 2 before it: the real rank 2 says it was refused,
+// and the job stops with one line naming both connections (before: refused without a word, and
+// rank 2 blamed as lost 10 s later).
+TEST(PeerWatch, ADuplicateRankStopsTheJobNamingBothConnections) {
+  const Probe p = probe(3, "none", "hosta,hosta,hostb", "-", 5, "2:impostor");
+  EXPECT_NE(p.code, 0) << p.output;
+  EXPECT_NE(p.output.find("rank 0 refused this rank's connection: another connection already "
+                          "claimed rank 2"),
+            std::string::npos)
+      << p.output;
+  EXPECT_TRUE(std::regex_search(
+      p.output, std::regex("error: peer watch: two connections claim rank 2 with the job's token: "
+                           "[0-9.]+:[0-9]+ \\(taken first\\) and [0-9.]+:[0-9]+ \\(refused\\)")))
+      << p.output;
+  EXPECT_EQ(p.output.find("watching: yes"), std::string::npos) << p.output;
+  EXPECT_EQ(p.output.find("lost"), std::string::npos) << p.output;
+}
+
+// A rank that never connects is a warning on rank 0 naming it; the job runs.
+TEST(PeerWatch, ARankThatDoesNotConnectIsNamedInAWarning) {
+  const Probe p = probe(3, "none", "hosta,hosta,hostb", "-", 5, "2:skip");
+  EXPECT_EQ(p.code, 0) << p.output;
+  EXPECT_NE(p.output.find("warning: peer watch: 2 of 3 ranks connected to rank 0; not watched: "
+                          "rank 2 (host hostb, which could not connect)"),
+            std::string::npos)
+      << p.output;
+}
+
+// 200 idle connections (opened with the job's address before rank 2's hello) neither hold the
+// listener nor switch the watch off: rank 2 is watched, and its loss is named.
+TEST(PeerWatch, IdleConnectionsDoNotSilenceTheWatch) {
+  const Probe p = probe(3, "kill", "hosta,hosta,hostb", "2", 5, "2:idle:200");
+  EXPECT_NE(p.code, 0) << p.output;
+  EXPECT_NE(p.output.find("watching: yes"), std::string::npos) << p.output;
+  EXPECT_EQ(p.output.find("not watched"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("the job lost host hostb (rank 2)"), std::string::npos) << p.output;
+  EXPECT_LT(p.seconds, 15) << p.output;
 }
 
 } // namespace

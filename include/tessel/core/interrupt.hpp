@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace tessel::interrupt {
 
@@ -48,11 +50,18 @@ class TemporaryPath {
 // The temporary paths registered now, oldest first (for tests and diagnostics).
 std::size_t registered_count();
 
-// Runs `command` with /bin/sh -c like std::system, but the child starts with SIGINT, SIGTERM and
-// SIGHUP unblocked and at their default actions (a blocked mask would otherwise be inherited
-// across exec). Returns the exit status (128 + signal if the child was killed), -1 if it could
-// not start.
-int run_shell(const std::string& command);
+// Runs the program argv[0] (searched in PATH when it names no folder) with the arguments
+// argv[1..], no shell in between: nothing in an argument is ever read as shell syntax. The
+// child starts with SIGINT, SIGTERM and SIGHUP unblocked and at their default actions (a
+// blocked mask would otherwise be inherited across exec). Returns the exit status (128 +
+// signal if the child was killed), -1 if it could not start.
+int run_program(const std::vector<std::string>& argv);
+
+// A hook the interrupt thread runs on SIGINT, SIGTERM or SIGHUP before it removes the
+// registered temporaries (bench: the partial report of the modes that finished); what it
+// returns is appended to the line ("wrote the partial report rep"). An exception from it is
+// ignored. One hook at a time; an empty function clears it. Thread-safe.
+void set_interrupt_hook(std::function<std::string(int signal)> hook);
 
 // Ends the process as an error nothing can recover from, from any thread: removes every
 // registered temporary path, prints "tessel (rank R of P, host H): error: <message>" and exits

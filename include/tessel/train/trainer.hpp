@@ -116,10 +116,11 @@ void check_run_options(const TrainOptions& options);
 
 // The epochs of a run: resume, training, evaluation, best epoch, metrics records, checkpoints,
 // time budget, fault injection, then the summary and predictions. `setup_watch` started with
-// the run's setup. Collective.
+// the run's setup. `metrics_fd`: the --metrics file (rank 0), opened at the start of the run
+// and owned by the run from here; -1 opens it here. Collective.
 TrainResult drive_training(comm::Communicator& comm, const TrainOptions& options,
                            const Runtime& runtime, Trainer& trainer, const RunInfo& info,
-                           const Stopwatch& setup_watch);
+                           const Stopwatch& setup_watch, int metrics_fd = -1);
 
 // What a mode's load step read of the partition folder for this rank, before its runtime is
 // chosen: the graph modes' manifest and part, or the temporal mode's manifest.
