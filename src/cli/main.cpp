@@ -1,6 +1,7 @@
 // The `tessel` executable: parses the subcommand, runs it, turns any error into one line and
 // a non-zero exit that takes every rank of the job down.
 #include "command.hpp"
+#include "flag_checks.hpp"
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
@@ -145,6 +146,8 @@ int main(int argc, char** argv) {
     runners.emplace_back(sub, command.setup(*sub));
     owners.push_back(&command);
   }
+  // Empty values, whole numbers beyond 64 bits, non-finite numbers: for every flag alike.
+  cli::add_common_checks(app);
   // Parsing also runs each command's option checks (its final callback), so every usage error
   // is reported here, before MPI_Init.
   // An unknown command word: CLI11 alone says only "A subcommand is required".
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+    cli::check_distinct_values(app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
       // --help and --version: printed once per job, not once per rank.
