@@ -96,11 +96,37 @@ void AtomicOutput::commit() {
   // Durable before visible: the data reaches the disk before the name does, so a crash or a
   // full disk never leaves a truncated file under the final name.
   sync_to_disk(temp_, target_);
-  std::filesystem::rename(temp_, target_, ec);
-  TESSEL_EXPECTS(!ec, "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
-                 ec.message());
-  committed_ = true;
-  registration_.release();
+  // Under the interrupt registry's lock: an interrupt removes the temporary wholly before the
+  // rename, or finds the output complete in place (a folder output is never half removed under
+  // its final name). A folder that is replaced is moved aside in the same step, and removed
+  // after it (by the interrupt, if one comes meanwhile).
+  const bool replace_folder = is_directory_ && std::filesystem::is_directory(target_, ec);
+  std::filesystem::path old;
+  if (replace_folder) {
+    old = temp_;
+    old += ".old";
+    std::filesystem::remove_all(old, ec);
+  }
+  registration_.publish(
+      [&] {
+        if (replace_folder) {
+          std::filesystem::rename(target_, old, ec);
+          TESSEL_EXPECTS(!ec, "cannot move the old {} aside: {}", target_.string(), ec.message());
+        }
+        std::filesystem::rename(temp_, target_, ec);
+        if (ec && replace_folder) {
+          std::error_code back;
+          std::filesystem::rename(old, target_, back);
+        }
+        TESSEL_EXPECTS(!ec, "cannot move {} into place as {}: {}", temp_.string(),
+                       target_.string(), ec.message());
+        committed_ = true;
+      },
+      old);
+  if (replace_folder) {
+    std::filesystem::remove_all(old, ec);
+    registration_.release();
+  }
   const auto parent = target_.parent_path();
   (void)sync_path(parent.empty() ? std::filesystem::path(".") : parent, true);
 }

@@ -115,26 +115,38 @@ public:
                    input.string(), out_.string());
   }
 
+  // The renames run under the interrupt registry's lock (TemporaryPath::publish): a SIGTERM
+  // in the last moments either removes the whole temporary before they start or finds the new
+  // folder complete in place, never a folder half removed under the final name. An old folder
+  // replaced by --force is moved aside within the same step and is from then on what an
+  // interrupt removes.
   void commit() {
-    std::error_code ec;
     datasets::sync_to_disk(temp_, out_);
-    if (fs::exists(out_)) {
-      const auto old =
-          parent_ / fmt::format(".{}.old-{}", out_.filename().string().substr(0, 200), getpid());
+    std::error_code ec;
+    const bool replace = fs::exists(out_, ec);
+    const auto old =
+        parent_ / fmt::format(".{}.old-{}", out_.filename().string().substr(0, 200), getpid());
+    if (replace) fs::remove_all(old, ec);
+    registration_.publish(
+        [&] {
+          if (replace) {
+            fs::rename(out_, old, ec);
+            TESSEL_EXPECTS(!ec, "cannot move the old {} aside: {}", out_.string(), ec.message());
+          }
+          fs::rename(temp_, out_, ec);
+          if (ec && replace) {
+            std::error_code back;
+            fs::rename(old, out_, back);
+          }
+          TESSEL_EXPECTS(!ec, "cannot rename {} to {}: {}", temp_.string(), out_.string(),
+                         ec.message());
+          committed_ = true;
+        },
+        replace ? old : fs::path());
+    if (replace) {
       fs::remove_all(old, ec);
-      fs::rename(out_, old, ec);
-      TESSEL_EXPECTS(!ec, "cannot move the old {} aside: {}", out_.string(), ec.message());
-      fs::rename(temp_, out_, ec);
-      TESSEL_EXPECTS(!ec, "cannot rename {} to {}: {}", temp_.string(), out_.string(),
-                     ec.message());
-      fs::remove_all(old, ec);
-    } else {
-      fs::rename(temp_, out_, ec);
-      TESSEL_EXPECTS(!ec, "cannot rename {} to {}: {}", temp_.string(), out_.string(),
-                     ec.message());
+      registration_.release();
     }
-    committed_ = true;
-    registration_.release();
   }
 
 private:

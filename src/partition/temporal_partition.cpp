@@ -215,8 +215,8 @@ TemporalManifest partition_temporal_store(const fs::path& store, const fs::path&
   times.add("relabel", watch.seconds());
   watch.reset();
 
-  // Write the folder under a temporary name; it replaces out_dir only when complete.
-  if (force && fs::exists(out_dir)) fs::remove_all(out_dir);
+  // Write the folder under a temporary name; it replaces out_dir (moved aside and removed in
+  // the same step) only when complete, so an interrupt before then leaves the old one whole.
   datasets::AtomicOutput folder(out_dir, true);
   datasets::write_temporal_store(out, folder.temp_path() / "temporal.h5");
   TemporalManifest m;
