@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 
 namespace tessel::cli {
@@ -144,6 +145,19 @@ CLI::Validator distinct_list() {
         return error;
       },
       std::string());
+}
+
+void check_fault_environment() {
+  for (const char* name : {"TESSEL_FAULT_RANK", "TESSEL_FAULT_EPOCH"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    std::string text = value;
+    const std::string error =
+        text.empty() ? std::string("an empty value") : whole_number_error<std::uint32_t>(text);
+    TESSEL_EXPECTS(error.empty(), "{}={}: {}; expected a whole number >= 0", name, value, error);
+  }
+  if (const char* kind = std::getenv("TESSEL_FAULT_KIND"))
+    TESSEL_EXPECTS(std::string(kind) == "kill", "TESSEL_FAULT_KIND={}: expected kill", kind);
 }
 
 }  // namespace tessel::cli

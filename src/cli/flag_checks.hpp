@@ -36,4 +36,9 @@ CLI::Validator distinct_list();
 void require_distinct(const std::string& flag, const std::string& shown,
                       const std::vector<std::string>& items);
 
+// The fault-injection variables of train and bench (TESSEL_FAULT_RANK, TESSEL_FAULT_EPOCH: whole
+// numbers >= 0; TESSEL_FAULT_KIND: kill), when set: `TESSEL_FAULT_RANK=x` was read as rank 0.
+// Throws InputError naming the variable.
+void check_fault_environment();
+
 }  // namespace tessel::cli

@@ -165,9 +165,27 @@ int main(int argc, char** argv) {
                            list));
     }
   }
+  // An unknown option before the command: CLI11 alone says "A subcommand is required".
+  if (argc >= 2 && argv[1][0] == '-') {
+    const std::string word = std::string(argv[1]).substr(0, std::string(argv[1]).find('='));
+    std::vector<std::string> flags;
+    for (const CLI::Option* option : app.get_options()) {
+      for (const auto& name : option->get_lnames()) flags.push_back("--" + name);
+      for (const auto& name : option->get_snames()) flags.push_back("-" + name);
+    }
+    if (std::find(flags.begin(), flags.end(), word) == flags.end()) {
+      const std::string best = cli::nearest(word, flags);
+      return cli::usage_error(
+          app, fmt::format("unknown option {}{}; a command comes first (tessel COMMAND ...)",
+                           word,
+                           best.empty() ? std::string() : fmt::format(" (did you mean {}?)", best)));
+    }
+  }
   try {
     app.parse(argc, argv);
     cli::check_distinct_values(app);
+    for (std::size_t i = 0; i < runners.size(); ++i)
+      if (runners[i].first->parsed() && owners[i]->uses_mpi) cli::check_fault_environment();
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
       // --help and --version: printed once per job, not once per rank.

@@ -110,5 +110,38 @@ TEST_F(CliFlags, ListsNamingAnItemTwiceAreRefused) {
       << r.output;
 }
 
+// TESSEL_FAULT_RANK=x was read as rank 0: refused before MPI starts, naming the variable.
+TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
+  for (const auto& [env, piece] :
+       {std::pair<std::string, std::string>{"TESSEL_FAULT_RANK=x TESSEL_FAULT_EPOCH=1",
+                                            "TESSEL_FAULT_RANK=x: 'x' is not a whole number"},
+        {"TESSEL_FAULT_RANK=0 TESSEL_FAULT_EPOCH=", "TESSEL_FAULT_EPOCH=: an empty value"},
+        {"TESSEL_FAULT_RANK=-1 TESSEL_FAULT_EPOCH=1", "TESSEL_FAULT_RANK=-1"},
+        {"TESSEL_FAULT_KIND=kil", "TESSEL_FAULT_KIND=kil: expected kill"}}) {
+    std::string output;
+    const int code = test::run_command(env + " " + quote(test::tessel_binary()) + " train " +
+                                           quote(dir()) + " --epochs 1 2>&1",
+                                       &output);
+    EXPECT_EQ(code, 2) << env << ": " << output;
+    EXPECT_EQ(lines(output), 1u) << output;
+    EXPECT_NE(output.find(piece), std::string::npos) << output;
+  }
+}
+
+// An unknown option before any command named the missing command instead.
+TEST(CliTopLevel, UnknownOptionIsNamed) {
+  for (const auto& [args, piece] :
+       {std::pair<std::string, std::string>{"--versionn", "unknown option --versionn (did you mean --version?)"},
+        {"--verbose train", "unknown option --verbose"}}) {
+    const auto r = run_tessel(args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(lines(r.output), 1u) << r.output;
+    EXPECT_NE(r.output.find(piece), std::string::npos) << r.output;
+  }
+  const auto v = run_tessel("--version");
+  EXPECT_EQ(v.code, 0) << v.output;
+  EXPECT_NE(v.output.find("tessel "), std::string::npos) << v.output;
+}
+
 }  // namespace
 }  // namespace tessel
