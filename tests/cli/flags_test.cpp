@@ -128,6 +128,16 @@ TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
   }
 }
 
+// A --features path naming a file was reported as a missing folder.
+TEST_F(CliFlags, SignFeaturesFolderThatIsAFileIsSaidToBeAFile) {
+  const auto r = run_tessel("train " + quote(dir()) + " --mode pipeline --features " + store());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(lines(r.output), 1u) << r.output;
+  EXPECT_NE(r.output.find("g.h5 is a file, expected a folder of precomputed SIGN features"),
+            std::string::npos)
+      << r.output;
+}
+
 // An unknown option before any command named the missing command instead.
 TEST(CliTopLevel, UnknownOptionIsNamed) {
   for (const auto& [args, piece] :
