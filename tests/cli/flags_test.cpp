@@ -128,6 +128,12 @@ TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
   }
 }
 
+// A size no machine holds was a bare "out of memory": the flags and the memory are named first.
+TEST_F(CliFlags, SyntheticTemporalBeyondMemoryNamesTheFlags) {
+  expect_refused(dir(), {{"convert synthetic-temporal " + out() + " --nodes 100000000000",
+                          {"--nodes 100000000000", "GB of memory", "memory and swap here"}}});
+}
+
 // A --features path naming a file was reported as a missing folder.
 TEST_F(CliFlags, SignFeaturesFolderThatIsAFileIsSaidToBeAFile) {
   const auto r = run_tessel("train " + quote(dir()) + " --mode pipeline --features " + store());
