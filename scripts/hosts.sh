@@ -64,6 +64,28 @@ host_index() {
   die "unknown host '$1' (the hosts are ${HOSTS[*]})"
 }
 
+# Namespaces an earlier harness left behind when it was killed outright (SIGKILL runs no trap
+# and no `down`): each namespace made by `up` names its owner (the process that ran `up`) in
+# /run/tessel-hosts/NAME; one whose owner is gone and in which nothing runs is removed, with its
+# link. Harnesses running beside this one keep theirs (their owners are alive).
+remove_stale() {
+  local namespace owner pids
+  for namespace in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^ts-[0-9a-f]\{6\}-' || true); do
+    owner="$(cat "/run/tessel-hosts/$namespace" 2>/dev/null || true)"
+    [[ "$owner" =~ ^[0-9]+$ ]] || continue
+    kill -0 "$owner" 2>/dev/null && continue
+    pids="$(ip netns pids "$namespace" 2>/dev/null || true)"
+    [ -z "$pids" ] || continue
+    echo "hosts.sh: removing $namespace, left by process $owner (gone)" >&2
+    ip netns delete "$namespace" 2>/dev/null || true
+    rm -rf "/etc/netns/$namespace" "/run/tessel-hosts/$namespace"
+    local id="${namespace#ts-}"
+    id="${id%%-*}"
+    ip link delete "tv${id}a" 2>/dev/null || true
+    ip link delete "tv${id}b" 2>/dev/null || true
+  done
+}
+
 cmd_up() {
   [ $# -ge 1 ] || usage
   local dir="$1"
@@ -80,6 +102,7 @@ cmd_up() {
   if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
     die "$dir exists and is not empty"
   fi
+  remove_stale
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   local id
@@ -118,6 +141,9 @@ EOF
       echo "$kSubnet.2 ${hosts[1]}"
     } >"/etc/netns/${ns[$i]}/hosts"
     echo "${hosts[$i]}" >"/etc/netns/${ns[$i]}/hostname"
+    # Not under /etc/netns/NAME: `ip netns exec` would mount it over /etc.
+    mkdir -p /run/tessel-hosts
+    echo "$PPID" >"/run/tessel-hosts/${ns[$i]}"
     mkdir -p "$dir/disk/${hosts[$i]}"
   done
   mkdir -p "$dir/local"
@@ -212,7 +238,7 @@ cmd_down() {
       fi
       ip netns delete "$namespace" 2>/dev/null || true
     fi
-    rm -rf "/etc/netns/$namespace"
+    rm -rf "/etc/netns/$namespace" "/run/tessel-hosts/$namespace"
   done
   # Deleting a namespace deletes the veth end inside it, and with it the pair; an end not yet
   # moved into a namespace (a failed up) is removed here.

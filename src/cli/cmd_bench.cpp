@@ -1,6 +1,7 @@
 // `tessel bench DIR --modes full,sampled ...`: trains each mode on the same partitions and
 // writes a side-by-side report (JSON, Markdown, and a plot of accuracy against time).
 #include "command.hpp"
+#include "flag_checks.hpp"
 #include "train_options.hpp"
 
 #include "tessel/comm/mpi_communicator.hpp"
@@ -266,17 +267,10 @@ void add_bench_flags(CLI::App& app, BenchOptions& o) {
 void check_bench_flags(const CLI::App& app, BenchOptions& o) {
   o.mode_list.clear();
   const auto known = train::mode_names();
-  for (std::size_t start = 0; start <= o.modes.size();) {
-    const auto comma = o.modes.find(',', start);
-    const auto mode =
-        o.modes.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const auto& mode : split_list("--modes", o.modes)) {
     TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
                    "--modes: unknown mode '{}' (known: {})", mode, fmt::join(known, ", "));
-    TESSEL_EXPECTS(std::find(o.mode_list.begin(), o.mode_list.end(), mode) == o.mode_list.end(),
-                   "--modes {}: {} is listed twice", o.modes, mode);
     o.mode_list.push_back(mode);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   check_mode_flags(app, o.mode_list);
   o.data_parallel_given = app.get_option("--data-parallel")->count() > 0;

@@ -10,6 +10,7 @@
 #include "tessel/partition/temporal.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -71,9 +72,14 @@ void print_written(const std::string& out, const datasets::TemporalDataset& d, d
     fmt::print("  series not standardized (--standardize z-scores each node's series)\n");
 }
 
-void run_temporal(const TemporalArgs& a) {
+// `edge_list_flags`: the edge-list flags given, refused on JSON input (they were ignored).
+void run_temporal(const TemporalArgs& a, const std::vector<std::string>& edge_list_flags) {
   Stopwatch watch;
   TESSEL_EXPECTS(fs::is_regular_file(a.input), "{}: no such file", a.input);
+  if (!edge_list_flags.empty() && looks_like_json(a.input))
+    TESSEL_FAIL("{}: {} {} only to edge lists, and this is a JSON file (leave {} out)", a.input,
+                fmt::join(edge_list_flags, ", "), edge_list_flags.size() == 1 ? "applies" : "apply",
+                edge_list_flags.size() == 1 ? "it" : "them");
   std::vector<fs::path> inputs = {a.input};
   if (!a.options.node_features.empty()) inputs.push_back(a.options.node_features);
   datasets::refuse_overwriting_inputs(a.out, inputs, "output");
@@ -156,7 +162,12 @@ std::function<void()> add_temporal_convert_commands(CLI::App& convert) {
   sc->add_option("--name", o.name, "Dataset name")->capture_default_str();
   sc->add_flag("--full-snapshots", s->full, "Also store every snapshot whole");
   return [tc, sc, t, s] {
-    if (tc->parsed()) run_temporal(*t);
+    if (tc->parsed()) {
+      std::vector<std::string> edge_list_flags;
+      for (const char* flag : {"--snapshots", "--snapshot-span", "--node-features"})
+        if (tc->count(flag) > 0) edge_list_flags.emplace_back(flag);
+      run_temporal(*t, edge_list_flags);
+    }
     if (sc->parsed()) run_synthetic_temporal(*s);
   };
 }

@@ -1,6 +1,7 @@
 // `tessel partition`: METIS (or random) k-way partitioning of a dataset store into a partition
 // folder, and `--check` to re-verify a folder.
 #include "command.hpp"
+#include "flag_checks.hpp"
 #include "train_options.hpp"
 #include "temporal_commands.hpp"
 
@@ -115,6 +116,7 @@ const Registrar registrar{Command{
       sub.add_option("--balance", args->balance,
                      "What METIS keeps balanced across parts: comma-separated subset of "
                      "nodes,train,edges")
+          ->check(distinct_list())
           ->capture_default_str();
       sub.add_option("--seed", args->seed, "Seed for METIS and for random")
           ->check(seed_check())
@@ -133,7 +135,8 @@ const Registrar registrar{Command{
                      "given) instead of partitioning");
       sub.add_option("--only", args->only,
                      "With --check: verify only these parts (P,Q,...), for a folder that holds "
-                     "the parts of one host's ranks; the checks across parts are left out");
+                     "the parts of one host's ranks; the checks across parts are left out")
+          ->check(distinct_list());
       return [args, parts] {
         if (!args->check.empty()) {
           TESSEL_EXPECTS(parts->count() == 0 && args->out.empty(),

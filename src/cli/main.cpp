@@ -1,6 +1,7 @@
 // The `tessel` executable: parses the subcommand, runs it, turns any error into one line and
 // a non-zero exit that takes every rank of the job down.
 #include "command.hpp"
+#include "flag_checks.hpp"
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
@@ -145,6 +146,8 @@ int main(int argc, char** argv) {
     runners.emplace_back(sub, command.setup(*sub));
     owners.push_back(&command);
   }
+  // Empty values, whole numbers beyond 64 bits, non-finite numbers: for every flag alike.
+  cli::add_common_checks(app);
   // Parsing also runs each command's option checks (its final callback), so every usage error
   // is reported here, before MPI_Init.
   // An unknown command word: CLI11 alone says only "A subcommand is required".
@@ -162,8 +165,27 @@ int main(int argc, char** argv) {
                            list));
     }
   }
+  // An unknown option before the command: CLI11 alone says "A subcommand is required".
+  if (argc >= 2 && argv[1][0] == '-') {
+    const std::string word = std::string(argv[1]).substr(0, std::string(argv[1]).find('='));
+    std::vector<std::string> flags;
+    for (const CLI::Option* option : app.get_options()) {
+      for (const auto& name : option->get_lnames()) flags.push_back("--" + name);
+      for (const auto& name : option->get_snames()) flags.push_back("-" + name);
+    }
+    if (std::find(flags.begin(), flags.end(), word) == flags.end()) {
+      const std::string best = cli::nearest(word, flags);
+      return cli::usage_error(
+          app, fmt::format("unknown option {}{}; a command comes first (tessel COMMAND ...)",
+                           word,
+                           best.empty() ? std::string() : fmt::format(" (did you mean {}?)", best)));
+    }
+  }
   try {
     app.parse(argc, argv);
+    cli::check_distinct_values(app);
+    for (std::size_t i = 0; i < runners.size(); ++i)
+      if (runners[i].first->parsed() && owners[i]->uses_mpi) cli::check_fault_environment();
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
       // --help and --version: printed once per job, not once per rank.

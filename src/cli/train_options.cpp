@@ -310,7 +310,19 @@ void add_pipeline_flags(CLI::App& app, train::TrainOptions& o) {
       ->check(int_range(0, std::int64_t{1} << 40));
   app.add_option("--features", p.features_dir,
                  "pipeline mode: folder of precomputed SIGN features (default: "
-                 "DIR/sign-<operator>-k<K>[-row], computed there when missing)");
+                 "DIR/sign-<operator>-k<K>[-row], computed there when missing)")
+      // A file here was reported as a missing folder.
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::error_code ec;
+            if (std::filesystem::exists(text, ec) && !std::filesystem::is_directory(text, ec))
+              return fmt::format("{} is a file, expected a folder of precomputed SIGN features "
+                                 "(made by `tessel precompute`, or a new folder to compute "
+                                 "them in)",
+                                 text);
+            return std::string();
+          },
+          std::string()));
 }
 
 } // namespace

@@ -231,6 +231,19 @@ void TemporaryPath::release() noexcept {
   id_ = 0;
 }
 
+void TemporaryPath::publish(const std::function<void()>& rename, const fs::path& leftover) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  rename();
+  if (id_ == 0) return;
+  if (leftover.empty()) {
+    r.paths.erase(id_);
+    id_ = 0;
+  } else {
+    r.paths[id_] = leftover;
+  }
+}
+
 std::size_t registered_count() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

@@ -193,46 +193,62 @@ void AtomicOutput::commit() {
                  "cannot write {}: cannot set the mode of {}: {}", target_.string(),
                  temp_.string(), std::strerror(errno));
   const std::string name = target_.filename().string();
-  if (::renameat(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str()) != 0) {
-    const int err = errno;
-    TESSEL_EXPECTS(is_directory_ && (err == ENOTEMPTY || err == EEXIST),
-                   "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
-                   std::strerror(err));
-    // A folder that is not empty: swapped with the new one in one rename, then removed (under
-    // the temporary's name, still registered for an interrupt to finish).
-    if (::renameat2(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str(), RENAME_EXCHANGE) !=
-        0) {
-      // A file system without the exchange: the old folder moves aside to a fresh name first.
-      const int exchange_err = errno;
-      TESSEL_EXPECTS(exchange_err == EINVAL || exchange_err == ENOSYS || exchange_err == ENOTSUP,
-                     "cannot replace {}: {}", target_.string(), std::strerror(exchange_err));
-      const std::string old_name =
-          fmt::format(".{}.tmp-{}", name.substr(0, kMaxKeptName), random_name_suffix());
-      interrupt::TemporaryPath old_registration(temp_.parent_path() / old_name);
-      TESSEL_EXPECTS(::renameat2(folder_fd_, name.c_str(), folder_fd_, old_name.c_str(),
-                                 RENAME_NOREPLACE) == 0 ||
-                         ((errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) &&
-                          ::renameat(folder_fd_, name.c_str(), folder_fd_, old_name.c_str()) == 0),
-                     "cannot move the old {} aside: {}", target_.string(), std::strerror(errno));
-      TESSEL_EXPECTS(::renameat(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str()) == 0,
-                     "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
-                     std::strerror(errno));
-      committed_ = true;
-      std::error_code ec;
-      std::filesystem::remove_all(temp_.parent_path() / old_name, ec);
-      registration_.release();
-      (void)::fsync(folder_fd_);
-      return;
-    }
-    committed_ = true;
-    std::error_code ec;
-    std::filesystem::remove_all(temp_, ec);
-    registration_.release();
-    (void)::fsync(folder_fd_);
-    return;
+  // For a file system without RENAME_EXCHANGE, the old folder moves aside to a fresh name; it
+  // is registered before the renames (publish's rename must not register paths).
+  std::string old_name;
+  interrupt::TemporaryPath old_registration;
+  if (is_directory_) {
+    old_name = fmt::format(".{}.tmp-{}", name.substr(0, kMaxKeptName), random_name_suffix());
+    old_registration = interrupt::TemporaryPath(temp_.parent_path() / old_name);
   }
-  committed_ = true;
+  bool old_under_temp = false, old_aside = false;
+  // The renames run under the interrupt registry's lock (TemporaryPath::publish): an
+  // interrupt's cleanup comes wholly before them (the temporary removed, no rename) or wholly
+  // after (the output complete in place), so it never removes a folder's files while that
+  // folder is renamed onto the final name. A folder output stays registered under the
+  // temporary's name, where a swap leaves the old folder, until that is removed below.
+  registration_.publish(
+      [&] {
+        if (::renameat(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str()) == 0) {
+          committed_ = true;
+          return;
+        }
+        const int err = errno;
+        TESSEL_EXPECTS(is_directory_ && (err == ENOTEMPTY || err == EEXIST),
+                       "cannot move {} into place as {}: {}", temp_.string(), target_.string(),
+                       std::strerror(err));
+        // A folder that is not empty: swapped with the new one in one rename.
+        if (::renameat2(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str(),
+                        RENAME_EXCHANGE) == 0) {
+          committed_ = true;
+          old_under_temp = true;
+          return;
+        }
+        const int exchange_err = errno;
+        TESSEL_EXPECTS(exchange_err == EINVAL || exchange_err == ENOSYS || exchange_err == ENOTSUP,
+                       "cannot replace {}: {}", target_.string(), std::strerror(exchange_err));
+        TESSEL_EXPECTS(::renameat2(folder_fd_, name.c_str(), folder_fd_, old_name.c_str(),
+                                   RENAME_NOREPLACE) == 0 ||
+                           ((errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) &&
+                            ::renameat(folder_fd_, name.c_str(), folder_fd_, old_name.c_str()) ==
+                                0),
+                       "cannot move the old {} aside: {}", target_.string(), std::strerror(errno));
+        old_aside = true;
+        if (::renameat(folder_fd_, temp_name_.c_str(), folder_fd_, name.c_str()) != 0) {
+          const int move_err = errno;
+          (void)::renameat(folder_fd_, old_name.c_str(), folder_fd_, name.c_str());
+          old_aside = false;
+          TESSEL_FAIL("cannot move {} into place as {}: {}", temp_.string(), target_.string(),
+                      std::strerror(move_err));
+        }
+        committed_ = true;
+      },
+      is_directory_ ? temp_ : std::filesystem::path());
+  std::error_code ec;
+  if (old_under_temp) std::filesystem::remove_all(temp_, ec);
+  if (old_aside) std::filesystem::remove_all(temp_.parent_path() / old_name, ec);
   registration_.release();
+  old_registration.release();
   (void)::fsync(folder_fd_);
 }
 

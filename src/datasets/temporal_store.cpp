@@ -32,6 +32,11 @@ void check_snapshot(const Csr& s, const std::string& what) {
                    s.num_cols);
   TESSEL_EXPECTS(s.values.empty() || static_cast<std::int64_t>(s.values.size()) == s.num_edges(),
                  "{}: {} weights for {} edges", what, s.values.size(), s.num_edges());
+  // Also where the trainer reads snapshots (TemporalStoreReader): a negative weight was accepted
+  // there while `info` and `partition` refused it.
+  for (float w : s.values)
+    TESSEL_EXPECTS(std::isfinite(w) && w >= 0, "{}: edge weight {} is not a finite value >= 0",
+                   what, w);
 }
 
 }  // namespace
@@ -430,8 +435,12 @@ std::vector<Csr> TemporalStoreReader::rebuild_snapshots(std::int64_t begin, std:
     f.read_rows("/delta/removed_src", r0, r1, d.removed_src);
     for (std::size_t i = 0; i < d.added_src.size(); ++i)
       TESSEL_EXPECTS(d.added_src[i] >= 0 && d.added_src[i] < N && d.added_dst[i] >= 0 &&
-                         d.added_dst[i] < N && std::isfinite(d.added_weight[i]),
+                         d.added_dst[i] < N,
                      "{}: added edge {} of step {} is out of range", file, i, t);
+    for (std::size_t i = 0; i < d.added_weight.size(); ++i)
+      TESSEL_EXPECTS(std::isfinite(d.added_weight[i]) && d.added_weight[i] >= 0,
+                     "{}: added edge {} of step {} has weight {}, expected a finite value >= 0",
+                     file, i, t, d.added_weight[i]);
     current = apply_delta(current, d, file + " step " + std::to_string(t));
   }
   impl_->cached = current;

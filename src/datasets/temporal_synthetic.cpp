@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <limits>
+#include <string>
 
 namespace tessel::datasets {
 
@@ -29,6 +32,23 @@ struct Draw {
   }
 };
 
+// Physical memory plus swap, or the cgroup's limit if lower (infinity when unknown).
+std::int64_t usable_memory_bytes() {
+  std::int64_t total = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  std::int64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemTotal:" || key == "SwapTotal:") total += kib * 1024;
+  }
+  if (total <= 0) return std::numeric_limits<std::int64_t>::max();
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::int64_t limit = 0;
+  if (cgroup >> limit && limit > 0) total = std::min(total, limit);
+  return total;
+}
+
 void check_options(const SyntheticTemporalOptions& o) {
   TESSEL_EXPECTS(o.num_nodes >= 2, "synthetic-temporal: --nodes must be at least 2, got {}",
                  o.num_nodes);
@@ -46,6 +66,18 @@ void check_options(const SyntheticTemporalOptions& o) {
                                     std::pair{"--drift", o.drift}, std::pair{"--rewire", o.rewire}})
     TESSEL_EXPECTS(value >= 0 && value <= 1, "synthetic-temporal: {} must be in [0, 1], got {}",
                    flag, value);
+  // What the series and the snapshots take, checked before anything is sized by it: a large
+  // --nodes was a bare "out of memory" (or the C++ library's max_size() message).
+  const double T = static_cast<double>(o.num_snapshots), N = static_cast<double>(o.num_nodes);
+  const double needed = T * N * (static_cast<double>(o.feature_dim) + 1) * 4 +
+                        T * (N + 1) * 8 + T * N * o.avg_degree * 12;
+  const double usable = static_cast<double>(usable_memory_bytes());
+  TESSEL_EXPECTS(needed <= usable,
+                 "synthetic-temporal: --nodes {} with --snapshots {}, --feat-dim {} and "
+                 "--avg-degree {} needs about {:.1f} GB of memory (features, targets and "
+                 "snapshots), more than the {:.1f} GB of memory and swap here",
+                 o.num_nodes, o.num_snapshots, o.feature_dim, o.avg_degree, needed / 1e9,
+                 usable / 1e9);
 }
 
 // The evolving graph: community memberships, their effects and feature centroids, and the

@@ -72,8 +72,10 @@ TEST(TemporalCli, BadInputIsOneLineExitTwoAndNothingLeft) {
   };
   for (const auto& [name, text, piece] : cases) {
     write_text(dir / name, text);
+    // --snapshots is an edge list's flag: refused on JSON input.
+    const bool edge_list = name.ends_with(".csv");
     const Result r = run_tessel("convert temporal " + quote(dir / name) + " " +
-                                quote(out / "x.h5") + " --lags 1 --snapshots 2");
+                                quote(out / "x.h5") + (edge_list ? " --snapshots 2" : " --lags 1"));
     EXPECT_EQ(r.code, 2) << name << ": " << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
     EXPECT_NE(r.output.find(name), std::string::npos) << r.output;
@@ -99,12 +101,17 @@ TEST(TemporalCli, OutOfRangeOptionsNameTheFlag) {
       {"convert synthetic-temporal " + quote(out / "x.h5") + " --rewire 2",
        "--rewire must be in [0, 1], got 2"},
       {"convert synthetic-temporal " + quote(out / "x.h5") + " --seed -1", "--seed"},
+      // Edge-list flags on JSON input were ignored without a word.
+      {"convert temporal " + quote(dir / "s.json") + " " + quote(out / "x.h5") +
+           " --snapshots 2 --node-features " + quote(dir / "nf.csv"),
+       "s.json: --snapshots, --node-features apply only to edge lists, and this is a JSON file"},
       // One huge node id would size every snapshot's rows by it.
       {"convert temporal " + quote(dir / "wide.csv") + " " + quote(out / "x.h5") +
            " --snapshots 2",
        "wide.csv: edge 2 names node 999999999999"},
   };
   write_text(dir / "wide.csv", "0,1,0\n1,999999999999,1\n");
+  write_text(dir / "s.json", R"({"edges": [[0, 1]], "FX": [[1, 2], [3, 4]]})");
   for (const auto& [args, piece] : cases) {
     const Result r = run_tessel(args);
     SCOPED_TRACE(args + "\n" + r.output);

@@ -58,6 +58,62 @@ TEST(Interrupt, SigtermRemovesRegisteredPathsAndExits143) {
   EXPECT_TRUE(fs::exists(kept));
 }
 
+// The last moments of an output: a folder renamed onto its final name while the interrupt's
+// cleanup is removing its files. publish() holds the registry's lock, so the rename waits for the
+// cleanup, which ends the process: the final name never appears. (With a plain rename the folder
+// moved under the cleanup's feet, and the final name kept the files it had not yet removed:
+// `partition` interrupted in its last ~50 ms left a partial partition folder.)
+TEST(Interrupt, PublishNeverRacesTheCleanup) {
+  test::TempDir dir;
+  const auto temp = dir / ".parts.partial-1";
+  const auto target = dir / "parts";
+  const int code = in_child([&] {
+    interrupt::install();
+    fs::create_directories(temp);
+    // Enough files that removing them takes a while (tens of milliseconds).
+    for (int i = 0; i < 4000; ++i) std::ofstream(temp / ("part-" + std::to_string(i) + ".h5"));
+    // The cleanup removes in the folder's own order: the first entry goes first.
+    const fs::path first = fs::directory_iterator(temp)->path();
+    interrupt::TemporaryPath registered(temp);
+    ::kill(getpid(), SIGTERM);
+    while (fs::exists(first)) {
+    }
+    // The cleanup has started and is still going: this rename must wait for it.
+    registered.publish([&] { fs::rename(temp, target); });
+    _exit(3);  // not reached: the cleanup ends the process
+  });
+  EXPECT_EQ(code, 128 + SIGTERM);
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_FALSE(fs::exists(target)) << "the folder was renamed into place while being removed";
+}
+
+// After publish() the output is no longer the interrupt's to remove; a leftover given to it is.
+TEST(Interrupt, PublishHandsOverToTheLeftover) {
+  test::TempDir dir;
+  const auto temp = dir / ".out.partial-1";
+  const auto target = dir / "out";
+  const auto old = dir / ".out.old-1";
+  const int code = in_child([&] {
+    interrupt::install();
+    fs::create_directories(temp);
+    fs::create_directories(target);
+    std::ofstream(target / "old-file") << "x";
+    interrupt::TemporaryPath registered(temp);
+    registered.publish(
+        [&] {
+          fs::rename(target, old);
+          fs::rename(temp, target);
+        },
+        old);
+    ::kill(getpid(), SIGTERM);
+    for (;;) pause();
+  });
+  EXPECT_EQ(code, 128 + SIGTERM);
+  EXPECT_TRUE(fs::is_directory(target));
+  EXPECT_FALSE(fs::exists(target / "old-file"));
+  EXPECT_FALSE(fs::exists(old)) << "the old folder moved aside was left behind";
+}
+
 // An exception cannot leave an OpenMP parallel region: the runtime calls std::terminate. The
 // handler install() sets names the failure in one line (out of memory, with the activity in
 // progress), removes the registered outputs and exits with 1 instead of aborting.

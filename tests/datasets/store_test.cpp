@@ -14,6 +14,7 @@
 namespace tessel {
 namespace {
 
+namespace fs = std::filesystem;
 using datasets::Dataset;
 
 std::string store_error(const std::filesystem::path& path) {
@@ -109,6 +110,23 @@ TEST(Store, AtomicOutputRemovesTemporaryOnError) {
   }
   EXPECT_EQ(test::list_dir(dir.path()), std::vector<std::string>{"x.bin"});
   EXPECT_EQ(test::read_file_bytes(dir / "x.bin"), "whole");
+}
+
+// A folder output replaces a folder that holds files (partition --force on a temporal store used
+// to delete the old folder first, so an interrupt while writing left neither): the old folder is
+// moved aside in the rename's step and removed after it.
+TEST(Store, AtomicFolderOutputReplacesAFullFolder) {
+  test::TempDir dir;
+  fs::create_directories(dir / "out");
+  std::ofstream(dir / "out" / "old.h5") << "old";
+  {
+    datasets::AtomicOutput out(dir / "out", true);
+    std::ofstream(out.temp_path() / "new.h5") << "new";
+    EXPECT_TRUE(fs::exists(dir / "out" / "old.h5")) << "the old folder must stand until commit";
+    out.commit();
+  }
+  EXPECT_EQ(test::list_dir(dir.path()), std::vector<std::string>{"out"});
+  EXPECT_EQ(test::list_dir(dir / "out"), std::vector<std::string>{"new.h5"});
 }
 
 TEST(Store, UndamagedFixtureReads) {

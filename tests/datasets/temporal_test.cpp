@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <hdf5.h>
+
 #include <fstream>
 
 #include <zlib.h>
@@ -40,6 +42,42 @@ void expect_same_graphs(const std::vector<Csr>& a, const std::vector<Csr>& b) {
 
 void write_text(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
+}
+
+// Sets the first value of a float dataset of an HDF5 file.
+void set_first_float(const fs::path& file, const char* dataset, float value) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  const hid_t space = H5Dget_space(d);
+  const hsize_t start = 0, count = 1;
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+  const hid_t mem = H5Screate_simple(1, &count, nullptr);
+  EXPECT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, &value), 0);
+  H5Sclose(mem);
+  H5Sclose(space);
+  H5Dclose(d);
+  H5Fclose(f);
+}
+
+// The trainer's reader refuses a negative edge weight as `info` and `partition` do (it read
+// the snapshot and trained on it).
+TEST(TemporalStore, ReaderRefusesNegativeWeightsAsTheWholeReadDoes) {
+  const TemporalDataset d = datasets::make_synthetic_temporal(small_options());
+  test::TempDir dir("temporal-weight");
+  for (bool full : {false, true}) {
+    const fs::path path = dir / (full ? "full.h5" : "delta.h5");
+    datasets::write_temporal_store(d, path, {full});
+    set_first_float(path, full ? "/full/weight" : "/base/weight", -1.0f);
+    EXPECT_NE(test::input_error([&] { (void)datasets::read_temporal_store(path); })
+                  .find("edge weight -1 is not a finite value >= 0"),
+              std::string::npos);
+    datasets::TemporalStoreReader reader(path);
+    const std::string error = test::input_error([&] { (void)reader.snapshots(0, 1); });
+    EXPECT_NE(error.find("edge weight -1 is not a finite value >= 0"), std::string::npos)
+        << (full ? "full: " : "delta: ") << error;
+  }
 }
 
 TEST(TemporalStore, BasePlusDifferencesRebuildEverySnapshot) {

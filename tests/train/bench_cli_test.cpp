@@ -143,10 +143,13 @@ TEST(BenchCli, AFailingModeLeavesTheReportOfTheModesThatRan) {
                                        "--seed 2 " + (dir / "g.h5").string(), &out), 0) << out;
   ASSERT_EQ(test::run_command(tessel + " partition " + (dir / "g.h5").string() +
                                   " --parts 2 --out " + (dir / "p").string(), &out), 0) << out;
-  // The pipeline's precomputed features are to go into a folder that is a file.
+  // The pipeline's precomputed features are damaged (a --features path that is a file is now
+  // refused before any mode runs).
+  fs::create_directories(dir / "f");
+  for (const char* name : {"sign-0.h5", "sign-1.h5"}) std::ofstream(dir / "f" / name) << "garbage";
   const int rc = test::run_command(test::mpirun(2, 1) + tessel + " bench " + (dir / "p").string() +
                                        " --modes full,pipeline --epochs 2 --quiet --features " +
-                                       (dir / "g.h5").string() + " --out " +
+                                       (dir / "f").string() + " --out " +
                                        (dir / "r").string(),
                                    &out);
   EXPECT_EQ(rc, 2) << out;
@@ -157,7 +160,7 @@ TEST(BenchCli, AFailingModeLeavesTheReportOfTheModesThatRan) {
   EXPECT_EQ(report["modes"][0].at("mode"), "full");
   EXPECT_EQ(report.at("failed").at("mode"), "pipeline");
   const std::string error = report["failed"].at("error");
-  EXPECT_NE(error.find("g.h5"), std::string::npos) << error;
+  EXPECT_NE(error.find("sign-0.h5: not an HDF5 file"), std::string::npos) << error;
   // One error line, rank 0's.
   std::size_t lines = 0;
   for (std::size_t at = out.find("tessel: error:"); at != std::string::npos;

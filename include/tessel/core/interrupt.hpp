@@ -43,6 +43,15 @@ class TemporaryPath {
   // Unregisters now (after a successful rename onto the final name).
   void release() noexcept;
 
+  // Runs `rename` (what moves the temporary onto its final name) with the registry locked, then
+  // unregisters the temporary, or registers `leftover` in its place (a path the rename left for
+  // removal, such as the old output moved aside). An interrupt's cleanup, which holds the same
+  // lock until the process ends, so comes wholly before the rename (the temporary is removed
+  // and the rename never starts) or wholly after it (the output stands complete): it can no
+  // longer delete the files of a folder while that folder is renamed onto the final name.
+  // If `rename` throws, the temporary stays registered. `rename` must not register paths.
+  void publish(const std::function<void()>& rename, const std::filesystem::path& leftover = {});
+
  private:
   std::uint64_t id_ = 0;
 };

@@ -1,0 +1,163 @@
+// Flag values every command checks alike (src/cli/flag_checks.cpp): empty values, whole numbers
+// beyond 64 bits or not in decimal, non-finite numbers, lists naming an item twice; each is one
+// error line naming the flag, exit code 2, nothing written.
+#include "test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+using test::quote;
+using test::run_tessel;
+
+std::size_t lines(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Each case: the arguments, and pieces the one error line must hold.
+void expect_refused(const fs::path& dir,
+                    const std::vector<std::pair<std::string, std::vector<std::string>>>& cases) {
+  for (const auto& [args, pieces] : cases) {
+    const auto r = run_tessel(args);
+    SCOPED_TRACE(args + "\n" + r.output);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(lines(r.output), 1u);
+    EXPECT_EQ(r.output.rfind("tessel: error: ", 0), 0u);
+    for (const auto& piece : pieces) EXPECT_NE(r.output.find(piece), std::string::npos) << piece;
+    EXPECT_FALSE(fs::exists(dir / "out")) << "something was written";
+  }
+}
+
+class CliFlags : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir("cli-flags");
+    const auto r = run_tessel("convert synthetic --nodes 200 --avg-degree 4 --classes 3 "
+                              "--feat-dim 4 " + quote(*dir_ / "g.h5"));
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path dir() { return dir_->path(); }
+  static std::string store() { return quote(dir() / "g.h5"); }
+  static std::string out() { return quote(dir() / "out"); }
+
+ private:
+  static test::TempDir* dir_;
+};
+test::TempDir* CliFlags::dir_ = nullptr;
+
+// CLI11 clamps 99999999999999999999 to 2^63 - 1 and reads '' as 0.
+TEST_F(CliFlags, WholeNumbersBeyond64BitsAndEmptyValuesAreRefused) {
+  expect_refused(dir(), {
+      {"partition " + store() + " --parts 2 --out " + out() +
+           " --metis-max-edges 99999999999999999999",
+       {"--metis-max-edges: 99999999999999999999 is outside", "9223372036854775807"}},
+      {"partition " + store() + " --parts 2 --out " + out() + " --metis-max-edges -99999999999999999999",
+       {"--metis-max-edges: -99999999999999999999 is outside"}},
+      {"partition " + store() + " --parts 2 --out " + out() + " --seed 18446744073709551616",
+       {"--seed: 18446744073709551616 is outside"}},
+      {"partition " + store() + " --parts 2 --out " + out() + " --metis-max-edges 0x10",
+       {"--metis-max-edges: '0x10' is not a whole number"}},
+      {"convert synthetic " + quote(dir() / "out") + " --nodes 100 --train-frac ''",
+       {"--train-frac: an empty value"}},
+      {"convert synthetic " + quote(dir() / "out") + " --nodes ''", {"--nodes: an empty value"}},
+      {"partition " + store() + " --parts 2 --out ''", {"--out: an empty value"}},
+      {"convert synthetic " + quote(dir() / "out") + " --nodes 100 --train-frac nan",
+       {"--train-frac: 'nan' is not a finite number"}},
+      {"convert synthetic-temporal " + quote(dir() / "out") + " --nodes 1e20",
+       {"--nodes: '1e20' is not a whole number"}},
+  });
+}
+
+// 010 is ten parts, not octal 8.
+TEST_F(CliFlags, LeadingZerosAreDecimal) {
+  const auto r =
+      run_tessel("partition " + store() + " --parts 010 --out " + quote(dir() / "p10"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("-> 10 parts"), std::string::npos) << r.output;
+  fs::remove_all(dir() / "p10");
+}
+
+TEST_F(CliFlags, ListsNamingAnItemTwiceAreRefused) {
+  std::ofstream(dir() / "e.json") << "{}";
+  expect_refused(dir(), {
+      {"partition " + store() + " --parts 2 --out " + out() + " --balance nodes,nodes",
+       {"--balance: nodes is listed twice in nodes,nodes"}},
+      {"partition " + store() + " --parts 2 --out " + out() + " --balance nodes,,train",
+       {"--balance: an empty item"}},
+      {"convert temporal " + quote(dir() / "e.json") + " " + out() + " --features s1 s1",
+       {"--features: s1 is listed twice in s1 s1"}},
+      {"convert temporal " + quote(dir() / "e.json") + " " + out() + " --features s2,s1,s2",
+       {"--features: s2 is listed twice in s2 s1 s2"}},
+      {"partition --check " + quote(dir()) + " --only 1,1", {"--only: 1 is listed twice"}},
+  });
+  // The bench checks its modes before MPI starts.
+  const auto r = run_tessel("bench " + quote(dir()) + " --modes full,full --out " + out());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--modes: full is listed twice in full,full"), std::string::npos)
+      << r.output;
+}
+
+// TESSEL_FAULT_RANK=x was read as rank 0: refused before MPI starts, naming the variable.
+TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
+  for (const auto& [env, piece] :
+       {std::pair<std::string, std::string>{"TESSEL_FAULT_RANK=x TESSEL_FAULT_EPOCH=1",
+                                            "TESSEL_FAULT_RANK=x: 'x' is not a whole number"},
+        {"TESSEL_FAULT_RANK=0 TESSEL_FAULT_EPOCH=", "TESSEL_FAULT_EPOCH=: an empty value"},
+        {"TESSEL_FAULT_RANK=-1 TESSEL_FAULT_EPOCH=1", "TESSEL_FAULT_RANK=-1"},
+        {"TESSEL_FAULT_KIND=kil", "TESSEL_FAULT_KIND=kil: expected kill"}}) {
+    std::string output;
+    const int code = test::run_command(env + " " + quote(test::tessel_binary()) + " train " +
+                                           quote(dir()) + " --epochs 1 2>&1",
+                                       &output);
+    EXPECT_EQ(code, 2) << env << ": " << output;
+    EXPECT_EQ(lines(output), 1u) << output;
+    EXPECT_NE(output.find(piece), std::string::npos) << output;
+  }
+}
+
+// A size no machine holds was a bare "out of memory": the flags and the memory are named first.
+TEST_F(CliFlags, SyntheticTemporalBeyondMemoryNamesTheFlags) {
+  expect_refused(dir(), {{"convert synthetic-temporal " + out() + " --nodes 100000000000",
+                          {"--nodes 100000000000", "GB of memory", "memory and swap here"}}});
+}
+
+// A --features path naming a file was reported as a missing folder.
+TEST_F(CliFlags, SignFeaturesFolderThatIsAFileIsSaidToBeAFile) {
+  const auto r = run_tessel("train " + quote(dir()) + " --mode pipeline --features " + store());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(lines(r.output), 1u) << r.output;
+  EXPECT_NE(r.output.find("g.h5 is a file, expected a folder of precomputed SIGN features"),
+            std::string::npos)
+      << r.output;
+}
+
+// An unknown option before any command named the missing command instead.
+TEST(CliTopLevel, UnknownOptionIsNamed) {
+  for (const auto& [args, piece] :
+       {std::pair<std::string, std::string>{"--versionn", "unknown option --versionn (did you mean --version?)"},
+        {"--verbose train", "unknown option --verbose"}}) {
+    const auto r = run_tessel(args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(lines(r.output), 1u) << r.output;
+    EXPECT_NE(r.output.find(piece), std::string::npos) << r.output;
+  }
+  const auto v = run_tessel("--version");
+  EXPECT_EQ(v.code, 0) << v.output;
+  EXPECT_NE(v.output.find("tessel "), std::string::npos) << v.output;
+}
+
+}  // namespace
+}  // namespace tessel
