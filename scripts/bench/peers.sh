@@ -5,7 +5,7 @@
 # the ratios Tessel / peer of both, and every run's CPU and wall seconds.
 #
 # scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--rounds R] [--threads T]
-#                        [--epochs E] [--sampled-epochs E]
+#                        [--epochs E] [--sampled-epochs E] [--ids generated|shuffled|both]
 #   --install   make two virtual environments under the --venv folder (default build/peers-venv):
 #               dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what DGL 2.1
 #               needs), pyg/ with PyG 2.8.1 and the current torch. torch comes from PyTorch's CPU
@@ -17,6 +17,11 @@
 #               the same stretches of the machine's load.
 #   --threads   cores shared by every side (default 2); --epochs full-batch epochs per run
 #               (default 12, the first two warm up); --sampled-epochs (default 3, one warms up).
+#   --ids       the graph's node ids as generated, shuffled (`convert synthetic --shuffle-ids`:
+#               a random permutation, the same ids for every framework), or both (default): one
+#               full benchmark per graph, in --work/generated and --work/shuffled, and peers.md
+#               with both reports. The generator keeps many edges within a window of ids, which
+#               flatters a cache; shuffled ids carry no such locality.
 #   --work      scratch folder (default build/bench-peers): the OGB raw folder everyone reads,
 #               Tessel's store, partitions and metrics, runs.jsonl, and the results: peers.md (the
 #               tables, also printed) and peers.json (machine, load, every round's raw figures).
@@ -41,16 +46,19 @@ rounds=3
 threads=2
 epochs=12
 sampled_epochs=3
+ids=both
+pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --install) install=1 ;;
-    --venv) venv="$2"; shift ;;
+    --ids) ids="$2"; shift ;;
+    --venv) venv="$2"; pass+=("$1" "$2"); shift ;;
     --work) work="$2"; shift ;;
-    --rounds) rounds="$2"; shift ;;
-    --threads) threads="$2"; shift ;;
-    --epochs) epochs="$2"; shift ;;
-    --sampled-epochs) sampled_epochs="$2"; shift ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --rounds) rounds="$2"; pass+=("$1" "$2"); shift ;;
+    --threads) threads="$2"; pass+=("$1" "$2"); shift ;;
+    --epochs) epochs="$2"; pass+=("$1" "$2"); shift ;;
+    --sampled-epochs) sampled_epochs="$2"; pass+=("$1" "$2"); shift ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,6 +69,10 @@ done
   || { echo "peers.sh: --epochs must be at least 3 (2 warm up)" >&2; exit 2; }
 [ "$sampled_epochs" -ge 2 ] 2>/dev/null \
   || { echo "peers.sh: --sampled-epochs must be at least 2 (1 warms up)" >&2; exit 2; }
+case "$ids" in
+  generated|shuffled|both) ;;
+  *) echo "peers.sh: --ids must be generated, shuffled or both" >&2; exit 2 ;;
+esac
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 nodes="${NODES:-200000}"
@@ -89,6 +101,17 @@ if [ "$install" = 1 ]; then
   "$venv/pyg/bin/pip" install -q torch torch_geometric==2.8.1 pandas
 fi
 
+# Both graphs: one full benchmark each, then one peers.md holding both reports.
+if [ "$ids" = both ]; then
+  for which in generated shuffled; do
+    "$0" "${pass[@]}" --ids "$which" --work "$work/$which"
+  done
+  { echo "## Node ids as generated"; echo; cat "$work/generated/peers.md"; echo
+    echo "## Node ids shuffled"; echo; cat "$work/shuffled/peers.md"; } > "$work/peers.md"
+  echo "peers.sh: both reports in $work/peers.md" >&2
+  exit 0
+fi
+
 # An ISA cap for oneDNN (Tessel's GEMM, torch's oneDNN ops) caps torch's MKL GEMM and its own
 # vectorized kernels too, unless they are given caps of their own.
 if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ]; then
@@ -104,9 +127,11 @@ if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ]; then
 fi
 
 mkdir -p "$work/metrics"
-ogb="$work/ogb-n${nodes}-d${avg_degree}-f${feat}"
+shuffle=()
+[ "$ids" = shuffled ] && shuffle=(--shuffle-ids)
+ogb="$work/ogb-n${nodes}-d${avg_degree}-f${feat}-${ids}"
 [ -d "$ogb/raw" ] || "$tessel" convert synthetic --nodes "$nodes" --avg-degree "$avg_degree" \
-  --classes "$classes" --feat-dim "$feat" --seed 1 --ogb "$ogb"
+  --classes "$classes" --feat-dim "$feat" --seed 1 "${shuffle[@]}" --ogb "$ogb"
 store="$ogb.h5"
 [ -f "$store" ] || "$tessel" convert ogb "$ogb" "$store" >/dev/null
 cache="$ogb-arrays.npz"
@@ -197,7 +222,7 @@ load_after=$(uptime)
 
 t_half=$(bench_threads 2 "$threads")
 graph="\`tessel convert synthetic --ogb\`, $nodes nodes, average degree $avg_degree,"
-graph+=" $feat features, $classes classes, seed 1"
+graph+=" $feat features, $classes classes, seed 1, node ids $ids"
 models="full batch 2 layers of width 128; sampled 3 layers of width 128, fanouts 15,10,5 (input"
 models+=" layer first), global batch 1024, training only; dropout 0.5 on every layer's input, the"
 models+=" input features included, in every framework (as Tessel applies it); features"

@@ -209,6 +209,9 @@ const Registrar registrar{Command{
                                       "nodes, about 62M undirected edges, 100 features, 47 "
                                       "classes, 8%/1.6% train/valid (not its graph)",
                                       fmt::join(datasets::synthetic_preset_names(), ", ")));
+      syn_cmd->add_flag("--shuffle-ids", syn->options.shuffle_ids,
+                        "Relabel the nodes by a random permutation (from --seed) once built, so "
+                        "that ids carry no locality (benchmarks that must not flatter)");
       syn_cmd->add_flag("--ogb", syn->ogb,
                         "Write an OGB raw folder (gzip CSV) at OUT instead of a store, e.g. to "
                         "benchmark `convert ogb`");

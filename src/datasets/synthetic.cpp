@@ -20,7 +20,7 @@ using detail::kParallelMin;
 namespace {
 
 // Independent draw families of one seed; the key's layer field tells them apart.
-enum Stage : std::uint32_t { kClass = 1, kWeight, kEdgeCount, kEdges, kCentroid, kFeature, kSplit };
+enum Stage : std::uint32_t { kClass = 1, kWeight, kEdgeCount, kEdges, kCentroid, kFeature, kSplit, kShuffle };
 
 rng::Key key_for(std::uint64_t seed, Stage stage) {
   rng::Key key;
@@ -387,7 +387,52 @@ Dataset make_synthetic(const SyntheticOptions& o) {
                                        : data.test)
         .push_back(v);
   }
+  if (o.shuffle_ids) shuffle_node_ids(data, o.seed);
   return data;
+}
+
+void shuffle_node_ids(Dataset& data, std::uint64_t seed) {
+  const std::int64_t n = data.num_nodes;
+  std::vector<NodeId> perm(static_cast<std::size_t>(n));
+  for (std::int64_t v = 0; v < n; ++v)
+    perm[static_cast<std::size_t>(v)] = v;
+  rng::Sequence draw(key_for(seed, kShuffle), 0);
+  for (std::int64_t i = n - 1; i > 0; --i)
+    std::swap(perm[static_cast<std::size_t>(i)],
+              perm[draw.next_below(static_cast<std::uint64_t>(i + 1))]);
+  const auto at = [&](std::int64_t v) { return perm[static_cast<std::size_t>(v)]; };
+
+  const Csr& g = data.graph;
+  std::vector<NodeId> src(static_cast<std::size_t>(g.num_edges())),
+      dst(static_cast<std::size_t>(g.num_edges()));
+  for (std::int64_t v = 0; v < g.num_rows; ++v)
+    for (EdgeId e = g.indptr[static_cast<std::size_t>(v)];
+         e < g.indptr[static_cast<std::size_t>(v) + 1]; ++e) {
+      const NodeId a = at(g.indices[static_cast<std::size_t>(e)]), b = at(v);
+      // Rows are destinations: an undirected edge stays stored once as min -> max.
+      src[static_cast<std::size_t>(e)] = data.directed ? a : std::min(a, b);
+      dst[static_cast<std::size_t>(e)] = data.directed ? b : std::max(a, b);
+    }
+  Csr shuffled = Csr::from_edges(n, n, src, dst);
+  shuffled.sort_rows();
+  data.graph = std::move(shuffled);
+
+  std::vector<std::int64_t> labels(data.labels.size());
+  for (std::int64_t v = 0; v < n; ++v)
+    labels[static_cast<std::size_t>(at(v))] = data.labels[static_cast<std::size_t>(v)];
+  data.labels = std::move(labels);
+  const std::int64_t f = data.feature_dim;
+  if (!data.features.empty()) {
+    std::vector<float> features(data.features.size());
+    for (std::int64_t v = 0; v < n; ++v)
+      std::copy_n(data.features.data() + v * f, f, features.data() + at(v) * f);
+    data.features = std::move(features);
+  }
+  for (auto* split : {&data.train, &data.valid, &data.test}) {
+    for (auto& v : *split)
+      v = at(v);
+    std::sort(split->begin(), split->end());
+  }
 }
 
 std::vector<std::string> synthetic_preset_names() { return {"products"}; }

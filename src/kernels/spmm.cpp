@@ -51,7 +51,7 @@ void spmm(const SparseMatrix& a, const Tensor& x, Tensor& y, Context* ctx,
     case SpmmAlgorithm::automatic:
     case SpmmAlgorithm::cpu_row_blocked:
       cpu::spmm_blocked(a.num_rows, a.indptr.ptr<EdgeId>(), a.indices.ptr<LocalId>(), values,
-                        x.ptr<float>(), f, y.ptr<float>());
+                        x.ptr<float>(), x.rows(), f, y.ptr<float>());
       return;
     default:
       TESSEL_FAIL("{}: algorithm {} is not a CPU algorithm", kOp, static_cast<int>(algorithm));

@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace tessel {
 namespace {
@@ -151,6 +154,51 @@ TEST(Synthetic, CommunityPartitionCutsFarFewerEdgesThanRandom) {
       cut_random += (u * 2654435761u >> 7) % parts != (v * 2654435761u >> 7) % parts;
     }
   EXPECT_LT(static_cast<double>(cut_class), 0.4 * static_cast<double>(cut_random));
+}
+
+// Shuffled ids: the same dataset up to a permutation. Every node's degree, label, feature row
+// and split, and the multiset of (label, label) over edges, survive; the ids do not.
+TEST(Synthetic, ShuffledIdsAreARelabelling) {
+  SyntheticOptions o = options(3000);
+  const Dataset plain = datasets::make_synthetic(o);
+  o.shuffle_ids = true;
+  const Dataset shuffled = datasets::make_synthetic(o);
+  shuffled.validate("shuffled");
+  ASSERT_EQ(shuffled.num_edges(), plain.num_edges());
+  ASSERT_NE(shuffled.graph.indices, plain.graph.indices);
+  // Match nodes by feature row (continuous Gaussian rows are unique).
+  std::map<std::vector<float>, std::int64_t> new_id;
+  const std::int64_t f = o.feature_dim;
+  for (std::int64_t v = 0; v < shuffled.num_nodes; ++v)
+    new_id[std::vector<float>(shuffled.features.begin() + v * f,
+                              shuffled.features.begin() + (v + 1) * f)] = v;
+  ASSERT_EQ(static_cast<std::int64_t>(new_id.size()), plain.num_nodes);
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(plain.num_nodes));
+  std::int64_t moved = 0;
+  for (std::int64_t v = 0; v < plain.num_nodes; ++v) {
+    perm[v] = new_id.at(std::vector<float>(plain.features.begin() + v * f,
+                                           plain.features.begin() + (v + 1) * f));
+    EXPECT_EQ(shuffled.labels[perm[v]], plain.labels[v]);
+    moved += perm[v] != v;
+  }
+  EXPECT_GT(moved, plain.num_nodes / 2);
+  std::multiset<std::pair<std::int64_t, std::int64_t>> edges_plain, edges_shuffled;
+  for (std::int64_t v = 0; v < plain.num_nodes; ++v)
+    for (auto e = plain.graph.indptr[v]; e < plain.graph.indptr[v + 1]; ++e) {
+      const std::int64_t a = perm[plain.graph.indices[e]], b = perm[v];
+      edges_plain.insert({std::min(a, b), std::max(a, b)});
+    }
+  for (std::int64_t v = 0; v < shuffled.num_nodes; ++v)
+    for (auto e = shuffled.graph.indptr[v]; e < shuffled.graph.indptr[v + 1]; ++e) {
+      ASSERT_LT(shuffled.graph.indices[e], v) << "stored once as u < v";
+      edges_shuffled.insert({shuffled.graph.indices[e], v});
+    }
+  EXPECT_EQ(edges_plain, edges_shuffled);
+  std::vector<std::int64_t> train;
+  for (auto v : plain.train)
+    train.push_back(perm[v]);
+  std::sort(train.begin(), train.end());
+  EXPECT_EQ(std::vector<std::int64_t>(shuffled.train.begin(), shuffled.train.end()), train);
 }
 
 TEST(Synthetic, RejectsBadOptions) {

@@ -4,6 +4,10 @@
 
 #include "tessel/kernels/sparse.hpp"
 
+#include "cpu/cpu_ops.hpp"
+
+#include <cstring>
+
 #include <omp.h>
 
 namespace tessel {
@@ -55,6 +59,52 @@ INSTANTIATE_TEST_SUITE_P(
                       SpmmCase{10, 10, 3, 200, false}, SpmmCase{3000, 2500, 20, 33, true},
                       SpmmCase{2000, 2000, 30, 64, false}, SpmmCase{7, 0, 0, 16, true},
                       SpmmCase{0, 10, 3, 16, true}));
+
+// Column tiles change which columns a pass computes, never the order in which a row's entries
+// are summed, so every tile width gives the one-pass result bit for bit (forward and on the
+// transpose, as the backward pass runs it), on every thread count and ISA path.
+TEST(Spmm, ColumnTilesMatchOnePassBitForBit) {
+  const int saved_threads = omp_get_max_threads();
+  for (const SpmmCase c : {SpmmCase{300, 260, 12, 128, true}, SpmmCase{200, 150, 9, 100, false},
+                           SpmmCase{120, 90, 7, 37, true}}) {
+    const LocalCsr csr = test::random_csr(c.rows, c.cols, c.max_degree, c.weighted, 5);
+    const SparseMatrix forward = SparseMatrix::from_csr(csr);
+    for (const SparseMatrix& a : {forward, forward.transpose()}) {
+      const Tensor x = test::random_tensor({a.num_cols, c.f}, 13);
+      const float* values = a.weighted() ? a.values.ptr<float>() : nullptr;
+      Tensor one_pass = Tensor::empty({a.num_rows, c.f}, DType::f32);
+      kernels::cpu::spmm_blocked_tiled(a.num_rows, a.indptr.ptr<EdgeId>(),
+                                       a.indices.ptr<LocalId>(), values, x.ptr<float>(), c.f, 0,
+                                       one_pass.ptr<float>());
+      for (std::int64_t tile : {1, 5, 16, 17, 32, 64}) {
+        for (int threads : {1, 2, 3}) {
+          omp_set_num_threads(threads);
+          Tensor y = Tensor::empty({a.num_rows, c.f}, DType::f32);
+          for (std::int64_t i = 0; i < y.numel(); ++i)
+            y.data<float>()[i] = 1e30f;
+          kernels::cpu::spmm_blocked_tiled(a.num_rows, a.indptr.ptr<EdgeId>(),
+                                           a.indices.ptr<LocalId>(), values, x.ptr<float>(), c.f,
+                                           tile, y.ptr<float>());
+          ASSERT_EQ(std::memcmp(y.ptr<float>(), one_pass.ptr<float>(),
+                                static_cast<std::size_t>(y.nbytes())),
+                    0)
+              << "tile " << tile << " threads " << threads << " f " << c.f;
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+TEST(Spmm, TileWidthFollowsTheCacheSize) {
+  // [200k, 128] f32 is 102 MB: with a 32 MiB cache, half of it holds 20 columns -> 16.
+  EXPECT_EQ(kernels::cpu::spmm_tile_columns_for(200000, 128, std::int64_t{32} << 20), 16);
+  EXPECT_EQ(kernels::cpu::spmm_tile_columns_for(200000, 128, std::int64_t{256} << 20), 128);
+  EXPECT_EQ(kernels::cpu::spmm_tile_columns_for(200000, 128, std::int64_t{128} << 20), 80);
+  EXPECT_EQ(kernels::cpu::spmm_tile_columns_for(1000, 128, std::int64_t{1} << 20), 128);
+  EXPECT_EQ(kernels::cpu::spmm_tile_columns_for(50000000, 128, std::int64_t{1} << 20), 16);
+  EXPECT_GT(kernels::cpu::last_level_cache_bytes(), 0);
+}
 
 TEST(Spmm, AllocatingFormAndShapeErrorsNameTheOp) {
   const LocalCsr csr = test::random_csr(10, 12, 4, true, 3);

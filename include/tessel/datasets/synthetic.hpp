@@ -43,11 +43,19 @@ struct SyntheticOptions {
   double train_frac = 0.1;
   double valid_frac = 0.1;
   std::int64_t uniform_in_degree = 0;  // > 0: directed, exactly this many in-neighbors per node
+  // Relabel the nodes by a random permutation (shuffle_node_ids with this seed) once built, so
+  // that ids carry no locality, as in a real graph whose ids were handed out in any order.
+  bool shuffle_ids = false;
   std::string name = "synthetic";
 };
 
 // Builds the dataset in memory. Throws InputError for options out of range.
 Dataset make_synthetic(const SyntheticOptions& options);
+
+// Relabels every node v as perm[v], perm a uniform random permutation drawn from seed: the
+// graph (each undirected edge again stored once, u < v, rows sorted), labels, features and
+// splits (ascending) follow, so the dataset is the same up to its node ids.
+void shuffle_node_ids(Dataset& data, std::uint64_t seed);
 
 // Named shapes of well-known datasets, for benchmarks at their scale (`convert synthetic
 // --preset NAME`). "products": ogbn-products' size -- 2,449,029 nodes, about 62M undirected

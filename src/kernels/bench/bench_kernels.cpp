@@ -7,8 +7,13 @@
 // dropout kernels run on [N, F] f32 with p = 0.5; their bytes are the tensors read and written
 // (features, gradients, the mask), as a copy's are its two arrays. The gathers read every row
 // of X once in a shuffled order (as a mini-batch reads its input rows), copied (p = 0) or
-// dropped while copied.
+// dropped while copied. The column-tile table times the blocked weighted SpMM with each
+// --tiles width (0: one pass over all columns; the chosen width is marked) against its
+// streaming bound: the CSR read once per tile, X read once and Y written once, at the triad's
+// GB/s.
 #include "tessel/kernels/kernels.hpp"
+
+#include "../cpu/cpu_ops.hpp"
 
 #include "tessel/core/rng.hpp"
 #include "tessel/core/timer.hpp"
@@ -238,7 +243,7 @@ LocalCsr random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed
 int main(int argc, char** argv) {
   CLI::App app{"Tessel kernel benchmark: SpMM bandwidth vs a triad, GEMM throughput"};
   std::int64_t nodes = 200000, edges = 2000000, feat = 128, triad_mib = 512;
-  std::string threads_list = "1,2", json_path;
+  std::string threads_list = "1,2", json_path, tiles_list = "0,16,32,64";
   int reps = 5;
   std::uint64_t seed = 1;
   app.add_option("--nodes", nodes, "nodes of the random graph")->check(CLI::PositiveNumber);
@@ -249,6 +254,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--triad-mib", triad_mib, "MiB per triad array")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "graph seed");
+  app.add_option("--tiles", tiles_list,
+                 "comma-separated SpMM column-tile widths to time (0: untiled)");
   app.add_option("--json", json_path, "also write one JSON object per measurement to this file");
   bool dropout_only = false;
   app.add_flag("--dropout-only", dropout_only,
@@ -352,6 +359,54 @@ int main(int argc, char** argv) {
             "{{\"threads\": {}, \"kernel\": \"{}\", \"best_s\": {:.6f}, \"median_s\": {:.6f}, "
             "\"gbps\": {:.3f}, \"triad_gbps\": {:.3f}}}\n",
             threads, variant.name, t.best, t.median, gbps, triad);
+    }
+    // Column tiles: the blocked weighted SpMM at each width, interleaved over rounds.
+    std::vector<std::int64_t> tiles;
+    for (std::size_t pos = 0; pos < tiles_list.size();) {
+      const auto comma = tiles_list.find(',', pos);
+      tiles.push_back(std::stoll(tiles_list.substr(pos, comma - pos)));
+      pos = comma == std::string::npos ? tiles_list.size() : comma + 1;
+    }
+    const std::int64_t chosen = kernels::cpu::spmm_tile_columns_for(
+        nodes, feat, kernels::cpu::last_level_cache_bytes());
+    if (std::find(tiles.begin(), tiles.end(), chosen) == tiles.end() &&
+        !(chosen == feat && std::find(tiles.begin(), tiles.end(), 0) != tiles.end()))
+      tiles.push_back(chosen);
+    std::vector<std::vector<double>> tile_seconds(tiles.size());
+    const auto run_tile = [&](std::int64_t tile) {
+      kernels::cpu::spmm_blocked_tiled(nodes, weighted.indptr.ptr<EdgeId>(),
+                                       weighted.indices.ptr<LocalId>(),
+                                       weighted.values.ptr<float>(), x.ptr<float>(), feat, tile,
+                                       y.ptr<float>());
+    };
+    for (const auto tile : tiles)
+      run_tile(tile); // warm-up
+    for (int round = 0; round < reps; ++round)
+      for (std::size_t t = 0; t < tiles.size(); ++t) {
+        Stopwatch watch;
+        run_tile(tiles[t]);
+        tile_seconds[t].push_back(watch.seconds());
+      }
+    std::printf("column tiles (LLC %.1f MiB, cache-sized width %lld; bound = CSR once per tile + X "
+                "+ Y at the triad's GB/s):\n",
+                static_cast<double>(kernels::cpu::last_level_cache_bytes()) / (1 << 20),
+                static_cast<long long>(chosen));
+    for (std::size_t t = 0; t < tiles.size(); ++t) {
+      std::sort(tile_seconds[t].begin(), tile_seconds[t].end());
+      const Timing timing{tile_seconds[t].front(), tile_seconds[t][tile_seconds[t].size() / 2]};
+      const std::int64_t width = tiles[t] <= 0 ? feat : std::min(tiles[t], feat);
+      const std::int64_t passes = (feat + width - 1) / width;
+      const double csr = static_cast<double>(nodes + 1) * 8 + static_cast<double>(nnz) * 8;
+      const double dense = 2.0 * static_cast<double>(nodes) * static_cast<double>(feat) * 4;
+      const double bound_s = (static_cast<double>(passes) * csr + dense) / (triad * 1e9);
+      const std::string name = fmt::format("spmm.tile.{}{}", width, width == chosen ? "*" : "");
+      std::printf("%-8d %-22s %10.2f %10.2f %9s %9s  bound %.2f ms = %.2fx of best\n", threads,
+                  name.c_str(), timing.best * 1e3, timing.median * 1e3, "-", "-", bound_s * 1e3,
+                  bound_s / timing.best);
+      if (json.is_open())
+        json << fmt::format("{{\"threads\": {}, \"kernel\": \"{}\", \"best_s\": {:.6f}, "
+                            "\"median_s\": {:.6f}, \"bound_s\": {:.6f}}}\n",
+                            threads, name, timing.best, timing.median, bound_s);
     }
     const Timing g = time_reps(reps, [&] { kernels::gemm(x, false, w, false, y); });
     const double gflops = 2.0 * static_cast<double>(nodes) * static_cast<double>(feat) *

@@ -21,8 +21,26 @@ inline bool parallel_worth(std::int64_t work) {
 // y[rows, f] = A x; values may be null (pattern: weight 1). Two variants, see sparse.hpp.
 void spmm_simple(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
                  const float* values, const float* x, std::int64_t f, float* y);
+// x has x_rows rows (the matrix's columns). The blocked variant can work on column tiles
+// (spmm_tile_columns): every output element is summed in the same order either way, so the
+// results are the same bit for bit.
 void spmm_blocked(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
-                  const float* values, const float* x, std::int64_t f, float* y);
+                  const float* values, const float* x, std::int64_t x_rows, std::int64_t f,
+                  float* y);
+// The blocked variant with `tile` columns per pass (tile <= 0 or >= f: one pass).
+void spmm_blocked_tiled(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
+                        const float* values, const float* x, std::int64_t f, std::int64_t tile,
+                        float* y);
+constexpr std::int64_t kSpmmTileCacheShare = 50;
+// Bytes of the last-level cache cpu0 reports (sysfs, else sysconf; 8 MiB if neither says).
+std::int64_t last_level_cache_bytes();
+// Columns per tile for an x of [x_rows, f] and a cache of cache_bytes: f when x fits in
+// kSpmmTileCacheShare percent of it, else a multiple of 16 (a cache line of floats) whose x tile
+// does (at least 16).
+std::int64_t spmm_tile_columns_for(std::int64_t x_rows, std::int64_t f, std::int64_t cache_bytes);
+// The width spmm_blocked uses: f (one pass) by default; TESSEL_SPMM_TILE=auto picks
+// spmm_tile_columns_for with the last-level cache, TESSEL_SPMM_TILE=N forces N columns.
+std::int64_t spmm_tile_columns(std::int64_t x_rows, std::int64_t f);
 
 // out_indptr [rows + 1], out_indices and out_values [indptr[rows] + rows]: see gcn_matrix.
 void gcn_matrix(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
