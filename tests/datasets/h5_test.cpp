@@ -158,6 +158,10 @@ TEST(H5, WholeFileChecksumIsCheckedBeforeHdf5Opens) {
     write_bytes(bad);
     expect_refused("whole-file CRC-32 is");
   }
+  std::string magic = good;
+  magic[5] = '\1';
+  write_bytes(magic);
+  expect_refused("its magic differs from TESSELCK in 1 bytes");
   std::string bad = good;
   bad[20] = static_cast<char>(bad[20] ^ 1);
   write_bytes(bad);
