@@ -1,6 +1,9 @@
 """HDF5 output as Tessel's C++ writer makes it: no timestamps, no fill writes, little-endian types,
 row chunks only where asked, and a `description` attribute on every dataset."""
 
+import struct
+import zlib
+
 import h5py
 import numpy
 from h5py import h5d, h5f, h5g, h5p, h5s, h5t
@@ -20,11 +23,14 @@ class Writer:
     def __init__(self, path):
         fcpl = h5p.create(h5p.FILE_CREATE)
         fcpl.set_obj_track_times(False)
+        # Room for the whole-file checksum close() writes, as the C++ writer leaves it.
+        fcpl.set_userblock(USER_BLOCK_BYTES)
         fapl = h5p.create(h5p.FILE_ACCESS)
         # Closing the file closes every object still open in it, so close() really flushes.
         fapl.set_fclose_degree(h5f.CLOSE_STRONG)
         fid = h5f.create(str(path).encode(), h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl)
         self.file = h5py.File(fid)
+        self.path = str(path)
 
     def group(self, name):
         """Creates group `name` (with its parents) unless it exists."""
@@ -83,3 +89,26 @@ class Writer:
         self._close_open()
         self.file.flush()
         self.file.close()
+        write_file_checksum(self.path)
+
+
+# The whole-file checksum header in the user block (docs/formats.md, "Whole-file checksum").
+USER_BLOCK_BYTES = 512
+
+
+def write_file_checksum(path):
+    """Writes magic, version, algorithm (zlib's CRC-32), length and the CRC-32 of every byte after
+    the user block into the first 40 bytes of a closed file made with a 512-byte user block."""
+    with open(path, "r+b") as f:
+        f.seek(USER_BLOCK_BYTES)
+        crc = 0
+        length = USER_BLOCK_BYTES
+        while True:
+            block = f.read(8 << 20)
+            if not block:
+                break
+            crc = zlib.crc32(block, crc)
+            length += len(block)
+        head = b"TESSELCK" + struct.pack("<IIQQI", 1, 1, length, USER_BLOCK_BYTES, crc)
+        f.seek(0)
+        f.write(head + struct.pack("<I", zlib.crc32(head)))

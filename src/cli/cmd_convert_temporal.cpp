@@ -61,6 +61,16 @@ void print_written(const std::string& out, const datasets::TemporalDataset& d, d
                                : std::string("regression targets"),
              d.train.begin, d.train.end, d.valid.begin, d.valid.end, d.test.begin, d.test.end,
              static_cast<double>(info.file_bytes) / 1e6, seconds);
+  if (!d.ignored_keys.empty()) {
+    // At most a dozen named: a file with a thousand metadata keys still gets one short line.
+    constexpr std::size_t kNamed = 12;
+    std::string keys;
+    for (std::size_t i = 0; i < d.ignored_keys.size() && i < kNamed; ++i)
+      keys += (i ? ", " : "") + d.ignored_keys[i];
+    if (d.ignored_keys.size() > kNamed)
+      keys += fmt::format(" and {} more", d.ignored_keys.size() - kNamed);
+    fmt::print("  ignored keys (present, not read): {}\n", keys);
+  }
   if (!d.series.present) return;
   if (d.series.standardized)
     fmt::print("  series standardized per node (--standardize): targets, predictions and MSE are "
@@ -107,8 +117,9 @@ std::function<void()> add_temporal_convert_commands(CLI::App& convert) {
       "Temporal distributes, recognized by their keys: dynamic edges (edge_mapping.edge_index/"
       "edge_weight per step + y series), static edges with a signal (edges, weights, FX or X), "
       "one object per snapshot (\"0\": {edges, weights, X, y}, ...), networkx node-link (nodes "
-      "with X and y series, links). Series layouts become snapshots whose features are the "
-      "previous --lags values and whose target is the next value. Other input: timestamped "
+      "with X and y series, links); other keys are ignored and listed in the summary. Series "
+      "layouts become snapshots whose features are the previous --lags values and whose target "
+      "is the next value. Other input: timestamped "
       "edges src,dst,time[,weight] (comma or whitespace separated, '#' comments, plain or gzip, "
       "sorted by time), binned by --snapshots or --snapshot-span; features from "
       "--node-features, else log(1 + in/out degree); target log(1 + in-degree) at the next "

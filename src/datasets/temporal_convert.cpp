@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 
 namespace tessel::datasets {
 namespace fs = std::filesystem;
@@ -33,9 +34,33 @@ std::string brief(const json& j) {
   return text;
 }
 
+// A key as the summary lists it: as written when it is short plain text, else JSON-escaped
+// and cut (a key may hold a newline or a megabyte; the summary stays one line per list).
+std::string key_for_summary(const std::string& key) {
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return c > ' ' && c < 127 && c != '"' && c != ',';
+  });
+  std::string text = plain ? key : json(key).dump(-1, ' ', true, json::error_handler_t::replace);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
 // Typed access to a parsed JSON document; every refusal names the file and the JSON path.
+// Keys beside the ones a layout reads are not an error (real files carry metadata nobody
+// planned for): they are collected in `ignored` for the converter's summary.
 struct JsonInput {
   std::string file;
+  // Keys present but not read, as patterns: "node_ids", "<snapshot>.extra", "nodes[].extra".
+  mutable std::set<std::string> ignored;
+
+  // Records every key of `obj` not in `known`, prefixed by `where` ("" at the top level).
+  void ignore_others(const json& obj, std::initializer_list<std::string_view> known,
+                     const std::string& where) const {
+    if (!obj.is_object()) return;
+    for (const auto& [k, v] : obj.items())
+      if (std::find(known.begin(), known.end(), k) == known.end())
+        ignored.insert(where + key_for_summary(k));
+  }
 
   const json& key(const json& obj, const std::string& name, const std::string& where) const {
     TESSEL_EXPECTS(obj.is_object(), "{}: {} is a {}, expected an object", file, where,
@@ -84,6 +109,11 @@ std::string keys_of(const json& j) {
     out += k;
   }
   return out.empty() ? "(none)" : out;
+}
+
+// A key of the one-object-per-snapshot layout that names a snapshot: digits only.
+bool is_snapshot_key(std::string_view k) {
+  return !k.empty() && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // Edges (src, dst, weight) -> one canonical in-neighbor snapshot.
@@ -224,6 +254,20 @@ TemporalDataset dynamic_edges_layout(const JsonInput& in, const json& root,
   const json& mapping = in.key(root, "edge_mapping", "the top level");
   const json& index = in.key(mapping, "edge_index", "edge_mapping");
   const json* weights = mapping.contains("edge_weight") ? &mapping["edge_weight"] : nullptr;
+  in.ignore_others(root, {"y", "time_periods", "edge_mapping"}, "");
+  in.ignore_others(mapping, {"edge_index", "edge_weight"}, "edge_mapping.");
+  // Steps beyond y's are not read: a per-step map with more entries than y has steps.
+  for (const json* per_step : {&index, weights})
+    if (per_step && per_step->is_object())
+      for (const auto& [k, v] : per_step->items()) {
+        std::int64_t step = -1;
+        const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), step);
+        if (ec != std::errc() || end != k.data() + k.size() || step < 0 || step >= T0 ||
+            std::to_string(step) != k)
+          in.ignored.insert((per_step == &index ? "edge_mapping.edge_index."
+                                                : "edge_mapping.edge_weight.") +
+                            key_for_summary(k));
+      }
   std::vector<Csr> graphs;
   for (std::int64_t t = 0; t < T0; ++t) {
     const std::string name = std::to_string(t);
@@ -240,6 +284,8 @@ TemporalDataset static_signal_layout(const JsonInput& in, const json& root,
   auto series = read_series(in, root[signal], signal);
   const auto N = static_cast<std::int64_t>(series[0].size());
   const json* w = root.contains("weights") ? &root["weights"] : nullptr;
+  // With both FX and X present, FX is the signal and X is listed as ignored.
+  in.ignore_others(root, {"edges", "weights", signal}, "");
   const std::vector<Csr> graphs = {read_edge_pairs(in, root["edges"], w, N, "edges")};
   return lagged_dataset(in.file, std::move(series), graphs, o);
 }
@@ -248,9 +294,17 @@ TemporalDataset per_snapshot_layout(const JsonInput& in, const json& root,
                                     const TemporalConvertOptions& o) {
   TemporalDataset d;
   // PyTorch Geometric Temporal's files of this layout (Twitter tennis) carry the snapshot count
-  // as "time_periods" beside the snapshots, and each snapshot its own "index".
+  // as "time_periods" beside the snapshots, each snapshot its own "index", and other metadata
+  // (node_ids, a map from a name to a node id) that is not read. Every key of digits is a
+  // snapshot; they must be numbered 0..T-1.
   const bool counted = root.contains("time_periods");
-  const auto T = static_cast<std::int64_t>(root.size()) - (counted ? 1 : 0);
+  std::int64_t T = 0;
+  for (const auto& [k, v] : root.items()) {
+    if (is_snapshot_key(k))
+      ++T;
+    else if (k != "time_periods")
+      in.ignored.insert(key_for_summary(k));
+  }
   if (counted) {
     const double tp = in.number(root["time_periods"], "time_periods");
     TESSEL_EXPECTS(tp == static_cast<double>(T), "{}: time_periods is {}, but the file holds {} "
@@ -259,6 +313,9 @@ TemporalDataset per_snapshot_layout(const JsonInput& in, const json& root,
   for (std::int64_t t = 0; t < T; ++t) {
     const std::string name = std::to_string(t);
     const json& snap = in.key(root, name, "the top level (snapshots must be numbered 0..T-1)");
+    TESSEL_EXPECTS(snap.is_object(), "{}: snapshot \"{}\" is {}, expected an object with edges, "
+                   "X and y", in.file, name, brief(snap));
+    in.ignore_others(snap, {"index", "edges", "weights", "X", "y"}, "<snapshot>.");
     if (snap.contains("index")) {
       const double index = in.number(snap["index"], name + ".index");
       TESSEL_EXPECTS(index == static_cast<double>(t), "{}: snapshot \"{}\" has index {}, "
@@ -296,6 +353,7 @@ Csr node_link_graph(const JsonInput& in, const json& root,
   const json& links = in.array(root["links"], "links");
   for (std::size_t e = 0; e < links.size(); ++e) {
     const std::string at = fmt::format("links[{}]", e);
+    in.ignore_others(links[e], {"source", "target", "weight"}, "links[].");
     for (const char* end : {"source", "target"}) {
       const json& value = in.key(links[e], end, at);
       const auto it = index.find(value.dump());
@@ -308,8 +366,13 @@ Csr node_link_graph(const JsonInput& in, const json& root,
                     : 1.0f);
     TESSEL_EXPECTS(w.back() >= 0, "{}: {} has negative weight", in.file, at);
   }
-  const bool directed = root.contains("directed") && root["directed"].is_boolean() &&
-                        root["directed"].get<bool>();
+  bool directed = false;
+  if (root.contains("directed")) {
+    TESSEL_EXPECTS(root["directed"].is_boolean(), "{}: directed is {}, expected true or false",
+                   in.file, brief(root["directed"]));
+    directed = root["directed"].get<bool>();
+  }
+  in.ignore_others(root, {"nodes", "links", "directed"}, "");
   if (!directed) {
     const std::size_t m = src.size();
     for (std::size_t e = 0; e < m; ++e)
@@ -327,6 +390,7 @@ std::map<std::string, NodeId> node_link_ids(const JsonInput& in, const json& nod
   for (std::size_t v = 0; v < nodes.size(); ++v) {
     const std::string at = fmt::format("nodes[{}]", v);
     const std::string id = in.key(nodes[v], "id", at).dump();
+    in.ignore_others(nodes[v], {"id", "X", "y"}, "nodes[].");
     TESSEL_EXPECTS(index.emplace(id, static_cast<NodeId>(v)).second, "{}: {} repeats id {}",
                    in.file, at, brief(nodes[v]["id"]));
   }
@@ -443,15 +507,13 @@ TemporalDataset node_link_layout(const JsonInput& in, const json& root,
   return d;
 }
 
-bool all_numbered_snapshots(const json& root) {
-  if (!root.is_object() || root.empty()) return false;
-  for (const auto& [k, v] : root.items()) {
-    if (k == "time_periods") continue;
-    if (k.empty() || !std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return false;
-    if (!v.is_object() || !v.contains("edges")) return false;
-  }
-  return true;
+// One object per snapshot: some key of digits holds an object with edges (the others are
+// checked as snapshots when read; keys that are not digits are metadata).
+bool has_numbered_snapshots(const json& root) {
+  if (!root.is_object()) return false;
+  for (const auto& [k, v] : root.items())
+    if (is_snapshot_key(k) && v.is_object() && v.contains("edges")) return true;
+  return false;
 }
 
 std::string default_name(const fs::path& path, const TemporalConvertOptions& o) {
@@ -477,7 +539,7 @@ TemporalDataset read_pyg_temporal_json(const fs::path& path, const TemporalConve
     d = static_signal_layout(in, root, o);
   } else if (root.is_object() && root.contains("nodes") && root.contains("links")) {
     d = node_link_layout(in, root, o);
-  } else if (all_numbered_snapshots(root) && root.size() > (root.contains("time_periods") ? 1u : 0u)) {
+  } else if (has_numbered_snapshots(root)) {
     d = per_snapshot_layout(in, root, o);
   } else {
     TESSEL_FAIL("{}: not a PyTorch Geometric Temporal layout; keys found: {}; expected "
@@ -487,6 +549,7 @@ TemporalDataset read_pyg_temporal_json(const fs::path& path, const TemporalConve
                 file, keys_of(root));
   }
   d.name = default_name(path, o);
+  d.ignored_keys.assign(in.ignored.begin(), in.ignored.end());
   d.validate(file);
   return d;
 }

@@ -206,6 +206,18 @@ Manifest read_manifest(const std::filesystem::path& dir) {
     TESSEL_EXPECTS(entry.is_object() && entry.contains("checksums") &&
                        entry["checksums"].is_object(),
                    "{}: parts[{}] has no \"checksums\" object", file.string(), p);
+    // A recorded checksum that is not one is the manifest's fault, not the part file's.
+    for (const auto& [dataset, sum] : entry["checksums"].items()) {
+      const bool well_formed =
+          sum.is_string() && sum.get_ref<const std::string&>().size() == 14 &&
+          sum.get_ref<const std::string&>().starts_with("crc32:") &&
+          std::all_of(sum.get_ref<const std::string&>().begin() + 6,
+                      sum.get_ref<const std::string&>().end(),
+                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+      TESSEL_EXPECTS(well_formed, "{}: parts[{}].checksums[\"{}\"] is {}, expected \"crc32:\" "
+                     "and 8 lowercase hex digits", file.string(), p, dataset.substr(0, 40),
+                     sum.dump().substr(0, 40));
+    }
     TESSEL_EXPECTS(!entry.contains("file") || entry["file"] == part_file_name(p),
                    "{}: parts[{}].file is {}, expected \"{}\"", file.string(), p,
                    entry["file"].is_string() ? entry["file"].get<std::string>()

@@ -172,6 +172,17 @@ CheckpointMeta load_checkpoint(const fs::path& dir, const CheckpointMeta& expect
                    "{}: time_to_target_s = {} (expected -1 or seconds)", path.string(),
                    meta.time_to_target_s);
   }
+  // The list tools read instead of walking /params: it must name exactly the parameters the
+  // file holds for this model, in order (a damaged or edited list would mislead them).
+  if (file.has_attr("parameters")) {
+    std::string names;
+    for (const nn::Parameter* p : params) names += (names.empty() ? "" : ",") + p->name;
+    const std::string listed = file.attr_string("parameters");
+    TESSEL_EXPECTS(listed == names, "{}: the parameters attribute lists \"{}\", expected \"{}\" "
+                   "(this model's parameters, in order)", path.string(),
+                   listed.size() > 200 ? listed.substr(0, 197) + "..." : listed,
+                   names.size() > 200 ? names.substr(0, 197) + "..." : names);
+  }
   for (nn::Parameter* p : params) {
     read_tensor(file, "/params/" + p->name, p->value);
     const Tensor host = p->value.device().is_cpu() ? p->value : p->value.to(Device::cpu());

@@ -136,18 +136,22 @@ TEST(TemporalCli, JsonBeyondTheSizeLimitIsRefused) {
 }
 
 // PyTorch Geometric Temporal's own shapes of two layouts (written here as its loaders read
-// them): one object per snapshot with a "time_periods" count and an "index" per snapshot (the
-// Twitter tennis files), and node-link nodes whose X is an object of named series (the
-// Montevideo bus file); a UTF-8 byte-order mark in front is skipped.
+// them): one object per snapshot with a "time_periods" count, an "index" per snapshot and a
+// "node_ids" map beside them (the Twitter tennis files), and node-link nodes whose X is an
+// object of named series (the Montevideo bus file); a UTF-8 byte-order mark in front is skipped.
 TEST(TemporalCli, DistributedLayoutsConvert) {
   test::TempDir dir("temporal-cli-layouts");
   write_text(dir / "tennis.json",
              "\xEF\xBB\xBF" R"({"time_periods": 2,
                "0": {"index": 0, "edges": [[0, 1]], "weights": [1], "X": [[1], [2]], "y": [0, 1]},
-               "1": {"index": 1, "edges": [[1, 0]], "weights": [2], "X": [[3], [4]], "y": [1, 0]}})");
+               "1": {"index": 1, "edges": [[1, 0]], "weights": [2], "X": [[3], [4]], "y": [1, 0]},
+               "node_ids": {"Nadal": 0, "Federer": 1}})");
   Result r = run_tessel("convert temporal " + quote(dir / "tennis.json") + " " +
                         quote(dir / "tennis.h5") + " --train-frac 0.5");
   ASSERT_EQ(r.code, 0) << r.output;
+  // The summary names the key beside the snapshots that was not read.
+  EXPECT_NE(r.output.find("\n  ignored keys (present, not read): node_ids\n"), std::string::npos)
+      << r.output;
   {
     const auto d = datasets::read_temporal_store(dir / "tennis.h5");
     EXPECT_EQ(d.num_nodes, 2);
@@ -208,6 +212,7 @@ template <class T> void poke(const fs::path& file, const char* name, std::size_t
   H5Sclose(space);
   H5Dclose(d);
   H5Fclose(f);
+  test::drop_file_checksum(file);  // else refused as damaged before the dataset is read
 }
 
 // `tessel info` on a temporal store checks what `partition` checks (it checked nothing), and

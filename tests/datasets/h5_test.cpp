@@ -1,5 +1,6 @@
 // Tests of the HDF5 wrapper: typed round trips, row ranges, attributes, clear errors.
 #include "tessel/datasets/h5.hpp"
+#include "tessel/datasets/file_checksum.hpp"
 
 #include "dataset_fixtures.hpp"
 #include "test_support.hpp"
@@ -7,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -111,6 +115,74 @@ TEST(H5, OpenMissingOrForeignFile) {
   EXPECT_NE(msg.find("not an HDF5 file"), std::string::npos) << msg;
   msg = test::input_error([&] { (void)h5::File::create(dir / "no" / "such" / "x.h5"); });
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+}
+
+// Every file Tessel writes carries a whole-file CRC-32 in its user block, checked before HDF5
+// parses it: a flipped bit, a truncation or a damaged header is one InputError naming the file;
+// a file without the header (h5py, an older Tessel) opens as before.
+TEST(H5, WholeFileChecksumIsCheckedBeforeHdf5Opens) {
+  test::TempDir dir("h5-checksum");
+  const auto path = dir / "c.h5";
+  std::vector<std::int64_t> values(10000);
+  std::iota(values.begin(), values.end(), 0);
+  {
+    auto f = h5::File::create(path);
+    f.write("/v", values, "test values");
+    f.close();
+  }
+  EXPECT_EQ(h5::verify_file_checksum(path), h5::FileChecksum::verified);
+  EXPECT_EQ(h5::File::open_read(path).read<std::int64_t>("/v"), values);
+  const std::string good = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  ASSERT_GT(good.size(), h5::kUserBlockBytes);
+  EXPECT_EQ(good.substr(0, 8), "TESSELCK");
+  const auto write_bytes = [&](const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  const auto expect_refused = [&](const std::string& piece) {
+    try {
+      h5::File::open_read(path);
+      ADD_FAILURE() << "opened; expected: " << piece;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("c.h5"), std::string::npos) << what;
+      EXPECT_NE(what.find(piece), std::string::npos) << what;
+    }
+  };
+  // One bit flipped in the data, and in HDF5's superblock.
+  for (const std::size_t at : {good.size() - 100, h5::kUserBlockBytes + 8}) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x10);
+    write_bytes(bad);
+    expect_refused("whole-file CRC-32 is");
+  }
+  std::string magic = good;
+  magic[5] = '\1';
+  write_bytes(magic);
+  expect_refused("its magic differs from TESSELCK in 1 bytes");
+  std::string bad = good;
+  bad[20] = static_cast<char>(bad[20] ^ 1);
+  write_bytes(bad);
+  expect_refused("checksum header in the user block is damaged");
+  write_bytes(good.substr(0, good.size() - 1000));
+  expect_refused("truncated");
+  // No header (the user block zeroed, as an older Tessel or h5py leaves it): opens unchecked.
+  write_bytes(std::string(64, '\0') + good.substr(64));
+  EXPECT_EQ(h5::verify_file_checksum(path), h5::FileChecksum::absent);
+  EXPECT_EQ(h5::File::open_read(path).read<std::int64_t>("/v"), values);
+}
+
+// Both implementations give zlib's CRC-32 (the format does not depend on the build).
+TEST(H5, Crc32ImplementationsAgree) {
+  std::string data(100003, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + 7);
+  const std::uint32_t z = h5::crc32_zlib(0, data.data(), data.size());
+  EXPECT_EQ(z, h5::crc32(0, data.data(), data.size()));
+  EXPECT_EQ(h5::crc32_zlib(0, "123456789", 9), 0xcbf43926u);  // the CRC-32 check value
+  std::uint32_t i = 0;
+  if (h5::crc32_isal(i, data.data(), data.size())) EXPECT_EQ(i, z);
 }
 
 } // namespace

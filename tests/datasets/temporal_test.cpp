@@ -10,7 +10,11 @@
 
 #include <hdf5.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <fstream>
+#include <functional>
 
 #include <zlib.h>
 
@@ -260,6 +264,127 @@ TEST(TemporalConvert, BadJsonIsRefusedWithOneLine) {
   expect_refused(R"({"edges": [[0, 5]], "FX": [[1, 2], [1, 2]]})", "not a node id in [0, 2)");
   expect_refused(R"({"edges": [[0, 1]], "FX": [[1, "x"], [1, 2]]})", "expected a number");
   expect_refused(R"({"edges": [[0, 1]], "FX": [[1, 2)", "not valid JSON");
+}
+
+// Real files carry metadata nobody planned for. PyTorch Geometric Temporal's Twitter tennis
+// files hold, beside the numbered snapshots, "time_periods" and "node_ids" (a map from a player's
+// name to a node id): converted, with node_ids listed as ignored.
+TEST(TemporalConvert, TennisWithNodeIdsConverts) {
+  test::TempDir dir("temporal-tennis");
+  write_text(dir / "t.json", R"({"time_periods": 2,
+      "0": {"index": 0, "edges": [[0, 1]], "weights": [1], "X": [[1], [2]], "y": [0, 1]},
+      "1": {"index": 1, "edges": [[1, 0]], "weights": [2], "X": [[3], [4]], "y": [1, 0]},
+      "node_ids": {"Nadal": 0, "Federer": 1}})");
+  datasets::TemporalConvertOptions o;
+  o.train_frac = 0.5;
+  const TemporalDataset d = datasets::read_pyg_temporal_json(dir / "t.json", o);
+  EXPECT_EQ(d.num_snapshots(), 2);
+  EXPECT_EQ(d.features, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(d.targets, (std::vector<float>{0, 1, 1, 0}));
+  EXPECT_EQ(d.snapshots[1].values, (std::vector<float>{2}));
+  EXPECT_EQ(d.ignored_keys, (std::vector<std::string>{"node_ids"}));
+  // What is read is still checked: a count that disagrees, an index out of place, a snapshot
+  // that is not an object, a ragged X, all with node_ids beside them.
+  const std::string ids = R"("node_ids": {"a": 0, "b": 1})";
+  expect_refused("{" + ids + R"(, "time_periods": 3, "0": {"index": 0, "edges": [[0, 1]],
+      "X": [[1], [2]], "y": [0, 1]}})", "time_periods is 3, but the file holds 1 snapshots");
+  expect_refused("{" + ids + R"(, "0": {"index": 2, "edges": [[0, 1]], "X": [[1], [2]],
+      "y": [0, 1]}})", "snapshot \"0\" has index 2");
+  expect_refused("{" + ids + R"(, "0": {"edges": [[0, 1]], "X": [[1], [2]], "y": [0, 1]},
+      "1": "later"})", "snapshot \"1\" is \"later\", expected an object");
+  expect_refused("{" + ids + R"(, "0": {"edges": [[0, 1]], "X": [[1], [2]], "y": [0, 1]},
+      "2": {"edges": [], "X": [[1], [2]], "y": [0, 1]}})", "missing key \"1\"");
+  expect_refused("{" + ids + R"(, "0": {"edges": [[0, 1]], "X": [[1], [2, 3]], "y": [0, 1]}})",
+                 "0.X[1] has 2 values, expected 1");
+}
+
+// One key of each kind (string, number, object, list) added at every level of every layout:
+// the conversion is the same as without them, and the summary lists exactly the keys added.
+TEST(TemporalConvert, UnknownKeysOfEveryKindAreIgnoredAndListed) {
+  using nlohmann::json;
+  const json extras = {{"note", "made by hand"},
+                       {"scale", 2.5},
+                       {"meta", {{"source", "x"}, {"n", 3}}},
+                       {"tags", {1, "two", nullptr}}};
+  const auto add = [&](json& obj) {
+    for (const auto& [k, v] : extras.items()) obj[k] = v;
+  };
+  const auto listed = [&](const std::vector<std::string>& prefixes) {
+    std::vector<std::string> out;
+    for (const auto& p : prefixes)
+      for (const auto& [k, v] : extras.items()) out.push_back(p + k);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  struct Case {
+    std::string name, text;
+    std::function<void(json&)> decorate;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {"dynamic", kDynamicEdges,
+       [&](json& j) {
+         add(j);
+         add(j["edge_mapping"]);
+       },
+       listed({"", "edge_mapping."})},
+      {"static",
+       R"({"edges": [[0, 1], [1, 0]], "weights": [1, 2], "FX": [[1, 2], [3, 4], [5, 6]]})",
+       [&](json& j) { add(j); }, listed({""})},
+      {"per-snapshot", R"({"0": {"index": 0, "edges": [[0, 1]], "weights": [1],
+           "X": [[1, 0], [0, 1]], "y": [0.5, 1.5]},
+           "1": {"index": 1, "edges": [[1, 0]], "X": [[2, 0], [0, 2]], "y": [2.5, 3.5]}})",
+       [&](json& j) {
+         add(j);
+         add(j["0"]);
+         add(j["1"]);
+       },
+       listed({"", "<snapshot>."})},
+      {"node-link", R"({"directed": false, "nodes": [{"id": "a", "X": [1, 2, 3], "y": [0, 1, 0]},
+           {"id": "b", "X": [4, 5, 6], "y": [1, 1, 1]}],
+           "links": [{"source": "a", "target": "b", "weight": 2}]})",
+       [&](json& j) {
+         add(j);
+         add(j["nodes"][0]);
+         add(j["nodes"][1]);
+         add(j["links"][0]);
+       },
+       listed({"", "links[].", "nodes[]."})},
+  };
+  test::TempDir dir("temporal-extra-keys");
+  datasets::TemporalConvertOptions o;
+  o.lags = 1;
+  o.train_frac = 0.5;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    write_text(dir / "plain.json", c.text);
+    json decorated = json::parse(c.text);
+    c.decorate(decorated);
+    write_text(dir / "extra.json", decorated.dump());
+    const TemporalDataset plain = datasets::read_pyg_temporal_json(dir / "plain.json", o);
+    const TemporalDataset extra = datasets::read_pyg_temporal_json(dir / "extra.json", o);
+    EXPECT_TRUE(plain.ignored_keys.empty());
+    EXPECT_EQ(extra.ignored_keys, c.expected);
+    expect_same_graphs(extra.snapshots, plain.snapshots);
+    EXPECT_EQ(extra.features, plain.features);
+    EXPECT_EQ(extra.targets, plain.targets);
+    EXPECT_EQ(extra.train, plain.train);
+  }
+  // Keys no summary could show on one line are escaped and cut.
+  write_text(dir / "odd.json", R"({"edges": [[0, 1]], "FX": [[1, 2], [3, 4], [5, 6]],
+      "line\nbreak": 1, "long": {"x": 1}, ")" + std::string(100, 'k') + R"(": 0})");
+  const auto odd = datasets::read_pyg_temporal_json(dir / "odd.json", o).ignored_keys;
+  ASSERT_EQ(odd.size(), 3u);
+  for (const auto& k : odd) {
+    EXPECT_EQ(k.find('\n'), std::string::npos) << k;
+    EXPECT_LE(k.size(), 40u) << k;
+  }
+  EXPECT_EQ(odd[0], "\"line\\nbreak\"");
+  // Read values stay strict beside unknown keys: a non-boolean "directed" is refused.
+  expect_refused(R"({"directed": "yes", "extra": 1, "nodes": [{"id": 0, "X": [1, 2], "y": [1, 2]}],
+      "links": []})", "directed is \"yes\", expected true or false");
+  expect_refused(R"({"extra": [1], "edges": [[0, 1]], "weights": [-1], "FX": [[1, 2], [3, 4]]})",
+                 "negative weight");
 }
 
 TEST(TemporalConvert, EdgeListsBinnedIntoSnapshots) {

@@ -9,6 +9,7 @@
 #include "tessel/nn/optimizer.hpp"
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -92,6 +93,85 @@ TEST(CheckpointInput, OptimizerStateOfAnotherShapeIsRefusedWithTheFile) {
               std::string::npos)
         << what;
   }
+}
+
+namespace {
+
+// A checkpoint of the fuzz target's model, written by Tessel's writer; returns its file.
+fs::path tessel_checkpoint(const std::string& name) {
+  using namespace tessel;
+  nn::Model model(fuzz::checkpoint_model());
+  nn::OptimizerConfig oc;
+  oc.kind = fuzz::kCheckpointOptimizer;
+  auto optimizer = nn::make_optimizer(oc);
+  train::CheckpointMeta meta;
+  meta.epoch = 1;
+  meta.seed = 1;
+  meta.model_json = fuzz::kCheckpointModelJson;
+  meta.mode = fuzz::kCheckpointMode;
+  const fs::path dir = fuzz::scratch_dir() / name;
+  train::save_checkpoint(dir, meta, model, *optimizer);
+  return dir / "checkpoint.h5";
+}
+
+std::string input_error(const std::vector<std::uint8_t>& bytes) {
+  try {
+    tessel::fuzz::checkpoint(bytes);
+  } catch (const tessel::InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+} // namespace
+
+// The checkpoint's "parameters" attribute (the list tools read) must name this model's
+// parameters in order; an edited list is refused naming the attribute.
+TEST(CheckpointInput, ParametersAttributeIsChecked) {
+  const fs::path file = tessel_checkpoint("parameters-attr");
+  {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Adelete(f, "parameters"), 0);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    const std::string value = "layer9.weight";
+    H5Tset_size(type, value.size());
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(f, "parameters", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(a, 0);
+    EXPECT_GE(H5Awrite(a, type, value.data()), 0);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(f);
+  }
+  // The edit made through HDF5 leaves the whole-file checksum stale: refused as damage first.
+  // (The edit may change the length, which is checked first.)
+  auto bytes = read_bytes(file);
+  const std::string stale = input_error(bytes);
+  EXPECT_TRUE(stale.find("whole-file CRC-32") != std::string::npos ||
+              stale.find("but Tessel wrote") != std::string::npos)
+      << stale;
+  // Without the checksum header (as h5py or an older Tessel leaves it) the attribute is read.
+  std::fill(bytes.begin(), bytes.begin() + 64, 0);
+  const std::string what = input_error(bytes);
+  EXPECT_NE(what.find("checkpoint.h5: the parameters attribute lists \"layer9.weight\", expected"),
+            std::string::npos)
+      << what;
+}
+
+// Damage to a checkpoint of Tessel's making (a flipped bit anywhere, a truncation) is one
+// InputError from the whole-file checksum, before HDF5 parses the file.
+TEST(CheckpointInput, DamagedTesselCheckpointIsRefusedBeforeHdf5) {
+  const auto good = read_bytes(tessel_checkpoint("damaged"));
+  EXPECT_EQ(input_error(good), "(accepted)");
+  for (std::size_t at = 600; at < good.size(); at += good.size() / 7) {
+    auto bad = good;
+    bad[at] ^= 0x04;
+    EXPECT_NE(input_error(bad).find("whole-file CRC-32"), std::string::npos) << at;
+  }
+  const std::vector<std::uint8_t> torn(good.begin(), good.begin() + good.size() / 2);
+  EXPECT_NE(input_error(torn).find("truncated"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzInputs, ::testing::ValuesIn(tessel::fuzz::targets().begin(),

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 
@@ -162,6 +163,33 @@ TEST(Partition, MetisCutsPlantedGraphBelowHalfOfRandom) {
     const auto random = partition_dataset(data, tmp / "random", options_for(k, Method::random));
     EXPECT_LT(2 * metis.edge_cut, random.edge_cut) << "k = " << k;
     EXPECT_LT(metis.replication_factor, random.replication_factor);
+  }
+}
+
+// A malformed checksum string in partition.json is the manifest's fault: refused when the
+// manifest is read, naming partition.json and the entry, not blamed on the part file.
+TEST(Partition, MalformedChecksumStringBlamesTheManifest) {
+  const auto data = test::planted_dataset({.num_nodes = 200, .blocks = 2, .avg_degree = 6});
+  test::TempDir tmp;
+  partition_dataset(data, tmp / "parts", options_for(2, Method::random));
+  const fs::path manifest = tmp / "parts" / "partition.json";
+  auto j = nlohmann::json::parse(std::ifstream(manifest));
+  for (const nlohmann::json bad : {nlohmann::json("crc32:XYZ"), nlohmann::json("md5:00000000"),
+                                   nlohmann::json(12345)}) {
+    auto edited = j;
+    edited["parts"][1]["checksums"]["/graph/indptr"] = bad;
+    std::ofstream(manifest) << edited.dump();
+    try {
+      read_manifest(tmp / "parts");
+      ADD_FAILURE() << "accepted " << bad.dump();
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("partition.json: parts[1].checksums[\"/graph/indptr\"] is " +
+                          bad.dump()),
+                std::string::npos)
+          << what;
+      EXPECT_EQ(what.find("part-1.h5"), std::string::npos) << what;
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <fstream>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +79,14 @@ int run_command(const std::string& command, std::string* output) {
 
 std::string quote(const std::filesystem::path& path) {
   return "'" + path.string() + "'";
+}
+
+void drop_file_checksum(const std::filesystem::path& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  const std::string zeros(64, '\0');
+  f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  ASSERT_TRUE(f.good()) << path;
 }
 
 CommandResult run_tessel(const std::string& args, int np) {

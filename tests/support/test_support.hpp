@@ -54,6 +54,11 @@ int run_command(const std::string& command, std::string* output = nullptr);
 // `path` in single quotes, for a shell command line.
 std::string quote(const std::filesystem::path& path);
 
+// Zeroes the whole-file checksum header in an HDF5 file's user block, as if the file had been
+// written by h5py or an older Tessel: tests that edit a Tessel file in place through HDF5 call it
+// to reach the per-dataset checks (with the header, the edit is refused as damage first).
+void drop_file_checksum(const std::filesystem::path& path);
+
 // The exit status and the output (stdout and stderr together) of a command.
 struct CommandResult {
   int code = -1;

@@ -57,7 +57,10 @@ template <class T> hid_t native_type();
 // An open HDF5 file. Errors name the file and the object.
 class File {
 public:
-  static File create(const std::filesystem::path& path); // truncates
+  // Truncates. The file gets a 512-byte user block, where close() writes a checksum of every
+  // byte after it (file_checksum.hpp).
+  static File create(const std::filesystem::path& path);
+  // Verifies the whole-file checksum when the file has one (verify_file_checksum), then opens.
   static File open_read(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return path_; }
@@ -123,6 +126,7 @@ private:
   Handle handle_;
   mutable std::string open_name_;
   mutable Handle open_dataset_;
+  bool written_ = false;  // made by create(): close() writes the whole-file checksum
 };
 
 } // namespace tessel::h5

@@ -44,6 +44,10 @@ struct TemporalDataset {
     bool standardized = false;
     bool counts = false;
   } series;
+  // JSON layouts (what the converter says in its summary; not stored): keys present in the
+  // file beside the ones the layout reads, as patterns ("node_ids", "<snapshot>.extra",
+  // "nodes[].extra"), sorted.
+  std::vector<std::string> ignored_keys;
 
   std::int64_t num_snapshots() const { return static_cast<std::int64_t>(snapshots.size()); }
   // Throws InputError naming `what` if any size, index, weight, target or range is inconsistent.
@@ -144,7 +148,8 @@ struct TemporalConvertOptions {
 
 // PyTorch Geometric Temporal JSON (dynamic edges with "edge_mapping", static edges with a signal
 // "FX"/"X", one object per snapshot, networkx node-link). The layout is detected by its keys;
-// an unknown one is refused with the keys found.
+// an unknown one is refused with the keys found. Keys beside the ones a layout reads are
+// ignored and listed in the result's ignored_keys; what is read is checked strictly.
 TemporalDataset read_pyg_temporal_json(const std::filesystem::path& path,
                                        const TemporalConvertOptions& options);
 // Timestamped edges "src,dst,time[,weight]" (comma or whitespace separated, '#' comments, plain
