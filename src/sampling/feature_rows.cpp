@@ -217,6 +217,7 @@ private:
         chunk_addr_[static_cast<std::size_t>(index)] = static_cast<std::int64_t>(addr);
       }
       if (std::find(chunk_addr_.begin(), chunk_addr_.end(), -1) != chunk_addr_.end()) return;
+      if (!chunk_addresses_include_user_block()) return;
     } else {
       return;
     }
@@ -231,6 +232,42 @@ private:
                      kFeat, first + rows - 1, file_size);
     }
     direct_ = true;
+  }
+
+  // H5Dget_chunk_info leaves the user block (Tessel's files carry a 512-byte one: the
+  // whole-file checksum) out of a chunk's address in HDF5 1.10 and counts it in later versions,
+  // where H5Dget_offset always counts it. Row 0 is read through HDF5 and at both places; the
+  // one that matches decides. Neither or both (a row equal at both places): reads go through
+  // HDF5, which is always right.
+  bool chunk_addresses_include_user_block() {
+    hsize_t user_block = 0;
+    const hid_t file = H5Iget_file_id(dataset_.get());
+    if (file < 0) return false;
+    const hid_t fcpl = H5Fget_create_plist(file);
+    H5Fclose(file);
+    if (fcpl < 0) return false;
+    const herr_t rc = H5Pget_userblock(fcpl, &user_block);
+    H5Pclose(fcpl);
+    if (rc < 0) return false;
+    if (user_block == 0) return true;
+    const auto width = static_cast<std::size_t>(feature_dim_);
+    std::vector<float> expected(width), plain(width), shifted(width);
+    read_run_hdf5(Run{0, 1, 0}, expected.data());
+    const int fd = ::open(name_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const auto bytes = static_cast<std::size_t>(row_bytes_);
+    const auto at = static_cast<off_t>(chunk_addr_[0]);
+    const bool plain_ok = ::pread(fd, plain.data(), bytes, at) == static_cast<ssize_t>(bytes) &&
+                          std::memcmp(plain.data(), expected.data(), bytes) == 0;
+    const bool shifted_ok =
+        ::pread(fd, shifted.data(), bytes, at + static_cast<off_t>(user_block)) ==
+            static_cast<ssize_t>(bytes) &&
+        std::memcmp(shifted.data(), expected.data(), bytes) == 0;
+    ::close(fd);
+    if (plain_ok == shifted_ok) return false;
+    if (shifted_ok)
+      for (auto& address : chunk_addr_) address += static_cast<std::int64_t>(user_block);
+    return true;
   }
 
   std::int64_t offset_of(std::int64_t row) const {
