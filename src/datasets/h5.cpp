@@ -297,7 +297,13 @@ std::string File::attr_string(const std::string& name, const std::string& object
   if (H5Tis_variable_str(type.get()) > 0) {
     Handle mem(TESSEL_CHECK_HDF5(H5Tcopy(H5T_C_S1)));
     TESSEL_CHECK_HDF5(H5Tset_size(mem.get(), H5T_VARIABLE));
-    TESSEL_CHECK_HDF5(H5Tset_cset(mem.get(), H5Tget_cset(type.get())));
+    // A damaged file can name a character set HDF5 does not know: that is the file's fault.
+    const H5T_cset_t cset = H5Tget_cset(type.get());
+    TESSEL_EXPECTS(cset == H5T_CSET_ASCII || cset == H5T_CSET_UTF8,
+                   "{}: attribute \"{}\" of {} has an unknown character set (expected ASCII or "
+                   "UTF-8)",
+                   path_.string(), name, object);
+    TESSEL_CHECK_HDF5(H5Tset_cset(mem.get(), cset));
     char* text = nullptr;
     read_check(H5Aread(attr.get(), mem.get(), &text), path_, what);
     std::string value = text ? text : "";
