@@ -20,11 +20,47 @@
 namespace tessel::cli {
 namespace {
 
+// --edge-split TRAIN,VALID,TEST (percentages) and its --seed; empty: no link splits.
+struct EdgeSplitArgs {
+  std::vector<int> percent;
+  std::uint64_t seed = 1;
+};
+
+void add_edge_split_flags(CLI::App& cmd, EdgeSplitArgs& args, bool with_seed) {
+  cmd.add_option("--edge-split", args.percent,
+                 "Link prediction: split the undirected edges at random into train/valid/test "
+                 "percentages (e.g. 85,5,10), draw as many validation and test negatives as "
+                 "positives (stored), and keep only the training edges in the message-passing "
+                 "graph (the store's /link group; docs/formats.md)")
+      ->delimiter(',')
+      ->expected(3);
+  if (with_seed)
+    cmd.add_option("--seed", args.seed, "Seed of --edge-split")->check(seed_check())
+        ->capture_default_str();
+}
+
+void apply_edge_split(datasets::Dataset& data, const EdgeSplitArgs& args) {
+  if (args.percent.empty()) return;
+  datasets::random_link_split(data, args.percent[0], args.percent[1], args.percent[2], args.seed);
+}
+
+std::string link_summary(const datasets::Dataset& data) {
+  if (!data.link.present()) return "";
+  const auto& l = data.link;
+  return fmt::format("; edge split {}: {}/{}/{} positive edges, {}/{} negatives (seed {})",
+                     l.fractions, datasets::LinkSplits::rows(l.train_pos),
+                     datasets::LinkSplits::rows(l.valid_pos),
+                     datasets::LinkSplits::rows(l.test_pos),
+                     datasets::LinkSplits::rows(l.valid_neg),
+                     datasets::LinkSplits::rows(l.test_neg), l.seed);
+}
+
 struct OgbArgs {
   std::string dir;
   std::string out;
   datasets::OgbOptions options;
   bool json = false;
+  EdgeSplitArgs edge_split;
 };
 
 struct SyntheticArgs {
@@ -32,6 +68,7 @@ struct SyntheticArgs {
   datasets::SyntheticOptions options;
   bool ogb = false;
   std::string preset;  // a named shape (datasets::synthetic_preset); explicit flags override it
+  EdgeSplitArgs edge_split;
 };
 
 // Fills the options a preset sets, except those given on the command line.
@@ -57,8 +94,30 @@ std::string split_sizes(const datasets::DatasetInfo& info) {
   return fmt::format("{}/{}/{}", info.num_train, info.num_valid, info.num_test);
 }
 
+// --edge-split: the whole folder is read into memory, split, and written.
+void run_ogb_edge_split(const OgbArgs& args) {
+  TESSEL_EXPECTS(!args.json, "convert ogb: --json is not supported with --edge-split");
+  Stopwatch watch;
+  datasets::Dataset data = [&] {
+    const ScopedActivity activity("reading " + args.dir);
+    return datasets::read_ogb_folder(args.dir, args.options);
+  }();
+  {
+    const ScopedActivity activity("splitting the edges of " + args.dir);
+    apply_edge_split(data, args.edge_split);
+  }
+  {
+    const ScopedActivity activity("writing " + args.out);
+    datasets::write_store(data, args.out);
+  }
+  fmt::print("{}: {} nodes, {} message-passing edges, {} features, {} classes{}; in {:.2f} s\n",
+             args.out, data.num_nodes, data.num_edges(), data.feature_dim, data.num_classes,
+             link_summary(data), watch.seconds());
+}
+
 void run_ogb(const OgbArgs& args) {
   datasets::refuse_overwriting_inputs(args.out, {args.dir}, "output");
+  if (!args.edge_split.percent.empty()) return run_ogb_edge_split(args);
   const ScopedActivity activity("converting " + args.dir);
   const auto report = datasets::convert_ogb_folder(args.dir, args.out, args.options);
   const auto& info = report.info;
@@ -111,11 +170,16 @@ void run_ogb(const OgbArgs& args) {
 void run_synthetic(const SyntheticArgs& args) {
   TESSEL_EXPECTS(!args.out.empty(), "convert synthetic: missing the output path (OUT.h5)");
   Stopwatch watch;
-  const auto data = [&] {
+  auto data = [&] {
     const ScopedActivity activity(
         fmt::format("generating a synthetic graph of {} nodes", args.options.num_nodes));
     return datasets::make_synthetic(args.options);
   }();
+  TESSEL_EXPECTS(args.edge_split.percent.empty() || !args.ogb,
+                 "convert synthetic: --edge-split writes a store, not an OGB folder (--ogb)");
+  EdgeSplitArgs split = args.edge_split;
+  split.seed = args.options.seed;
+  apply_edge_split(data, split);
   const double generate_s = watch.seconds();
   watch.reset();
   const ScopedActivity activity("writing " + args.out);
@@ -127,9 +191,10 @@ void run_synthetic(const SyntheticArgs& args) {
     datasets::write_store(data, args.out);
   }
   fmt::print("{}: {} nodes, {} edges (undirected, each stored once), {} features, {} classes, "
-             "split {}/{}/{}; generated in {:.2f} s, written in {:.2f} s\n",
+             "split {}/{}/{}{}; generated in {:.2f} s, written in {:.2f} s\n",
              args.out, data.num_nodes, data.num_edges(), data.feature_dim, data.num_classes,
-             data.train.size(), data.valid.size(), data.test.size(), generate_s, watch.seconds());
+             data.train.size(), data.valid.size(), data.test.size(), link_summary(data),
+             generate_s, watch.seconds());
 }
 
 const Registrar registrar{Command{
@@ -162,6 +227,7 @@ const Registrar registrar{Command{
       ogb_cmd->add_option("--name", ogb->options.name, "Dataset name (default: the folder's name)");
       ogb_cmd->add_flag("--json", ogb->json,
                         "Print one JSON object (counts, seconds, MB/s, peak memory, phases)");
+      add_edge_split_flags(*ogb_cmd, ogb->edge_split, true);
 
       auto syn = std::make_shared<SyntheticArgs>();
       auto& o = syn->options;
@@ -215,6 +281,7 @@ const Registrar registrar{Command{
       syn_cmd->add_flag("--ogb", syn->ogb,
                         "Write an OGB raw folder (gzip CSV) at OUT instead of a store, e.g. to "
                         "benchmark `convert ogb`");
+      add_edge_split_flags(*syn_cmd, syn->edge_split, false);  // seeded by --seed
       auto run_temporal = add_temporal_convert_commands(sub);
       return [ogb_cmd, syn_cmd, ogb, syn, run_temporal] {
         run_temporal();

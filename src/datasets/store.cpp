@@ -218,6 +218,7 @@ void Dataset::validate(const std::string& what) const {
   const std::vector<NodeId>* splits[3] = {&train, &valid, &test};
   const char* const names[3] = {"train", "valid", "test"};
   check_splits_disjoint(what, splits, names, num_nodes);
+  if (link.present()) check_link_splits(what, link, graph, directed, num_nodes);
 }
 
 void write_store(const Dataset& data, const std::filesystem::path& path) {
@@ -237,6 +238,7 @@ void write_store(const Dataset& data, const std::filesystem::path& path) {
   writer.write_split("train", data.train);
   writer.write_split("valid", data.valid);
   writer.write_split("test", data.test);
+  writer.write_link(data.link);
   DatasetInfo info;
   info.name = data.name;
   info.num_nodes = data.num_nodes;
@@ -279,6 +281,9 @@ Dataset read_store(const std::filesystem::path& path, const ReadOptions& options
   const std::vector<NodeId>* splits[3] = {&data.train, &data.valid, &data.test};
   const char* const names[3] = {"/split/train", "/split/valid", "/split/test"};
   check_splits_disjoint(file, splits, names, info.num_nodes);
+  data.link = detail::read_link(f, info.num_nodes);
+  if (data.link.present())
+    check_link_splits(file, data.link, data.graph, data.directed, info.num_nodes);
   return data;
 }
 

@@ -22,6 +22,8 @@ public:
   void write_labels(const std::vector<std::int64_t>& labels);
   // which: train, valid or test.
   void write_split(const std::string& which, const std::vector<NodeId>& ids);
+  // The /link group (nothing when link is not present).
+  void write_link(const LinkSplits& link);
   // Writes the root attributes from info, closes the file and renames it into place.
   void commit(const DatasetInfo& info);
 
@@ -32,5 +34,9 @@ private:
   h5::File file_;
   std::int64_t feature_dim_ = 0;
 };
+
+// The /link group of an open store (an empty LinkSplits when it has none); shapes checked,
+// ids and the message-passing invariant left to check_link_splits.
+LinkSplits read_link(const h5::File& f, std::int64_t num_nodes);
 
 } // namespace tessel::datasets::detail

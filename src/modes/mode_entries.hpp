@@ -23,6 +23,11 @@ void dynamic_defaults(TrainOptions& options,
                       const std::function<bool(const std::string&)>& given);
 
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context);
+// --task link on a static graph (full mode, modes/full/link_task.cpp): whether the options ask
+// for it, its trainer, and the full mode's run description (the link metric when they do).
+bool link_task(const TrainOptions& options);
+std::unique_ptr<Trainer> make_link_trainer(TrainerContext context);
+RunInfo full_run_info(const Trainer& trainer, const TrainerContext& context);
 // The full mode's flags that exclude each other (boundary sampling changes the cut every
 // epoch, which neither pre-aggregation plans nor stale halos follow).
 void check_full_options(const TrainOptions& options, int ranks);

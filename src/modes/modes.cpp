@@ -39,9 +39,10 @@ const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
       mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
             .own_flags = {"--halo-dtype", "--boundary-sampling", "--halo-aggregation",
-                          "--stale-halo", "--stale-smoothing"},
+                          "--stale-halo", "--stale-smoothing", "--task", "--negatives",
+                          "--out-dim"},
             .apply_defaults = nullptr},
-           {.make = make_full_trainer, .check = check_full_options}),
+           {.make = make_full_trainer, .describe = full_run_info, .check = check_full_options}),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
             .benched_by_default = true,
             .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 namespace tessel::nn {
@@ -76,6 +77,58 @@ double reciprocal_rank(float positive, std::span<const float> negatives) {
     equal += n == positive;
   }
   return 1.0 / (1.0 + static_cast<double>(higher) + 0.5 * static_cast<double>(equal));
+}
+
+double average_precision(std::span<const float> positive, std::span<const float> negative) {
+  if (positive.empty()) return 0.0;
+  // (score, is positive), highest score first; each run of equal scores is one threshold.
+  std::vector<std::pair<float, bool>> all;
+  all.reserve(positive.size() + negative.size());
+  for (float p : positive) all.emplace_back(p, true);
+  for (float n : negative) all.emplace_back(n, false);
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  const double total = static_cast<double>(positive.size());
+  double ap = 0, previous_recall = 0;
+  std::int64_t true_pos = 0, seen = 0;
+  for (std::size_t i = 0; i < all.size();) {
+    std::size_t j = i;
+    while (j < all.size() && all[j].first == all[i].first) {
+      true_pos += all[j].second;
+      ++seen;
+      ++j;
+    }
+    const double recall = static_cast<double>(true_pos) / total;
+    ap += (recall - previous_recall) * static_cast<double>(true_pos) / static_cast<double>(seen);
+    previous_recall = recall;
+    i = j;
+  }
+  return ap;
+}
+
+double hits_at_k(std::span<const float> positive, std::span<const float> negative, std::int64_t k) {
+  TESSEL_EXPECTS(k >= 1, "hits@{}: K must be at least 1", k);
+  if (positive.empty()) return 0.0;
+  if (static_cast<std::int64_t>(negative.size()) < k) return 1.0;
+  std::vector<float> neg(negative.begin(), negative.end());
+  std::nth_element(neg.begin(), neg.begin() + (k - 1), neg.end(), std::greater<float>());
+  const float threshold = neg[static_cast<std::size_t>(k - 1)];
+  const auto hits = std::count_if(positive.begin(), positive.end(),
+                                  [threshold](float p) { return p > threshold; });
+  return static_cast<double>(hits) / static_cast<double>(positive.size());
+}
+
+double mean_reciprocal_rank(std::span<const float> positive, std::span<const float> negatives,
+                            std::int64_t k) {
+  TESSEL_EXPECTS(k >= 1 && negatives.size() == positive.size() * static_cast<std::size_t>(k),
+                 "mrr: {} negatives for {} positives of {} each", negatives.size(),
+                 positive.size(), k);
+  if (positive.empty()) return 0.0;
+  double sum = 0;
+  for (std::size_t i = 0; i < positive.size(); ++i)
+    sum += reciprocal_rank(positive[i], negatives.subspan(i * static_cast<std::size_t>(k),
+                                                          static_cast<std::size_t>(k)));
+  return sum / static_cast<double>(positive.size());
 }
 
 } // namespace tessel::nn

@@ -28,6 +28,37 @@ std::vector<LocalId> local_split(const std::vector<NodeId>& ids, const Relabelin
   return local;
 }
 
+// The split edges whose source part p owns (per-pair negatives: whose first endpoint), with
+// their rows in the store's lists; per-source negatives follow their positives.
+void assign_links(int p, const Relabeling& r, const datasets::LinkSplits& link, PartLinks& out) {
+  out.present = true;
+  out.neg_per_source = link.neg_per_source;
+  const std::vector<NodeId>* pos[3] = {&link.train_pos, &link.valid_pos, &link.test_pos};
+  const std::vector<NodeId>* neg[3] = {nullptr, &link.valid_neg, &link.test_neg};
+  const std::vector<NodeId>* neg_dst[3] = {nullptr, &link.valid_neg_dst, &link.test_neg_dst};
+  const std::int64_t k = link.neg_per_source;
+  for (int s = 0; s < 3; ++s) {
+    for (std::int64_t i = 0; i < datasets::LinkSplits::rows(*pos[s]); ++i) {
+      const NodeId u = (*pos[s])[2 * i];
+      if (r.part[u] != p) continue;
+      out.pos[s].push_back(u);
+      out.pos[s].push_back((*pos[s])[2 * i + 1]);
+      out.pos_id[s].push_back(i);
+      if (s > 0 && k > 0)
+        out.neg_dst[s].insert(out.neg_dst[s].end(), neg_dst[s]->begin() + i * k,
+                              neg_dst[s]->begin() + (i + 1) * k);
+    }
+    if (s == 0) continue;
+    for (std::int64_t i = 0; i < datasets::LinkSplits::rows(*neg[s]); ++i) {
+      const NodeId u = (*neg[s])[2 * i];
+      if (r.part[u] != p) continue;
+      out.neg[s].push_back(u);
+      out.neg[s].push_back((*neg[s])[2 * i + 1]);
+      out.neg_id[s].push_back(i);
+    }
+  }
+}
+
 } // namespace
 
 Part build_part(int p, const GraphCsr& graph, const Relabeling& r, const datasets::Dataset& data,
@@ -116,6 +147,7 @@ Part build_part(int p, const GraphCsr& graph, const Relabeling& r, const dataset
   part.train = local_split(data.train, r, lo, hi);
   part.valid = local_split(data.valid, r, lo, hi);
   part.test = local_split(data.test, r, lo, hi);
+  if (data.link.present()) assign_links(p, r, data.link, part.link);
   return part;
 }
 

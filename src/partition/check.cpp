@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 
 namespace tessel::partition {
 
@@ -164,6 +165,7 @@ class PartitionChecker {
     num_edges_ += part.graph.num_edges();
     edge_cut_ += part_cut;
     check_split_order(name, part);
+    if (m_.link.present) check_links(name, part);
     if (have_part_stats_) check_part_stats(name, p, part, part_cut);
     if (source_) {
       check_labels(name, part);
@@ -345,7 +347,72 @@ class PartitionChecker {
   }
 
   // Over every part: the edge total, the cut, the split sizes and symmetry.
+  // Link splits: every positive's source (every per-pair negative's first endpoint) is owned
+  // here, no validation or test positive is an edge of the message-passing graph, and each edge
+  // id is held once over the parts (check_totals counts them).
+  void check_links(const std::string& name, const Part& part) {
+    TESSEL_EXPECTS(part.link.present, "{}: partition.json records link splits, the part has none",
+                   name);
+    std::unordered_map<NodeId, LocalId> local_of;
+    for (std::int64_t l = 0; l < part.num_local(); ++l)
+      local_of.emplace(part.orig_id[static_cast<std::size_t>(l)], static_cast<LocalId>(l));
+    const auto owned_local = [&](NodeId v) -> LocalId {
+      const auto it = local_of.find(v);
+      return it == local_of.end() || it->second >= part.num_owned ? -1 : it->second;
+    };
+    const auto is_edge = [&](LocalId row, NodeId v) {
+      const auto it = local_of.find(v);
+      if (it == local_of.end()) return false;
+      const auto begin = part.graph.indices.begin() + part.graph.indptr[row];
+      const auto end = part.graph.indices.begin() + part.graph.indptr[row + 1];
+      return std::binary_search(begin, end, it->second);
+    };
+    if (link_seen_[0].empty())
+      for (int s = 0; s < 3; ++s) {
+        link_seen_[s].assign(static_cast<std::size_t>(m_.link.pos[s]), 0);
+        neg_seen_[s].assign(static_cast<std::size_t>(m_.link.neg[s]), 0);
+      }
+    for (int s = 0; s < 3; ++s) {
+      const std::string what = std::string("/link/") + kLinkSplitNames[s];
+      const auto& pos = part.link.pos[s];
+      for (std::size_t i = 0; i < part.link.pos_id[s].size(); ++i) {
+        const NodeId u = pos[2 * i], v = pos[2 * i + 1];
+        const LocalId row = owned_local(u);
+        TESSEL_EXPECTS(row >= 0, "{}: {}_pos row {}: edge {},{}: its source {} is not owned by "
+                       "this part", name, what, i, u, v, u);
+        TESSEL_EXPECTS(s == 0 || !is_edge(row, v),
+                       "{}: {}_pos row {}: edge {},{} is an edge of the message-passing graph "
+                       "(validation and test edges must be left out of it)",
+                       name, what, i, u, v);
+        auto& seen = link_seen_[s][static_cast<std::size_t>(part.link.pos_id[s][i])];
+        TESSEL_EXPECTS(seen == 0, "{}: {}_pos row {}: edge id {} is held by another part too",
+                       name, what, i, part.link.pos_id[s][i]);
+        seen = 1;
+      }
+      for (std::size_t i = 0; i < part.link.neg_id[s].size(); ++i) {
+        TESSEL_EXPECTS(owned_local(part.link.neg[s][2 * i]) >= 0,
+                       "{}: {}_neg row {}: its first node {} is not owned by this part", name, what,
+                       i, part.link.neg[s][2 * i]);
+        auto& seen = neg_seen_[s][static_cast<std::size_t>(part.link.neg_id[s][i])];
+        TESSEL_EXPECTS(seen == 0, "{}: {}_neg row {}: negative id {} is held by another part too",
+                       name, what, i, part.link.neg_id[s][i]);
+        seen = 1;
+      }
+    }
+  }
+
   void check_totals() {
+    if (m_.link.present)
+      for (int s = 0; s < 3; ++s) {
+        const auto missing = std::find(link_seen_[s].begin(), link_seen_[s].end(), 0);
+        TESSEL_EXPECTS(missing == link_seen_[s].end(),
+                       "{}: {} edge {} of the link splits is held by no part", manifest_name_,
+                       kLinkSplitNames[s], missing - link_seen_[s].begin());
+        const auto missing_neg = std::find(neg_seen_[s].begin(), neg_seen_[s].end(), 0);
+        TESSEL_EXPECTS(missing_neg == neg_seen_[s].end(),
+                       "{}: {} negative {} of the link splits is held by no part", manifest_name_,
+                       kLinkSplitNames[s], missing_neg - neg_seen_[s].begin());
+      }
     TESSEL_EXPECTS(num_edges_ == m_.num_edges,
                    "{}: the parts hold {} edges, partition.json says {}", manifest_name_,
                    num_edges_, m_.num_edges);
@@ -390,6 +457,7 @@ class PartitionChecker {
   std::uint64_t forward_sum_ = 0, backward_sum_ = 0;
   std::int64_t num_edges_ = 0, edge_cut_ = 0, num_train_ = 0, num_valid_ = 0, num_test_ = 0;
   std::int64_t nodes_checked_ = 0;
+  std::vector<std::uint8_t> link_seen_[3], neg_seen_[3];
   bool have_part_stats_ = false;
   std::string checksum_mismatch_;
   std::vector<int> parts_;

@@ -115,6 +115,16 @@ PartChecksums part_checksums(const Part& part, bool with_features) {
                         {"/split/valid", of(part.valid)},
                         {"/split/test", of(part.test)}};
   if (with_features) sums["/node/feat"] = of(part.features);
+  if (part.link.present)
+    for (int s = 0; s < 3; ++s) {
+      const std::string base = std::string("/link/") + kLinkSplitNames[s];
+      sums[base + "_pos"] = of(part.link.pos[s]);
+      sums[base + "_pos_id"] = of(part.link.pos_id[s]);
+      if (s == 0) continue;
+      sums[base + "_neg"] = of(part.link.neg[s]);
+      sums[base + "_neg_id"] = of(part.link.neg_id[s]);
+      sums[base + "_neg_dst"] = of(part.link.neg_dst[s]);
+    }
   return sums;
 }
 
@@ -224,6 +234,21 @@ Manifest read_manifest(const std::filesystem::path& dir) {
                                              : std::string(entry["file"].type_name()),
                    part_file_name(p));
   }
+  if (const auto link = m.raw.find("link"); link != m.raw.end()) {
+    TESSEL_EXPECTS(link->is_object(), "{}: \"link\" is not an object", file.string());
+    m.link.present = true;
+    m.link.metric = manifest_field<std::string>(*link, "metric", file);
+    m.link.neg_per_source = manifest_field<std::int64_t>(*link, "neg_per_source", file);
+    for (int s = 0; s < 3; ++s) {
+      m.link.pos[s] = manifest_field<std::int64_t>(*link, (std::string(kLinkSplitNames[s]) + "_pos").c_str(),
+                                                   file);
+      m.link.neg[s] = s == 0 ? 0
+                             : manifest_field<std::int64_t>(
+                                   *link, (std::string(kLinkSplitNames[s]) + "_neg").c_str(), file);
+      TESSEL_EXPECTS(m.link.pos[s] >= 0 && m.link.neg[s] >= 0 && m.link.neg_per_source >= 0,
+                     "{}: link counts are negative", file.string());
+    }
+  }
   for (const auto& offset : m.raw["offsets"])
     TESSEL_EXPECTS(offset.is_number_integer(), "{}: offsets holds {}, expected whole numbers",
                    file.string(), offset.dump().substr(0, 40));
@@ -264,10 +289,55 @@ void check_rows(const Part& part, const std::string& name) {
 
 namespace {
 
+// /link/* of a part of a link store: shapes, ids in range, rows aligned, checksums.
+void read_part_links(const h5::File& file, const std::string& name, const Manifest& manifest,
+                     Part& part, ChecksumVerifier& checksums) {
+  PartLinks& l = part.link;
+  l.present = true;
+  l.neg_per_source = manifest.link.neg_per_source;
+  const std::int64_t n = manifest.num_nodes;
+  const auto ids = [&](const std::string& dataset, std::int64_t width, std::vector<NodeId>& out) {
+    const auto dims = file.dims(dataset);
+    TESSEL_EXPECTS(dims.size() == 2 && dims[1] == width, "{}: {} has shape [{}], expected [n, {}]",
+                   name, dataset, fmt::join(dims, ", "), width);
+    out = file.read<NodeId>(dataset);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      TESSEL_EXPECTS(out[i] >= 0 && out[i] < n, "{}: {} row {}: node {} is not a node id ({} nodes)",
+                     name, dataset, static_cast<std::int64_t>(i) / width, out[i], n);
+    checksums.verify(dataset, out);
+  };
+  const auto rows_of = [&](const std::string& dataset, std::int64_t rows, std::int64_t bound,
+                           std::vector<std::int64_t>& out) {
+    out = file.read<std::int64_t>(dataset, {rows});
+    for (std::size_t i = 0; i < out.size(); ++i)
+      TESSEL_EXPECTS(out[i] >= 0 && out[i] < bound, "{}: {} row {}: edge id {} is outside [0, {})",
+                     name, dataset, i, out[i], bound);
+    checksums.verify(dataset, out);
+  };
+  for (int s = 0; s < 3; ++s) {
+    const std::string base = std::string("/link/") + kLinkSplitNames[s];
+    ids(base + "_pos", 2, l.pos[s]);
+    const auto rows = static_cast<std::int64_t>(l.pos[s].size()) / 2;
+    rows_of(base + "_pos_id", rows, manifest.link.pos[s], l.pos_id[s]);
+    if (s == 0) continue;
+    ids(base + "_neg", 2, l.neg[s]);
+    rows_of(base + "_neg_id", static_cast<std::int64_t>(l.neg[s].size()) / 2, manifest.link.neg[s],
+            l.neg_id[s]);
+    const std::int64_t k = std::max<std::int64_t>(1, l.neg_per_source);
+    ids(base + "_neg_dst", k, l.neg_dst[s]);
+    TESSEL_EXPECTS(l.neg_per_source == 0 ? l.neg_dst[s].empty()
+                                         : static_cast<std::int64_t>(l.neg_dst[s].size()) == rows * k,
+                   "{}: {}_neg_dst has {} values, expected {} rows of {}", name, base,
+                   l.neg_dst[s].size(), rows, k);
+  }
+}
+
 // /node/feat into part.features: its shape, finite values and checksum checked.
 void read_features(const h5::File& file, const std::string& name, const Manifest& manifest,
                    Part& part, ChecksumVerifier& checksums) {
   const std::int64_t owned = part.num_owned;
+  if (manifest.link.present) read_part_links(file, name, manifest, part, checksums);
+
   const auto feat_dims = file.dims("/node/feat");
   TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({owned, manifest.feature_dim}),
                  "{}: /node/feat has shape {}, expected [{}, {}]", name,
@@ -446,6 +516,27 @@ void write_part_layout(h5::File& file, const Part& part, const std::string& data
              "i32: local ids of owned validation nodes, ascending");
   file.write("/split/test", part.test.data(), {static_cast<std::int64_t>(part.test.size())},
              "i32: local ids of owned test nodes, ascending");
+  if (part.link.present) {
+    file.create_group("/link");
+    for (int s = 0; s < 3; ++s) {
+      const std::string base = std::string("/link/") + kLinkSplitNames[s];
+      const auto& l = part.link;
+      file.write(base + "_pos", l.pos[s].data(),
+                 {static_cast<std::int64_t>(l.pos[s].size()) / 2, 2},
+                 "[n, 2] i64: positive edges (src, dst) in source ids whose src this part owns");
+      file.write(base + "_pos_id", l.pos_id[s].data(), {static_cast<std::int64_t>(l.pos_id[s].size())},
+                 "[n] i64: row of each positive edge in the store's list (its edge id)");
+      if (s == 0) continue;
+      file.write(base + "_neg", l.neg[s].data(), {static_cast<std::int64_t>(l.neg[s].size()) / 2, 2},
+                 "[m, 2] i64: per-pair negatives (source ids) whose first endpoint this part owns");
+      file.write(base + "_neg_id", l.neg_id[s].data(), {static_cast<std::int64_t>(l.neg_id[s].size())},
+                 "[m] i64: row of each negative in the store's list");
+      const std::int64_t k = std::max<std::int64_t>(1, l.neg_per_source);
+      file.write(base + "_neg_dst", l.neg_dst[s].data(),
+                 {static_cast<std::int64_t>(l.neg_dst[s].size()) / k, k},
+                 "[n, K] i64: per-source negative destinations, row i for positive i");
+    }
+  }
   // Row chunks of about 1 MiB, like the dataset store, so a reader can fetch a row range.
   file.create_dataset<float>(
       "/node/feat", {owned, part.feature_dim}, "[owned, feature_dim] f32: features of owned nodes",

@@ -184,6 +184,18 @@ PartitionStats source_stats(const datasets::Dataset& data, std::string source_na
   stats.num_train = static_cast<std::int64_t>(data.train.size());
   stats.num_valid = static_cast<std::int64_t>(data.valid.size());
   stats.num_test = static_cast<std::int64_t>(data.test.size());
+  if (data.link.present()) {
+    using datasets::LinkSplits;
+    const auto& l = data.link;
+    stats.link = {{"metric", l.metric},
+                  {"source", l.source},
+                  {"neg_per_source", l.neg_per_source},
+                  {"train_pos", LinkSplits::rows(l.train_pos)},
+                  {"valid_pos", LinkSplits::rows(l.valid_pos)},
+                  {"test_pos", LinkSplits::rows(l.test_pos)},
+                  {"valid_neg", LinkSplits::rows(l.valid_neg)},
+                  {"test_neg", LinkSplits::rows(l.test_neg)}};
+  }
   return stats;
 }
 
@@ -436,6 +448,7 @@ nlohmann::json PartitionStats::to_json() const {
       {"timings_s", timings},
       {"peak_rss_bytes", peak_rss_bytes},
       {"peak_rss_after_bytes", peak_after}};
+  if (!link.is_null()) j["link"] = link;
   if (metis_objval >= 0) {
     j["metis"] = {{"objval", metis_objval},
                   {"constraints", metis_constraints},

@@ -373,12 +373,21 @@ LoadedPart load_part_with(comm::Communicator& comm, TrainOptions& options, bool 
   const partition::Manifest& manifest = loaded.manifest;
   partition::Part& part = loaded.part;
   options.model.in_dim = manifest.feature_dim;
-  options.model.out_dim = manifest.num_classes;
   options.model.seed = options.seed;
-  TESSEL_EXPECTS(manifest.num_classes >= 2, "{}: the dataset has {} classes; need at least 2",
-                 options.part_dir.string(), manifest.num_classes);
-  TESSEL_EXPECTS(manifest.num_train > 0, "{}: the dataset has no training nodes",
-                 options.part_dir.string());
+  if (options.dynamic.task == DynamicTask::link_prediction) {
+    // Link prediction (full mode's --task link): the encoder outputs node embeddings.
+    options.model.out_dim = options.full.link_out_dim;
+    TESSEL_EXPECTS(manifest.link.present,
+                   "{}: --task link needs a partition of a link store (tessel convert ... "
+                   "--edge-split, or an ogbl dataset)",
+                   options.part_dir.string());
+  } else {
+    options.model.out_dim = manifest.num_classes;
+    TESSEL_EXPECTS(manifest.num_classes >= 2, "{}: the dataset has {} classes; need at least 2",
+                   options.part_dir.string(), manifest.num_classes);
+    TESSEL_EXPECTS(manifest.num_train > 0, "{}: the dataset has no training nodes",
+                   options.part_dir.string());
+  }
   if (decide) place_features(comm, options, out_of_core_ok, loaded);
   if (options.normalize_features == FeatureNormalization::row && !part.features.empty()) {
     // The kernel op (L1: each row divided by the sum of its absolute values), then back into

@@ -3,6 +3,7 @@
 // parallel backward giving the same floats at every thread count.
 #include "nn_test_util.hpp"
 
+#include "tessel/core/error.hpp"
 #include "tessel/nn/link.hpp"
 
 #include <omp.h>
@@ -39,6 +40,37 @@ TEST(LinkMetrics, ReciprocalRankByHand) {
                       nn::reciprocal_rank(0.0f, neg)) /
                      3.0;
   EXPECT_DOUBLE_EQ(mrr, 1.75 / 3.0);
+}
+
+// OGB's evaluators and scikit-learn's average precision, against values worked out by hand.
+TEST(LinkMetrics, AveragePrecisionByHand) {
+  // Ranked: 0.9 P, 0.8 N, 0.6 P, 0.4 N, 0.3 P: 1/3 * 1 + 1/3 * 2/3 + 1/3 * 3/5 = 34/45.
+  const std::vector<float> pos = {0.9f, 0.6f, 0.3f}, neg = {0.8f, 0.4f};
+  EXPECT_NEAR(nn::average_precision(pos, neg), 34.0 / 45.0, 1e-12);
+  // A tie is one threshold: recall 1 at precision 1/2.
+  const std::vector<float> one = {0.5f};
+  EXPECT_DOUBLE_EQ(nn::average_precision(one, one), 0.5);
+  EXPECT_DOUBLE_EQ(nn::average_precision(pos, {}), 1.0);
+  EXPECT_DOUBLE_EQ(nn::average_precision({}, neg), 0.0);
+}
+
+TEST(LinkMetrics, HitsAtKByHand) {
+  const std::vector<float> pos = {0.9f, 0.55f, 0.2f}, neg = {0.8f, 0.6f, 0.1f, 0.5f};
+  EXPECT_DOUBLE_EQ(nn::hits_at_k(pos, neg, 1), 1.0 / 3.0);  // above 0.8
+  EXPECT_DOUBLE_EQ(nn::hits_at_k(pos, neg, 2), 1.0 / 3.0);  // above 0.6
+  EXPECT_DOUBLE_EQ(nn::hits_at_k(pos, neg, 3), 2.0 / 3.0);  // above 0.5
+  EXPECT_DOUBLE_EQ(nn::hits_at_k(pos, neg, 4), 1.0);        // above 0.1
+  EXPECT_DOUBLE_EQ(nn::hits_at_k(pos, neg, 5), 1.0);        // fewer negatives than K
+  // Strictly above: a positive equal to the threshold is no hit.
+  const std::vector<float> tie = {0.6f};
+  EXPECT_DOUBLE_EQ(nn::hits_at_k(tie, neg, 2), 0.0);
+}
+
+TEST(LinkMetrics, MeanReciprocalRankByHand) {
+  // Positive 0.5 among {0.7, 0.5}: rank 1 + 1 + 1/2 = 2.5; positive 0.9 among {0.1, 0.2}: 1.
+  const std::vector<float> pos = {0.5f, 0.9f}, neg = {0.7f, 0.5f, 0.1f, 0.2f};
+  EXPECT_DOUBLE_EQ(nn::mean_reciprocal_rank(pos, neg, 2), (0.4 + 1.0) / 2.0);
+  EXPECT_THROW((void)nn::mean_reciprocal_rank(pos, neg, 3), InputError);
 }
 
 TEST(LinkHead, BinaryCrossEntropyMatchesItsFormulaAndStaysFinite) {

@@ -29,7 +29,9 @@ TESSEL_HD inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_
 // Streams separate independent uses of one seed, so dropout never reuses sampling bits.
 enum class Stream : std::uint32_t {
   init = 1, dropout = 2, sampling = 3, shuffle = 4, synthetic = 5, partition = 6, cache = 7,
-  boundary = 8  // full-batch boundary-node sampling (--boundary-sampling)
+  boundary = 8,  // full-batch boundary-node sampling (--boundary-sampling)
+  link_split = 9,  // --edge-split: the permutation of edges and the stored negatives
+  negatives = 10   // --task link: training negatives, keyed by edge id
 };
 
 // A key names *what* is being drawn: (seed, stream, epoch, step, layer). Draws for a node are

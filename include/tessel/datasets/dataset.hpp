@@ -13,6 +13,37 @@ namespace tessel::datasets {
 constexpr const char* kStoreFormat = "tessel-dataset";
 constexpr int kStoreVersion = 1;
 
+// Link prediction splits (the store's optional /link group; docs/formats.md). Edge lists are
+// row-major [n, 2] (src, dst); per-source negatives are row-major [n, K] destinations, row i for
+// the source of positive i. A split holds per-pair negatives (*_neg) or per-source ones
+// (*_neg_dst, neg_per_source = K), the same kind in valid and test. When present, the dataset's
+// graph is the message-passing graph: no valid or test positive is one of its edges.
+struct LinkSplits {
+  std::string source;          // "random" (--edge-split) or "ogb"; empty: no link splits
+  std::string metric = "auc";  // "auc" (AUC and AP), "hits@K" or "mrr"
+  std::int64_t seed = -1;      // random splits: the seed
+  std::string fractions;       // random splits: "85,5,10"
+  std::vector<NodeId> train_pos, valid_pos, test_pos;
+  std::vector<NodeId> valid_neg, test_neg;
+  std::vector<NodeId> valid_neg_dst, test_neg_dst;
+  std::int64_t neg_per_source = 0;  // K of *_neg_dst; 0: per-pair negatives
+  // Optional, one per positive row (empty: absent).
+  std::vector<float> train_weight, valid_weight, test_weight;
+  std::vector<std::int64_t> train_year, valid_year, test_year;
+
+  bool present() const { return !source.empty(); }
+  static std::int64_t rows(const std::vector<NodeId>& pairs) {
+    return static_cast<std::int64_t>(pairs.size()) / 2;
+  }
+};
+
+// Throws InputError "<what>: /link/<dataset> row R: ..." for an id outside [0, num_nodes), a
+// shape that does not fit, an unknown metric, or a valid/test positive that is an edge of graph
+// (either direction when the graph is undirected).
+void check_link_splits(const std::string& what, const LinkSplits& link, const Csr& graph,
+                       bool directed, std::int64_t num_nodes);
+
+
 // A whole graph dataset. graph is the in-neighbor CSR (row v lists u for every stored edge
 // u -> v). When directed is false the source stores each undirected edge once (as OGB's
 // undirected datasets do) unless it was symmetrized; consumers that need both directions
@@ -27,11 +58,21 @@ struct Dataset {
   std::vector<float> features;
   std::vector<std::int64_t> labels; // -1 = unlabeled
   std::vector<NodeId> train, valid, test;
+  LinkSplits link;  // link prediction splits (empty unless the store has /link)
 
   std::int64_t num_edges() const { return graph.num_edges(); }
   // Throws InputError naming `what` if any size, index or label is inconsistent.
   void validate(const std::string& what) const;
 };
+
+// --edge-split: splits the undirected edges of data (each pair once, self-loops and duplicates
+// dropped) at random into train/valid/test positives in the proportions given (percentages
+// summing to 100; valid and test are floor(E * p / 100), train the rest, as PyG's
+// RandomLinkSplit), draws as many negatives as positives for valid and test (uniform pairs
+// u != v that are no edge and not drawn twice), and replaces data.graph by the training edges
+// (each once, u < v as u -> v). Deterministic from seed. Refuses directed graphs.
+void random_link_split(Dataset& data, int train_pct, int valid_pct, int test_pct,
+                       std::uint64_t seed);
 
 // Summary of a store read from its attributes and small datasets only.
 struct DatasetInfo {

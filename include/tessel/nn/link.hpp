@@ -41,4 +41,19 @@ double roc_auc(std::span<const float> positive, std::span<const float> negative)
 // convention). MRR is its mean over positives.
 double reciprocal_rank(float positive, std::span<const float> negatives);
 
+// Average precision of positives against negatives, as scikit-learn's average_precision_score
+// computes it: sum over the distinct scores s, highest first, of (recall(s) - recall(previous))
+// * precision(s), where recall and precision count every pair scoring >= s (ties form one step).
+// No positives: 0.
+double average_precision(std::span<const float> positive, std::span<const float> negative);
+
+// OGB's Hits@K (ogbl-collab, -ppa, -ddi): the fraction of positives scoring strictly above the
+// K-th highest negative score; 1 when there are fewer than K negatives. No positives: 0.
+double hits_at_k(std::span<const float> positive, std::span<const float> negative, std::int64_t k);
+
+// OGB's MRR (ogbl-citation2): the mean over positives i of reciprocal_rank(positive[i],
+// negatives[i * K, (i + 1) * K)). No positives: 0.
+double mean_reciprocal_rank(std::span<const float> positive, std::span<const float> negatives,
+                            std::int64_t k);
+
 } // namespace tessel::nn

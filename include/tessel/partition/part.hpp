@@ -27,6 +27,16 @@ inline std::span<const OptionWord<FeatureNormalization>> option_words(FeatureNor
   return words;
 }
 
+// Link prediction splits of a partition made from a link store (partition.json's "link"): the
+// whole graph's counts. Splits are indexed 0 train, 1 valid, 2 test.
+struct LinkCounts {
+  bool present = false;
+  std::string metric;               // "auc", "mrr" or "hits@K"
+  std::int64_t neg_per_source = 0;  // K of per-source negatives; 0: per-pair negatives
+  std::int64_t pos[3] = {0, 0, 0};  // positive edges per split
+  std::int64_t neg[3] = {0, 0, 0};  // per-pair negatives per split (train: 0)
+};
+
 // partition.json. Part p owns the relabeled global ids [offsets[p], offsets[p+1]).
 struct Manifest {
   std::string dataset;
@@ -40,6 +50,7 @@ struct Manifest {
   bool symmetrized = true;
   std::int64_t num_train = 0, num_valid = 0, num_test = 0;  // whole-graph split sizes
   std::vector<NodeId> offsets;  // num_parts + 1 entries
+  LinkCounts link;              // link prediction splits (present only for a link store)
   nlohmann::json raw;           // the whole file (statistics, timings, ...)
 
   // Part that owns relabeled global id g (binary search over offsets).
@@ -47,6 +58,21 @@ struct Manifest {
 };
 
 Manifest read_manifest(const std::filesystem::path& dir);
+
+// A part's share of the link prediction splits: the positive edges whose source the part owns
+// and the per-pair negatives whose first endpoint it owns, as (src, dst) in SOURCE ids, row-major
+// [n, 2], each with its row in the store's list (its edge id, which keys its training negatives);
+// per-source negatives [n, K] follow their positive's rows. Index 0 train, 1 valid, 2 test.
+struct PartLinks {
+  bool present = false;
+  std::int64_t neg_per_source = 0;  // K of neg_dst; 0: per-pair negatives
+  std::vector<NodeId> pos[3];
+  std::vector<std::int64_t> pos_id[3];
+  std::vector<NodeId> neg[3];
+  std::vector<std::int64_t> neg_id[3];
+  std::vector<NodeId> neg_dst[3];
+};
+inline constexpr const char* kLinkSplitNames[3] = {"train", "valid", "test"};
 
 // One part. Local ids: owned nodes [0, num_owned), halo nodes [num_owned, num_owned + num_halo).
 // Owned local id i is relabeled global id offset + i. Halo node h (local num_owned + h) is
@@ -67,6 +93,7 @@ struct Part {
   std::vector<float> features;          // [owned, feature_dim], empty if not loaded
   std::vector<std::int64_t> labels;     // [owned], -1 = unlabeled
   std::vector<LocalId> train, valid, test;
+  PartLinks link;
 
   std::int64_t num_local() const { return num_owned + num_halo; }
   // Relabeled global id of local id l (owned or halo).

@@ -71,6 +71,7 @@ struct PartitionStats {
   std::int64_t num_nodes = 0, num_edges = 0, feature_dim = 0, num_classes = 0;
   std::int64_t num_train = 0, num_valid = 0, num_test = 0;
   std::vector<NodeId> offsets;
+  nlohmann::json link;  // link store: partition.json's "link" counts (null otherwise)
   std::vector<PartStats> parts;
   std::int64_t edge_cut = 0;    // directed training-graph edges between different parts
   double edge_cut_fraction = 0; // edge_cut / num_edges

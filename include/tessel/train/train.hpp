@@ -39,6 +39,8 @@ struct FullOptions {
   // they compute; smoothing gamma in [0, 1) keeps a moving average of them (0: the last ones).
   bool stale_halo = false;
   double stale_smoothing = 0;
+  // --task link: the width of the encoder's output (the node embeddings the decoder scores).
+  std::int64_t link_out_dim = 16;
 };
 
 // --sample-routing: where the sampled mode's frontiers, answers and blocks live (automatic:
@@ -120,7 +122,8 @@ inline std::span<const OptionWord<DynamicTask>> option_words(DynamicTask) {
   static constexpr OptionWord<DynamicTask> words[] = {
       {"node-regression", DynamicTask::node_regression},
       {"node-classification", DynamicTask::node_classification},
-      {"link-prediction", DynamicTask::link_prediction}};
+      {"link-prediction", DynamicTask::link_prediction},
+      {"link", DynamicTask::link_prediction}};
   return words;
 }
 inline std::span<const OptionWord<TemporalPartition>> option_words(TemporalPartition) {

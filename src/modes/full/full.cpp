@@ -136,6 +136,13 @@ void check_full_options(const TrainOptions& options, int /*ranks*/) {
                    option_word(full.halo_aggregation));
     TESSEL_EXPECTS(!full.stale_halo, "--model gat does not support --stale-halo");
   }
+  if (link_task(options)) {
+    TESSEL_EXPECTS(full.boundary_sampling == 0 && !full.stale_halo &&
+                       full.halo_aggregation == dist::HaloAggregation::post,
+                   "--task link does not support --boundary-sampling, --stale-halo or "
+                   "--halo-aggregation {}",
+                   option_word(full.halo_aggregation));
+  }
   TESSEL_EXPECTS(full.boundary_sampling == 0 || full.halo_aggregation == dist::HaloAggregation::post,
                  "--boundary-sampling cannot be combined with --halo-aggregation {}: the sums "
                  "of a pre-aggregated cut do not follow the epoch's sampled boundary",
@@ -150,6 +157,7 @@ void check_full_options(const TrainOptions& options, int /*ranks*/) {
 }
 
 std::unique_ptr<Trainer> make_full_trainer(TrainerContext context) {
+  if (link_task(context.options)) return make_link_trainer(context);
   return std::make_unique<FullTrainer>(context);
 }
 

@@ -1,0 +1,87 @@
+// Link prediction on a static graph through the `tessel` binary: convert --edge-split,
+// partition (split edges assigned to ranks, checked), and full-batch --task link at 1 and 2
+// ranks with the same losses.
+#include "train_test_helpers.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+using test::epochs_of;
+using test::losses;
+using test::run_ok;
+using test::tessel_bin;
+
+namespace {
+
+class LinkCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir("link");
+    run_ok(tessel_bin() + " convert synthetic " + (dir_->path() / "g.h5").string() +
+           " --nodes 500 --avg-degree 8 --classes 4 --feat-dim 16 --seed 3 --homophily 0.9 "
+           "--feature-signal 3 --edge-split 85,5,10");
+    for (int p : {1, 2})
+      run_ok(tessel_bin() + " partition " + (dir_->path() / "g.h5").string() + " --parts " +
+             std::to_string(p) + " --out " + parts(p).string());
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path parts(int p) { return dir_->path() / ("p" + std::to_string(p)); }
+  static fs::path scratch(const std::string& name) { return dir_->path() / name; }
+  static inline test::TempDir* dir_ = nullptr;
+};
+
+}  // namespace
+
+TEST_F(LinkCli, PartitionHoldsEverySplitEdgeOnceAndChecks) {
+  const auto manifest = nlohmann::json::parse(std::ifstream(parts(2) / "partition.json"));
+  ASSERT_TRUE(manifest.contains("link"));
+  EXPECT_EQ(manifest["link"]["metric"], "auc");
+  EXPECT_GT(manifest["link"]["valid_pos"].get<int>(), 0);
+  // The checker verifies owners, the message-passing graph and that every edge is held once.
+  run_ok(tessel_bin() + " partition --check " + parts(2).string() + " " +
+         (dir_->path() / "g.h5").string());
+}
+
+TEST_F(LinkCli, LossesDoNotDependOnRankCountAndTheModelLearns) {
+  std::vector<std::vector<double>> runs;
+  std::vector<nlohmann::json> last;
+  for (int p : {1, 2}) {
+    const auto metrics = scratch("r" + std::to_string(p) + ".jsonl");
+    run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() +
+           " --mode full --task link --model gcn --hidden 32 --out-dim 16 --dropout 0 --lr 0.01 "
+           "--negatives 1 --epochs 30 --eval-every 10 --seed 5 --quiet --metrics " +
+           metrics.string());
+    runs.push_back(losses(metrics));
+    last.push_back(epochs_of(metrics).back());
+  }
+  ASSERT_EQ(runs[0].size(), 30u);
+  // Full-batch P ranks against one: float sums in another order (docs/robustness.md), 1e-5.
+  for (std::size_t e = 0; e < runs[0].size(); ++e)
+    EXPECT_LE(std::abs(runs[1][e] - runs[0][e]), 1e-5 * std::abs(runs[0][e])) << "epoch " << e + 1;
+  EXPECT_LT(runs[0].back(), runs[0].front());
+  // The planted graph's features predict its edges: well above chance after 30 epochs.
+  EXPECT_GT(last[0].at("test_auc").get<double>(), 0.7) << last[0].dump();
+  EXPECT_NEAR(last[0].at("test_auc").get<double>(), last[1].at("test_auc").get<double>(), 1e-4);
+  EXPECT_TRUE(last[0].at("extra").contains("test_ap")) << last[0].dump();
+}
+
+TEST_F(LinkCli, RefusesANodeClassificationPartition) {
+  const auto plain = dir_->path() / "plain.h5";
+  run_ok(tessel_bin() + " convert synthetic " + plain.string() + " --nodes 200 --seed 1");
+  run_ok(tessel_bin() + " partition " + plain.string() + " --parts 1 --out " +
+         scratch("plain1").string());
+  std::string out;
+  EXPECT_NE(test::run_command(tessel_bin() + " train " + scratch("plain1").string() +
+                                  " --mode full --task link --epochs 1 --quiet",
+                              &out),
+            0);
+  EXPECT_NE(out.find("--task link needs a partition of a link store"), std::string::npos) << out;
+}
