@@ -157,8 +157,8 @@ NpzArchive::NpzArchive(std::filesystem::path path) : path_(std::move(path)) {
       break;
     }
   TESSEL_EXPECTS(eocd >= 0,
-                 "{}: not a zip archive, or truncated (no end-of-central-directory record); an "
-                 ".npz file is a zip of .npy arrays",
+                 "{}: not a zip archive, or truncated (no end-of-central-directory record); "
+                 ".npz (a zip of .npy arrays) and torch.save's .pt files are zip archives",
                  path_.string());
   const unsigned char* e = &buf[static_cast<std::size_t>(eocd)];
   std::uint64_t count = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);

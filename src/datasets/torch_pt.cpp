@@ -480,9 +480,28 @@ PtFile::PtFile(fs::path path) : path_(std::move(path)) {
     TESSEL_EXPECTS(tensor_span(t, last) && last < t.storage_numel,
                    "{}: tensor \"{}\" ({}, offset {}) reaches past its storage of {} elements",
                    file, key, t.describe(), t.storage_offset, t.storage_numel);
+    // More elements than the storage holds means overlapping views (stride 0, expand()):
+    // refused, so that no tensor can ask for more memory than its storage takes.
+    bool fits = true;
+    for (std::int64_t d = 0, count = 1; d < static_cast<std::int64_t>(t.shape.size()); ++d) {
+      if (t.shape[static_cast<std::size_t>(d)] == 0) break;
+      fits = fits && count <= t.storage_numel / t.shape[static_cast<std::size_t>(d)];
+      if (!fits) break;
+      count *= t.shape[static_cast<std::size_t>(d)];
+    }
+    TESSEL_EXPECTS(fits,
+                   "{}: tensor \"{}\" ({}) has more elements than its storage of {} (an "
+                   "expanded view); save it with .contiguous()",
+                   file, key, t.describe(), t.storage_numel);
     const std::int64_t member = archive_->member_bytes(t.storage_member);
     TESSEL_EXPECTS(member >= 0, "{}: tensor \"{}\" has no storage member {}", file, key,
                    t.storage_member);
+    // torch.save stores storages uncompressed: a member larger than the file is refused before
+    // anything is sized by it.
+    TESSEL_EXPECTS(member <= archive_->file_bytes(),
+                   "{}: {} claims {} bytes, more than the file's {} (torch.save stores storages "
+                   "uncompressed)",
+                   file, t.storage_member, member, archive_->file_bytes());
     TESSEL_EXPECTS(t.storage_numel <= std::numeric_limits<std::int64_t>::max() / 8 &&
                        member == t.storage_numel * itemsize(t.dtype),
                    "{}: {} holds {} bytes, but tensor \"{}\" needs a storage of {} {} elements "

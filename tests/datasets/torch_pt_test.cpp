@@ -148,6 +148,17 @@ TEST(TorchPt, RefusesHostilePickles) {
     EXPECT_NE(e.find(path.string()), std::string::npos) << e;
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.name << ": " << e;
   }
+  // An expanded view (stride 0): 4 elements over a storage of 2.
+  const auto pair = test::pt_long("edge", {2, 2}, {0, 1});
+  std::string expanded = test::pt_pickle({pair});
+  const std::string strides("(K\x02K\x01t", 6);
+  ASSERT_NE(expanded.find(strides), std::string::npos);
+  expanded.replace(expanded.find(strides), 6, std::string("(K\x00K\x01t", 6));
+  test::write_pt(dir / "expanded.pt", {pair}, expanded);
+  const std::string x = pt_error(dir / "expanded.pt");
+  EXPECT_NE(x.find("tensor \"edge\" (int64 [2, 2]) has more elements than its storage of 2"),
+            std::string::npos)
+      << x;
   // A view reaching past its storage: shape [3, 2] over a storage of 4 elements.
   auto small = test::pt_long("edge", {3, 2}, {0, 1, 1, 2});
   const fs::path path = dir / "past.pt";
