@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 build="${TESSEL_FUZZ_BUILD:-build-fuzz}"
-targets=(${TESSEL_FUZZ_TARGETS:-ogb_csv npz store part checkpoint temporal_json temporal_edges manifest})
+targets=(${TESSEL_FUZZ_TARGETS:-ogb_csv npz pt store part checkpoint temporal_json temporal_edges manifest})
 jobs="${TESSEL_JOBS:-$(nproc)}"
 
 if [ -z "${TESSEL_FUZZ_BUILD:-}" ]; then

@@ -7,13 +7,13 @@ __version__ = "0.1.0"
 
 from .cli import RunResult, TesselError, find_binary, run
 from .model import Checkpoint, load_state_dict, read_checkpoint, to_pyg_model
-from .results import (Partition, Predictions, read_embeddings, read_metrics, read_partition,
+from .results import (EdgeScores, Partition, Predictions, read_embeddings, read_metrics, read_partition,
                       read_predictions, read_summary)
 from .store import Store, from_dgl, from_pyg, read_store, write_store
 from .temporal import Snapshot, TemporalStore, read_temporal_store, write_temporal_store
 
 __all__ = [
-    "Checkpoint", "Partition", "Predictions", "RunResult", "Snapshot", "Store", "TemporalStore",
+    "Checkpoint", "EdgeScores", "Partition", "Predictions", "RunResult", "Snapshot", "Store", "TemporalStore",
     "TesselError", "find_binary", "from_dgl", "from_pyg", "load_state_dict", "read_checkpoint",
     "read_embeddings", "read_metrics", "read_partition", "read_predictions", "read_store",
     "read_summary", "read_temporal_store", "run", "to_pyg_model", "write_store",

@@ -41,11 +41,54 @@ class Predictions:
     attrs: dict = field(default_factory=dict)
 
 
+@dataclass
+class EdgeScores:
+    """Scores of edges (read_predictions of a link-prediction file, format
+    `tessel-link-predictions`): the decoder's raw output, higher = more likely an edge."""
+    pos_edge: numpy.ndarray    # int64 [n, 2] (src, dst): the positives of the split, or the
+                               # pairs given to `tessel predict --edges`
+    pos_score: numpy.ndarray   # float32 [n]
+    neg_edge: numpy.ndarray    # int64 [m, 2] pair negatives, or None
+    neg_dst: numpy.ndarray     # int64 [n, K] per-source negatives, or None
+    neg_score: numpy.ndarray   # float32 [m] or [n, K], or None
+    attrs: dict = field(default_factory=dict)
+
+
+def _read_edge_scores(path, f, attrs):
+    def get(name):
+        return f[name][()] if name in f else None
+
+    pos_edge, pos_score = get("pos_edge"), get("pos_score")
+    if pos_edge is None or pos_score is None:
+        raise ValueError(f"{path}: no /pos_edge and /pos_score (a link-prediction file holds "
+                         "both)")
+    if pos_edge.ndim != 2 or pos_edge.shape[1] != 2 or pos_score.shape != (len(pos_edge),):
+        raise ValueError(f"{path}: /pos_edge is {list(pos_edge.shape)} and /pos_score "
+                         f"{list(pos_score.shape)}, expected [n, 2] and [n]")
+    neg_edge, neg_dst, neg_score = get("neg_edge"), get("neg_dst"), get("neg_score")
+    if neg_edge is not None and neg_dst is not None:
+        raise ValueError(f"{path}: holds both /neg_edge and /neg_dst, expected one kind")
+    if neg_score is not None:
+        expect = (None if neg_edge is None and neg_dst is None else
+                  (len(neg_edge),) if neg_edge is not None else neg_dst.shape)
+        if neg_score.shape != expect:
+            raise ValueError(f"{path}: /neg_score is {list(neg_score.shape)}, expected "
+                             f"{list(expect) if expect else 'no /neg_score without negatives'}")
+    elif neg_edge is not None or neg_dst is not None:
+        raise ValueError(f"{path}: negatives without /neg_score")
+    return EdgeScores(pos_edge=pos_edge, pos_score=pos_score, neg_edge=neg_edge,
+                      neg_dst=neg_dst, neg_score=neg_score, attrs=attrs)
+
+
 def read_predictions(path):
-    """Reads a `--predictions` file of `tessel train` or `tessel predict`."""
+    """Reads a `--predictions` file of `tessel train` or `tessel predict`: node predictions
+    (Predictions), or edge scores (EdgeScores) for link prediction."""
     with h5py.File(path, "r") as f:
         attrs = _attrs(f)
-        _expect_format(path, attrs, ("tessel-predictions", "tessel-temporal-predictions"))
+        _expect_format(path, attrs, ("tessel-predictions", "tessel-temporal-predictions",
+                                     "tessel-link-predictions"))
+        if attrs["format"] == "tessel-link-predictions":
+            return _read_edge_scores(path, f, attrs)
         if attrs["format"] == "tessel-predictions":
             logits, predicted = _by_node_id(path, f["node_id"][()], f["logits"][()],
                                             f["predicted"][()])

@@ -9,7 +9,7 @@ from pathlib import Path
 import h5py
 import numpy
 
-from . import _check
+from . import _check, link as _link
 from ._atomic import AtomicOutput
 from ._h5 import Writer
 
@@ -180,11 +180,14 @@ def _masks_as_bool(value, num_nodes, name):
     return value
 
 
-def _write(path, graph, x, y, splits, num_classes, name, directed, symmetrize, names):
+def _write(path, graph, x, y, splits, num_classes, name, directed, symmetrize, names,
+           link=None):
     path = Path(os.fspath(path))
     feat = _check.floats(x, names["x"], ndim=2)
     n, f = feat.shape
     src, dst = edges_of(graph, n, names["graph"])
+    if y is None and link is not None:
+        y = numpy.full(n, -1, dtype="<i8")  # a link store: no node classes
     labels = _labels(y, n, names["y"])
     split_ids = []
     for which, value in zip(("train", "valid", "test"), splits):
@@ -202,6 +205,7 @@ def _write(path, graph, x, y, splits, num_classes, name, directed, symmetrize, n
     if symmetrize:
         src, dst = symmetrized_edges(src, dst)
         directed = False
+    link_arrays = _link.check_link(link, n, src, dst, directed) if link is not None else None
     indptr, indices = in_neighbor_csr(src, dst, n)
     if name is None:
         name = path.stem
@@ -218,6 +222,8 @@ def _write(path, graph, x, y, splits, num_classes, name, directed, symmetrize, n
             for which, (_, ids, _) in zip(("train", "valid", "test"), split_ids):
                 w.dataset(f"/split/{which}", ids,
                           f"Node ids of the {_SPLIT_WORDS[which]} set, int64.")
+            if link_arrays is not None:
+                _link.write_link(w, *link_arrays)
             for key, value in (("format", FORMAT), ("version", VERSION), ("name", str(name)),
                                ("num_nodes", n), ("num_edges", len(indices)),
                                ("num_classes", int(num_classes)), ("feature_dim", f),
@@ -230,7 +236,7 @@ def _write(path, graph, x, y, splits, num_classes, name, directed, symmetrize, n
 
 
 def write_store(path, graph, x, y, train=None, valid=None, test=None, *, name=None,
-                num_classes=None, directed=False, symmetrize=False):
+                num_classes=None, directed=False, symmetrize=False, link=None):
     """Writes a dataset store that `tessel info`, `tessel partition` and `tessel train` read.
 
     graph: the edges, as an edge_index [2, E] of node ids (row 0 the sources u, row 1 the
@@ -247,6 +253,15 @@ def write_store(path, graph, x, y, train=None, valid=None, test=None, *, name=No
         stored once; training symmetrizes them. True: they are directed (`convert --directed`).
     symmetrize: store both directions of every edge without self-loops and duplicates
         (`convert --symmetrize`; the store is then undirected).
+    link: edge splits for link prediction, a dict with the /link group's names
+        (docs/formats.md): train_pos, valid_pos, test_pos int [n, 2]; valid_neg and test_neg
+        [m, 2] (pair negatives) or valid_neg_dst and test_neg_dst [n, K] (per-source
+        negatives); optional {train,valid,test}_weight and _year [n]; attributes source
+        ('random', the default, or 'ogb'), metric ('auc', 'mrr' or 'hits@K'; default mrr with
+        per-source negatives, else auc), seed, fractions. graph is then the message-passing
+        graph: unless source is 'ogb', no valid or test positive may be one of its edges (in
+        either direction when undirected). y may be None (every node unlabeled) and x may
+        have 0 columns.
 
     Edges are stored as given otherwise (duplicates and self-loops kept, rows ascending), so the
     edge list of an OGB folder gives the store `tessel convert ogb` writes from it. Every input
@@ -257,7 +272,7 @@ def write_store(path, graph, x, y, train=None, valid=None, test=None, *, name=No
     names = {"x": "x", "y": "y", "graph": "adjacency" if _is_sparse(graph) else "edge_index",
              "train": "train", "valid": "valid", "test": "test"}
     return _write(path, graph, x, y, (train, valid, test), num_classes, name, directed,
-                  symmetrize, names)
+                  symmetrize, names, link)
 
 
 def _attr(obj, names):
@@ -354,6 +369,7 @@ class Store:
     valid: numpy.ndarray
     test: numpy.ndarray
     attrs: dict = field(default_factory=dict)
+    link: dict = None       # the /link group (arrays and attributes), None in a node store
 
     def edge_index(self):
         """The stored edges as an int64 edge_index [2, E] (sources, destinations), ordered by
@@ -384,4 +400,5 @@ def read_store(path):
                      num_classes=int(attrs["num_classes"]), directed=bool(attrs["directed"]),
                      indptr=f["graph/indptr"][()], indices=f["graph/indices"][()],
                      x=f["node/feat"][()], y=f["node/label"][()], train=f["split/train"][()],
-                     valid=f["split/valid"][()], test=f["split/test"][()], attrs=attrs)
+                     valid=f["split/valid"][()], test=f["split/test"][()], attrs=attrs,
+                     link=_link.read_link(f))

@@ -9,6 +9,7 @@
 #include "tessel/core/timer.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/ogb.hpp"
+#include "tessel/datasets/ogb_link.hpp"
 #include "tessel/datasets/synthetic.hpp"
 
 #include <fmt/format.h>
@@ -59,6 +60,7 @@ struct OgbArgs {
   std::string dir;
   std::string out;
   datasets::OgbOptions options;
+  datasets::OgbLinkOptions link;
   bool json = false;
   EdgeSplitArgs edge_split;
 };
@@ -115,10 +117,76 @@ void run_ogb_edge_split(const OgbArgs& args) {
              link_summary(data), watch.seconds());
 }
 
+// An ogbl folder (split/<name>/train.pt): the training graph and the /link edge splits.
+void run_ogb_link(const OgbArgs& args) {
+  const auto result =
+      datasets::convert_ogb_link_folder(args.dir, args.out, args.options, args.link);
+  const auto& report = result.convert;
+  const auto& info = report.info;
+  const std::string negatives =
+      result.neg_per_source > 0
+          ? fmt::format("{} negative targets per source", result.neg_per_source)
+          : fmt::format("{}/{} negative edges", result.valid_neg, result.test_neg);
+  if (args.json) {
+    nlohmann::json j;
+    j["input"] = args.dir;
+    j["output"] = args.out;
+    j["name"] = info.name;
+    j["task"] = "link";
+    j["num_nodes"] = info.num_nodes;
+    j["num_edges"] = info.num_edges;
+    j["directed"] = info.directed;
+    j["symmetrized"] = args.options.symmetrize;
+    j["feature_dim"] = info.feature_dim;
+    j["link"] = {{"split", report.split},
+                 {"train_pos", result.train_pos},
+                 {"valid_pos", result.valid_pos},
+                 {"test_pos", result.test_pos},
+                 {"valid_neg", result.valid_neg},
+                 {"test_neg", result.test_neg},
+                 {"neg_per_source", result.neg_per_source},
+                 {"metric", result.metric},
+                 {"weight", result.weight},
+                 {"year", result.year}};
+    j["seconds"] = report.seconds;
+    j["input_bytes"] = report.input_bytes;
+    j["output_bytes"] = info.file_bytes;
+    j["peak_rss_bytes"] = peak_rss_bytes();
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("{}: {} nodes, {} training-graph edges ({}), {}; link split {}: {}/{}/{} positive "
+             "edges, {}, metric {}\n",
+             args.out, info.num_nodes, info.num_edges,
+             args.options.symmetrize ? "symmetrized"
+             : info.directed         ? "directed"
+                                     : "undirected, each stored once",
+             result.features ? fmt::format("{} features", info.feature_dim)
+                             : std::string("no node features (no raw/node-feat: the store has "
+                                           "feature_dim 0)"),
+             report.split, result.train_pos, result.valid_pos, result.test_pos, negatives,
+             result.metric);
+  fmt::print("  read in {:.2f} s, wrote {}, peak memory {}\n", report.seconds,
+             megabytes(info.file_bytes), megabytes(peak_rss_bytes()));
+}
+
 void run_ogb(const OgbArgs& args) {
   datasets::refuse_overwriting_inputs(args.out, {args.dir}, "output");
+  const bool link_folder = datasets::is_ogb_link_folder(args.dir, args.options);
+  TESSEL_EXPECTS(args.edge_split.percent.empty() || !link_folder,
+                 "--edge-split splits a node property prediction folder's edges; {} is a link "
+                 "prediction folder that carries its own split",
+                 args.dir);
   if (!args.edge_split.percent.empty()) return run_ogb_edge_split(args);
   const ScopedActivity activity("converting " + args.dir);
+  if (link_folder) {
+    run_ogb_link(args);
+    return;
+  }
+  TESSEL_EXPECTS(args.link.metric.empty(),
+                 "--metric is for link-prediction folders (split/<name>/train.pt); {} is a node "
+                 "property prediction folder",
+                 args.dir);
   const auto report = datasets::convert_ogb_folder(args.dir, args.out, args.options);
   const auto& info = report.info;
   const double mb_per_s =
@@ -211,8 +279,11 @@ const Registrar registrar{Command{
           "Convert an OGB raw folder (raw/edge.csv.gz, raw/num-node-list.csv.gz, "
           "raw/num-edge-list.csv.gz, raw/node-feat.csv.gz, raw/node-label.csv.gz, "
           "split/<name>/{train,valid,test}.csv.gz; plain .csv accepted; or papers100M's "
-          "raw/data.npz + raw/node-label.npz) into a store. Features stream to the file in row "
-          "blocks; the output appears only when complete.");
+          "raw/data.npz + raw/node-label.npz) into a store. A link property prediction folder "
+          "(ogbl-*: split/<name>/{train,valid,test}.pt, raw/node-feat optional) becomes a link "
+          "store: the training graph, node features if any, and the edge splits with their "
+          "fixed negatives (docs/formats.md). Features stream to the file in row blocks; the "
+          "output appears only when complete.");
       ogb_cmd->add_option("dir", ogb->dir, "OGB dataset folder (the one holding raw/ and split/)")
           ->required();
       ogb_cmd->add_option("out", ogb->out, "Output store (.h5); replaced if it exists")->required();
@@ -225,6 +296,11 @@ const Registrar registrar{Command{
                         "The edges are directed (e.g. ogbn-arxiv); default: undirected, each "
                         "edge stored once as in products/proteins");
       ogb_cmd->add_option("--name", ogb->options.name, "Dataset name (default: the folder's name)");
+      ogb_cmd->add_option("--metric", ogb->link.metric,
+                          "Link folders: default evaluation stored with the splits, auc, mrr or "
+                          "hits@K (default: from the name: collab hits@50, ddi hits@20, ppa "
+                          "hits@100, citation2 mrr; else mrr for per-source negatives, auc for "
+                          "pairs)");
       ogb_cmd->add_flag("--json", ogb->json,
                         "Print one JSON object (counts, seconds, MB/s, peak memory, phases)");
       add_edge_split_flags(*ogb_cmd, ogb->edge_split, true);

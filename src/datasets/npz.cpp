@@ -157,8 +157,8 @@ NpzArchive::NpzArchive(std::filesystem::path path) : path_(std::move(path)) {
       break;
     }
   TESSEL_EXPECTS(eocd >= 0,
-                 "{}: not a zip archive, or truncated (no end-of-central-directory record); an "
-                 ".npz file is a zip of .npy arrays",
+                 "{}: not a zip archive, or truncated (no end-of-central-directory record); "
+                 ".npz (a zip of .npy arrays) and torch.save's .pt files are zip archives",
                  path_.string());
   const unsigned char* e = &buf[static_cast<std::size_t>(eocd)];
   std::uint64_t count = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);
@@ -255,21 +255,35 @@ std::vector<std::string> NpzArchive::keys() const {
 }
 
 std::string NpzArchive::Array::where() const {
-  return fmt::format("{} array {}", path_.string(), key_);
+  return fmt::format("{} {} {}", path_.string(), kind_, key_);
 }
 
-NpzArchive::Array NpzArchive::open(const std::string& key) const {
-  const Entry* e = find(key);
-  if (!e) {
-    std::string have;
-    for (const auto& k : keys())
-      have += (have.empty() ? "" : ", ") + k;
-    TESSEL_FAIL("{}: no array \"{}\" (the archive holds: {})", path_.string(), key,
-                have.empty() ? "nothing" : have);
-  }
+std::vector<std::string> NpzArchive::member_names() const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_)
+    out.push_back(e.name);
+  return out;
+}
+
+std::int64_t NpzArchive::member_bytes(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return e.uncompressed;
+  return -1;
+}
+
+NpzArchive::Array NpzArchive::open_member(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return open_entry(e, name, "member");
+  TESSEL_FAIL("{}: no member \"{}\" in the zip archive", path_.string(), name);
+}
+
+NpzArchive::Array NpzArchive::open_entry(const Entry& entry, const std::string& key,
+                                          const char* kind) const {
+  const Entry* e = &entry;
   Array a;
   a.path_ = path_;
   a.key_ = key;
+  a.kind_ = kind;
   const std::string where = a.where();
   TESSEL_EXPECTS(!(e->flags & 1), "{}: encrypted zip members are not supported", where);
   TESSEL_EXPECTS(e->method == 0 || e->method == 8,
@@ -298,6 +312,20 @@ NpzArchive::Array NpzArchive::open(const std::string& key) const {
     }
     a.input_.resize(1u << 20);
   }
+  return a;
+}
+
+NpzArchive::Array NpzArchive::open(const std::string& key) const {
+  const Entry* e = find(key);
+  if (!e) {
+    std::string have;
+    for (const auto& k : keys())
+      have += (have.empty() ? "" : ", ") + k;
+    TESSEL_FAIL("{}: no array \"{}\" (the archive holds: {})", path_.string(), key,
+                have.empty() ? "nothing" : have);
+  }
+  Array a = open_entry(*e, key, "array");
+  const std::string where = a.where();
   // The .npy header: magic, version, header length (2 or 4 bytes), dict text.
   unsigned char pre[10];
   a.read_bytes(pre, 10);

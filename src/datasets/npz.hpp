@@ -40,7 +40,10 @@ public:
     // Throws InputError naming archive and key on a short, corrupt or mistyped member.
     template <class T> void read(T* out, std::int64_t count);
     std::int64_t bytes_read() const { return bytes_read_; }
-    std::string where() const; // "<archive> array <key>"
+    std::string where() const; // "<archive> array <key>" ("member" for open_member)
+    // Raw bytes of the member (open_member): exactly `bytes`, CRC checked at the end.
+    void read_raw(void* out, std::size_t bytes) { read_bytes(out, bytes); }
+    std::int64_t bytes_left() const { return uncompressed_left_; }
 
   private:
     friend class NpzArchive;
@@ -57,6 +60,7 @@ public:
 
     std::filesystem::path path_;
     std::string key_;
+    const char* kind_ = "array";
     NpyHeader header_;
     std::unique_ptr<std::FILE, FileCloser> file_;
     std::unique_ptr<z_stream, InflateEnder> zs_; // deflated members only; never moved once live
@@ -69,6 +73,13 @@ public:
     std::vector<unsigned char> convert_;
   };
   Array open(const std::string& key) const;
+  // Any member by its exact name, as raw bytes (no .npy header); for other zip-based formats
+  // (torch.save's .pt). Throws naming the archive if it is absent.
+  Array open_member(const std::string& name) const;
+  // Exact member names, in the central directory's order.
+  std::vector<std::string> member_names() const;
+  // Uncompressed size of a member, or -1 if absent.
+  std::int64_t member_bytes(const std::string& name) const;
 
 private:
   struct Entry {
@@ -81,6 +92,7 @@ private:
     std::int64_t header_offset = 0;
   };
   const Entry* find(const std::string& key) const;
+  Array open_entry(const Entry& e, const std::string& key, const char* kind) const;
 
   std::filesystem::path path_;
   std::int64_t file_bytes_ = 0;

@@ -38,6 +38,18 @@ public:
   virtual void split(int which, std::vector<NodeId>&& ids) = 0;
 };
 
+// ---- the CSV layout's readers (ogb_reader.cpp), shared with the link layout (ogb_link.cpp) ----
+
+// base.csv.gz, else base.csv, else empty.
+fs::path ogb_find_table(const fs::path& base);
+// The single count of num-node-list / num-edge-list.
+std::int64_t ogb_read_count(const fs::path& file, ConvertReport& report);
+// in.edge as a CSR of n nodes and m edges (in.num_edges gave m), every id checked.
+Csr ogb_read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m, ConvertReport& report);
+// in.feat, streamed to the sink in row blocks; returns the feature width.
+std::int64_t ogb_read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink,
+                                   ConvertReport& report);
+
 // ---- papers100M binary layout (ogb_npz.cpp) ----
 
 // edge_index as a CSR of n nodes, every id checked; Id is the narrowest type that holds n.

@@ -630,6 +630,35 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
 
 } // namespace
 
+// The CSV readers, for the link-prediction layout (ogb_link.cpp).
+namespace detail {
+
+fs::path ogb_find_table(const fs::path& base) {
+  return find_table(base);
+}
+
+std::int64_t ogb_read_count(const fs::path& file, ConvertReport& report) {
+  return read_count(file, report);
+}
+
+Csr ogb_read_edges_csv(const OgbInputs& in, std::int64_t n, std::int64_t m,
+                       ConvertReport& report) {
+  const std::int64_t edge_bytes = max_text_bytes(in.edge);
+  TESSEL_EXPECTS(m <= edge_bytes / 4 + 1,
+                 "{}: says {} edges, but {} can hold at most {} rows (one per edge)",
+                 in.num_edges.string(), m, in.edge.string(), edge_bytes / 4 + 1);
+  const bool narrow = n <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max());
+  return narrow ? read_edges_csv<std::uint32_t>(in, n, m, report)
+                : read_edges_csv<std::int64_t>(in, n, m, report);
+}
+
+std::int64_t ogb_read_features_csv(const OgbInputs& in, std::int64_t n, Sink& sink,
+                                   ConvertReport& report) {
+  return read_features_csv(in, n, sink, report);
+}
+
+} // namespace detail
+
 Dataset read_ogb_folder(const fs::path& dir, const OgbOptions& options) {
   const OgbInputs in = locate(dir, options);
   Dataset data;

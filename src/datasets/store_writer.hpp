@@ -28,6 +28,8 @@ public:
   void commit(const DatasetInfo& info);
 
   const std::filesystem::path& temp_path() const { return output_.temp_path(); }
+  // The file being written, for groups this class does not know (the link splits).
+  h5::File& file() { return file_; }
 
 private:
   AtomicOutput output_;

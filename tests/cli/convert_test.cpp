@@ -47,6 +47,38 @@ struct BrokenConvert {
   }
 };
 
+// An ogbl folder (split/<name>/*.pt) becomes a link store; a bad split file is one error line.
+TEST(CliConvert, OgblFolderBecomesALinkStore) {
+  const fs::path collab =
+      fs::path(TESSEL_SOURCE_DIR) / "tests" / "data" / "ogbl" / "ogbl-collab-tiny";
+  test::TempDir dir;
+  auto r = run_tessel("convert ogb " + quote(collab) + " " + quote(dir / "c.h5") + " --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["task"], "link");
+  EXPECT_EQ(j["feature_dim"], 3);
+  EXPECT_EQ(j["link"]["train_pos"], 4);
+  EXPECT_EQ(j["link"]["valid_neg"], 3);
+  EXPECT_EQ(j["link"]["metric"], "hits@50");
+  r = run_tessel("info " + quote(dir / "c.h5") + " --json");
+  EXPECT_EQ(r.code, 0) << r.output;
+
+  fs::copy(collab, dir / "bad", fs::copy_options::recursive);
+  fs::remove(dir / "bad" / "raw" / "node-feat.csv.gz");
+  r = run_tessel("convert ogb " + quote(dir / "bad") + " " + quote(dir / "nofeat.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("no node features (no raw/node-feat: the store has feature_dim 0)"),
+            std::string::npos)
+      << r.output;
+  const fs::path valid = dir / "bad" / "split" / "time" / "valid.pt";
+  const std::string bytes = test::read_file_bytes(valid);
+  test::write_text(valid, bytes.substr(0, bytes.size() - 30));
+  const fs::path out_dir = dir / "out";
+  fs::create_directories(out_dir);
+  r = run_tessel("convert ogb " + quote(dir / "bad") + " " + quote(out_dir / "x.h5"));
+  expect_clean_failure(r, {valid.string(), "truncated"}, out_dir);
+}
+
 TEST(CliConvert, CoraCheck) {
   const auto cora = test::sample_dataset("cora");
   test::TempDir dir;

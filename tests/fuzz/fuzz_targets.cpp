@@ -5,6 +5,7 @@
 #include "fuzz_fixtures.hpp"
 
 #include "npz.hpp"
+#include "torch_pt.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/datasets/ogb.hpp"
@@ -170,6 +171,19 @@ void npz(Bytes input) {
   datasets::read_ogb_folder(folder.dir, o);
 }
 
+void pt(Bytes input) {
+  const fs::path path = scratch_dir() / "split.pt";
+  write_file(path, input);
+  const datasets::detail::PtFile file(path);
+  for (const auto& key : file.keys()) {
+    const auto dtype = file.info(key).dtype;
+    if (dtype == datasets::detail::PtDtype::int64 || dtype == datasets::detail::PtDtype::int32)
+      (void)file.read_int64(key);
+    else
+      (void)file.read_float(key);
+  }
+}
+
 void store(Bytes input) {
   const fs::path path = scratch_dir() / "store.h5";
   write_file(path, input);
@@ -233,6 +247,7 @@ void manifest(Bytes input) {
 std::span<const Target> targets() {
   static const Target all[] = {{"ogb_csv", ogb_csv},
                                {"npz", npz},
+                               {"pt", pt},
                                {"store", store},
                                {"part", part},
                                {"checkpoint", checkpoint},

@@ -19,6 +19,8 @@ void ogb_csv(Bytes input);
 // An .npz archive: every member's header and elements, then the archive as the raw/data.npz
 // of papers100M's binary layout, read with read_ogb_folder.
 void npz(Bytes input);
+// A torch.save'd .pt file (an OGB link split): the pickle, then every tensor's values.
+void pt(Bytes input);
 // A dataset store (.h5): read_store_info, read_store, read_feature_rows.
 void store(Bytes input);
 // part-0.h5 of a two-part partition of a 6-node graph, loaded with load_part against that
