@@ -47,7 +47,9 @@ std::vector<float> predictions_of(const fs::path& path) {
   return file.read<float>("/logits");
 }
 
-// One sampled run at `p` ranks with `memory` as --feature-memory; its outputs under tag.
+// One sampled run at `p` ranks with `memory` as --feature-memory; its outputs under tag. A run
+// that fails is a fatal failure: callers wrap it in ASSERT_NO_FATAL_FAILURE, so no output of a
+// failed run is read.
 void run_sampled(const fs::path& part_dir, int p, const std::string& memory,
                  const fs::path& out_dir, const std::string& tag, const std::string& env = "") {
   fs::create_directories(out_dir);
@@ -83,12 +85,12 @@ void expect_same_run(const fs::path& dir, const std::string& a, const std::strin
 TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
   for (int p : {1, 2}) {
     const fs::path out = scratch("bits" + std::to_string(p));
-    run_sampled(parts(p), p, "all", out, "all");
+    ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, "all", out, "all"));
     // The index takes 4 bytes a row (2400 at one part): 0 holds no row, 3K about 14 rows (a few in
     // the recency tier), 4K about 35.
     for (const std::string budget : {"0", "3K", "4K"}) {
-      run_sampled(parts(p), p, budget, out, "ooc" + budget);
-      expect_same_run(out, "all", "ooc" + budget);
+      ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, budget, out, "ooc" + budget));
+      ASSERT_NO_FATAL_FAILURE(expect_same_run(out, "all", "ooc" + budget));
       const auto epochs = epochs_of(out / ("ooc" + budget + ".jsonl"));
       for (const auto& e : epochs) {
         EXPECT_GT(e.at("feature_bytes_read").get<std::int64_t>(), 0) << budget;
@@ -100,22 +102,26 @@ TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
       }
     }
     // In memory, the epoch line carries none of the reader's figures.
-    EXPECT_FALSE(epochs_of(out / "all.jsonl")[0].contains("feature_hit_rate"));
+    const auto in_memory = epochs_of(out / "all.jsonl");
+    ASSERT_FALSE(in_memory.empty());
+    EXPECT_FALSE(in_memory[0].contains("feature_hit_rate"));
   }
 }
 
 TEST_F(OutOfCore, Avx2GivesTheInMemoryRunBitForBit) {
   const std::string env = "ONEDNN_MAX_CPU_ISA=AVX2 TESSEL_CPU_ISA=avx2 ";
   const fs::path out = scratch("avx2");
-  run_sampled(parts(2), 2, "all", out, "all", env);
-  run_sampled(parts(2), 2, "2K", out, "ooc", env);
+  ASSERT_NO_FATAL_FAILURE(run_sampled(parts(2), 2, "all", out, "all", env));
+  ASSERT_NO_FATAL_FAILURE(run_sampled(parts(2), 2, "2K", out, "ooc", env));
   expect_same_run(out, "all", "ooc");
 }
 
 TEST_F(OutOfCore, ABudgetThatHoldsEveryRowStaysInMemory) {
   const fs::path out = scratch("big");
-  run_sampled(parts(1), 1, "1G", out, "big");
-  EXPECT_FALSE(epochs_of(out / "big.jsonl")[0].contains("feature_hit_rate"));
+  ASSERT_NO_FATAL_FAILURE(run_sampled(parts(1), 1, "1G", out, "big"));
+  const auto epochs = epochs_of(out / "big.jsonl");
+  ASSERT_FALSE(epochs.empty());
+  EXPECT_FALSE(epochs[0].contains("feature_hit_rate"));
 }
 
 TEST_F(OutOfCore, FullBatchRefusesABudgetItCannotKeep) {
@@ -177,11 +183,12 @@ TEST(OutOfCoreCora, TinyBudgetMatchesInMemory) {
                               &out),
             0)
       << out;
-  run_sampled(dir.path() / "p1", 1, "all", dir.path(), "all");
+  ASSERT_NO_FATAL_FAILURE(run_sampled(dir.path() / "p1", 1, "all", dir.path(), "all"));
   // 256 KiB: about 40 of Cora's 2708 rows of 1433 features.
-  run_sampled(dir.path() / "p1", 1, "256K", dir.path(), "ooc");
+  ASSERT_NO_FATAL_FAILURE(run_sampled(dir.path() / "p1", 1, "256K", dir.path(), "ooc"));
   expect_same_run(dir.path(), "all", "ooc");
   const auto epochs = epochs_of(dir.path() / "ooc.jsonl");
+  ASSERT_FALSE(epochs.empty());
   EXPECT_GT(epochs.back().at("feature_hit_rate").get<double>(), 0.0);
   EXPECT_LT(epochs.back().at("feature_memory_bytes").get<std::int64_t>(), 256 * 1024 + 1);
 }
