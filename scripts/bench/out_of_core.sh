@@ -4,7 +4,7 @@
 # read seconds and peak RSS for --feature-memory all and for a budget of a quarter of the
 # features (the I/O path, the page-cache drop and the recency tier varied one at a time). "train
 # MiB" is the peak RSS before the last epoch's evaluation, "peak MiB" the whole run's (evaluation
-# still holds every feature row and every node's layer outputs). Runs
+# reads the feature rows in blocks, but holds every node's layer outputs). Runs
 # alternate (A B A B); the out-of-core runs go inside a memory cgroup (cgroup v2, as root) capped
 # at the in-memory run's peak less three quarters of the features, and the script says when it
 # cannot make one.
@@ -16,6 +16,7 @@
 #   STEPS       steps per epoch (--max-batches)     (default 100); two epochs, the second timed
 #   BATCH       --batch-size                        (default 1024)
 #   REPEATS     rounds of the runs                  (default 2)
+#   RUNS        which runs, in this order           (default "all quarter hdf5 keepcache static")
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -29,6 +30,7 @@ classes="${CLASSES:-16}"
 steps="${STEPS:-100}"
 batch="${BATCH:-1024}"
 repeats="${REPEATS:-2}"
+runs=" ${RUNS:-all quarter hdf5 keepcache static} "
 
 bench_require out_of_core.sh "$tessel" jq /usr/bin/time
 mkdir -p "$work"
@@ -92,15 +94,19 @@ run() {
 
 printf "%-16s %10s %8s %12s %8s %10s %10s %8s\n" run "seeds/s" hit "MiB read/st" "read s" \
   "train MiB" "peak MiB" "cap MiB"
+# want NAME: whether RUNS names it.
+want() { [[ "$runs" == *" $1 "* ]]; }
 cap=0
 for round in $(seq 1 "$repeats"); do
-  run "all-$round" all 0
-  if [ "$cap" = 0 ]; then
-    peak_kib=$(tail -1 "$work/all-1.rss")
-    cap=$(( peak_kib * 1024 - feature_bytes * 3 / 4 ))
+  if want all; then
+    run "all-$round" all 0
+    if [ "$cap" = 0 ]; then
+      peak_kib=$(tail -1 "$work/all-1.rss")
+      cap=$(( peak_kib * 1024 - feature_bytes * 3 / 4 ))
+    fi
   fi
-  run "quarter-$round" "$budget" "$cap"
-  run "hdf5-$round" "$budget" "$cap" TESSEL_FEATURE_IO=hdf5
-  run "keepcache-$round" "$budget" 0 TESSEL_FEATURE_PAGE_CACHE=keep
-  run "static-$round" "$budget" "$cap" TESSEL_FEATURE_RECENT=0
+  if want quarter; then run "quarter-$round" "$budget" "$cap"; fi
+  if want hdf5; then run "hdf5-$round" "$budget" "$cap" TESSEL_FEATURE_IO=hdf5; fi
+  if want keepcache; then run "keepcache-$round" "$budget" 0 TESSEL_FEATURE_PAGE_CACHE=keep; fi
+  if want static; then run "static-$round" "$budget" "$cap" TESSEL_FEATURE_RECENT=0; fi
 done

@@ -98,6 +98,15 @@ std::function<void()> setup_predict(CLI::App& app) {
                  "write predicted classes and logits of every node to this HDF5 file");
   app.add_option("--embeddings", options->embeddings_path,
                  "write the last hidden layer's output of every node to this HDF5 file");
+  app.add_option_function<std::string>(
+         "--feature-memory",
+         [options](const std::string& text) {
+           options->feature_memory = train::parse_feature_memory(text);
+         },
+         "bytes of its part's feature rows a rank holds, all, or auto (as for tessel train): "
+         "a sampled model on the CPU reads the rest from the part file in row blocks, with the "
+         "same results")
+      ->default_str("auto");
   add_choice(app, "--device", options->device, "auto, cpu or cuda (as for tessel train)");
   app.add_option("--threads", options->threads, "OpenMP threads per rank (default: cores / ranks)")
       ->check(CLI::Range(1, train::max_threads()));

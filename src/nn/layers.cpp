@@ -133,6 +133,32 @@ void SavedInput::times(const Tensor& w, Tensor& out, bool accumulate) const {
   });
 }
 
+// ---- Layer-wise inference over row blocks ----
+
+namespace {
+
+// x w for an input read in row blocks: out (f32 [num_rows, w.cols]) rows [b, e) = X[b, e) w
+// (+ out's rows when accumulate), each block written by rows() into one reused buffer.
+void blocks_times(const InputRecompute& rows, std::int64_t num_rows, std::int64_t block_rows,
+                  const Tensor& w, Tensor& out, bool accumulate) {
+  if (num_rows == 0) return;
+  TESSEL_EXPECTS(block_rows > 0, "inference blocks of {} rows", block_rows);
+  Tensor buffer = new_like(std::min(block_rows, num_rows), w.rows(), w.device());
+  for (std::int64_t begin = 0; begin < num_rows; begin += block_rows) {
+    const std::int64_t end = std::min(num_rows, begin + block_rows);
+    Tensor block = buffer.rows_slice(0, end - begin);
+    rows(begin, end, block);
+    Tensor dst = out.rows_slice(begin, end);
+    matmul(block, w, dst, accumulate);
+  }
+}
+
+} // namespace
+
+Tensor GraphLayer::infer_blocks(const InputRecompute&, std::int64_t, Aggregator&, std::int64_t) {
+  TESSEL_FAIL("this layer has no inference over row blocks (GCN and GraphSAGE have)");
+}
+
 // ---- GCN ----
 
 GcnLayer::GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
@@ -184,6 +210,20 @@ Tensor GcnLayer::backward(const Tensor& grad_out, bool need_input_grad) {
   return agg_->aggregate_backward(grad_aggregated, Norm::gcn);
 }
 
+Tensor GcnLayer::infer_blocks(const InputRecompute& rows, std::int64_t num_rows, Aggregator& agg,
+                              std::int64_t block_rows) {
+  TESSEL_EXPECTS(num_rows == agg.num_src(), "GcnLayer: {} input rows, {} sources", num_rows,
+                 agg.num_src());
+  agg_ = nullptr;
+  input_.release();
+  aggregated_ = Tensor();
+  Tensor transformed = new_like(num_rows, out_dim(), weight_.value.device());
+  blocks_times(rows, num_rows, block_rows, weight_.value, transformed, false);
+  Tensor out = agg.aggregate(transformed, Norm::gcn);
+  kernels::add_bias(out, bias_.value);
+  return out;
+}
+
 // ---- GraphSAGE ----
 
 SageLayer::SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
@@ -219,6 +259,26 @@ Tensor SageLayer::forward(Tensor x, Aggregator& agg, const InputRecompute& recom
     matmul(aggregated_, neigh_weight_.value, out, false);
     input_.times(self_weight_.value, out, true);
   }
+  kernels::add_bias(out, bias_.value);
+  return out;
+}
+
+Tensor SageLayer::infer_blocks(const InputRecompute& rows, std::int64_t num_rows,
+                               Aggregator& agg, std::int64_t block_rows) {
+  TESSEL_EXPECTS(num_rows == agg.num_src() && agg.num_dst() <= num_rows,
+                 "SageLayer: {} input rows, {} sources, {} destinations", num_rows, agg.num_src(),
+                 agg.num_dst());
+  agg_ = nullptr;
+  input_.release();
+  aggregated_ = Tensor();
+  const Device device = self_weight_.value.device();
+  // Two passes over the input (X W_neigh, then X_dst W_self added into the aggregation) rather
+  // than one holding both products: the input is read twice, the output is held once.
+  Tensor transformed = new_like(num_rows, out_dim(), device);
+  blocks_times(rows, num_rows, block_rows, neigh_weight_.value, transformed, false);
+  Tensor out = agg.aggregate(transformed, Norm::mean);
+  transformed = Tensor();
+  blocks_times(rows, agg.num_dst(), block_rows, self_weight_.value, out, true);
   kernels::add_bias(out, bias_.value);
   return out;
 }

@@ -210,6 +210,38 @@ Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
   return h;
 }
 
+bool Model::infer_blocks_possible() const {
+  const ModelKind kind = impl_->config.kind;
+  return kind == ModelKind::gcn || kind == ModelKind::sage;
+}
+
+Tensor Model::infer_blocks(const std::function<void(std::int64_t, std::int64_t, Tensor&)>& rows,
+                           std::int64_t num_rows, std::int64_t block_rows,
+                           std::span<Aggregator* const> aggregators,
+                           const std::function<void(int)>& after_layer, Tensor* last_hidden) {
+  auto& m = *impl_;
+  TESSEL_EXPECTS(static_cast<int>(aggregators.size()) == m.config.layers,
+                 "model: {} aggregators for {} layers", aggregators.size(), m.config.layers);
+  m.has_forward = false;
+  Tensor h;
+  for (int l = 0; l < m.config.layers; ++l) {
+    Aggregator& agg = *aggregators[static_cast<std::size_t>(l)];
+    GraphLayer& layer = *m.layers[static_cast<std::size_t>(l)];
+    if (l == 0) {
+      h = layer.infer_blocks(rows, num_rows, agg, block_rows);
+    } else {
+      TESSEL_EXPECTS(h.rows() == agg.num_src(),
+                     "model: layer {} gets {} rows but its aggregator has {} sources", l, h.rows(),
+                     agg.num_src());
+      if (last_hidden && l + 1 == m.config.layers) *last_hidden = h.clone();
+      h = layer.forward(std::move(h), agg);
+    }
+    if (l + 1 < m.config.layers) kernels::relu_forward(h, h);
+    if (after_layer) after_layer(l);
+  }
+  return h;
+}
+
 void Model::backward(const Tensor& grad_logits) {
   auto& m = *impl_;
   TESSEL_EXPECTS(m.has_forward, "model: backward() needs a forward() first");

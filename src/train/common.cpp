@@ -79,10 +79,34 @@ GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)
   if (device_.is_cuda()) features_ = features_.to(device_);
 }
 
+bool GraphModeTrainer::infers_in_blocks() const {
+  return options_.mode == "sampled" && device_.is_cpu() && model_.infer_blocks_possible();
+}
+
+Tensor GraphModeTrainer::infer_logits(Tensor* last_hidden) {
+  if (!infers_in_blocks())
+    return infer_all_nodes(model_, eval_features(), layer_aggregators_, last_hidden);
+  // Layer 0 reads the owned rows in blocks of a size set by the feature width alone, from
+  // memory or through the out-of-core reader: the same GEMM shapes either way, so the same bits
+  // at any --feature-memory. The whole [N, F] input is never held.
+  const std::int64_t width = part_.feature_dim;
+  const std::int64_t block_rows = std::max<std::int64_t>(1, kInferBlockElements / std::max<std::int64_t>(width, 1));
+  auto rows = [&](std::int64_t begin, std::int64_t end, Tensor& block) {
+    if (feature_rows_)
+      feature_rows_->read_block(begin, end, block.data<float>());
+    else
+      std::copy_n(features_.data<float>() + begin * width, (end - begin) * width,
+                  block.data<float>());
+  };
+  ProgressLine progress("evaluate: layer", static_cast<std::int64_t>(layer_aggregators_.size()));
+  return model_.infer_blocks(rows, part_.num_owned, block_rows, layer_aggregators_,
+                             [&](int layer) { progress.update(layer + 1); }, last_hidden);
+}
+
 Tensor GraphModeTrainer::eval_features() {
   if (!feature_rows_) return features_;
-  // Every owned row, read in blocks in order (layer-wise inference over row blocks that keeps
-  // this bounded is not done yet): held only while the evaluation runs.
+  // Every owned row, read in blocks in order: held only while the evaluation runs (models
+  // without inference over row blocks, GAT).
   Tensor all = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
   constexpr std::int64_t kBlockRows = 1 << 16;
   for (std::int64_t begin = 0; begin < part_.num_owned; begin += kBlockRows) {
@@ -97,7 +121,7 @@ Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
   PhaseTimes eval_phases;
   aggregator_.set_phases(&eval_phases);
   Stopwatch watch;
-  const Tensor logits = infer_all_nodes(model_, eval_features(), layer_aggregators_);
+  const Tensor logits = infer_logits(nullptr);
   const Accuracy accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
   phases.add("eval", watch.seconds());
   return accuracy;
@@ -107,8 +131,7 @@ void GraphModeTrainer::write_outputs(const OutputFiles& files) {
   PhaseTimes ignored;
   aggregator_.set_phases(&ignored);
   Tensor hidden;
-  const Tensor logits = infer_all_nodes(model_, eval_features(), layer_aggregators_,
-                                        files.embeddings.empty() ? nullptr : &hidden);
+  const Tensor logits = infer_logits(files.embeddings.empty() ? nullptr : &hidden);
   if (!files.predictions.empty()) write_predictions_file(comm_, part_, logits, files.predictions);
   if (!files.embeddings.empty()) {
     TESSEL_EXPECTS(hidden.defined(), "--embeddings: a {}-layer model has no hidden layer",

@@ -47,7 +47,21 @@ std::vector<float> predictions_of(const fs::path& path) {
   return file.read<float>("/logits");
 }
 
-// One sampled run at `p` ranks with `memory` as --feature-memory; its outputs under tag.
+std::vector<float> embeddings_of(const fs::path& path) {
+  const h5::File file = h5::File::open_read(path);
+  return file.read<float>("/embedding");
+}
+
+void expect_same_floats(const std::vector<float>& a, const std::vector<float>& b,
+                        const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ASSERT_FALSE(a.empty()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+// One sampled run at `p` ranks with `memory` as --feature-memory; its outputs under tag. A run
+// that fails is a fatal failure: callers wrap it in ASSERT_NO_FATAL_FAILURE, so no output of a
+// failed run is read.
 void run_sampled(const fs::path& part_dir, int p, const std::string& memory,
                  const fs::path& out_dir, const std::string& tag, const std::string& env = "") {
   fs::create_directories(out_dir);
@@ -56,7 +70,8 @@ void run_sampled(const fs::path& part_dir, int p, const std::string& memory,
          " --epochs 2 --dropout 0.3 --hidden 16 --lr 0.02 --seed 7 --normalize-features row "
          "--cache-ratio 0.3 --quiet --feature-memory " +
          memory + " --metrics " + (out_dir / (tag + ".jsonl")).string() + " --predictions " +
-         (out_dir / (tag + "-pred.h5")).string() + " --checkpoint " + (out_dir / tag).string());
+         (out_dir / (tag + "-pred.h5")).string() + " --embeddings " +
+         (out_dir / (tag + "-emb.h5")).string() + " --checkpoint " + (out_dir / tag).string());
 }
 
 void expect_same_run(const fs::path& dir, const std::string& a, const std::string& b) {
@@ -68,11 +83,10 @@ void expect_same_run(const fs::path& dir, const std::string& a, const std::strin
     EXPECT_EQ(ea[e].at("valid_acc").get<double>(), eb[e].at("valid_acc").get<double>()) << b;
     EXPECT_EQ(ea[e].at("test_acc").get<double>(), eb[e].at("test_acc").get<double>()) << b;
   }
-  const auto pa = predictions_of(dir / (a + "-pred.h5"));
-  const auto pb = predictions_of(dir / (b + "-pred.h5"));
-  ASSERT_EQ(pa.size(), pb.size());
-  ASSERT_FALSE(pa.empty());
-  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0) << b;
+  expect_same_floats(predictions_of(dir / (a + "-pred.h5")), predictions_of(dir / (b + "-pred.h5")),
+                     b + " predictions");
+  expect_same_floats(embeddings_of(dir / (a + "-emb.h5")), embeddings_of(dir / (b + "-emb.h5")),
+                     b + " embeddings");
   const auto ca = checkpoint_params(dir / a), cb = checkpoint_params(dir / b);
   ASSERT_EQ(ca.size(), cb.size());
   EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << b;
@@ -83,12 +97,12 @@ void expect_same_run(const fs::path& dir, const std::string& a, const std::strin
 TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
   for (int p : {1, 2}) {
     const fs::path out = scratch("bits" + std::to_string(p));
-    run_sampled(parts(p), p, "all", out, "all");
+    ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, "all", out, "all"));
     // The index takes 4 bytes a row (2400 at one part): 0 holds no row, 3K about 14 rows (a few in
     // the recency tier), 4K about 35.
     for (const std::string budget : {"0", "3K", "4K"}) {
-      run_sampled(parts(p), p, budget, out, "ooc" + budget);
-      expect_same_run(out, "all", "ooc" + budget);
+      ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, budget, out, "ooc" + budget));
+      ASSERT_NO_FATAL_FAILURE(expect_same_run(out, "all", "ooc" + budget));
       const auto epochs = epochs_of(out / ("ooc" + budget + ".jsonl"));
       for (const auto& e : epochs) {
         EXPECT_GT(e.at("feature_bytes_read").get<std::int64_t>(), 0) << budget;
@@ -100,22 +114,26 @@ TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
       }
     }
     // In memory, the epoch line carries none of the reader's figures.
-    EXPECT_FALSE(epochs_of(out / "all.jsonl")[0].contains("feature_hit_rate"));
+    const auto in_memory = epochs_of(out / "all.jsonl");
+    ASSERT_FALSE(in_memory.empty());
+    EXPECT_FALSE(in_memory[0].contains("feature_hit_rate"));
   }
 }
 
 TEST_F(OutOfCore, Avx2GivesTheInMemoryRunBitForBit) {
   const std::string env = "ONEDNN_MAX_CPU_ISA=AVX2 TESSEL_CPU_ISA=avx2 ";
   const fs::path out = scratch("avx2");
-  run_sampled(parts(2), 2, "all", out, "all", env);
-  run_sampled(parts(2), 2, "2K", out, "ooc", env);
+  ASSERT_NO_FATAL_FAILURE(run_sampled(parts(2), 2, "all", out, "all", env));
+  ASSERT_NO_FATAL_FAILURE(run_sampled(parts(2), 2, "2K", out, "ooc", env));
   expect_same_run(out, "all", "ooc");
 }
 
 TEST_F(OutOfCore, ABudgetThatHoldsEveryRowStaysInMemory) {
   const fs::path out = scratch("big");
-  run_sampled(parts(1), 1, "1G", out, "big");
-  EXPECT_FALSE(epochs_of(out / "big.jsonl")[0].contains("feature_hit_rate"));
+  ASSERT_NO_FATAL_FAILURE(run_sampled(parts(1), 1, "1G", out, "big"));
+  const auto epochs = epochs_of(out / "big.jsonl");
+  ASSERT_FALSE(epochs.empty());
+  EXPECT_FALSE(epochs[0].contains("feature_hit_rate"));
 }
 
 TEST_F(OutOfCore, FullBatchRefusesABudgetItCannotKeep) {
@@ -177,11 +195,32 @@ TEST(OutOfCoreCora, TinyBudgetMatchesInMemory) {
                               &out),
             0)
       << out;
-  run_sampled(dir.path() / "p1", 1, "all", dir.path(), "all");
+  ASSERT_NO_FATAL_FAILURE(run_sampled(dir.path() / "p1", 1, "all", dir.path(), "all"));
   // 256 KiB: about 40 of Cora's 2708 rows of 1433 features.
-  run_sampled(dir.path() / "p1", 1, "256K", dir.path(), "ooc");
+  ASSERT_NO_FATAL_FAILURE(run_sampled(dir.path() / "p1", 1, "256K", dir.path(), "ooc"));
   expect_same_run(dir.path(), "all", "ooc");
   const auto epochs = epochs_of(dir.path() / "ooc.jsonl");
+  ASSERT_FALSE(epochs.empty());
   EXPECT_GT(epochs.back().at("feature_hit_rate").get<double>(), 0.0);
   EXPECT_LT(epochs.back().at("feature_memory_bytes").get<std::int64_t>(), 256 * 1024 + 1);
+}
+
+// `tessel predict` with a budget: the same predictions and embeddings as with every row in
+// memory (layer 0 reads its input in row blocks either way).
+TEST_F(OutOfCore, PredictWithABudgetGivesTheInMemoryOutputs) {
+  const fs::path out = scratch("predict");
+  ASSERT_NO_FATAL_FAILURE(run_sampled(parts(2), 2, "all", out, "train"));
+  for (const std::string budget : {"all", "0", "3K"}) {
+    ASSERT_NO_FATAL_FAILURE(run_ok(test::mpirun(2) + tessel_bin() + " predict " +
+                                   (out / "train").string() + " " + parts(2).string() +
+                                   " --feature-memory " + budget + " --predictions " +
+                                   (out / ("p" + budget + ".h5")).string() + " --embeddings " +
+                                   (out / ("e" + budget + ".h5")).string()));
+  }
+  for (const std::string budget : {"0", "3K"}) {
+    expect_same_floats(predictions_of(out / "pall.h5"), predictions_of(out / ("p" + budget + ".h5")),
+                       budget);
+    expect_same_floats(embeddings_of(out / "eall.h5"), embeddings_of(out / ("e" + budget + ".h5")),
+                       budget);
+  }
 }

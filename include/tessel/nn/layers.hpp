@@ -80,6 +80,13 @@ public:
   virtual bool reads_input_again() const = 0;
   // grad_out: [num_dst, out_dim] -> [num_src, in_dim] (or undefined). Once per forward().
   virtual Tensor backward(const Tensor& grad_out, bool need_input_grad) = 0;
+  // Inference over an input that is never held whole: rows(begin, end, block) writes input
+  // rows [begin, end) (at most block_rows of them, always the same blocks [k block_rows,
+  // (k + 1) block_rows)), and the layer transforms each block before it aggregates (whatever
+  // order forward() would take), so the result depends on block_rows and on the input's
+  // values, not on where the rows come from. Keeps nothing for backward. GAT refuses.
+  virtual Tensor infer_blocks(const InputRecompute& rows, std::int64_t num_rows, Aggregator& agg,
+                              std::int64_t block_rows);
   virtual std::vector<Parameter*> parameters() = 0;
   virtual std::int64_t in_dim() const = 0;
   virtual std::int64_t out_dim() const = 0;
@@ -94,6 +101,8 @@ public:
            const rng::Key& key, Device device);
   Tensor forward(Tensor x, Aggregator& agg, const InputRecompute& recompute = {}) override;
   Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
+  Tensor infer_blocks(const InputRecompute& rows, std::int64_t num_rows, Aggregator& agg,
+                      std::int64_t block_rows) override;
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   std::int64_t in_dim() const override { return weight_.value.rows(); }
   std::int64_t out_dim() const override { return weight_.value.cols(); }
@@ -116,6 +125,8 @@ public:
             const rng::Key& key, Device device);
   Tensor forward(Tensor x, Aggregator& agg, const InputRecompute& recompute = {}) override;
   Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
+  Tensor infer_blocks(const InputRecompute& rows, std::int64_t num_rows, Aggregator& agg,
+                      std::int64_t block_rows) override;
   std::vector<Parameter*> parameters() override { return {&self_weight_, &neigh_weight_, &bias_}; }
   std::int64_t in_dim() const override { return self_weight_.value.rows(); }
   std::int64_t out_dim() const override { return self_weight_.value.cols(); }

@@ -88,6 +88,16 @@ class Model {
   // layer's output (after its ReLU): the input of the output layer, one row per source row.
   Tensor infer(const Tensor& x, std::span<Aggregator* const> aggregators,
                const std::function<void(int)>& after_layer = {}, Tensor* last_hidden = nullptr);
+  // infer() with layer 0's input read in row blocks (GraphLayer::infer_blocks): the features
+  // are never held whole. The same logits as infer() up to the last bits (layer 0 transforms
+  // before it aggregates, block by block); bit for bit the same for any source of the same
+  // rows. infer_blocks_possible(): the model's first layer has this (GCN, GraphSAGE).
+  bool infer_blocks_possible() const;
+  Tensor infer_blocks(const std::function<void(std::int64_t, std::int64_t, Tensor&)>& rows,
+                      std::int64_t num_rows, std::int64_t block_rows,
+                      std::span<Aggregator* const> aggregators,
+                      const std::function<void(int)>& after_layer = {},
+                      Tensor* last_hidden = nullptr);
   // Accumulates parameter gradients from d loss / d logits (call zero_grad() first). Uses the
   // aggregators and activations of the last forward().
   void backward(const Tensor& grad_logits);

@@ -39,6 +39,13 @@ class GraphModeTrainer : public Trainer {
   std::shared_ptr<sampling::OwnedFeatureRows> feature_rows_;  // set: out of core
   // The input of whole-part inference: features_, or every row read from the part file.
   Tensor eval_features();
+  // Whole-part inference (evaluation, predictions, embeddings). Sampled mode on the CPU with a
+  // GCN or GraphSAGE model reads layer 0's input in row blocks (nn::Model::infer_blocks), in
+  // memory and out of core alike; the rest infers from eval_features().
+  bool infers_in_blocks() const;
+  Tensor infer_logits(Tensor* last_hidden);
+  // Elements of one block of layer 0's input (4 MiB of f32): rows = this / feature width.
+  static constexpr std::int64_t kInferBlockElements = std::int64_t{1} << 20;
   std::vector<std::vector<std::int64_t>> split_labels_;
 };
 
