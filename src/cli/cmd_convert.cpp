@@ -69,14 +69,19 @@ struct SyntheticArgs {
   std::string out;
   datasets::SyntheticOptions options;
   bool ogb = false;
+  bool npz = false;    // with ogb: papers100M's raw/data.npz layout
+  double scale = 1.0;  // with a preset: its node count times this
   std::string preset;  // a named shape (datasets::synthetic_preset); explicit flags override it
   EdgeSplitArgs edge_split;
 };
 
 // Fills the options a preset sets, except those given on the command line.
 void apply_preset(SyntheticArgs& args, const CLI::App& cmd) {
+  TESSEL_EXPECTS(!args.preset.empty() || cmd.get_option("--scale")->count() == 0,
+                 "convert synthetic: --scale needs --preset (it scales a named shape)");
+  TESSEL_EXPECTS(args.ogb || !args.npz, "convert synthetic: --npz needs --ogb");
   if (args.preset.empty()) return;
-  const datasets::SyntheticOptions preset = datasets::synthetic_preset(args.preset);
+  const datasets::SyntheticOptions preset = datasets::synthetic_preset(args.preset, args.scale);
   auto& o = args.options;
   const auto unset = [&](const char* flag) { return cmd.get_option(flag)->count() == 0; };
   if (unset("--nodes")) o.num_nodes = preset.num_nodes;
@@ -85,6 +90,7 @@ void apply_preset(SyntheticArgs& args, const CLI::App& cmd) {
   if (unset("--feat-dim")) o.feature_dim = preset.feature_dim;
   if (unset("--train-frac")) o.train_frac = preset.train_frac;
   if (unset("--valid-frac")) o.valid_frac = preset.valid_frac;
+  if (unset("--test-frac")) o.test_frac = preset.test_frac;
   if (unset("--name")) o.name = preset.name;
 }
 
@@ -238,6 +244,19 @@ void run_ogb(const OgbArgs& args) {
 void run_synthetic(const SyntheticArgs& args) {
   TESSEL_EXPECTS(!args.out.empty(), "convert synthetic: missing the output path (OUT.h5)");
   Stopwatch watch;
+  if (!args.ogb && args.edge_split.percent.empty()) {
+    // Graph, labels and splits in memory; features generated and written in row blocks.
+    const ScopedActivity activity(
+        fmt::format("generating a synthetic graph of {} nodes", args.options.num_nodes));
+    const auto s = datasets::write_synthetic_store(args.options, args.out);
+    fmt::print("{}: {} nodes, {} edges ({}), {} features, {} classes, split {}/{}/{}; generated "
+               "and written in {:.2f} s (features in blocks of {} rows), peak memory {}\n",
+               args.out, s.num_nodes, s.num_edges,
+               args.options.uniform_in_degree > 0 ? "directed" : "undirected, each stored once",
+               s.feature_dim, s.num_classes, s.num_train, s.num_valid, s.num_test,
+               watch.seconds(), s.feature_block_rows, megabytes(peak_rss_bytes()));
+    return;
+  }
   auto data = [&] {
     const ScopedActivity activity(
         fmt::format("generating a synthetic graph of {} nodes", args.options.num_nodes));
@@ -254,15 +273,17 @@ void run_synthetic(const SyntheticArgs& args) {
   if (args.ogb) {
     datasets::OgbWriteOptions options;
     options.split_name = "random";
+    options.npz = args.npz;
     datasets::write_ogb_folder(data, args.out, options);
   } else {
     datasets::write_store(data, args.out);
   }
-  fmt::print("{}: {} nodes, {} edges (undirected, each stored once), {} features, {} classes, "
-             "split {}/{}/{}{}; generated in {:.2f} s, written in {:.2f} s\n",
-             args.out, data.num_nodes, data.num_edges(), data.feature_dim, data.num_classes,
-             data.train.size(), data.valid.size(), data.test.size(), link_summary(data),
-             generate_s, watch.seconds());
+  fmt::print("{}: {} nodes, {} edges ({}), {} features, {} classes, split {}/{}/{}{}; generated "
+             "in {:.2f} s, written in {:.2f} s, peak memory {}\n",
+             args.out, data.num_nodes, data.num_edges(),
+             data.directed ? "directed" : "undirected, each stored once", data.feature_dim,
+             data.num_classes, data.train.size(), data.valid.size(), data.test.size(),
+             link_summary(data), generate_s, watch.seconds(), megabytes(peak_rss_bytes()));
 }
 
 const Registrar registrar{Command{
@@ -311,7 +332,10 @@ const Registrar registrar{Command{
           "synthetic",
           "Generate a planted-partition graph: power-law-ish degrees, homophilous edges, "
           "Gaussian class-correlated features, a random 10%/10%/80% train/valid/test split "
-          "(see --train-frac, --valid-frac). Deterministic from --seed, for any thread count.");
+          "(see --train-frac, --valid-frac, --test-frac). Deterministic from --seed, for any "
+          "thread count. A store is written holding only the graph, labels and splits in "
+          "memory: features are generated and written in row blocks (64 MB); --ogb holds "
+          "everything.");
       syn_cmd->add_option("out", syn->out, "Output store (.h5), or folder with --ogb")->required();
       syn_cmd->add_option("--nodes", o.num_nodes, "Number of nodes")->capture_default_str();
       syn_cmd
@@ -331,6 +355,9 @@ const Registrar registrar{Command{
           ->add_option("--valid-frac", o.valid_frac,
                        "Fraction in the validation set (the rest is test)")
           ->capture_default_str();
+      syn_cmd->add_option("--test-frac", o.test_frac,
+                          "Fraction in the test set; the nodes in none of the three sets stay "
+                          "unsplit (default: the rest is test)");
       syn_cmd
           ->add_option("--homophily", o.homophily,
                        "Fraction of edges that join nodes of the same class")
@@ -349,8 +376,18 @@ const Registrar registrar{Command{
                           fmt::format("Start from a named shape ({}); flags given as well "
                                       "override it. products: ogbn-products' size, 2,449,029 "
                                       "nodes, about 62M undirected edges, 100 features, 47 "
-                                      "classes, 8%/1.6% train/valid (not its graph)",
+                                      "classes, 8%/1.6% train/valid (not its graph). "
+                                      "papers100m: ogbn-papers100M's, 111,059,956 nodes, about "
+                                      "1.6 B undirected edges, 128 features (57 GB), 172 "
+                                      "classes, 1,207,179/125,265/214,338 train/valid/test and "
+                                      "the rest unsplit (not its graph)",
                                       fmt::join(datasets::synthetic_preset_names(), ", ")));
+      syn_cmd
+          ->add_option("--scale", syn->scale,
+                       "With --preset: a smaller (or larger) graph of the same shape, the "
+                       "preset's node count times this (mean degree, features, classes and "
+                       "split fractions kept), e.g. --preset papers100m --scale 0.01")
+          ->capture_default_str();
       syn_cmd->add_flag("--shuffle-ids", syn->options.shuffle_ids,
                         "Relabel the nodes by a random permutation (from --seed) once built, so "
                         "that ids carry no locality (benchmarks that must not flatter)");
@@ -358,6 +395,9 @@ const Registrar registrar{Command{
                         "Write an OGB raw folder (gzip CSV) at OUT instead of a store, e.g. to "
                         "benchmark `convert ogb`");
       add_edge_split_flags(*syn_cmd, syn->edge_split, false);  // seeded by --seed
+      syn_cmd->add_flag("--npz", syn->npz,
+                        "With --ogb: papers100M's layout (raw/data.npz, raw/node-label.npz) "
+                        "instead of gzip CSV");
       auto run_temporal = add_temporal_convert_commands(sub);
       return [ogb_cmd, syn_cmd, ogb, syn, run_temporal] {
         run_temporal();

@@ -1,6 +1,7 @@
 // Planted-partition graphs with Chung-Lu degrees and Gaussian class features, generated in
 // parallel from counter-based random draws so every thread count gives the same dataset.
 #include "csr_build.hpp"
+#include "store_writer.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/rng.hpp"
@@ -16,6 +17,11 @@
 namespace tessel::datasets {
 
 using detail::kParallelMin;
+
+// Requested mean degree of the papers100m preset: 2 * 1.6 B / 111 M = 29.1, raised by the share
+// of draws dropped as repeated pairs (12.4% at --scale 0.01 with seed 1: 29.1 gave 14.2 M
+// stored edges, 33.2 gives about 16.1 M, papers100M's 1.6 B times 0.01).
+constexpr double kPapers100mAvgDegree = 33.2;
 
 namespace {
 
@@ -100,6 +106,10 @@ void check_options(const SyntheticOptions& o) {
                  "synthetic: --train-frac and --valid-frac must be >= 0 with a sum <= 1 (got {} "
                  "and {})",
                  o.train_frac, o.valid_frac);
+  TESSEL_EXPECTS(o.test_frac < 0 || o.train_frac + o.valid_frac + o.test_frac <= 1 + 1e-12,
+                 "synthetic: --train-frac, --valid-frac and --test-frac must sum to at most 1 "
+                 "(got {}, {} and {})",
+                 o.train_frac, o.valid_frac, o.test_frac);
 }
 
 // Chung-Lu weights: Pareto with x_min = 1, capped so the largest hub stays a small share of the
@@ -321,17 +331,68 @@ Csr make_uniform_graph(const SyntheticOptions& o, const std::vector<std::int64_t
   return csr;
 }
 
+// Features of one node: its class centroid plus unit Gaussian noise, drawn from (seed, node).
+void feature_row(const rng::Key& feature_key, const float* mu, std::int64_t f, std::uint64_t node,
+                 float* x) {
+  rng::Sequence draw(feature_key, node);
+  // Box-Muller gives two normals per pair of uniforms.
+  for (std::int64_t j = 0; j < f; j += 2) {
+    double u1 = draw.next_double();
+    const double u2 = draw.next_double();
+    if (u1 < 1e-300) u1 = 1e-300;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 6.283185307179586 * u2;
+    x[j] = mu[j] + static_cast<float>(r * std::cos(angle));
+    if (j + 1 < f) x[j + 1] = mu[j + 1] + static_cast<float>(r * std::sin(angle));
+  }
+}
+
+// The node relabeling of shuffle_node_ids: node v becomes perm[v].
+std::vector<NodeId> shuffle_permutation(std::int64_t n, std::uint64_t seed) {
+  std::vector<NodeId> perm(static_cast<std::size_t>(n));
+  for (std::int64_t v = 0; v < n; ++v)
+    perm[static_cast<std::size_t>(v)] = v;
+  rng::Sequence draw(key_for(seed, kShuffle), 0);
+  for (std::int64_t i = n - 1; i > 0; --i)
+    std::swap(perm[static_cast<std::size_t>(i)],
+              perm[draw.next_below(static_cast<std::uint64_t>(i + 1))]);
+  return perm;
+}
+
 } // namespace
 
-Dataset make_synthetic(const SyntheticOptions& o) {
+SyntheticFeatures::SyntheticFeatures(const SyntheticOptions& o) : dim_(o.feature_dim) {
+  check_options(o);
+  const std::int64_t f = o.feature_dim;
+  centroid_.resize(static_cast<std::size_t>(o.num_classes * f));
+  const double spread = o.feature_signal / std::sqrt(static_cast<double>(f));
+  const rng::Key centroid_key = key_for(o.seed, kCentroid);
+  for (std::int64_t c = 0; c < o.num_classes; ++c) {
+    rng::Sequence draw(centroid_key, static_cast<std::uint64_t>(c));
+    for (std::int64_t j = 0; j < f; ++j)
+      centroid_[static_cast<std::size_t>(c * f + j)] =
+          static_cast<float>(spread * draw.next_normal());
+  }
+  key_ = key_for(o.seed, kFeature);
+}
+
+void SyntheticFeatures::rows(const NodeId* nodes, const std::int64_t* labels, std::int64_t count,
+                             float* out) const {
+  const std::int64_t f = dim_;
+#pragma omp parallel for schedule(static) if (count > kParallelMin)
+  for (std::int64_t i = 0; i < count; ++i)
+    feature_row(key_, centroid_.data() + labels[i] * f, f, static_cast<std::uint64_t>(nodes[i]),
+                out + i * f);
+}
+
+Dataset make_synthetic_graph(const SyntheticOptions& o) {
   check_options(o);
   const std::int64_t n = o.num_nodes;
-  const std::int64_t f = o.feature_dim;
   Dataset data;
   data.name = o.name;
   data.num_nodes = n;
   data.num_classes = o.num_classes;
-  data.feature_dim = f;
+  data.feature_dim = o.feature_dim;
   data.directed = false;
 
   data.labels.resize(static_cast<std::size_t>(n));
@@ -350,56 +411,101 @@ Dataset make_synthetic(const SyntheticOptions& o) {
                      : make_graph<std::int64_t>(o, data.labels);
   }
 
-  // Class centroids, then features: centroid plus unit Gaussian noise.
-  std::vector<float> centroid(static_cast<std::size_t>(o.num_classes * f));
-  const double spread = o.feature_signal / std::sqrt(static_cast<double>(f));
-  const rng::Key centroid_key = key_for(o.seed, kCentroid);
-  for (std::int64_t c = 0; c < o.num_classes; ++c) {
-    rng::Sequence draw(centroid_key, static_cast<std::uint64_t>(c));
-    for (std::int64_t j = 0; j < f; ++j)
-      centroid[static_cast<std::size_t>(c * f + j)] =
-          static_cast<float>(spread * draw.next_normal());
-  }
-  data.features.resize(static_cast<std::size_t>(n * f));
-  const rng::Key feature_key = key_for(o.seed, kFeature);
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (std::int64_t v = 0; v < n; ++v) {
-    rng::Sequence draw(feature_key, static_cast<std::uint64_t>(v));
-    const float* mu = centroid.data() + data.labels[static_cast<std::size_t>(v)] * f;
-    float* x = data.features.data() + v * f;
-    // Box-Muller gives two normals per pair of uniforms.
-    for (std::int64_t j = 0; j < f; j += 2) {
-      double u1 = draw.next_double();
-      const double u2 = draw.next_double();
-      if (u1 < 1e-300) u1 = 1e-300;
-      const double r = std::sqrt(-2.0 * std::log(u1));
-      const double angle = 6.283185307179586 * u2;
-      x[j] = mu[j] + static_cast<float>(r * std::cos(angle));
-      if (j + 1 < f) x[j + 1] = mu[j + 1] + static_cast<float>(r * std::sin(angle));
-    }
-  }
-
+  // A node falls in train, valid or test by one uniform draw; with test_frac >= 0 the nodes
+  // past the three fractions are in no split.
   const rng::Key split_key = key_for(o.seed, kSplit);
+  const double test_end = o.test_frac < 0 ? 2.0 : o.train_frac + o.valid_frac + o.test_frac;
   for (std::int64_t v = 0; v < n; ++v) {
     const double u = unit(split_key.u64(static_cast<std::uint64_t>(v), 0));
-    (u < o.train_frac                  ? data.train
-     : u < o.train_frac + o.valid_frac ? data.valid
-                                       : data.test)
-        .push_back(v);
+    if (u < o.train_frac)
+      data.train.push_back(v);
+    else if (u < o.train_frac + o.valid_frac)
+      data.valid.push_back(v);
+    else if (u < test_end)
+      data.test.push_back(v);
   }
   if (o.shuffle_ids) shuffle_node_ids(data, o.seed);
   return data;
 }
 
+Dataset make_synthetic(const SyntheticOptions& o) {
+  Dataset data = make_synthetic_graph(o);
+  const std::int64_t n = data.num_nodes, f = data.feature_dim;
+  // Row w holds the features of the node that was generated as w, or, with shuffled ids, of
+  // the one relabeled to w.
+  std::vector<NodeId> source(static_cast<std::size_t>(n));
+  if (o.shuffle_ids) {
+    const std::vector<NodeId> perm = shuffle_permutation(n, o.seed);
+    for (std::int64_t v = 0; v < n; ++v)
+      source[static_cast<std::size_t>(perm[static_cast<std::size_t>(v)])] = v;
+  } else {
+    for (std::int64_t v = 0; v < n; ++v)
+      source[static_cast<std::size_t>(v)] = v;
+  }
+  data.features.resize(static_cast<std::size_t>(n * f));
+  SyntheticFeatures(o).rows(source.data(), data.labels.data(), n, data.features.data());
+  return data;
+}
+
+SyntheticStoreSummary write_synthetic_store(const SyntheticOptions& o,
+                                            const std::filesystem::path& path,
+                                            std::int64_t block_bytes) {
+  SyntheticStoreSummary summary;
+  Dataset data = make_synthetic_graph(o);
+  data.validate("dataset " + data.name);
+  const std::int64_t n = data.num_nodes, f = data.feature_dim;
+  std::vector<NodeId> source;
+  if (o.shuffle_ids) {
+    const std::vector<NodeId> perm = shuffle_permutation(n, o.seed);
+    source.resize(static_cast<std::size_t>(n));
+    for (std::int64_t v = 0; v < n; ++v)
+      source[static_cast<std::size_t>(perm[static_cast<std::size_t>(v)])] = v;
+  }
+  detail::StoreWriter writer(path);
+  writer.write_graph(data.graph);
+  summary.num_edges = data.num_edges();
+  data.graph = Csr();
+  writer.write_labels(data.labels);
+  writer.begin_features(n, f);
+  const SyntheticFeatures features(o);
+  const std::int64_t block =
+      std::max<std::int64_t>(1, block_bytes / std::max<std::int64_t>(1, f * 4));
+  std::vector<float> rows;
+  std::vector<NodeId> ids;
+  for (std::int64_t r = 0; r < n && f > 0; r += block) {
+    const std::int64_t k = std::min(block, n - r);
+    ids.resize(static_cast<std::size_t>(k));
+    for (std::int64_t i = 0; i < k; ++i)
+      ids[static_cast<std::size_t>(i)] =
+          source.empty() ? r + i : source[static_cast<std::size_t>(r + i)];
+    rows.resize(static_cast<std::size_t>(k * f));
+    features.rows(ids.data(), data.labels.data() + r, k, rows.data());
+    writer.write_feature_rows(r, rows.data(), k);
+  }
+  writer.write_split("train", data.train);
+  writer.write_split("valid", data.valid);
+  writer.write_split("test", data.test);
+  DatasetInfo info;
+  info.name = data.name;
+  info.num_nodes = n;
+  info.num_edges = summary.num_edges;
+  info.num_classes = data.num_classes;
+  info.feature_dim = f;
+  info.directed = data.directed;
+  writer.commit(info);
+  summary.num_nodes = n;
+  summary.feature_dim = f;
+  summary.num_classes = data.num_classes;
+  summary.num_train = static_cast<std::int64_t>(data.train.size());
+  summary.num_valid = static_cast<std::int64_t>(data.valid.size());
+  summary.num_test = static_cast<std::int64_t>(data.test.size());
+  summary.feature_block_rows = block;
+  return summary;
+}
+
 void shuffle_node_ids(Dataset& data, std::uint64_t seed) {
   const std::int64_t n = data.num_nodes;
-  std::vector<NodeId> perm(static_cast<std::size_t>(n));
-  for (std::int64_t v = 0; v < n; ++v)
-    perm[static_cast<std::size_t>(v)] = v;
-  rng::Sequence draw(key_for(seed, kShuffle), 0);
-  for (std::int64_t i = n - 1; i > 0; --i)
-    std::swap(perm[static_cast<std::size_t>(i)],
-              perm[draw.next_below(static_cast<std::uint64_t>(i + 1))]);
+  const std::vector<NodeId> perm = shuffle_permutation(n, seed);
   const auto at = [&](std::int64_t v) { return perm[static_cast<std::size_t>(v)]; };
 
   const Csr& g = data.graph;
@@ -435,12 +541,15 @@ void shuffle_node_ids(Dataset& data, std::uint64_t seed) {
   }
 }
 
-std::vector<std::string> synthetic_preset_names() { return {"products"}; }
+std::vector<std::string> synthetic_preset_names() { return {"products", "papers100m"}; }
 
-SyntheticOptions synthetic_preset(const std::string& name) {
+SyntheticOptions synthetic_preset(const std::string& name, double scale) {
+  TESSEL_EXPECTS(std::isfinite(scale) && scale > 0 && scale <= 1000,
+                 "synthetic: --scale must be in (0, 1000] (got {})", scale);
   SyntheticOptions o;
+  std::int64_t full_nodes = 0;
   if (name == "products") {
-    o.num_nodes = 2449029;
+    full_nodes = 2449029;
     // Repeated pairs and self-loops are dropped, about 1 in 8 draws at this size: 57 requested
     // gives 61.5M stored edges with seed 1 (ogbn-products: 61.9M), a symmetrized mean near 50.
     o.avg_degree = 57;
@@ -449,10 +558,26 @@ SyntheticOptions synthetic_preset(const std::string& name) {
     o.train_frac = 0.08;
     o.valid_frac = 0.016;
     o.name = "synthetic-products";
-    return o;
+  } else if (name == "papers100m") {
+    // ogbn-papers100M: 111,059,956 nodes, 1,615,685,872 edges, 128 features, 172 classes;
+    // 1,207,179 / 125,265 / 214,338 train / valid / test nodes, the rest in no split.
+    full_nodes = 111059956;
+    o.avg_degree = kPapers100mAvgDegree;
+    o.num_classes = 172;
+    o.feature_dim = 128;
+    o.train_frac = 1207179.0 / 111059956.0;
+    o.valid_frac = 125265.0 / 111059956.0;
+    o.test_frac = 214338.0 / 111059956.0;
+    o.name = "synthetic-papers100m";
+  } else {
+    TESSEL_FAIL("synthetic preset '{}' is unknown: expected one of {}", name,
+                fmt::join(synthetic_preset_names(), ", "));
   }
-  TESSEL_FAIL("synthetic preset '{}' is unknown: expected one of {}", name,
-              fmt::join(synthetic_preset_names(), ", "));
+  o.num_nodes = std::max<std::int64_t>(
+      std::max<std::int64_t>(2, o.num_classes),
+      static_cast<std::int64_t>(std::llround(static_cast<double>(full_nodes) * scale)));
+  if (scale != 1.0) o.name += fmt::format("-x{}", scale);
+  return o;
 }
 
 } // namespace tessel::datasets

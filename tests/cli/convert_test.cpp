@@ -162,6 +162,27 @@ TEST(CliConvert, SyntheticPresetFillsUnsetOptions) {
       {"preset 'papers'", "products"}, dir / "bad");
 }
 
+// --scale shrinks a preset's node count, keeping its shape; it needs a preset.
+TEST(CliConvert, ScaledPapers100mPreset) {
+  test::TempDir dir;
+  const auto r = run_tessel("convert synthetic --preset papers100m --scale 0.0001 " +
+                            quote(dir / "p.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("features in blocks of"), std::string::npos) << r.output;
+  const auto info = datasets::read_store_info(dir / "p.h5");
+  EXPECT_EQ(info.num_nodes, 11106);
+  EXPECT_EQ(info.feature_dim, 128);
+  EXPECT_EQ(info.num_classes, 172);
+  EXPECT_EQ(info.name, "synthetic-papers100m-x0.0001");
+  EXPECT_LT(info.num_train + info.num_valid + info.num_test, 11106 / 20);
+  fs::create_directories(dir / "bad");
+  expect_clean_failure(run_tessel("convert synthetic --scale 0.5 " + quote(dir / "bad" / "x.h5")),
+                       {"--scale needs --preset"}, dir / "bad");
+  expect_clean_failure(
+      run_tessel("convert synthetic --preset papers100m --scale 0 " + quote(dir / "bad" / "x.h5")),
+      {"--scale must be in (0, 1000]"}, dir / "bad");
+}
+
 TEST(CliConvert, SymmetrizeFlag) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "tiny");

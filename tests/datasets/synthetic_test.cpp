@@ -1,6 +1,7 @@
 // Tests of the synthetic generator: determinism (seed, thread count), shape, and proxies for
 // "a GNN can learn it" and "a good partitioner beats random".
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/dataset.hpp"
 #include "tessel/datasets/synthetic.hpp"
 
 #include "test_support.hpp"
@@ -256,6 +257,57 @@ TEST(SyntheticPreset, ProductsHasOgbnProductsShape) {
   EXPECT_GT(draws, 60e6);
   EXPECT_LT(draws, 80e6);
   EXPECT_THROW(datasets::synthetic_preset("Products"), InputError);
+}
+
+TEST(SyntheticPreset, Papers100mHasItsShapeAtEveryScale) {
+  const datasets::SyntheticOptions full = datasets::synthetic_preset("papers100m");
+  EXPECT_EQ(full.num_nodes, 111059956);
+  EXPECT_EQ(full.num_classes, 172);
+  EXPECT_EQ(full.feature_dim, 128);
+  EXPECT_EQ(full.name, "synthetic-papers100m");
+  EXPECT_NEAR(full.train_frac * 111059956, 1207179, 0.5);
+  EXPECT_NEAR(full.valid_frac * 111059956, 125265, 0.5);
+  EXPECT_NEAR(full.test_frac * 111059956, 214338, 0.5);
+  const datasets::SyntheticOptions small = datasets::synthetic_preset("papers100m", 0.0002);
+  EXPECT_EQ(small.num_nodes, 22212);
+  EXPECT_EQ(small.avg_degree, full.avg_degree);
+  EXPECT_EQ(small.name, "synthetic-papers100m-x0.0002");
+  const Dataset d = datasets::make_synthetic_graph(small);
+  EXPECT_TRUE(d.features.empty());
+  EXPECT_EQ(d.feature_dim, 128);
+  // About 1.6 B edges times the scale (repeated pairs dropped), so a mean degree near 29.
+  EXPECT_GT(d.num_edges(), 0.85 * 1615685872 * 0.0002);
+  EXPECT_LT(d.num_edges(), 1.15 * 1615685872 * 0.0002);
+  // The split fractions, and most nodes in no split.
+  const auto n = static_cast<double>(d.num_nodes);
+  EXPECT_NEAR(static_cast<double>(d.train.size()) / n, full.train_frac, 0.003);
+  EXPECT_NEAR(static_cast<double>(d.test.size()) / n, full.test_frac, 0.001);
+  EXPECT_LT(static_cast<double>(d.train.size() + d.valid.size() + d.test.size()) / n, 0.03);
+  EXPECT_THROW(datasets::synthetic_preset("papers100m", 0), InputError);
+  EXPECT_THROW(datasets::synthetic_preset("papers100m", -1), InputError);
+}
+
+// The store written with features in row blocks (a few rows each, so many blocks) reads back
+// as the in-memory dataset, bit for bit, with and without shuffled ids.
+TEST(SyntheticStore, StreamedFeaturesEqualTheInMemoryDataset) {
+  test::TempDir dir;
+  for (const bool shuffle : {false, true}) {
+    SyntheticOptions o = options(3000);
+    o.feature_dim = 7; // odd: the last Box-Muller pair is cut
+    o.shuffle_ids = shuffle;
+    o.test_frac = 0.3;
+    const auto path = dir / (shuffle ? "s.h5" : "p.h5");
+    const auto summary = datasets::write_synthetic_store(o, path, 7 * 4 * 11);
+    EXPECT_EQ(summary.feature_block_rows, 11);
+    const Dataset expected = datasets::make_synthetic(o);
+    const Dataset got = datasets::read_store(path);
+    EXPECT_TRUE(same(expected, got)) << "shuffle " << shuffle;
+    EXPECT_EQ(summary.num_edges, expected.num_edges());
+    EXPECT_EQ(summary.num_test, static_cast<std::int64_t>(expected.test.size()));
+    // test_frac 0.3 leaves about 50% of the nodes unsplit.
+    EXPECT_NEAR(static_cast<double>(expected.train.size() + expected.valid.size() +
+                                    expected.test.size()) / 3000.0, 0.5, 0.05);
+  }
 }
 
 } // namespace

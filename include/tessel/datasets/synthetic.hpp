@@ -2,7 +2,10 @@
 // and class-correlated features, deterministic from a seed.
 #pragma once
 
+#include "tessel/core/rng.hpp"
 #include "tessel/datasets/dataset.hpp"
+
+#include <filesystem>
 
 #include <cstdint>
 #include <string>
@@ -25,7 +28,7 @@ namespace tessel::datasets {
 //   so two centroids are about feature_signal * sqrt(2) noise units apart: features alone
 //   classify far above chance yet imperfectly, and averaging over same-class neighbours helps.
 //   split: train with probability train_frac, valid with valid_frac, else test
-//   (default 10% / 10% / 80%).
+//   (default 10% / 10% / 80%); with test_frac >= 0, test with that probability, else none.
 // With uniform_in_degree = K > 0 the graph is instead directed with exactly K in-neighbors per
 // node (the shape GPU kernels are usually measured on): each draw takes, with probability
 // homophily, a uniformly chosen node of v's class, else a uniformly chosen node; self-loops are
@@ -42,6 +45,9 @@ struct SyntheticOptions {
   double feature_signal = 1.0;
   double train_frac = 0.1;
   double valid_frac = 0.1;
+  // < 0: every node not in train or valid is in test. Else the test set's fraction, and the
+  // nodes past train + valid + test are in no split (as most of ogbn-papers100M's nodes).
+  double test_frac = -1;
   std::int64_t uniform_in_degree = 0;  // > 0: directed, exactly this many in-neighbors per node
   // Relabel the nodes by a random permutation (shuffle_node_ids with this seed) once built, so
   // that ids carry no locality, as in a real graph whose ids were handed out in any order.
@@ -52,6 +58,37 @@ struct SyntheticOptions {
 // Builds the dataset in memory. Throws InputError for options out of range.
 Dataset make_synthetic(const SyntheticOptions& options);
 
+// The same dataset without its features (features empty, feature_dim set): graph, labels,
+// splits, ids shuffled when asked.
+Dataset make_synthetic_graph(const SyntheticOptions& options);
+
+// The feature rows of make_synthetic, a few at a time: row i of out is the features of the
+// node generated as nodes[i] (its id before any shuffle) with class labels[i].
+class SyntheticFeatures {
+public:
+  explicit SyntheticFeatures(const SyntheticOptions& options);
+  void rows(const NodeId* nodes, const std::int64_t* labels, std::int64_t count,
+            float* out) const;
+
+private:
+  std::int64_t dim_;
+  std::vector<float> centroid_; // [classes, dim]
+  rng::Key key_;
+};
+
+struct SyntheticStoreSummary {
+  std::int64_t num_nodes = 0, num_edges = 0, feature_dim = 0, num_classes = 0;
+  std::int64_t num_train = 0, num_valid = 0, num_test = 0;
+  std::int64_t feature_block_rows = 0; // rows generated and written at a time
+};
+
+// Writes make_synthetic(options) as a store at path (read_store gives the same dataset) while
+// holding only the graph, labels and splits: features are generated and written in row blocks
+// of about block_bytes. The file appears only when complete.
+SyntheticStoreSummary write_synthetic_store(const SyntheticOptions& options,
+                                            const std::filesystem::path& path,
+                                            std::int64_t block_bytes = std::int64_t{64} << 20);
+
 // Relabels every node v as perm[v], perm a uniform random permutation drawn from seed: the
 // graph (each undirected edge again stored once, u < v, rows sorted), labels, features and
 // splits (ascending) follow, so the dataset is the same up to its node ids.
@@ -61,8 +98,12 @@ void shuffle_node_ids(Dataset& data, std::uint64_t seed);
 // --preset NAME`). "products": ogbn-products' size -- 2,449,029 nodes, about 62M undirected
 // edges (power-law degrees, mean about 50 once symmetrized), 100 features, 47 classes, its
 // 8% / 1.6% / 90.4% split -- with this generator's homophily and features (it is not the
-// real graph). Throws InputError naming the known presets for another name.
-SyntheticOptions synthetic_preset(const std::string& name);
+// real graph). "papers100m": ogbn-papers100M's -- 111,059,956 nodes, about 1.6 B undirected
+// edges, 128 features, 172 classes, 1,207,179 / 125,265 / 214,338 train / valid / test nodes
+// and the rest in no split. scale multiplies the node count (and so the edge count and the
+// split sizes, the mean degree staying); the name gets "-x<scale>". Throws InputError naming
+// the known presets for another name, and for a scale outside (0, 1000].
+SyntheticOptions synthetic_preset(const std::string& name, double scale = 1.0);
 std::vector<std::string> synthetic_preset_names();
 
 } // namespace tessel::datasets
