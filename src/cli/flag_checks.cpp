@@ -2,8 +2,10 @@
 #include "flag_checks.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/modes/modes.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -158,6 +160,11 @@ void check_fault_environment() {
   }
   if (const char* kind = std::getenv("TESSEL_FAULT_KIND"))
     TESSEL_EXPECTS(std::string(kind) == "kill", "TESSEL_FAULT_KIND={}: expected kill", kind);
+  if (const char* mode = std::getenv("TESSEL_FAULT_MODE")) {
+    const auto known = train::mode_names();
+    TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
+                   "TESSEL_FAULT_MODE={}: expected one of {}", mode, fmt::join(known, ", "));
+  }
 }
 
 }  // namespace tessel::cli

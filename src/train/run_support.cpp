@@ -67,11 +67,14 @@ int choose_threads(int requested) {
 
 // TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests the
 // whole-job abort path); with TESSEL_FAULT_KIND=kill it dies by SIGKILL instead, as a rank
-// killed from outside would, without a chance to report anything itself.
-void maybe_inject_fault(int rank, int epoch) {
+// killed from outside would, without a chance to report anything itself; with
+// TESSEL_FAULT_MODE=m only mode m fails (a later mode of a bench).
+void maybe_inject_fault(int rank, int epoch, const std::string& mode) {
   const char* fault_rank = std::getenv("TESSEL_FAULT_RANK");
   const char* fault_epoch = std::getenv("TESSEL_FAULT_EPOCH");
   if (!fault_rank || !fault_epoch) return;
+  if (const char* fault_mode = std::getenv("TESSEL_FAULT_MODE"); fault_mode && mode != fault_mode)
+    return;
   if (std::atoi(fault_rank) != rank || std::atoi(fault_epoch) != epoch) return;
   const char* kind = std::getenv("TESSEL_FAULT_KIND");
   if (kind && std::string(kind) == "kill") std::raise(SIGKILL);
