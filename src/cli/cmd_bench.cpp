@@ -8,7 +8,9 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/interrupt.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/activity.hpp"
 #include "tessel/core/mpi.hpp"
+#include "tessel/core/peer_watch.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/partition/part.hpp"
@@ -21,12 +23,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <unistd.h>
 
@@ -199,9 +203,15 @@ std::string markdown(const nlohmann::json& report) {
     md += fmt::format("\n**Interrupted by {} during --mode {}**: the modes above finished.\n",
                       report["interrupted"]["signal"].get<std::string>(),
                       report["interrupted"]["mode"].get<std::string>());
-  if (report.contains("failed"))
-    md += fmt::format("\n**--mode {} failed**: {}\n", report["failed"]["mode"].get<std::string>(),
-                      report["failed"]["error"].get<std::string>());
+  if (report.contains("failed")) {
+    const auto& f = report["failed"];
+    md += fmt::format("\n**{}--mode {} failed{}**: {}\n", report.contains("partial") ? "Partial: " : "",
+                      f["mode"].get<std::string>(),
+                      f.contains("rank") ? fmt::format(" on rank {} (host {})", f["rank"].get<int>(),
+                                                       f["host"].get<std::string>())
+                                         : std::string(),
+                      f["error"].get<std::string>());
+  }
   md += "\nPeak RSS is the process's high-water mark when the mode finished (modes run one after "
         "another in one process, so a later mode's figure includes the earlier ones').\n";
   return md;
@@ -284,6 +294,9 @@ void check_bench_flags(const CLI::App& app, BenchOptions& o) {
     o.mode_options.push_back(std::move(options));
   }
   o.train = o.mode_options.front();
+  // A mode that fails on one rank ends the job; that rank hands its error to rank 0, which
+  // names it in the partial report (the connection a job over several hosts has anyway).
+  mpi::peer_watch::carry_failures_on_one_host();
 }
 
 // Rank 0's report folder, checked: out_dir may be written (--force) and does not hold the
@@ -357,12 +370,52 @@ struct PartialReport {
   bool written = false;  // the report is in place (by the run, or by the hook)
 };
 
+// Rank 0, `partial` locked: the report of the modes that finished, with `why` (an "interrupted"
+// or a "failed" entry) and "partial": true, becomes out_dir. False (nothing written) when no
+// mode finished or the report is already in place.
+bool write_partial(PartialReport& partial, datasets::AtomicOutput& out, const std::string& key,
+                   const nlohmann::json& why) {
+  if (partial.written || partial.report["modes"].empty()) return false;
+  nlohmann::json r = partial.report;
+  r["partial"] = true;
+  r[key] = why;
+  // The report holds the modes that finished: not the unfinished mode's metrics file.
+  std::error_code ignored;
+  fs::remove(out.temp_path() / (why["mode"].get<std::string>() + ".jsonl"), ignored);
+  datasets::write_text_file(out.temp_path() / "report.json", r.dump(2) + "\n");
+  datasets::write_text_file(out.temp_path() / "report.md", markdown(r));
+  out.commit();
+  partial.written = true;
+  return true;
+}
+
+std::string finished_modes(const PartialReport& partial) {
+  return log::counted(static_cast<long long>(partial.report["modes"].size()), "mode");
+}
+
+// Rank 0, where a mode failed with an error of its own (the other ranks do not meet it): the
+// partial report, then the one line that ends the job. Returns when no mode finished, for the
+// error to go up as it is.
+void fail_on_rank_zero(const BenchOptions& o, PartialReport& partial, datasets::AtomicOutput& out,
+                       const std::string& mode, const std::string& error, int exit_code) {
+  std::unique_lock lock(partial.mutex);
+  if (!write_partial(partial, out, "failed",
+                     {{"mode", mode}, {"rank", 0}, {"host", mpi::hostname()}, {"error", error}}))
+    return;
+  const std::string finished = finished_modes(partial);
+  lock.unlock();
+  mpi::abort_job(fmt::format("--mode {} failed: {}; wrote the partial report {} ({} finished)",
+                             mode, error, o.out_dir.string(), finished),
+                 exit_code);
+}
+
 // Trains each mode in turn, its summary into report["modes"]. A mode that fails with an error
 // every rank meets ends the bench: the failure goes into report["failed"] and is returned, for
 // the report of the modes that ran to be written first.
 std::optional<AgreedInputError> run_modes(comm::Communicator& comm, const BenchOptions& o,
                                           const fs::path& work_dir, nlohmann::json& report,
-                                          PartialReport* partial) {
+                                          PartialReport* partial,
+                                          datasets::AtomicOutput* output) {
   std::optional<AgreedInputError> failure;
   for (auto options : o.mode_options) {
     const std::string mode = options.mode;
@@ -387,10 +440,26 @@ std::optional<AgreedInputError> run_modes(comm::Communicator& comm, const BenchO
     } catch (const InputError& e) {
       // Agreed, or met by every rank within a moment (a file every rank reads): otherwise
       // the job is taken down as for any rank's own error.
-      if (!dynamic_cast<const AgreedInputError*>(&e) && !mpi::all_arrive(2.0)) throw;
+      if (!dynamic_cast<const AgreedInputError*>(&e) && !mpi::all_arrive(2.0)) {
+        if (output != nullptr) fail_on_rank_zero(o, *partial, *output, mode, e.what(), 2);
+        throw;
+      }
       report["failed"] = {{"mode", mode}, {"error", e.what()}};
       failure.emplace(e.what(), e.where());
       break;
+    } catch (const std::bad_alloc&) {
+      // As main says it: out of memory, and where.
+      const std::string where = failed_activity();
+      if (output != nullptr)
+        fail_on_rank_zero(o, *partial, *output, mode,
+                          where.empty() ? std::string("out of memory")
+                                        : fmt::format("out of memory while {}", where),
+                          1);
+      throw;
+    } catch (const std::exception& e) {
+      // This rank's own error (a library, an internal check, an injected fault): the job ends.
+      if (output != nullptr) fail_on_rank_zero(o, *partial, *output, mode, e.what(), 1);
+      throw;
     }
   }
   return failure;
@@ -444,19 +513,32 @@ void run_bench(BenchOptions& o) {
     interrupt::set_interrupt_hook([&o, out, partial](int signal) -> std::string {
       std::lock_guard lock(partial->mutex);
       if (partial->written || partial->report["modes"].empty()) return "";
-      nlohmann::json r = partial->report;
-      r["interrupted"] = {{"signal", interrupt::signal_name(signal)}, {"mode", partial->running}};
-      datasets::write_text_file(out->temp_path() / "report.json", r.dump(2) + "\n");
-      datasets::write_text_file(out->temp_path() / "report.md", markdown(r));
-      out->commit();
-      partial->written = true;
+      // mpirun stops rank 0 with SIGTERM when another rank's error aborts the job: that rank
+      // handed its error over first (peer_watch::goodbye), so the report names it.
+      const auto failure = mpi::peer_watch::first_failure(signal == SIGTERM ? 0.3 : 0.0);
+      if (failure.rank >= 0) {
+        if (!write_partial(*partial, *out, "failed",
+                           {{"mode", partial->running},
+                            {"rank", failure.rank},
+                            {"host", failure.host},
+                            {"error", failure.message}}))
+          return "";
+        return fmt::format("--mode {} failed on rank {}: {}; wrote the partial report {} ({} "
+                           "finished)",
+                           partial->running, failure.rank, failure.message, o.out_dir.string(),
+                           finished_modes(*partial));
+      }
+      if (!write_partial(*partial, *out, "interrupted",
+                         {{"signal", interrupt::signal_name(signal)}, {"mode", partial->running}}))
+        return "";
       return fmt::format("wrote the partial report {} ({} finished)", o.out_dir.string(),
-                         log::counted(static_cast<long long>(r["modes"].size()), "mode"));
+                         finished_modes(*partial));
     });
   }
   comm->barrier();
   const std::optional<AgreedInputError> failure =
-      run_modes(*comm, o, work_dir, report, output ? partial.get() : nullptr);
+      run_modes(*comm, o, work_dir, report, output ? partial.get() : nullptr,
+                output ? &*output : nullptr);
   // A report holds what finished; when the first mode fails (a partition of another rank
   // count), the error line is all there is to say and no folder is left.
   const bool anything_ran = !report["modes"].empty();

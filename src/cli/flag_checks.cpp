@@ -2,8 +2,10 @@
 #include "flag_checks.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/modes/modes.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -148,16 +150,28 @@ CLI::Validator distinct_list() {
 }
 
 void check_fault_environment() {
+  const bool rank_set = std::getenv("TESSEL_FAULT_RANK") != nullptr;
+  TESSEL_EXPECTS(rank_set == (std::getenv("TESSEL_FAULT_EPOCH") != nullptr),
+                 "TESSEL_FAULT_RANK and TESSEL_FAULT_EPOCH go together; only {} is set",
+                 rank_set ? "TESSEL_FAULT_RANK" : "TESSEL_FAULT_EPOCH");
   for (const char* name : {"TESSEL_FAULT_RANK", "TESSEL_FAULT_EPOCH"}) {
     const char* value = std::getenv(name);
     if (value == nullptr) continue;
     std::string text = value;
-    const std::string error =
+    std::string error =
         text.empty() ? std::string("an empty value") : whole_number_error<std::uint32_t>(text);
+    if (error.empty() && std::strtoull(value, nullptr, 10) >
+                             static_cast<unsigned long long>(std::numeric_limits<int>::max()))
+      error = "beyond a rank or epoch number";
     TESSEL_EXPECTS(error.empty(), "{}={}: {}; expected a whole number >= 0", name, value, error);
   }
   if (const char* kind = std::getenv("TESSEL_FAULT_KIND"))
     TESSEL_EXPECTS(std::string(kind) == "kill", "TESSEL_FAULT_KIND={}: expected kill", kind);
+  if (const char* mode = std::getenv("TESSEL_FAULT_MODE")) {
+    const auto known = train::mode_names();
+    TESSEL_EXPECTS(std::find(known.begin(), known.end(), mode) != known.end(),
+                   "TESSEL_FAULT_MODE={}: expected one of {}", mode, fmt::join(known, ", "));
+  }
 }
 
 }  // namespace tessel::cli

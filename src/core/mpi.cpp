@@ -112,7 +112,7 @@ void abort_job(const std::string& message, int exit_code) {
   else
     std::fprintf(stderr, "tessel: error: %s\n", message.c_str());
   std::fflush(stderr);
-  peer_watch::goodbye();
+  peer_watch::goodbye(message); // rank 0 may name it (bench's partial report)
   if (size > 1) {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   } else if (initialized()) {

@@ -43,6 +43,9 @@ constexpr std::uint32_t kMagic = 0x5453'4c57; // "TSLW"
 constexpr int kMaxAddresses = 8;
 constexpr char kHeartbeat = 'H';
 constexpr char kGoodbye = 'B';
+// A failure: 'F', its length (4 bytes, little-endian), its text; a goodbye follows.
+constexpr char kFailure = 'F';
+constexpr std::size_t kMaxFailure = 4096;
 
 // What rank 0 broadcasts: where to connect and the job's token (so a stray connection to the
 // port is not taken for a rank).
@@ -88,6 +91,8 @@ struct Peer {
   bool said_goodbye = false;
   Clock::time_point last_heard;
   Clock::time_point closed_at;
+  std::string unread;  // bytes received and not yet understood (a failure in parts)
+  std::string failure; // the error the rank handed over with its goodbye
 };
 
 // Never destroyed: the watch threads run until the process ends.
@@ -101,6 +106,8 @@ struct State {
   std::vector<std::string> host_of_rank;
   std::map<int, Peer> peers; // rank 0: by rank
   bool reported_cut_off = false;
+  std::atomic<bool> failures_on_one_host{false}; // carry_failures_on_one_host() was called
+  bool watching = true; // false: connections for failures only (one host)
 };
 
 State& state() {
@@ -208,8 +215,8 @@ void lost_now(State& s, bool any_closed, std::vector<int>& ended, std::vector<in
     if (!peer.open && !peer.said_goodbye &&
         (any_closed || seconds_since(peer.closed_at) >= s.settings.grace_s))
       ended.push_back(rank);
-    else if (peer.open && !peer.said_goodbye &&
-             seconds_since(peer.last_heard) > s.settings.silence_s)
+    else if (s.watching && peer.open && !peer.said_goodbye &&
+             seconds_since(peer.last_heard) > s.settings.silence_s) // no heartbeats otherwise
       silent.push_back(rank);
   }
 }
@@ -222,7 +229,26 @@ void drain(Peer& peer) {
     const ssize_t n = ::recv(peer.fd, bytes, sizeof(bytes), MSG_DONTWAIT);
     if (n > 0) {
       peer.last_heard = Clock::now();
-      if (std::find(bytes, bytes + n, kGoodbye) != bytes + n) peer.said_goodbye = true;
+      peer.unread.append(bytes, static_cast<std::size_t>(n));
+      std::size_t at = 0;
+      while (at < peer.unread.size()) {
+        const char c = peer.unread[at];
+        if (c == kFailure) {
+          if (peer.unread.size() < at + 5) break; // the rest is on its way
+          std::uint32_t length = 0;
+          for (int i = 0; i < 4; ++i)
+            length |= static_cast<std::uint32_t>(static_cast<unsigned char>(peer.unread[at + 1 + i]))
+                      << (8 * i);
+          length = std::min<std::uint32_t>(length, kMaxFailure);
+          if (peer.unread.size() < at + 5 + length) break;
+          if (peer.failure.empty()) peer.failure = peer.unread.substr(at + 5, length);
+          at += 5 + length;
+          continue;
+        }
+        if (c == kGoodbye) peer.said_goodbye = true;
+        ++at;
+      }
+      peer.unread.erase(0, at);
     } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       peer.open = false;
       peer.closed_at = Clock::now();
@@ -395,7 +421,7 @@ void finish_start(const int (&verdict)[2], const std::string& duplicate, int lis
   }
   for (const int fd : test_fds) ::close(fd);
   if (s.rank != 0) {
-    if (s.client_fd.load() >= 0)
+    if (s.client_fd.load() >= 0 && s.watching)
       std::thread(beat, s.client_fd.load(), s.settings.heartbeat_s).detach();
     return;
   }
@@ -413,7 +439,7 @@ void finish_start(const int (&verdict)[2], const std::string& duplicate, int lis
     log::warn("peer watch: {} of {} ranks connected to rank 0; not watched: {} (a loss there is "
               "named by mpirun alone)",
               s.peers.size() + 1, s.host_of_rank.size(), missing);
-  std::thread(watch).detach();
+  if (s.watching) std::thread(watch).detach();
 }
 
 } // namespace
@@ -427,7 +453,9 @@ void start(const std::vector<std::string>& host_of_rank, const Settings& setting
                  "peer watch: {} host names for {} ranks", host_of_rank.size(), size);
   const bool one_host = std::all_of(host_of_rank.begin(), host_of_rank.end(),
                                     [&](const std::string& h) { return h == host_of_rank[0]; });
-  if (s.started.load() || one_host || settings.silence_s <= 0) return;
+  if (s.started.load() || settings.silence_s <= 0) return;
+  if (one_host && !s.failures_on_one_host.load()) return;
+  s.watching = !one_host;
 
   Rendezvous where;
   int listener = -1;
@@ -535,7 +563,7 @@ void start(const std::vector<std::string>& host_of_rank, const Settings& setting
           continue;
         }
         std::lock_guard lock(s.mutex);
-        s.peers[h.rank] = Peer{c.fd, c.from, true, false, Clock::now(), {}};
+        s.peers[h.rank] = Peer{c.fd, c.from, true, false, Clock::now(), {}, {}, {}};
         drop[i] = false;
         c.fd = -1; // kept by the peer
       } else if (seconds_since(c.since) > 2.0) {
@@ -578,12 +606,51 @@ bool running() {
 }
 
 void goodbye() noexcept {
+  goodbye(std::string());
+}
+
+void goodbye(const std::string& failure) noexcept {
   State& s = state();
   if (!s.started.load() || s.stopping.exchange(true)) return;
   const int fd = s.client_fd.load();
-  if (fd >= 0) {
+  if (fd < 0) return;
+  try {
+    // One send: the heartbeat thread's bytes never land inside the failure.
+    std::string bytes;
+    if (!failure.empty()) {
+      const auto length = static_cast<std::uint32_t>(std::min(failure.size(), kMaxFailure));
+      bytes += kFailure;
+      for (int i = 0; i < 4; ++i) bytes += static_cast<char>((length >> (8 * i)) & 0xff);
+      bytes.append(failure, 0, length);
+    }
+    bytes += kGoodbye;
+    (void)send_all(fd, bytes.data(), bytes.size());
+  } catch (...) {
     const char byte = kGoodbye;
     (void)::send(fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+void carry_failures_on_one_host() {
+  state().failures_on_one_host.store(true);
+}
+
+Failure first_failure(double wait_s) {
+  State& s = state();
+  if (!s.started.load() || s.rank != 0) return {};
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(wait_s));
+  for (;;) {
+    {
+      std::lock_guard lock(s.mutex);
+      for (auto& [rank, peer] : s.peers) {
+        drain(peer);
+        if (!peer.failure.empty())
+          return {rank, s.host_of_rank[static_cast<std::size_t>(rank)], peer.failure};
+      }
+    }
+    if (Clock::now() >= deadline) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -65,16 +67,44 @@ int choose_threads(int requested) {
   return std::max(1, cores / local_ranks);
 }
 
+namespace {
+// A fault variable's value: a whole number from 0 to INT_MAX in decimal digits, nothing else
+// (atoi read "x" as 0 and "1x" as 1). The command line checks these before MPI starts; a program
+// that trains through the library meets the same refusal here, on every rank alike.
+int fault_number(const char* name, const char* value) {
+  const std::string text = value;
+  int number = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  TESSEL_EXPECTS(!text.empty() && error == std::errc() && end == text.data() + text.size() &&
+                     number >= 0,
+                 "{}={}: expected a whole number from 0 to {}", name, text,
+                 std::numeric_limits<int>::max());
+  return number;
+}
+}  // namespace
+
 // TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests the
 // whole-job abort path); with TESSEL_FAULT_KIND=kill it dies by SIGKILL instead, as a rank
-// killed from outside would, without a chance to report anything itself.
-void maybe_inject_fault(int rank, int epoch) {
+// killed from outside would, without a chance to report anything itself; with
+// TESSEL_FAULT_MODE=m only mode m fails (a later mode of a bench).
+void maybe_inject_fault(int rank, int epoch, const std::string& mode) {
   const char* fault_rank = std::getenv("TESSEL_FAULT_RANK");
   const char* fault_epoch = std::getenv("TESSEL_FAULT_EPOCH");
-  if (!fault_rank || !fault_epoch) return;
-  if (std::atoi(fault_rank) != rank || std::atoi(fault_epoch) != epoch) return;
+  if (!fault_rank && !fault_epoch) return;
+  TESSEL_EXPECTS(fault_rank && fault_epoch,
+                 "TESSEL_FAULT_RANK and TESSEL_FAULT_EPOCH go together; only {} is set",
+                 fault_rank ? "TESSEL_FAULT_RANK" : "TESSEL_FAULT_EPOCH");
+  const int at_rank = fault_number("TESSEL_FAULT_RANK", fault_rank);
+  const int at_epoch = fault_number("TESSEL_FAULT_EPOCH", fault_epoch);
   const char* kind = std::getenv("TESSEL_FAULT_KIND");
-  if (kind && std::string(kind) == "kill") std::raise(SIGKILL);
+  TESSEL_EXPECTS(kind == nullptr || std::string(kind) == "kill",
+                 "TESSEL_FAULT_KIND={}: expected kill", kind ? kind : "");
+  const char* fault_mode = std::getenv("TESSEL_FAULT_MODE");
+  TESSEL_EXPECTS(fault_mode == nullptr || *fault_mode != '\0',
+                 "TESSEL_FAULT_MODE=: an empty value; expected a mode's name");
+  if (fault_mode && mode != fault_mode) return;
+  if (at_rank != rank || at_epoch != epoch) return;
+  if (kind) std::raise(SIGKILL);
   TESSEL_LIB_FAIL("injected fault (TESSEL_FAULT_RANK={}, TESSEL_FAULT_EPOCH={})", rank, epoch);
 }
 std::string Trainer::finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,

@@ -676,7 +676,7 @@ private:
 
   // Trains, evaluates, records, logs and checkpoints one epoch; whether it is the last.
   bool run_epoch(int epoch, const Stopwatch& wall) {
-    maybe_inject_fault(comm_.rank(), epoch);
+    maybe_inject_fault(comm_.rank(), epoch, options_.mode);
     for (comm::Communicator* c : counted_)
       c->reset_bytes_sent();
     Stopwatch epoch_watch;

@@ -117,7 +117,8 @@ TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
                                             "TESSEL_FAULT_RANK=x: 'x' is not a whole number"},
         {"TESSEL_FAULT_RANK=0 TESSEL_FAULT_EPOCH=", "TESSEL_FAULT_EPOCH=: an empty value"},
         {"TESSEL_FAULT_RANK=-1 TESSEL_FAULT_EPOCH=1", "TESSEL_FAULT_RANK=-1"},
-        {"TESSEL_FAULT_KIND=kil", "TESSEL_FAULT_KIND=kil: expected kill"}}) {
+        {"TESSEL_FAULT_KIND=kil", "TESSEL_FAULT_KIND=kil: expected kill"},
+        {"TESSEL_FAULT_MODE=ful", "TESSEL_FAULT_MODE=ful: expected one of full, "}}) {
     std::string output;
     const int code = test::run_command(env + " " + quote(test::tessel_binary()) + " train " +
                                            quote(dir()) + " --epochs 1 2>&1",

@@ -557,6 +557,48 @@ TEST_F(TrainRefusals, FailedBenchLeavesNoReport) {
   EXPECT_EQ(entries, std::vector<std::string>{"report"});
 }
 
+// A later mode failing on one rank only (its own error, not one every rank meets) ends the job
+// with a partial report of the modes that finished: marked partial, naming the mode, the rank and
+// its error, without the failed mode's metrics file or any temporary. Rank 0 writes it itself;
+// another rank hands its error to rank 0 before the abort.
+TEST_F(TrainRefusals, ModeFailingOnOneRankLeavesThePartialReport) {
+  for (const int rank : {1, 0}) {
+    const fs::path out_parent = scratch("bench-one-rank-" + std::to_string(rank));
+    fs::create_directories(out_parent);
+    const fs::path report = out_parent / "report";
+    const Outcome failed =
+        run("TESSEL_FAULT_MODE=sampled TESSEL_FAULT_RANK=" + std::to_string(rank) +
+            " TESSEL_FAULT_EPOCH=2 " + test::mpirun(2) + tessel_bin() + " bench " +
+            parts(2).string() + " --modes full,sampled --epochs 2 --hidden 8 --fanouts 5,5 "
+            "--batch-size 16 --quiet --out " + report.string());
+    EXPECT_NE(failed.code, 0) << failed.output;
+    EXPECT_EQ(count_of(failed.output, "wrote the partial report " + report.string() +
+                                          " (1 mode finished)"),
+              1u)
+        << failed.output;
+    EXPECT_NE(failed.output.find("--mode sampled failed"), std::string::npos) << failed.output;
+    ASSERT_TRUE(fs::exists(report / "report.json")) << failed.output;
+    const auto j = nlohmann::json::parse(test::read_file_bytes(report / "report.json"));
+    EXPECT_EQ(j.value("partial", false), true);
+    ASSERT_EQ(j["modes"].size(), 1u);
+    EXPECT_EQ(j["modes"][0]["mode"], "full");
+    ASSERT_TRUE(j.contains("failed")) << j.dump(2);
+    EXPECT_EQ(j["failed"]["mode"], "sampled");
+    EXPECT_EQ(j["failed"]["rank"], rank);
+    EXPECT_EQ(j["failed"]["host"], mpi::hostname());
+    EXPECT_NE(j["failed"]["error"].get<std::string>().find("injected fault (TESSEL_FAULT_RANK=" +
+                                                           std::to_string(rank)),
+              std::string::npos);
+    const std::string md = test::read_file_bytes(report / "report.md");
+    EXPECT_NE(md.find("**Partial: --mode sampled failed on rank " + std::to_string(rank)),
+              std::string::npos)
+        << md;
+    EXPECT_EQ(test::list_dir(report),
+              (std::vector<std::string>{"full.jsonl", "report.json", "report.md"}));
+    EXPECT_EQ(test::list_dir(out_parent), std::vector<std::string>{"report"});
+  }
+}
+
 // Dynamic mode: --checkpoint alone writes after the last epoch there too, and a resume with
 // nothing left to train is refused.
 TEST_F(TrainRefusals, DynamicCheckpointWithoutEveryIsWrittenAfterTheLastEpoch) {

@@ -21,7 +21,8 @@ struct Settings {
 Settings settings_from_environment();
 
 // Collective over MPI_COMM_WORLD; `host_of_rank` is every rank's host name, the same on all
-// ranks. Starts the watch when the ranks run on more than one host (and silence_s > 0): rank 0
+// ranks. Starts the watch when the ranks run on more than one host (and silence_s > 0; on one
+// host, after carry_failures_on_one_host(), the connections alone, without threads): rank 0
 // listens on an ephemeral TCP port, broadcasts its addresses, every other rank connects, and
 // one thread per process watches or writes. A rank that cannot reach rank 0 says so in one
 // warning and runs unwatched; nothing else changes. Idempotent: a second call does nothing.
@@ -32,8 +33,25 @@ bool running();
 
 // This process ends on purpose (a finished run, an error it reports itself, an interrupt):
 // a rank tells rank 0 so that its closing connection is not taken for a lost rank; on rank 0
-// it stops the watch. Safe to call more than once and from any thread.
+// it stops the watch. Safe to call more than once and from any thread. With `failure`, a rank
+// other than 0 also hands rank 0 the error that ends it (first_failure reads it there).
 void goodbye() noexcept;
+void goodbye(const std::string& failure) noexcept;
+
+// Asks, before start(), for the connections to rank 0 on a job whose ranks all run on one host
+// too: there they carry only the goodbyes and their failures (no heartbeat, no watch thread;
+// mpirun sees a lost process on its own host). `tessel bench` asks, so that rank 0 can name in
+// its partial report the rank whose error ended the job and why.
+void carry_failures_on_one_host();
+
+// On rank 0: the first failure another rank handed over with goodbye(failure), waiting up to
+// `wait_s` for one to arrive; rank -1 when none did (and on every other rank).
+struct Failure {
+  int rank = -1;
+  std::string host;
+  std::string message;
+};
+Failure first_failure(double wait_s);
 
 // On rank 0 while the watch runs: what it knows of lost ranks, waiting up to `wait_s` for a
 // closing connection to show ("the job lost host hostb (ranks 2, 3): ..."); "" when it knows

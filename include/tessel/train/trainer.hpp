@@ -158,8 +158,9 @@ LoadedPart load_sampled_part(comm::Communicator& comm, TrainOptions& options);
 RunInfo graph_run_info(const Trainer& trainer, const TrainerContext& context);
 // Pieces the modes share.
 // TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests of the
-// whole-job abort); TESSEL_FAULT_KIND=kill makes it die by SIGKILL.
-void maybe_inject_fault(int rank, int epoch);
+// whole-job abort); TESSEL_FAULT_KIND=kill makes it die by SIGKILL; TESSEL_FAULT_MODE=m limits
+// the fault to mode m (a later mode of a bench).
+void maybe_inject_fault(int rank, int epoch, const std::string& mode);
 // After an epoch's update: stops training with an error every rank reports alike (an
 // AgreedInputError) naming the epoch and the first non-finite parameter when the all-reduced
 // loss or a parameter is no longer finite. Collective.

@@ -1,0 +1,778 @@
+#!/usr/bin/env python3
+"""A hostile run against a built `tessel`: generates bad command lines, damaged input files of
+every format Tessel reads, outputs it cannot or must not write, interrupts at random moments and
+ranks killed mid-run, runs each case and classifies it.
+
+A case is clean when the command ends as docs/robustness.md promises: for bad input, a non-zero
+exit with one error line that names what was wrong (the file, or the flag) and no library noise,
+nothing half-written left (no hidden temporary, no output under its final name), and no hang;
+for an interrupt, exit 128 + the signal with one "interrupted by" line, and the output either
+absent or complete. Anything else is a defect: a crash or a death by signal, a sanitizer report,
+a hang past the timeout, no error line or several, an error line that names neither the file nor
+the flag (or carries a C++ library's words), a leftover temporary or partial output, or exit 0 on
+input that must be refused.
+
+A tool, not a test: nothing in CI runs it. Usage (docs/robustness.md, "The hostile run"):
+
+    scripts/hostile.py --tessel build/src/cli/tessel [--work DIR] [--seed N] [--only FAMILY]
+                       [--max-cases N] [--timeout S] [--report out.json]
+
+Families: flags, files, outputs, signals, ranks. It prints one line per defect and a summary:
+cases, clean, defects, and the distinct defects (grouped by command, kind and message shape).
+"""
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+# Words that must never reach the user: a C++ runtime's, a sanitizer's, HDF5's own stack.
+NOISE = re.compile(r"terminate called|what\(\):|std::|basic_string|vector::|Segmentation fault|"
+                   r"Aborted|core dumped|HDF5-DIAG|AddressSanitizer|LeakSanitizer|"
+                   r"UndefinedBehaviorSanitizer|runtime error:|double free|munmap_chunk|"
+                   r"free\(\): invalid|stack smashing|Floating point exception|Bus error")
+SANITIZER = re.compile(r"AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:")
+TEMPORARY = re.compile(r"\.tmp-|\.partial|\.tmp$")
+ERROR_LINE = re.compile(r"^tessel(?: \(rank \d+ of \d+, host [^)]*\))?: error|^tessel: error on rank")
+INTERRUPT_LINE = re.compile(r"^tessel(?: \(rank \d+ of \d+, host [^)]*\))?: interrupted by")
+
+
+class Case:
+    def __init__(self, family, name, argv, *, must_fail=True, mention=(), outputs=(), env=None,
+                 mpi=False, signal_at=None, check_output=None, setup=None, limit_memory=True):
+        self.family, self.name, self.argv = family, name, argv
+        self.must_fail = must_fail    # bad input: exit 0 is a defect
+        self.mention = list(mention)  # the error line must name one of these
+        self.outputs = list(outputs)  # must not exist after a refusal
+        self.env = env or {}
+        self.mpi = mpi
+        self.signal_at = signal_at    # (signal, seconds) for interrupt cases
+        self.check_output = check_output  # callable(case_dir) -> "" or why the output is bad
+        self.setup = setup            # callable(case_dir) run before the command
+        self.limit_memory = limit_memory
+
+
+class Hostile:
+    def __init__(self, args):
+        self.args = args
+        self.tessel = str(Path(args.tessel).resolve())
+        self.work = Path(args.work).resolve()
+        self.rng = random.Random(args.seed)
+        self.fx = self.work / "fixtures"
+        self.cases_dir = self.work / "cases"
+        self.results = []
+
+    # ---- fixtures: one small instance of every input Tessel reads ----
+    def sh(self, argv, **kw):
+        env = dict(os.environ, **MPI_ENV)
+        r = subprocess.run(argv, cwd=self.fx, env=env, capture_output=True, text=True, **kw)
+        if r.returncode != 0:
+            sys.exit(f"hostile: fixture command failed: {' '.join(argv)}\n{r.stdout}{r.stderr}")
+        return r
+
+    def make_fixtures(self):
+        if self.fx.exists():
+            shutil.rmtree(self.fx)
+        self.fx.mkdir(parents=True)
+        t = self.tessel
+        self.sh([t, "convert", "synthetic", "--nodes", "300", "--avg-degree", "5", "--classes", "3",
+                 "--feat-dim", "8", "--seed", "1", "g.h5"])
+        self.sh([t, "partition", "g.h5", "--parts", "1", "--out", "p1"])
+        self.sh([t, "partition", "g.h5", "--parts", "2", "--out", "p2"])
+        self.sh([t, "train", "p1", "--epochs", "2", "--hidden", "4", "--quiet", "--checkpoint", "ck"])
+        self.sh([t, "precompute", "p1", "--hops", "1"])
+        self.sh([t, "convert", "synthetic-temporal", "--nodes", "120", "--snapshots", "6",
+                 "--avg-degree", "4", "--feat-dim", "3", "--seed", "2", "t.h5"])
+        self.sh([t, "partition", "t.h5", "--parts", "1", "--out", "tp1"])
+        self.sh([t, "convert", "synthetic", "--nodes", "200", "--avg-degree", "4", "--classes", "3",
+                 "--feat-dim", "4", "--ogb", "ogb"])
+        # The temporal JSON layouts and an edge list with node features.
+        (self.fx / "dyn.json").write_text(json.dumps({
+            "time_periods": 6,
+            "edge_mapping": {"edge_index": {str(i): [[0, 1], [1, 2], [2, 0]] for i in range(6)},
+                             "edge_weight": {str(i): [1.0, 2.0, 0.5] for i in range(6)}},
+            "y": [[i, i + 1, i + 2] for i in range(6)]}))
+        (self.fx / "static.json").write_text(json.dumps({
+            "edges": [[0, 1], [1, 2], [2, 0]], "weights": [1, 2, 3],
+            "FX": [[float(i + j) for j in range(3)] for i in range(8)]}))
+        (self.fx / "snap.json").write_text(json.dumps({
+            str(i): {"index": i, "edges": [[0, 1], [1, 2]], "weights": [1, 1],
+                     "X": [[1.0 * i, 0], [0, 1.0], [1, 1]], "y": [0.5 * i, 1.5, 2.0]}
+            for i in range(5)}))
+        (self.fx / "nodelink.json").write_text(json.dumps({
+            "directed": False, "multigraph": False, "graph": {},
+            "nodes": [{"id": n, "X": [1, 2, 3, 4, 5, 6], "y": [0, 1, 0, 1, 0, 1]} for n in "abc"],
+            "links": [{"source": "a", "target": "b", "weight": 2},
+                      {"source": "b", "target": "c", "weight": 1}]}))
+        rows = [f"{s},{d},{tm}" for tm in range(12) for s, d in ((0, 1), (1, 2), (2, 3), (3, 0))]
+        (self.fx / "edges.csv").write_text("# src,dst,time\n" + "\n".join(rows) + "\n")
+        (self.fx / "nf.csv").write_text("".join(f"{i},{i * 0.5}\n" for i in range(4)))
+
+    # ---- running and judging one case ----
+    def run_case(self, case, index):
+        cdir = self.cases_dir / f"{index:04d}"
+        cdir.mkdir(parents=True)
+        if case.setup:
+            case.setup(cdir)
+        argv = [a.replace("@C", str(cdir)).replace("@F", str(self.fx)) for a in case.argv]
+        env = dict(os.environ, **MPI_ENV)
+        env.update(case.env)
+
+        def limits():
+            os.setsid()
+            if case.limit_memory:
+                resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+        start = time.monotonic()
+        p = subprocess.Popen(argv, cwd=cdir, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, preexec_fn=limits)
+        if case.signal_at:
+            sig, delay = case.signal_at
+            try:
+                p.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                p.send_signal(sig)
+        hang = False
+        try:
+            out, _ = p.communicate(timeout=self.args.timeout)
+        except subprocess.TimeoutExpired:
+            hang = True
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+        seconds = time.monotonic() - start
+        text = out.decode("utf-8", "replace")
+        result = {"index": index, "family": case.family, "name": case.name, "argv": argv,
+                  "env": case.env, "rc": p.returncode, "seconds": round(seconds, 2),
+                  "output": text[-3000:]}
+        result["defects"] = self.judge(case, cdir, p.returncode, text, hang)
+        result["clean"] = not result["defects"]
+        if result["clean"] and not self.args.keep:
+            shutil.rmtree(cdir, ignore_errors=True)
+        return result
+
+    def judge(self, case, cdir, rc, text, hang):
+        lines = [l for l in text.splitlines() if l.strip()]
+        if case.mpi:  # mpirun's own notices are not Tessel's
+            kept, banner = [], False
+            for l in lines:
+                if l.startswith("-----"):
+                    banner = not banner
+                    continue
+                if banner or re.match(r"^\[[^\]]+\] ", l) or l.startswith("Primary job") or \
+                        l.startswith("mpirun") or "ORTE" in l:
+                    continue
+                kept.append(l)
+            lines = kept
+        defects = []
+        if hang:
+            return [("hang", f"no exit within {self.args.timeout} s")]
+        if case.check_output and not case.signal_at:
+            why = case.check_output(cdir)
+            if why:
+                defects.append(("output", why))
+        if any(SANITIZER.search(l) for l in lines):
+            defects.append(("sanitizer", next(l for l in lines if SANITIZER.search(l))))
+        noisy = [l for l in lines if NOISE.search(l)]
+        if noisy:
+            defects.append(("library words", noisy[0]))
+        errors = [l for l in lines if ERROR_LINE.search(l)]
+        interrupts = [l for l in lines if INTERRUPT_LINE.search(l)]
+        leftovers = [str(p.relative_to(cdir)) for p in cdir.rglob("*") if TEMPORARY.search(p.name)]
+        leftovers += [str(p) for p in self.fx.rglob("*") if TEMPORARY.search(p.name)]
+        if leftovers:
+            defects.append(("leftover temporary", ", ".join(sorted(leftovers)[:3])))
+        if case.signal_at:
+            sig = case.signal_at[0]
+            if rc == 0:
+                why = case.check_output(cdir) if case.check_output else ""
+                if why:
+                    defects.append(("bad output after exit 0", why))
+            elif rc == 128 + sig or (case.mpi and rc != 0):
+                if not case.mpi and len(interrupts) != 1:
+                    defects.append(("interrupt lines", f"{len(interrupts)} 'interrupted by' lines"))
+                if errors and not case.mpi:
+                    defects.append(("error on interrupt", errors[0]))
+                why = case.check_output(cdir) if case.check_output else ""
+                if why:
+                    defects.append(("bad output after interrupt", why))
+            elif rc < 0:
+                defects.append(("signal", f"died by signal {-rc}"))
+            else:
+                defects.append(("exit code", f"exit {rc} after {signal.Signals(sig).name}: "
+                                f"{(errors or lines or [''])[0]}"))
+            return defects
+        # Under mpirun, 128 + N is mpirun saying that a rank died by signal N (a killed rank).
+        if rc < 0 or (rc > 128 and not case.mpi):
+            defects.append(("signal", f"died by signal {-rc if rc < 0 else rc - 128}"))
+            return defects
+        if rc == 0:
+            if case.must_fail:
+                defects.append(("exit 0 on bad input", (lines or [""])[-1][:200]))
+            return defects
+        # A refusal: one error line (a job: the failing rank's, and rank 0's note), naming it.
+        allowed = 2 if case.mpi else 1
+        if not errors:
+            defects.append(("no error line", (lines or ["(no output)"])[-1][:200]))
+        elif len(errors) > allowed:
+            defects.append(("several error lines", " | ".join(e[:120] for e in errors[:3])))
+        elif case.mention and not any(m.replace("@C", str(cdir)).replace("@F", str(self.fx))
+                                      in errors[0] for m in case.mention):
+            defects.append(("unclear message", f"names none of {case.mention}: {errors[0][:240]}"))
+        for o in case.outputs:
+            if (cdir / o).exists():
+                defects.append(("output left", o))
+        return defects
+
+    # ---- the families ----
+    def cases(self):
+        fams = {"flags": self.flag_cases, "files": self.file_cases, "outputs": self.output_cases,
+                "signals": self.signal_cases, "ranks": self.rank_cases}
+        for name, make in fams.items():
+            if self.args.only and name not in self.args.only.split(","):
+                continue
+            yield from make()
+
+    def flag_cases(self):
+        f = "@F"
+        base = {
+            ("convert", "synthetic"): (["convert", "synthetic", "@C/o.h5"],
+                                       {"--nodes": "200", "--feat-dim": "4", "--classes": "3"}),
+            ("convert", "synthetic-temporal"): (["convert", "synthetic-temporal", "@C/o.h5"],
+                                                {"--nodes": "100", "--snapshots": "4"}),
+            ("convert", "temporal"): (["convert", "temporal", f + "/edges.csv", "@C/o.h5"],
+                                      {"--snapshots": "3"}),
+            ("convert", "ogb"): (["convert", "ogb", f + "/ogb", "@C/o.h5"], {}),
+            ("info",): (["info", f + "/g.h5"], {}),
+            ("partition",): (["partition", f + "/g.h5", "--out", "@C/o"], {"--parts": "2"}),
+            ("train",): (["train", f + "/p1", "--quiet"], {"--epochs": "1", "--hidden": "4"}),
+            ("predict",): (["predict", f + "/ck/checkpoint.h5", f + "/p1"], {}),
+            ("precompute",): (["precompute", f + "/p1", "--out", "@C/o"], {}),
+            ("bench",): (["bench", f + "/p1", "--out", "@C/o", "--quiet"],
+                         {"--epochs": "1", "--hidden": "4", "--modes": "full"}),
+        }
+        junk = ["", "abc", "nan", "inf", "1e309", "99999999999999999999", "0x10", "1,,2", "-1"]
+        maybe = ["0", "1e12", "4294967297"]
+        for cmd, (argv, defaults) in base.items():
+            flags = self.valued_flags(list(cmd))
+            pool = []
+            for flag in flags:
+                for v in junk + maybe:
+                    rest = [x for k, d in defaults.items() if k != flag for x in (k, d)]
+                    a = [self.tessel] + argv + rest + [f"{flag}={v}"]
+                    # Junk must be refused (a text flag: the empty value); 0 and huge numbers
+                    # may be accepted, but cleanly.
+                    must = v in junk and (flag not in self.text_flags or v == "")
+                    # The flag, or its value quoted as the message shows it.
+                    pool.append(Case("flags", f"{' '.join(cmd)} {flag}={v!r}", a, must_fail=must,
+                                     mention=[flag] + ([f'"{v}"', f"'{v}'"] if v else [])
+                                     + ([f"{v} "] if len(v) >= 3 and v[-1].isdigit() else []),
+                                     outputs=["o.h5", "o"]))
+            rng = random.Random(f"{self.args.seed}-{cmd}")
+            yield from (pool if len(pool) <= self.args.flag_cases
+                        else rng.sample(pool, self.args.flag_cases))
+            # Missing values, unknown flags, a missing argument.
+            if flags:
+                yield Case("flags", f"{' '.join(cmd)} missing value", [self.tessel] + argv + [flags[0]],
+                           mention=["--", "argument"])
+            yield Case("flags", f"{' '.join(cmd)} unknown flag", [self.tessel] + argv + ["--epochz", "1"],
+                       mention=["--epochz"])
+            yield Case("flags", f"{' '.join(cmd)} no arguments", [self.tessel] + list(cmd),
+                       mention=["required", "--", "argument", "input", "DIR", "file", "out"])
+        yield Case("flags", "no command", [self.tessel], mention=["command"])
+        yield Case("flags", "unknown command", [self.tessel, "trian"], mention=["trian"])
+
+    text_flags = {"--name", "--out", "--metrics", "--checkpoint", "--predictions", "--embeddings",
+                  "--features", "--split", "--node-features", "--fanouts", "--balance", "--modes",
+                  "--only", "--check", "--preset", "--feature-memory", "--resume"}
+
+    def valued_flags(self, cmd):
+        out = subprocess.run([self.tessel] + cmd + ["--help"], capture_output=True, text=True).stdout
+        flags = []
+        for line in out.splitlines():
+            m = re.match(r"^\s+(?:-\w,)?(--[\w-]+)(?:,--[\w-]+)?\s+(\S+)", line)
+            # Options that take a value show its type (INT, FLOAT, TEXT, ENUM, UINT); flags do not.
+            if m and re.match(r"(INT|UINT|FLOAT|TEXT|ENUM)\b", m.group(2)):
+                if m.group(1) not in ("--help",) and m.group(1) not in flags:
+                    flags.append(m.group(1))
+        return flags
+
+    # Damaged copies of each input, each given to the commands that read it.
+    def file_cases(self):
+        t = self.tessel
+        h5_consumers = {
+            "store": ("g.h5", [["info", "@C/in"], ["partition", "@C/in", "--parts", "2", "--out", "@C/o"]]),
+            "temporal store": ("t.h5", [["info", "@C/in"],
+                                        ["partition", "@C/in", "--parts", "1", "--out", "@C/o"]]),
+            "part file": ("p1/part-0.h5", None),
+            "checkpoint": ("ck/checkpoint.h5", None),
+            "sign file": (None, None),
+        }
+        mutations = ["empty", "half", "minus1", "flip1", "flip2", "flip3", "flip4", "zero4k",
+                     "append", "json", "nouserblock", "wipeheader", "wipeheader+flip", "dir",
+                     "missing"]
+        for kind, (rel, consumers) in h5_consumers.items():
+            if consumers is None:
+                continue
+            for m in mutations:
+                for cons in consumers:
+                    yield Case("files", f"{kind} {m} -> {cons[0]}", [t] + cons,
+                               must_fail=m not in self.headerless, mention=["@C/in"], outputs=["o"],
+                               setup=self.copy_mutated(rel, "in", m, binary=True))
+        # Files inside a partition folder: the part, the manifest, a SIGN file, a checkpoint.
+        folder_inputs = [("p1", "part-0.h5", True), ("p1", "partition.json", False)]
+        sign = next((p for p in (self.fx / "p1").glob("sign-*/*.h5")), None)
+        if sign:
+            folder_inputs.append(("p1", str(sign.relative_to(self.fx / "p1")), True))
+        for folder, rel, binary in folder_inputs:
+            muts = mutations if binary else ["empty", "half", "minus1", "flip1", "flip2", "nan",
+                                             "negative", "huge", "deep", "garbage", "dupkey",
+                                             "dir", "missing", "wrongtype"]
+            for m in muts:
+                cmds = [["train", "@C/d", "--epochs", "1", "--hidden", "4", "--quiet"],
+                        ["partition", "--check", "@C/d"]]
+                if "sign" in rel:
+                    cmds = [["train", "@C/d", "--mode", "pipeline", "--hops", "1", "--epochs", "1",
+                             "--quiet"]]
+                elif rel == "part-0.h5" or rel == "partition.json":
+                    cmds.append(["predict", "@F/ck/checkpoint.h5", "@C/d", "--predictions", "@C/o.h5"])
+                    if m in ("flip1", "half", "empty", "nan", "wrongtype"):
+                        cmds.append(["precompute", "@C/d", "--out", "@C/o"])
+                        cmds.append(["bench", "@C/d", "--modes", "full", "--epochs", "1", "--out",
+                                     "@C/o", "--quiet"])
+                for cons in cmds:
+                    yield Case("files", f"{folder}/{rel} {m} -> {cons[0]}", [t] + cons,
+                               must_fail=m not in self.headerless + (("minus1", "dupkey") if not binary else ()),
+                               mention=[Path(rel).name, "@C/d"], outputs=["o", "o.h5"],
+                               setup=self.copy_folder_mutated(folder, rel, m, binary))
+        for m in mutations:
+            for cons in (["predict", "@C/ck/checkpoint.h5", "@F/p1", "--predictions", "@C/o.h5"],
+                         ["train", "@F/p1", "--resume", "@C/ck", "--epochs", "4", "--quiet",
+                          "--hidden", "4"]):
+                if m in ("dir", "missing") and cons[0] == "predict":
+                    continue  # the positional's own check
+                yield Case("files", f"checkpoint {m} -> {cons[0]}", [t] + cons,
+                           must_fail=m not in self.headerless, mention=["checkpoint.h5", "ck"], outputs=["o.h5"],
+                           setup=self.copy_folder_mutated("ck", "checkpoint.h5", m, True, into="ck"))
+        # OGB raw files.
+        text_muts = ["empty", "half", "minus1", "flip1", "flip2", "nan", "negative", "huge",
+                     "garbage", "extracol", "crlf", "gzcut", "missing"]
+        for rel in ("raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz",
+                    "raw/num-node-list.csv.gz", "split/random/train.csv.gz"):
+            for m in text_muts:
+                yield Case("files", f"ogb {rel} {m}", [t, "convert", "ogb", "@C/d", "@C/o.h5"],
+                           must_fail=not (m in ("crlf", "minus1") or (m == "extracol" and "feat" in rel)
+                                          or (m == "nan" and "label" in rel)  # nan: unlabeled
+                                          or (m in ("half", "empty") and "split" in rel)),
+                           mention=[Path(rel).name, "@C/d"],
+                           outputs=["o.h5"],
+                           setup=self.copy_folder_mutated("ogb", rel, m, False, gz=True))
+        # Temporal JSON layouts, the edge list and its node features.
+        for rel in ("dyn.json", "static.json", "snap.json", "nodelink.json"):
+            for m in ["empty", "half", "minus1", "flip1", "flip2", "flip3", "nan", "negative",
+                      "huge", "deep", "garbage", "dupkey", "wrongtype", "bom", "dir", "missing"]:
+                yield Case("files", f"json {rel} {m}", [t, "convert", "temporal", "@C/in", "@C/o.h5"],
+                           must_fail=m not in ("bom", "dupkey", "flip1", "flip2", "flip3", "negative",
+                                               "minus1"),
+                           mention=["@C/in"], outputs=["o.h5"],
+                           setup=self.copy_mutated(rel, "in", m, binary=False))
+        for m in text_muts[:-3] + ["missing", "dir", "unsorted"]:
+            yield Case("files", f"edge list {m}", [t, "convert", "temporal", "@C/in", "@C/o.h5",
+                                                   "--snapshots", "3"],
+                       must_fail=m not in ("crlf", "flip1", "flip2", "extracol", "negative", "minus1",
+                                           "half"),
+                       mention=["@C/in"], outputs=["o.h5"],
+                       setup=self.copy_mutated("edges.csv", "in", m, binary=False))
+            yield Case("files", f"node features {m}",
+                       [t, "convert", "temporal", "@F/edges.csv", "@C/o.h5", "--snapshots", "3",
+                        "--node-features", "@C/nf"],
+                       must_fail=m not in ("crlf", "flip1", "flip2", "unsorted", "minus1", "negative",
+                                           "extracol"),
+                       mention=["@C/nf"], outputs=["o.h5"],
+                       setup=self.copy_mutated("nf.csv", "nf", m, binary=False))
+        # Mismatched inputs: a file of one kind where another is expected.
+        for src, dst, cmd in (("t.h5", "p1/part-0.h5", "train"), ("g.h5", "ck/checkpoint.h5", "predict"),
+                              ("p1/part-0.h5", "g.h5", "info"), ("ck/checkpoint.h5", "g.h5", "partition"),
+                              ("p2/part-1.h5", "p1/part-0.h5", "train"), ("p2/partition.json", "p1/partition.json", "train"),
+                              ("tp1/partition.json", "p1/partition.json", "train")):
+            def setup(c, src=src, dst=dst):
+                shutil.copytree(self.fx / "p1", c / "p1")
+                shutil.copytree(self.fx / "ck", c / "ck")
+                shutil.copy(self.fx / "g.h5", c / "g.h5")
+                shutil.copy(self.fx / src, c / dst)
+            argv = {"train": [t, "train", "@C/p1", "--epochs", "1", "--quiet", "--hidden", "4"],
+                    "predict": [t, "predict", "@C/ck/checkpoint.h5", "@C/p1", "--predictions", "@C/o.h5"],
+                    "info": [t, "info", "@C/g.h5"],
+                    "partition": [t, "partition", "@C/g.h5", "--parts", "2", "--out", "@C/o"]}[cmd]
+            yield Case("files", f"mismatch {src} as {dst} -> {cmd}", argv,
+                       mention=[Path(dst).name, "@C/" + Path(dst).parent.name], outputs=["o", "o.h5"],
+                       setup=setup)
+
+    # Without Tessel's checksum header a file is one of h5py's or an older Tessel's: it opens with
+    # the per-dataset checks alone (docs/robustness.md), so an intact one must be accepted, and a
+    # damaged one may be (the documented gap): either way, no crash.
+    headerless = ("nouserblock", "wipeheader", "wipeheader+flip")
+
+    def copy_mutated(self, rel, name, how, binary):
+        def setup(cdir):
+            self.mutate(self.fx / rel, cdir / name, how, binary)
+        return setup
+
+    def copy_folder_mutated(self, folder, rel, how, binary, into="d", gz=False):
+        def setup(cdir):
+            shutil.copytree(self.fx / folder, cdir / into)
+            target = cdir / into / rel
+            self.mutate(self.fx / folder / rel, target, how, binary, gz=gz)
+        return setup
+
+    def mutate(self, src, dst, how, binary, gz=False):
+        rng = random.Random(f"{self.args.seed}-{src}-{how}")
+        data = src.read_bytes()
+        if gz and how != "gzcut":
+            data = gzip.decompress(data)
+        if dst.exists() or dst.is_symlink():
+            dst.unlink()
+        if how == "missing":
+            return
+        if how == "dir":
+            dst.mkdir()
+            return
+        if how == "empty":
+            data = b""
+        elif how == "half":
+            data = data[: len(data) // 2]
+        elif how == "minus1":
+            data = data[:-1]
+        elif how == "gzcut":
+            data = data[: len(data) * 2 // 3]
+        elif how.startswith("flip") and not how.startswith("flip+"):
+            b = bytearray(data)
+            for _ in range(int(how[4:] or 1) * 3):
+                i = rng.randrange(len(b))
+                b[i] ^= 1 << rng.randrange(8)
+            data = bytes(b)
+        elif how == "zero4k":
+            m = len(data) // 2
+            data = data[:m] + b"\0" * 4096 + data[m + 4096:]
+        elif how == "append":
+            data = data + bytes(rng.randrange(256) for _ in range(777))
+        elif how == "json":
+            data = b'{"format": "tessel-dataset"}'
+        elif how == "nouserblock":
+            data = data[512:]
+        elif how.startswith("wipeheader"):
+            b = bytearray(data)
+            b[:512] = b"\0" * 512
+            if how.endswith("flip"):
+                for _ in range(6):
+                    i = rng.randrange(512, len(b))
+                    b[i] ^= 0xFF
+            data = bytes(b)
+        elif how in ("nan", "negative", "huge", "wrongtype"):
+            text = data.decode()
+            nums = list(re.finditer(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text))
+            # A number Tessel reads (a manifest also holds statistics it need not read).
+            read = [m for m in nums if re.search(r'"(num_nodes|num_parts|feature_dim)": *$',
+                                                 text[max(0, m.start() - 20):m.start()])]
+            if read and how == "wrongtype":
+                nums = read
+            if nums:
+                m = nums[rng.randrange(len(nums))] if how != "wrongtype" else nums[len(nums) // 2]
+                rep = {"nan": "nan" if not str(src).endswith("json") else "NaN",
+                       "negative": "-" + m.group(0), "huge": "1e400",
+                       "wrongtype": '"x"'}[how]
+                text = text[: m.start()] + rep + text[m.end():]
+            data = text.encode()
+        elif how == "deep":
+            data = b"[" * 200000 + b"]" * 200000
+        elif how == "garbage":
+            data = bytes(rng.randrange(256) for _ in range(4096))
+        elif how == "dupkey":
+            text = data.decode()
+            data = text.replace("{", '{"dup": 1, "dup": 2, ', 1).encode()
+        elif how == "bom":
+            data = b"\xef\xbb\xbf" + data
+        elif how == "extracol":
+            data = b"\n".join(l + b",7" if l else l for l in data.split(b"\n"))
+        elif how == "crlf":
+            data = data.replace(b"\n", b"\r\n")
+        elif how == "unsorted":
+            lines = data.splitlines()
+            data = b"\n".join([lines[0]] + lines[1:][::-1]) + b"\n"
+        if gz and how != "gzcut":
+            data = gzip.compress(data)
+        dst.write_bytes(data)
+
+    # Outputs that cannot or must not be written.
+    def output_cases(self):
+        t, f = self.tessel, "@F"
+
+        def link_to_fixture(name, target):
+            def setup(c):
+                (c / "victim").write_text("keep")
+                (c / name).symlink_to(c / target)
+            return setup
+
+        def plain_file(c):
+            (c / "afile").write_text("x")
+
+        def sub_of_file(c):
+            plain_file(c)
+
+        long = "n" * 300
+        writers = [
+            ("convert", [t, "convert", "synthetic", "--nodes", "200", "--feat-dim", "4", "--classes", "3"]),
+            ("partition", [t, "partition", f + "/g.h5", "--parts", "2", "--out"]),
+            ("precompute", [t, "precompute", f + "/p1", "--out"]),
+            ("bench", [t, "bench", f + "/p1", "--modes", "full", "--epochs", "1", "--quiet", "--out"]),
+            ("train --metrics", [t, "train", f + "/p1", "--epochs", "1", "--quiet", "--metrics"]),
+            ("train --checkpoint", [t, "train", f + "/p1", "--epochs", "1", "--quiet", "--checkpoint"]),
+            ("train --predictions", [t, "train", f + "/p1", "--epochs", "1", "--quiet", "--predictions"]),
+            ("train --embeddings", [t, "train", f + "/p1", "--epochs", "1", "--quiet", "--embeddings"]),
+            ("predict", [t, "predict", f + "/ck/checkpoint.h5", f + "/p1", "--predictions"]),
+        ]
+        targets = [
+            ("under a file", "@C/afile/sub", plain_file, True),
+            ("in a missing folder tree", "@C/no/such/dir/x", None, False),
+            ("is /dev/full", "/dev/full", None, True),
+            ("in /proc", "/proc/hostile-x", None, True),
+            ("in a read-only filesystem", "/sys/hostile-x", None, True),
+            ("name too long", "@C/" + long, None, True),
+            ("symlink to a file", "@C/lnk", link_to_fixture("lnk", "victim"), False),
+            ("dangling symlink", "@C/dl", lambda c: (c / "dl").symlink_to(c / "nowhere"), False),
+            ("an existing folder", "@C", None, False),
+        ]
+        for wname, argv in writers:
+            for tname, path, setup, must in targets:
+                def check(c, path=path):
+                    v = c / "victim"
+                    if v.exists() and v.read_text() != "keep":
+                        return "the symlink's target was overwritten"
+                    return ""
+                case = Case("outputs", f"{wname} -> {tname}", argv + [path], must_fail=must,
+                            mention=[path.replace("@C", "").split("/")[-1] or "/", "--", "out"],
+                            setup=setup)
+                case.check_output = check
+                yield case
+        # Outputs over the inputs they are made from (copies: nothing of the fixtures at risk).
+        def copies(c):
+            shutil.copytree(self.fx / "p1", c / "p1")
+            shutil.copy(self.fx / "edges.csv", c / "in.csv")
+        over = [
+            ("train --predictions over its part file",
+             [t, "train", "@C/p1", "--epochs", "1", "--quiet", "--predictions", "@C/p1/part-0.h5"]),
+            ("train --metrics over its part file",
+             [t, "train", "@C/p1", "--epochs", "1", "--quiet", "--metrics", "@C/p1/part-0.h5"]),
+            ("bench --out over its partition", [t, "bench", "@C/p1", "--modes", "full", "--epochs",
+                                                "1", "--quiet", "--force", "--out", "@C/p1"]),
+            ("bench --out over the partition's parent", [t, "bench", "@C/p1", "--modes", "full",
+                                                         "--epochs", "1", "--quiet", "--force",
+                                                         "--out", "@C"]),
+            ("convert temporal over its input", [t, "convert", "temporal", "@C/in.csv", "@C/in.csv",
+                                                 "--snapshots", "3"]),
+            ("precompute --out over its partition", [t, "precompute", "@C/p1", "--out", "@C/p1"]),
+            ("partition --out over its input folder", [t, "partition", "@C/p1/part-0.h5", "--parts",
+                                                       "1", "--force", "--out", "@C/p1"]),
+        ]
+        for name, argv in over:
+            def intact(c):
+                r = subprocess.run([self.tessel, "partition", "--check", str(c / "p1")],
+                                   capture_output=True, text=True)
+                return "" if r.returncode == 0 else "the input partition was damaged"
+            # precompute adds its sign-P.h5 files beside the parts: allowed, the parts stay intact.
+            yield Case("outputs", name, argv, mention=["@C"], setup=copies, check_output=intact,
+                       must_fail=not name.startswith("precompute"))
+
+    # Interrupts at random points of commands that run long enough to be hit.
+    def signal_cases(self):
+        t, f = self.tessel, "@F"
+        jobs = [
+            ("convert synthetic", [t, "convert", "synthetic", "--nodes", "200000", "--feat-dim", "32",
+                                   "@C/o.h5"], self.valid_store("o.h5")),
+            ("convert ogb", [t, "convert", "ogb", f + "/ogb", "@C/o.h5"], self.valid_store("o.h5")),
+            ("convert synthetic-temporal", [t, "convert", "synthetic-temporal", "--nodes", "20000",
+                                            "--snapshots", "12", "@C/o.h5"], self.valid_store("o.h5")),
+            ("partition", [t, "partition", "@C/big.h5", "--parts", "4", "--out", "@C/o"],
+             self.valid_partition("o")),
+            ("train", [t, "train", f + "/p1", "--epochs", "300", "--quiet", "--checkpoint", "@C/ck",
+                       "--checkpoint-every", "5", "--metrics", "@C/m.jsonl", "--predictions",
+                       "@C/pr.h5"], self.no_partial(["ck", "pr.h5"])),
+            ("bench", [t, "bench", f + "/p1", "--modes", "full,sampled", "--epochs", "60", "--quiet",
+                       "--out", "@C/o"], self.valid_report("o")),
+            ("precompute", [t, "precompute", f + "/p1", "--hops", "4", "--out", "@C/o"],
+             self.no_partial(["o"])),
+        ]
+        n = max(1, self.args.signal_cases // len(jobs))
+        for name, argv, check in jobs:
+            for i in range(n):
+                sig = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP][i % 3]
+                delay = round(self.rng.uniform(0.05, 2.5), 3)
+                setup = self.big_store if name == "partition" else None
+                yield Case("signals", f"{name} {sig.name} at {delay} s", argv, signal_at=(sig, delay),
+                           check_output=check, setup=setup)
+
+    def big_store(self, c):
+        shutil.copy(self.fx / "big.h5", c / "big.h5")
+
+    def valid_store(self, name):
+        def check(c):
+            if not (c / name).exists():
+                return ""
+            r = subprocess.run([self.tessel, "info", str(c / name), "--no-degrees"],
+                               capture_output=True, text=True)
+            return "" if r.returncode == 0 else f"{name} is not a valid store: {r.stderr.strip()[:200]}"
+        return check
+
+    def valid_partition(self, name):
+        def check(c):
+            if not (c / name).exists():
+                return ""
+            r = subprocess.run([self.tessel, "partition", "--check", str(c / name)],
+                               capture_output=True, text=True)
+            return "" if r.returncode == 0 else f"{name} fails --check: {r.stderr.strip()[:200]}"
+        return check
+
+    def valid_report(self, name):
+        def check(c):
+            if not (c / name).exists():
+                return ""
+            try:
+                json.loads((c / name / "report.json").read_text())
+            except (OSError, ValueError) as e:
+                return f"{name}/report.json unreadable: {e}"
+            return ""
+        return check
+
+    def no_partial(self, names):
+        def check(c):
+            for n in names:
+                p = c / n
+                if p.is_dir() and any(p.iterdir()):
+                    for h5 in p.glob("*.h5"):
+                        r = subprocess.run(["h5ls", str(h5)], capture_output=True)
+                        if r.returncode != 0:
+                            return f"{h5.name} unreadable"
+            return ""
+        return check
+
+    # Ranks killed mid-run under mpirun, and mpirun itself interrupted.
+    def rank_cases(self):
+        t, f = self.tessel, "@F"
+        mpirun = ["mpirun", "-np", "2"]
+        train = [t, "train", f + "/p2", "--epochs", "40", "--quiet", "--hidden", "4",
+                 "--checkpoint", "@C/ck", "--checkpoint-every", "3", "--predictions", "@C/pr.h5"]
+        for i in range(self.args.rank_cases):
+            epoch = self.rng.randint(1, 30)
+            rank = self.rng.randint(0, 1)
+            kind = ["kill", None][i % 2]
+            env = {"TESSEL_FAULT_RANK": str(rank), "TESSEL_FAULT_EPOCH": str(epoch)}
+            if kind:
+                env["TESSEL_FAULT_KIND"] = kind
+            yield Case("ranks", f"train np2 rank {rank} {kind or 'error'} at epoch {epoch}",
+                       mpirun + train, env=env, mpi=True, mention=["rank", "injected", "lost"],
+                       limit_memory=False, check_output=self.no_partial(["ck"]))
+            bench = [t, "bench", f + "/p2", "--modes", "full,sampled", "--epochs", "3", "--quiet",
+                     "--hidden", "4", "--out", "@C/o"]
+            env_b = dict(env, TESSEL_FAULT_EPOCH=str(self.rng.randint(1, 3)),
+                         TESSEL_FAULT_MODE=["full", "sampled"][i % 2])
+            yield Case("ranks", f"bench np2 rank {rank} {kind or 'error'} in "
+                                f"{env_b['TESSEL_FAULT_MODE']} at epoch {env_b['TESSEL_FAULT_EPOCH']}",
+                       mpirun + bench, env=env_b, mpi=True, mention=["rank", "injected", "lost"],
+                       limit_memory=False, outputs=["o"] if env_b["TESSEL_FAULT_MODE"] == "full" else [])
+        for i in range(self.args.rank_cases // 2):
+            sig = [signal.SIGINT, signal.SIGTERM][i % 2]
+            delay = round(self.rng.uniform(0.5, 3.0), 3)
+            yield Case("ranks", f"mpirun train {sig.name} at {delay} s", mpirun + train, mpi=True,
+                       signal_at=(sig, delay), limit_memory=False,
+                       check_output=self.no_partial(["ck"]))
+
+    def run(self):
+        self.work.mkdir(parents=True, exist_ok=True)
+        print(f"hostile: fixtures in {self.fx}", flush=True)
+        self.make_fixtures()
+        if not self.args.only or "signals" in self.args.only:
+            self.sh([self.tessel, "convert", "synthetic", "--nodes", "60000", "--avg-degree", "12",
+                     "--feat-dim", "16", "big.h5"])
+        if self.cases_dir.exists():
+            shutil.rmtree(self.cases_dir)
+        all_cases = list(self.cases())
+        if self.args.max_cases and len(all_cases) > self.args.max_cases:
+            all_cases = random.Random(self.args.seed).sample(all_cases, self.args.max_cases)
+        # Interleaved families: a run cut short still samples each.
+        self.rng.shuffle(all_cases)
+        print(f"hostile: {len(all_cases)} cases", flush=True)
+        start = time.monotonic()
+        try:
+            for i, case in enumerate(all_cases):
+                r = self.run_case(case, i)
+                self.results.append(r)
+                if not r["clean"]:
+                    kinds = "; ".join(f"{k}: {w}" for k, w in r["defects"])
+                    print(f"DEFECT #{i} [{case.family}] {case.name}: {kinds}", flush=True)
+        except KeyboardInterrupt:
+            print("hostile: interrupted; the summary covers the cases run so far", flush=True)
+        self.summary(time.monotonic() - start)
+
+    def summary(self, seconds):
+        defects = [r for r in self.results if not r["clean"]]
+        distinct = {}
+        for r in defects:
+            for kind, what in r["defects"]:
+                cmd = " ".join(a for a in r["argv"][1:3] if not a.startswith(("/", "@", "-")))
+                if r["argv"][0] == "mpirun":
+                    cmd = "mpirun " + r["argv"][4]
+                shape = re.sub(r"/[^\s:,)']+", "PATH", what)
+                shape = re.sub(r"\d+(\.\d+)?", "N", shape)[:140]
+                distinct.setdefault((cmd, kind, shape), []).append(r["index"])
+        by_family = {}
+        for r in self.results:
+            c = by_family.setdefault(r["family"], [0, 0])
+            c[0] += 1
+            c[1] += r["clean"]
+        print(f"\nhostile: {len(self.results)} cases in {seconds:.0f} s, "
+              f"{len(self.results) - len(defects)} clean, {len(defects)} with defects, "
+              f"{len(distinct)} distinct defects")
+        for fam, (n, clean) in by_family.items():
+            print(f"  {fam:8s} {n:5d} cases, {clean:5d} clean")
+        for (cmd, kind, shape), idx in sorted(distinct.items()):
+            print(f"  [{len(idx):3d}x] {cmd}: {kind}: {shape}  (cases {', '.join(map(str, idx[:5]))})")
+        if self.args.report:
+            Path(self.args.report).write_text(json.dumps(
+                {"cases": len(self.results), "clean": len(self.results) - len(defects),
+                 "distinct": [{"command": c, "kind": k, "shape": s, "cases": i}
+                              for (c, k, s), i in distinct.items()],
+                 "results": self.results}, indent=1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tessel", default=os.environ.get("TESSEL", "build/src/cli/tessel"))
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "tessel-hostile"))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", help="comma-separated families: flags,files,outputs,signals,ranks")
+    ap.add_argument("--max-cases", type=int, default=0, help="a random sample of this many")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds before a case is a hang")
+    ap.add_argument("--signal-cases", type=int, default=42)
+    ap.add_argument("--rank-cases", type=int, default=6)
+    ap.add_argument("--flag-cases", type=int, default=40, help="at most this many per command")
+    ap.add_argument("--keep", action="store_true", help="keep the folders of clean cases too")
+    ap.add_argument("--report", help="write every case and the distinct defects here (JSON)")
+    args = ap.parse_args()
+    if not os.access(args.tessel, os.X_OK):
+        sys.exit(f"hostile: {args.tessel} is not an executable (give --tessel or TESSEL)")
+    Hostile(args).run()
+
+
+if __name__ == "__main__":
+    main()
