@@ -37,12 +37,14 @@ def normalize_rows(x):
 
 
 def forward(kind, state, m, x):
-    """Logits and the last hidden layer (after its ReLU) of a gcn or sage model with PyG-named
+    """Logits and the last hidden layer (after its ReLU) of a gcn, sage or gat model with PyG-named
     parameters `state`, in float64. GCN: out = Â H W + b, Â = D̃^-1/2 (M + I) D̃^-1/2 with
     D̃ = in-degree + 1; SAGE (mean): out = H W_root + mean over in-neighbours of H W_neigh + b
     (the mean is 0 without neighbours); ReLU between layers, none after the last."""
     n = m.shape[0]
     degree = m.sum(axis=1)
+    if kind == "gat":
+        return gat_forward(state, m, x)
     if kind == "gcn":
         d = 1.0 / numpy.sqrt(degree + 1.0)
         op = d[:, None] * (m + numpy.eye(n)) * d[None, :]
@@ -59,6 +61,38 @@ def forward(kind, state, m, x):
         else:
             h = h @ p["lin_r.weight"].T + op @ (h @ p["lin_l.weight"].T) + p["lin_l.bias"]
         if l + 1 < layers:
+            h = numpy.maximum(h, 0.0)
+            hidden = h
+    return h, hidden
+
+
+def gat_forward(state, m, x):
+    """GAT with GATConv-named parameters, in float64: per head h, z = H W_h, the logits
+    LeakyReLU_0.2(att_src_h . z_u + att_dst_h . z_v) over v's in-neighbours and v itself (the
+    self loop), softmax per v, out_v = sum_u alpha_vu z_u; heads concatenated in the hidden
+    layers, averaged in the last, then the bias; ReLU between layers."""
+    mask = (m + numpy.eye(m.shape[0])) > 0
+    h = x.astype(numpy.float64)
+    layers = len({k.split(".")[1] for k in state})
+    hidden = None
+    for l in range(layers):
+        p = {k.split(".", 2)[2]: v.astype(numpy.float64) for k, v in state.items()
+             if k.startswith(f"convs.{l}.")}
+        heads, f = p["att_src"].shape[1], p["att_src"].shape[2]
+        z = (h @ p["lin.weight"].T).reshape(-1, heads, f)
+        outs = []
+        for k in range(heads):
+            s = z[:, k, :] @ p["att_src"][0, k]
+            t = z[:, k, :] @ p["att_dst"][0, k]
+            e = t[:, None] + s[None, :]
+            e = numpy.where(e > 0, e, 0.2 * e)
+            e = numpy.where(mask, e, -numpy.inf)
+            a = numpy.exp(e - e.max(axis=1, keepdims=True))
+            a /= a.sum(axis=1, keepdims=True)
+            outs.append(a @ z[:, k, :])
+        last = l + 1 == layers
+        h = (sum(outs) / heads if last else numpy.concatenate(outs, axis=1)) + p["bias"]
+        if not last:
             h = numpy.maximum(h, 0.0)
             hidden = h
     return h, hidden

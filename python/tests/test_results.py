@@ -65,6 +65,21 @@ def test_checkpoint_weights_reproduce_the_logits_in_numpy(kind, trained, cora_ar
     assert ck.path.name == "best.h5" and ck.epoch == run["result"].summary["saved_epoch"]
 
 
+def test_gat_checkpoint_weights_reproduce_the_logits_in_numpy(trained, cora_arrays):
+    run = trained("gat")
+    edge_index, x, _, _ = cora_arrays
+    state = tessel.load_state_dict(run["dir"] / "ck")
+    assert {k: v.shape for k, v in state.items()} == {
+        "convs.0.lin.weight": (12, 1433), "convs.0.att_src": (1, 3, 4),
+        "convs.0.att_dst": (1, 3, 4), "convs.0.bias": (12,), "convs.1.lin.weight": (14, 12),
+        "convs.1.att_src": (1, 2, 7), "convs.1.att_dst": (1, 2, 7), "convs.1.bias": (7,)}
+    logits, hidden = forward("gat", state, training_graph(edge_index, x.shape[0]), x)
+    pred = tessel.read_predictions(run["dir"] / "pred.h5")
+    assert pred.logits.shape == (2708, 7) and within(pred.logits, logits)
+    embedding = tessel.read_embeddings(run["dir"] / "emb.h5")
+    assert embedding.shape == (2708, 12) and within(embedding, hidden)
+
+
 def test_to_pyg_model_reproduces_the_logits(trained, cora_parts):
     torch = pytest.importorskip("torch", reason="optional: torch is not importable")
     pytest.importorskip("torch_geometric", reason="optional: torch_geometric is not importable")
@@ -72,7 +87,7 @@ def test_to_pyg_model_reproduces_the_logits(trained, cora_parts):
     from conftest import CORA
     _, x, _, _ = load_ogb_folder(CORA)
     edge_index = torch.from_numpy(tessel.read_partition(cora_parts).edge_index())
-    for kind in ("gcn", "sage"):
+    for kind in ("gcn", "sage", "gat"):
         run = trained(kind)
         model = tessel.to_pyg_model(run["dir"] / "ck")
         features = normalize_rows(x) if run["normalize"] else x
@@ -110,7 +125,7 @@ def test_sign_mlp_parameters_are_linear_layers(tmp_path, cora_parts):
         "mlp.0.weight": (8, 24), "mlp.0.bias": (8,), "mlp.1.weight": (7, 8), "mlp.1.bias": (7,)}
     raw = tessel.read_checkpoint(tmp_path / "ck").parameters
     assert numpy.array_equal(state["mlp.0.weight"], raw["mlp0.weight"].T)
-    with pytest.raises(ValueError, match="to_pyg_model builds gcn and sage models"):
+    with pytest.raises(ValueError, match="to_pyg_model builds gcn, sage and gat models"):
         tessel.to_pyg_model(tmp_path / "ck")
 
 

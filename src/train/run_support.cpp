@@ -127,6 +127,14 @@ std::string Trainer::finish(comm::Communicator& comm, const Runtime& runtime, Tr
               static_cast<double>(gpu_memory[1].second) / 1e9,
               static_cast<double>(gpu_memory[2].second) / 1e9);
     for (const auto& [name, value] : gpu_memory) summary[name] = value;
+  } else {
+    // The host's counterpart: the peak bytes held by tensors since setup ended (host_allocate,
+    // rounded to its size classes; kernels' own scratch vectors are not counted).
+    const std::int64_t host_peak = comm.allreduce_value(
+        device_memory::host_stats().peak_bytes_in_use, comm::ReduceOp::max);
+    summary["host_peak_bytes"] = host_peak;
+    log::info("host memory: peak in use {:.3f} GB (tensors, since setup)",
+              static_cast<double>(host_peak) / 1e9);
   }
   summary["best_valid_acc"] = result.best_valid_acc;
   summary["test_acc"] = result.test_acc_at_best;

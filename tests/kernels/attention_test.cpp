@@ -8,7 +8,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+
+#include <omp.h>
 
 namespace tessel {
 namespace {
@@ -278,6 +281,26 @@ std::vector<Tensor> run_on(Device d, const Case& c) {
   std::vector<Tensor> outputs = {out, alpha, grad_packed, grad_dst, p2, d2, grad_wh, gs, gd};
   for (auto& t : outputs) t = t.to(Device::cpu());
   return outputs;
+}
+
+// The CPU backward splits the sources among the threads; every sum runs in the same order
+// whatever their number, so 1, 2 and 3 threads give the same gradients bit for bit.
+TEST(Attention, CpuBackwardIsTheSameForAnyThreadCount) {
+  const int saved_threads = omp_get_max_threads();
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(testing::Message() << c.heads << " heads, F " << c.f << ", p " << c.p);
+    omp_set_num_threads(1);
+    const auto one = run_on(Device::cpu(), c);
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      const auto many = run_on(Device::cpu(), c);
+      for (std::size_t i = 0; i < one.size(); ++i)
+        EXPECT_TRUE(many[i].shape() == one[i].shape() &&
+                    std::memcmp(many[i].raw(), one[i].raw(), one[i].nbytes()) == 0)
+            << "output " << i << ", " << threads << " threads";
+    }
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 TEST(Attention, CpuAndCudaTwinsAgree) {

@@ -100,6 +100,11 @@ TEST_F(TrainCli, MetricsFileHasEveryKeyAndSummary) {
   EXPECT_TRUE(lines[3].at("summary").get<bool>());
   EXPECT_TRUE(lines[3].contains("best_valid_acc"));
   EXPECT_TRUE(lines[3].contains("test_acc"));
+  // On the CPU, the tensors' peak since setup: some bytes (the features at least), fewer than
+  // the process's peak RSS.
+  const auto host_peak = lines[3].at("host_peak_bytes").get<std::int64_t>();
+  EXPECT_GT(host_peak, 0);
+  EXPECT_LT(host_peak, lines[3].at("peak_rss_bytes").get<std::int64_t>());
 }
 
 TEST_F(TrainCli, WrongRankCountIsOneClearError) {

@@ -1,6 +1,7 @@
 // CPU twins of the attention ops: a thread per destination row for the forward and the
-// destination-side backward, a thread per source (over a source-major copy of the edge list)
-// for the source-side backward, so every sum runs in a fixed order.
+// destination-side backward, a range of sources per thread for the source-side backward, so
+// every sum runs in a fixed order. The backward keeps no per-edge array besides the forward's
+// coefficients.
 #include "attention_ops.hpp"
 
 #include "../attention_math.hpp"
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <omp.h>
 #include <vector>
 
 namespace tessel::kernels::cpu {
@@ -131,8 +133,18 @@ void attention_backward(const detail::AttentionArgs& a, const float* packed, con
   const float head_scale = a.average ? 1.0f / static_cast<float>(heads) : 1.0f;
   const EdgeId edges = a.indptr[a.rows];
   const std::int64_t work = edges * ld;
-  // Destination side: each edge's logit gradient (into `logit_grad`) and the destination terms'.
-  std::vector<float> logit_grad(static_cast<std::size_t>(edges * heads));
+  // The gradient of coefficient (v, u, h) before the softmax: d alpha = g_v[h] . z_u[h] (scaled,
+  // 0 where dropped). Both sides below compute it with this one loop, so they agree bit for bit.
+  const auto d_alpha = [&](const float* gh, LocalId u, int h, float stored) {
+    const float* zh = packed + static_cast<std::int64_t>(u) * ld + h * f;
+    float dot = 0.0f;
+    for (std::int64_t c = 0; c < f; ++c) dot += gh[c] * zh[c];
+    return stored > 0.0f ? dot * head_scale * scale : 0.0f;
+  };
+  // Destination side: each row's sum of |alpha| d alpha (kept per destination and head for the
+  // source side) and the destination terms' gradients. No per-edge array: the source side
+  // recomputes each edge's logit gradient from alpha, the rows and these sums.
+  std::vector<float> c_sums(static_cast<std::size_t>(a.rows * heads));
 #pragma omp parallel for schedule(dynamic, 64) if (parallel_worth(work))
   for (std::int64_t v = 0; v < a.rows; ++v) {
     const EdgeId begin = a.indptr[v], end = a.indptr[v + 1];
@@ -141,53 +153,69 @@ void attention_backward(const detail::AttentionArgs& a, const float* packed, con
       const float* gh = g + (a.average ? 0 : h * f);
       float c_sum = 0.0f;
       for (EdgeId e = begin; e < end; ++e) {
-        const float* zh = packed + a.indices[e] * ld + h * f;
-        float dot = 0.0f;
-        for (std::int64_t c = 0; c < f; ++c) dot += gh[c] * zh[c];
         const float stored = alpha[e * heads + h];
-        const float d_alpha = stored > 0.0f ? dot * head_scale * scale : 0.0f;
-        logit_grad[static_cast<std::size_t>(e * heads + h)] = d_alpha;
-        c_sum += std::fabs(stored) * d_alpha;
+        c_sum += std::fabs(stored) * d_alpha(gh, a.indices[e], h, stored);
       }
       const float t = dst_term[v * heads + h];
       float t_grad = 0.0f;
       for (EdgeId e = begin; e < end; ++e) {
-        auto& lg = logit_grad[static_cast<std::size_t>(e * heads + h)];
-        const float s = packed[a.indices[e] * ld + hf + h];
-        lg = std::fabs(alpha[e * heads + h]) * (lg - c_sum) * detail::attention_logit_grad(s, t);
-        t_grad += lg;
+        const float stored = alpha[e * heads + h];
+        const LocalId u = a.indices[e];
+        const float s = packed[static_cast<std::int64_t>(u) * ld + hf + h];
+        t_grad += std::fabs(stored) * (d_alpha(gh, u, h, stored) - c_sum) *
+                  detail::attention_logit_grad(s, t);
       }
+      c_sums[static_cast<std::size_t>(v * heads + h)] = c_sum;
       grad_dst_term[v * heads + h] = t_grad;
     }
   }
-  // Source side: the edges by source, in destination order within a source.
-  std::vector<EdgeId> source_ptr(static_cast<std::size_t>(a.cols + 1), 0);
-  for (EdgeId e = 0; e < edges; ++e) ++source_ptr[static_cast<std::size_t>(a.indices[e] + 1)];
-  for (std::int64_t u = 0; u < a.cols; ++u)
-    source_ptr[static_cast<std::size_t>(u + 1)] += source_ptr[static_cast<std::size_t>(u)];
-  std::vector<EdgeId> cursor(source_ptr.begin(), source_ptr.end() - 1);
-  std::vector<EdgeId> source_edge(static_cast<std::size_t>(edges));
-  std::vector<LocalId> source_dst(static_cast<std::size_t>(edges));
-  for (std::int64_t v = 0; v < a.rows; ++v)
-    for (EdgeId e = a.indptr[v]; e < a.indptr[v + 1]; ++e) {
-      const EdgeId at = cursor[static_cast<std::size_t>(a.indices[e])]++;
-      source_edge[static_cast<std::size_t>(at)] = e;
-      source_dst[static_cast<std::size_t>(at)] = static_cast<LocalId>(v);
+  // Source side, without a source-major copy of the edges: each thread owns a range of sources
+  // (cut so the ranges hold about as many edges each) and walks the whole edge list in CSR
+  // order, taking the edges into its sources. Every source's sums run in destination order,
+  // whatever the thread count.
+  const int threads = static_cast<int>(std::clamp<std::int64_t>(
+      std::min<std::int64_t>(omp_get_max_threads(), work / kParallelMinWork), 1,
+      std::max<std::int64_t>(a.cols, 1)));
+  std::vector<std::int64_t> bounds(static_cast<std::size_t>(threads) + 1, a.cols);
+  bounds[0] = 0;
+  if (threads > 1) {
+    // In-degrees (one count per source), then the first source of each range.
+    std::vector<EdgeId> in_edges(static_cast<std::size_t>(a.cols), 0);
+    for (EdgeId e = 0; e < edges; ++e) ++in_edges[static_cast<std::size_t>(a.indices[e])];
+    const std::int64_t total = edges + a.cols;
+    std::int64_t seen = 0;
+    int t = 1;
+    for (std::int64_t u = 0; u < a.cols && t < threads; ++u) {
+      seen += in_edges[static_cast<std::size_t>(u)] + 1;
+      while (t < threads && seen >= total * t / threads) bounds[static_cast<std::size_t>(t++)] = u + 1;
     }
-#pragma omp parallel for schedule(dynamic, 64) if (parallel_worth(work))
-  for (std::int64_t u = 0; u < a.cols; ++u) {
-    float* gz = grad_packed + u * ld;
-    std::fill(gz, gz + ld, 0.0f);
-    for (EdgeId k = source_ptr[static_cast<std::size_t>(u)];
-         k < source_ptr[static_cast<std::size_t>(u + 1)]; ++k) {
-      const EdgeId e = source_edge[static_cast<std::size_t>(k)];
-      const float* g = grad_out + source_dst[static_cast<std::size_t>(k)] * out_cols;
-      for (int h = 0; h < heads; ++h) {
-        const float w = detail::attention_weight(alpha[e * heads + h], scale) * head_scale;
-        const float* gh = g + (a.average ? 0 : h * f);
-        float* gzh = gz + h * f;
-        for (std::int64_t c = 0; c < f; ++c) gzh[c] += w * gh[c];
-        gz[hf + h] += logit_grad[static_cast<std::size_t>(e * heads + h)];
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int team = omp_get_num_threads();
+    for (int part = omp_get_thread_num(); part < threads; part += team) {
+      const std::int64_t lo = bounds[static_cast<std::size_t>(part)];
+      const std::int64_t hi = bounds[static_cast<std::size_t>(part) + 1];
+      std::fill(grad_packed + lo * ld, grad_packed + hi * ld, 0.0f);
+      for (std::int64_t v = 0; v < a.rows; ++v) {
+        const float* g = grad_out + v * out_cols;
+        for (EdgeId e = a.indptr[v]; e < a.indptr[v + 1]; ++e) {
+          const LocalId u = a.indices[e];
+          if (u < lo || u >= hi) continue;
+          float* gz = grad_packed + static_cast<std::int64_t>(u) * ld;
+          const float* s_u = packed + static_cast<std::int64_t>(u) * ld + hf;
+          const float* c_v = c_sums.data() + v * heads;
+          for (int h = 0; h < heads; ++h) {
+            const float stored = alpha[e * heads + h];
+            const float w = detail::attention_weight(stored, scale) * head_scale;
+            const float* gh = g + (a.average ? 0 : h * f);
+            const float lg = std::fabs(stored) * (d_alpha(gh, u, h, stored) - c_v[h]) *
+                             detail::attention_logit_grad(s_u[h], dst_term[v * heads + h]);
+            float* gzh = gz + h * f;
+            for (std::int64_t c = 0; c < f; ++c) gzh[c] += w * gh[c];
+            gz[hf + h] += lg;
+          }
+        }
       }
     }
   }
