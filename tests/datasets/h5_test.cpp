@@ -182,7 +182,9 @@ TEST(H5, Crc32ImplementationsAgree) {
   EXPECT_EQ(z, h5::crc32(0, data.data(), data.size()));
   EXPECT_EQ(h5::crc32_zlib(0, "123456789", 9), 0xcbf43926u);  // the CRC-32 check value
   std::uint32_t i = 0;
-  if (h5::crc32_isal(i, data.data(), data.size())) EXPECT_EQ(i, z);
+  if (h5::crc32_isal(i, data.data(), data.size())) {
+    EXPECT_EQ(i, z);
+  }
 }
 
 } // namespace
