@@ -169,6 +169,18 @@ class LinkTrainer final : public GraphModeTrainer {
     m.extra["test_ap"] = ap_[2];
   }
 
+  std::string finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
+                     nlohmann::json& summary) override {
+    const std::string line = Trainer::finish(comm, runtime, result, summary);
+    if (result.best_epoch == 0) return line;
+    const std::string& metric = manifest_.link.metric;
+    const auto ap = result.kept_at_best.find("test_ap");
+    return fmt::format("best valid {} {:.4f} at epoch {}, test {} there {:.4f}{}", metric,
+                       result.best_valid_acc, result.best_epoch, metric, result.test_acc_at_best,
+                       ap == result.kept_at_best.end() ? std::string()
+                                                       : fmt::format(", test ap {:.4f}", ap->second));
+  }
+
   void write_outputs(const OutputFiles& files) override {
     TESSEL_EXPECTS(files.predictions.empty() && files.embeddings.empty(),
                    "--task link does not write --predictions or --embeddings yet");
