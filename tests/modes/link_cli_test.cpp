@@ -110,6 +110,27 @@ TEST_F(LinkCli, PredictionsHoldTheTestEdgesScores) {
     EXPECT_NEAR(scores[1][i], scores[0][i], 1e-4 * (1 + std::abs(scores[0][i]))) << i;
 }
 
+// Negatives are keyed by (seed, epoch, edge id): a run resumed from a checkpoint continues the
+// uninterrupted run bit for bit.
+TEST_F(LinkCli, ResumeContinuesBitForBit) {
+  const std::string common = tessel_bin() + " train " + parts(2).string() +
+                             " --mode full --task link --hidden 16 --out-dim 8 --dropout 0.2 "
+                             "--seed 4 --quiet ";
+  run_ok(test::mpirun(2) + common + "--epochs 6 --metrics " + scratch("whole.jsonl").string());
+  run_ok(test::mpirun(2) + common + "--epochs 3 --checkpoint " + scratch("ck").string() +
+         " --checkpoint-every 3");
+  run_ok(test::mpirun(2) + common + "--epochs 6 --resume " + scratch("ck").string() +
+         " --metrics " + scratch("resumed.jsonl").string());
+  const auto whole = epochs_of(scratch("whole.jsonl"));
+  const auto resumed = epochs_of(scratch("resumed.jsonl"));
+  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_EQ(resumed.size(), 3u);
+  for (std::size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(resumed[e].at("loss").get<double>(), whole[e + 3].at("loss").get<double>()) << e;
+    EXPECT_EQ(resumed[e].at("test_auc").get<double>(), whole[e + 3].at("test_auc").get<double>());
+  }
+}
+
 TEST_F(LinkCli, RefusesANodeClassificationPartition) {
   const auto plain = dir_->path() / "plain.h5";
   run_ok(tessel_bin() + " convert synthetic " + plain.string() + " --nodes 200 --seed 1");
