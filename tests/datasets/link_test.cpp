@@ -56,7 +56,8 @@ TEST(LinkSplit, PartitionsTheEdgesAndDrawsNegatives) {
   EXPECT_EQ(seen.size(), all.size());
   const auto graph = undirected_edges(data.graph);
   const auto train = rows(l.train_pos);
-  EXPECT_EQ(graph, std::set<std::pair<NodeId, NodeId>>(train.begin(), train.end()));
+  const std::set<std::pair<NodeId, NodeId>> train_set(train.begin(), train.end());
+  EXPECT_EQ(graph, train_set);
   // Negatives are no edge, no self-loop, and distinct.
   std::set<std::pair<NodeId, NodeId>> negatives;
   for (const auto* list : {&l.valid_neg, &l.test_neg})

@@ -3,6 +3,8 @@
 // ranks with the same losses.
 #include "train_test_helpers.hpp"
 
+#include "tessel/datasets/h5.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -70,7 +72,63 @@ TEST_F(LinkCli, LossesDoNotDependOnRankCountAndTheModelLearns) {
   // The planted graph's features predict its edges: well above chance after 30 epochs.
   EXPECT_GT(last[0].at("test_auc").get<double>(), 0.7) << last[0].dump();
   EXPECT_NEAR(last[0].at("test_auc").get<double>(), last[1].at("test_auc").get<double>(), 1e-4);
-  EXPECT_TRUE(last[0].at("extra").contains("test_ap")) << last[0].dump();
+  EXPECT_TRUE(last[0].contains("test_ap")) << last[0].dump();
+}
+
+// --predictions: the test edges' scores at the best epoch; their AUC is the run's test AUC there.
+TEST_F(LinkCli, PredictionsHoldTheTestEdgesScores) {
+  std::vector<std::vector<float>> scores;
+  for (int p : {1, 2}) {
+    const auto out = scratch("pred" + std::to_string(p) + ".h5");
+    const auto metrics = scratch("pred" + std::to_string(p) + ".jsonl");
+    run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() +
+           " --mode full --task link --hidden 16 --out-dim 8 --dropout 0 --epochs 8 --seed 2 "
+           "--quiet --predictions " + out.string() + " --metrics " + metrics.string());
+    const auto file = h5::File::open_read(out);
+    EXPECT_EQ(file.attr_string("format"), "tessel-edge-predictions");
+    const auto score = file.read<float>("/score");
+    const auto label = file.read<std::int64_t>("/label");
+    const auto edges = file.read<std::int64_t>("/edges");
+    const auto manifest = nlohmann::json::parse(std::ifstream(parts(p) / "partition.json"));
+    const auto n_pos = manifest["link"]["test_pos"].get<std::size_t>();
+    ASSERT_EQ(score.size(), n_pos + manifest["link"]["test_neg"].get<std::size_t>());
+    ASSERT_EQ(edges.size(), 2 * score.size());
+    std::int64_t twice_wins = 0;
+    for (std::size_t i = 0; i < n_pos; ++i) {
+      EXPECT_EQ(label[i], 1);
+      for (std::size_t j = n_pos; j < score.size(); ++j)
+        twice_wins += score[i] > score[j] ? 2 : score[i] == score[j] ? 1 : 0;
+    }
+    EXPECT_EQ(label.back(), 0);
+    const double auc = static_cast<double>(twice_wins) /
+                       (2.0 * static_cast<double>(n_pos) * static_cast<double>(score.size() - n_pos));
+    const auto summary = test::read_metrics(metrics).back();
+    EXPECT_NEAR(auc, summary.at("test_acc").get<double>(), 1e-12) << summary.dump();
+    scores.push_back(score);
+  }
+  for (std::size_t i = 0; i < scores[0].size(); ++i)
+    EXPECT_NEAR(scores[1][i], scores[0][i], 1e-4 * (1 + std::abs(scores[0][i]))) << i;
+}
+
+// Negatives are keyed by (seed, epoch, edge id): a run resumed from a checkpoint continues the
+// uninterrupted run bit for bit.
+TEST_F(LinkCli, ResumeContinuesBitForBit) {
+  const std::string common = tessel_bin() + " train " + parts(2).string() +
+                             " --mode full --task link --hidden 16 --out-dim 8 --dropout 0.2 "
+                             "--seed 4 --quiet ";
+  run_ok(test::mpirun(2) + common + "--epochs 6 --metrics " + scratch("whole.jsonl").string());
+  run_ok(test::mpirun(2) + common + "--epochs 3 --checkpoint " + scratch("ck").string() +
+         " --checkpoint-every 3");
+  run_ok(test::mpirun(2) + common + "--epochs 6 --resume " + scratch("ck").string() +
+         " --metrics " + scratch("resumed.jsonl").string());
+  const auto whole = epochs_of(scratch("whole.jsonl"));
+  const auto resumed = epochs_of(scratch("resumed.jsonl"));
+  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_EQ(resumed.size(), 3u);
+  for (std::size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(resumed[e].at("loss").get<double>(), whole[e + 3].at("loss").get<double>()) << e;
+    EXPECT_EQ(resumed[e].at("test_auc").get<double>(), whole[e + 3].at("test_auc").get<double>());
+  }
 }
 
 TEST_F(LinkCli, RefusesANodeClassificationPartition) {

@@ -12,6 +12,8 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/rng.hpp"
+#include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/h5.hpp"
 #include "tessel/nn/link.hpp"
 
 #include <fmt/format.h>
@@ -39,7 +41,33 @@ std::int64_t hits_k(const std::string& metric) {
 // negatives [n, K].
 struct SplitScores {
   std::vector<float> pos, neg;
+  std::vector<std::int64_t> pairs;  // (src, dst) of pos then neg, when asked for
 };
+
+// The edge predictions file (format tessel-edge-predictions, version 1): /edges int64 [n, 2]
+// (src, dst in source ids), /score float32 [n] (the decoder's logit), /label int64 [n] (1: a
+// test positive, 0: a test negative); positives first, each kind in the store's order.
+void write_edge_predictions(const std::filesystem::path& path,
+                            const std::vector<std::int64_t>& pairs,
+                            const std::vector<float>& score,
+                            const std::vector<std::int64_t>& label, const std::string& metric) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  datasets::AtomicOutput output(path);
+  {
+    h5::File file = h5::File::create(output.temp_path());
+    file.set_attr("format", std::string("tessel-edge-predictions"));
+    file.set_attr("version", std::int64_t{1});
+    file.set_attr("split", std::string("test"));
+    file.set_attr("metric", metric);
+    file.set_attr("num_edges", static_cast<std::int64_t>(score.size()));
+    file.write("/edges", pairs.data(), {static_cast<std::int64_t>(score.size()), 2},
+               "(src, dst) in source node ids: the test positives, then the test negatives");
+    file.write("/score", score, "decoder output before the sigmoid (dot product of embeddings)");
+    file.write("/label", label, "1: test positive edge, 0: test negative");
+    file.close();
+  }
+  output.commit();
+}
 
 class LinkTrainer final : public GraphModeTrainer {
  public:
@@ -169,9 +197,33 @@ class LinkTrainer final : public GraphModeTrainer {
     m.extra["test_ap"] = ap_[2];
   }
 
+  std::string finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
+                     nlohmann::json& summary) override {
+    const std::string line = Trainer::finish(comm, runtime, result, summary);
+    if (result.best_epoch == 0) return line;
+    const std::string& metric = manifest_.link.metric;
+    const auto ap = result.kept_at_best.find("test_ap");
+    return fmt::format("best valid {} {:.4f} at epoch {}, test {} there {:.4f}{}", metric,
+                       result.best_valid_acc, result.best_epoch, metric, result.test_acc_at_best,
+                       ap == result.kept_at_best.end() ? std::string()
+                                                       : fmt::format(", test ap {:.4f}", ap->second));
+  }
+
+  // --predictions: the scores of the test positives and the test negatives, written by rank 0.
   void write_outputs(const OutputFiles& files) override {
-    TESSEL_EXPECTS(files.predictions.empty() && files.embeddings.empty(),
-                   "--task link does not write --predictions or --embeddings yet");
+    TESSEL_EXPECTS(files.embeddings.empty(), "--task link does not write --embeddings yet");
+    if (files.predictions.empty()) return;
+    PhaseTimes ignored;
+    aggregator_.set_phases(&ignored);
+    const Tensor z_owned = infer_all_nodes(model_, eval_features(), layer_aggregators_);
+    const Tensor table = embedding_table(z_owned, ignored);
+    const SplitScores scores = split_scores(table, 2, true);
+    if (comm_.rank() != 0) return;
+    std::vector<float> score = scores.pos;
+    score.insert(score.end(), scores.neg.begin(), scores.neg.end());
+    std::vector<std::int64_t> label(score.size(), 0);
+    std::fill_n(label.begin(), scores.pos.size(), 1);
+    write_edge_predictions(files.predictions, scores.pairs, score, label, manifest_.link.metric);
   }
 
  private:
@@ -210,7 +262,7 @@ class LinkTrainer final : public GraphModeTrainer {
     return manifest_.link.neg_per_source > 0 ? manifest_.link.neg_per_source : 1;
   }
 
-  SplitScores split_scores(const Tensor& table, int s) {
+  SplitScores split_scores(const Tensor& table, int s, bool with_pairs = false) {
     const PartLinks& l = part_.link;
     const std::int64_t total_pos = manifest_.link.pos[s];
     const bool per_source = s == 0 ? manifest_.link.neg_per_source > 0 : !l.neg_dst[s].empty() ||
@@ -257,6 +309,14 @@ class LinkTrainer final : public GraphModeTrainer {
     }
     if (comm_.size() > 1) comm_.allreduce(std::span<float>(all));
     SplitScores out;
+    if (with_pairs) {
+      out.pairs.assign(all.size() * 2, 0);
+      for (std::size_t i = 0; i < slot.size(); ++i) {
+        out.pairs[static_cast<std::size_t>(2 * slot[i])] = src[i];
+        out.pairs[static_cast<std::size_t>(2 * slot[i] + 1)] = dst[i];
+      }
+      if (comm_.size() > 1) comm_.allreduce(std::span<std::int64_t>(out.pairs));
+    }
     out.pos.assign(all.begin(), all.begin() + total_pos);
     out.neg.assign(all.begin() + total_pos, all.end());
     return out;
