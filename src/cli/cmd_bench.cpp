@@ -316,7 +316,7 @@ fs::path report_target(const BenchOptions& o) {
                  o.out_dir.string(), o.train.part_dir.string());
   fs::path target = o.out_dir.lexically_normal();
   if (!target.has_filename()) target = target.parent_path(); // "report/" names "report"
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  datasets::make_parent_folders(target, "--out");
   return target;
 }
 

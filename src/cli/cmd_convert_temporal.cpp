@@ -90,6 +90,11 @@ void run_temporal(const TemporalArgs& a, const std::vector<std::string>& edge_li
     TESSEL_FAIL("{}: {} {} only to edge lists, and this is a JSON file (leave {} out)", a.input,
                 fmt::join(edge_list_flags, ", "), edge_list_flags.size() == 1 ? "applies" : "apply",
                 edge_list_flags.size() == 1 ? "it" : "them");
+  // Named with its flag: "1,,2: no such file" did not say which option it was.
+  if (!a.options.node_features.empty())
+    TESSEL_EXPECTS(fs::is_regular_file(a.options.node_features),
+                   "--node-features {}: no such file{}", a.options.node_features.string(),
+                   fs::is_directory(a.options.node_features) ? " (it is a folder)" : "");
   std::vector<fs::path> inputs = {a.input};
   if (!a.options.node_features.empty()) inputs.push_back(a.options.node_features);
   datasets::refuse_overwriting_inputs(a.out, inputs, "output");

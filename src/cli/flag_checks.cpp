@@ -61,7 +61,12 @@ CLI::Validator common_check(const std::string& kind) {
         if (kind == "UINT") return whole_number_error<std::uint64_t>(text);
         if (kind == "FLOAT") {
           double value = 0;
-          if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value))
+          // Decimal only: strtod would read "0x10" as 16 and "infinity" as a number.
+          const bool decimal = std::all_of(text.begin(), text.end(), [](char c) {
+            return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' ||
+                   c == '-';
+          });
+          if (!decimal || !CLI::detail::lexical_cast(text, value) || !std::isfinite(value))
             return fmt::format("'{}' is not a finite number", text);
         }
         return std::string();

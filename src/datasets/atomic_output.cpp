@@ -252,6 +252,23 @@ void AtomicOutput::commit() {
   (void)::fsync(folder_fd_);
 }
 
+void make_parent_folders(const std::filesystem::path& path, const std::string& flag) {
+  const std::filesystem::path parent = path.parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (!ec) return;
+  // The deepest part of the path that exists: a file there is the usual cause.
+  std::filesystem::path at = parent;
+  while (at.has_relative_path() && !std::filesystem::exists(at) && at != at.parent_path())
+    at = at.parent_path();
+  std::error_code ignored;
+  if (std::filesystem::exists(at, ignored) && !std::filesystem::is_directory(at, ignored))
+    TESSEL_FAIL("{} {}: {} is a file, not a folder", flag, path.string(), at.string());
+  TESSEL_FAIL("{} {}: cannot create the folder {}: {}", flag, path.string(),
+                    parent.string(), ec.message());
+}
+
 int open_regular_for_writing(const std::filesystem::path& path, const std::string& flag,
                              bool* created) {
   TESSEL_EXPECTS(!path.empty() && path.has_filename(), "{} \"{}\" names no file", flag,

@@ -96,12 +96,13 @@ void check_options(const SyntheticOptions& o) {
   TESSEL_EXPECTS(o.uniform_in_degree >= 0 && o.uniform_in_degree <= o.num_nodes - 1,
                  "synthetic: --uniform-degree must be in [0, nodes - 1] (got {})",
                  o.uniform_in_degree);
-  TESSEL_EXPECTS(o.homophily >= 0 && o.homophily <= 1, "synthetic: homophily must be in [0, 1]");
-  TESSEL_EXPECTS(o.locality >= 0 && o.locality <= 1, "synthetic: locality must be in [0, 1]");
+  TESSEL_EXPECTS(o.homophily >= 0 && o.homophily <= 1, "synthetic: --homophily must be in [0, 1] (got {})", o.homophily);
+  TESSEL_EXPECTS(o.locality >= 0 && o.locality <= 1, "synthetic: locality must be in [0, 1] (got {})", o.locality);
   TESSEL_EXPECTS(o.degree_exponent > 2 && o.degree_exponent < 100,
-                 "synthetic: the degree exponent must be in (2, 100) (got {})", o.degree_exponent);
+                 "synthetic: --degree-exponent must be in (2, 100) (got {})", o.degree_exponent);
   TESSEL_EXPECTS(std::isfinite(o.feature_signal) && o.feature_signal >= 0,
-                 "synthetic: the feature signal must be >= 0");
+                 "synthetic: --feature-signal must be a finite number >= 0 (got {})",
+                 o.feature_signal);
   TESSEL_EXPECTS(o.train_frac >= 0 && o.valid_frac >= 0 && o.train_frac + o.valid_frac <= 1,
                  "synthetic: --train-frac and --valid-frac must be >= 0 with a sum <= 1 (got {} "
                  "and {})",
@@ -570,7 +571,7 @@ SyntheticOptions synthetic_preset(const std::string& name, double scale) {
     o.test_frac = 214338.0 / 111059956.0;
     o.name = "synthetic-papers100m";
   } else {
-    TESSEL_FAIL("synthetic preset '{}' is unknown: expected one of {}", name,
+    TESSEL_FAIL("--preset {}: unknown synthetic preset; expected one of {}", name,
                 fmt::join(synthetic_preset_names(), ", "));
   }
   o.num_nodes = std::max<std::int64_t>(

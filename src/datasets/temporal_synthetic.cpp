@@ -60,7 +60,7 @@ void check_options(const SyntheticTemporalOptions& o) {
   TESSEL_EXPECTS(o.feature_dim >= 1 && o.feature_dim <= 4096,
                  "synthetic-temporal: --feat-dim must be in [1, 4096], got {}", o.feature_dim);
   TESSEL_EXPECTS(o.num_communities >= 1 && o.num_communities <= o.num_nodes,
-                 "synthetic-temporal: communities must be in [1, nodes], got {}",
+                 "synthetic-temporal: --communities must be in [1, nodes], got {}",
                  o.num_communities);
   for (const auto& [flag, value] : {std::pair{"--homophily", o.homophily},
                                     std::pair{"--drift", o.drift}, std::pair{"--rewire", o.rewire}})

@@ -26,7 +26,7 @@ namespace tessel::partition {
 Method parse_method(const std::string& name) {
   if (name == "metis") return Method::metis;
   if (name == "random") return Method::random;
-  TESSEL_FAIL("unknown partition method \"{}\" (expected metis or random)", name);
+  TESSEL_FAIL("--method {}: unknown partition method (expected metis or random)", name);
 }
 
 std::string to_string(Method method) {
@@ -46,7 +46,7 @@ Balance parse_balance(const std::string& list) {
     else if (item == "edges")
       balance.edges = true;
     else
-      TESSEL_FAIL("unknown balance constraint \"{}\" in \"{}\" (expected a comma-separated subset "
+      TESSEL_FAIL("--balance {1}: unknown balance constraint \"{0}\" (expected a comma-separated subset "
                   "of nodes,train,edges)",
                   item, list);
     ++count;
@@ -85,10 +85,7 @@ public:
                      "output directory {} exists and is not empty (use --force to replace it)",
                      out_.string());
     }
-    const fs::path parent = out_.parent_path().empty() ? fs::path(".") : out_.parent_path();
-    fs::create_directories(parent, ec);
-    TESSEL_EXPECTS(!ec && fs::is_directory(parent), "cannot create {}: {}", parent.string(),
-                   ec.message());
+    datasets::make_parent_folders(out_, "--out");
     // A hidden folder with an unpredictable name, created exclusively (mode 700): removed on
     // failure or interrupt, swapped into place by commit().
     output_.emplace(out_, true);

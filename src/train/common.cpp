@@ -196,7 +196,7 @@ void write_predictions_file(comm::Communicator& comm, const partition::Part& par
     const float* row = &g.rows[i * classes];
     predicted[i] = std::max_element(row, row + classes) - row;
   }
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  datasets::make_parent_folders(path, "--predictions");
   datasets::AtomicOutput output(path);
   {
     h5::File file = h5::File::create(output.temp_path());
@@ -219,7 +219,7 @@ void write_embeddings_file(comm::Communicator& comm, const partition::Part& part
   const GatheredRows g = gather_by_node_id(comm, part, rows_owned);
   if (comm.rank() != 0) return;
   const auto total = static_cast<std::int64_t>(g.node_id.size());
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  datasets::make_parent_folders(path, "--embeddings");
   datasets::AtomicOutput output(path);
   {
     h5::File file = h5::File::create(output.temp_path());

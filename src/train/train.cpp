@@ -442,7 +442,7 @@ namespace {
 // Opens the --metrics file (its folder made first): a link or a non-regular file is refused in
 // the same operation as the open.
 int open_metrics_file(const fs::path& path, bool* created) {
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  datasets::make_parent_folders(path, "--metrics");
   return datasets::open_regular_for_writing(path, "--metrics", created);
 }
 

@@ -76,8 +76,35 @@ TEST_F(CliFlags, WholeNumbersBeyond64BitsAndEmptyValuesAreRefused) {
       {"partition " + store() + " --parts 2 --out ''", {"--out: an empty value"}},
       {"convert synthetic " + quote(dir() / "out") + " --nodes 100 --train-frac nan",
        {"--train-frac: 'nan' is not a finite number"}},
+      {"convert synthetic-temporal " + quote(dir() / "out") + " --nodes 100 --avg-degree 0x10",
+       {"--avg-degree: '0x10' is not a finite number"}},
       {"convert synthetic-temporal " + quote(dir() / "out") + " --nodes 1e20",
        {"--nodes: '1e20' is not a whole number"}},
+  });
+}
+
+// Found by the hostile run: these refusals named no flag ("synthetic: homophily must be in
+// [0, 1]", "synthetic preset '1e12' is unknown", "1,,2: no such file").
+TEST_F(CliFlags, LibraryRefusalsNameTheirFlag) {
+  {
+    std::ofstream edges(dir() / "e.csv");
+    edges << "0,1,0\n1,2,1\n2,0,2\n";
+  }
+  { std::ofstream(dir() / "afile") << "x"; }
+  const std::string synthetic = "convert synthetic " + out() + " --nodes 100 ";
+  expect_refused(dir(), {
+      {synthetic + "--homophily 2", {"--homophily must be in [0, 1] (got 2)"}},
+      {synthetic + "--degree-exponent 99999999999999999999", {"--degree-exponent must be in"}},
+      {synthetic + "--feature-signal -1", {"--feature-signal must be a finite number >= 0"}},
+      {synthetic + "--preset 1e12", {"--preset 1e12: unknown synthetic preset; expected one of"}},
+      {"convert synthetic-temporal " + out() + " --nodes 100 --communities 0",
+       {"--communities must be in [1, nodes], got 0"}},
+      {"convert temporal " + quote(dir() / "e.csv") + " " + out() +
+           " --snapshots 3 --node-features 1,,2",
+       {"--node-features 1,,2: no such file"}},
+      {"partition " + store() + " --parts 2 --out " + quote(dir() / "afile" / "out"),
+       {"--out " + (dir() / "afile" / "out").string() + ": " + (dir() / "afile").string() +
+        " is a file, not a folder"}},
   });
 }
 

@@ -109,9 +109,9 @@ TEST_F(PartitionCli, RefusesToReplaceAFolderHoldingTheInput) {
 TEST_F(PartitionCli, RefusesBadArguments) {
   const auto in = quote(store_), out = quote(tmp_ / "p");
   expect_refused("partition " + in + " --parts 2 --method kahip --out " + out,
-                 "unknown partition method \"kahip\"");
+                 "--method kahip: unknown partition method");
   expect_refused("partition " + in + " --parts 2 --balance nodes,vertices --out " + out,
-                 "unknown balance constraint \"vertices\"");
+                 "--balance nodes,vertices: unknown balance constraint \"vertices\"");
   expect_refused("partition " + in + " --out " + out, "missing --parts");
   expect_refused("partition " + in + " --parts 2", "missing --out");
   expect_refused("partition --parts 2 --out " + out, "missing the input dataset store");

@@ -599,6 +599,23 @@ TEST_F(TrainRefusals, ModeFailingOnOneRankLeavesThePartialReport) {
   }
 }
 
+// An output under a path whose folder part is a file: one line naming the flag and the file
+// (it was the filesystem library's "cannot create directories: Not a directory").
+TEST_F(TrainRefusals, OutputUnderAFileNamesTheFlagAndTheFile) {
+  const fs::path file = scratch("plain-file");
+  { std::ofstream(file) << "x"; }
+  for (const std::string flag : {"--metrics", "--predictions", "--embeddings"}) {
+    const Outcome r = run(tessel_bin() + " train " + parts(1).string() +
+                          " --epochs 1 --hidden 8 --quiet " + flag + " " + (file / "sub").string());
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(count_of(r.output, "tessel: error: " + flag + " " + (file / "sub").string() + ": " +
+                                     file.string() + " is a file, not a folder"),
+              1u)
+        << r.output;
+    EXPECT_EQ(count_of(r.output, "error"), 1u) << r.output;
+  }
+}
+
 // Dynamic mode: --checkpoint alone writes after the last epoch there too, and a resume with
 // nothing left to train is refused.
 TEST_F(TrainRefusals, DynamicCheckpointWithoutEveryIsWrittenAfterTheLastEpoch) {

@@ -72,6 +72,11 @@ std::string random_name_suffix();
 int open_regular_for_writing(const std::filesystem::path& path, const std::string& flag,
                              bool* created = nullptr);
 
+// Creates the folders above `path` that do not exist yet; an InputError naming `flag`, the path
+// and why (a part of it that is a file, a folder that cannot be written) instead of the
+// filesystem library's words.
+void make_parent_folders(const std::filesystem::path& path, const std::string& flag);
+
 // The name a user gave for a path that may be an AtomicOutput temporary (".NAME.tmp-RANDOM"
 // beside NAME, or inside a temporary folder): messages name what the user asked for, not the
 // hidden file. Any other path is returned as it is.
