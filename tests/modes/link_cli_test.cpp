@@ -75,6 +75,27 @@ TEST_F(LinkCli, LossesDoNotDependOnRankCountAndTheModelLearns) {
   EXPECT_TRUE(last[0].contains("test_ap")) << last[0].dump();
 }
 
+// GAT and SAGE encode too, with the same losses at 1 and 2 ranks (1e-5 relative over 10 epochs).
+TEST_F(LinkCli, GatAndSageEncodersDoNotDependOnRankCount) {
+  for (const std::string model : {"gat", "sage"}) {
+    std::vector<std::vector<double>> runs;
+    for (int p : {1, 2}) {
+      const auto metrics = scratch(model + std::to_string(p) + ".jsonl");
+      run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() +
+             " --mode full --task link --model " + model +
+             (model == "gat" ? " --heads 2" : "") +
+             " --hidden 8 --out-dim 8 --dropout 0.1 --epochs 10 --eval-every 5 --seed 6 "
+             "--quiet --metrics " + metrics.string());
+      runs.push_back(losses(metrics));
+    }
+    ASSERT_EQ(runs[0].size(), 10u) << model;
+    EXPECT_LT(runs[0].back(), runs[0].front()) << model;
+    for (std::size_t e = 0; e < runs[0].size(); ++e)
+      EXPECT_LE(std::abs(runs[1][e] - runs[0][e]), 1e-5 * std::abs(runs[0][e]))
+          << model << " epoch " << e + 1;
+  }
+}
+
 // --predictions: the test edges' scores at the best epoch; their AUC is the run's test AUC there.
 TEST_F(LinkCli, PredictionsHoldTheTestEdgesScores) {
   std::vector<std::vector<float>> scores;

@@ -76,12 +76,14 @@ class LinkTrainer final : public GraphModeTrainer {
                    "{}: --task link needs a partition of a link store (tessel convert ... "
                    "--edge-split, or an ogbl dataset)",
                    options_.part_dir.string());
-    TESSEL_EXPECTS(options_.model.kind != nn::ModelKind::gat,
-                   "--task link: --model gat is not supported yet (gcn or sage)");
     TESSEL_EXPECTS(manifest_.link.pos[0] > 0, "{}: the link store has no training edges",
                    options_.part_dir.string());
-    aggregator_.prepare(norm());
-    aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
+    if (options_.model.kind == nn::ModelKind::gat) {
+      (void)aggregator_.attention_graph(device_);
+    } else {
+      aggregator_.prepare(norm());
+      aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
+    }
     hidden_ = options_.model.out_dim;
     ones_ = Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(hidden_), 1.0f),
                                 {hidden_, 1});
