@@ -68,6 +68,25 @@ TEST(TorchPt, ReadsFilesBuiltWithoutTorch) {
   const PtFile pt(dir / "train.pt");
   EXPECT_EQ(pt.read_int64("edge"), (std::vector<std::int64_t>{0, 1, 1, 2, 300, 70000}));
   EXPECT_EQ(pt.read_int64("year"), (std::vector<std::int64_t>{2010, 2011, -1}));
+
+  // A contiguous view at an offset, over more than one read block (2^20 elements): a storage
+  // of 1,500,003 values viewed as [750000, 2] from element 3.
+  std::vector<std::int64_t> values(1500003);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<std::int64_t>(i) * 7;
+  auto big = test::pt_long("edge", {750000, 2}, values);
+  std::string pickle = test::pt_pickle({big});
+  const std::string offset_zero("tQK\x00", 4);
+  ASSERT_NE(pickle.find(offset_zero), std::string::npos);
+  pickle.replace(pickle.find(offset_zero), 4, std::string("tQK\x03", 4));
+  test::write_pt(dir / "big.pt", {big}, pickle);
+  const PtFile view(dir / "big.pt");
+  EXPECT_EQ(view.info("edge").storage_offset, 3);
+  const auto got = view.read_int64("edge");
+  ASSERT_EQ(got.size(), 1500000u);
+  EXPECT_EQ(got.front(), 21);
+  EXPECT_EQ(got[1048573], 1048576 * 7); // the first element of the second block
+  EXPECT_EQ(got.back(), 1500002 * 7);
 }
 
 TEST(TorchPt, RefusesWhatItDoesNotRead) {
