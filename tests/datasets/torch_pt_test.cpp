@@ -61,6 +61,26 @@ TEST(TorchPt, ReadsViewsAndDtypesAsTorchWroteThem) {
       << missing;
 }
 
+// PyTorch before 1.6 wrote pickles followed by the raw storages (torch.save with
+// _use_new_zipfile_serialization=False still does).
+TEST(TorchPt, ReadsTheLegacyFormat) {
+  const PtFile pt(fixture("pt/legacy.pt"));
+  EXPECT_EQ(pt.keys(), std::vector<std::string>{"edge"});
+  EXPECT_EQ(pt.read_int64("edge"), (std::vector<std::int64_t>{0, 1}));
+
+  test::TempDir dir;
+  const std::string bytes = test::read_file_bytes(fixture("pt/legacy.pt"));
+  std::ofstream(dir / "cut.pt", std::ios::binary) << bytes.substr(0, bytes.size() - 4);
+  const std::string cut = pt_error(dir / "cut.pt");
+  EXPECT_NE(cut.find("cut.pt: truncated (storage"), std::string::npos) << cut;
+  // The storage's element count (the 8 bytes before its data) disagrees with the pickle.
+  std::string count = bytes;
+  count[count.size() - 24] = 5;
+  std::ofstream(dir / "count.pt", std::ios::binary) << count;
+  const std::string e = pt_error(dir / "count.pt");
+  EXPECT_NE(e.find("holds 5 elements, but the pickle says 2"), std::string::npos) << e;
+}
+
 TEST(TorchPt, ReadsFilesBuiltWithoutTorch) {
   test::TempDir dir;
   test::write_pt(dir / "train.pt", {test::pt_long("edge", {3, 2}, {0, 1, 1, 2, 300, 70000}),
@@ -96,9 +116,9 @@ TEST(TorchPt, RefusesWhatItDoesNotRead) {
   };
   for (const Case& c : {
            Case{"pt/half.pt", "storage type torch.HalfStorage is not supported"},
-           Case{"pt/list.pt", "pickle opcode 0x5d is not supported"},
-           Case{"pt/not_dict.pt", "pickle opcode 0x5d is not supported"},
-           Case{"pt/legacy.pt", "not a zip archive; expected a .pt file written by torch.save"},
+           Case{"pt/list.pt", "\"names\" is a list, expected a tensor"},
+           Case{"pt/not_dict.pt", "holds a list, expected a dict of tensors"},
+           Case{"make_fixtures.py", "not a .pt file: expected the zip archive torch.save writes"},
        }) {
     const std::string e = pt_error(fixture(c.file));
     EXPECT_NE(e.find(fixture(c.file).string()), std::string::npos) << e;
