@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
+#include <span>
 #include <type_traits>
 
 namespace tessel::datasets::detail {
@@ -28,7 +30,19 @@ int itemsize(PtDtype d) {
 
 // One value on the pickle machine's stack or in its memo.
 struct Value {
-  enum class Kind { none, boolean, integer, string, tuple, dict, global, storage, tensor, mark };
+  enum class Kind {
+    none,
+    boolean,
+    integer,
+    string,
+    tuple,
+    list,
+    dict,
+    global,
+    storage,
+    tensor,
+    mark
+  };
   Kind kind = Kind::none;
   std::int64_t integer = 0;
   std::string text;                          // string; global "module.name"; storage key
@@ -49,6 +63,8 @@ const char* kind_name(Value::Kind k) {
     return "an int";
   case Value::Kind::string:
     return "a str";
+  case Value::Kind::list:
+    return "a list";
   case Value::Kind::tuple:
     return "a tuple";
   case Value::Kind::dict:
@@ -74,8 +90,12 @@ ValuePtr make(Value::Kind kind) {
 // Runs data.pkl; returns the object it builds.
 class Unpickler {
 public:
-  Unpickler(std::string where, std::vector<unsigned char> bytes, std::string prefix)
-      : where_(std::move(where)), bytes_(std::move(bytes)), prefix_(std::move(prefix)) {}
+  // Runs the pickle that starts at bytes[start]; the caller keeps bytes alive.
+  Unpickler(std::string where, std::span<const unsigned char> bytes, std::string prefix,
+            std::size_t start = 0)
+      : where_(std::move(where)), bytes_(bytes), prefix_(std::move(prefix)), pos_(start) {}
+  // Offset just past the STOP opcode, once run() returned.
+  std::size_t pos() const { return pos_; }
 
   ValuePtr run() {
     while (true) {
@@ -98,6 +118,19 @@ public:
       case '}':
         push(make(Value::Kind::dict));
         break;
+      case ']':
+        push(make(Value::Kind::list));
+        break;
+      case 'a': { // APPEND
+        auto value = pop(at);
+        append(top(at), {value}, at);
+        break;
+      }
+      case 'e': { // APPENDS
+        auto items = pop_to_mark(at);
+        append(top(at), items, at);
+        break;
+      }
       case ')':
         push(make(Value::Kind::tuple));
         break;
@@ -284,6 +317,11 @@ private:
            fmt::format("pickle reads memo entry {}, which was never stored", index));
     push(memo_[static_cast<std::size_t>(index)]);
   }
+  void append(const ValuePtr& list, const std::vector<ValuePtr>& items, std::size_t at) {
+    expect(at, list->kind == Value::Kind::list,
+           fmt::format("pickle appends to {}, expected a list", kind_name(list->kind)));
+    list->items.insert(list->items.end(), items.begin(), items.end());
+  }
   void set_items(const ValuePtr& dict, const std::vector<ValuePtr>& items, std::size_t at) {
     expect(at, dict->kind == Value::Kind::dict && !dict->ordered_dict,
            fmt::format("pickle sets items on {}, expected a dict", kind_name(dict->kind)));
@@ -299,11 +337,13 @@ private:
   ValuePtr storage(const ValuePtr& pid, std::size_t at) {
     const auto& t = pid->items;
     expect(at,
-           pid->kind == Value::Kind::tuple && t.size() == 5 && t[0]->kind == Value::Kind::string &&
-               t[0]->text == "storage" && t[1]->kind == Value::Kind::global &&
-               t[2]->kind == Value::Kind::string && t[3]->kind == Value::Kind::string &&
-               t[4]->kind == Value::Kind::integer,
+           pid->kind == Value::Kind::tuple && (t.size() == 5 || t.size() == 6) &&
+               t[0]->kind == Value::Kind::string && t[0]->text == "storage" &&
+               t[1]->kind == Value::Kind::global && t[2]->kind == Value::Kind::string &&
+               t[3]->kind == Value::Kind::string && t[4]->kind == Value::Kind::integer,
            "persistent id is not ('storage', torch.<Type>Storage, key, location, size)");
+    expect(at, t.size() == 5 || t[5]->kind == Value::Kind::none,
+           "storage is a view of another storage (not supported in the legacy format)");
     static const std::map<std::string, PtDtype> kTypes = {
         {"torch.LongStorage", PtDtype::int64},
         {"torch.IntStorage", PtDtype::int32},
@@ -353,6 +393,7 @@ private:
     auto v = make(Value::Kind::tensor);
     PtTensorInfo& t = v->tensor;
     t.dtype = a[0]->dtype;
+    t.storage_key = a[0]->text;
     t.storage_member = prefix_ + "data/" + a[0]->text;
     t.storage_numel = a[0]->integer;
     t.storage_offset = a[1]->integer;
@@ -370,7 +411,7 @@ private:
   }
 
   std::string where_;
-  std::vector<unsigned char> bytes_;
+  std::span<const unsigned char> bytes_;
   std::string prefix_;
   std::size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
@@ -395,6 +436,49 @@ bool tensor_span(const PtTensorInfo& t, std::int64_t& last) {
   }
   return true;
 }
+
+// The tensors of the root dict, each checked against its storage's size.
+std::vector<PtTensorInfo> tensors_of(const std::string& file, const ValuePtr& root) {
+  TESSEL_EXPECTS(root->kind == Value::Kind::dict && !root->ordered_dict,
+                 "{}: holds {}, expected a dict of tensors", file, kind_name(root->kind));
+  std::vector<PtTensorInfo> out;
+  for (std::size_t i = 0; i < root->items.size(); i += 2) {
+    const std::string& key = root->items[i]->text;
+    const ValuePtr& value = root->items[i + 1];
+    TESSEL_EXPECTS(value->kind == Value::Kind::tensor, "{}: \"{}\" is {}, expected a tensor", file,
+                   key, kind_name(value->kind));
+    TESSEL_EXPECTS(
+        std::none_of(out.begin(), out.end(), [&](const PtTensorInfo& t) { return t.key == key; }),
+        "{}: key \"{}\" appears twice", file, key);
+    PtTensorInfo t = value->tensor;
+    t.key = key;
+    std::int64_t last = 0;
+    TESSEL_EXPECTS(tensor_span(t, last) && last < t.storage_numel,
+                   "{}: tensor \"{}\" ({}, offset {}) reaches past its storage of {} elements",
+                   file, key, t.describe(), t.storage_offset, t.storage_numel);
+    // More elements than the storage holds means overlapping views (stride 0, expand()):
+    // refused, so that no tensor can ask for more memory than its storage takes.
+    bool fits = true;
+    for (std::size_t d = 0, count = 1; d < t.shape.size() && t.shape[d] != 0; ++d) {
+      fits = static_cast<std::int64_t>(count) <= t.storage_numel / t.shape[d];
+      if (!fits) break;
+      count *= static_cast<std::size_t>(t.shape[d]);
+    }
+    TESSEL_EXPECTS(fits,
+                   "{}: tensor \"{}\" ({}) has more elements than its storage of {} (an "
+                   "expanded view); save it with .contiguous()",
+                   file, key, t.describe(), t.storage_numel);
+    TESSEL_EXPECTS(t.storage_numel <= std::numeric_limits<std::int64_t>::max() / 8,
+                   "{}: tensor \"{}\": storage of {} elements is too large", file, key,
+                   t.storage_numel);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// torch's legacy (pre-1.6) files start with the pickle of this magic number.
+constexpr unsigned char kLegacyMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
+                                          0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
 
 } // namespace
 
@@ -428,19 +512,26 @@ std::string PtTensorInfo::describe() const {
 
 PtFile::PtFile(fs::path path) : path_(std::move(path)) {
   const std::string file = path_.string();
-  {
-    std::error_code ec;
-    TESSEL_EXPECTS(fs::is_regular_file(path_, ec), "{}: no such file", file);
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path_.c_str(), "rb"),
-                                                      &std::fclose);
-    TESSEL_EXPECTS(f != nullptr, "{}: cannot open: {}", file, std::strerror(errno));
-    unsigned char magic[4] = {0, 0, 0, 0};
-    const std::size_t got = std::fread(magic, 1, 4, f.get());
-    TESSEL_EXPECTS(got == 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0,
-                   "{}: not a zip archive; expected a .pt file written by torch.save (PyTorch 1.6 "
-                   "or later; the older legacy format is not read: load and re-save it)",
-                   file);
-  }
+  std::error_code ec;
+  TESSEL_EXPECTS(fs::is_regular_file(path_, ec), "{}: no such file", file);
+  file_bytes_ = static_cast<std::int64_t>(fs::file_size(path_, ec));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path_.c_str(), "rb"), &std::fclose);
+  TESSEL_EXPECTS(f != nullptr, "{}: cannot open: {}", file, std::strerror(errno));
+  unsigned char head[sizeof kLegacyMagic] = {};
+  const std::size_t got = std::fread(head, 1, sizeof head, f.get());
+  f.reset();
+  if (got >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0)
+    open_zip();
+  else if (got == sizeof head && std::memcmp(head, kLegacyMagic, sizeof head) == 0)
+    open_legacy();
+  else
+    TESSEL_FAIL("{}: not a .pt file: expected the zip archive torch.save writes (PyTorch 1.6 "
+                "and later) or its older legacy format",
+                file);
+}
+
+void PtFile::open_zip() {
+  const std::string file = path_.string();
   archive_ = std::make_unique<NpzArchive>(path_);
   // The pickle is <prefix>/data.pkl; torch names the prefix after the file it wrote.
   std::string pickle;
@@ -464,51 +555,91 @@ PtFile::PtFile(fs::path path) : path_(std::move(path)) {
     auto member = archive_->open_member(pickle);
     member.read_raw(bytes.data(), bytes.size());
   }
-  Unpickler unpickler(fmt::format("{} {}", file, pickle), std::move(bytes), prefix);
-  const ValuePtr root = unpickler.run();
-  TESSEL_EXPECTS(root->kind == Value::Kind::dict && !root->ordered_dict,
-                 "{}: holds {}, expected a dict of tensors", file, kind_name(root->kind));
-  for (std::size_t i = 0; i < root->items.size(); i += 2) {
-    const std::string& key = root->items[i]->text;
-    const ValuePtr& value = root->items[i + 1];
-    TESSEL_EXPECTS(value->kind == Value::Kind::tensor, "{}: \"{}\" is {}, expected a tensor", file,
-                   key, kind_name(value->kind));
-    TESSEL_EXPECTS(!has(key), "{}: key \"{}\" appears twice", file, key);
-    PtTensorInfo t = value->tensor;
-    t.key = key;
-    std::int64_t last = 0;
-    TESSEL_EXPECTS(tensor_span(t, last) && last < t.storage_numel,
-                   "{}: tensor \"{}\" ({}, offset {}) reaches past its storage of {} elements",
-                   file, key, t.describe(), t.storage_offset, t.storage_numel);
-    // More elements than the storage holds means overlapping views (stride 0, expand()):
-    // refused, so that no tensor can ask for more memory than its storage takes.
-    bool fits = true;
-    for (std::int64_t d = 0, count = 1; d < static_cast<std::int64_t>(t.shape.size()); ++d) {
-      if (t.shape[static_cast<std::size_t>(d)] == 0) break;
-      fits = fits && count <= t.storage_numel / t.shape[static_cast<std::size_t>(d)];
-      if (!fits) break;
-      count *= t.shape[static_cast<std::size_t>(d)];
-    }
-    TESSEL_EXPECTS(fits,
-                   "{}: tensor \"{}\" ({}) has more elements than its storage of {} (an "
-                   "expanded view); save it with .contiguous()",
-                   file, key, t.describe(), t.storage_numel);
+  Unpickler unpickler(fmt::format("{} {}", file, pickle), bytes, prefix);
+  tensors_ = tensors_of(file, unpickler.run());
+  for (const auto& t : tensors_) {
     const std::int64_t member = archive_->member_bytes(t.storage_member);
-    TESSEL_EXPECTS(member >= 0, "{}: tensor \"{}\" has no storage member {}", file, key,
+    TESSEL_EXPECTS(member >= 0, "{}: tensor \"{}\" has no storage member {}", file, t.key,
                    t.storage_member);
     // torch.save stores storages uncompressed: a member larger than the file is refused before
     // anything is sized by it.
-    TESSEL_EXPECTS(member <= archive_->file_bytes(),
+    TESSEL_EXPECTS(member <= file_bytes_,
                    "{}: {} claims {} bytes, more than the file's {} (torch.save stores storages "
                    "uncompressed)",
-                   file, t.storage_member, member, archive_->file_bytes());
-    TESSEL_EXPECTS(t.storage_numel <= std::numeric_limits<std::int64_t>::max() / 8 &&
-                       member == t.storage_numel * itemsize(t.dtype),
+                   file, t.storage_member, member, file_bytes_);
+    TESSEL_EXPECTS(member == t.storage_numel * itemsize(t.dtype),
                    "{}: {} holds {} bytes, but tensor \"{}\" needs a storage of {} {} elements "
                    "({} bytes)",
-                   file, t.storage_member, member, key, t.storage_numel, pt_dtype_name(t.dtype),
+                   file, t.storage_member, member, t.key, t.storage_numel, pt_dtype_name(t.dtype),
                    t.storage_numel * itemsize(t.dtype));
-    tensors_.push_back(std::move(t));
+  }
+}
+
+// The legacy format: five pickles (magic number, protocol version 1001, system info, the
+// object, the list of storage keys), then each listed storage as its element count (int64)
+// and its bytes.
+void PtFile::open_legacy() {
+  const std::string file = path_.string();
+  std::vector<unsigned char> head(static_cast<std::size_t>(std::min(file_bytes_, kMaxPickleBytes)));
+  {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path_.c_str(), "rb"),
+                                                      &std::fclose);
+    TESSEL_EXPECTS(f != nullptr && std::fread(head.data(), 1, head.size(), f.get()) == head.size(),
+                   "{}: cannot read", file);
+  }
+  std::size_t pos = sizeof kLegacyMagic;
+  const auto next = [&] {
+    Unpickler unpickler(file, head, "", pos);
+    ValuePtr v = unpickler.run();
+    pos = unpickler.pos();
+    return v;
+  };
+  const ValuePtr version = next();
+  TESSEL_EXPECTS(version->kind == Value::Kind::integer && version->integer == 1001,
+                 "{}: legacy format version is not 1001", file);
+  const ValuePtr info = next();
+  bool little = false;
+  for (std::size_t i = 0; info->kind == Value::Kind::dict && i < info->items.size(); i += 2)
+    if (info->items[i]->text == "little_endian")
+      little = info->items[i + 1]->kind == Value::Kind::boolean && info->items[i + 1]->integer;
+  TESSEL_EXPECTS(little, "{}: not written on a little-endian machine (legacy format)", file);
+  tensors_ = tensors_of(file, next());
+  const ValuePtr keys = next();
+  TESSEL_EXPECTS(keys->kind == Value::Kind::list,
+                 "{}: byte {}: the legacy format's storage list is {}, expected a list", file, pos,
+                 kind_name(keys->kind));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path_.c_str(), "rb"), &std::fclose);
+  TESSEL_EXPECTS(f != nullptr, "{}: cannot open: {}", file, std::strerror(errno));
+  auto at = static_cast<std::int64_t>(pos);
+  std::map<std::string, std::int64_t> offsets;
+  for (const auto& key : keys->items) {
+    const auto used = std::find_if(tensors_.begin(), tensors_.end(), [&](const PtTensorInfo& t) {
+      return key->kind == Value::Kind::string && t.storage_key == key->text;
+    });
+    TESSEL_EXPECTS(used != tensors_.end(), "{}: byte {}: a listed storage that no tensor uses",
+                   file, at);
+    unsigned char count_bytes[8];
+    TESSEL_EXPECTS(at + 8 <= file_bytes_ && fseeko(f.get(), at, SEEK_SET) == 0 &&
+                       std::fread(count_bytes, 1, 8, f.get()) == 8,
+                   "{}: truncated (storage {} should start at byte {})", file, key->text, at);
+    std::int64_t count = 0;
+    std::memcpy(&count, count_bytes, 8);
+    TESSEL_EXPECTS(count == used->storage_numel,
+                   "{}: byte {}: storage {} holds {} elements, but the pickle says {}", file, at,
+                   key->text, count, used->storage_numel);
+    const std::int64_t bytes = count * itemsize(used->dtype);
+    TESSEL_EXPECTS(bytes <= file_bytes_ - at - 8,
+                   "{}: truncated (storage {} needs {} bytes past byte {}, the file has {})", file,
+                   key->text, bytes, at + 8, file_bytes_);
+    offsets[key->text] = at + 8;
+    at += 8 + bytes;
+  }
+  for (auto& t : tensors_) {
+    const auto found = offsets.find(t.storage_key);
+    TESSEL_EXPECTS(found != offsets.end(),
+                   "{}: tensor \"{}\": its storage {} is not in the file's storage list", file,
+                   t.key, t.storage_key);
+    t.storage_file_offset = found->second;
   }
 }
 
@@ -542,13 +673,26 @@ template <class T> std::vector<T> PtFile::read_as(const PtTensorInfo& t) const {
   const std::int64_t n = t.numel();
   std::vector<T> out(static_cast<std::size_t>(n));
   if (n == 0) return out;
-  // The whole storage, so that the member's CRC is checked (the span was checked on open).
+  // The whole storage is read, so that the member's CRC is checked (the span was checked on
+  // open).
   const int size = itemsize(t.dtype);
-  std::vector<unsigned char> raw(static_cast<std::size_t>(t.storage_numel * size));
-  auto member = archive_->open_member(t.storage_member);
-  member.read_raw(raw.data(), raw.size());
-  const auto load = [&](std::int64_t index) -> T {
-    const unsigned char* p = raw.data() + index * size;
+  std::optional<NpzArchive::Array> member;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> legacy(nullptr, &std::fclose);
+  if (t.storage_file_offset >= 0) {
+    legacy.reset(std::fopen(path_.c_str(), "rb"));
+    TESSEL_EXPECTS(legacy != nullptr && fseeko(legacy.get(), t.storage_file_offset, SEEK_SET) == 0,
+                   "{}: cannot read tensor \"{}\"", path_.string(), t.key);
+  } else {
+    member.emplace(archive_->open_member(t.storage_member));
+  }
+  const auto read_raw = [&](void* out, std::size_t bytes) {
+    if (member)
+      member->read_raw(out, bytes);
+    else if (std::fread(out, 1, bytes, legacy.get()) != bytes)
+      TESSEL_FAIL("{}: tensor \"{}\": the file ends early", path_.string(), t.key);
+  };
+  const auto load_from = [&](const unsigned char* base, std::int64_t index) -> T {
+    const unsigned char* p = base + index * size;
     switch (t.dtype) {
     case PtDtype::int64: {
       std::int64_t v;
@@ -573,6 +717,28 @@ template <class T> std::vector<T> PtFile::read_as(const PtTensorInfo& t) const {
     }
     return T{};
   };
+  // Contiguous (row-major strides): the storage streams through a small buffer straight into
+  // the output, so peak memory is the output alone (citation2's negatives are 800 MB).
+  bool contiguous = true;
+  for (std::size_t d = t.shape.size(), step = 1; d-- > 0;) {
+    if (t.shape[d] != 1 && t.stride[d] != static_cast<std::int64_t>(step)) contiguous = false;
+    step *= static_cast<std::size_t>(t.shape[d]);
+  }
+  if (contiguous) {
+    constexpr std::int64_t kBlock = std::int64_t{1} << 20; // elements per read
+    std::vector<unsigned char> block(static_cast<std::size_t>(kBlock * size));
+    const std::int64_t first = t.storage_offset, end = t.storage_offset + n;
+    for (std::int64_t at = 0; at < t.storage_numel; at += kBlock) {
+      const std::int64_t count = std::min(kBlock, t.storage_numel - at);
+      read_raw(block.data(), static_cast<std::size_t>(count * size));
+      for (std::int64_t i = std::max(at, first); i < std::min(at + count, end); ++i)
+        out[static_cast<std::size_t>(i - first)] = load_from(block.data(), i - at);
+    }
+    return out;
+  }
+  std::vector<unsigned char> raw(static_cast<std::size_t>(t.storage_numel * size));
+  read_raw(raw.data(), raw.size());
+  const auto load = [&](std::int64_t index) { return load_from(raw.data(), index); };
   // Row-major walk of the index space; the element's storage index follows the strides.
   const std::size_t rank = t.shape.size();
   std::vector<std::int64_t> index(rank, 0);

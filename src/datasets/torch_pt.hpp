@@ -24,18 +24,21 @@ struct PtTensorInfo {
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> stride; // in elements
   std::int64_t storage_offset = 0;  // in elements
+  std::string storage_key;          // the pickle's key of the storage
   std::string storage_member;       // zip member holding the storage's raw bytes
   std::int64_t storage_numel = 0;
+  std::int64_t storage_file_offset = -1; // legacy format: where the raw bytes start in the file
   std::int64_t numel() const;
   std::string describe() const; // e.g. "int64 [12, 2]"
 };
 
 // A torch.save'd file whose object is a dict {str: tensor}: a zip archive holding
 // <prefix>/data.pkl (a pickle, protocol 2) and each storage's little-endian bytes as
-// <prefix>/data/<key>. Opening parses the pickle and checks every tensor against its storage
+// <prefix>/data/<key>; or the legacy format of PyTorch before 1.6 (pickles, then the storages
+// one after the other). Opening parses the pickle and checks every tensor against its storage
 // (dtype known, strides within the storage, member size = elements x element size); values
 // are read on demand, in row-major order whatever the strides. Anything else (another pickle
-// opcode or callable, a non-tensor value, the pre-1.6 legacy format, a truncated archive) is
+// opcode or callable, a non-tensor value, a truncated file) is
 // an InputError naming the file and what was expected.
 class PtFile {
 public:
@@ -57,9 +60,12 @@ public:
 
 private:
   template <class T> std::vector<T> read_as(const PtTensorInfo& t) const;
+  void open_zip();
+  void open_legacy();
 
   std::filesystem::path path_;
-  std::unique_ptr<NpzArchive> archive_;
+  std::int64_t file_bytes_ = 0;
+  std::unique_ptr<NpzArchive> archive_; // null for the legacy format
   std::vector<PtTensorInfo> tensors_;
 };
 

@@ -81,6 +81,19 @@ TEST(OgbLink, ConvertsCitation2ShapedFolder) {
   EXPECT_FALSE(f.exists("/link/test_neg"));
 }
 
+// Split files in the legacy format (PyTorch before 1.6) convert to the same store.
+TEST(OgbLink, LegacySplitFilesGiveTheSameSplits) {
+  test::TempDir dir;
+  const fs::path folder = copy_fixture(dir, "ogbl-collab-tiny");
+  fs::copy_file(fixture("pt/collab-valid-legacy.pt"), folder / "split" / "time" / "valid.pt",
+                fs::copy_options::overwrite_existing);
+  datasets::convert_ogb_link_folder(folder, dir / "legacy.h5");
+  const auto f = h5::File::open_read(dir / "legacy.h5");
+  EXPECT_EQ(f.read<std::int64_t>("/link/valid_pos", {2, 2}), (I64{0, 2, 1, 3}));
+  EXPECT_EQ(f.read<std::int64_t>("/link/valid_neg", {3, 2}), (I64{0, 5, 1, 5, 2, 5}));
+  EXPECT_EQ(f.read<float>("/link/valid_weight", {2}), (std::vector<float>{1, 3}));
+}
+
 TEST(OgbLink, FolderWithoutFeaturesGetsAnEmptyFeatureMatrix) {
   test::TempDir dir;
   const fs::path folder = copy_fixture(dir, "ogbl-collab-tiny");

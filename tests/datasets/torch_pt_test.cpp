@@ -61,6 +61,26 @@ TEST(TorchPt, ReadsViewsAndDtypesAsTorchWroteThem) {
       << missing;
 }
 
+// PyTorch before 1.6 wrote pickles followed by the raw storages (torch.save with
+// _use_new_zipfile_serialization=False still does).
+TEST(TorchPt, ReadsTheLegacyFormat) {
+  const PtFile pt(fixture("pt/legacy.pt"));
+  EXPECT_EQ(pt.keys(), std::vector<std::string>{"edge"});
+  EXPECT_EQ(pt.read_int64("edge"), (std::vector<std::int64_t>{0, 1}));
+
+  test::TempDir dir;
+  const std::string bytes = test::read_file_bytes(fixture("pt/legacy.pt"));
+  std::ofstream(dir / "cut.pt", std::ios::binary) << bytes.substr(0, bytes.size() - 4);
+  const std::string cut = pt_error(dir / "cut.pt");
+  EXPECT_NE(cut.find("cut.pt: truncated (storage"), std::string::npos) << cut;
+  // The storage's element count (the 8 bytes before its data) disagrees with the pickle.
+  std::string count = bytes;
+  count[count.size() - 24] = 5;
+  std::ofstream(dir / "count.pt", std::ios::binary) << count;
+  const std::string e = pt_error(dir / "count.pt");
+  EXPECT_NE(e.find("holds 5 elements, but the pickle says 2"), std::string::npos) << e;
+}
+
 TEST(TorchPt, ReadsFilesBuiltWithoutTorch) {
   test::TempDir dir;
   test::write_pt(dir / "train.pt", {test::pt_long("edge", {3, 2}, {0, 1, 1, 2, 300, 70000}),
@@ -68,6 +88,25 @@ TEST(TorchPt, ReadsFilesBuiltWithoutTorch) {
   const PtFile pt(dir / "train.pt");
   EXPECT_EQ(pt.read_int64("edge"), (std::vector<std::int64_t>{0, 1, 1, 2, 300, 70000}));
   EXPECT_EQ(pt.read_int64("year"), (std::vector<std::int64_t>{2010, 2011, -1}));
+
+  // A contiguous view at an offset, over more than one read block (2^20 elements): a storage
+  // of 1,500,003 values viewed as [750000, 2] from element 3.
+  std::vector<std::int64_t> values(1500003);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<std::int64_t>(i) * 7;
+  auto big = test::pt_long("edge", {750000, 2}, values);
+  std::string pickle = test::pt_pickle({big});
+  const std::string offset_zero("tQK\x00", 4);
+  ASSERT_NE(pickle.find(offset_zero), std::string::npos);
+  pickle.replace(pickle.find(offset_zero), 4, std::string("tQK\x03", 4));
+  test::write_pt(dir / "big.pt", {big}, pickle);
+  const PtFile view(dir / "big.pt");
+  EXPECT_EQ(view.info("edge").storage_offset, 3);
+  const auto got = view.read_int64("edge");
+  ASSERT_EQ(got.size(), 1500000u);
+  EXPECT_EQ(got.front(), 21);
+  EXPECT_EQ(got[1048573], 1048576 * 7); // the first element of the second block
+  EXPECT_EQ(got.back(), 1500002 * 7);
 }
 
 TEST(TorchPt, RefusesWhatItDoesNotRead) {
@@ -77,9 +116,9 @@ TEST(TorchPt, RefusesWhatItDoesNotRead) {
   };
   for (const Case& c : {
            Case{"pt/half.pt", "storage type torch.HalfStorage is not supported"},
-           Case{"pt/list.pt", "pickle opcode 0x5d is not supported"},
-           Case{"pt/not_dict.pt", "pickle opcode 0x5d is not supported"},
-           Case{"pt/legacy.pt", "not a zip archive; expected a .pt file written by torch.save"},
+           Case{"pt/list.pt", "\"names\" is a list, expected a tensor"},
+           Case{"pt/not_dict.pt", "holds a list, expected a dict of tensors"},
+           Case{"make_fixtures.py", "not a .pt file: expected the zip archive torch.save writes"},
        }) {
     const std::string e = pt_error(fixture(c.file));
     EXPECT_NE(e.find(fixture(c.file).string()), std::string::npos) << e;

@@ -86,4 +86,7 @@ torch.save({"edge": long([[0, 1]]), "names": ["a", "b"]}, os.path.join(pt, "list
 torch.save([long([0, 1])], os.path.join(pt, "not_dict.pt"))
 torch.save({"edge": long([[0, 1]])}, os.path.join(pt, "legacy.pt"),
            _use_new_zipfile_serialization=False)
+# ogbl-collab-tiny's valid split in the legacy format (PyTorch before 1.6 wrote only this).
+torch.save(torch.load(os.path.join(HERE, "ogbl-collab-tiny", "split", "time", "valid.pt")),
+           os.path.join(pt, "collab-valid-legacy.pt"), _use_new_zipfile_serialization=False)
 print("torch", torch.__version__)
