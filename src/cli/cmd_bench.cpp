@@ -99,15 +99,22 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
   };
   if (!r.summary.is_null()) j["mode_summary"] = r.summary;
   // Full-batch halo settings and traffic: how halos travel, and their bytes per epoch.
-  if (!r.epochs.empty() && r.epochs.back().extra.contains("halo_dtype")) {
+  if (!r.epochs.empty() && r.epochs.back().halo) {
     std::vector<double> halo;
-    for (const auto& e : r.epochs)
-      halo.push_back(e.extra.value("halo_bytes", 0.0) + e.extra.value("halo_grad_bytes", 0.0));
-    j["halo_dtype"] = r.epochs.back().extra["halo_dtype"];
     std::vector<double> exposed;
-    for (const auto& e : r.epochs) exposed.push_back(e.extra.value("halo_exposed_s", 0.0));
-    for (const char* key : {"boundary_sampling", "halo_aggregation", "stale_halo", "stale_smoothing"})
-      if (r.epochs.back().extra.contains(key)) j[key] = r.epochs.back().extra[key];
+    for (const auto& e : r.epochs) {
+      const train::HaloEpoch h = e.halo.value_or(train::HaloEpoch{});
+      halo.push_back(static_cast<double>(h.bytes) + static_cast<double>(h.grad_bytes));
+      exposed.push_back(h.exposed_s);
+    }
+    const train::HaloEpoch& last = *r.epochs.back().halo;
+    j["halo_dtype"] = kernels::row_codec_name(last.dtype);
+    if (last.boundary_sampling > 0) j["boundary_sampling"] = last.boundary_sampling;
+    j["halo_aggregation"] = option_word(last.aggregation);
+    if (last.stale) {
+      j["stale_halo"] = true;
+      j["stale_smoothing"] = last.stale_smoothing;
+    }
     j["halo_bytes_per_epoch_median"] = quantile(halo, 0.5);
     j["halo_exposed_seconds_per_epoch_median"] = quantile(exposed, 0.5);
   }

@@ -40,17 +40,12 @@ void FullAggregator::sample_boundary(const rng::Key& key, double p, nn::Norm nor
         static_cast<float>(part_.degree[static_cast<std::size_t>(v)] - dropped);
   }
   // The halo columns' degrees come from their owners, through the whole exchange in f32 (exact
-  // for counts below 2^24), outside the bytes a training epoch reports for its halos.
+  // for counts below 2^24: the default ExchangeArgs), outside the bytes a training epoch reports
+  // for its halos.
   halo_.keep_all();
-  const kernels::RowCodec codec = halo_.codec();
-  const std::int64_t rows_bytes = halo_.row_bytes_sent(), grad_bytes = halo_.grad_bytes_sent();
-  halo_.set_codec(kernels::RowCodec::f32);
   const Tensor owned = Tensor::from_vector(owned_degree, {n, 1}).to(device_);
   Tensor full;
   halo_.forward(owned, full);
-  halo_.set_codec(codec);
-  halo_.reset_bytes_sent();
-  halo_.add_bytes_sent(rows_bytes, grad_bytes);
   const Tensor host = full.to(Device::cpu());
   std::vector<std::int64_t> degree(static_cast<std::size_t>(n + h));
   for (std::int64_t i = 0; i < n + h; ++i)
@@ -107,9 +102,9 @@ const Tensor& FullAggregator::attention_ids(Device device) {
 }
 
 void FullAggregator::expect_whole_exchange(const char* what) const {
-  TESSEL_EXPECTS(halo_.codec() == kernels::RowCodec::f32,
+  TESSEL_EXPECTS(exchange_.codec == kernels::RowCodec::f32,
                  "--model gat exchanges its halo rows in f32 only (--halo-dtype {} is refused)",
-                 kernels::row_codec_name(halo_.codec()));
+                 kernels::row_codec_name(exchange_.codec));
   TESSEL_EXPECTS(!sampled_ && !halo_.combined() && !halo_.stale(),
                  "--model gat needs every halo row, exact and current, for its {} (boundary "
                  "sampling, --halo-aggregation pre|auto and --stale-halo are refused)",
@@ -122,7 +117,7 @@ Tensor FullAggregator::exchange_rows(const Tensor& x) {
   settle();
   ScopedPhase t(*phases_, "communicate");
   Stopwatch exchange;
-  halo_.forward(x, x_full);
+  halo_.forward(x, x_full, exchange_);
   settle();
   halo_seconds_ += exchange.seconds();
   return x_full;
@@ -134,7 +129,7 @@ Tensor FullAggregator::exchange_rows_backward(const Tensor& grad) {
   settle();
   ScopedPhase t(*phases_, "communicate");
   Stopwatch exchange;
-  halo_.backward(grad, grad_owned);
+  halo_.backward(grad, grad_owned, exchange_);
   settle();
   halo_seconds_ += exchange.seconds();
   return grad_owned;

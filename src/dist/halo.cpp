@@ -195,15 +195,15 @@ void HaloExchange::add_back(const Tensor& back, Tensor& grad_owned) {
 
 void HaloExchange::exchange(const Tensor& send, std::span<const std::int64_t> send_rows,
                             Tensor& recv, std::span<const std::int64_t> recv_rows,
-                            std::vector<StaleSlot>& slots, int& calls) {
+                            std::vector<StaleSlot>& slots, int& calls, kernels::RowCodec codec) {
   if (!stale_ || static_cast<std::size_t>(calls) >= slots.size()) {
     // Exact: encode, exchange, decode. Under --stale-halo this is the first epoch's call, whose
     // rows the next epoch reads. (Backward swaps the wires' roles, so they keep their sizes.)
     const bool back = &slots == &stale_backward_;
-    Tensor& in = arrival(codec_, recv, back ? send_wire_ : recv_wire_);
-    data_.alltoallv(encoded(codec_, send, back ? recv_wire_ : send_wire_), send_rows, in,
+    Tensor& in = arrival(codec, recv, back ? send_wire_ : recv_wire_);
+    data_.alltoallv(encoded(codec, send, back ? recv_wire_ : send_wire_), send_rows, in,
                     recv_rows);
-    if (codec_ != kernels::RowCodec::f32) kernels::decode_rows(in, codec_, recv);
+    if (codec != kernels::RowCodec::f32) kernels::decode_rows(in, codec, recv);
     if (!stale_) return;
     StaleSlot& slot = slots.emplace_back();
     slot.rows = Tensor::empty({recv.rows(), recv.cols()}, DType::f32, recv.device());
@@ -220,7 +220,7 @@ void HaloExchange::exchange(const Tensor& send, std::span<const std::int64_t> se
     // The previous epoch's exchange: complete it and fold it into the stale rows.
     slot.pending->wait();
     slot.pending.reset();
-    if (codec_ != kernels::RowCodec::f32) kernels::decode_rows(slot.recv_wire, codec_, slot.recv);
+    if (codec != kernels::RowCodec::f32) kernels::decode_rows(slot.recv_wire, codec, slot.recv);
     if (smoothing_ > 0.0f) {
       kernels::axpy(-1.0f, slot.rows, slot.recv);  // arrived - stale
       kernels::axpy(1.0f - smoothing_, slot.recv, slot.rows);
@@ -233,11 +233,11 @@ void HaloExchange::exchange(const Tensor& send, std::span<const std::int64_t> se
   ensure_rows(slot.send, send.rows(), send.cols(), send.device());
   slot.send.copy_from(send);
   ensure_rows(slot.recv, recv.rows(), recv.cols(), recv.device());
-  slot.pending = data_.start_alltoallv(encoded(codec_, slot.send, slot.send_wire), send_rows,
-                                       arrival(codec_, slot.recv, slot.recv_wire), recv_rows);
+  slot.pending = data_.start_alltoallv(encoded(codec, slot.send, slot.send_wire), send_rows,
+                                       arrival(codec, slot.recv, slot.recv_wire), recv_rows);
 }
 
-void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
+void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full, const ExchangeArgs& args) {
   TESSEL_EXPECTS(x_owned.dtype() == DType::f32 && x_owned.dim() == 2 &&
                      x_owned.rows() == num_owned_,
                  "halo forward: expected f32[{}, F], got {}", num_owned_, x_owned.describe());
@@ -253,24 +253,25 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full) {
     x_full.rows_slice(0, num_owned_).copy_from(x_owned);
   }
   pack(x_owned, send_buffer_);
-  row_bytes_sent_ += rows_sent_ * kernels::row_codec_bytes(codec_, f);
+  if (args.bytes) args.bytes->rows += rows_sent_ * kernels::row_codec_bytes(args.codec, f);
   Tensor halo_rows = x_full.rows_slice(num_owned_, num_owned_ + tail);
   if (combined_ || recv_in_halo_order_) {
     exchange(send_buffer_, send_rows_per_peer_, halo_rows, recv_rows_per_peer_, stale_forward_,
-             forward_calls_);
+             forward_calls_, args.codec);
     return;
   }
   // The received rows, then one zero row for the halo rows not received (keep_rows).
   ensure_rows(recv_buffer_, rows_received_ + 1, f, device);
   Tensor arrived = recv_buffer_.rows_slice(0, rows_received_);
   exchange(send_buffer_, send_rows_per_peer_, arrived, recv_rows_per_peer_, stale_forward_,
-           forward_calls_);
+           forward_calls_, args.codec);
   Tensor zero_row = recv_buffer_.rows_slice(rows_received_, rows_received_ + 1);
   zero_row.fill_zero();
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
-void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
+void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned,
+                            const ExchangeArgs& args) {
   const std::int64_t tail = combined_ ? rows_received_ : num_halo_;
   TESSEL_EXPECTS(grad_full.dtype() == DType::f32 && grad_full.dim() == 2 &&
                      grad_full.rows() == num_owned_ + tail,
@@ -295,10 +296,10 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned) {
     kernels::gather_rows(back_rows, recv_to_halo_, picked);
     back_rows = picked;
   }
-  grad_bytes_sent_ += rows_received_ * kernels::row_codec_bytes(codec_, f);
+  if (args.bytes) args.bytes->grads += rows_received_ * kernels::row_codec_bytes(args.codec, f);
   ensure_rows(send_buffer_, rows_sent_, f, device);
   exchange(back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_, stale_backward_,
-           backward_calls_);
+           backward_calls_, args.codec);
   add_back(send_buffer_, grad_owned);
 }
 

@@ -60,18 +60,18 @@ void with_index_type(const Tensor& index, F&& f) {
 
 } // namespace tessel::kernels::detail
 
-// Runs the CPU statement or the CUDA statement for `device`, else reports the op as unsupported.
+// Returns the CPU call or the CUDA call for `device` (`r` names the context's cuda::Resources in
+// the CUDA call), else reports the op as unsupported. The calls are expressions: void for most
+// ops, the value an op returns for those that return one (the losses).
 #ifdef TESSEL_WITH_CUDA
 #define TESSEL_KERNEL_DISPATCH(op, device, context, cpu_call, cuda_call)                           \
   do {                                                                                             \
     if ((device).is_cpu()) {                                                                       \
-      cpu_call;                                                                                    \
-      return;                                                                                      \
+      return cpu_call;                                                                             \
     }                                                                                              \
     if ((device).is_cuda()) {                                                                      \
       auto& r = (context).cuda_resources();                                                        \
-      cuda_call;                                                                                   \
-      return;                                                                                      \
+      return cuda_call;                                                                            \
     }                                                                                              \
     ::tessel::kernels::detail::unsupported_device(op, device);                                     \
   } while (0)
@@ -80,8 +80,7 @@ void with_index_type(const Tensor& index, F&& f) {
   do {                                                                                             \
     (void)(context);                                                                               \
     if ((device).is_cpu()) {                                                                       \
-      cpu_call;                                                                                    \
-      return;                                                                                      \
+      return cpu_call;                                                                             \
     }                                                                                              \
     ::tessel::kernels::detail::unsupported_device(op, device);                                     \
   } while (0)

@@ -36,19 +36,13 @@ double softmax_cross_entropy(const Tensor& logits, std::span<const LocalId> rows
   detail::expect_device(kOp, "grad", grad, device);
   Context& context = resolve_context(ctx, device, kOp);
   const auto k = static_cast<std::int64_t>(rows.size());
-  if (device.is_cpu()) {
-    return cpu::softmax_cross_entropy(logits.rows(), logits.cols(), logits.ptr<float>(), k,
-                                      rows.data(), labels.data(), scale, grad.ptr<float>());
-  }
-#ifdef TESSEL_WITH_CUDA
-  if (device.is_cuda()) {
-    return cuda::softmax_cross_entropy(context.cuda_resources(), logits.rows(), logits.cols(),
-                                       logits.ptr<float>(), k, rows.data(), labels.data(), scale,
-                                       grad.ptr<float>());
-  }
-#endif
-  (void)context;
-  detail::unsupported_device(kOp, device);
+  TESSEL_KERNEL_DISPATCH(kOp, device, context,
+                         cpu::softmax_cross_entropy(logits.rows(), logits.cols(),
+                                                    logits.ptr<float>(), k, rows.data(),
+                                                    labels.data(), scale, grad.ptr<float>()),
+                         cuda::softmax_cross_entropy(r, logits.rows(), logits.cols(),
+                                                     logits.ptr<float>(), k, rows.data(),
+                                                     labels.data(), scale, grad.ptr<float>()));
 }
 
 std::int64_t count_correct(const Tensor& logits, std::span<const LocalId> rows,
@@ -59,17 +53,10 @@ std::int64_t count_correct(const Tensor& logits, std::span<const LocalId> rows,
   Context& context = resolve_context(ctx, device, kOp);
   const auto k = static_cast<std::int64_t>(rows.size());
   if (k == 0 || logits.cols() == 0) return 0;
-  if (device.is_cpu()) {
-    return cpu::count_correct(logits.cols(), logits.ptr<float>(), k, rows.data(), labels.data());
-  }
-#ifdef TESSEL_WITH_CUDA
-  if (device.is_cuda()) {
-    return cuda::count_correct(context.cuda_resources(), logits.cols(), logits.ptr<float>(), k,
-                               rows.data(), labels.data());
-  }
-#endif
-  (void)context;
-  detail::unsupported_device(kOp, device);
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::count_correct(logits.cols(), logits.ptr<float>(), k, rows.data(), labels.data()),
+      cuda::count_correct(r, logits.cols(), logits.ptr<float>(), k, rows.data(), labels.data()));
 }
 
 namespace {
@@ -99,15 +86,9 @@ double squared_error(const Tensor& pred, const Tensor& target, double scale, Ten
   const std::int64_t n = pred.numel();
   float* g = grad ? grad->ptr<float>() : nullptr;
   if (n == 0) return 0.0;
-  if (device.is_cpu())
-    return cpu::squared_error(n, pred.ptr<float>(), target.ptr<float>(), scale, g);
-#ifdef TESSEL_WITH_CUDA
-  if (device.is_cuda())
-    return cuda::squared_error(context.cuda_resources(), n, pred.ptr<float>(), target.ptr<float>(),
-                               scale, g);
-#endif
-  (void)context;
-  detail::unsupported_device(kOp, device);
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context, cpu::squared_error(n, pred.ptr<float>(), target.ptr<float>(), scale, g),
+      cuda::squared_error(r, n, pred.ptr<float>(), target.ptr<float>(), scale, g));
 }
 
 double binary_cross_entropy(const Tensor& scores, const Tensor& labels, double scale, Tensor* grad,
@@ -119,15 +100,10 @@ double binary_cross_entropy(const Tensor& scores, const Tensor& labels, double s
   const std::int64_t n = scores.numel();
   float* g = grad ? grad->ptr<float>() : nullptr;
   if (n == 0) return 0.0;
-  if (device.is_cpu())
-    return cpu::binary_cross_entropy(n, scores.ptr<float>(), labels.ptr<float>(), scale, g);
-#ifdef TESSEL_WITH_CUDA
-  if (device.is_cuda())
-    return cuda::binary_cross_entropy(context.cuda_resources(), n, scores.ptr<float>(),
-                                      labels.ptr<float>(), scale, g);
-#endif
-  (void)context;
-  detail::unsupported_device(kOp, device);
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::binary_cross_entropy(n, scores.ptr<float>(), labels.ptr<float>(), scale, g),
+      cuda::binary_cross_entropy(r, n, scores.ptr<float>(), labels.ptr<float>(), scale, g));
 }
 
 } // namespace tessel::kernels

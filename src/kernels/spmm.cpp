@@ -173,19 +173,10 @@ void mean_edge_weights(const SparseMatrix& a, Tensor& values, Context* ctx) {
   detail::expect_device(kOp, "values", values, device);
   Context& context = resolve_context(ctx, device, kOp);
   if (a.nnz() == 0) return;
-  if (device.is_cpu()) {
-    cpu::mean_edge_weights(a.num_rows, a.indptr.ptr<EdgeId>(), values.ptr<float>());
-    return;
-  }
-#ifdef TESSEL_WITH_CUDA
-  if (device.is_cuda()) {
-    cuda::mean_edge_weights(context.cuda_resources(), a.num_rows, a.indptr.ptr<EdgeId>(),
-                            values.ptr<float>());
-    return;
-  }
-#endif
-  (void)context;
-  detail::unsupported_device(kOp, device);
+  TESSEL_KERNEL_DISPATCH(
+      kOp, device, context,
+      cpu::mean_edge_weights(a.num_rows, a.indptr.ptr<EdgeId>(), values.ptr<float>()),
+      cuda::mean_edge_weights(r, a.num_rows, a.indptr.ptr<EdgeId>(), values.ptr<float>()));
 }
 
 } // namespace tessel::kernels

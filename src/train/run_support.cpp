@@ -33,7 +33,23 @@ nlohmann::json EpochMetrics::to_json() const {
   j["phases"] = phases;
   if (!extra.is_null())
     for (const auto& [k, v] : extra.items()) j[k] = v;
+  if (halo) halo->write(j);
   return j;
+}
+
+void HaloEpoch::write(nlohmann::json& record) const {
+  record["halo_rows_sent"] = rows_sent;
+  if (boundary_sampling > 0) record["boundary_sampling"] = boundary_sampling;
+  record["halo_dtype"] = kernels::row_codec_name(dtype);
+  record["halo_aggregation"] = option_word(aggregation);
+  if (aggregation != dist::HaloAggregation::post) record["halo_pre_rows"] = pre_rows;
+  if (stale) {
+    record["stale_halo"] = true;
+    record["stale_smoothing"] = stale_smoothing;
+  }
+  record["halo_exposed_s"] = exposed_s;
+  record["halo_bytes"] = bytes;
+  record["halo_grad_bytes"] = grad_bytes;
 }
 
 int max_threads() {

@@ -78,6 +78,26 @@ class FullAggregator final : public nn::Aggregator {
 
   // Where aggregate() and aggregate_backward() add their seconds ("aggregate", "communicate").
   void set_phases(PhaseTimes* phases) { phases_ = phases; }
+
+  // The exchange arguments (codec, byte count) that the halo exchanges of aggregate(),
+  // aggregate_backward() and the attention exchange are given while the scope that
+  // exchange_with() returns lives: a training pass gives its --halo-dtype and its count. Outside
+  // one (evaluation, inference), and for sample_boundary's degree exchange always, halos travel
+  // exact and uncounted, so predictions do not depend on the wire.
+  class ExchangeScope {
+   public:
+    explicit ExchangeScope(FullAggregator& aggregator) : aggregator_(aggregator) {}
+    ~ExchangeScope() { aggregator_.exchange_ = {}; }
+    ExchangeScope(const ExchangeScope&) = delete;
+    ExchangeScope& operator=(const ExchangeScope&) = delete;
+
+   private:
+    FullAggregator& aggregator_;
+  };
+  [[nodiscard]] ExchangeScope exchange_with(const ExchangeArgs& args) {
+    exchange_ = args;
+    return ExchangeScope(*this);
+  }
   const HaloExchange& halo() const { return halo_; }
   HaloExchange& halo() { return halo_; }
 
@@ -105,7 +125,7 @@ class FullAggregator final : public nn::Aggregator {
     {
       ScopedPhase t(*phases_, "communicate");
       Stopwatch exchange;
-      halo_.forward(x, x_full);
+      halo_.forward(x, x_full, exchange_);
       settle();
       halo_seconds_ += exchange.seconds();
     }
@@ -127,7 +147,7 @@ class FullAggregator final : public nn::Aggregator {
     ScopedPhase t(*phases_, "communicate");
     Stopwatch exchange;
     Tensor grad_owned;
-    halo_.backward(grad_full, grad_owned);
+    halo_.backward(grad_full, grad_owned, exchange_);
     settle();
     halo_seconds_ += exchange.seconds();
     return grad_owned;
@@ -151,6 +171,7 @@ private:
 
   const partition::Part& part_;
   HaloExchange halo_;
+  ExchangeArgs exchange_;  // see exchange_with
   Device device_;
   PhaseTimes own_phases_;
   PhaseTimes* phases_ = &own_phases_;

@@ -31,6 +31,23 @@ struct HaloRows {
 // A part's halo rows.
 HaloRows halo_rows(const partition::Part& part);
 
+// Bytes put on the wire by exchanges that were given this count: halo rows (forward) and halo
+// gradients (backward), as encoded.
+struct HaloBytes {
+  std::int64_t rows = 0;
+  std::int64_t grads = 0;
+};
+
+// What one forward or backward call is given instead of finding it set on the exchange: how its
+// rows travel (f32 as they are, or encoded before the exchange and decoded on arrival:
+// kernels::encode_rows) and where it adds the bytes it sends (null: not counted). The default
+// is the exact exchange, uncounted. The device work runs on the calling thread's current
+// stream, as the communicator's does.
+struct ExchangeArgs {
+  kernels::RowCodec codec = kernels::RowCodec::f32;
+  HaloBytes* bytes = nullptr;
+};
+
 // Built once per part (collective: every rank tells each owner which of its rows it needs).
 // Rows travel in one alltoallv per call; a rank sends each needed row once per peer. Rows are
 // packed, reordered and summed by kernel ops (gather_rows, scatter_add_rows_segmented), so the
@@ -47,12 +64,13 @@ class HaloExchange {
 
   // x_owned: [n_owned, F] f32 -> x_full: [n_owned + n_halo, F] (resized if needed): owned rows
   // copied, halo rows received from their owners; x_full shares x_owned's storage instead when
-  // this rank holds no halo rows. Collective.
-  void forward(const Tensor& x_owned, Tensor& x_full);
+  // this rank holds no halo rows. Collective (every rank with the same codec).
+  void forward(const Tensor& x_owned, Tensor& x_full, const ExchangeArgs& args = {});
   // grad_full: [n_owned + n_halo, F] -> grad_owned: [n_owned, F] = owned rows of grad_full plus,
   // for every row another rank holds as halo, the gradient that rank computed for it; with no
-  // halo rows here grad_owned is grad_full itself, updated in place. Collective.
-  void backward(const Tensor& grad_full, Tensor& grad_owned);
+  // halo rows here grad_owned is grad_full itself, updated in place. Collective (every rank
+  // with the same codec).
+  void backward(const Tensor& grad_full, Tensor& grad_owned, const ExchangeArgs& args = {});
 
   // From now on only the rows of nodes `kept` accepts travel (its argument: the node's id in
   // the source dataset, so an owner and every rank holding the node as halo decide alike when
@@ -60,11 +78,6 @@ class HaloExchange {
   // gradient back. keep_all() restores the whole exchange.
   void keep_rows(const std::function<bool(NodeId)>& kept);
   void keep_all();
-
-  // How rows and gradients travel from now on: f32 as they are, or encoded (bf16, f16, int8 with
-  // a scale per row) before the exchange and decoded on arrival (kernels::encode_rows).
-  void set_codec(kernels::RowCodec codec) { codec_ = codec; }
-  kernels::RowCodec codec() const { return codec_; }
 
   // --halo-aggregation (SuperGCN): from now on an owner sends combine x_owned instead of
   // selected rows. combine: [rows sent, n_owned] on the CPU, its rows grouped by peer
@@ -81,7 +94,7 @@ class HaloExchange {
   // starts the exchange of this call's rows without waiting for it; the first epoch after
   // turning on exchanges exactly. With smoothing gamma > 0 the stale rows are the moving
   // average gamma * previous + (1 - gamma) * arrived. begin_epoch() restarts the call count
-  // (the calls of every epoch must come in the same order with the same widths). Off, the
+  // (the calls of every epoch must come in the same order with the same widths and codecs). Off, the
   // exchange is exact and the stale rows wait untouched.
   void set_stale(bool on, float smoothing = 0.0f) {
     stale_ = on;
@@ -91,20 +104,11 @@ class HaloExchange {
   void begin_epoch() { forward_calls_ = backward_calls_ = 0; }
 
   // Rows this rank sends per forward call (the analytic halo volume is that times
-  // kernels::row_codec_bytes(codec(), F) bytes), and receives; with keep_rows, the kept ones.
+  // kernels::row_codec_bytes(codec, F) bytes), and receives; with keep_rows, the kept ones.
   std::int64_t rows_sent() const { return rows_sent_; }
   std::int64_t rows_received() const { return rows_received_; }
   // The halo rows (0-based halo indices) the current plan receives, in the order they arrive.
   const std::vector<LocalId>& received_halo_rows() const { return recv_slots_; }
-  // Bytes this rank put on the wire for halo rows (forward) and halo gradients (backward) since
-  // the last reset, as encoded.
-  std::int64_t row_bytes_sent() const { return row_bytes_sent_; }
-  std::int64_t grad_bytes_sent() const { return grad_bytes_sent_; }
-  void reset_bytes_sent() { row_bytes_sent_ = grad_bytes_sent_ = 0; }
-  void add_bytes_sent(std::int64_t rows, std::int64_t grads) {
-    row_bytes_sent_ += rows;
-    grad_bytes_sent_ += grads;
-  }
 
  private:
   // One call's stale exchange: its own buffers (they travel while the epoch goes on), the
@@ -122,11 +126,11 @@ class HaloExchange {
   void pack(const Tensor& x_owned, Tensor& out);
   // Adds the gradients `back` (one per row sent) to their owned rows.
   void add_back(const Tensor& back, Tensor& grad_owned);
-  // Moves `send` ([sum send_rows, F]) to the peers into `recv`: at once, or (stale) through the
-  // call's slot, leaving in `recv` what the previous epoch's call exchanged.
+  // Moves `send` ([sum send_rows, F]) to the peers into `recv`, in `codec`: at once, or (stale)
+  // through the call's slot, leaving in `recv` what the previous epoch's call exchanged.
   void exchange(const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
                 std::span<const std::int64_t> recv_rows, std::vector<StaleSlot>& slots,
-                int& calls);
+                int& calls, kernels::RowCodec codec);
 
   comm::Communicator& data_;  // moves the rows (the control communicator sets up the plan only)
   std::int64_t num_owned_ = 0;
@@ -146,11 +150,8 @@ class HaloExchange {
                                      // or the zero row past the received ones)
   Tensor send_buffer_;               // f32 [rows sent, F]
   Tensor recv_buffer_;               // f32 [rows received (+ 1 zero row), F]
-  kernels::RowCodec codec_ = kernels::RowCodec::f32;
   Tensor send_wire_;                 // u8 [rows sent, row bytes]: encoded rows (not f32)
   Tensor recv_wire_;                 // u8 [n_halo, row bytes]
-  std::int64_t row_bytes_sent_ = 0;
-  std::int64_t grad_bytes_sent_ = 0;
   std::int64_t rows_sent_ = 0, rows_received_ = 0;
   // set_combination's matrix (on the CPU, and where the tensors live) and its transpose.
   kernels::SparseMatrix combine_, combine_t_;

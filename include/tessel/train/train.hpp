@@ -182,6 +182,23 @@ struct TrainOptions {
   PipelineOptions pipeline;
 };
 
+// The full-batch mode's halo settings and traffic in one epoch, summed over the ranks (the
+// exposed seconds: the slowest rank's). The metrics file records them under the names in the
+// comments; `tessel bench` reads them from here.
+struct HaloEpoch {
+  kernels::RowCodec dtype = kernels::RowCodec::f32;                // halo_dtype
+  dist::HaloAggregation aggregation = dist::HaloAggregation::post; // halo_aggregation
+  std::int64_t pre_rows = 0;   // halo_pre_rows (written unless the aggregation is post)
+  double boundary_sampling = 0;  // boundary_sampling (written when > 0)
+  bool stale = false;            // stale_halo, stale_smoothing (written when stale)
+  double stale_smoothing = 0;
+  std::int64_t rows_sent = 0;    // halo_rows_sent: rows per forward exchange
+  std::int64_t bytes = 0;        // halo_bytes: rows forward, as encoded
+  std::int64_t grad_bytes = 0;   // halo_grad_bytes: gradients backward
+  double exposed_s = 0;          // halo_exposed_s: seconds not hidden behind compute
+  void write(nlohmann::json& record) const;
+};
+
 struct EpochMetrics {
   int epoch = 0;
   double loss = 0;
@@ -195,6 +212,7 @@ struct EpochMetrics {
   bool several_hosts = false;  // the job's ranks run on more than one host
   std::map<std::string, double> phases;  // seconds per phase (max over ranks)
   nlohmann::json extra;        // mode-specific numbers (cache hit rate, bytes fetched, ...)
+  std::optional<HaloEpoch> halo;  // the full-batch mode's (set by its end_epoch)
   // A mode's wording of the epoch's log line (not in to_json()): text after the validation
   // metric's values of an evaluated epoch, and the bytes-sent text in place of the usual one
   // (when not empty).

@@ -1,7 +1,6 @@
 // CPU twins of the GCN aggregation matrix and the mean edge-weight op.
 #include "cpu_ops.hpp"
-
-#include <cmath>
+#include "../edge_weight_formula.hpp"
 
 namespace tessel::kernels::cpu {
 
@@ -16,16 +15,14 @@ void gcn_matrix(std::int64_t rows, const EdgeId* indptr, const LocalId* indices,
   for (std::int64_t v = 0; v < rows; ++v) {
     const EdgeId begin = indptr[v], end = indptr[v + 1];
     EdgeId out = begin + v;
-    const double dv = static_cast<double>(degree[v]) + 1.0;
-    const auto sampled = static_cast<double>(end - begin);
-    const double scale = sampled > 0 ? static_cast<double>(degree[v]) / sampled : 0.0;
+    const double dv = detail::gcn_degree_term(degree[v]);
+    const double scale = detail::gcn_row_scale(degree[v], end - begin);
     out_indices[out] = static_cast<LocalId>(v);
-    out_values[out++] = static_cast<float>(1.0 / dv);
+    out_values[out++] = detail::gcn_self_weight(dv);
     for (EdgeId e = begin; e < end; ++e, ++out) {
       const LocalId u = indices[e];
-      const double du = static_cast<double>(degree[u]) + 1.0;
       out_indices[out] = u;
-      out_values[out] = static_cast<float>(scale / std::sqrt(du * dv));
+      out_values[out] = detail::gcn_edge_weight(scale, detail::gcn_degree_term(degree[u]), dv);
     }
   }
 }
@@ -34,7 +31,7 @@ void mean_edge_weights(std::int64_t rows, const EdgeId* indptr, float* values) {
 #pragma omp parallel for schedule(dynamic, 1024) if (parallel_worth(indptr[rows] + rows))
   for (std::int64_t v = 0; v < rows; ++v) {
     const EdgeId count = indptr[v + 1] - indptr[v];
-    const float w = count > 0 ? static_cast<float>(1.0 / static_cast<double>(count)) : 0.0f;
+    const float w = detail::mean_edge_weight(count);
     for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e)
       values[e] = w;
   }

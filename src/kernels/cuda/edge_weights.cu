@@ -1,4 +1,5 @@
 // CUDA twins of the GCN aggregation matrix and the mean edge-weight op (a thread per row).
+#include "../edge_weight_formula.hpp"
 #include "cuda_ops.hpp"
 #include "resources.cuh"
 
@@ -18,17 +19,15 @@ __global__ void gcn_matrix_kernel(std::int64_t rows, const EdgeId* __restrict__ 
     if (v == rows) continue;
     const EdgeId begin = indptr[v], end = indptr[v + 1];
     EdgeId out = begin + v;
-    // The same double-precision formula as the CPU twin, so both round to the same float.
-    const double dv = static_cast<double>(degree[v]) + 1.0;
-    const auto sampled = static_cast<double>(end - begin);
-    const double scale = sampled > 0 ? static_cast<double>(degree[v]) / sampled : 0.0;
+    // The CPU twin's formula (edge_weight_formula.hpp), so both round to the same float.
+    const double dv = detail::gcn_degree_term(degree[v]);
+    const double scale = detail::gcn_row_scale(degree[v], end - begin);
     out_indices[out] = static_cast<LocalId>(v);
-    out_values[out++] = static_cast<float>(1.0 / dv);
+    out_values[out++] = detail::gcn_self_weight(dv);
     for (EdgeId e = begin; e < end; ++e, ++out) {
       const LocalId u = indices[e];
-      const double du = static_cast<double>(degree[u]) + 1.0;
       out_indices[out] = u;
-      out_values[out] = static_cast<float>(scale / sqrt(du * dv));
+      out_values[out] = detail::gcn_edge_weight(scale, detail::gcn_degree_term(degree[u]), dv);
     }
   }
 }
@@ -38,7 +37,7 @@ __global__ void mean_edge_weights_kernel(std::int64_t rows, const EdgeId* __rest
   for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < rows;
        v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const EdgeId count = indptr[v + 1] - indptr[v];
-    const float w = count > 0 ? static_cast<float>(1.0 / static_cast<double>(count)) : 0.0f;
+    const float w = detail::mean_edge_weight(count);
     for (EdgeId e = indptr[v]; e < indptr[v + 1]; ++e)
       values[e] = w;
   }

@@ -35,13 +35,15 @@ class FullTrainer final : public GraphModeTrainer {
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     aggregator_.set_phases(&phases);
-    // Training exchanges halos in --halo-dtype; evaluation and inference (which share the
-    // aggregator) in f32, so predictions do not depend on the wire.
+    // Training exchanges halos in --halo-dtype, counting their bytes; evaluation and inference
+    // (which share the aggregator, outside this scope) in f32, so predictions do not depend on
+    // the wire.
+    dist::HaloBytes halo_bytes;
+    const auto exchange =
+        aggregator_.exchange_with({.codec = options_.full.halo_dtype, .bytes = &halo_bytes});
     dist::HaloExchange& halo = aggregator_.halo();
-    halo.set_codec(options_.full.halo_dtype);
     halo.set_stale(options_.full.stale_halo, static_cast<float>(options_.full.stale_smoothing));
     halo.begin_epoch();
-    halo.reset_bytes_sent();
     aggregator_.reset_halo_seconds();
     // --boundary-sampling: the epoch's graph keeps a fraction of the boundary nodes.
     const double boundary = options_.full.boundary_sampling;
@@ -71,27 +73,22 @@ class FullTrainer final : public GraphModeTrainer {
       ScopedPhase t(phases, "dense");
       optimizer_->step(model_.parameters());
     }
-    extra["halo_rows_sent"] = comm_.allreduce_value<std::int64_t>(halo.rows_sent());
-    if (boundary > 0) {
-      extra["boundary_sampling"] = boundary;
-      aggregator_.use_full_graph();
-    }
-    halo.set_codec(kernels::RowCodec::f32);
+    HaloEpoch& h = halo_epoch_;
+    h.rows_sent = comm_.allreduce_value<std::int64_t>(halo.rows_sent());
+    h.boundary_sampling = boundary;
+    if (boundary > 0) aggregator_.use_full_graph();
     halo.set_stale(false);
-    extra["halo_dtype"] = kernels::row_codec_name(options_.full.halo_dtype);
-    extra["halo_aggregation"] = option_word(options_.full.halo_aggregation);
+    h.dtype = options_.full.halo_dtype;
+    h.aggregation = options_.full.halo_aggregation;
     if (options_.full.halo_aggregation != dist::HaloAggregation::post)
-      extra["halo_pre_rows"] = comm_.allreduce_value<std::int64_t>(aggregator_.pre_rows());
-    if (options_.full.stale_halo) {
-      extra["stale_halo"] = true;
-      extra["stale_smoothing"] = options_.full.stale_smoothing;
-    }
+      h.pre_rows = comm_.allreduce_value<std::int64_t>(aggregator_.pre_rows());
+    h.stale = options_.full.stale_halo;
+    h.stale_smoothing = options_.full.stale_smoothing;
     // The slowest rank's seconds in the halo exchange (what it did not hide behind compute).
-    extra["halo_exposed_s"] =
-        comm_.allreduce_value(aggregator_.halo_seconds(), comm::ReduceOp::max);
+    h.exposed_s = comm_.allreduce_value(aggregator_.halo_seconds(), comm::ReduceOp::max);
     // The epoch's halo traffic by kind, all ranks: rows forward, gradients backward.
-    extra["halo_bytes"] = comm_.allreduce_value<std::int64_t>(halo.row_bytes_sent());
-    extra["halo_grad_bytes"] = comm_.allreduce_value<std::int64_t>(halo.grad_bytes_sent());
+    h.bytes = comm_.allreduce_value<std::int64_t>(halo_bytes.rows);
+    h.grad_bytes = comm_.allreduce_value<std::int64_t>(halo_bytes.grads);
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
       const auto mem = device_memory::stats(device_);
@@ -111,11 +108,14 @@ class FullTrainer final : public GraphModeTrainer {
     return loss_sum / static_cast<double>(manifest_.num_train);
   }
 
+  void end_epoch(EpochMetrics& m) override { m.halo = halo_epoch_; }
+
  private:
   nn::Norm norm() const {
     return options_.model.kind == nn::ModelKind::gcn ? nn::Norm::gcn : nn::Norm::mean;
   }
   std::int64_t setup_peak_bytes_ = 0;
+  HaloEpoch halo_epoch_;  // the last train_epoch's, for end_epoch
 };
 
 }  // namespace
