@@ -331,6 +331,7 @@ class SampledTrainer final : public GraphModeTrainer {
       }
       finish_step(phases);
       if (more) {
+        current = Batch();  // its input rows and blocks go before the next step's are gathered
         gather(next);
         current = std::move(next);
         next = Batch();
