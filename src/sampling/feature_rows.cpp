@@ -1,6 +1,7 @@
 // Owned feature rows in memory, or read from the part file within a budget: a static tier of the
 // highest in-degree rows, a CLOCK tier of rows read recently, and sorted batched reads of the
-// rest (pread at the rows' file offsets from a few threads, or HDF5 hyperslabs).
+// rest (pread at the rows' file offsets from a few threads, or HDF5 hyperslabs), started ahead of
+// the step that needs them on a thread of their own (pread only).
 #include "tessel/sampling/feature_rows.hpp"
 
 #include "tessel/core/error.hpp"
@@ -18,7 +19,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <numeric>
+#include <thread>
+#include <utility>
 
 namespace tessel::sampling {
 namespace {
@@ -106,6 +110,10 @@ public:
     scan_and_fill();
   }
 
+  ~RowsOutOfCore() override {
+    if (ahead_thread_.joinable()) ahead_thread_.join();
+  }
+
   std::int64_t num_rows() const override { return num_rows_; }
   std::int64_t feature_dim() const override { return feature_dim_; }
   bool in_memory() const override { return false; }
@@ -116,7 +124,34 @@ public:
                                      where_.size() * sizeof(std::int32_t));
   }
 
+  void read_ahead(std::span<const LocalId> locals) override {
+    finish_ahead();
+    ahead_ids_.clear();
+    if (io_ != FeatureIo::pread) return;
+    for (const LocalId l : locals) {
+      TESSEL_ASSERT(l >= 0 && l < num_rows_, "feature row {} outside [0, {})", l, num_rows_);
+      // Rows of the recency tier are read too: the resolves before the next step's may evict
+      // them.
+      if (where_[static_cast<std::size_t>(l)] < 0) ahead_ids_.push_back(l);
+    }
+    std::sort(ahead_ids_.begin(), ahead_ids_.end());
+    ahead_ids_.erase(std::unique(ahead_ids_.begin(), ahead_ids_.end()), ahead_ids_.end());
+    if (ahead_ids_.empty()) return;
+    const auto need = ahead_ids_.size() * static_cast<std::size_t>(feature_dim_);
+    if (ahead_rows_.size() < need) ahead_rows_.resize(need);
+    ahead_stats_ = {};
+    ahead_error_ = nullptr;
+    ahead_thread_ = std::thread([this] {
+      try {
+        read_sorted(ahead_ids_, ahead_rows_.data(), ahead_stats_);
+      } catch (...) {
+        ahead_error_ = std::current_exception();
+      }
+    });
+  }
+
   void resolve(std::span<const LocalId> locals, std::vector<const float*>& rows) override {
+    finish_ahead();
     ++call_;
     rows.resize(locals.size());
     miss_pos_.clear();
@@ -155,7 +190,32 @@ public:
       if (staging_rows_.size() < need) staging_rows_.resize(need);
       out = staging_rows_.data();
     }
-    read_sorted(misses_, out);
+    if (ahead_ids_.empty()) {
+      read_sorted(misses_, out, stats_);
+    } else {
+      // Rows the read-ahead holds are copied from there, the rest read now.
+      rest_.clear();
+      rest_pos_.clear();
+      const auto width = static_cast<std::size_t>(feature_dim_);
+      for (std::size_t k = 0; k < misses_.size(); ++k) {
+        const auto it = std::lower_bound(ahead_ids_.begin(), ahead_ids_.end(), misses_[k]);
+        if (it != ahead_ids_.end() && *it == misses_[k]) {
+          std::copy_n(ahead_rows_.data() + static_cast<std::size_t>(it - ahead_ids_.begin()) * width,
+                      width, out + k * width);
+          ++stats_.ahead_hits;
+        } else {
+          rest_.push_back(misses_[k]);
+          rest_pos_.push_back(static_cast<std::int64_t>(k));
+        }
+      }
+      if (!rest_.empty()) {
+        rest_rows_.resize(rest_.size() * width);
+        read_sorted(rest_, rest_rows_.data(), stats_);
+        for (std::size_t j = 0; j < rest_.size(); ++j)
+          std::copy_n(rest_rows_.data() + j * width, width,
+                      out + static_cast<std::size_t>(rest_pos_[j]) * width);
+      }
+    }
     if (options_.normalize_rows) kernels::normalize_rows(staging_);
     for (const std::int64_t i : miss_pos_) {
       const auto k = std::lower_bound(misses_.begin(), misses_.end(), locals[i]) - misses_.begin();
@@ -165,6 +225,7 @@ public:
   }
 
   void read_block(std::int64_t begin, std::int64_t end, float* out) override {
+    finish_ahead();
     TESSEL_ASSERT(begin >= 0 && begin <= end && end <= num_rows_, "rows [{}, {}) of {}", begin, end,
                   num_rows_);
     if (begin == end) return;
@@ -344,7 +405,22 @@ private:
 
   // Sorted distinct rows into out, row k of out = rows[k]: one run per stretch of consecutive
   // rows that are back to back in the file.
-  void read_sorted(std::span<const LocalId> rows, float* out) {
+  // Waits for a read-ahead still running, counts its reads and rethrows its error.
+  void finish_ahead() {
+    if (!ahead_thread_.joinable()) return;
+    Stopwatch watch;
+    ahead_thread_.join();
+    stats_.ahead_wait_s += watch.seconds();
+    stats_.rows_read += ahead_stats_.rows_read;
+    stats_.bytes_read += ahead_stats_.bytes_read;
+    stats_.read_s += ahead_stats_.read_s;
+    if (ahead_error_) {
+      ahead_ids_.clear();
+      std::rethrow_exception(std::exchange(ahead_error_, nullptr));
+    }
+  }
+
+  void read_sorted(std::span<const LocalId> rows, float* out, FeatureReadStats& stats) {
     Stopwatch watch;
     std::vector<Run> runs;
     for (std::size_t k = 0; k < rows.size();) {
@@ -360,9 +436,9 @@ private:
       for (const Run& run : runs)
         drop_cached(run.begin, run.begin + run.count);
     }
-    stats_.rows_read += static_cast<std::int64_t>(rows.size());
-    stats_.bytes_read += static_cast<std::int64_t>(rows.size()) * row_bytes_;
-    stats_.read_s += watch.seconds();
+    stats.rows_read += static_cast<std::int64_t>(rows.size());
+    stats.bytes_read += static_cast<std::int64_t>(rows.size()) * row_bytes_;
+    stats.read_s += watch.seconds();
   }
 
   void read_runs(const std::vector<Run>& runs, float* out) {
@@ -496,6 +572,17 @@ private:
   Tensor staging_;                  // the rows read by the last resolve(), normalized
   std::vector<float> staging_rows_; // the same, not normalized
   FeatureReadStats stats_;
+
+  // The read-ahead: its thread, the sorted rows it reads (valid until the next read_ahead()),
+  // their values, its reads' statistics and its error, both taken over by finish_ahead().
+  std::thread ahead_thread_;
+  std::vector<LocalId> ahead_ids_;
+  std::vector<float> ahead_rows_;
+  FeatureReadStats ahead_stats_;
+  std::exception_ptr ahead_error_;
+  std::vector<LocalId> rest_;
+  std::vector<std::int64_t> rest_pos_;
+  std::vector<float> rest_rows_;
 };
 
 } // namespace

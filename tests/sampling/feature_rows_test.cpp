@@ -173,3 +173,55 @@ TEST(FeatureRows, AChecksumThatDiffersIsRefused) {
   options.checksum = "crc32:00000000";
   EXPECT_THROW(sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), options), InputError);
 }
+
+// Rows read ahead on the reader's thread serve the next resolve(): the same values, fewer rows
+// read then, and rows the read-ahead did not cover are still read.
+TEST(FeatureRows, ReadAheadServesTheNextResolveWithTheSameRows) {
+  test::TempDir dir("feature-rows-ahead");
+  const auto expect = make_rows();
+  for (const std::int64_t chunk : {7, 0}) {
+    const fs::path path = write_feat(dir, fmt::format("f{}.h5", chunk), chunk, 0);
+    for (const double recent : {0.0, 1.0}) {
+      auto options = budget_of_rows(4);
+      options.recent_fraction = recent;
+      auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), options);
+      SCOPED_TRACE(fmt::format("chunk {} recent {}", chunk, recent));
+      std::mt19937 rng(5);
+      std::vector<const float*> rows;
+      for (int round = 0; round < 20; ++round) {
+        std::vector<LocalId> next(1 + rng() % 15);
+        for (auto& l : next) l = static_cast<LocalId>(rng() % kRows);
+        reader->read_ahead(next);
+        // Some rounds ask for a row the read-ahead did not cover as well.
+        std::vector<LocalId> asked = next;
+        if (round % 3 == 0) asked.push_back(static_cast<LocalId>(rng() % kRows));
+        const auto before = reader->stats();
+        reader->resolve(asked, rows);
+        ASSERT_EQ(rows.size(), asked.size());
+        for (std::size_t i = 0; i < asked.size(); ++i)
+          ASSERT_EQ(std::memcmp(rows[i], expect.data() + asked[i] * kDim, kDim * sizeof(float)), 0)
+              << "round " << round << " row " << asked[i];
+        const auto after = reader->stats();
+        // At most the one extra row is read by the resolve itself; the rest came ahead.
+        EXPECT_LE(after.rows_read - before.rows_read, static_cast<std::int64_t>(next.size()) + 1);
+      }
+      EXPECT_GT(reader->stats().ahead_hits, 0);
+      check_requests(*reader, 9);
+    }
+  }
+}
+
+TEST(FeatureRows, AReadAheadThatFailsIsAnErrorAtTheNextResolve) {
+  test::TempDir dir("feature-rows-ahead-truncated");
+  const fs::path path = write_feat(dir, "part-0.h5", 0, 0);
+  auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), budget_of_rows(0));
+  fs::resize_file(path, fs::file_size(path) - 30 * kDim * 4);
+  reader->read_ahead(std::vector<LocalId>{2, 45});
+  std::vector<const float*> rows;
+  try {
+    reader->resolve(std::vector<LocalId>{2, 45}, rows);
+    FAIL() << "no error for a truncated file";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/node/feat row 45"), std::string::npos) << e.what();
+  }
+}

@@ -23,6 +23,10 @@ struct FeatureReadStats {
   std::int64_t rows_read = 0;
   std::int64_t bytes_read = 0;
   double read_s = 0;
+  // Read-ahead (read_ahead()): missed rows found already read there, and the seconds resolve()
+  // waited for a read-ahead still running (read_s counts the read-ahead's own reads).
+  std::int64_t ahead_hits = 0;
+  double ahead_wait_s = 0;
 
   std::int64_t hits() const { return static_hits + recent_hits; }
   double hit_rate() const {
@@ -47,6 +51,12 @@ public:
   virtual void resolve(std::span<const LocalId> locals, std::vector<const float*>& rows) = 0;
   // Copies rows [begin, end) into out ([end - begin, feature_dim] row-major).
   virtual void read_block(std::int64_t begin, std::int64_t end, float* out) = 0;
+  // Starts reading, on a thread of its own, the rows of `locals` (the next step's) that no
+  // cache tier holds, so the reads overlap the caller's compute; the next resolve() waits for
+  // them and takes those rows from there. Only when a row is read changes, never its value.
+  // One read-ahead at a time (a new one waits for the last); nothing in memory or where reads
+  // go through HDF5 (which is not thread-safe).
+  virtual void read_ahead(std::span<const LocalId> locals) {}
 
   virtual FeatureReadStats stats() const { return {}; }
   virtual void reset_stats() {}

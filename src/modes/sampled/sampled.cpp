@@ -210,6 +210,8 @@ class SampledTrainer final : public GraphModeTrainer {
                           static_cast<std::int64_t>(steps.size()));
     if (path_.device_graph || options_.sampled.prefetch > 0) {
       loss_sum = train_steps_queued(epoch, step_seeds, step_counts, steps, phases, progress);
+    } else if (feature_rows_) {
+      loss_sum = train_steps_reading_ahead(epoch, step_seeds, step_counts, steps, phases, progress);
     } else {
       for (std::size_t k = 0; k < steps.size(); ++k) {
         if (progress.enabled()) progress.update(static_cast<std::int64_t>(k), sampling_rate(phases));
@@ -266,6 +268,75 @@ class SampledTrainer final : public GraphModeTrainer {
     const double loss_sum = forward_backward(epoch, step, seeds, global_count, blocks, orig,
                                              degree, x, nn::Model::Input::dropped);
     finish_step(phases);
+    return loss_sum;
+  }
+
+  // The CPU's host path with features out of core: step i + 1 is sampled before step i's compute
+  // and its owned rows' reads start then, on the reader's thread (read_ahead), so they overlap
+  // the compute; its gather after the optimizer step takes them from there. Sampling and input
+  // rows do not depend on the parameters, and the collectives come in the same order on every
+  // rank, so the results are those of run_step() bit for bit.
+  double train_steps_reading_ahead(int epoch, const std::vector<std::vector<LocalId>>& step_seeds,
+                                   const std::vector<std::int64_t>& step_counts,
+                                   const std::vector<std::size_t>& steps, PhaseTimes& phases,
+                                   ProgressLine& progress) {
+    const int layers = options_.model.layers;
+    double loss_sum = 0;
+    if (steps.empty()) return loss_sum;
+    Batch current, next;
+    auto sample = [&](std::size_t k, Batch& batch) {
+      const std::size_t s = steps[k];
+      batch.step = static_cast<std::uint32_t>(s);
+      batch.global_count = step_counts[s];
+      batch.seeds = &step_seeds[s];
+      sampler_.sample(epoch, batch.step, step_seeds[s], phases);
+      batch.blocks = sampler_.blocks();
+      batch.src_orig.resize(static_cast<std::size_t>(layers));
+      batch.src_degree.resize(static_cast<std::size_t>(layers));
+      for (int l = 0; l < layers; ++l) {
+        batch.src_orig[l].assign(sampler_.src_orig(l).begin(), sampler_.src_orig(l).end());
+        batch.src_degree[l].assign(sampler_.src_degree(l).begin(), sampler_.src_degree(l).end());
+      }
+    };
+    auto gather = [&](Batch& batch) {
+      batch.x = sampler_.fetch_features(batch.blocks[0].src, *owned_rows_, phases,
+                                        row_dropout(epoch, batch.step, batch.src_orig[0]));
+      batch.input = nn::Model::Input::dropped;
+    };
+    std::vector<LocalId> owned;
+    sample(0, current);
+    gather(current);
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      if (progress.enabled()) progress.update(static_cast<std::int64_t>(k), sampling_rate(phases));
+      const bool more = k + 1 < steps.size();
+      if (more) {
+        sample(k + 1, next);
+        ScopedPhase t(phases, "fetch");
+        owned.clear();
+        const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
+        for (const NodeId g : next.blocks[0].src)
+          if (g >= begin && g < end) owned.push_back(static_cast<LocalId>(g - begin));
+        owned_rows_->read_ahead(owned);
+      }
+      std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
+      std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
+      for (int l = 0; l < layers; ++l) {
+        orig[l] = current.src_orig[l];
+        degree[l] = current.src_degree[l];
+      }
+      {
+        ScopedPhase compute(phases, "compute");
+        loss_sum += forward_backward(epoch, current.step, *current.seeds, current.global_count,
+                                     current.blocks, orig, degree, current.x, current.input);
+      }
+      finish_step(phases);
+      if (more) {
+        current = Batch();  // its input rows and blocks go before the next step's are gathered
+        gather(next);
+        current = std::move(next);
+        next = Batch();
+      }
+    }
     return loss_sum;
   }
 
@@ -564,6 +635,9 @@ class SampledTrainer final : public GraphModeTrainer {
     extra["feature_bytes_read_per_step"] =
         steps_run > 0 ? static_cast<double>(c[4]) / static_cast<double>(steps_run) : 0.0;
     extra["feature_read_s"] = comm_.allreduce_value(k.read_s, comm::ReduceOp::max);
+    // Read-ahead: missed rows its reads served, and the seconds the gathers waited for them.
+    extra["feature_ahead_hits"] = comm_.allreduce_value(k.ahead_hits);
+    extra["feature_ahead_wait_s"] = comm_.allreduce_value(k.ahead_wait_s, comm::ReduceOp::max);
     extra["feature_memory_bytes"] = comm_.allreduce_value(owned_rows_->held_bytes());
   }
 
