@@ -55,7 +55,9 @@ if [ "${NO_CGROUP:-0}" != 1 ]; then
       "/sys/fs/cgroup/memory (v1)); NO_CGROUP=1 runs uncapped" >&2
     exit 1
   fi
-  trap 'rmdir "$cgroup" 2>/dev/null || true; [ "${KEEP:-0}" = 1 ] || rm -rf "$store" "$partdir"' EXIT
+  # A rank the OOM killer took may leave the cgroup a moment later: retry the removal.
+  trap 'for _ in 1 2 3 4 5; do rmdir "$cgroup" 2>/dev/null && break; sleep 1; done
+        [ "${KEEP:-0}" = 1 ] || rm -rf "$store" "$partdir"' EXIT
 fi
 
 # The cgroup's peak usage since the last reset, in MiB, and the OOM kills so far.
@@ -121,12 +123,13 @@ step train env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   --max-batches "$steps" --threads "$threads" --seed 1 --feature-memory "$budget" \
   --metrics "$metrics"
 grep -E "^features:|^epoch" "$work/train.log" || true
-# Training seconds without the closing evaluation; seeds and sampled edges per second.
+# Training seconds without the closing evaluation; seeds (full batches assumed) and sampled edges
+# per second.
 jq -r --argjson batch "$batch" --argjson parts "$parts" '
     select(.epoch == 1)
     | (.epoch_s - (.phases.eval // 0)) as $s
     | "train: \(.steps) steps of \($batch) seeds per rank in \($s * 100 | round / 100) s: " +
       "\((.steps * $batch * $parts / $s) | round) seeds/s over \($parts) ranks, " +
       "\((.sampled_edges / $s) | round) sampled edges/s; hit rate " +
-      "\(.feature_hit_rate // "-"), \(((.feature_bytes_read_per_step // 0) / 1048576 * 10 | round) / 10) MiB read per step, " +
+      "\(if .feature_hit_rate then (.feature_hit_rate * 1000 | round) / 1000 else "-" end), \(((.feature_bytes_read_per_step // 0) / 1048576 * 10 | round) / 10) MiB read per step, " +
       "peak before evaluation \((.peak_rss_before_eval_bytes // 0) / 1048576 | round) MiB"' "$metrics"
