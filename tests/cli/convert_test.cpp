@@ -181,6 +181,29 @@ TEST(CliConvert, ScaledPapers100mPreset) {
   expect_clean_failure(
       run_tessel("convert synthetic --preset papers100m --scale 0 " + quote(dir / "bad" / "x.h5")),
       {"--scale must be in (0, 1000]"}, dir / "bad");
+  expect_clean_failure(run_tessel("convert synthetic --npz " + quote(dir / "bad" / "x.h5")),
+                       {"--npz needs --ogb"}, dir / "bad");
+}
+
+// --ogb --npz writes papers100M's layout, which `convert ogb` reads back to the store that
+// `convert synthetic` writes directly.
+TEST(CliConvert, SyntheticNpzFolderConvertsToTheSameStore) {
+  test::TempDir dir;
+  const std::string flags = "convert synthetic --nodes 500 --feat-dim 6 --test-frac 0.2 ";
+  ASSERT_EQ(run_tessel(flags + quote(dir / "direct.h5")).code, 0);
+  const auto w = run_tessel(flags + "--ogb --npz " + quote(dir / "folder"));
+  ASSERT_EQ(w.code, 0) << w.output;
+  EXPECT_TRUE(fs::exists(dir / "folder" / "raw" / "data.npz"));
+  const auto c = run_tessel("convert ogb " + quote(dir / "folder") + " " + quote(dir / "via.h5"));
+  ASSERT_EQ(c.code, 0) << c.output;
+  const auto direct = datasets::read_store(dir / "direct.h5");
+  const auto via = datasets::read_store(dir / "via.h5");
+  EXPECT_EQ(via.graph.indptr, direct.graph.indptr);
+  EXPECT_EQ(via.graph.indices, direct.graph.indices);
+  EXPECT_EQ(via.features, direct.features);
+  EXPECT_EQ(via.labels, direct.labels);
+  EXPECT_EQ(via.test, direct.test);
+  EXPECT_LT(direct.train.size() + direct.valid.size() + direct.test.size(), 500u * 5 / 10);
 }
 
 TEST(CliConvert, SymmetrizeFlag) {

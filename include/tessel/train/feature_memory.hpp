@@ -18,10 +18,11 @@ struct FeatureMemory {
 // 64K, 2G, 1.5M. Throws InputError naming the flag and what it expects.
 FeatureMemory parse_feature_memory(const std::string& text);
 
-// How much more memory this process may take: the tightest cgroup v2 memory.max less
-// memory.current over its cgroup and their ancestors where one is set, else the kernel's
-// MemAvailable. `source` names which ("cgroup memory.max" or "MemAvailable"); bytes < 0 when
-// neither could be read.
+// How much more memory this process may take: the tightest cgroup limit less its usage over
+// the process's cgroup and their ancestors where one is set (cgroup v2 memory.max less
+// memory.current; cgroup v1 memory.limit_in_bytes less memory.usage_in_bytes), else the
+// kernel's MemAvailable. `source` names which ("cgroup memory.max", "cgroup v1
+// memory.limit_in_bytes" or "MemAvailable"); bytes < 0 when none could be read.
 struct MemoryHeadroom {
   std::int64_t bytes = -1;
   std::string source;

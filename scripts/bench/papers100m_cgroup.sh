@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# A papers100M-shape graph (`convert synthetic --preset papers100m --scale SCALE`) made,
+# partitioned and trained inside one memory cgroup (default 6G) with a feature budget below the
+# features: each step's peak RSS (/usr/bin/time), the cgroup's own peak (page cache included),
+# whether the kernel's OOM killer fired, and the training throughput, hit rate and bytes read.
+# Needs root for the cgroup: cgroup v2 (memory.max) where the memory controller is there, else
+# cgroup v1 (memory.limit_in_bytes); it says which, and exits when it can make neither (set
+# NO_CGROUP=1 to run uncapped).
+#
+# Environment (all optional):
+#   TESSEL     the tessel binary                       (default: build/src/cli/tessel)
+#   WORK       folder for the store and the parts      (default: build/bench-papers100m)
+#   SCALE      --scale of the preset                   (default 0.02: 2.2M nodes, 1.1 GB features)
+#   LIMIT      the cgroup's limit                      (default 6G)
+#   PARTS      parts and ranks                         (default 2)
+#   METHOD     partition --method                      (default metis)
+#   BUDGET     --feature-memory per rank               (default: an eighth of a part's features)
+#   HIDDEN, FANOUTS, BATCH                             (default 256, 15,10,5, 1024)
+#   STEPS      --max-batches of the one epoch          (default 50)
+#   KEEP=1     keep the store and the parts afterwards (default: removed)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/bench/common.sh
+
+tessel="${TESSEL:-build/src/cli/tessel}"
+work="${WORK:-build/bench-papers100m}"
+scale="${SCALE:-0.02}"
+limit="${LIMIT:-6G}"
+parts="${PARTS:-2}"
+method="${METHOD:-metis}"
+hidden="${HIDDEN:-256}"
+fanouts="${FANOUTS:-15,10,5}"
+batch="${BATCH:-1024}"
+steps="${STEPS:-50}"
+
+bench_require papers100m_cgroup.sh "$tessel" jq mpirun /usr/bin/time
+mkdir -p "$work"
+store="$work/papers100m-x$scale.h5"
+partdir="$work/p$parts"
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$store" "$partdir"' EXIT
+
+limit_bytes=$(numfmt --from=iec "$limit")
+cgroup="" kind=""
+if [ "${NO_CGROUP:-0}" != 1 ]; then
+  [ "$(id -u)" = 0 ] || { echo "papers100m_cgroup.sh: a memory cgroup needs root (or NO_CGROUP=1)" >&2; exit 1; }
+  if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null &&
+     mkdir "/sys/fs/cgroup/tessel-p100m-$$" 2>/dev/null; then
+    cgroup="/sys/fs/cgroup/tessel-p100m-$$" kind=v2
+    echo "$limit_bytes" >"$cgroup/memory.max"
+  elif [ -d /sys/fs/cgroup/memory ] && mkdir "/sys/fs/cgroup/memory/tessel-p100m-$$" 2>/dev/null; then
+    cgroup="/sys/fs/cgroup/memory/tessel-p100m-$$" kind=v1
+    echo "$limit_bytes" >"$cgroup/memory.limit_in_bytes"
+  else
+    echo "papers100m_cgroup.sh: cannot make a memory cgroup (tried /sys/fs/cgroup (v2) and" \
+      "/sys/fs/cgroup/memory (v1)); NO_CGROUP=1 runs uncapped" >&2
+    exit 1
+  fi
+  # A rank the OOM killer took may leave the cgroup a moment later: retry the removal.
+  trap 'for _ in 1 2 3 4 5; do rmdir "$cgroup" 2>/dev/null && break; sleep 1; done
+        [ "${KEEP:-0}" = 1 ] || rm -rf "$store" "$partdir"' EXIT
+fi
+
+# The cgroup's peak usage since the last reset, in MiB, and the OOM kills so far.
+cgroup_peak_mib() {
+  case $kind in
+    v1) echo $(( $(cat "$cgroup/memory.max_usage_in_bytes") >> 20 )) ;;
+    v2) if [ -r "$cgroup/memory.peak" ]; then echo $(( $(cat "$cgroup/memory.peak") >> 20 )); else echo -; fi ;;
+    *) echo - ;;
+  esac
+}
+cgroup_reset() { [ "$kind" != v1 ] || echo 0 >"$cgroup/memory.max_usage_in_bytes"; }
+cgroup_ooms() {
+  case $kind in
+    v1) sed -n 's/^oom_kill //p' "$cgroup/memory.oom_control" ;;
+    v2) sed -n 's/^oom_kill //p' "$cgroup/memory.events" ;;
+    *) echo - ;;
+  esac
+}
+
+# step NAME COMMAND...: runs it inside the cgroup; prints seconds, peak RSS and the cgroup's peak.
+step() {
+  local name=$1
+  shift
+  cgroup_reset
+  local start rc=0
+  start=$(date +%s.%N)
+  if [ -n "$cgroup" ]; then
+    /usr/bin/time -f "%M" -o "$work/$name.rss" \
+      bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cgroup" "$@" >"$work/$name.log" 2>&1 || rc=$?
+  else
+    /usr/bin/time -f "%M" -o "$work/$name.rss" "$@" >"$work/$name.log" 2>&1 || rc=$?
+  fi
+  local seconds
+  seconds=$(echo "$(date +%s.%N) - $start" | bc)
+  printf "%-10s %8.1f s  peak RSS %6d MiB  cgroup peak %6s MiB  OOM kills %s  exit %d\n" "$name" \
+    "$seconds" $(( $(tail -1 "$work/$name.rss" | grep -Eo '^[0-9]+$' || echo 0) >> 10 )) \
+    "$(cgroup_peak_mib)" "$(cgroup_ooms)" "$rc"
+  if [ "$rc" != 0 ]; then
+    tail -3 "$work/$name.log" >&2
+    echo "papers100m_cgroup.sh: $name failed (exit $rc); stopping" >&2
+    exit 1
+  fi
+}
+
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "memory cgroup: ${kind:-none} ${cgroup:+limit $limit ($cgroup)}"
+echo "disk free under $work: $(df -h --output=avail "$work" | tail -1 | tr -d ' ')"
+
+step convert "$tessel" convert synthetic --preset papers100m --scale "$scale" "$store"
+sed -n 1p "$work/convert.log"
+step partition "$tessel" partition "$store" --parts "$parts" --method "$method" --out "$partdir" --force
+grep -E "^edge cut|^time" "$work/partition.log" || true
+
+feature_bytes=$(jq '.num_nodes * .feature_dim * 4' "$partdir/partition.json")
+budget="${BUDGET:-$(( feature_bytes / parts / 8 ))}"
+echo "features: $(( feature_bytes >> 20 )) MiB in all; --feature-memory $budget per rank ($(( budget >> 20 )) MiB)"
+threads=$(bench_threads "$parts" "$(nproc)")
+metrics="$work/train.jsonl"
+rm -f "$metrics"
+step train env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun -np "$parts" --oversubscribe "$tessel" train "$partdir" --mode sampled --model sage \
+  --layers 3 --hidden "$hidden" --fanouts "$fanouts" --batch-size "$batch" --epochs 1 \
+  --max-batches "$steps" --threads "$threads" --seed 1 --feature-memory "$budget" \
+  --metrics "$metrics"
+grep -E "^features:|^epoch" "$work/train.log" || true
+# Training seconds without the closing evaluation; seeds (full batches assumed) and sampled edges
+# per second.
+jq -r --argjson batch "$batch" --argjson parts "$parts" '
+    select(.epoch == 1)
+    | (.epoch_s - (.phases.eval // 0)) as $s
+    | "train: \(.steps) steps of \($batch) seeds per rank in \($s * 100 | round / 100) s: " +
+      "\((.steps * $batch * $parts / $s) | round) seeds/s over \($parts) ranks, " +
+      "\((.sampled_edges / $s) | round) sampled edges/s; hit rate " +
+      "\(if .feature_hit_rate then (.feature_hit_rate * 1000 | round) / 1000 else "-" end), \(((.feature_bytes_read_per_step // 0) / 1048576 * 10 | round) / 10) MiB read per step, " +
+      "peak before evaluation \((.peak_rss_before_eval_bytes // 0) / 1048576 | round) MiB"' "$metrics"
