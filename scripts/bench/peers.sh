@@ -66,7 +66,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; pass+=("$1" "$2"); shift ;;
     --epochs) epochs="$2"; pass+=("$1" "$2"); shift ;;
     --sampled-epochs) sampled_epochs="$2"; pass+=("$1" "$2"); shift ;;
-    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
