@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Peer side of scripts/bench/peers.sh: full-batch GCN and GraphSAGE, and sampled GraphSAGE, in
-DGL or PyG on an OGB raw folder, timed the way Tessel times itself. Prints one JSON object per
-measurement on stdout (and one "info" object with the versions first).
+"""Peer side of scripts/bench/peers.sh: full-batch GCN, GraphSAGE and GAT, and sampled GraphSAGE
+and GAT, in DGL or PyG on an OGB raw folder, timed the way Tessel times itself. Prints one JSON
+object per measurement on stdout (and one "info" object with the versions first).
 
   peer_gnn.py --framework dgl|pyg --ogb DIR --cache FILE.npz --threads 2 [--epochs 12]
-              [--only gcn,sage,sampled] [--adjacency edge_index,sparse] [--prepare]
+              [--only gcn,sage,gat,sampled,sampled-gat] [--adjacency edge_index,sparse]
+              [--heads 8] [--attn-dropout 0.5] [--prepare]
 
 Full batch: seconds of one training step (forward, backward, optimizer step) and of a
 forward-only evaluation over every node, medians over the epochs after the first two.
@@ -13,7 +14,11 @@ over the training nodes, batches of --batch-size, median over the epochs after t
 The models are Tessel's: dropout on every layer's input, the input features included, ReLU
 between layers; --normalize-features row normalizes the features once, before any timing. PyG
 passes messages on edge_index, on a torch.sparse CSR adjacency, or both
-(--adjacency); its sampled run uses edge_index. --prepare only makes the cache and exits.
+(--adjacency); its sampled run uses edge_index. GAT (GATConv in both): --heads heads of
+--hidden / --heads columns each, concatenated in the hidden layers; one head in the output layer;
+LeakyReLU 0.2 logits; --attn-dropout on the attention coefficients; self loops added (DGL:
+dgl.add_self_loop on the full graph, none on sampled blocks; PyG: GATConv adds them, sampled
+subgraphs included); PyG runs GAT on edge_index only. --prepare only makes the cache and exits.
 """
 import argparse
 import warnings
@@ -43,15 +48,21 @@ def parse_args():
     p.add_argument("--normalize-features", choices=["none", "row"], default="none",
                    help="row: each feature row divided by the sum of its absolute values, once "
                         "before timing (Tessel's --normalize-features row)")
-    p.add_argument("--only", default="gcn,sage,sampled", help="subset of gcn,sage,sampled")
+    p.add_argument("--heads", type=int, default=8, help="GAT: heads of the hidden layers")
+    p.add_argument("--attn-dropout", type=float, default=0.5, help="GAT: on the coefficients")
+    p.add_argument("--only", default="gcn,sage,sampled",
+                   help="subset of gcn,sage,gat,sampled (SAGE),sampled-gat")
     p.add_argument("--adjacency", default="edge_index,sparse",
                    help="PyG: subset of edge_index,sparse (sampled runs on edge_index)")
     p.add_argument("--prepare", action="store_true", help="make the cache from --ogb and exit")
     args = p.parse_args()
     args.only = set(filter(None, args.only.split(",")))
     args.adjacency = set(filter(None, args.adjacency.split(",")))
-    if not args.only <= {"gcn", "sage", "sampled"}:
-        p.error(f"--only {','.join(sorted(args.only))}: not a subset of gcn,sage,sampled")
+    if not args.only <= {"gcn", "sage", "gat", "sampled", "sampled-gat"}:
+        p.error(f"--only {','.join(sorted(args.only))}: not a subset of "
+                "gcn,sage,gat,sampled,sampled-gat")
+    if args.hidden % args.heads:
+        p.error(f"--hidden {args.hidden} is not a multiple of --heads {args.heads}")
     if not args.adjacency <= {"edge_index", "sparse"}:
         p.error(f"--adjacency {','.join(sorted(args.adjacency))}: "
                 "not a subset of edge_index,sparse")
@@ -116,12 +127,16 @@ def emit(record):
 
 # ---- models ------------------------------------------------------------------------------
 
-def make_models(framework, torch):
+def make_models(framework, torch, heads=8, attn_dropout=0.5):
     nn = torch.nn
     F = torch.nn.functional
 
     if framework == "dgl":
-        from dgl.nn import GraphConv, SAGEConv
+        from dgl.nn import GATConv, GraphConv, SAGEConv
+
+        def gat(i, o, h):
+            return GATConv(i, o, h, attn_drop=attn_dropout, negative_slope=0.2,
+                           allow_zero_in_degree=True)
 
         def gcn(i, o):
             return GraphConv(i, o, norm="both", allow_zero_in_degree=True)
@@ -129,7 +144,11 @@ def make_models(framework, torch):
         def sage(i, o):
             return SAGEConv(i, o, "mean")
     else:
-        from torch_geometric.nn import GCNConv, SAGEConv as PygSage
+        from torch_geometric.nn import GATConv as PygGat, GCNConv, SAGEConv as PygSage
+
+        def gat(i, o, h, concat=True):
+            return PygGat(i, o, heads=h, concat=concat, negative_slope=0.2, dropout=attn_dropout,
+                          add_self_loops=True)
 
         def gcn(i, o):
             # cached: the normalized adjacency is built once, as Tessel and DGL do.
@@ -141,8 +160,19 @@ def make_models(framework, torch):
     class Net(nn.Module):
         def __init__(self, kind, dims, dropout):
             super().__init__()
-            make = gcn if kind == "gcn" else sage
-            self.convs = nn.ModuleList(make(a, b) for a, b in zip(dims[:-1], dims[1:]))
+            self.gat = kind == "gat"
+            if self.gat:
+                # Hidden layers: `heads` heads of width / heads columns, concatenated; the output
+                # layer: one head.
+                convs = []
+                for l, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+                    last = l == len(dims) - 2
+                    o, h = (b, 1) if last else (b // heads, heads)
+                    convs.append(gat(a, o, h) if framework == "dgl" else gat(a, o, h, not last))
+                self.convs = nn.ModuleList(convs)
+            else:
+                make = gcn if kind == "gcn" else sage
+                self.convs = nn.ModuleList(make(a, b) for a, b in zip(dims[:-1], dims[1:]))
             self.dropout = dropout
 
         def forward(self, graphs, x):
@@ -151,6 +181,10 @@ def make_models(framework, torch):
             for i, (conv, g) in enumerate(zip(self.convs, graphs)):
                 x = F.dropout(x, self.dropout, self.training)
                 x = conv(g, x) if framework == "dgl" else conv(x, g)
+                if self.gat and framework == "dgl":
+                    # DGL's GATConv gives [nodes, heads, columns]: concatenate, or average the
+                    # output layer's.
+                    x = x.flatten(1) if i + 1 < len(self.convs) else x.mean(1)
                 if i + 1 < len(self.convs):
                     x = F.relu(x)
             return x
@@ -163,8 +197,8 @@ def make_models(framework, torch):
 def full_batch(args, torch, Net, data, graph, variant, feat, label, train):
     F = torch.nn.functional
     classes = int(label.max()) + 1
-    for kind in ("gcn", "sage"):
-        if kind not in args.only:
+    for kind in ("gcn", "sage", "gat"):
+        if kind not in args.only or kind not in graph:
             continue
         g = graph[kind]
         dims = [feat.shape[1]] + [args.hidden] * (args.layers - 1) + [classes]
@@ -196,14 +230,14 @@ def full_batch(args, torch, Net, data, graph, variant, feat, label, train):
 
 # ---- sampled -----------------------------------------------------------------------------
 
-def sampled_dgl(args, torch, Net, data, g, feat, label, train):
+def sampled_dgl(args, torch, Net, data, g, feat, label, train, kind="sage"):
     import dgl
     F = torch.nn.functional
     fanouts = [int(f) for f in args.fanouts.split(",")]
     classes = int(label.max()) + 1
     dims = [feat.shape[1]] + [args.hidden] * (args.sampled_layers - 1) + [classes]
     torch.manual_seed(0)
-    model = Net("sage", dims, args.dropout)
+    model = Net(kind, dims, args.dropout)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sampler = dgl.dataloading.NeighborSampler(fanouts)
     loader = dgl.dataloading.DataLoader(g, train, sampler, batch_size=args.batch_size,
@@ -223,12 +257,12 @@ def sampled_dgl(args, torch, Net, data, g, feat, label, train):
             edges += sum(b.num_edges() for b in blocks)
         epoch_s.append(time.perf_counter() - t)
         sampled_edges = edges
-    emit(dict(framework="dgl", variant="dgl", model="sage", mode="sampled",
+    emit(dict(framework="dgl", variant="dgl", model=kind, mode="sampled",
               epoch_s=median_after(epoch_s, 1), steps=len(loader), sampled_edges=sampled_edges,
               loss=loss.item(), epochs=args.sampled_epochs))
 
 
-def sampled_pyg(args, torch, Net, data, edge_index, feat, label, train):
+def sampled_pyg(args, torch, Net, data, edge_index, feat, label, train, kind="sage"):
     from torch_geometric.data import Data
     try:
         from torch_geometric.loader import NeighborLoader
@@ -237,7 +271,7 @@ def sampled_pyg(args, torch, Net, data, edge_index, feat, label, train):
         classes = int(label.max()) + 1
         dims = [feat.shape[1]] + [args.hidden] * (args.sampled_layers - 1) + [classes]
         torch.manual_seed(0)
-        model = Net("sage", dims, args.dropout)
+        model = Net(kind, dims, args.dropout)
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
         graph = Data(x=feat, y=label, edge_index=edge_index, num_nodes=feat.shape[0])
         # PyG lists fanouts from the seeds outward: reverse DGL's input-layer-first order.
@@ -256,11 +290,11 @@ def sampled_pyg(args, torch, Net, data, edge_index, feat, label, train):
                 opt.step()
                 edges += int(batch.edge_index.shape[1])
             epoch_s.append(time.perf_counter() - t)
-        emit(dict(framework="pyg", variant="pyg edge_index", model="sage", mode="sampled",
+        emit(dict(framework="pyg", variant="pyg edge_index", model=kind, mode="sampled",
                   epoch_s=median_after(epoch_s, 1), steps=len(loader), sampled_edges=edges,
                   loss=loss.item(), epochs=args.sampled_epochs))
     except ImportError as e:
-        emit(dict(framework="pyg", variant="pyg edge_index", model="sage", mode="sampled",
+        emit(dict(framework="pyg", variant="pyg edge_index", model=kind, mode="sampled",
                   epoch_s=None,
                   error=f"NeighborLoader unavailable: {e}".splitlines()[0]))
 
@@ -288,7 +322,7 @@ def main():
     train = torch.from_numpy(data["train"])
     src = torch.from_numpy(data["src"])
     dst = torch.from_numpy(data["dst"])
-    Net = make_models(args.framework, torch)
+    Net = make_models(args.framework, torch, args.heads, args.attn_dropout)
     versions = dict(torch=torch.__version__, threads=torch.get_num_threads(), load_s=load_s,
                     nodes=n, directed_edges=int(src.numel()))
     if args.framework == "dgl":
@@ -297,17 +331,22 @@ def main():
         emit(dict(framework="dgl", info=versions))
         g = dgl.graph((src, dst), num_nodes=n)
         # GCN adds self-loops (D^-1/2 (A + I) D^-1/2); SAGE's mean is over neighbors only.
-        graph = {"gcn": dgl.add_self_loop(g), "sage": g}
+        # GAT, like Tessel's, attends over the in-neighbours and the node itself.
+        looped = dgl.add_self_loop(g)
+        graph = {"gcn": looped, "sage": g, "gat": looped}
         full_batch(args, torch, Net, data, graph, "dgl", feat, label, train)
         if "sampled" in args.only:
             sampled_dgl(args, torch, Net, data, g, feat, label, train)
+        if "sampled-gat" in args.only:
+            sampled_dgl(args, torch, Net, data, g, feat, label, train, "gat")
     else:
         import torch_geometric
         versions["torch_geometric"] = torch_geometric.__version__
         emit(dict(framework="pyg", info=versions))
         edge_index = torch.stack([src, dst])
         if "edge_index" in args.adjacency:
-            full_batch(args, torch, Net, data, {"gcn": edge_index, "sage": edge_index},
+            full_batch(args, torch, Net, data,
+                       {"gcn": edge_index, "sage": edge_index, "gat": edge_index},
                        "pyg edge_index", feat, label, train)
         if "sparse" in args.adjacency:
             # adj_t: row v lists v's in-neighbors (sources), the layout PyG's sparse path expects.
@@ -318,6 +357,8 @@ def main():
                        feat, label, train)
         if "sampled" in args.only and "edge_index" in args.adjacency:
             sampled_pyg(args, torch, Net, data, edge_index, feat, label, train)
+        if "sampled-gat" in args.only and "edge_index" in args.adjacency:
+            sampled_pyg(args, torch, Net, data, edge_index, feat, label, train, "gat")
 
 
 if __name__ == "__main__":

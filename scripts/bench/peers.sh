@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Tessel, DGL and PyG side by side on one graph and one thread count, interleaved over rounds:
-# full-batch GCN and GraphSAGE (seconds per training step and per forward-only evaluation) and
-# sampled GraphSAGE (seconds per training epoch); per side the best and the median over rounds,
-# the ratios Tessel / peer of both, and every run's CPU and wall seconds.
+# full-batch GCN, GraphSAGE and GAT (seconds per training step and per forward-only evaluation)
+# and sampled GraphSAGE and GAT (seconds per training epoch); per side the best and the median
+# over rounds, the ratios Tessel / peer of both, and every run's CPU and wall seconds.
 #
 # scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--rounds R] [--threads T]
 #                        [--epochs E] [--sampled-epochs E] [--ids generated|shuffled|both]
+#                        [--workloads LIST]
 #   --install   make two virtual environments under the --venv folder (default build/peers-venv):
 #               dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what DGL 2.1
 #               needs), pyg/ with PyG 2.8.1 and the current torch. torch comes from PyTorch's CPU
@@ -15,6 +16,8 @@
 #               SAGE, sampled SAGE) and each one on every side in turn (Tessel P=1, Tessel P=2,
 #               DGL, PyG edge_index, PyG sparse), one process per run, so that every side sees
 #               the same stretches of the machine's load.
+#   --workloads comma-separated subset of full-gcn,full-sage,sampled-sage,full-gat,sampled-gat
+#               (default: all five, in that order).
 #   --threads   cores shared by every side (default 2); --epochs full-batch epochs per run
 #               (default 12, the first two warm up); --sampled-epochs (default 3, one warms up).
 #   --ids       the graph's node ids as generated, shuffled (`convert synthetic --shuffle-ids`:
@@ -32,7 +35,10 @@
 # global batch of 1024 sampled; dropout 0.5 on every layer's input, the input features included
 # (as Tessel applies it), features row-normalized once before timing (with the raw synthetic
 # features the 3-layer SAGE at dropout 0.5 falls to a constant output in every framework), Adam
-# lr 0.01. ONEDNN_MAX_CPU_ISA, if set, caps oneDNN's ISA (AVX2
+# lr 0.01. GAT: HEADS heads (default 8) of 128 / HEADS columns each in the hidden layers,
+# concatenated, one output head, attention dropout 0.5 on the coefficients besides the dropout
+# on the features, self loops (Tessel's --model gat; DGL's and PyG's GATConv; PyG on edge_index
+# only, and DGL's sampled blocks have no self loops). ONEDNN_MAX_CPU_ISA, if set, caps oneDNN's ISA (AVX2
 # stands in for an AVX2 machine); MKL_ENABLE_INSTRUCTIONS and ATEN_CPU_CAPABILITY (torch) and
 # TESSEL_CPU_ISA (Tessel's own SpMM and dropout kernels) are set to match unless given. A framework whose environment is missing is left out with a note.
 set -euo pipefail
@@ -47,18 +53,20 @@ threads=2
 epochs=12
 sampled_epochs=3
 ids=both
+workloads=full-gcn,full-sage,sampled-sage,full-gat,sampled-gat
 pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --install) install=1 ;;
     --ids) ids="$2"; shift ;;
+    --workloads) workloads="$2"; pass+=("$1" "$2"); shift ;;
     --venv) venv="$2"; pass+=("$1" "$2"); shift ;;
     --work) work="$2"; shift ;;
     --rounds) rounds="$2"; pass+=("$1" "$2"); shift ;;
     --threads) threads="$2"; pass+=("$1" "$2"); shift ;;
     --epochs) epochs="$2"; pass+=("$1" "$2"); shift ;;
     --sampled-epochs) sampled_epochs="$2"; pass+=("$1" "$2"); shift ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -73,12 +81,24 @@ case "$ids" in
   generated|shuffled|both) ;;
   *) echo "peers.sh: --ids must be generated, shuffled or both" >&2; exit 2 ;;
 esac
+IFS=, read -r -a workload_list <<< "$workloads"
+[ "${#workload_list[@]}" -ge 1 ] || { echo "peers.sh: --workloads is empty" >&2; exit 2; }
+for w in "${workload_list[@]}"; do
+  case "$w" in
+    full-gcn|full-sage|sampled-sage|full-gat|sampled-gat) ;;
+    *) echo "peers.sh: --workloads: $w is not one of full-gcn, full-sage, sampled-sage," \
+         "full-gat, sampled-gat" >&2; exit 2 ;;
+  esac
+done
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 nodes="${NODES:-200000}"
 avg_degree="${AVG_DEGREE:-20}"
 feat="${FEAT:-128}"
 classes="${CLASSES:-16}"
+heads="${HEADS:-8}"
+[ $(( 128 % heads )) -eq 0 ] 2>/dev/null \
+  || { echo "peers.sh: HEADS=$heads does not divide the width 128" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bench_require peers.sh "$tessel" python3 mpirun uptime
 
@@ -171,17 +191,21 @@ run_side() {
       local p=${side#tessel-p} t
       t=$(bench_threads "$p" "$threads")
       local metrics="$work/metrics/$side-$workload-r$round.jsonl"
+      local model=${workload#*-} width=(--hidden 128)
+      # GAT: --hidden is one head's width; the heads are concatenated to 128.
+      [ "$model" = gat ] && width=(--hidden $(( 128 / heads )) --heads "$heads" --out-heads 1
+                                   --attn-dropout 0.5)
       local cmd=(mpirun --oversubscribe --bind-to none -np "$p" "$tessel" train "$ogb-parts$p"
-                 --threads "$t" --quiet --hidden 128 --dropout 0.5 --lr 0.01 --seed 0
+                 --threads "$t" --quiet "${width[@]}" --dropout 0.5 --lr 0.01 --seed 0
                  --normalize-features row --metrics "$metrics")
-      if [ "$workload" = sampled-sage ]; then
+      if [ "${workload%%-*}" = sampled ]; then
         # The global batch is --batch-size x ranks: keep it at 1024. Evaluation only after the
         # last epoch, and its seconds are left out: epochs time training only, as the peers'
         # sampled epochs do.
-        cmd+=(--mode sampled --model sage --layers 3 --fanouts 15,10,5
+        cmd+=(--mode sampled --model "$model" --layers 3 --fanouts 15,10,5
               --batch-size $(( 1024 / p )) --epochs "$sampled_epochs" --eval-every 1000000)
       else
-        cmd+=(--mode full --model "${workload#full-}" --layers 2 --epochs "$epochs")
+        cmd+=(--mode full --model "$model" --layers 2 --epochs "$epochs")
       fi
       "${record[@]}" --label "Tessel P=$p x $t" --tessel-metrics "$metrics" --binary "$tessel" \
         -- "${cmd[@]}"
@@ -197,12 +221,14 @@ run_side() {
         full-gcn) only=gcn ;;
         full-sage) only=sage ;;
         sampled-sage) only=sampled ;;
+        full-gat) only=gat ;;
+        sampled-gat) only=sampled-gat ;;
       esac
       "${record[@]}" --label "$label" -- env OMP_NUM_THREADS="$threads" \
         "${peer_python[$framework]}" scripts/bench/peer_gnn.py --framework "$framework" \
         --ogb "$ogb" --cache "$cache" --threads "$threads" --epochs "$epochs" \
         --sampled-epochs "$sampled_epochs" --normalize-features row --only "$only" \
-        "${adjacency[@]}"
+        --heads "$heads" --attn-dropout 0.5 "${adjacency[@]}"
       ;;
   esac
 }
@@ -210,10 +236,11 @@ run_side() {
 load_before=$(uptime)
 echo "peers.sh: ${sides[*]}; $rounds rounds; load average before: ${load_before##*: }" >&2
 for round in $(seq 1 "$rounds"); do
-  for workload in full-gcn full-sage sampled-sage; do
+  for workload in "${workload_list[@]}"; do
     for side in "${sides[@]}"; do
-      # PyG's sampled run uses edge_index: the sparse side has no sampled workload.
-      [ "$side" = pyg-sparse ] && [ "$workload" = sampled-sage ] && continue
+      # PyG's sampled runs and its GAT use edge_index: the sparse side has neither.
+      [ "$side" = pyg-sparse ] && { [ "${workload%%-*}" = sampled ] || [ "$workload" = full-gat ]; } \
+        && continue
       run_side "$side" "$workload" "$round"
     done
   done
@@ -223,10 +250,13 @@ load_after=$(uptime)
 t_half=$(bench_threads 2 "$threads")
 graph="\`tessel convert synthetic --ogb\`, $nodes nodes, average degree $avg_degree,"
 graph+=" $feat features, $classes classes, seed 1, node ids $ids"
-models="full batch 2 layers of width 128; sampled 3 layers of width 128, fanouts 15,10,5 (input"
+models="workloads $workloads; full batch 2 layers of width 128; sampled 3 layers of width 128,"
+models+=" fanouts 15,10,5 (input"
 models+=" layer first), global batch 1024, training only; dropout 0.5 on every layer's input, the"
 models+=" input features included, in every framework (as Tessel applies it); features"
 models+=" row-normalized once before timing (Tessel's --normalize-features row); Adam lr 0.01;"
+models+=" GAT: $heads heads of $(( 128 / heads )) columns concatenated, 1 output head, attention"
+models+=" dropout 0.5, self loops (none on DGL's sampled blocks), PyG on edge_index;"
 models+=" $epochs full-batch and $sampled_epochs sampled epochs per run. Tessel P=1 x $threads"
 models+=" threads and P=2 x $t_half; DGL and PyG one process with $threads threads."
 python3 "$table" report "$runs" --threads "$threads" --graph "$graph" --models "$models" \

@@ -31,9 +31,11 @@ import time
 # (workload, key in a run's figures, column title)
 COLUMNS = [("full-gcn", "train_step_s", "GCN train step"), ("full-gcn", "eval_s", "GCN eval"),
            ("full-sage", "train_step_s", "SAGE train step"), ("full-sage", "eval_s", "SAGE eval"),
-           ("sampled-sage", "epoch_s", "sampled SAGE epoch")]
-WORKLOADS = {"full-gcn": "full GCN", "full-sage": "full SAGE", "sampled-sage": "sampled SAGE"}
-
+           ("sampled-sage", "epoch_s", "sampled SAGE epoch"),
+           ("full-gat", "train_step_s", "GAT train step"), ("full-gat", "eval_s", "GAT eval"),
+           ("sampled-gat", "epoch_s", "sampled GAT epoch")]
+WORKLOADS = {"full-gcn": "full GCN", "full-sage": "full SAGE", "sampled-sage": "sampled SAGE",
+             "full-gat": "full GAT", "sampled-gat": "sampled GAT"}
 
 def median_after(values, skip):
     return statistics.median(values[skip:] if len(values) > skip else values)
@@ -244,7 +246,9 @@ def report(args):
                "over its epochs after warm-up (full batch: after the first two; sampled: after "
                "the first). Seconds, best / median over the rounds:")
     out.append("")
-    titles = [title for _, _, title in COLUMNS]
+    # The columns of the workloads that ran.
+    titles = [title for _, _, title in COLUMNS
+              if any(title in summary[s]["figures"] for s in sides)]
     out.append(f"| {args.threads} threads | " + " | ".join(f"{t} (s)" for t in titles) + " |")
     out.append("|---" * (len(titles) + 1) + "|")
     for s in sides:

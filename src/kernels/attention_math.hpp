@@ -31,15 +31,22 @@ TESSEL_HD inline float attention_logit_grad(float s, float t) {
 
 // The keep draw of coefficient (dst, src, head): 24 bits of a Philox block whose counter is
 // (dst, src, head / 4, step) under the key's Philox key, word head % 4; kept iff the draw, as a
-// uniform in [0, 1), is at least p. Ids enter by their low 32 bits.
-TESSEL_HD inline bool attention_keep(const rng::Key& key, std::int64_t dst, std::int64_t src,
-                                     int head, float p) {
+// uniform in [0, 1), is at least p. Ids enter by their low 32 bits. attention_draws gives the
+// block of heads [4 group, 4 group + 4) at once, attention_kept one head's decision from it.
+TESSEL_HD inline std::array<std::uint32_t, 4> attention_draws(const rng::Key& key,
+                                                              std::int64_t dst, std::int64_t src,
+                                                              int group) {
   const std::array<std::uint32_t, 4> counter = {
       static_cast<std::uint32_t>(dst), static_cast<std::uint32_t>(src),
-      static_cast<std::uint32_t>(head / 4), key.step};
-  const auto words = rng::philox4x32(counter, key.philox_key());
-  const float u = static_cast<float>(words[head % 4] >> 8) * (1.0f / 16777216.0f);
-  return u >= p;
+      static_cast<std::uint32_t>(group), key.step};
+  return rng::philox4x32(counter, key.philox_key());
+}
+TESSEL_HD inline bool attention_kept(std::uint32_t word, float p) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f) >= p;
+}
+TESSEL_HD inline bool attention_keep(const rng::Key& key, std::int64_t dst, std::int64_t src,
+                                     int head, float p) {
+  return attention_kept(attention_draws(key, dst, src, head / 4)[head % 4], p);
 }
 
 // The factor kept coefficients are scaled by: 1 / (1 - p).

@@ -8,6 +8,7 @@
 #include "cpu_ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <omp.h>
@@ -87,37 +88,55 @@ void attention_forward(const detail::AttentionArgs& a, const float* packed, cons
   const float scale = detail::attention_keep_scale(p);
   const float head_scale = a.average ? 1.0f / static_cast<float>(heads) : 1.0f;
   const std::int64_t work = a.indptr[a.rows] * ld;
-#pragma omp parallel for schedule(dynamic, 64) if (parallel_worth(work))
-  for (std::int64_t v = 0; v < a.rows; ++v) {
-    const EdgeId begin = a.indptr[v], end = a.indptr[v + 1];
-    float* o = out + v * out_cols;
-    std::fill(o, o + out_cols, 0.0f);
-    for (int h = 0; h < heads; ++h) {
-      const float t = dst_term[v * heads + h];
-      float m = -std::numeric_limits<float>::infinity();
-      for (EdgeId e = begin; e < end; ++e)
-        m = std::max(m, detail::attention_logit(packed[a.indices[e] * ld + hf + h], t));
-      float sum = 0.0f;
+  const auto hs = static_cast<std::size_t>(heads);
+#pragma omp parallel if (parallel_worth(work))
+  {
+    // Per head: the row's largest logit, then 1 / the sum of its exponentials.
+    std::vector<float> top(hs), inv(hs);
+#pragma omp for schedule(dynamic, 64)
+    for (std::int64_t v = 0; v < a.rows; ++v) {
+      const EdgeId begin = a.indptr[v], end = a.indptr[v + 1];
+      float* o = out + v * out_cols;
+      std::fill(o, o + out_cols, 0.0f);
+      const float* t = dst_term + v * heads;
+      // Edge-major passes over the row, every head at once: the logits (into alpha), their
+      // exponentials and sums, then the weights and the aggregation. Each head's sums run in
+      // CSR order.
+      std::fill(top.begin(), top.end(), -std::numeric_limits<float>::infinity());
       for (EdgeId e = begin; e < end; ++e) {
-        const float x =
-            std::exp(detail::attention_logit(packed[a.indices[e] * ld + hf + h], t) - m);
-        alpha[e * heads + h] = x;
-        sum += x;
+        const float* s = packed + static_cast<std::int64_t>(a.indices[e]) * ld + hf;
+        float* x = alpha + e * heads;
+        for (int h = 0; h < heads; ++h) {
+          x[h] = detail::attention_logit(s[h], t[h]);
+          top[static_cast<std::size_t>(h)] = std::max(top[static_cast<std::size_t>(h)], x[h]);
+        }
       }
-      const float inv = 1.0f / sum;
+      std::fill(inv.begin(), inv.end(), 0.0f);
       for (EdgeId e = begin; e < end; ++e) {
-        float w = alpha[e * heads + h] * inv;
-        if (p > 0.0f && !detail::attention_keep(key, ids[v], ids[a.indices[e]], h, p)) w = -w;
-        alpha[e * heads + h] = w;
+        float* x = alpha + e * heads;
+        for (int h = 0; h < heads; ++h) {
+          x[h] = std::exp(x[h] - top[static_cast<std::size_t>(h)]);
+          inv[static_cast<std::size_t>(h)] += x[h];
+        }
       }
-    }
-    for (EdgeId e = begin; e < end; ++e) {
-      const float* z = packed + a.indices[e] * ld;
-      for (int h = 0; h < heads; ++h) {
-        const float w = detail::attention_weight(alpha[e * heads + h], scale) * head_scale;
-        float* oh = o + (a.average ? 0 : h * f);
-        const float* zh = z + h * f;
-        for (std::int64_t c = 0; c < f; ++c) oh[c] += w * zh[c];
+      for (float& i : inv) i = 1.0f / i;
+      std::array<std::uint32_t, 4> draws{};
+      for (EdgeId e = begin; e < end; ++e) {
+        const LocalId u = a.indices[e];
+        const float* z = packed + static_cast<std::int64_t>(u) * ld;
+        float* x = alpha + e * heads;
+        for (int h = 0; h < heads; ++h) {
+          float w = x[h] * inv[static_cast<std::size_t>(h)];
+          if (p > 0.0f) {
+            if (h % 4 == 0) draws = detail::attention_draws(key, ids[v], ids[u], h / 4);
+            if (!detail::attention_kept(draws[static_cast<std::size_t>(h % 4)], p)) w = -w;
+          }
+          x[h] = w;
+          const float weight = detail::attention_weight(w, scale) * head_scale;
+          float* oh = o + (a.average ? 0 : h * f);
+          const float* zh = z + h * f;
+          for (std::int64_t c = 0; c < f; ++c) oh[c] += weight * zh[c];
+        }
       }
     }
   }
@@ -136,37 +155,47 @@ void attention_backward(const detail::AttentionArgs& a, const float* packed, con
   // The gradient of coefficient (v, u, h) before the softmax: d alpha = g_v[h] . z_u[h] (scaled,
   // 0 where dropped). Both sides below compute it with this one loop, so they agree bit for bit.
   const auto d_alpha = [&](const float* gh, LocalId u, int h, float stored) {
+    if (!(stored > 0.0f)) return 0.0f;  // dropped: no gradient reaches it
     const float* zh = packed + static_cast<std::int64_t>(u) * ld + h * f;
     float dot = 0.0f;
     for (std::int64_t c = 0; c < f; ++c) dot += gh[c] * zh[c];
-    return stored > 0.0f ? dot * head_scale * scale : 0.0f;
+    return dot * head_scale * scale;
   };
-  // Destination side: each row's sum of |alpha| d alpha (kept per destination and head for the
-  // source side) and the destination terms' gradients. No per-edge array: the source side
-  // recomputes each edge's logit gradient from alpha, the rows and these sums.
+  // Destination side, one pass over each row: per head, A = sum of |alpha| d alpha (kept per
+  // destination and head for the source side), B = sum of |alpha| d alpha l' and C = sum of
+  // |alpha| l' (l' the LeakyReLU's slope at the edge's logit); the destination term's gradient,
+  // sum of |alpha| (d alpha - A) l', is B - A C. No per-edge array: the source side recomputes
+  // each edge's logit gradient from alpha, the rows and A.
   std::vector<float> c_sums(static_cast<std::size_t>(a.rows * heads));
-#pragma omp parallel for schedule(dynamic, 64) if (parallel_worth(work))
-  for (std::int64_t v = 0; v < a.rows; ++v) {
-    const EdgeId begin = a.indptr[v], end = a.indptr[v + 1];
-    const float* g = grad_out + v * out_cols;
-    for (int h = 0; h < heads; ++h) {
-      const float* gh = g + (a.average ? 0 : h * f);
-      float c_sum = 0.0f;
-      for (EdgeId e = begin; e < end; ++e) {
-        const float stored = alpha[e * heads + h];
-        c_sum += std::fabs(stored) * d_alpha(gh, a.indices[e], h, stored);
-      }
-      const float t = dst_term[v * heads + h];
-      float t_grad = 0.0f;
-      for (EdgeId e = begin; e < end; ++e) {
-        const float stored = alpha[e * heads + h];
+  const auto hs = static_cast<std::size_t>(heads);
+#pragma omp parallel if (parallel_worth(work))
+  {
+    std::vector<float> sums(3 * hs);
+#pragma omp for schedule(dynamic, 64)
+    for (std::int64_t v = 0; v < a.rows; ++v) {
+      const float* g = grad_out + v * out_cols;
+      const float* t = dst_term + v * heads;
+      std::fill(sums.begin(), sums.end(), 0.0f);
+      float* sa = sums.data();
+      float* sb = sa + heads;
+      float* sc = sb + heads;
+      for (EdgeId e = a.indptr[v]; e < a.indptr[v + 1]; ++e) {
         const LocalId u = a.indices[e];
-        const float s = packed[static_cast<std::int64_t>(u) * ld + hf + h];
-        t_grad += std::fabs(stored) * (d_alpha(gh, u, h, stored) - c_sum) *
-                  detail::attention_logit_grad(s, t);
+        const float* s = packed + static_cast<std::int64_t>(u) * ld + hf;
+        for (int h = 0; h < heads; ++h) {
+          const float stored = alpha[e * heads + h];
+          const float weight = std::fabs(stored);
+          const float slope = detail::attention_logit_grad(s[h], t[h]);
+          const float da = weight * d_alpha(g + (a.average ? 0 : h * f), u, h, stored);
+          sa[h] += da;
+          sb[h] += da * slope;
+          sc[h] += weight * slope;
+        }
       }
-      c_sums[static_cast<std::size_t>(v * heads + h)] = c_sum;
-      grad_dst_term[v * heads + h] = t_grad;
+      for (int h = 0; h < heads; ++h) {
+        c_sums[static_cast<std::size_t>(v * heads + h)] = sa[h];
+        grad_dst_term[v * heads + h] = sb[h] - sa[h] * sc[h];
+      }
     }
   }
   // Source side, without a source-major copy of the edges: each thread owns a range of sources
@@ -212,7 +241,8 @@ void attention_backward(const detail::AttentionArgs& a, const float* packed, con
             const float lg = std::fabs(stored) * (d_alpha(gh, u, h, stored) - c_v[h]) *
                              detail::attention_logit_grad(s_u[h], dst_term[v * heads + h]);
             float* gzh = gz + h * f;
-            for (std::int64_t c = 0; c < f; ++c) gzh[c] += w * gh[c];
+            if (w != 0.0f)
+              for (std::int64_t c = 0; c < f; ++c) gzh[c] += w * gh[c];
             gz[hf + h] += lg;
           }
         }
