@@ -6,6 +6,7 @@
 #
 # scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--rounds R] [--threads T]
 #                        [--epochs E] [--sampled-epochs E] [--ids generated|shuffled|both]
+#                        [--orders LIST] [--ranks LIST] [--workloads LIST]
 #   --install   make two virtual environments under the --venv folder (default build/peers-venv):
 #               dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what DGL 2.1
 #               needs), pyg/ with PyG 2.8.1 and the current torch. torch comes from PyTorch's CPU
@@ -22,6 +23,11 @@
 #               full benchmark per graph, in --work/generated and --work/shuffled, and peers.md
 #               with both reports. The generator keeps many edges within a window of ids, which
 #               flatters a cache; shuffled ids carry no such locality.
+#   --orders    Tessel's sides once per `partition --order` in the comma-separated LIST (none,
+#               rcm, bfs, community), each on its own partition, named tessel-p<P>-<order>;
+#               default: one side per rank count on the partitioner's default order.
+#   --ranks     Tessel's rank counts (default 1,2); --workloads a subset of
+#               full-gcn,full-sage,sampled-sage (default all three).
 #   --work      scratch folder (default build/bench-peers): the OGB raw folder everyone reads,
 #               Tessel's store, partitions and metrics, runs.jsonl, and the results: peers.md (the
 #               tables, also printed) and peers.json (machine, load, every round's raw figures).
@@ -47,18 +53,24 @@ threads=2
 epochs=12
 sampled_epochs=3
 ids=both
+orders=
+ranks=1,2
+workloads=full-gcn,full-sage,sampled-sage
 pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --install) install=1 ;;
     --ids) ids="$2"; shift ;;
+    --orders) orders="$2"; pass+=("$1" "$2"); shift ;;
+    --ranks) ranks="$2"; pass+=("$1" "$2"); shift ;;
+    --workloads) workloads="$2"; pass+=("$1" "$2"); shift ;;
     --venv) venv="$2"; pass+=("$1" "$2"); shift ;;
     --work) work="$2"; shift ;;
     --rounds) rounds="$2"; pass+=("$1" "$2"); shift ;;
     --threads) threads="$2"; pass+=("$1" "$2"); shift ;;
     --epochs) epochs="$2"; pass+=("$1" "$2"); shift ;;
     --sampled-epochs) sampled_epochs="$2"; pass+=("$1" "$2"); shift ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -141,9 +153,16 @@ table=scripts/bench/peers_table.py
 
 # The sides, in the order every round runs them.
 sides=()
-for p in 1 2; do
-  bench_parts "$tessel" "$store" "$p" "$ogb-parts$p"
-  sides+=("tessel-p$p")
+for p in ${ranks//,/ }; do
+  if [ -z "$orders" ]; then
+    bench_parts "$tessel" "$store" "$p" "$ogb-parts$p"
+    sides+=("tessel-p$p")
+  else
+    for order in ${orders//,/ }; do
+      bench_parts "$tessel" "$store" "$p" "$ogb-parts$p-$order" --order "$order"
+      sides+=("tessel-p$p-$order")
+    done
+  fi
 done
 declare -A peer_python=()
 for framework in dgl pyg; do
@@ -168,10 +187,13 @@ run_side() {
                 --workload "$workload")
   case "$side" in
     tessel-p*)
-      local p=${side#tessel-p} t
+      local p=${side#tessel-p} t order= label
+      [[ "$p" == *-* ]] && { order=${p#*-}; p=${p%%-*}; }
       t=$(bench_threads "$p" "$threads")
+      label="Tessel P=$p x $t${order:+ --order $order}"
       local metrics="$work/metrics/$side-$workload-r$round.jsonl"
-      local cmd=(mpirun --oversubscribe --bind-to none -np "$p" "$tessel" train "$ogb-parts$p"
+      local cmd=(mpirun --oversubscribe --bind-to none -np "$p" "$tessel" train
+                 "$ogb-parts$p${order:+-$order}"
                  --threads "$t" --quiet --hidden 128 --dropout 0.5 --lr 0.01 --seed 0
                  --normalize-features row --metrics "$metrics")
       if [ "$workload" = sampled-sage ]; then
@@ -183,7 +205,7 @@ run_side() {
       else
         cmd+=(--mode full --model "${workload#full-}" --layers 2 --epochs "$epochs")
       fi
-      "${record[@]}" --label "Tessel P=$p x $t" --tessel-metrics "$metrics" --binary "$tessel" \
+      "${record[@]}" --label "$label" --tessel-metrics "$metrics" --binary "$tessel" \
         -- "${cmd[@]}"
       ;;
     *)
@@ -210,7 +232,7 @@ run_side() {
 load_before=$(uptime)
 echo "peers.sh: ${sides[*]}; $rounds rounds; load average before: ${load_before##*: }" >&2
 for round in $(seq 1 "$rounds"); do
-  for workload in full-gcn full-sage sampled-sage; do
+  for workload in ${workloads//,/ }; do
     for side in "${sides[@]}"; do
       # PyG's sampled run uses edge_index: the sparse side has no sampled workload.
       [ "$side" = pyg-sparse ] && [ "$workload" = sampled-sage ] && continue
