@@ -69,7 +69,7 @@ TEST_F(TrainCli, FullBatchLossesAndParametersDoNotDependOnRankCount) {
 // `partition --order` renumbers each part's nodes; nothing but the order of float sums may
 // change: losses and parameters within the rank-count bound (dropout on, so the draws must be
 // keyed by source id), predictions in source id order within the same bound, and a checkpoint
-// of the unordered run resumes on an ordered partition.
+// of the unordered run resumes on an ordered partition. Against --order none at P = 1.
 TEST_F(TrainCli, NodeOrderChangesNothingButTheSummationOrder) {
   const auto h5 = scratch("synth.h5").string();
   const auto base = [&](const fs::path& parts, const std::string& tag) {
@@ -88,8 +88,9 @@ TEST_F(TrainCli, NodeOrderChangesNothingButTheSummationOrder) {
   const auto want = losses(scratch("o-none.jsonl"));
   const auto want_params = checkpoint_params(scratch("o-none-ck"));
   const auto want_pred = h5::File::open_read(scratch("o-none.pred.h5")).read<float>("/logits");
-  for (const std::string order : {"rcm", "bfs", "community"})
-    for (const int p : {1, 2}) {
+  const std::pair<std::string, int> cases[] = {
+      {"rcm", 1}, {"rcm", 2}, {"bfs", 2}, {"community", 2}};
+  for (const auto& [order, p] : cases) {
       SCOPED_TRACE(order + " P=" + std::to_string(p));
       const auto tag = "o-" + order + std::to_string(p);
       run_ok(tessel_bin() + " partition " + h5 + " --parts " + std::to_string(p) + " --order " +
