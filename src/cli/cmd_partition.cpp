@@ -7,6 +7,7 @@
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/temporal.hpp"
 #include "tessel/partition/partitioner.hpp"
 
 #include <fmt/format.h>
@@ -76,13 +77,18 @@ void run_partition(const PartitionArgs& args, bool parts_given) {
   TESSEL_EXPECTS(!args.input.empty(), "partition: missing the input dataset store (IN.h5)");
   TESSEL_EXPECTS(parts_given, "partition: missing --parts K");
   TESSEL_EXPECTS(!args.out.empty(), "partition: missing --out DIR");
+  const auto order = partition::parse_order(args.order);
+  TESSEL_EXPECTS(order == partition::Order::none || !datasets::is_temporal_store(args.input),
+                 "partition: --order {} applies to a static store; {} is a temporal store "
+                 "(its parts are vertex ranges of the relabeled store)",
+                 args.order, args.input);
   if (temporal_partition(args.input, args.out, args.parts, args.method, args.seed, args.force))
     return;
   partition::PartitionOptions options;
   options.num_parts = args.parts;
   options.method = partition::parse_method(args.method);
   options.balance = partition::parse_balance(args.balance);
-  options.order = partition::parse_order(args.order);
+  options.order = order;
   options.seed = args.seed;
   options.symmetrize = args.symmetrize;
   options.force = args.force;
