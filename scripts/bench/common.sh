@@ -19,9 +19,11 @@ bench_synthetic() {
     --feat-dim "$6" --seed 1 "$2"
 }
 
-# bench_parts TESSEL DATA.h5 P DIR: DATA partitioned into P parts at DIR, unless DIR holds one.
+# bench_parts TESSEL DATA.h5 P DIR [FLAG...]: DATA partitioned into P parts at DIR (more
+# `partition` flags after DIR), unless DIR holds one.
 bench_parts() {
-  [ -f "$4/partition.json" ] || "$1" partition "$2" --parts "$3" --out "$4" --force >/dev/null
+  [ -f "$4/partition.json" ] || "$1" partition "$2" --parts "$3" --out "$4" --force "${@:5}" \
+    >/dev/null
 }
 
 # bench_threads P CORES: OpenMP threads per rank when P ranks share CORES cores (at least 1).

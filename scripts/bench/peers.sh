@@ -6,7 +6,7 @@
 #
 # scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--rounds R] [--threads T]
 #                        [--epochs E] [--sampled-epochs E] [--ids generated|shuffled|both]
-#                        [--workloads LIST]
+#                        [--orders LIST] [--ranks LIST] [--workloads LIST]
 #   --install   make two virtual environments under the --venv folder (default build/peers-venv):
 #               dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what DGL 2.1
 #               needs), pyg/ with PyG 2.8.1 and the current torch. torch comes from PyTorch's CPU
@@ -25,6 +25,10 @@
 #               full benchmark per graph, in --work/generated and --work/shuffled, and peers.md
 #               with both reports. The generator keeps many edges within a window of ids, which
 #               flatters a cache; shuffled ids carry no such locality.
+#   --orders    Tessel's sides once per `partition --order` in the comma-separated LIST (none,
+#               rcm, bfs, community), each on its own partition, named tessel-p<P>-<order>;
+#               default: one side per rank count on the partitioner's default order.
+#   --ranks     Tessel's rank counts (default 1,2).
 #   --work      scratch folder (default build/bench-peers): the OGB raw folder everyone reads,
 #               Tessel's store, partitions and metrics, runs.jsonl, and the results: peers.md (the
 #               tables, also printed) and peers.json (machine, load, every round's raw figures).
@@ -53,12 +57,16 @@ threads=2
 epochs=12
 sampled_epochs=3
 ids=both
+orders=
+ranks=1,2
 workloads=full-gcn,full-sage,sampled-sage,full-gat,sampled-gat
 pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --install) install=1 ;;
     --ids) ids="$2"; shift ;;
+    --orders) orders="$2"; pass+=("$1" "$2"); shift ;;
+    --ranks) ranks="$2"; pass+=("$1" "$2"); shift ;;
     --workloads) workloads="$2"; pass+=("$1" "$2"); shift ;;
     --venv) venv="$2"; pass+=("$1" "$2"); shift ;;
     --work) work="$2"; shift ;;
@@ -66,7 +74,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; pass+=("$1" "$2"); shift ;;
     --epochs) epochs="$2"; pass+=("$1" "$2"); shift ;;
     --sampled-epochs) sampled_epochs="$2"; pass+=("$1" "$2"); shift ;;
-    -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -161,9 +169,16 @@ table=scripts/bench/peers_table.py
 
 # The sides, in the order every round runs them.
 sides=()
-for p in 1 2; do
-  bench_parts "$tessel" "$store" "$p" "$ogb-parts$p"
-  sides+=("tessel-p$p")
+for p in ${ranks//,/ }; do
+  if [ -z "$orders" ]; then
+    bench_parts "$tessel" "$store" "$p" "$ogb-parts$p"
+    sides+=("tessel-p$p")
+  else
+    for order in ${orders//,/ }; do
+      bench_parts "$tessel" "$store" "$p" "$ogb-parts$p-$order" --order "$order"
+      sides+=("tessel-p$p-$order")
+    done
+  fi
 done
 declare -A peer_python=()
 for framework in dgl pyg; do
@@ -188,14 +203,17 @@ run_side() {
                 --workload "$workload")
   case "$side" in
     tessel-p*)
-      local p=${side#tessel-p} t
+      local p=${side#tessel-p} t order= label
+      [[ "$p" == *-* ]] && { order=${p#*-}; p=${p%%-*}; }
       t=$(bench_threads "$p" "$threads")
+      label="Tessel P=$p x $t${order:+ --order $order}"
       local metrics="$work/metrics/$side-$workload-r$round.jsonl"
       local model=${workload#*-} width=(--hidden 128)
       # GAT: --hidden is one head's width; the heads are concatenated to 128.
       [ "$model" = gat ] && width=(--hidden $(( 128 / heads )) --heads "$heads" --out-heads 1
                                    --attn-dropout 0.5)
-      local cmd=(mpirun --oversubscribe --bind-to none -np "$p" "$tessel" train "$ogb-parts$p"
+      local cmd=(mpirun --oversubscribe --bind-to none -np "$p" "$tessel" train
+                 "$ogb-parts$p${order:+-$order}"
                  --threads "$t" --quiet "${width[@]}" --dropout 0.5 --lr 0.01 --seed 0
                  --normalize-features row --metrics "$metrics")
       if [ "${workload%%-*}" = sampled ]; then
@@ -207,7 +225,7 @@ run_side() {
       else
         cmd+=(--mode full --model "$model" --layers 2 --epochs "$epochs")
       fi
-      "${record[@]}" --label "Tessel P=$p x $t" --tessel-metrics "$metrics" --binary "$tessel" \
+      "${record[@]}" --label "$label" --tessel-metrics "$metrics" --binary "$tessel" \
         -- "${cmd[@]}"
       ;;
     *)

@@ -7,6 +7,7 @@
 
 #include "tessel/core/activity.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/temporal.hpp"
 #include "tessel/partition/partitioner.hpp"
 
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ struct PartitionArgs {
   std::string only;  // --only P,Q,...
   int parts = 0;
   std::string method = "metis";
+  std::string order = partition::to_string(partition::PartitionOptions{}.order);
   std::string balance = "nodes,train,edges";
   std::uint64_t seed = 0;
   bool symmetrize = true;
@@ -75,12 +77,18 @@ void run_partition(const PartitionArgs& args, bool parts_given) {
   TESSEL_EXPECTS(!args.input.empty(), "partition: missing the input dataset store (IN.h5)");
   TESSEL_EXPECTS(parts_given, "partition: missing --parts K");
   TESSEL_EXPECTS(!args.out.empty(), "partition: missing --out DIR");
+  const auto order = partition::parse_order(args.order);
+  TESSEL_EXPECTS(order == partition::Order::none || !datasets::is_temporal_store(args.input),
+                 "partition: --order {} applies to a static store; {} is a temporal store "
+                 "(its parts are vertex ranges of the relabeled store)",
+                 args.order, args.input);
   if (temporal_partition(args.input, args.out, args.parts, args.method, args.seed, args.force))
     return;
   partition::PartitionOptions options;
   options.num_parts = args.parts;
   options.method = partition::parse_method(args.method);
   options.balance = partition::parse_balance(args.balance);
+  options.order = order;
   options.seed = args.seed;
   options.symmetrize = args.symmetrize;
   options.force = args.force;
@@ -112,6 +120,13 @@ const Registrar registrar{Command{
       sub.add_option("--method", args->method,
                      "metis: k-way with balanced weights; random: "
                      "balanced random baseline")
+          ->capture_default_str();
+      sub.add_option("--order", args->order,
+                     "How each part numbers its own nodes: none (increasing source id), rcm "
+                     "(reverse Cuthill-McKee), bfs (breadth first from the highest degree) or "
+                     "community (label propagation clusters of at most 512 nodes in RCM order). "
+                     "Neighbours numbered near each other make aggregation read nearby rows. "
+                     "Results stay in source ids")
           ->capture_default_str();
       sub.add_option("--balance", args->balance,
                      "What METIS keeps balanced across parts: comma-separated subset of "

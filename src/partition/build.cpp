@@ -193,8 +193,57 @@ const float* StoreFeatures::rows(std::int64_t begin, std::int64_t end) {
   return buffer_.data();
 }
 
+namespace {
+
+// Reordered parts: local rows [a, a + window) of every part per pass over the source.
+void write_windows(FeatureSource& features, const Relabeling& r, std::vector<h5::File>& files,
+                   std::vector<Crc32>& crcs, std::int64_t window_bytes) {
+  const std::int64_t d = features.dim();
+  const auto n = static_cast<std::int64_t>(r.part.size());
+  const int k = r.num_parts;
+  const std::int64_t row_bytes = d * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t window = std::max<std::int64_t>(1, window_bytes / (row_bytes * k));
+  std::int64_t most_owned = 0;
+  for (int p = 0; p < k; ++p)
+    most_owned = std::max<std::int64_t>(most_owned, r.offsets[p + 1] - r.offsets[p]);
+  const std::int64_t block = features.block_rows();
+  std::vector<float> staging;
+  std::vector<std::int64_t> count(static_cast<std::size_t>(k)), at(static_cast<std::size_t>(k));
+  for (std::int64_t a = 0; a < most_owned; a += window) {
+    std::int64_t total = 0;
+    for (int p = 0; p < k; ++p) {
+      const std::int64_t owned = r.offsets[p + 1] - r.offsets[p];
+      count[p] = std::clamp<std::int64_t>(owned - a, 0, window);
+      at[p] = total;
+      total += count[p];
+    }
+    staging.resize(static_cast<std::size_t>(total * d));
+    for (std::int64_t begin = 0; begin < n; begin += block) {
+      const std::int64_t end = std::min(n, begin + block);
+      const float* rows = features.rows(begin, end);
+#pragma omp parallel for schedule(static) if ((end - begin) * d > (1 << 16))
+      for (std::int64_t v = begin; v < end; ++v) {
+        const std::int32_t p = r.part[v];
+        const std::int64_t l = r.new_id[v] - r.offsets[p] - a;
+        if (l < 0 || l >= count[p]) continue;
+        std::memcpy(staging.data() + (at[p] + l) * d, rows + (v - begin) * d,
+                    static_cast<std::size_t>(row_bytes));
+      }
+    }
+    for (int p = 0; p < k; ++p) {
+      if (count[p] == 0) continue;
+      const float* part_rows = staging.data() + at[p] * d;
+      files[p].write_rows("/node/feat", a, part_rows, count[p]);
+      crcs[p].update(part_rows, static_cast<std::size_t>(count[p] * row_bytes));
+    }
+  }
+}
+
+} // namespace
+
 std::vector<std::string> write_part_features(FeatureSource& features, const Relabeling& r,
-                                             std::vector<h5::File>& files) {
+                                             std::vector<h5::File>& files,
+                                             std::int64_t window_bytes) {
   const std::int64_t d = features.dim();
   const auto n = static_cast<std::int64_t>(r.part.size());
   const int k = r.num_parts;
@@ -207,6 +256,13 @@ std::vector<std::string> write_part_features(FeatureSource& features, const Rela
     return out;
   };
   if (d == 0 || n == 0) return checksums();
+  bool ascending = true;
+  for (int p = 0; p < k && ascending; ++p)
+    ascending = std::is_sorted(r.orig_of.begin() + r.offsets[p], r.orig_of.begin() + r.offsets[p + 1]);
+  if (!ascending) {
+    write_windows(features, r, files, crcs, window_bytes);
+    return checksums();
+  }
   const std::int64_t block = features.block_rows();
   // written[p]: rows of part p written so far. Part p's owned nodes ascend in original id, so
   // those inside one source block are the next rows of its feature matrix.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 
@@ -82,6 +83,7 @@ class PartitionChecker {
   CheckReport run() {
     for (const int p : parts_) check_part(p);
     check_halo_owners();
+    check_order();
     CheckReport report;
     report.num_parts = m_.num_parts;
     report.checked_parts = parts_;
@@ -183,6 +185,23 @@ class PartitionChecker {
       orig_of_new_[part.offset + i] = v;
       degree_of_[v] = part.degree[i];
     }
+    // Without --order (partition.json "order" none or absent), owned nodes ascend in source id;
+    // reported after the other invariants, which name a damaged part more precisely.
+    if (unsorted_part_.empty() &&
+        !std::is_sorted(part.orig_id.begin(), part.orig_id.begin() + part.num_owned))
+      unsorted_part_ = name;
+  }
+
+  // The order partition.json names; with none, each part's owned nodes ascend in source id.
+  void check_order() const {
+    const auto order = m_.raw.contains("order") && m_.raw["order"].is_string()
+                           ? m_.raw["order"].get<std::string>()
+                           : std::string("none");
+    (void)parse_order(order); // an order this build does not know is the manifest's fault
+    TESSEL_EXPECTS(order != "none" || unsorted_part_.empty(),
+                   "{}: owned nodes are not in increasing source id order (partition.json says "
+                   "order none)",
+                   unsorted_part_);
   }
 
   // Halo nodes ascend by (owner, owner_local); records them for check_halo_owners.
@@ -315,18 +334,25 @@ class PartitionChecker {
   void check_features_against_source(const std::string& name, const Part& part) {
     if (m_.feature_dim <= 0) return;
     const std::int64_t owned = part.num_owned;
-    std::vector<std::int32_t> ids(part.orig_id.begin(), part.orig_id.begin() + owned);
-    // Owned original ids ascend by construction of the relabeling; gather needs that.
-    TESSEL_EXPECTS(std::is_sorted(ids.begin(), ids.end()),
-                   "{}: owned nodes are not in increasing source id order", name);
+    // gather reads ascending source ids: owned nodes by source id (their local order when
+    // the partition was not reordered).
+    std::vector<std::int32_t> local(static_cast<std::size_t>(owned));
+    std::iota(local.begin(), local.end(), 0);
+    std::sort(local.begin(), local.end(),
+              [&](std::int32_t a, std::int32_t b) { return part.orig_id[a] < part.orig_id[b]; });
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(owned));
+    for (std::int64_t k = 0; k < owned; ++k)
+      ids[k] = static_cast<std::int32_t>(part.orig_id[local[k]]);
     std::vector<float> rows(part.features.size());
     source_features_->gather(ids, rows.data());
-    for (std::int64_t i = 0; i < owned; ++i)
-      TESSEL_EXPECTS(std::equal(rows.begin() + i * m_.feature_dim,
-                                rows.begin() + (i + 1) * m_.feature_dim,
+    for (std::int64_t k = 0; k < owned; ++k) {
+      const std::int64_t i = local[k];
+      TESSEL_EXPECTS(std::equal(rows.begin() + k * m_.feature_dim,
+                                rows.begin() + (k + 1) * m_.feature_dim,
                                 part.features.begin() + i * m_.feature_dim),
                      "{}: features of owned node {} (source node {}) differ from the source",
-                     name, i, ids[i]);
+                     name, i, ids[k]);
+    }
   }
 
   // Each halo node is the source node its owner holds at that place, with the owner's degree
@@ -451,6 +477,7 @@ class PartitionChecker {
   GraphCsr expected_;
   std::vector<std::uint8_t> in_train_, in_valid_, in_test_;
   std::vector<NodeId> orig_of_new_;
+  std::string unsorted_part_; // the first part whose owned source ids do not ascend
   std::vector<std::int64_t> degree_of_, out_degree_;
   std::vector<HaloRecord> halos_;
   std::vector<NodeId> row_orig_;

@@ -172,6 +172,7 @@ PartitionStats source_stats(const datasets::Dataset& data, std::string source_na
   stats.source_name = std::move(source_name);
   stats.num_parts = o.num_parts;
   stats.method = o.method;
+  stats.order = o.order;
   stats.seed = o.seed;
   stats.balance = o.balance;
   stats.source_directed = data.directed;
@@ -347,6 +348,14 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   {
     ScopedPhase phase(times, "build");
     relabeling = relabel(std::move(assignment), k);
+  }
+  if (o.order != Order::none) {
+    ScopedPhase phase(times, "order");
+    const ScopedActivity activity("ordering the nodes of each part (" + to_string(o.order) + ")");
+    reorder_parts(relabeling, training, o.order, o.seed, stats.symmetrized);
+  }
+  {
+    ScopedPhase phase(times, "build");
     // Neighbors in relabeled ids: "owned or halo" becomes a range test, no lookup per edge.
     relabel_columns(training, relabeling);
   }
@@ -360,7 +369,8 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
   {
     ScopedPhase phase(times, "features");
     ProgressLine progress("partition: write features", 0);
-    const auto feature_checksums = write_part_features(features, relabeling, files);
+    const auto feature_checksums = write_part_features(features, relabeling, files,
+                                                        o.feature_window_bytes);
     for (int p = 0; p < k; ++p)
       stats.parts[p].checksums["/node/feat"] = feature_checksums[p];
   }
@@ -425,6 +435,7 @@ nlohmann::json PartitionStats::to_json() const {
        {{"file", source_name}, {"checksum", source_checksum}, {"checksum_of", source_checksum_of}}},
       {"num_parts", num_parts},
       {"method", to_string(method)},
+      {"order", to_string(order)},
       {"seed", seed},
       {"balance_constraints", to_string(balance)},
       {"symmetrized", symmetrized},
@@ -464,9 +475,9 @@ nlohmann::json PartitionStats::to_json() const {
 
 std::string PartitionStats::summary() const {
   std::string s =
-      fmt::format("{}: {} nodes, {} edges ({}), {} features -> {} parts ({}, seed {})\n", dataset,
-                  num_nodes, num_edges, symmetrized ? "symmetrized" : "directed", feature_dim,
-                  num_parts, to_string(method), seed);
+      fmt::format("{}: {} nodes, {} edges ({}), {} features -> {} parts ({}, seed {}, order {})\n",
+                  dataset, num_nodes, num_edges, symmetrized ? "symmetrized" : "directed",
+                  feature_dim, num_parts, to_string(method), seed, to_string(order));
   s += fmt::format("  {:>5} {:>12} {:>12} {:>14} {:>14} {:>10} {:>8}\n", "part", "owned", "halo",
                    "edges", "cut edges", "train", "repl");
   constexpr std::size_t kMaxRows = 32;
@@ -493,7 +504,7 @@ std::string PartitionStats::summary() const {
                    node_balance, train_balance, edge_balance, replication_factor);
   std::string phases;
   for (const char* phase : {"read", "symmetrize", "coarsen", "metis", "random", "refine", "build",
-                            "features", "write"}) {
+                            "order", "features", "write"}) {
     if (times.all().count(phase)) phases += fmt::format(" {} {:.2f}s,", phase, times.get(phase));
   }
   s += fmt::format("time:{} total {:.2f}s (source checksum {:.2f}s on a second thread); peak RSS "

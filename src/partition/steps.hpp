@@ -121,7 +121,8 @@ std::int64_t weighted_cut(const WeightedGraph& graph, const std::vector<std::int
 // Gives every empty part one node from the largest part (num_parts <= N). Returns nodes moved.
 int fill_empty_parts(std::vector<std::int32_t>& part, int num_parts);
 
-// Relabeled ids: part p owns [offsets[p], offsets[p+1]), in increasing original id order.
+// Relabeled ids: part p owns [offsets[p], offsets[p+1]), in increasing original id order
+// (relabel), or in a locality order (reorder_parts).
 struct Relabeling {
   int num_parts = 0;
   std::vector<NodeId> offsets;       // [num_parts + 1]
@@ -130,6 +131,24 @@ struct Relabeling {
   std::vector<std::int32_t> orig_of; // [N] original id of relabeled node g
 };
 Relabeling relabel(std::vector<std::int32_t> part, int num_parts);
+
+// A part's own nodes and the edges between them, by position in the part (order.cpp).
+struct LocalGraph {
+  std::int64_t n = 0;
+  std::vector<EdgeId> xadj{0};
+  std::vector<std::int32_t> adj;
+  std::int64_t degree(std::int32_t v) const { return xadj[v + 1] - xadj[v]; }
+};
+// The edges of `graph` (rows and columns by original id, before relabel_columns) between nodes
+// of part p, as positions in the part; with symmetrize, each edge both ways once.
+LocalGraph owned_subgraph(const GraphCsr& graph, const Relabeling& relabeling, int p,
+                          bool symmetrize);
+// The order of a part's nodes: order[k] is the position placed at k (a permutation).
+std::vector<std::int32_t> local_order(const LocalGraph& graph, Order order, std::uint64_t seed);
+// Renumbers each part's owned nodes in `relabeling` (orig_of and new_id within the part's
+// range) by `order` on the part's own edges; `symmetric`: the graph holds each edge both ways.
+void reorder_parts(Relabeling& relabeling, const GraphCsr& graph, Order order, std::uint64_t seed,
+                   bool symmetric);
 
 // Rewrites the graph's column ids (neighbors) from original to relabeled ids, in place; rows
 // stay indexed by original id. build_part expects a graph rewritten this way.
@@ -199,12 +218,15 @@ Part build_part(int p, const GraphCsr& graph, const Relabeling& relabeling,
 // write_rows (part.features is ignored).
 void write_part_layout(h5::File& file, const Part& part, const std::string& dataset);
 
-// One pass over the source's feature rows in blocks, each row written to /node/feat of the part
-// owning it (files[p] is part p's open file, made by write_part_layout). Returns the CRC-32 of
-// each part's /node/feat.
+// Each source feature row written to /node/feat of the part owning it (files[p] is part p's
+// open file, made by write_part_layout). Parts in increasing original id: one pass over the
+// source in blocks. Reordered parts: one pass per window of local rows, the windows of all
+// parts together at most window_bytes (at least one row each). Returns the CRC-32 of each
+// part's /node/feat.
 std::vector<std::string> write_part_features(FeatureSource& features,
                                              const Relabeling& relabeling,
-                                             std::vector<h5::File>& files);
+                                             std::vector<h5::File>& files,
+                                             std::int64_t window_bytes = std::int64_t{256} << 20);
 
 PartStats part_stats(const Part& part);
 

@@ -120,7 +120,32 @@ TEST_F(PartitionCli, RefusesBadArguments) {
                  "--check takes a folder");
   expect_refused("partition " + in + " --parts 2 --metis-max-edges 0 --out " + out,
                  "--metis-max-edges");
+  expect_refused("partition " + in + " --parts 2 --order zigzag --out " + out,
+                 "unknown node order \"zigzag\" (expected none, rcm, bfs or community)");
   EXPECT_FALSE(fs::exists(tmp_ / "p"));
+}
+
+// --order: recorded, printed, and the folder passes --check against the store; a temporal store
+// (vertex ranges of a relabeled store) refuses it.
+TEST_F(PartitionCli, OrderIsRecordedAndCheckedAndRefusedOnTemporalStores) {
+  const auto out = tmp_ / "parts";
+  const auto r = run_tessel("partition " + quote(store_) + " --parts 2 --order community --out " +
+                            quote(out));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("order community"), std::string::npos) << r.output;
+  EXPECT_EQ(read_manifest(out).raw["order"], "community");
+  const auto check = run_tessel(fmt::format("partition --check {} {}", quote(out), quote(store_)));
+  EXPECT_EQ(check.code, 0) << check.output;
+  const auto temporal = tmp_ / "ec.h5";
+  ASSERT_EQ(run_tessel("convert temporal " +
+                       quote(test::sample_dataset("england_covid") / "england_covid.json") + " " +
+                       quote(temporal))
+                .code,
+            0);
+  expect_refused("partition " + quote(temporal) + " --parts 2 --order rcm --out " +
+                     quote(tmp_ / "tp"),
+                 "--order rcm applies to a static store");
+  EXPECT_FALSE(fs::exists(tmp_ / "tp"));
 }
 
 TEST_F(PartitionCli, CoarsensAboveMetisMaxEdges) {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 namespace tessel::partition {
@@ -322,6 +323,100 @@ TEST(Partition, FromStoreReadsFeatureRowsAndRecordsFileChecksum) {
   for (std::size_t i = 0; i < ids.size(); ++i)
     for (int j = 0; j < 9; ++j)
       EXPECT_EQ(got[i * 9 + j], data.features[ids[i] * 9 + j]);
+}
+
+// --order renumbers each part's nodes: every invariant and the source comparison still hold
+// (the checker covers reordered parts), each part owns the same nodes as without an order, and
+// the feature rows land right also when written in windows of a few rows (several passes).
+TEST(PartitionOrder, EveryOrderKeepsTheInvariantsAndThePartsNodes) {
+  test::PlantedOptions po;
+  po.num_nodes = 500;
+  for (const bool directed : {false, true}) {
+    po.directed = directed;
+    const auto data = test::planted_dataset(po);
+    for (const int k : {1, 3}) {
+      test::TempDir tmp;
+      auto plain = options_for(k, Method::metis, 5);
+      plain.symmetrize = !directed;
+      partition_dataset(data, tmp / "none", plain);
+      const auto m_none = read_manifest(tmp / "none");
+      EXPECT_EQ(m_none.raw["order"], "none");
+      for (const Order order : {Order::rcm, Order::bfs, Order::community}) {
+        SCOPED_TRACE(fmt::format("{} k={} {}", to_string(order), k,
+                                 directed ? "directed" : "undirected"));
+        auto o = plain;
+        o.order = order;
+        o.feature_window_bytes = 30 * 5 * 4; // 30 rows of 5 features: several passes
+        const auto dir = tmp / to_string(order);
+        const auto stats = partition_dataset(data, dir, o);
+        EXPECT_EQ(stats.order, order);
+        EXPECT_GT(stats.times.get("order"), 0.0);
+        test::verify_partition(dir, data, !directed);
+        CheckOptions with_source;
+        with_source.source_data = &data;
+        EXPECT_TRUE(check_partition(dir, with_source).compared_with_source);
+        const auto m = read_manifest(dir);
+        EXPECT_EQ(m.raw["order"], to_string(order));
+        EXPECT_EQ(m.offsets, m_none.offsets);
+        bool renumbered = false;
+        for (int p = 0; p < k; ++p) {
+          const Part a = load_part(tmp / "none", p, m_none), b = load_part(dir, p, m);
+          std::vector<NodeId> owned_a(a.orig_id.begin(), a.orig_id.begin() + a.num_owned);
+          std::vector<NodeId> owned_b(b.orig_id.begin(), b.orig_id.begin() + b.num_owned);
+          EXPECT_TRUE(std::is_sorted(owned_a.begin(), owned_a.end()));
+          renumbered = renumbered || owned_a != owned_b;
+          std::sort(owned_b.begin(), owned_b.end());
+          EXPECT_EQ(owned_a, owned_b) << "part " << p;
+          EXPECT_EQ(a.num_halo, b.num_halo);
+          EXPECT_EQ(a.graph.num_edges(), b.graph.num_edges());
+        }
+        EXPECT_TRUE(renumbered);
+      }
+    }
+  }
+}
+
+// From a store (features streamed in blocks) in windows: the checker compares with the store.
+TEST(PartitionOrder, FromStoreInWindowsMatchesTheStore) {
+  test::PlantedOptions po;
+  po.num_nodes = 400;
+  po.feature_dim = 7;
+  const auto data = test::planted_dataset(po);
+  test::TempDir tmp;
+  const auto store = tmp / "planted.h5";
+  datasets::write_store(data, store);
+  auto o = options_for(2, Method::metis, 1);
+  o.order = Order::rcm;
+  o.feature_window_bytes = 50 * 7 * 4;
+  partition_store(store, tmp / "parts", o);
+  CheckOptions with_store;
+  with_store.source_store = store;
+  EXPECT_TRUE(check_partition(tmp / "parts", with_store).compared_with_source);
+  test::verify_partition(tmp / "parts", data, true);
+}
+
+TEST(PartitionOrder, UnknownOrderIsRefusedAndAnUnsortedPlainPartIsCaught) {
+  EXPECT_EQ(parse_order("community"), Order::community);
+  EXPECT_EQ(test::input_error([] { parse_order("metis"); }),
+            "unknown node order \"metis\" (expected none, rcm, bfs or community)");
+  // A reordered folder whose manifest claims no order: the checker names the part.
+  const auto data = test::planted_dataset({});
+  test::TempDir tmp;
+  auto o = options_for(2, Method::metis, 1);
+  o.order = Order::rcm;
+  partition_dataset(data, tmp / "parts", o);
+  const auto manifest = tmp / "parts" / "partition.json";
+  auto j = nlohmann::json::parse(test::file_bytes(manifest));
+  j["order"] = "none";
+  std::ofstream(manifest) << j.dump(2);
+  EXPECT_NE(test::input_error([&] { check_partition(tmp / "parts"); })
+                .find("owned nodes are not in increasing source id order"),
+            std::string::npos);
+  j["order"] = "zigzag";
+  std::ofstream(manifest) << j.dump(2);
+  EXPECT_NE(test::input_error([&] { check_partition(tmp / "parts"); })
+                .find("unknown node order \"zigzag\""),
+            std::string::npos);
 }
 
 TEST(PartitionRefusals, NumPartsBelowOne) {

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <set>
 
 namespace tessel::partition {
@@ -213,6 +215,63 @@ TEST(FeatureSource, GatherReadsRequestedRows) {
   std::vector<float> out(9);
   source.gather(ids, out.data());
   EXPECT_EQ(out, (std::vector<float>{3, 4, 5, 12, 13, 14, 27, 28, 29}));
+}
+
+// A 40 x 40 grid whose node ids are a random permutation: every locality order puts grid
+// neighbours near each other again, which the shuffled ids do not; each is a permutation.
+TEST(LocalOrder, OrdersPutTheNeighboursOfAShuffledGridNearEachOther) {
+  constexpr std::int32_t side = 40, n = side * side;
+  std::vector<std::int32_t> id(n);
+  std::iota(id.begin(), id.end(), 0);
+  std::uint64_t state = 12345;
+  for (std::int32_t i = n - 1; i > 0; --i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(id[i], id[static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(i + 1))]);
+  }
+  std::vector<std::vector<std::int32_t>> rows(n);
+  for (std::int32_t r = 0; r < side; ++r)
+    for (std::int32_t c = 0; c < side; ++c) {
+      const std::int32_t v = id[r * side + c];
+      if (c + 1 < side) rows[v].push_back(id[r * side + c + 1]), rows[id[r * side + c + 1]].push_back(v);
+      if (r + 1 < side) rows[v].push_back(id[(r + 1) * side + c]), rows[id[(r + 1) * side + c]].push_back(v);
+    }
+  detail::LocalGraph g;
+  g.n = n;
+  for (auto& row : rows) {
+    std::sort(row.begin(), row.end());
+    g.adj.insert(g.adj.end(), row.begin(), row.end());
+    g.xadj.push_back(static_cast<EdgeId>(g.adj.size()));
+  }
+  // Mean |position(u) - position(v)| over the edges.
+  const auto mean_gap = [&](const std::vector<std::int32_t>& order) {
+    std::vector<std::int32_t> pos(n, -1);
+    for (std::int32_t k = 0; k < n; ++k) pos[order[k]] = k;
+    double sum = 0;
+    for (std::int32_t v = 0; v < n; ++v)
+      for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e) sum += std::abs(pos[v] - pos[g.adj[e]]);
+    return sum / static_cast<double>(g.adj.size());
+  };
+  const double shuffled = mean_gap(detail::local_order(g, Order::none, 0));
+  EXPECT_GT(shuffled, n / 4.0);
+  for (const Order order : {Order::rcm, Order::bfs, Order::community}) {
+    const auto perm = detail::local_order(g, order, 3);
+    ASSERT_EQ(perm.size(), static_cast<std::size_t>(n)) << to_string(order);
+    EXPECT_TRUE(std::is_permutation(perm.begin(), perm.end(),
+                                    detail::local_order(g, Order::none, 0).begin()))
+        << to_string(order);
+    // A breadth-first order of a grid keeps neighbours within about two diagonals (~2 sides).
+    EXPECT_LT(mean_gap(perm), 2.0 * side) << to_string(order) << ", shuffled " << shuffled;
+  }
+  // Two components and an isolated node: all are placed.
+  detail::LocalGraph two;
+  two.n = 5;
+  two.xadj = {0, 1, 2, 3, 4, 4};
+  two.adj = {1, 0, 3, 2};
+  for (const Order order : {Order::rcm, Order::bfs, Order::community}) {
+    auto perm = detail::local_order(two, order, 0);
+    std::sort(perm.begin(), perm.end());
+    EXPECT_EQ(perm, (std::vector<std::int32_t>{0, 1, 2, 3, 4})) << to_string(order);
+  }
 }
 
 } // namespace

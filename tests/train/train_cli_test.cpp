@@ -66,6 +66,59 @@ TEST_F(TrainCli, FullBatchLossesAndParametersDoNotDependOnRankCount) {
   }
 }
 
+// `partition --order` renumbers each part's nodes; nothing but the order of float sums may
+// change: losses and parameters within the rank-count bound (dropout on, so the draws must be
+// keyed by source id), predictions in source id order within the same bound, and a checkpoint
+// of the unordered run resumes on an ordered partition. Against --order none at P = 1.
+TEST_F(TrainCli, NodeOrderChangesNothingButTheSummationOrder) {
+  const auto h5 = scratch("synth.h5").string();
+  const auto base = [&](const fs::path& parts, const std::string& tag) {
+    return tessel_bin() + " train " + parts.string() +
+           " --mode full --model gcn --epochs 6 --dropout 0.5 --hidden 16 --lr 0.05 --seed 7 "
+           "--quiet --metrics " + scratch(tag + ".jsonl").string();
+  };
+  run_ok(tessel_bin() + " partition " + h5 + " --parts 1 --order none --out " +
+         scratch("o-none").string());
+  run_ok(base(scratch("o-none"), "o-none") + " --predictions " + scratch("o-none.pred.h5").string() +
+         " --checkpoint " + scratch("o-none-ck").string() + " --checkpoint-every 6");
+  // The same run stopped after epoch 3, to be resumed on an ordered partition.
+  run_ok(tessel_bin() + " train " + scratch("o-none").string() +
+         " --mode full --model gcn --epochs 3 --dropout 0.5 --hidden 16 --lr 0.05 --seed 7 "
+         "--quiet --checkpoint " + scratch("o-none-ck3").string() + " --checkpoint-every 3");
+  const auto want = losses(scratch("o-none.jsonl"));
+  const auto want_params = checkpoint_params(scratch("o-none-ck"));
+  const auto want_pred = h5::File::open_read(scratch("o-none.pred.h5")).read<float>("/logits");
+  const std::pair<std::string, int> cases[] = {
+      {"rcm", 1}, {"rcm", 2}, {"bfs", 2}, {"community", 2}};
+  for (const auto& [order, p] : cases) {
+      SCOPED_TRACE(order + " P=" + std::to_string(p));
+      const auto tag = "o-" + order + std::to_string(p);
+      run_ok(tessel_bin() + " partition " + h5 + " --parts " + std::to_string(p) + " --order " +
+             order + " --out " + scratch(tag).string());
+      run_ok(test::mpirun(p) + base(scratch(tag), tag) + " --predictions " +
+             scratch(tag + ".pred.h5").string() + " --checkpoint " + scratch(tag + "-ck").string() +
+             " --checkpoint-every 6");
+      expect_same_losses(want, losses(scratch(tag + ".jsonl")));
+      const auto params = checkpoint_params(scratch(tag + "-ck"));
+      ASSERT_EQ(params.size(), want_params.size());
+      for (std::size_t k = 0; k < params.size(); ++k)
+        ASSERT_NEAR(params[k], want_params[k], 1e-5f + 1e-4f * std::abs(want_params[k])) << k;
+      h5::File pred = h5::File::open_read(scratch(tag + ".pred.h5"));
+      const auto ids = pred.read<std::int64_t>("/node_id");
+      for (std::size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<std::int64_t>(i));
+      const auto logits = pred.read<float>("/logits");
+      ASSERT_EQ(logits.size(), want_pred.size());
+      for (std::size_t i = 0; i < logits.size(); ++i)
+        ASSERT_NEAR(logits[i], want_pred[i], 1e-4f * (1 + std::abs(want_pred[i]))) << i;
+    }
+  // The unordered run's epoch-3 checkpoint, resumed on the RCM partition at P = 2 (epochs 4..6).
+  run_ok(test::mpirun(2) + base(scratch("o-rcm2"), "o-resumed") + " --resume " +
+         scratch("o-none-ck3").string());
+  const auto resumed = losses(scratch("o-resumed.jsonl"));
+  ASSERT_EQ(resumed.size(), 3u);
+  expect_same_losses(std::vector<double>(want.begin() + 3, want.end()), resumed);
+}
+
 TEST_F(TrainCli, ResumeReachesTheSameFinalLoss) {
   const std::string common = " train " + parts(2).string() +
                              " --mode full --model gcn --epochs 12 --dropout 0.5 --seed 5 --quiet";

@@ -22,6 +22,16 @@ enum class Method { metis, random };
 Method parse_method(const std::string& name);
 std::string to_string(Method method);
 
+// --order: how each part numbers its owned nodes. none keeps increasing source id; rcm (reverse
+// Cuthill-McKee), bfs (breadth first from the highest degree) and community (label propagation
+// clusters of at most 512 nodes in RCM order of the cluster graph, RCM order inside) place
+// neighbours near each other, on the part's own edges. Only the numbering changes: outputs stay in
+// source ids, random draws are keyed by source id.
+enum class Order { none, rcm, bfs, community };
+// "none", "rcm", "bfs" or "community"; anything else is an InputError naming them.
+Order parse_order(const std::string& name);
+std::string to_string(Order order);
+
 // Which vertex weights METIS balances across parts (one METIS constraint each).
 struct Balance {
   bool nodes = true; // owned node count
@@ -36,6 +46,7 @@ struct PartitionOptions {
   int num_parts = 1;
   Method method = Method::metis;
   Balance balance;
+  Order order = Order::none;
   std::uint64_t seed = 0;
   // Store the symmetrized graph. An undirected dataset is always symmetrized (it stores each
   // edge once); the METIS input is always the symmetrized graph.
@@ -49,6 +60,10 @@ struct PartitionOptions {
   std::int64_t metis_max_edges = std::int64_t{1} << 23;
   // Largest node or edge count METIS is given (its idx_t is 32-bit). Lowered only by tests.
   std::int64_t max_index = std::numeric_limits<std::int32_t>::max();
+  // With an order other than none, the feature rows of every part are written in windows of
+  // local rows, one pass over the source each, the windows together at most this many bytes.
+  // Lowered only by tests.
+  std::int64_t feature_window_bytes = std::int64_t{256} << 20;
 };
 
 struct PartStats {
@@ -64,6 +79,7 @@ struct PartitionStats {
   std::string dataset;
   int num_parts = 0;
   Method method = Method::metis;
+  Order order = Order::none;
   std::uint64_t seed = 0;
   Balance balance;
   bool symmetrized = true;
@@ -89,7 +105,7 @@ struct PartitionStats {
   std::string source_checksum_of; // "file" or "content"
   std::string source_name;        // file name of the source, empty for in-memory data
   PhaseTimes times; // read, checksum, symmetrize, [coarsen], metis|random, [refine], build,
-                    // features, write
+                    // [order], features, write
   std::int64_t peak_rss_bytes = 0;
   // Peak RSS of the process when each phase ended (read, symmetrize, metis|random, build,
   // features), to see which phase sets the peak.
