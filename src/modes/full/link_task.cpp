@@ -44,26 +44,40 @@ struct SplitScores {
   std::vector<std::int64_t> pairs;  // (src, dst) of pos then neg, when asked for
 };
 
-// The edge predictions file (format tessel-edge-predictions, version 1): /edges int64 [n, 2]
-// (src, dst in source ids), /score float32 [n] (the decoder's logit), /label int64 [n] (1: a
-// test positive, 0: a test negative); positives first, each kind in the store's order.
-void write_edge_predictions(const std::filesystem::path& path,
-                            const std::vector<std::int64_t>& pairs,
-                            const std::vector<float>& score,
-                            const std::vector<std::int64_t>& label, const std::string& metric) {
+// The edge predictions file (format tessel-link-predictions, version 1; docs/formats.md):
+// /pos_edge int64 [n, 2] (src, dst in source ids) and /pos_score float32 [n], in the store's
+// order; then the negatives, per pair (/neg_edge [m, 2], /neg_score [m]) or per source
+// (/neg_dst [n, K], /neg_score [n, K]: row i scores (pos_edge[i, 0], neg_dst[i, k])). Scores are
+// the decoder's logits.
+void write_edge_predictions(const std::filesystem::path& path, const SplitScores& scores,
+                            std::int64_t neg_per_source, std::int64_t num_nodes,
+                            const std::string& metric) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  const auto n = static_cast<std::int64_t>(scores.pos.size());
+  const auto m = static_cast<std::int64_t>(scores.neg.size());
+  const std::int64_t* pairs = scores.pairs.data();
   datasets::AtomicOutput output(path);
   {
     h5::File file = h5::File::create(output.temp_path());
-    file.set_attr("format", std::string("tessel-edge-predictions"));
+    file.set_attr("format", std::string("tessel-link-predictions"));
     file.set_attr("version", std::int64_t{1});
     file.set_attr("split", std::string("test"));
     file.set_attr("metric", metric);
-    file.set_attr("num_edges", static_cast<std::int64_t>(score.size()));
-    file.write("/edges", pairs.data(), {static_cast<std::int64_t>(score.size()), 2},
-               "(src, dst) in source node ids: the test positives, then the test negatives");
-    file.write("/score", score, "decoder output before the sigmoid (dot product of embeddings)");
-    file.write("/label", label, "1: test positive edge, 0: test negative");
+    file.set_attr("num_nodes", num_nodes);
+    file.write("/pos_edge", pairs, {n, 2}, "(src, dst) in source node ids: the test positives");
+    file.write("/pos_score", scores.pos, "decoder output before the sigmoid");
+    if (neg_per_source > 0) {
+      std::vector<std::int64_t> neg_dst(static_cast<std::size_t>(m));
+      for (std::int64_t i = 0; i < m; ++i)
+        neg_dst[static_cast<std::size_t>(i)] = pairs[2 * (n + i) + 1];
+      file.write("/neg_dst", neg_dst.data(), {n, neg_per_source},
+                 "row i: the negative targets of source pos_edge[i, 0]");
+      file.write("/neg_score", scores.neg.data(), {n, neg_per_source},
+                 "decoder output before the sigmoid, row i for source pos_edge[i, 0]");
+    } else {
+      file.write("/neg_edge", pairs + 2 * n, {m, 2}, "(src, dst): the test negatives");
+      file.write("/neg_score", scores.neg, "decoder output before the sigmoid");
+    }
     file.close();
   }
   output.commit();
@@ -221,11 +235,8 @@ class LinkTrainer final : public GraphModeTrainer {
     const Tensor table = embedding_table(z_owned, ignored);
     const SplitScores scores = split_scores(table, 2, true);
     if (comm_.rank() != 0) return;
-    std::vector<float> score = scores.pos;
-    score.insert(score.end(), scores.neg.begin(), scores.neg.end());
-    std::vector<std::int64_t> label(score.size(), 0);
-    std::fill_n(label.begin(), scores.pos.size(), 1);
-    write_edge_predictions(files.predictions, scores.pairs, score, label, manifest_.link.metric);
+    write_edge_predictions(files.predictions, scores, manifest_.link.neg_per_source,
+                           manifest_.num_nodes, manifest_.link.metric);
   }
 
  private:
