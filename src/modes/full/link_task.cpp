@@ -106,8 +106,9 @@ class LinkTrainer final : public GraphModeTrainer {
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     aggregator_.set_phases(&phases);
+    // Training exchanges halos in --halo-dtype; evaluation (outside this scope) in f32.
+    const auto exchange = aggregator_.exchange_with({.codec = options_.full.halo_dtype});
     dist::HaloExchange& halo = aggregator_.halo();
-    halo.set_codec(options_.full.halo_dtype);
     halo.begin_epoch();
     Stopwatch compute;
     model_.zero_grad();
@@ -174,7 +175,6 @@ class LinkTrainer final : public GraphModeTrainer {
       ScopedPhase t(phases, "dense");
       optimizer_->step(model_.parameters());
     }
-    halo.set_codec(kernels::RowCodec::f32);
     extra["task"] = "link";
     extra["negatives"] = k;
     double sums[2] = {pos_loss, neg_loss};
