@@ -38,13 +38,14 @@ ModeInfo mode(ModeTraits traits, ModeSteps steps) {
 const std::vector<ModeInfo>& mode_table() {
   static const std::vector<ModeInfo> table = {
       mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
+            .only_model = std::nullopt,
             .own_flags = {"--halo-dtype", "--boundary-sampling", "--halo-aggregation",
                           "--stale-halo", "--stale-smoothing", "--task", "--negatives",
                           "--out-dim"},
             .apply_defaults = nullptr},
            {.make = make_full_trainer, .describe = full_run_info, .check = check_full_options}),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
-            .benched_by_default = true,
+            .benched_by_default = true, .only_model = std::nullopt,
             .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",
                           "--cache-admit-fraction", "--graph-placement", "--sample-routing",
                           "--prefetch", "--batch-size", "--max-batches"},
@@ -61,6 +62,7 @@ const std::vector<ModeInfo>& mode_table() {
             .describe = pipeline_run_info,
             .check = check_pipeline_options}),
       mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
+            .only_model = std::nullopt,
             .own_flags = {"--temporal-partition", "--task", "--negatives", "--eval-negatives"},
             .apply_defaults = dynamic_defaults},
            {.load = load_temporal_part,

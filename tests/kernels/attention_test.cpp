@@ -201,7 +201,9 @@ TEST(Attention, ProjectAndItsBackward) {
         t += double(wh.data<float>()[u * hf + h * f + c]) * att_dst.data<float>()[h * f + c];
       }
       EXPECT_NEAR(packed.data<float>()[u * (hf + heads) + hf + h], s, 1e-5);
-      if (u < n_dst) EXPECT_NEAR(dst_term.data<float>()[u * heads + h], t, 1e-5);
+      if (u < n_dst) {
+        EXPECT_NEAR(dst_term.data<float>()[u * heads + h], t, 1e-5);
+      }
       for (std::int64_t c = 0; c < f; ++c)
         EXPECT_EQ(packed.data<float>()[u * (hf + heads) + h * f + c],
                   wh.data<float>()[u * hf + h * f + c]);

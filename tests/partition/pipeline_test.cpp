@@ -175,7 +175,7 @@ TEST(Partition, MalformedChecksumStringBlamesTheManifest) {
   partition_dataset(data, tmp / "parts", options_for(2, Method::random));
   const fs::path manifest = tmp / "parts" / "partition.json";
   auto j = nlohmann::json::parse(std::ifstream(manifest));
-  for (const nlohmann::json bad : {nlohmann::json("crc32:XYZ"), nlohmann::json("md5:00000000"),
+  for (const nlohmann::json& bad : {nlohmann::json("crc32:XYZ"), nlohmann::json("md5:00000000"),
                                    nlohmann::json(12345)}) {
     auto edited = j;
     edited["parts"][1]["checksums"]["/graph/indptr"] = bad;
