@@ -80,7 +80,7 @@ GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)
 }
 
 bool GraphModeTrainer::infers_in_blocks() const {
-  return options_.mode == "sampled" && device_.is_cpu() && model_.infer_blocks_possible();
+  return blocks_inference_ && device_.is_cpu() && model_.infer_blocks_possible();
 }
 
 Tensor GraphModeTrainer::infer_logits(Tensor* last_hidden) {

@@ -159,7 +159,7 @@ TEST(CliConvert, SyntheticPresetFillsUnsetOptions) {
   fs::create_directories(dir / "bad");
   expect_clean_failure(
       run_tessel("convert synthetic --preset papers " + quote(dir / "bad" / "x.h5")),
-      {"preset 'papers'", "products"}, dir / "bad");
+      {"--preset papers: unknown synthetic preset", "products"}, dir / "bad");
 }
 
 // --scale shrinks a preset's node count, keeping its shape; it needs a preset.

@@ -43,6 +43,7 @@ class GraphModeTrainer : public Trainer {
   // GCN or GraphSAGE model reads layer 0's input in row blocks (nn::Model::infer_blocks), in
   // memory and out of core alike; the rest infers from eval_features().
   bool infers_in_blocks() const;
+  bool blocks_inference_ = false;  // set by a mode that infers in blocks (sampled)
   Tensor infer_logits(Tensor* last_hidden);
   // Elements of one block of layer 0's input (4 MiB of f32): rows = this / feature width.
   static constexpr std::int64_t kInferBlockElements = std::int64_t{1} << 20;

@@ -118,6 +118,7 @@ class SampledTrainer final : public GraphModeTrainer {
     TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
                    "sampled mode: {} fanouts for {} layers", options_.sampled.fanouts.size(),
                    options_.model.layers);
+    blocks_inference_ = true;
     // On a GPU the blocks are sampled and kept there (sample_device, at any rank count) unless
     // --sample-routing host asks for the host path. The CPU keeps its host path (the device
     // graph's CPU twin only adds copies there) unless --sample-routing device asks for the GPU's
