@@ -251,6 +251,21 @@ class SampledTrainer final : public GraphModeTrainer {
     nn::Model::Input input = nn::Model::Input::scratch;
   };
 
+  // Copies the sampler's host blocks, with each layer's source ids and degrees, into the batch
+  // (the sampler reuses its own buffers for the next step).
+  void take_host_blocks(Batch& batch) {
+    const auto layers = static_cast<std::size_t>(options_.model.layers);
+    batch.blocks = sampler_.blocks();
+    batch.src_orig.resize(layers);
+    batch.src_degree.resize(layers);
+    for (std::size_t l = 0; l < layers; ++l) {
+      const int layer = static_cast<int>(l);
+      batch.src_orig[l].assign(sampler_.src_orig(layer).begin(), sampler_.src_orig(layer).end());
+      batch.src_degree[l].assign(sampler_.src_degree(layer).begin(),
+                                 sampler_.src_degree(layer).end());
+    }
+  }
+
   // One step on the CPU: sample, fetch, train, in that order.
   double run_step(int epoch, std::uint32_t step, const std::vector<LocalId>& seeds,
                   std::int64_t global_count, PhaseTimes& phases) {
@@ -291,13 +306,7 @@ class SampledTrainer final : public GraphModeTrainer {
       batch.global_count = step_counts[s];
       batch.seeds = &step_seeds[s];
       sampler_.sample(epoch, batch.step, step_seeds[s], phases);
-      batch.blocks = sampler_.blocks();
-      batch.src_orig.resize(static_cast<std::size_t>(layers));
-      batch.src_degree.resize(static_cast<std::size_t>(layers));
-      for (int l = 0; l < layers; ++l) {
-        batch.src_orig[l].assign(sampler_.src_orig(l).begin(), sampler_.src_orig(l).end());
-        batch.src_degree[l].assign(sampler_.src_degree(l).begin(), sampler_.src_degree(l).end());
-      }
+      take_host_blocks(batch);
     };
     auto gather = [&](Batch& batch) {
       batch.x = sampler_.fetch_features(batch.blocks[0].src, *owned_rows_, phases,
@@ -375,14 +384,7 @@ class SampledTrainer final : public GraphModeTrainer {
       return;
     }
     sampler_.sample(epoch, step, seeds, phases);
-    const int layers = options_.model.layers;
-    batch.blocks = sampler_.blocks();
-    batch.src_orig.resize(static_cast<std::size_t>(layers));
-    batch.src_degree.resize(static_cast<std::size_t>(layers));
-    for (int l = 0; l < layers; ++l) {
-      batch.src_orig[l].assign(sampler_.src_orig(l).begin(), sampler_.src_orig(l).end());
-      batch.src_degree[l].assign(sampler_.src_degree(l).begin(), sampler_.src_degree(l).end());
-    }
+    take_host_blocks(batch);
     if (device_.is_cuda()) {
       batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases);
       batch.input = nn::Model::Input::scratch;
