@@ -1,6 +1,7 @@
 // `tessel predict CHECKPOINT DIR --predictions FILE --embeddings FILE`: inference with a saved model on a
 // partition (the one it was trained on, or another graph with the same feature width), under
-// mpirun with one rank per part.
+// mpirun with one rank per part. A link prediction model (--task link) scores the test split's
+// edges, or with --edges PAIRS the pairs given.
 #include "command.hpp"
 #include "train_options.hpp"
 
@@ -75,6 +76,10 @@ void options_from_checkpoint(train::TrainOptions& o) {
       o.model.heads = model.at("heads").get<int>();
       o.model.out_heads = model.at("out_heads").get<int>();
     }
+    if (model.value("task", std::string()) == "link") {
+      o.dynamic.task = train::DynamicTask::link_prediction;
+      o.full.link_out_dim = model.at("out_dim").get<std::int64_t>();
+    }
   } catch (const nlohmann::json::exception& e) {
     TESSEL_FAIL("{}: the model attribute is not a Tessel model description: {}", path.string(),
                 e.what());
@@ -95,9 +100,15 @@ std::function<void()> setup_predict(CLI::App& app) {
       ->required()
       ->check(partition_folder());
   app.add_option("--predictions", options->predictions_path,
-                 "write predicted classes and logits of every node to this HDF5 file");
+                 "write predicted classes and logits of every node to this HDF5 file (a link "
+                 "prediction model: the scores of the test edges, or of the --edges pairs)");
+  app.add_option("--edges", options->predict_edges,
+                 "link prediction model: score these pairs, a text file of `src dst` (or CSV "
+                 "`src,dst`) lines in source node ids, an optional header line first")
+      ->check(CLI::ExistingFile);
   app.add_option("--embeddings", options->embeddings_path,
-                 "write the last hidden layer's output of every node to this HDF5 file");
+                 "write the last hidden layer's output of every node to this HDF5 file (a link "
+                 "prediction model: the encoder's output, the rows the dot product decodes)");
   app.add_option_function<std::string>(
          "--feature-memory",
          [options](const std::string& text) {
@@ -115,12 +126,23 @@ std::function<void()> setup_predict(CLI::App& app) {
              "The model (kind, layers, hidden size, mode) comes from the checkpoint; the\n"
              "partition must have the feature width and class count it was trained with.\n"
              "On the training run's partition and rank count the predictions equal the\n"
-             "training run's --predictions (and --embeddings) of the same epoch bit for bit.");
+             "training run's --predictions (and --embeddings) of the same epoch bit for bit.\n"
+             "A --task link checkpoint: --predictions holds the test edges' scores, or with\n"
+             "--edges PAIRS the given pairs' scores in their order (split `given`, no\n"
+             "negatives; docs/formats.md).");
   app.final_callback([options, given] {
     TESSEL_EXPECTS(!options->predictions_path.empty() || !options->embeddings_path.empty(),
                    "tessel predict: give --predictions FILE, --embeddings FILE or both");
     options->predict_from = checkpoint_file(*given);
     options_from_checkpoint(*options);
+    const bool link = options->dynamic.task == train::DynamicTask::link_prediction;
+    TESSEL_EXPECTS(options->predict_edges.empty() || link,
+                   "{}: --edges needs a link prediction checkpoint (tessel train --task link); "
+                   "this model predicts nodes",
+                   options->predict_from.string());
+    TESSEL_EXPECTS(options->predict_edges.empty() || !options->predictions_path.empty(),
+                   "--edges {}: give --predictions FILE for the pairs' scores",
+                   options->predict_edges.string());
     check_train_outputs(*options);
   });
   return [options] {
@@ -133,8 +155,8 @@ std::function<void()> setup_predict(CLI::App& app) {
 }
 
 const Registrar registrar({"predict",
-                           "Predict every node of a partition with a saved model (run under "
-                           "mpirun).",
+                           "Predict every node of a partition with a saved model, or score "
+                           "edges with a link prediction model (run under mpirun).",
                            true, setup_predict, 32});
 
 }  // namespace

@@ -47,10 +47,11 @@ std::function<void()> setup_train(CLI::App& app) {
                  "--epochs is the total, beyond the checkpoint's epoch)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--predictions", options->predictions_path,
-                 "write predicted classes and logits of every node to this HDF5 file");
+                 "write predicted classes and logits of every node to this HDF5 file (--task "
+                 "link: the scores of the test edges)");
   app.add_option("--embeddings", options->embeddings_path,
                  "write the last hidden layer's output of every node to this HDF5 file (dynamic: "
-                 "every node at every snapshot)");
+                 "every node at every snapshot; --task link: the encoder's output)");
   add_choice(app, "--save", options->save,
              "which epoch --predictions and --embeddings hold, and DIR/best.h5 beside "
              "--checkpoint's checkpoint.h5: best (best validation metric; the last epoch when "

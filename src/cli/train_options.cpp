@@ -404,6 +404,7 @@ void check_train_outputs(const train::TrainOptions& o) {
   if (!o.resume_dir.empty()) inputs.push_back(o.resume_dir);
   if (!o.checkpoint_dir.empty()) inputs.push_back(o.checkpoint_dir);
   if (!o.predict_from.empty()) inputs.push_back(o.predict_from);
+  if (!o.predict_edges.empty()) inputs.push_back(o.predict_edges);
   const std::pair<const char*, fs::path> outputs[] = {{"--predictions", o.predictions_path},
                                                       {"--embeddings", o.embeddings_path},
                                                       {"--metrics", o.metrics_path}};
@@ -416,9 +417,11 @@ void check_train_outputs(const train::TrainOptions& o) {
                            fs::weakly_canonical(outputs[b].second, ec),
                        "{} and {} name the same file {}", outputs[a].first, outputs[b].first,
                        outputs[b].second.string());
-  // The graph modes' embeddings are the last hidden layer's output: a 1-layer GNN has none.
+  // The graph modes' embeddings are the last hidden layer's output: a 1-layer GNN has none
+  // (a link prediction encoder's are its output).
   const auto& traits = train::mode_traits(o.mode);
-  if (!o.embeddings_path.empty() && !traits.temporal && !traits.only_model)
+  if (!o.embeddings_path.empty() && !traits.temporal && !traits.only_model &&
+      o.dynamic.task != train::DynamicTask::link_prediction)
     TESSEL_EXPECTS(o.model.layers >= 2,
                    "--embeddings writes the last hidden layer's output, and a {}-layer {} model "
                    "has no hidden layer (use --layers 2 or more)",

@@ -56,6 +56,8 @@ std::string model_signature(const TrainOptions& o) {
   // still resume.
   if (o.normalize_features != FeatureNormalization::none)
     j["normalize_features"] = option_word(o.normalize_features);
+  // A link prediction encoder (full mode's --task link): `tessel predict` scores edges with it.
+  if (o.dynamic.task == DynamicTask::link_prediction) j["task"] = "link";
   return j.dump();
 }
 
@@ -220,7 +222,8 @@ std::string format_bytes(double b) {
 // (`which` says which model: "at epoch 12, the best epoch"). Collective.
 void write_run_outputs(comm::Communicator& comm, Trainer& trainer, const TrainOptions& options,
                        const std::string& which) {
-  const OutputFiles files{options.predictions_path, options.embeddings_path};
+  const OutputFiles files{options.predictions_path, options.embeddings_path,
+                          options.predict_edges};
   if (files.predictions.empty() && files.embeddings.empty()) return;
   trainer.write_outputs(files);
   if (comm.rank() != 0) return;

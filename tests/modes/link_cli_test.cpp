@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -131,6 +132,95 @@ TEST_F(LinkCli, PredictionsHoldTheTestEdgesScores) {
   }
   for (std::size_t i = 0; i < scores[0].size(); ++i)
     EXPECT_NEAR(scores[1][i], scores[0][i], 1e-4 * (1 + std::abs(scores[0][i]))) << i;
+}
+
+// --embeddings: the encoder's output of every node; the dot product of two rows is the score
+// --predictions gives that pair (1e-5 of the sum of the product's terms' magnitudes: a float
+// dot product in another order), at 1 and 2 ranks.
+TEST_F(LinkCli, EmbeddingsDecodeToThePredictedScores) {
+  for (int p : {1, 2}) {
+    const auto pred = scratch("epred" + std::to_string(p) + ".h5");
+    const auto emb = scratch("emb" + std::to_string(p) + ".h5");
+    run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() +
+           " --mode full --task link --hidden 16 --out-dim 8 --dropout 0 --epochs 6 --seed 2 "
+           "--quiet --predictions " + pred.string() + " --embeddings " + emb.string());
+    const auto e = h5::File::open_read(emb);
+    EXPECT_EQ(e.attr_string("format"), "tessel-embeddings");
+    const std::int64_t n = e.attr_int("num_nodes");
+    ASSERT_EQ(e.attr_int("dim"), 8);
+    const auto manifest = nlohmann::json::parse(std::ifstream(parts(p) / "partition.json"));
+    ASSERT_EQ(n, manifest["num_nodes"].get<std::int64_t>());
+    const auto node_id = e.read<std::int64_t>("/node_id");
+    const auto rows = e.read<float>("/embedding");
+    ASSERT_EQ(rows.size(), static_cast<std::size_t>(n * 8));
+    for (std::int64_t v = 0; v < n; ++v) ASSERT_EQ(node_id[static_cast<std::size_t>(v)], v);
+    const auto f = h5::File::open_read(pred);
+    const auto pos_edge = f.read<std::int64_t>("/pos_edge");
+    const auto pos = f.read<float>("/pos_score");
+    ASSERT_FALSE(pos.empty());
+    for (std::size_t i = 0; i < pos.size(); ++i) {
+      const std::int64_t a = pos_edge[2 * i], b = pos_edge[2 * i + 1];
+      double dot = 0, magnitude = 0;
+      for (std::int64_t c = 0; c < 8; ++c) {
+        const double term = static_cast<double>(rows[static_cast<std::size_t>(a * 8 + c)]) *
+                            static_cast<double>(rows[static_cast<std::size_t>(b * 8 + c)]);
+        dot += term;
+        magnitude += std::abs(term);
+      }
+      EXPECT_NEAR(dot, pos[i], 1e-5 * magnitude) << "ranks " << p << " edge " << i;
+    }
+    // Not a constant table: the test edges score differently.
+    EXPECT_NE(*std::min_element(pos.begin(), pos.end()), *std::max_element(pos.begin(), pos.end()));
+  }
+}
+
+// tessel predict --edges: a link checkpoint scores the given pairs; given the test edges (a
+// header, then lines as `src dst` and as `src,dst`), the scores are the training run's
+// --predictions of the same epoch, bit for bit on the same partition and rank count. Bad rows and
+// ids out of range are refused with the file and line, and nothing is written.
+TEST_F(LinkCli, PredictScoresGivenEdgesAsTheTrainingRun) {
+  const auto pred = scratch("tpred.h5");
+  run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+         " --mode full --task link --hidden 16 --out-dim 8 --dropout 0 --epochs 6 --seed 3 "
+         "--quiet --predictions " + pred.string() + " --checkpoint " + scratch("lck").string());
+  const auto f = h5::File::open_read(pred);
+  const auto pos_edge = f.read<std::int64_t>("/pos_edge");
+  const auto expected = f.read<float>("/pos_score");
+  ASSERT_FALSE(expected.empty());
+  const auto pairs = scratch("pairs.txt");
+  {
+    std::ofstream out(pairs);
+    out << "src,dst\n";
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      out << pos_edge[2 * i] << (i % 2 ? "," : " ") << pos_edge[2 * i + 1] << "\n";
+  }
+  const auto given = scratch("given.h5");
+  const std::string predict = test::mpirun(2) + tessel_bin() + " predict " +
+                              scratch("lck").string() + " " + parts(2).string();
+  run_ok(predict + " --edges " + pairs.string() + " --predictions " + given.string());
+  const auto g = h5::File::open_read(given);
+  EXPECT_EQ(g.attr_string("format"), "tessel-link-predictions");
+  EXPECT_EQ(g.attr_string("split"), "given");
+  EXPECT_EQ(g.read<std::int64_t>("/pos_edge"), pos_edge);
+  EXPECT_EQ(g.read<float>("/pos_score"), expected);
+  EXPECT_FALSE(g.exists("/neg_score"));
+
+  const auto bad = scratch("bad.txt");
+  const auto bad_out = scratch("bad.h5");
+  for (const auto& [text, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"1 2\n3 x\n", "bad.txt line 2: expected `src dst` or `src,dst`"},
+           {"1 2\n\n4 500\n", "bad.txt line 3: node id 500 is outside [0, 500)"},
+           {"1 2 3\n", "bad.txt line 1: expected"}}) {
+    std::ofstream(bad) << text;
+    std::string out;
+    EXPECT_NE(test::run_command(predict + " --edges " + bad.string() + " --predictions " +
+                                    bad_out.string(),
+                                &out),
+              0);
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(bad_out));
+  }
 }
 
 // Negatives are keyed by (seed, epoch, edge id): a run resumed from a checkpoint continues the

@@ -171,6 +171,9 @@ struct TrainOptions {
   // `tessel predict`: no training; the model of this checkpoint file (its folder's best.h5 or
   // checkpoint.h5) predicts every node of the partition into predictions_path.
   std::filesystem::path predict_from;
+  // `tessel predict --edges`: a link prediction model scores these (src, dst) pairs into
+  // predictions_path instead of the test split (a text file of `src dst` or `src,dst` lines).
+  std::filesystem::path predict_edges;
   bool quiet = false;                      // no per-epoch line
   bool verbose = false;                    // also the lines of epochs not evaluated
   // "best": --predictions, --embeddings (and DIR/best.h5 beside --checkpoint's checkpoint.h5) hold the epoch

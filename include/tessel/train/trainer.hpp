@@ -60,6 +60,9 @@ struct Runtime {
 struct OutputFiles {
   std::filesystem::path predictions;
   std::filesystem::path embeddings;
+  // Link prediction: the (src, dst) pairs to score into `predictions` (`tessel predict
+  // --edges`); empty: the test split.
+  std::filesystem::path edges;
 };
 
 // A training mode as the shared driver runs it. The driver does what every mode shares (epochs,

@@ -20,7 +20,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
+#include <fstream>
+#include <string>
+#include <vector>
 
 namespace tessel::train {
 
@@ -51,7 +55,7 @@ struct SplitScores {
 // the decoder's logits.
 void write_edge_predictions(const std::filesystem::path& path, const SplitScores& scores,
                             std::int64_t neg_per_source, std::int64_t num_nodes,
-                            const std::string& metric) {
+                            const std::string& metric, const std::string& split = "test") {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   const auto n = static_cast<std::int64_t>(scores.pos.size());
   const auto m = static_cast<std::int64_t>(scores.neg.size());
@@ -61,12 +65,16 @@ void write_edge_predictions(const std::filesystem::path& path, const SplitScores
     h5::File file = h5::File::create(output.temp_path());
     file.set_attr("format", std::string("tessel-link-predictions"));
     file.set_attr("version", std::int64_t{1});
-    file.set_attr("split", std::string("test"));
+    file.set_attr("split", split);
     file.set_attr("metric", metric);
     file.set_attr("num_nodes", num_nodes);
-    file.write("/pos_edge", pairs, {n, 2}, "(src, dst) in source node ids: the test positives");
+    file.write("/pos_edge", pairs, {n, 2},
+               split == "given" ? "(src, dst) in source node ids: the given pairs, in their order"
+                                : "(src, dst) in source node ids: the test positives");
     file.write("/pos_score", scores.pos, "decoder output before the sigmoid");
-    if (neg_per_source > 0) {
+    if (split == "given") {
+      // Pairs given by the user: no negatives.
+    } else if (neg_per_source > 0) {
       std::vector<std::int64_t> neg_dst(static_cast<std::size_t>(m));
       for (std::int64_t i = 0; i < m; ++i)
         neg_dst[static_cast<std::size_t>(i)] = pairs[2 * (n + i) + 1];
@@ -81,6 +89,64 @@ void write_edge_predictions(const std::filesystem::path& path, const SplitScores
     file.close();
   }
   output.commit();
+}
+
+// `tessel predict --edges`: (src, dst) pairs, one per line, `src dst` or `src,dst` (spaces or
+// tabs around either), in source node ids; a first line that starts with a letter is a header
+// and skipped; blank lines are skipped. A bad row or an id outside [0, num_nodes) is refused with
+// the file and its line. Flat: src, dst, src, dst, ...
+std::vector<std::int64_t> read_pairs(const std::filesystem::path& path, std::int64_t num_nodes) {
+  std::ifstream in(path);
+  TESSEL_EXPECTS(in.good(), "--edges {}: cannot open", path.string());
+  std::vector<std::int64_t> pairs;
+  std::string line;
+  std::int64_t row = 0;
+  bool header_allowed = true;
+  while (std::getline(in, line)) {
+    ++row;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    // Two integers separated by blanks or by one comma between optional blanks.
+    std::int64_t id[2] = {0, 0};
+    const char* p = line.data();
+    const char* end = p + line.size();
+    auto blanks = [&] {
+      while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    };
+    bool ok = true;
+    for (int f = 0; f < 2 && ok; ++f) {
+      blanks();
+      if (f == 1 && p < end && *p == ',') {
+        ++p;
+        blanks();
+      }
+      const auto [next, ec] = std::from_chars(p, end, id[f]);
+      ok = ec == std::errc() && next != p;
+      if (ok && next < end && *next != ' ' && *next != '\t' && *next != ',') ok = false;
+      p = next;
+    }
+    blanks();
+    ok = ok && p == end;
+    // A header names its columns: a first line starting with a letter.
+    const char first = line[line.find_first_not_of(" \t")];
+    if (!ok && header_allowed && std::isalpha(static_cast<unsigned char>(first))) {
+      header_allowed = false;
+      continue;
+    }
+    header_allowed = false;
+    TESSEL_EXPECTS(ok, "--edges {} line {}: expected `src dst` or `src,dst` (two integer node ids), "
+                   "got \"{}\"",
+                   path.string(), row, line.size() > 80 ? line.substr(0, 80) + "..." : line);
+    for (const std::int64_t v : id)
+      TESSEL_EXPECTS(v >= 0 && v < num_nodes,
+                     "--edges {} line {}: node id {} is outside [0, {}) (the graph's {} nodes)",
+                     path.string(), row, v, num_nodes, num_nodes);
+    pairs.push_back(id[0]);
+    pairs.push_back(id[1]);
+  }
+  TESSEL_EXPECTS(!in.bad(), "--edges {}: read error", path.string());
+  TESSEL_EXPECTS(!pairs.empty(), "--edges {}: holds no pairs", path.string());
+  return pairs;
 }
 
 class LinkTrainer final : public GraphModeTrainer {
@@ -225,14 +291,38 @@ class LinkTrainer final : public GraphModeTrainer {
                                                        : fmt::format(", test ap {:.4f}", ap->second));
   }
 
-  // --predictions: the scores of the test positives and the test negatives, written by rank 0.
+  // --embeddings: the encoder's output of every node (the rows the dot product decodes);
+  // --predictions: the scores of the test positives and the test negatives. Written by rank 0.
   void write_outputs(const OutputFiles& files) override {
-    TESSEL_EXPECTS(files.embeddings.empty(), "--task link does not write --embeddings yet");
-    if (files.predictions.empty()) return;
+    if (files.predictions.empty() && files.embeddings.empty()) return;
     PhaseTimes ignored;
     aggregator_.set_phases(&ignored);
     const Tensor z_owned = infer_all_nodes(model_, eval_features(), layer_aggregators_);
+    if (!files.embeddings.empty())
+      write_embeddings_file(comm_, part_, z_owned,
+                            fmt::format("the encoder's output, GNN layer {} (layers 0..{}): the "
+                                        "node embeddings the dot product decodes",
+                                        options_.model.layers - 1, options_.model.layers - 1),
+                            files.embeddings);
+    if (files.predictions.empty()) return;
     const Tensor table = embedding_table(z_owned, ignored);
+    if (!files.edges.empty()) {
+      // Every rank holds the whole table: rank 0 scores the given pairs alone.
+      const std::vector<std::int64_t> pairs = read_pairs(files.edges, manifest_.num_nodes);
+      if (comm_.rank() != 0) return;
+      std::vector<LocalId> src, dst;
+      for (std::size_t i = 0; i < pairs.size(); i += 2) {
+        src.push_back(static_cast<LocalId>(pairs[i]));
+        dst.push_back(static_cast<LocalId>(pairs[i + 1]));
+      }
+      const Tensor scores = nn::link_scores(table, src, dst, ones_, zero_);
+      SplitScores given;
+      given.pos.assign(scores.data<float>(), scores.data<float>() + src.size());
+      given.pairs = pairs;
+      write_edge_predictions(files.predictions, given, 0, manifest_.num_nodes,
+                             manifest_.link.metric, "given");
+      return;
+    }
     const SplitScores scores = split_scores(table, 2, true);
     if (comm_.rank() != 0) return;
     write_edge_predictions(files.predictions, scores, manifest_.link.neg_per_source,
