@@ -232,10 +232,10 @@ void write_run_outputs(comm::Communicator& comm, Trainer& trainer, const TrainOp
     return format_bytes(static_cast<double>(fs::file_size(p, ec)));
   };
   if (!files.predictions.empty())
-    log::info("wrote {} (predictions of every node {}; {})", files.predictions.string(), which,
+    log::info("wrote {} (predictions {}; {})", files.predictions.string(), which,
               size(files.predictions));
   if (!files.embeddings.empty())
-    log::info("wrote {} (embeddings of every node {}; {})", files.embeddings.string(), which,
+    log::info("wrote {} (embeddings {}; {})", files.embeddings.string(), which,
               size(files.embeddings));
 }
 
