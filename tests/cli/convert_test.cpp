@@ -332,13 +332,13 @@ TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
   Result r;
   r.code = test::run_command(
       "bash -c 'ulimit -v 2000000 && exec " + quote(test::tessel_binary()) +
-          " convert synthetic --nodes 400000000 --avg-degree 2 --classes 2 --feat-dim 1 " +
+          " convert synthetic --nodes 200000000 --avg-degree 2 --classes 2 --feat-dim 1 " +
           quote(dir / "out" / "s.h5") + "'",
       &r.output);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_NE(r.output.find("tessel: error: out of memory while generating a synthetic graph of "
-                          "400000000 nodes, in running `tessel convert`"),
+                          "200000000 nodes, in running `tessel convert`"),
             std::string::npos)
       << r.output;
   EXPECT_TRUE(test::list_dir(dir / "out").empty());

@@ -162,6 +162,29 @@ TEST_F(CliFlags, SyntheticTemporalBeyondMemoryNamesTheFlags) {
                           {"--nodes 100000000000", "GB of memory", "memory and swap here"}}});
 }
 
+// `convert synthetic --nodes 4294967297` was "out of memory ... of 4294967297 nodes", naming no
+// flag; each size flag is named with the memory it needs and what fits.
+TEST_F(CliFlags, SyntheticBeyondMemoryNamesTheFlags) {
+  const std::string cmd = "convert synthetic " + out() + " ";
+  expect_refused(
+      dir(),
+      {{cmd + "--nodes 4294967297",
+        {"--nodes 4294967297", "--avg-degree 16", "GB of memory (graph, labels and splits)",
+         "memory and swap here", "nodes fit"}},
+       {cmd + "--nodes 10000000000 --avg-degree 1000000000",
+        {"--nodes 10000000000", "--avg-degree 1000000000", "memory and swap here"}},
+       {cmd + "--nodes 1000000 --uniform-degree 999999",
+        {"--uniform-degree 999999", "memory and swap here"}},
+       {cmd + "--nodes 1000000 --classes 1000000 --feat-dim 1048576",
+        {"--classes 1000000", "--feat-dim 1048576", "lower --classes or --feat-dim"}},
+       {cmd + "--nodes 1000000000 --feat-dim 1048576 --ogb",
+        {"--feat-dim 1048576", "(graph, labels, splits and features)"}},
+       {cmd + "--nodes 1099511627776", {"--nodes must be in [2, 1099511627775]"}},
+       {cmd + "--feat-dim 1048577", {"--feat-dim must be in [1, 1048576]"}},
+       {cmd + "--classes 99999999999", {"--classes must be in [1, nodes]"}},
+       {cmd + "--avg-degree 1e300", {"--avg-degree must be in [0, nodes - 1]"}}});
+}
+
 // A --features path naming a file was reported as a missing folder.
 TEST_F(CliFlags, SignFeaturesFolderThatIsAFileIsSaidToBeAFile) {
   const auto r = run_tessel("train " + quote(dir()) + " --mode pipeline --features " + store());
