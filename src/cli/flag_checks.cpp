@@ -99,6 +99,36 @@ void add_common_checks(CLI::App& app) {
   add_checks_to(app);
 }
 
+void refuse_flag_values(const CLI::App& app, int argc, const char* const* argv,
+                        std::string& reached) {
+  // The commands reached so far, outermost first.
+  std::vector<const CLI::App*> chain{&app};
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return;
+    if (!word.starts_with("--")) {
+      for (const CLI::App* sub : chain.back()->get_subcommands({}))
+        if (sub->check_name(word)) {
+          chain.push_back(sub);
+          break;
+        }
+      continue;
+    }
+    const auto equals = word.find('=');
+    if (equals == std::string::npos) continue;
+    const std::string name = word.substr(2, equals - 2);
+    for (const CLI::App* at : chain)
+      for (const CLI::Option* option : at->get_options()) {
+        if (option->get_expected_max() != 0) continue;  // takes a value
+        const auto& names = option->get_lnames();
+        if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+        for (const CLI::App* command : chain)
+          reached += (reached.empty() ? "" : " ") + command->get_name();
+        TESSEL_FAIL("--{} takes no value (got {}): give --{} alone", name, word, name);
+      }
+  }
+}
+
 void check_distinct_values(const CLI::App& app) {
   check_distinct_in(app);
 }

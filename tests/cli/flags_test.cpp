@@ -185,6 +185,30 @@ TEST_F(CliFlags, SyntheticBeyondMemoryNamesTheFlags) {
        {cmd + "--avg-degree 1e300", {"--avg-degree must be in [0, nodes - 1]"}}});
 }
 
+// CLI11 reads `--quiet=yes` or `--ogb=1e309` as the flag's own value: every command refuses a
+// value on a flag, naming it; the flag alone and a value-taking `--name=x` still parse.
+TEST_F(CliFlags, FlagsTakeNoValue) {
+  expect_refused(
+      dir(),
+      {{"convert synthetic " + out() + " --nodes 100 --ogb=1e309",
+        {"--ogb takes no value (got --ogb=1e309): give --ogb alone"}},
+       {"train " + quote(dir()) + " --quiet=yes", {"--quiet takes no value (got --quiet=yes)"}},
+       {"train " + quote(dir()) + " --quiet=true", {"--quiet takes no value (got --quiet=true)"}},
+       {"bench " + quote(dir()) + " --out " + out() + " --force=0", {"--force takes no value"}},
+       {"partition " + store() + " " + out() + " --parts 2 --force=", {"--force takes no value"}},
+       {"info " + store() + " --no-degrees=false", {"--no-degrees takes no value"}},
+       {"info " + store() + " --json=1", {"--json takes no value"}},
+       {"convert ogb " + quote(dir()) + " " + out() + " --symmetrize=no",
+        {"--symmetrize takes no value"}},
+       {"--version=1", {"--version takes no value"}},
+       {"info --help=yes", {"--help takes no value"}}});
+  const auto ok = run_tessel("info " + store() + " --no-degrees --json");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  const auto named = run_tessel("convert synthetic " + quote(dir() / "n.h5") +
+                                " --nodes=50 --name=a --feat-dim 2 --classes 2 --shuffle-ids");
+  EXPECT_EQ(named.code, 0) << named.output;
+}
+
 // A --features path naming a file was reported as a missing folder.
 TEST_F(CliFlags, SignFeaturesFolderThatIsAFileIsSaidToBeAFile) {
   const auto r = run_tessel("train " + quote(dir()) + " --mode pipeline --features " + store());
