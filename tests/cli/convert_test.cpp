@@ -352,6 +352,27 @@ TEST(CliBadInput, SplitIdOutOfRange) {
   expect_clean_failure(b.result, {"test.csv.gz line 3", "node id 6 is out of range"}, b.out_dir);
 }
 
+// An empty training split converted into a store no mode can train on.
+TEST(CliBadInput, EmptyTrainingSplit) {
+  test::TinyOgb tiny;
+  tiny.train = "";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result,
+                       {"split/tiny/train.csv.gz: the training split is empty",
+                        "expected the training nodes' ids, one per line"},
+                       b.out_dir);
+  tiny.gzip = false;
+  BrokenConvert plain(tiny, "--edge-split 70,20,10");
+  expect_clean_failure(plain.result, {"split/tiny/train.csv: the training split is empty"},
+                       plain.out_dir);
+  test::TinyOgb no_valid;
+  no_valid.valid = "";
+  test::TempDir dir;
+  test::write_tiny_ogb(dir / "tiny", no_valid);
+  const auto ok = run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "t.h5"));
+  EXPECT_EQ(ok.code, 0) << ok.output;
+}
+
 TEST(CliBadInput, SeveralSplitsWithoutChoice) {
   test::TempDir dir;
   test::write_tiny_ogb(dir / "tiny");
