@@ -86,6 +86,9 @@ void add_checks_to(CLI::App& app) {
 void check_distinct_in(const CLI::App& app) {
   for (const CLI::Option* option : app.get_options()) {
     if (option->get_items_expected_max() <= 1 || option->count() < 2) continue;
+    // A list of numbers is a tuple, not a set (`--edge-split 80,10,10`).
+    const std::string kind = value_kind(*option);
+    if (kind == "INT" || kind == "UINT" || kind == "FLOAT") continue;
     std::string shown;
     for (const auto& value : option->results()) shown += (shown.empty() ? "" : " ") + value;
     require_distinct(option->get_name(), shown, option->results());

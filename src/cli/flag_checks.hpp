@@ -30,7 +30,8 @@ void refuse_flag_values(const CLI::App& app, int argc, const char* const* argv,
                         std::string& reached);
 
 // After parsing: refuses an option given several values (`--features s1 s1`, or s1,s1) that
-// names one twice: "--features: s1 is listed twice in s1 s1". Throws InputError.
+// names one twice: "--features: s1 is listed twice in s1 s1". Lists of numbers may repeat one
+// (`--edge-split 80,10,10`). Throws InputError.
 void check_distinct_values(const CLI::App& app);
 
 // The items of a comma-separated flag value ("nodes,train"): none empty, none twice. Throws

@@ -137,6 +137,14 @@ TEST_F(CliFlags, ListsNamingAnItemTwiceAreRefused) {
       << r.output;
 }
 
+// The check above refused `--edge-split 80,10,10`: a list of numbers may repeat one.
+TEST_F(CliFlags, NumberListsMayRepeatAValue) {
+  const auto r = run_tessel("convert synthetic " + quote(dir() / "split.h5") +
+                            " --nodes 200 --feat-dim 2 --classes 2 --edge-split 80,10,10");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("edge split 80,10,10"), std::string::npos) << r.output;
+}
+
 // TESSEL_FAULT_RANK=x was read as rank 0: refused before MPI starts, naming the variable.
 TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
   for (const auto& [env, piece] :
