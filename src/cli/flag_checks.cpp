@@ -86,6 +86,9 @@ void add_checks_to(CLI::App& app) {
 void check_distinct_in(const CLI::App& app) {
   for (const CLI::Option* option : app.get_options()) {
     if (option->get_items_expected_max() <= 1 || option->count() < 2) continue;
+    // A list of numbers is a tuple, not a set (`--edge-split 80,10,10`).
+    const std::string kind = value_kind(*option);
+    if (kind == "INT" || kind == "UINT" || kind == "FLOAT") continue;
     std::string shown;
     for (const auto& value : option->results()) shown += (shown.empty() ? "" : " ") + value;
     require_distinct(option->get_name(), shown, option->results());
@@ -97,6 +100,36 @@ void check_distinct_in(const CLI::App& app) {
 
 void add_common_checks(CLI::App& app) {
   add_checks_to(app);
+}
+
+void refuse_flag_values(const CLI::App& app, int argc, const char* const* argv,
+                        std::string& reached) {
+  // The commands reached so far, outermost first.
+  std::vector<const CLI::App*> chain{&app};
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return;
+    if (!word.starts_with("--")) {
+      for (const CLI::App* sub : chain.back()->get_subcommands({}))
+        if (sub->check_name(word)) {
+          chain.push_back(sub);
+          break;
+        }
+      continue;
+    }
+    const auto equals = word.find('=');
+    if (equals == std::string::npos) continue;
+    const std::string name = word.substr(2, equals - 2);
+    for (const CLI::App* at : chain)
+      for (const CLI::Option* option : at->get_options()) {
+        if (option->get_expected_max() != 0) continue;  // takes a value
+        const auto& names = option->get_lnames();
+        if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+        for (const CLI::App* command : chain)
+          reached += (reached.empty() ? "" : " ") + command->get_name();
+        TESSEL_FAIL("--{} takes no value (got {}): give --{} alone", name, word, name);
+      }
+  }
 }
 
 void check_distinct_values(const CLI::App& app) {

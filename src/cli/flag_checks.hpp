@@ -20,8 +20,18 @@ namespace tessel::cli {
 // numbers this flag holds, [-9223372036854775808, 9223372036854775807]".
 void add_common_checks(CLI::App& app);
 
+// Before parsing: refuses a value given to a flag that takes none (`--quiet=yes`,
+// `--ogb=1e309`): CLI11 reads such a value as the flag's own. The flags looked at are those of
+// the command the words before reach (`tessel convert synthetic ...`) and of the commands above
+// it; words after a lone `--` are not looked at. Throws InputError naming the flag:
+// "--quiet takes no value (got --quiet=yes): give --quiet alone"; `reached` is then the command
+// reached ("tessel train"), for the --help hint.
+void refuse_flag_values(const CLI::App& app, int argc, const char* const* argv,
+                        std::string& reached);
+
 // After parsing: refuses an option given several values (`--features s1 s1`, or s1,s1) that
-// names one twice: "--features: s1 is listed twice in s1 s1". Throws InputError.
+// names one twice: "--features: s1 is listed twice in s1 s1". Lists of numbers may repeat one
+// (`--edge-split 80,10,10`). Throws InputError.
 void check_distinct_values(const CLI::App& app);
 
 // The items of a comma-separated flag value ("nodes,train"): none empty, none twice. Throws

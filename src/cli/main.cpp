@@ -52,14 +52,17 @@ std::string command_path(const CLI::App& app) {
 
 // A usage error (bad flag, value out of range, missing argument): one line on rank 0, exit
 // code 2 on every rank, before MPI starts, so no rank aborts the others.
-int usage_error(const CLI::App& app, std::string message) {
+int usage_error_at(const std::string& path, std::string message) {
   std::replace(message.begin(), message.end(), '\n', ' ');
   if (launcher_rank() == 0) {
-    std::fprintf(stderr, "tessel: error: %s (see `%s --help`)\n", message.c_str(),
-                 command_path(app).c_str());
+    std::fprintf(stderr, "tessel: error: %s (see `%s --help`)\n", message.c_str(), path.c_str());
     std::fflush(stderr);
   }
   return 2;
+}
+
+int usage_error(const CLI::App& app, std::string message) {
+  return usage_error_at(command_path(app), std::move(message));
 }
 
 // Edit distance between two short words: insertions, deletions, substitutions and swaps of
@@ -180,6 +183,13 @@ int main(int argc, char** argv) {
                            word,
                            best.empty() ? std::string() : fmt::format(" (did you mean {}?)", best)));
     }
+  }
+  // A value on a flag (`--quiet=yes`): CLI11 would take it.
+  std::string reached;
+  try {
+    cli::refuse_flag_values(app, argc, argv, reached);
+  } catch (const InputError& e) {
+    return cli::usage_error_at(reached, e.what());
   }
   try {
     app.parse(argc, argv);

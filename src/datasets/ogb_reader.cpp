@@ -617,6 +617,12 @@ ConvertReport read_into(const OgbInputs& in, const OgbOptions& options, Sink& si
   const std::string count_source = in.npz ? "num_nodes_list" : base_name(in.num_nodes);
   for (int s = 0; s < 3; ++s)
     splits[s] = read_split_csv(in.split[s], n, count_source, report);
+  // A store with no training node converted, then failed at `train`; the valid and test
+  // splits may be empty.
+  TESSEL_EXPECTS(!splits[0].empty(),
+                 "{}: the training split is empty; expected the training nodes' ids, one per "
+                 "line (a node property prediction split needs at least one)",
+                 in.split[0].string());
   const std::vector<NodeId>* views[3] = {&splits[0], &splits[1], &splits[2]};
   check_splits_disjoint(in, n, views);
   info.num_train = static_cast<std::int64_t>(splits[0].size());

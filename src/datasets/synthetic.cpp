@@ -5,6 +5,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/rng.hpp"
+#include "tessel/core/usable_memory.hpp"
 #include "tessel/datasets/synthetic.hpp"
 
 #include <fmt/ranges.h>
@@ -83,9 +84,23 @@ void build_alias(std::int64_t lo, std::int64_t hi, const std::vector<double>& cu
     set(i, 1.0, i);
 }
 
-void check_options(const SyntheticOptions& o) {
+// What generating the dataset takes at least, in bytes: per node its label, weight, class slot,
+// row pointer and split entry; per drawn edge its two ends and its stored index; the class
+// centroids; the features when they are held whole (make_synthetic) rather than written in
+// blocks. A lower bound: the point is to refuse sizes no machine here holds before anything is
+// sized by them.
+double bytes_needed(const SyntheticOptions& o, bool features_in_memory, double nodes) {
+  const double id_bytes = nodes > 4294967295.0 ? 8 : 4;
+  const double edges_per_node =
+      o.uniform_in_degree > 0 ? static_cast<double>(o.uniform_in_degree) : o.avg_degree / 2;
+  const double f = static_cast<double>(o.feature_dim);
+  return nodes * (40 + edges_per_node * (2 * id_bytes + 8) + (features_in_memory ? 4 * f : 0)) +
+         static_cast<double>(o.num_classes) * f * 4;
+}
+
+void check_options(const SyntheticOptions& o, bool features_in_memory = false) {
   TESSEL_EXPECTS(o.num_nodes >= 2 && o.num_nodes < (std::int64_t{1} << 40),
-                 "synthetic: --nodes must be at least 2 (got {})", o.num_nodes);
+                 "synthetic: --nodes must be in [2, 1099511627775] (got {})", o.num_nodes);
   TESSEL_EXPECTS(o.num_classes >= 1 && o.num_classes <= o.num_nodes,
                  "synthetic: --classes must be in [1, nodes] (got {})", o.num_classes);
   TESSEL_EXPECTS(o.feature_dim >= 1 && o.feature_dim <= (1 << 20),
@@ -111,6 +126,27 @@ void check_options(const SyntheticOptions& o) {
                  "synthetic: --train-frac, --valid-frac and --test-frac must sum to at most 1 "
                  "(got {}, {} and {})",
                  o.train_frac, o.valid_frac, o.test_frac);
+  // A size beyond the memory here was a bare "out of memory ... of N nodes" naming no flag.
+  const double usable = static_cast<double>(usable_memory_bytes());
+  const double needed = bytes_needed(o, features_in_memory, static_cast<double>(o.num_nodes));
+  if (needed <= usable) return;
+  // The most nodes that fit with the other flags as given (the edges scale with the nodes).
+  const double per_node = bytes_needed(o, features_in_memory, 1) -
+                          static_cast<double>(o.num_classes * o.feature_dim) * 4;
+  const double fit = std::floor(
+      (usable - static_cast<double>(o.num_classes * o.feature_dim) * 4) / per_node);
+  const std::string allowed =
+      fit >= 2 ? fmt::format("with these other flags at most about {:.0f} nodes fit", fit)
+               : std::string("lower --classes or --feat-dim");
+  TESSEL_FAIL(
+      "synthetic: --nodes {} with --{} {}, --feat-dim {} and --classes {} needs about {:.1f} GB "
+      "of memory ({}), more than the {:.1f} GB of memory and swap here; {}",
+      o.num_nodes, o.uniform_in_degree > 0 ? "uniform-degree" : "avg-degree",
+      o.uniform_in_degree > 0 ? fmt::format("{}", o.uniform_in_degree)
+                              : fmt::format("{}", o.avg_degree),
+      o.feature_dim, o.num_classes, needed / 1e9,
+      features_in_memory ? "graph, labels, splits and features" : "graph, labels and splits",
+      usable / 1e9, allowed);
 }
 
 // Chung-Lu weights: Pareto with x_min = 1, capped so the largest hub stays a small share of the
@@ -430,6 +466,7 @@ Dataset make_synthetic_graph(const SyntheticOptions& o) {
 }
 
 Dataset make_synthetic(const SyntheticOptions& o) {
+  check_options(o, true);
   Dataset data = make_synthetic_graph(o);
   const std::int64_t n = data.num_nodes, f = data.feature_dim;
   // Row w holds the features of the node that was generated as w, or, with shuffled ids, of

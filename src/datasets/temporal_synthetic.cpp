@@ -4,6 +4,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/rng.hpp"
+#include "tessel/core/usable_memory.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -31,23 +32,6 @@ struct Draw {
     return key.below(item, i, n);
   }
 };
-
-// Physical memory plus swap, or the cgroup's limit if lower (infinity when unknown).
-std::int64_t usable_memory_bytes() {
-  std::int64_t total = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  std::int64_t kib = 0;
-  while (meminfo >> key >> kib) {
-    std::getline(meminfo, unit);
-    if (key == "MemTotal:" || key == "SwapTotal:") total += kib * 1024;
-  }
-  if (total <= 0) return std::numeric_limits<std::int64_t>::max();
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  std::int64_t limit = 0;
-  if (cgroup >> limit && limit > 0) total = std::min(total, limit);
-  return total;
-}
 
 void check_options(const SyntheticTemporalOptions& o) {
   TESSEL_EXPECTS(o.num_nodes >= 2, "synthetic-temporal: --nodes must be at least 2, got {}",

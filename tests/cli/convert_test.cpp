@@ -332,13 +332,13 @@ TEST(CliBadInput, OutOfMemoryNamesTheActivity) {
   Result r;
   r.code = test::run_command(
       "bash -c 'ulimit -v 2000000 && exec " + quote(test::tessel_binary()) +
-          " convert synthetic --nodes 400000000 --avg-degree 2 --classes 2 --feat-dim 1 " +
+          " convert synthetic --nodes 200000000 --avg-degree 2 --classes 2 --feat-dim 1 " +
           quote(dir / "out" / "s.h5") + "'",
       &r.output);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_NE(r.output.find("tessel: error: out of memory while generating a synthetic graph of "
-                          "400000000 nodes, in running `tessel convert`"),
+                          "200000000 nodes, in running `tessel convert`"),
             std::string::npos)
       << r.output;
   EXPECT_TRUE(test::list_dir(dir / "out").empty());
@@ -350,6 +350,27 @@ TEST(CliBadInput, SplitIdOutOfRange) {
   tiny.test = "3\n4\n6\n";
   BrokenConvert b(tiny);
   expect_clean_failure(b.result, {"test.csv.gz line 3", "node id 6 is out of range"}, b.out_dir);
+}
+
+// An empty training split converted into a store no mode can train on.
+TEST(CliBadInput, EmptyTrainingSplit) {
+  test::TinyOgb tiny;
+  tiny.train = "";
+  BrokenConvert b(tiny);
+  expect_clean_failure(b.result,
+                       {"split/tiny/train.csv.gz: the training split is empty",
+                        "expected the training nodes' ids, one per line"},
+                       b.out_dir);
+  tiny.gzip = false;
+  BrokenConvert plain(tiny, "--edge-split 70,20,10");
+  expect_clean_failure(plain.result, {"split/tiny/train.csv: the training split is empty"},
+                       plain.out_dir);
+  test::TinyOgb no_valid;
+  no_valid.valid = "";
+  test::TempDir dir;
+  test::write_tiny_ogb(dir / "tiny", no_valid);
+  const auto ok = run_tessel("convert ogb " + quote(dir / "tiny") + " " + quote(dir / "t.h5"));
+  EXPECT_EQ(ok.code, 0) << ok.output;
 }
 
 TEST(CliBadInput, SeveralSplitsWithoutChoice) {

@@ -137,6 +137,14 @@ TEST_F(CliFlags, ListsNamingAnItemTwiceAreRefused) {
       << r.output;
 }
 
+// The check above refused `--edge-split 80,10,10`: a list of numbers may repeat one.
+TEST_F(CliFlags, NumberListsMayRepeatAValue) {
+  const auto r = run_tessel("convert synthetic " + quote(dir() / "split.h5") +
+                            " --nodes 200 --feat-dim 2 --classes 2 --edge-split 80,10,10");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("edge split 80,10,10"), std::string::npos) << r.output;
+}
+
 // TESSEL_FAULT_RANK=x was read as rank 0: refused before MPI starts, naming the variable.
 TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
   for (const auto& [env, piece] :
@@ -160,6 +168,53 @@ TEST_F(CliFlags, FaultVariablesAreWholeNumbers) {
 TEST_F(CliFlags, SyntheticTemporalBeyondMemoryNamesTheFlags) {
   expect_refused(dir(), {{"convert synthetic-temporal " + out() + " --nodes 100000000000",
                           {"--nodes 100000000000", "GB of memory", "memory and swap here"}}});
+}
+
+// `convert synthetic --nodes 4294967297` was "out of memory ... of 4294967297 nodes", naming no
+// flag; each size flag is named with the memory it needs and what fits.
+TEST_F(CliFlags, SyntheticBeyondMemoryNamesTheFlags) {
+  const std::string cmd = "convert synthetic " + out() + " ";
+  expect_refused(
+      dir(),
+      {{cmd + "--nodes 4294967297",
+        {"--nodes 4294967297", "--avg-degree 16", "GB of memory (graph, labels and splits)",
+         "memory and swap here", "nodes fit"}},
+       {cmd + "--nodes 10000000000 --avg-degree 1000000000",
+        {"--nodes 10000000000", "--avg-degree 1000000000", "memory and swap here"}},
+       {cmd + "--nodes 1000000 --uniform-degree 999999",
+        {"--uniform-degree 999999", "memory and swap here"}},
+       {cmd + "--nodes 1000000 --classes 1000000 --feat-dim 1048576",
+        {"--classes 1000000", "--feat-dim 1048576", "lower --classes or --feat-dim"}},
+       {cmd + "--nodes 1000000000 --feat-dim 1048576 --ogb",
+        {"--feat-dim 1048576", "(graph, labels, splits and features)"}},
+       {cmd + "--nodes 1099511627776", {"--nodes must be in [2, 1099511627775]"}},
+       {cmd + "--feat-dim 1048577", {"--feat-dim must be in [1, 1048576]"}},
+       {cmd + "--classes 99999999999", {"--classes must be in [1, nodes]"}},
+       {cmd + "--avg-degree 1e300", {"--avg-degree must be in [0, nodes - 1]"}}});
+}
+
+// CLI11 reads `--quiet=yes` or `--ogb=1e309` as the flag's own value: every command refuses a
+// value on a flag, naming it; the flag alone and a value-taking `--name=x` still parse.
+TEST_F(CliFlags, FlagsTakeNoValue) {
+  expect_refused(
+      dir(),
+      {{"convert synthetic " + out() + " --nodes 100 --ogb=1e309",
+        {"--ogb takes no value (got --ogb=1e309): give --ogb alone"}},
+       {"train " + quote(dir()) + " --quiet=yes", {"--quiet takes no value (got --quiet=yes)"}},
+       {"train " + quote(dir()) + " --quiet=true", {"--quiet takes no value (got --quiet=true)"}},
+       {"bench " + quote(dir()) + " --out " + out() + " --force=0", {"--force takes no value"}},
+       {"partition " + store() + " " + out() + " --parts 2 --force=", {"--force takes no value"}},
+       {"info " + store() + " --no-degrees=false", {"--no-degrees takes no value"}},
+       {"info " + store() + " --json=1", {"--json takes no value"}},
+       {"convert ogb " + quote(dir()) + " " + out() + " --symmetrize=no",
+        {"--symmetrize takes no value"}},
+       {"--version=1", {"--version takes no value"}},
+       {"info --help=yes", {"--help takes no value"}}});
+  const auto ok = run_tessel("info " + store() + " --no-degrees --json");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  const auto named = run_tessel("convert synthetic " + quote(dir() / "n.h5") +
+                                " --nodes=50 --name=a --feat-dim 2 --classes 2 --shuffle-ids");
+  EXPECT_EQ(named.code, 0) << named.output;
 }
 
 // A --features path naming a file was reported as a missing folder.
