@@ -79,6 +79,7 @@ void options_from_checkpoint(train::TrainOptions& o) {
     if (model.value("task", std::string()) == "link") {
       o.dynamic.task = train::DynamicTask::link_prediction;
       o.full.link_out_dim = model.at("out_dim").get<std::int64_t>();
+      o.full.link_decoder = model_word<nn::LinkDecoderKind>(path, model, "decoder", "dot");
     }
   } catch (const nlohmann::json::exception& e) {
     TESSEL_FAIL("{}: the model attribute is not a Tessel model description: {}", path.string(),
@@ -108,7 +109,7 @@ std::function<void()> setup_predict(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_option("--embeddings", options->embeddings_path,
                  "write the last hidden layer's output of every node to this HDF5 file (a link "
-                 "prediction model: the encoder's output, the rows the dot product decodes)");
+                 "prediction model: the encoder's output, the rows the decoder scores)");
   app.add_option_function<std::string>(
          "--feature-memory",
          [options](const std::string& text) {

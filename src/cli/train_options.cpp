@@ -187,13 +187,16 @@ void add_dynamic_flags(CLI::App& app, train::TrainOptions& o) {
              "dynamic mode: node-regression (MSE), node-classification, or link-prediction (the "
              "edges of snapshot t+1 from the embeddings at t against sampled negatives; AUC and "
              "MRR). Full mode: link (= link-prediction) trains link prediction on a partition "
-             "of a link store (convert --edge-split): dot-product decoder, binary "
+             "of a link store (convert --edge-split): GNN encoder, --decoder, binary "
              "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR)");
   add_checked(app, "--negatives", o.dynamic.negatives,
               "link prediction: negatives sampled per edge in training (dynamic mode: the "
               "source replaced by a uniform node that is not an in-neighbour; full mode: the "
               "destination replaced by a uniform node, drawn by the edge's id)",
               CLI::Range(1, 1000));
+  add_choice(app, "--decoder", o.full.link_decoder,
+             "full mode --task link: dot (inner product of the two embeddings) or mlp (their "
+             "elementwise product through a 2-layer MLP of the embedding width, ReLU between)");
   add_checked(app, "--out-dim", o.full.link_out_dim,
               "full mode --task link: width of the encoder's output (the node embeddings)",
               CLI::Range(1, 1 << 16));
@@ -420,6 +423,10 @@ void check_train_outputs(const train::TrainOptions& o) {
   // The graph modes' embeddings are the last hidden layer's output: a 1-layer GNN has none
   // (a link prediction encoder's are its output).
   const auto& traits = train::mode_traits(o.mode);
+  const bool static_link = o.dynamic.task == train::DynamicTask::link_prediction && !traits.temporal;
+  TESSEL_EXPECTS(static_link || o.full.link_decoder == nn::LinkDecoderKind::dot,
+                 "--decoder {} applies to --task link on a static graph only",
+                 o.full.link_decoder);
   if (!o.embeddings_path.empty() && !traits.temporal && !traits.only_model &&
       o.dynamic.task != train::DynamicTask::link_prediction)
     TESSEL_EXPECTS(o.model.layers >= 2,

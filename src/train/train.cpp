@@ -58,6 +58,10 @@ std::string model_signature(const TrainOptions& o) {
     j["normalize_features"] = option_word(o.normalize_features);
   // A link prediction encoder (full mode's --task link): `tessel predict` scores edges with it.
   if (o.dynamic.task == DynamicTask::link_prediction) j["task"] = "link";
+  // Its decoder, written only when it has parameters (a dot-product checkpoint reads as before).
+  if (o.dynamic.task == DynamicTask::link_prediction &&
+      o.full.link_decoder != nn::LinkDecoderKind::dot)
+    j["decoder"] = option_word(o.full.link_decoder);
   return j.dump();
 }
 

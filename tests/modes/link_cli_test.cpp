@@ -256,3 +256,70 @@ TEST_F(LinkCli, RefusesANodeClassificationPartition) {
             0);
   EXPECT_NE(out.find("--task link needs a partition of a link store"), std::string::npos) << out;
 }
+
+// --decoder mlp: the same losses at 1 and 2 ranks (the decoder's gradient is summed over ranks),
+// and other losses than the dot product's.
+TEST_F(LinkCli, MlpDecoderDoesNotDependOnRankCount) {
+  const std::string common = " --mode full --task link --model gcn --hidden 16 --out-dim 8 "
+                             "--dropout 0 --lr 0.01 --negatives 2 --epochs 15 --eval-every 5 "
+                             "--seed 8 --quiet --metrics ";
+  std::vector<std::vector<double>> runs;
+  for (int p : {1, 2}) {
+    const auto metrics = scratch("mlp" + std::to_string(p) + ".jsonl");
+    run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() + common +
+           metrics.string() + " --decoder mlp");
+    runs.push_back(losses(metrics));
+  }
+  ASSERT_EQ(runs[0].size(), 15u);
+  for (std::size_t e = 0; e < runs[0].size(); ++e)
+    EXPECT_LE(std::abs(runs[1][e] - runs[0][e]), 1e-5 * std::abs(runs[0][e])) << "epoch " << e + 1;
+  EXPECT_LT(runs[0].back(), runs[0].front());
+  for (const std::string other : {""}) {
+    const auto metrics = scratch("other.jsonl");
+    fs::remove(metrics);
+    run_ok(tessel_bin() + " train " + parts(1).string() + common + metrics.string() + other);
+    EXPECT_NE(losses(metrics)[1], runs[0][1]) << other;
+  }
+  std::string out;
+  EXPECT_NE(test::run_command(tessel_bin() + " train " + parts(1).string() +
+                                  " --mode full --epochs 1 --quiet --decoder mlp",
+                              &out),
+            0);
+  EXPECT_NE(out.find("--decoder mlp applies to --task link"), std::string::npos) << out;
+}
+
+// The MLP decoder's parameters are in the checkpoint and the optimizer: a resumed run continues
+// bit for bit, and `predict --edges` scores the test edges as the training run did.
+TEST_F(LinkCli, MlpDecoderResumesBitForBitAndPredictsAsTraining) {
+  const std::string common = tessel_bin() + " train " + parts(2).string() +
+                             " --mode full --task link --decoder mlp --hidden 16 --out-dim 8 "
+                             "--dropout 0.2 --seed 4 --quiet ";
+  run_ok(test::mpirun(2) + common + "--epochs 6 --metrics " + scratch("mwhole.jsonl").string() +
+         " --predictions " + scratch("mpred.h5").string() + " --checkpoint " +
+         scratch("mck_all").string());
+  run_ok(test::mpirun(2) + common + "--epochs 3 --checkpoint " + scratch("mck").string() +
+         " --checkpoint-every 3");
+  run_ok(test::mpirun(2) + common + "--epochs 6 --resume " + scratch("mck").string() +
+         " --metrics " + scratch("mresumed.jsonl").string());
+  const auto whole = epochs_of(scratch("mwhole.jsonl"));
+  const auto resumed = epochs_of(scratch("mresumed.jsonl"));
+  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_EQ(resumed.size(), 3u);
+  for (std::size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(resumed[e].at("loss").get<double>(), whole[e + 3].at("loss").get<double>()) << e;
+    EXPECT_EQ(resumed[e].at("test_auc").get<double>(), whole[e + 3].at("test_auc").get<double>());
+  }
+  const auto f = h5::File::open_read(scratch("mpred.h5"));
+  const auto pos_edge = f.read<std::int64_t>("/pos_edge");
+  const auto expected = f.read<float>("/pos_score");
+  const auto pairs = scratch("mpairs.txt");
+  {
+    std::ofstream out(pairs);
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      out << pos_edge[2 * i] << " " << pos_edge[2 * i + 1] << "\n";
+  }
+  run_ok(test::mpirun(2) + tessel_bin() + " predict " + scratch("mck_all").string() + " " +
+         parts(2).string() + " --edges " + pairs.string() + " --predictions " +
+         scratch("mgiven.h5").string());
+  EXPECT_EQ(h5::File::open_read(scratch("mgiven.h5")).read<float>("/pos_score"), expected);
+}

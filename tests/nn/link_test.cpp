@@ -5,6 +5,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/nn/link.hpp"
+#include "tessel/nn/link_decoder.hpp"
 
 #include <omp.h>
 
@@ -172,3 +173,90 @@ TEST(LinkHead, ScoringHeadBackwardIsTheSameAtEveryThreadCount) {
 
 } // namespace
 } // namespace tessel
+
+namespace tessel {
+namespace {
+
+// The MLP decoder: central differences of sum BCE(decoder(z)) against its backward pass, for
+// the embeddings (a row shared by several pairs and a self pair) and each of its parameters.
+TEST(LinkDecoder, MlpGradientMatchesFiniteDifferences) {
+  const std::int64_t H = 4;
+  Tensor z = test::random_tensor({5, H}, 11);
+  nn::LinkDecoder decoder(nn::LinkDecoderKind::mlp, H, 7);
+  ASSERT_EQ(decoder.parameters().size(), 4u);
+  // Non-zero biases, so the gradient check covers them away from their initial zeros.
+  for (nn::Parameter* p : decoder.parameters())
+    if (p->name.ends_with(".bias"))
+      for (std::int64_t i = 0; i < p->value.numel(); ++i)
+        p->value.data<float>()[i] = 0.1f * static_cast<float>(i + 1);
+  const std::vector<LocalId> src = {0, 1, 2, 3, 4, 2, 0};
+  const std::vector<LocalId> dst = {1, 2, 3, 4, 0, 2, 3};
+  const std::vector<float> y = {1, 0, 1, 0, 1, 0, 1};
+  const double scale = 1.0 / 7.0;
+  auto loss = [&] {
+    return scale * nn::binary_cross_entropy_sum(decoder.forward(z, src, dst), y, 1.0, nullptr);
+  };
+  // The score is W2 relu(W1 (z_s * z_d) + b1) + b2, by hand for pair 0.
+  const auto params = decoder.parameters();
+  const float *w1 = params[0]->value.data<float>(), *b1 = params[1]->value.data<float>();
+  const float *w2 = params[2]->value.data<float>(), *b2 = params[3]->value.data<float>();
+  double expect0 = b2[0];
+  for (std::int64_t o = 0; o < H; ++o) {
+    double pre = b1[o];
+    for (std::int64_t k = 0; k < H; ++k)
+      pre += static_cast<double>(z.data<float>()[k]) * z.data<float>()[H + k] * w1[k * H + o];
+    expect0 += std::max(pre, 0.0) * w2[o];
+  }
+  Tensor scores = decoder.forward(z, src, dst);
+  EXPECT_NEAR(scores.data<float>()[0], expect0, 1e-5);
+  // Symmetric in the two endpoints.
+  EXPECT_FLOAT_EQ(decoder.forward(z, dst, src).data<float>()[3], scores.data<float>()[3]);
+  scores = decoder.forward(z, src, dst);
+  Tensor grad_s = Tensor::empty({7}, DType::f32);
+  nn::binary_cross_entropy_sum(scores, y, scale, &grad_s);
+  decoder.zero_grad();
+  Tensor gz = Tensor::zeros(z.shape(), DType::f32);
+  decoder.backward(grad_s, gz);
+  std::vector<Tensor> grads;
+  for (nn::Parameter* p : params) grads.push_back(p->grad.clone());
+  test::expect_gradient("z", z, gz, loss, 1e-3, 1e-2, 1e-4);
+  for (std::size_t i = 0; i < params.size(); ++i)
+    test::expect_gradient(params[i]->name, params[i]->value, grads[i], loss, 1e-3, 1e-2, 1e-4);
+}
+
+// The dot decoder is the inner product, and its backward pass that of link_scores with w = 1.
+TEST(LinkDecoder, DotIsTheInnerProductWithoutParameters) {
+  Tensor z = test::random_tensor({4, 3}, 12);
+  nn::LinkDecoder decoder(nn::LinkDecoderKind::dot, 3, 7);
+  EXPECT_TRUE(decoder.parameters().empty());
+  const std::vector<LocalId> src = {0, 3}, dst = {2, 3};
+  const Tensor s = decoder.forward(z, src, dst);
+  for (int j = 0; j < 2; ++j) {
+    double expect = 0;
+    for (int k = 0; k < 3; ++k)
+      expect += static_cast<double>(z.data<float>()[src[j] * 3 + k]) * z.data<float>()[dst[j] * 3 + k];
+    EXPECT_NEAR(s.data<float>()[j], expect, 1e-6);
+  }
+  Tensor gz = Tensor::zeros(z.shape(), DType::f32);
+  decoder.backward(Tensor::from_vector(std::vector<float>{1.0f, 0.5f}, {2}), gz);
+  // d <z0, z2> / d z0 = z2; row 3 is both endpoints of the second pair: 2 * 0.5 * z3.
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_FLOAT_EQ(gz.data<float>()[k], z.data<float>()[2 * 3 + k]);
+    EXPECT_FLOAT_EQ(gz.data<float>()[3 * 3 + k], z.data<float>()[3 * 3 + k]);
+  }
+}
+
+// The same seed gives the same decoder (every rank builds its own); another seed another one.
+TEST(LinkDecoder, MlpInitialValuesDependOnTheSeedOnly) {
+  nn::LinkDecoder a(nn::LinkDecoderKind::mlp, 6, 3), b(nn::LinkDecoderKind::mlp, 6, 3),
+      c(nn::LinkDecoderKind::mlp, 6, 4);
+  const auto pa = a.parameters(), pb = b.parameters(), pc = c.parameters();
+  EXPECT_EQ(pa[0]->name, "decoder.0.weight");
+  EXPECT_EQ(pa[3]->name, "decoder.1.bias");
+  EXPECT_EQ(pa[2]->value.shape(), (std::vector<std::int64_t>{6, 1}));
+  EXPECT_EQ(std::memcmp(pa[0]->value.data<float>(), pb[0]->value.data<float>(), 36 * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(pa[0]->value.data<float>(), pc[0]->value.data<float>(), 36 * sizeof(float)), 0);
+}
+
+}  // namespace
+}  // namespace tessel

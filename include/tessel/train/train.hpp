@@ -8,6 +8,7 @@
 #include "tessel/kernels/row_codec.hpp"
 #include "tessel/dist/halo_aggregation.hpp"
 #include "tessel/dist/schedule.hpp"
+#include "tessel/nn/link_decoder.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
@@ -41,6 +42,8 @@ struct FullOptions {
   double stale_smoothing = 0;
   // --task link: the width of the encoder's output (the node embeddings the decoder scores).
   std::int64_t link_out_dim = 16;
+  // --task link: the decoder (--decoder).
+  nn::LinkDecoderKind link_decoder = nn::LinkDecoderKind::dot;
 };
 
 // --sample-routing: where the sampled mode's frontiers, answers and blocks live (automatic:

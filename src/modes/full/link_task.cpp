@@ -1,6 +1,7 @@
 // Full-batch link prediction on a static graph (--task link): the GNN encodes every node over
-// the message-passing graph, a dot product decodes (src, dst) pairs, and binary cross-entropy
-// trains on each rank's training edges against uniformly corrupted negatives.
+// the message-passing graph, a decoder (nn::LinkDecoder: dot product or MLP) scores (src, dst)
+// pairs, and binary cross-entropy trains on each rank's training edges against uniformly
+// corrupted negatives.
 //
 // The scores of an edge need both endpoints' embeddings, and an endpoint may be owned by another
 // rank: every rank holds the whole embedding table, [N, H] indexed by source node id, assembled
@@ -15,6 +16,7 @@
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/nn/link.hpp"
+#include "tessel/nn/link_decoder.hpp"
 
 #include <fmt/format.h>
 
@@ -151,7 +153,9 @@ std::vector<std::int64_t> read_pairs(const std::filesystem::path& path, std::int
 
 class LinkTrainer final : public GraphModeTrainer {
  public:
-  explicit LinkTrainer(TrainerContext ctx) : GraphModeTrainer(ctx) {
+  explicit LinkTrainer(TrainerContext ctx)
+      : GraphModeTrainer(ctx),
+        decoder_(options_.full.link_decoder, options_.model.out_dim, options_.seed) {
     TESSEL_EXPECTS(manifest_.link.present && part_.link.present,
                    "{}: --task link needs a partition of a link store (tessel convert ... "
                    "--edge-split, or an ogbl dataset)",
@@ -165,9 +169,13 @@ class LinkTrainer final : public GraphModeTrainer {
       aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
     }
     hidden_ = options_.model.out_dim;
-    ones_ = Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(hidden_), 1.0f),
-                                {hidden_, 1});
-    zero_ = Tensor::zeros({1}, DType::f32);
+  }
+
+  // The encoder's parameters, then the decoder's (none for the dot product).
+  std::vector<nn::Parameter*> parameters() override {
+    std::vector<nn::Parameter*> params = model_.parameters();
+    for (nn::Parameter* p : decoder_.parameters()) params.push_back(p);
+    return params;
   }
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
@@ -178,6 +186,7 @@ class LinkTrainer final : public GraphModeTrainer {
     halo.begin_epoch();
     Stopwatch compute;
     model_.zero_grad();
+    decoder_.zero_grad();
     const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
                                static_cast<std::uint32_t>(epoch), 0, 0};
     Tensor z_owned = model_.forward(features_, layer_aggregators_, dropout_key, true);
@@ -210,7 +219,7 @@ class LinkTrainer final : public GraphModeTrainer {
     labels.resize(src.size(), 0.0f);
     // Loss: mean BCE over the whole graph's positives plus mean over its negatives (GAE's).
     const double total = static_cast<double>(manifest_.link.pos[0]);
-    const Tensor scores = nn::link_scores(table, src, dst, ones_, zero_);
+    const Tensor scores = decoder_.forward(table, src, dst);
     Tensor grad_pos = Tensor::empty({n}, DType::f32), grad_neg = Tensor::empty({n * k}, DType::f32);
     const Tensor pos_scores = Tensor::from_vector(
         std::vector<float>(scores.data<float>(), scores.data<float>() + n), {n});
@@ -227,8 +236,7 @@ class LinkTrainer final : public GraphModeTrainer {
     std::copy_n(grad_pos.data<float>(), n, grad_scores.data<float>());
     std::copy_n(grad_neg.data<float>(), n * k, grad_scores.data<float>() + n);
     Tensor grad_table = Tensor::zeros({manifest_.num_nodes, hidden_}, DType::f32);
-    Tensor grad_w = Tensor::zeros({hidden_, 1}, DType::f32), grad_b = Tensor::zeros({1}, DType::f32);
-    nn::link_scores_backward(table, src, dst, ones_, grad_scores, grad_table, grad_w, grad_b);
+    decoder_.backward(grad_scores, grad_table);
     Tensor grad_owned = owned_rows_of(grad_table, phases);
     if (device_.is_cuda()) grad_owned = grad_owned.to(device_);
     model_.backward(grad_owned);
@@ -236,10 +244,13 @@ class LinkTrainer final : public GraphModeTrainer {
     {
       ScopedPhase t(phases, "communicate");
       allreduce_gradients(data_, model_);
+      // The decoder's gradient: each rank's pairs' share, summed (host tensors).
+      if (comm_.size() > 1)
+        for (nn::Parameter* p : decoder_.parameters()) comm_.allreduce(p->grad);
     }
     {
       ScopedPhase t(phases, "dense");
-      optimizer_->step(model_.parameters());
+      optimizer_->step(parameters());
     }
     extra["task"] = "link";
     extra["negatives"] = k;
@@ -291,7 +302,7 @@ class LinkTrainer final : public GraphModeTrainer {
                                                        : fmt::format(", test ap {:.4f}", ap->second));
   }
 
-  // --embeddings: the encoder's output of every node (the rows the dot product decodes);
+  // --embeddings: the encoder's output of every node (the rows the decoder scores);
   // --predictions: the scores of the test positives and the test negatives. Written by rank 0.
   void write_outputs(const OutputFiles& files) override {
     if (files.predictions.empty() && files.embeddings.empty()) return;
@@ -301,7 +312,7 @@ class LinkTrainer final : public GraphModeTrainer {
     if (!files.embeddings.empty())
       write_embeddings_file(comm_, part_, z_owned,
                             fmt::format("the encoder's output, GNN layer {} (layers 0..{}): the "
-                                        "node embeddings the dot product decodes",
+                                        "node embeddings the decoder scores",
                                         options_.model.layers - 1, options_.model.layers - 1),
                             files.embeddings);
     if (files.predictions.empty()) return;
@@ -315,7 +326,7 @@ class LinkTrainer final : public GraphModeTrainer {
         src.push_back(static_cast<LocalId>(pairs[i]));
         dst.push_back(static_cast<LocalId>(pairs[i + 1]));
       }
-      const Tensor scores = nn::link_scores(table, src, dst, ones_, zero_);
+      const Tensor scores = decoder_.forward(table, src, dst);
       SplitScores given;
       given.pos.assign(scores.data<float>(), scores.data<float>() + src.size());
       given.pairs = pairs;
@@ -406,7 +417,7 @@ class LinkTrainer final : public GraphModeTrainer {
     }
     std::vector<float> all(static_cast<std::size_t>(total_pos + total_neg), 0.0f);
     if (!src.empty()) {
-      const Tensor scores = nn::link_scores(table, src, dst, ones_, zero_);
+      const Tensor scores = decoder_.forward(table, src, dst);
       for (std::size_t i = 0; i < slot.size(); ++i)
         all[static_cast<std::size_t>(slot[i])] = scores.data<float>()[i];
     }
@@ -426,7 +437,7 @@ class LinkTrainer final : public GraphModeTrainer {
   }
 
   std::int64_t hidden_ = 0;
-  Tensor ones_, zero_;
+  nn::LinkDecoder decoder_;
   std::array<double, 3> ap_{-1, -1, -1};
   SplitScores test_scores_;
 };
@@ -446,8 +457,10 @@ RunInfo full_run_info(const Trainer& trainer, const TrainerContext& context) {
   if (!link_task(context.options)) return info;
   info.metric.name = context.manifest.link.metric == "auc" ? "auc" : context.manifest.link.metric;
   if (info.metric.name == "auc") info.metric.kept_at_best = {"test_ap"};
-  info.setup_line += fmt::format(", link prediction ({} negatives per edge, metric {})",
-                                 context.options.dynamic.negatives, context.manifest.link.metric);
+  info.setup_line += fmt::format(
+      ", link prediction ({} decoder, {} negatives per edge, metric {})",
+      context.options.full.link_decoder, context.options.dynamic.negatives,
+      context.manifest.link.metric);
   return info;
 }
 
