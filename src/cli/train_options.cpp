@@ -192,11 +192,14 @@ void add_dynamic_flags(CLI::App& app, train::TrainOptions& o) {
   add_checked(app, "--negatives", o.dynamic.negatives,
               "link prediction: negatives sampled per edge in training (dynamic mode: the "
               "source replaced by a uniform node that is not an in-neighbour; full mode: the "
-              "destination replaced by a uniform node, drawn by the edge's id)",
+              "destination replaced by a node drawn by the edge's id, see --negative-sampling)",
               CLI::Range(1, 1000));
   add_choice(app, "--decoder", o.full.link_decoder,
              "full mode --task link: dot (inner product of the two embeddings) or mlp (their "
              "elementwise product through a 2-layer MLP of the embedding width, ReLU between)");
+  add_choice(app, "--negative-sampling", o.full.link_negatives,
+             "full mode --task link: the training negatives' destinations, uniform over the "
+             "nodes or degree (in proportion to degree^0.75, degree over the training edges)");
   add_checked(app, "--out-dim", o.full.link_out_dim,
               "full mode --task link: width of the encoder's output (the node embeddings)",
               CLI::Range(1, 1 << 16));
@@ -427,6 +430,9 @@ void check_train_outputs(const train::TrainOptions& o) {
   TESSEL_EXPECTS(static_link || o.full.link_decoder == nn::LinkDecoderKind::dot,
                  "--decoder {} applies to --task link on a static graph only",
                  o.full.link_decoder);
+  TESSEL_EXPECTS(static_link || o.full.link_negatives == sampling::NegativeSampling::uniform,
+                 "--negative-sampling {} applies to --task link on a static graph only",
+                 o.full.link_negatives);
   if (!o.embeddings_path.empty() && !traits.temporal && !traits.only_model &&
       o.dynamic.task != train::DynamicTask::link_prediction)
     TESSEL_EXPECTS(o.model.layers >= 2,

@@ -41,7 +41,7 @@ const std::vector<ModeInfo>& mode_table() {
             .only_model = std::nullopt,
             .own_flags = {"--halo-dtype", "--boundary-sampling", "--halo-aggregation",
                           "--stale-halo", "--stale-smoothing", "--task", "--negatives",
-                          "--out-dim", "--decoder"},
+                          "--out-dim", "--decoder", "--negative-sampling"},
             .apply_defaults = nullptr},
            {.make = make_full_trainer, .describe = full_run_info, .check = check_full_options}),
       mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,

@@ -257,9 +257,10 @@ TEST_F(LinkCli, RefusesANodeClassificationPartition) {
   EXPECT_NE(out.find("--task link needs a partition of a link store"), std::string::npos) << out;
 }
 
-// --decoder mlp: the same losses at 1 and 2 ranks (the decoder's gradient is summed over ranks),
-// and other losses than the dot product's.
-TEST_F(LinkCli, MlpDecoderDoesNotDependOnRankCount) {
+// --decoder mlp with --negative-sampling degree: the same losses at 1 and 2 ranks (the decoder's
+// gradient is summed over ranks, the degree table is the whole graph's), and both flags change
+// the run (an MLP decoder and other negatives give other losses than the dot product's).
+TEST_F(LinkCli, MlpDecoderAndDegreeNegativesDoNotDependOnRankCount) {
   const std::string common = " --mode full --task link --model gcn --hidden 16 --out-dim 8 "
                              "--dropout 0 --lr 0.01 --negatives 2 --epochs 15 --eval-every 5 "
                              "--seed 8 --quiet --metrics ";
@@ -267,14 +268,14 @@ TEST_F(LinkCli, MlpDecoderDoesNotDependOnRankCount) {
   for (int p : {1, 2}) {
     const auto metrics = scratch("mlp" + std::to_string(p) + ".jsonl");
     run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() + common +
-           metrics.string() + " --decoder mlp");
+           metrics.string() + " --decoder mlp --negative-sampling degree");
     runs.push_back(losses(metrics));
   }
   ASSERT_EQ(runs[0].size(), 15u);
   for (std::size_t e = 0; e < runs[0].size(); ++e)
     EXPECT_LE(std::abs(runs[1][e] - runs[0][e]), 1e-5 * std::abs(runs[0][e])) << "epoch " << e + 1;
   EXPECT_LT(runs[0].back(), runs[0].front());
-  for (const std::string other : {""}) {
+  for (const std::string other : {" --decoder mlp", " --negative-sampling degree"}) {
     const auto metrics = scratch("other.jsonl");
     fs::remove(metrics);
     run_ok(tessel_bin() + " train " + parts(1).string() + common + metrics.string() + other);

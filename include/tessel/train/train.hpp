@@ -14,6 +14,7 @@
 #include "tessel/partition/part.hpp"
 #include "tessel/sampling/device_graph.hpp"
 #include "tessel/sampling/feature_cache.hpp"
+#include "tessel/sampling/negatives.hpp"
 #include "tessel/train/feature_memory.hpp"
 
 #include <nlohmann/json.hpp>
@@ -42,8 +43,10 @@ struct FullOptions {
   double stale_smoothing = 0;
   // --task link: the width of the encoder's output (the node embeddings the decoder scores).
   std::int64_t link_out_dim = 16;
-  // --task link: the decoder (--decoder).
+  // --task link: the decoder (--decoder) and the training negatives' distribution
+  // (--negative-sampling).
   nn::LinkDecoderKind link_decoder = nn::LinkDecoderKind::dot;
+  sampling::NegativeSampling link_negatives = sampling::NegativeSampling::uniform;
 };
 
 // --sample-routing: where the sampled mode's frontiers, answers and blocks live (automatic:

@@ -1,7 +1,7 @@
 // Full-batch link prediction on a static graph (--task link): the GNN encodes every node over
 // the message-passing graph, a decoder (nn::LinkDecoder: dot product or MLP) scores (src, dst)
-// pairs, and binary cross-entropy trains on each rank's training edges against uniformly
-// corrupted negatives.
+// pairs, and binary cross-entropy trains on each rank's training edges against corrupted
+// negatives (sampling::NegativeSampler: uniform or degree-biased destinations).
 //
 // The scores of an edge need both endpoints' embeddings, and an endpoint may be owned by another
 // rank: every rank holds the whole embedding table, [N, H] indexed by source node id, assembled
@@ -17,6 +17,7 @@
 #include "tessel/datasets/h5.hpp"
 #include "tessel/nn/link.hpp"
 #include "tessel/nn/link_decoder.hpp"
+#include "tessel/sampling/negatives.hpp"
 
 #include <fmt/format.h>
 
@@ -155,7 +156,8 @@ class LinkTrainer final : public GraphModeTrainer {
  public:
   explicit LinkTrainer(TrainerContext ctx)
       : GraphModeTrainer(ctx),
-        decoder_(options_.full.link_decoder, options_.model.out_dim, options_.seed) {
+        decoder_(options_.full.link_decoder, options_.model.out_dim, options_.seed),
+        sampler_(negative_sampler()) {
     TESSEL_EXPECTS(manifest_.link.present && part_.link.present,
                    "{}: --task link needs a partition of a link store (tessel convert ... "
                    "--edge-split, or an ogbl dataset)",
@@ -192,7 +194,8 @@ class LinkTrainer final : public GraphModeTrainer {
     Tensor z_owned = model_.forward(features_, layer_aggregators_, dropout_key, true);
     Tensor table = embedding_table(z_owned, phases);
     // This rank's training pairs: its positives, then K corruptions of each (src kept, dst
-    // uniform), drawn by the edge's id so that the draws do not depend on the rank count.
+    // drawn by sampler_), drawn by the edge's id so that the draws do not depend on the rank
+    // count.
     const auto& pos = part_.link.pos[0];
     const auto& ids = part_.link.pos_id[0];
     const std::int64_t n = static_cast<std::int64_t>(ids.size());
@@ -208,13 +211,11 @@ class LinkTrainer final : public GraphModeTrainer {
       dst.push_back(static_cast<LocalId>(pos[2 * i + 1]));
     }
     labels.assign(static_cast<std::size_t>(n), 1.0f);
-    const auto num_nodes = static_cast<std::uint64_t>(manifest_.num_nodes);
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j < k; ++j) {
         src.push_back(static_cast<LocalId>(pos[2 * i]));
-        dst.push_back(static_cast<LocalId>(
-            neg_key.below(static_cast<std::uint64_t>(ids[i]), static_cast<std::uint32_t>(j),
-                          num_nodes)));
+        dst.push_back(static_cast<LocalId>(sampler_.draw(
+            neg_key, static_cast<std::uint64_t>(ids[i]), static_cast<std::uint32_t>(j))));
       }
     labels.resize(src.size(), 0.0f);
     // Loss: mean BCE over the whole graph's positives plus mean over its negatives (GAE's).
@@ -436,8 +437,20 @@ class LinkTrainer final : public GraphModeTrainer {
     return out;
   }
 
+  // The training negatives' sampler: uniform, or by degree over the whole graph's training
+  // edges (each rank counts its own, summed over ranks: the same table at every rank count).
+  sampling::NegativeSampler negative_sampler() {
+    if (options_.full.link_negatives == sampling::NegativeSampling::uniform)
+      return sampling::NegativeSampler::uniform(manifest_.num_nodes);
+    std::vector<std::int64_t> degree(static_cast<std::size_t>(manifest_.num_nodes), 0);
+    sampling::add_edge_degrees(part_.link.pos[0], degree);
+    if (comm_.size() > 1) comm_.allreduce(std::span<std::int64_t>(degree));
+    return sampling::NegativeSampler::by_degree(degree);
+  }
+
   std::int64_t hidden_ = 0;
   nn::LinkDecoder decoder_;
+  sampling::NegativeSampler sampler_;
   std::array<double, 3> ap_{-1, -1, -1};
   SplitScores test_scores_;
 };
@@ -458,9 +471,9 @@ RunInfo full_run_info(const Trainer& trainer, const TrainerContext& context) {
   info.metric.name = context.manifest.link.metric == "auc" ? "auc" : context.manifest.link.metric;
   if (info.metric.name == "auc") info.metric.kept_at_best = {"test_ap"};
   info.setup_line += fmt::format(
-      ", link prediction ({} decoder, {} negatives per edge, metric {})",
+      ", link prediction ({} decoder, {} {} negatives per edge, metric {})",
       context.options.full.link_decoder, context.options.dynamic.negatives,
-      context.manifest.link.metric);
+      context.options.full.link_negatives, context.manifest.link.metric);
   return info;
 }
 
