@@ -98,6 +98,21 @@ nlohmann::json summarize(const train::TrainResult& r, const std::vector<std::int
       {"phase_seconds_per_epoch", phases},
   };
   if (!r.summary.is_null()) j["mode_summary"] = r.summary;
+  // Link prediction: the decoder, the negatives, and training edges (positives) per second of
+  // the median epoch.
+  if (r.link) {
+    const train::LinkFigures& l = *r.link;
+    const double median = quantile(seconds, 0.5);
+    j["link"] = {{"decoder", option_word(l.decoder)},
+                 {"negative_sampling", option_word(l.negative_sampling)},
+                 {"negatives", l.negatives},
+                 {"train_edges", l.train_edges},
+                 {"train_edges_per_second",
+                  median > 0 ? nlohmann::json(static_cast<double>(l.train_edges) / median)
+                             : nlohmann::json(nullptr)},
+                 {"test_ap_at_best_valid",
+                  l.test_ap_at_best ? nlohmann::json(*l.test_ap_at_best) : nlohmann::json(nullptr)}};
+  }
   // Full-batch halo settings and traffic: how halos travel, and their bytes per epoch.
   if (!r.epochs.empty() && r.epochs.back().halo) {
     std::vector<double> halo;
@@ -168,6 +183,25 @@ std::string markdown(const nlohmann::json& report) {
   row("best valid " + name + (metric.empty() ? "" : higher ? "(higher is better)" : "(lower is better)"),
       [&](const auto& m) { return metric_value(m, "best_valid"); });
   row("test " + name + "at best valid", [&](const auto& m) { return metric_value(m, "test_at_best_valid"); });
+  const bool any_link = std::any_of(report["modes"].begin(), report["modes"].end(),
+                                    [](const auto& m) { return m.contains("link"); });
+  if (any_link) {
+    row("link: decoder, negatives per edge", [](const auto& m) {
+      if (!m.contains("link")) return std::string("–");
+      const auto& l = m["link"];
+      return fmt::format("{}, {} {}", l["decoder"].template get<std::string>(),
+                         l["negatives"].template get<int>(),
+                         l["negative_sampling"].template get<std::string>());
+    });
+    row("link: training edges / s (positives)", [](const auto& m) {
+      if (!m.contains("link") || m["link"]["train_edges_per_second"].is_null()) return std::string("–");
+      return fmt::format("{:.0f}", m["link"]["train_edges_per_second"].template get<double>());
+    });
+    row("link: test AP at best valid", [](const auto& m) {
+      if (!m.contains("link") || m["link"]["test_ap_at_best_valid"].is_null()) return std::string("–");
+      return fmt::format("{:.4f}", m["link"]["test_ap_at_best_valid"].template get<double>());
+    });
+  }
   row("peak RSS per rank (MB)", [](const auto& m) {
     std::string s;
     for (const auto& b : m["peak_rss_bytes_per_rank"])
@@ -569,7 +603,10 @@ const Registrar registrar({"bench",
                            "Train several modes on the same partitions and report them side by side "
                            "(run under mpirun): time per epoch, bytes, memory and the best "
                            "validation value of each mode's metric (accuracy; dynamic mode: MSE, "
-                           "lower is better, or AUC for link prediction).",
+                           "lower is better, or AUC for link prediction). --task link with "
+                           "--modes full benchmarks full-batch link prediction on a link store's "
+                           "partition (the store's metric, the decoder, training edges per "
+                           "second).",
                            true, setup_bench, 40});
 
 }  // namespace

@@ -171,3 +171,46 @@ TEST(BenchCli, AFailingModeLeavesTheReportOfTheModesThatRan) {
             std::string::npos)
       << out;
 }
+
+// Full-batch link prediction in the report: the store's metric (AUC) picks the best epoch, and
+// the link figures (decoder, negatives, training edges per second, test AP) have their keys and
+// their row in the table.
+TEST(BenchCli, LinkTaskReportsItsFigures) {
+  test::TempDir dir("bench_link");
+  const std::string tessel = test::tessel_binary().string();
+  std::string out;
+  ASSERT_EQ(test::run_command(tessel + " convert synthetic --nodes 300 --avg-degree 8 --classes 3 "
+                                       "--feat-dim 8 --seed 5 --edge-split 85,5,10 " +
+                                  (dir / "g.h5").string(), &out), 0) << out;
+  ASSERT_EQ(test::run_command(tessel + " partition " + (dir / "g.h5").string() +
+                                  " --parts 2 --out " + (dir / "parts").string(), &out), 0) << out;
+  const fs::path report_dir = dir / "report";
+  ASSERT_EQ(test::run_command(test::mpirun(2) + tessel + " bench " + (dir / "parts").string() +
+                                  " --modes full --task link --decoder mlp --negatives 2 "
+                                  "--epochs 3 --hidden 8 --out-dim 8 --quiet --out " +
+                                  report_dir.string(), &out), 0) << out;
+  const auto report = nlohmann::json::parse(std::ifstream(report_dir / "report.json"));
+  const auto manifest = nlohmann::json::parse(std::ifstream(dir / "parts" / "partition.json"));
+  ASSERT_EQ(report.at("modes").size(), 1u);
+  const auto& m = report["modes"][0];
+  EXPECT_EQ(m.at("metric"), "auc");
+  EXPECT_EQ(m.at("higher_is_better"), true);
+  expect_positive_number(m, "best_valid", "full");
+  EXPECT_LE(m.at("best_valid").get<double>(), 1.0);
+  ASSERT_TRUE(m.contains("link")) << m.dump();
+  const auto& l = m["link"];
+  EXPECT_EQ(l.at("decoder"), "mlp");
+  EXPECT_EQ(l.at("negative_sampling"), "uniform");
+  EXPECT_EQ(l.at("negatives"), 2);
+  EXPECT_EQ(l.at("train_edges"), manifest.at("link").at("train_pos"));
+  expect_positive_number(l, "train_edges_per_second", "full");
+  // train_edges / the median epoch's seconds.
+  EXPECT_NEAR(l["train_edges_per_second"].get<double>() * m["seconds_per_epoch_median"].get<double>(),
+              l["train_edges"].get<double>(), 1e-6 * l["train_edges"].get<double>());
+  expect_positive_number(l, "test_ap_at_best_valid", "full");
+  EXPECT_LE(l["test_ap_at_best_valid"].get<double>(), 1.0);
+  std::ifstream md_file(report_dir / "report.md");
+  const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("| link: decoder, negatives per edge | mlp, 2 uniform |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| best valid auc (higher is better) |"), std::string::npos) << md;
+}

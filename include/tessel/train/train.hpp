@@ -230,6 +230,16 @@ struct EpochMetrics {
   nlohmann::json to_json() const;
 };
 
+// What a static-graph --task link run reports beside its metric (tessel bench's link rows).
+struct LinkFigures {
+  nn::LinkDecoderKind decoder = nn::LinkDecoderKind::dot;
+  sampling::NegativeSampling negative_sampling = sampling::NegativeSampling::uniform;
+  int negatives = 1;             // per training positive
+  std::int64_t train_edges = 0;  // the whole graph's training positives, each trained once an epoch
+  // Test average precision at the best epoch (stores whose metric is AUC; none otherwise).
+  std::optional<double> test_ap_at_best;
+};
+
 struct TrainResult {
   std::string mode;
   std::vector<EpochMetrics> epochs;
@@ -251,6 +261,7 @@ struct TrainResult {
   double setup_s = 0;
   std::vector<double> final_parameters_checksum;  // sum of each parameter, for comparisons
   nlohmann::json summary;  // mode-specific results (dynamic: test MSE, bytes vs analytic, ...)
+  std::optional<LinkFigures> link;  // a static-graph --task link run
 };
 
 // A rank's view of a partition folder: the manifest and its own part.

@@ -294,9 +294,17 @@ class LinkTrainer final : public GraphModeTrainer {
   std::string finish(comm::Communicator& comm, const Runtime& runtime, TrainResult& result,
                      nlohmann::json& summary) override {
     const std::string line = Trainer::finish(comm, runtime, result, summary);
+    const auto ap = result.kept_at_best.find("test_ap");
+    result.link = LinkFigures{
+        .decoder = options_.full.link_decoder,
+        .negative_sampling = options_.full.link_negatives,
+        .negatives = options_.dynamic.negatives,
+        .train_edges = manifest_.link.pos[0],
+        .test_ap_at_best = result.best_epoch > 0 && ap != result.kept_at_best.end()
+                               ? std::optional<double>(ap->second)
+                               : std::nullopt};
     if (result.best_epoch == 0) return line;
     const std::string& metric = manifest_.link.metric;
-    const auto ap = result.kept_at_best.find("test_ap");
     return fmt::format("best valid {} {:.4f} at epoch {}, test {} there {:.4f}{}", metric,
                        result.best_valid_acc, result.best_epoch, metric, result.test_acc_at_best,
                        ap == result.kept_at_best.end() ? std::string()
