@@ -364,7 +364,7 @@ const Registrar registrar{Command{
           ->capture_default_str();
       syn_cmd
           ->add_option("--feature-signal", o.feature_signal,
-                       "Class centroid spread in noise units (0: features carry no class "
+                       "Class centroid spread in noise units, 0 to 1e6 (0: features carry no class "
                        "information)")
           ->capture_default_str();
       syn_cmd

@@ -5,7 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "tessel/core/log.hpp"
+
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h> // renameat2
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -23,8 +27,141 @@ namespace tessel::datasets {
 namespace {
 
 // The longest target name whose temporary name is the target's name with a prefix and a
-// suffix: file systems cap one name at 255 bytes, and the suffix takes at most 40.
-constexpr std::size_t kMaxKeptName = 200;
+// suffix: file systems cap one name at 255 bytes, and the suffix (".tmp-", 16 random
+// characters, the pid, the pid namespace and up to 64 characters of host name) takes at most 115.
+constexpr std::size_t kMaxKeptName = 140;
+constexpr std::size_t kMaxHostChars = 64;
+constexpr std::size_t kRandomChars = 16;
+
+// Who makes this process's temporaries: the host name (letters, digits and '-', anything else
+// as '_', so ".tmp-" never occurs in it), and the inode of the pid namespace ("pid:[N]"), 0 when
+// /proc does not tell it. With the pid they tell, on a later run on the same host, whether the
+// maker of a temporary is gone.
+struct Maker {
+  std::string host;
+  unsigned long long pid_namespace = 0;
+};
+
+const Maker& this_maker() {
+  static const Maker maker = [] {
+    Maker m;
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    for (const char* c = host; *c != '\0' && m.host.size() < kMaxHostChars; ++c) {
+      const bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                         (*c >= '0' && *c <= '9') || *c == '-';
+      m.host += plain ? *c : '_';
+    }
+    if (m.host.empty()) m.host.push_back('_');
+    char link[64] = {};
+    const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);
+    if (n > 0 && std::sscanf(link, "pid:[%llu]", &m.pid_namespace) != 1) m.pid_namespace = 0;
+    return m;
+  }();
+  return maker;
+}
+
+// ".NAME.tmp-RANDOM-PID-PIDNS-HOST" for a target whose name (cut to kMaxKeptName) is `kept`.
+std::string temporary_name(const std::string& kept) {
+  const Maker& maker = this_maker();
+  return fmt::format(".{}.tmp-{}-{}-{}-{}", kept, random_name_suffix(),
+                     static_cast<long long>(::getpid()), maker.pid_namespace, maker.host);
+}
+
+// Parses a whole decimal number of at most `max_digits` digits at the front of `text`, up to
+// the next '-'; advances `text` past the '-'.
+bool take_number(std::string_view& text, std::size_t max_digits, unsigned long long& value) {
+  const auto dash = text.find('-');
+  if (dash == std::string_view::npos || dash == 0 || dash > max_digits) return false;
+  value = 0;
+  for (std::size_t i = 0; i < dash; ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+    value = value * 10 + static_cast<unsigned>(text[i] - '0');
+  }
+  text.remove_prefix(dash + 1);
+  return true;
+}
+
+// Whether the temporary whose name goes on with `rest` after ".tmp-" was made by a process that
+// is provably gone: the name has the shape temporary_name gives it, names this host and this
+// pid namespace, and no process has its pid now. Anything else (another host, another
+// namespace, a live process, a name of another shape) is not provably gone.
+bool maker_is_gone(std::string_view rest) {
+  const Maker& maker = this_maker();
+  if (maker.pid_namespace == 0 || rest.size() <= kRandomChars + 1 || rest[kRandomChars] != '-')
+    return false;
+  for (std::size_t i = 0; i < kRandomChars; ++i)
+    if (!((rest[i] >= '0' && rest[i] <= '9') || (rest[i] >= 'a' && rest[i] <= 'z'))) return false;
+  rest.remove_prefix(kRandomChars + 1);
+  unsigned long long pid = 0, pid_namespace = 0;
+  if (!take_number(rest, 10, pid) || !take_number(rest, 20, pid_namespace)) return false;
+  if (rest != maker.host || pid_namespace != maker.pid_namespace) return false;
+  if (pid == 0 || pid > 0x7fffffffULL || static_cast<pid_t>(pid) == ::getpid()) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// The names in the folder open as `folder_fd` (not "." and ".."), read through a duplicate of
+// the descriptor; empty when it cannot be read.
+std::vector<std::string> folder_names(int folder_fd) {
+  std::vector<std::string> names;
+  const int fd = ::fcntl(folder_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return names;
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    ::close(fd);
+    return names;
+  }
+  ::rewinddir(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+// Removes the folder `name` in the folder open as `parent_fd` and everything in it, every step
+// relative to an open folder and without following a symbolic link (a link inside is removed
+// itself; a link at `name` is not a folder, and is left alone).
+void remove_tree_at(int parent_fd, const std::string& name, int depth = 0) {
+  const int fd = ::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  for (const std::string& child : folder_names(fd)) {
+    struct stat status {};
+    if (::fstatat(fd, child.c_str(), &status, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISDIR(status.st_mode)) (void)::unlinkat(fd, child.c_str(), 0);
+    else if (depth < 32) remove_tree_at(fd, child, depth + 1);
+  }
+  ::close(fd);
+  (void)::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR);
+}
+
+// Removes the temporaries of the same output (".KEPT.tmp-...") that an earlier run left in the
+// folder open as `folder_fd` when it was killed (SIGKILL, a crash, a power cut) and whose maker
+// is provably gone (maker_is_gone). Only this user's regular files and folders are removed, a
+// folder with everything in it; a symbolic link, another user's entry, or the temporary of a
+// process that may still run is never touched.
+void remove_stale_temporaries(int folder_fd, const std::filesystem::path& folder,
+                              const std::string& kept) {
+  const std::string prefix = "." + kept + ".tmp-";
+  for (const std::string& name : folder_names(folder_fd)) {
+    if (!name.starts_with(prefix) || !maker_is_gone(std::string_view(name).substr(prefix.size())))
+      continue;
+    struct stat status {};
+    if (::fstatat(folder_fd, name.c_str(), &status, AT_SYMLINK_NOFOLLOW) != 0 ||
+        status.st_uid != ::geteuid())
+      continue;
+    if (S_ISREG(status.st_mode)) {
+      if (::unlinkat(folder_fd, name.c_str(), 0) != 0) continue;
+    } else if (S_ISDIR(status.st_mode)) {
+      remove_tree_at(folder_fd, name);
+    } else {
+      continue;
+    }
+    log::info("removed {}, the unfinished output of an earlier run whose process is gone",
+              (folder / name).string());
+  }
+}
 
 // Flushes one file or folder to stable storage; returns errno or 0.
 int sync_path(const std::filesystem::path& path, bool directory) {
@@ -71,10 +208,8 @@ mode_t process_umask() {
 
 // Removes a folder's contents and the folder, by name relative to `folder_fd` (links are
 // removed, never followed).
-void remove_temporary(int folder_fd, const std::string& name, const std::filesystem::path& path,
-                      bool directory) {
-  std::error_code ec;
-  if (directory) std::filesystem::remove_all(path, ec);
+void remove_temporary(int folder_fd, const std::string& name, bool directory) {
+  if (directory) remove_tree_at(folder_fd, name);
   else ::unlinkat(folder_fd, name.c_str(), 0);
 }
 
@@ -136,8 +271,10 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory, Fold
                          : ((is_directory ? 0777u : 0666u) & ~static_cast<unsigned>(process_umask()));
     std::string kept = name;
     if (kept.size() > kMaxKeptName) kept.resize(kMaxKeptName);
+    // What an earlier run killed before it could clean up left behind.
+    remove_stale_temporaries(folder_fd_, folder, kept);
     for (int attempt = 0;; ++attempt) {
-      temp_name_ = fmt::format(".{}.tmp-{}", kept, random_name_suffix());
+      temp_name_ = temporary_name(kept);
       temp_ = folder / temp_name_;
       // Registered before it exists, so no moment is left where an interrupt would miss it.
       registration_ = interrupt::TemporaryPath(temp_);
@@ -162,7 +299,7 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory, Fold
   } catch (...) {
     if (temp_fd_ >= 0) {
       ::close(temp_fd_);
-      remove_temporary(folder_fd_, temp_name_, temp_, is_directory_);
+      remove_temporary(folder_fd_, temp_name_, is_directory_);
     }
     ::close(folder_fd_);
     throw;
@@ -170,7 +307,7 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory, Fold
 }
 
 AtomicOutput::~AtomicOutput() {
-  if (!committed_ && temp_fd_ >= 0) remove_temporary(folder_fd_, temp_name_, temp_, is_directory_);
+  if (!committed_ && temp_fd_ >= 0) remove_temporary(folder_fd_, temp_name_, is_directory_);
   if (temp_fd_ >= 0) ::close(temp_fd_);
   if (folder_fd_ >= 0) ::close(folder_fd_);
 }
@@ -198,7 +335,7 @@ void AtomicOutput::commit() {
   std::string old_name;
   interrupt::TemporaryPath old_registration;
   if (is_directory_) {
-    old_name = fmt::format(".{}.tmp-{}", name.substr(0, kMaxKeptName), random_name_suffix());
+    old_name = temporary_name(name.substr(0, kMaxKeptName));
     old_registration = interrupt::TemporaryPath(temp_.parent_path() / old_name);
   }
   bool old_under_temp = false, old_aside = false;

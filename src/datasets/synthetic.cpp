@@ -17,6 +17,11 @@
 
 namespace tessel::datasets {
 
+namespace {
+// The largest --feature-signal: centroids of this spread keep every feature finite in float32.
+constexpr double kMaxFeatureSignal = 1e6;
+} // namespace
+
 using detail::kParallelMin;
 
 // Requested mean degree of the papers100m preset: 2 * 1.6 B / 111 M = 29.1, raised by the share
@@ -115,9 +120,11 @@ void check_options(const SyntheticOptions& o, bool features_in_memory = false) {
   TESSEL_EXPECTS(o.locality >= 0 && o.locality <= 1, "synthetic: locality must be in [0, 1] (got {})", o.locality);
   TESSEL_EXPECTS(o.degree_exponent > 2 && o.degree_exponent < 100,
                  "synthetic: --degree-exponent must be in (2, 100) (got {})", o.degree_exponent);
-  TESSEL_EXPECTS(std::isfinite(o.feature_signal) && o.feature_signal >= 0,
-                 "synthetic: --feature-signal must be a finite number >= 0 (got {})",
-                 o.feature_signal);
+  // Bounded so the features stay finite in float32 (1e300 wrote infinities every reader then
+  // refused); far beyond 1e6 the classes are already apart by millions of noise units.
+  TESSEL_EXPECTS(std::isfinite(o.feature_signal) && o.feature_signal >= 0 &&
+                     o.feature_signal <= kMaxFeatureSignal,
+                 "synthetic: --feature-signal must be in [0, 1e6] (got {})", o.feature_signal);
   TESSEL_EXPECTS(o.train_frac >= 0 && o.valid_frac >= 0 && o.train_frac + o.valid_frac <= 1,
                  "synthetic: --train-frac and --valid-frac must be >= 0 with a sum <= 1 (got {} "
                  "and {})",

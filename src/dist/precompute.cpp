@@ -6,6 +6,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/interrupt.hpp"
 #include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/dataset_checksums.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/dist/halo.hpp"
@@ -98,6 +99,11 @@ void write_sign_features(const fs::path& dir, const partition::Part& part,
                "id in the source dataset of each owned node (row order of /feat)");
     file.write("/feat", hops.data(), {n, width},
                "hop k of node i at columns [k F, (k+1) F): (A^k X)[i]", 4096);
+    // Each dataset's own checksum: damage behind a wiped whole-file header is still caught.
+    h5::mark_dataset_checksums(file);
+    h5::set_dataset_checksum(file, "/nodes/orig_id", part.orig_id.data(),
+                             static_cast<std::size_t>(n) * sizeof(part.orig_id[0]));
+    h5::set_dataset_checksum(file, "/feat", hops.data(), hops.size() * sizeof(float));
     file.close();
   }
   output.commit();
@@ -129,12 +135,14 @@ bool read_sign_features(const fs::path& dir, const partition::Part& part,
       path.string(), file.attr_int("hops"), file.attr_string("operator"),
       file.attr_string("normalize_features"), options.hops, options.op, options.normalize_features);
   const auto ids = file.read<std::int64_t>("/nodes/orig_id", {n});
+  h5::verify_dataset_checksum(file, "/nodes/orig_id", ids.data(), ids.size() * sizeof(ids[0]));
   for (std::int64_t i = 0; i < n; ++i)
     TESSEL_EXPECTS(ids[i] == part.orig_id[i],
                    "{}: row {} is node {}, the partition has node {} there (made from another "
                    "partition); run tessel precompute again",
                    path.string(), i, ids[i], part.orig_id[i]);
   *hops = file.read<float>("/feat", {n, (options.hops + 1) * f});
+  h5::verify_dataset_checksum(file, "/feat", hops->data(), hops->size() * sizeof(float));
   const std::int64_t width = (options.hops + 1) * f;
   const auto bad = std::find_if(hops->begin(), hops->end(), [](float v) { return !std::isfinite(v); });
   if (bad != hops->end()) {

@@ -301,6 +301,15 @@ class PartitionChecker {
                    "{}, {}, {}",
                    name, p, halo, part.graph.num_edges(), part_cut, json_int(js, {"halo"}, -1),
                    json_int(js, {"edges"}, -1), json_int(js, {"cut_edges"}, -1));
+    // So are its owned node and split counts (a negative training count passed --check).
+    const std::int64_t counts[] = {part.num_owned, static_cast<std::int64_t>(part.train.size()),
+                                   static_cast<std::int64_t>(part.valid.size()),
+                                   static_cast<std::int64_t>(part.test.size())};
+    const char* keys[] = {"owned", "train", "valid", "test"};
+    for (int k = 0; k < 4; ++k)
+      TESSEL_EXPECTS(json_int(js, {keys[k]}, counts[k]) == counts[k],
+                     "{}: part {} has {} {} nodes; partition.json parts[{}].{} says {}", name, p,
+                     counts[k], keys[k], p, keys[k], js.contains(keys[k]) ? js[keys[k]].dump() : "");
   }
 
   void check_labels(const std::string& name, const Part& part) {

@@ -3,6 +3,7 @@
 
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/atomic_output.hpp"
+#include "tessel/datasets/dataset_checksums.hpp"
 #include "tessel/datasets/h5.hpp"
 #include "tessel/train/train.hpp"
 
@@ -16,14 +17,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Writes a tensor with its own checksum, so damage behind a wiped whole-file header is still
+// caught on load.
+template <class T>
+void write_values(h5::File& file, const std::string& name, const T* values,
+                  const std::vector<std::int64_t>& dims, const std::string& description) {
+  file.write(name, values, dims, description);
+  std::size_t count = 1;
+  for (const std::int64_t d : dims) count *= static_cast<std::size_t>(d);
+  h5::set_dataset_checksum(file, name, values, count * sizeof(T));
+}
+
 void write_tensor(h5::File& file, const std::string& name, const Tensor& t) {
   const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
   std::vector<std::int64_t> dims = host.shape();
   switch (host.dtype()) {
-    case DType::f32: file.write(name, host.data<float>(), dims, "f32 tensor"); break;
-    case DType::f64: file.write(name, host.data<double>(), dims, "f64 tensor"); break;
-    case DType::i64: file.write(name, host.data<std::int64_t>(), dims, "i64 tensor"); break;
-    case DType::i32: file.write(name, host.data<std::int32_t>(), dims, "i32 tensor"); break;
+    case DType::f32: write_values(file, name, host.data<float>(), dims, "f32 tensor"); break;
+    case DType::f64: write_values(file, name, host.data<double>(), dims, "f64 tensor"); break;
+    case DType::i64: write_values(file, name, host.data<std::int64_t>(), dims, "i64 tensor"); break;
+    case DType::i32: write_values(file, name, host.data<std::int32_t>(), dims, "i32 tensor"); break;
     default: TESSEL_FAIL("checkpoint: cannot store a {} tensor ({})", dtype_name(host.dtype()), name);
   }
 }
@@ -31,6 +43,7 @@ void write_tensor(h5::File& file, const std::string& name, const Tensor& t) {
 template <class T>
 void read_into(const h5::File& file, const std::string& name, Tensor& t) {
   const auto values = file.read<T>(name, t.shape());
+  h5::verify_dataset_checksum(file, name, values.data(), values.size() * sizeof(T));
   Tensor host = Tensor::empty(t.shape(), t.dtype());
   std::copy(values.begin(), values.end(), host.data<T>());
   t.copy_from(host);
@@ -94,6 +107,7 @@ void save_checkpoint(const fs::path& dir, const CheckpointMeta& meta,
     file.set_attr("best_epoch", static_cast<std::int64_t>(meta.best_epoch));
     file.set_attr("time_to_target_s", meta.time_to_target_s);
     file.set_attr("wall_s", meta.wall_s);
+    h5::mark_dataset_checksums(file);
     for (const auto& [name, value] : meta.kept_at_best)
       file.set_attr(name + "_at_best", value);
     file.create_group("/params");

@@ -95,7 +95,8 @@ TEST_F(CliFlags, LibraryRefusalsNameTheirFlag) {
   expect_refused(dir(), {
       {synthetic + "--homophily 2", {"--homophily must be in [0, 1] (got 2)"}},
       {synthetic + "--degree-exponent 99999999999999999999", {"--degree-exponent must be in"}},
-      {synthetic + "--feature-signal -1", {"--feature-signal must be a finite number >= 0"}},
+      {synthetic + "--feature-signal -1", {"--feature-signal must be in [0, 1e6]"}},
+      {synthetic + "--feature-signal 1e300", {"--feature-signal must be in [0, 1e6]"}},
       {synthetic + "--preset 1e12", {"--preset 1e12: unknown synthetic preset; expected one of"}},
       {"convert synthetic-temporal " + out() + " --nodes 100 --communities 0",
        {"--communities must be in [1, nodes], got 0"}},

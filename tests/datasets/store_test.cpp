@@ -9,7 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace tessel {
 namespace {
@@ -127,6 +131,70 @@ TEST(Store, AtomicFolderOutputReplacesAFullFolder) {
   }
   EXPECT_EQ(test::list_dir(dir.path()), std::vector<std::string>{"out"});
   EXPECT_EQ(test::list_dir(dir / "out"), std::vector<std::string>{"new.h5"});
+}
+
+// A run killed by SIGKILL cannot remove its temporary; the next run of an output in the same
+// folder removes those whose maker is provably gone (this host, this pid namespace, no process
+// with that pid), and nothing else: not the temporary of a live process, not another host's,
+// not a symbolic link planted under such a name (nor what it points at).
+TEST(Store, StaleTemporariesOfAGoneProcessAreRemoved) {
+  test::TempDir dir;
+  fs::create_directories(dir / "out");
+  fs::create_directories(dir / "elsewhere");
+  std::ofstream(dir / "elsewhere" / "keep.txt") << "keep";
+  // The shape of this process's temporaries: ".x.bin.tmp-RANDOM-PID-PIDNS-HOST".
+  std::string tail;  // "-PIDNS-HOST"
+  {
+    datasets::AtomicOutput probe(dir / "other.bin");
+    const std::string name = probe.temp_path().filename().string();
+    const std::string mine = "-" + std::to_string(::getpid()) + "-";
+    const auto at = name.find(mine, std::string(".other.bin.tmp-").size());
+    ASSERT_NE(at, std::string::npos) << name;
+    tail = name.substr(at + mine.size() - 1);
+  }
+  // A pid that is provably gone: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  auto name = [&](const char* random, long long pid, const std::string& rest) {
+    return ".x.bin.tmp-" + std::string(random) + "-" + std::to_string(pid) + rest;
+  };
+  const std::string dead_file = name("0123456789abcdef", child, tail);
+  const std::string dead_folder = name("fedcba9876543210", child, tail);
+  const std::string live = name("aaaaaaaaaaaaaaaa", ::getppid(), tail);
+  const std::string other_host = name("bbbbbbbbbbbbbbbb", child, tail + "x");
+  const std::string link_to_folder = name("cccccccccccccccc", child, tail);
+  const std::string link_to_file = name("dddddddddddddddd", child, tail);
+  std::ofstream(dir / "out" / dead_file) << "half";
+  fs::create_directories(dir / "out" / dead_folder / "sub");
+  std::ofstream(dir / "out" / dead_folder / "sub" / "part.h5") << "half";
+  fs::create_directory_symlink(dir / "elsewhere", dir / "out" / dead_folder / "sub" / "away");
+  std::ofstream(dir / "out" / live) << "being written";
+  std::ofstream(dir / "out" / other_host) << "another host's";
+  fs::create_directory_symlink(dir / "elsewhere", dir / "out" / link_to_folder);
+  fs::create_symlink(dir / "elsewhere" / "keep.txt", dir / "out" / link_to_file);
+  {
+    datasets::AtomicOutput out(dir / "out" / "x.bin");
+    std::ofstream(out.temp_path()) << "whole";
+    out.commit();
+  }
+  std::vector<std::string> expected{"x.bin", live, other_host, link_to_folder, link_to_file};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(test::list_dir(dir / "out"), expected);
+  EXPECT_TRUE(fs::is_symlink(dir / "out" / link_to_folder));
+  EXPECT_EQ(test::list_dir(dir / "elsewhere"), std::vector<std::string>{"keep.txt"});
+  EXPECT_EQ(test::read_file_bytes(dir / "elsewhere" / "keep.txt"), "keep");
+  // A folder output removes its stale temporaries too.
+  const std::string dead_out = ".rep.tmp-0123456789abcdef-" + std::to_string(child) + tail;
+  fs::create_directories(dir / "out" / dead_out);
+  std::ofstream(dir / "out" / dead_out / "report.json") << "{";
+  {
+    datasets::AtomicOutput out(dir / "out" / "rep", true);
+    out.commit();
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / dead_out));
+  EXPECT_TRUE(fs::is_directory(dir / "out" / "rep"));
 }
 
 TEST(Store, UndamagedFixtureReads) {

@@ -216,6 +216,15 @@ TEST(Synthetic, RejectsBadOptions) {
   o = options();
   o.degree_exponent = 1.5;
   EXPECT_THROW((void)datasets::make_synthetic(o), InputError);
+  // A signal whose centroids overflow float32 wrote a store of infinities every reader refused.
+  o = options();
+  o.feature_signal = 1e300;
+  const std::string what = test::input_error([&] { (void)datasets::make_synthetic(o); });
+  EXPECT_NE(what.find("--feature-signal must be in [0, 1e6]"), std::string::npos) << what;
+  o.feature_signal = 1e6;
+  const auto data = datasets::make_synthetic(o);
+  EXPECT_TRUE(std::all_of(data.features.begin(), data.features.end(),
+                          [](float v) { return std::isfinite(v); }));
 }
 
 

@@ -11,7 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 using namespace tessel;
@@ -150,6 +153,40 @@ TEST(Precompute, FilesRoundTripAndRefuseOtherOptionsOrPartitions) {
   EXPECT_EQ(first, again);
 
   std::vector<float> ignored;
+  {
+    // Each rank's file with its whole-file checksum header wiped and a low mantissa bit of its
+    // first value flipped (still finite): its dataset checksum refuses it, naming /feat.
+    const fs::path damaged = dir / ("damaged-" + std::to_string(P) + "-" + std::to_string(comm->rank()));
+    fs::create_directories(damaged);
+    const fs::path file = damaged / dist::sign_file_name(comm->rank());
+    fs::copy_file(out / dist::sign_file_name(comm->rank()), file, fs::copy_options::overwrite_existing);
+    std::string bytes;
+    {
+      std::ifstream in(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::fill(bytes.begin(), bytes.begin() + 64, '\0');
+    {
+      std::ofstream(file, std::ios::binary) << bytes;
+    }
+    EXPECT_TRUE(dist::read_sign_features(damaged, part, o, &ignored)) << "the wiped header alone";
+    ASSERT_GE(first.size(), 4u);
+    const std::string first_values(reinterpret_cast<const char*>(first.data()),
+                                   std::min<std::size_t>(first.size(), 4) * sizeof(float));
+    const auto at = bytes.find(first_values);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 1] = static_cast<char>(bytes[at + 1] ^ 0x01);
+    {
+      std::ofstream(file, std::ios::binary) << bytes;
+    }
+    try {
+      dist::read_sign_features(damaged, part, o, &ignored);
+      ADD_FAILURE() << "damaged /feat was read";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("/feat has checksum crc32:"), std::string::npos)
+          << e.what();
+    }
+  }
   dist::PrecomputeOptions other = o;
   other.hops = 3;
   EXPECT_THROW(dist::read_sign_features(out, part, other, &ignored), InputError);

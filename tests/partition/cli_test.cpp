@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <iterator>
 #include <limits>
 
 namespace tessel::partition {
@@ -179,6 +180,29 @@ TEST_F(PartitionCli, CheckRejectsCorruptedAndForeignFolders) {
   expect_refused("partition --check " + quote(tmp_.path()), "partition.json: cannot open");
   std::ofstream(out / "partition.json") << "{ not json";
   expect_refused("partition --check " + quote(out), "not valid JSON");
+}
+
+// The counts partition.json records for each part (owned, train, valid, test) are checked like
+// its halo, edge and cut counts: a negative training count passed --check.
+TEST_F(PartitionCli, CheckComparesEachPartsRecordedCounts) {
+  const auto out = tmp_ / "parts";
+  ASSERT_EQ(run_tessel("partition " + quote(store_) + " --parts 2 --out " + quote(out)).code, 0);
+  std::string text;
+  {
+    std::ifstream in(out / "partition.json");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const auto parts = text.find("\"parts\"");
+  ASSERT_NE(parts, std::string::npos);
+  const auto at = text.find("\"train\": ", parts);
+  ASSERT_NE(at, std::string::npos);
+  const auto value = at + std::string("\"train\": ").size();
+  const auto end = text.find_first_of(",\n}", value);
+  const std::string recorded = text.substr(value, end - value);
+  text.replace(value, end - value, "-" + recorded);
+  std::ofstream(out / "partition.json") << text;
+  expect_refused("partition --check " + quote(out),
+                 "nodes; partition.json parts[0].train says -" + recorded);
 }
 
 // Stores that `info` refuses are refused by `partition` too, with the same line, and nothing is

@@ -310,6 +310,18 @@ TEST_F(TrainRefusals, NonFiniteSignFeaturesAreRefused) {
     H5Fclose(f);
     test::drop_file_checksum(sign);  // else refused as damaged before /feat is read
   }
+  // The edit no longer matches /feat's own checksum: refused as damaged.
+  const Outcome damaged = run(tessel_bin() + " train " + dir.string() + pipeline);
+  EXPECT_EQ(damaged.code, 2) << damaged.output;
+  EXPECT_NE(damaged.output.find("sign-0.h5: /feat has checksum crc32:"), std::string::npos)
+      << damaged.output;
+  {
+    // As a file written before per-dataset checksums: the values themselves are checked.
+    const hid_t f = H5Fopen(sign.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    EXPECT_GE(H5Adelete(f, "dataset_checksums"), 0);
+    H5Fclose(f);
+  }
   const Outcome r = run(tessel_bin() + " train " + dir.string() + pipeline);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("sign-0.h5: /feat[3, 1] is nan"), std::string::npos) << r.output;

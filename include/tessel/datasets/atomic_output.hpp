@@ -17,12 +17,18 @@ namespace tessel::datasets {
 // it is registered with interrupt::TemporaryPath, so SIGINT/SIGTERM/SIGHUP remove it too.
 //
 // The target's folder is opened once (O_DIRECTORY) and everything after happens relative to
-// it: the temporary ".NAME.tmp-RANDOM" (a 16-character suffix from getrandom) is created
-// exclusively (O_CREAT|O_EXCL|O_NOFOLLOW for a file, mkdirat with mode 700 for a folder), so a
+// it: the temporary ".NAME.tmp-RANDOM-PID-PIDNS-HOST" (16 characters from getrandom, then who
+// made it) is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW for a file, mkdirat with mode 700 for a folder), so a
 // symbolic link planted at any name beside the target is never followed, and in a shared
 // sticky folder nobody else can replace the temporary once it exists. The rename onto the
 // target replaces the name, never what a link there points at. A replaced file or folder keeps
 // its permission bits (600 stays 600); a new one gets 666 or 777 less the umask, as with open.
+//
+// Before it makes its temporary, the constructor removes the temporaries of the same output that
+// a run killed by SIGKILL (or a crash, or a power cut) left in the folder, when their maker is
+// provably gone: the name gives this host and this pid namespace, and no process has its pid.
+// Only this user's files and folders go, every step relative to an open folder without
+// following a link; a link, another user's entry or a live process's temporary stays.
 class AtomicOutput {
 public:
   // Whether the target's folder may be a symbolic link: a --checkpoint folder may not.
@@ -77,7 +83,7 @@ int open_regular_for_writing(const std::filesystem::path& path, const std::strin
 // filesystem library's words.
 void make_parent_folders(const std::filesystem::path& path, const std::string& flag);
 
-// The name a user gave for a path that may be an AtomicOutput temporary (".NAME.tmp-RANDOM"
+// The name a user gave for a path that may be an AtomicOutput temporary (".NAME.tmp-..."
 // beside NAME, or inside a temporary folder): messages name what the user asked for, not the
 // hidden file. Any other path is returned as it is.
 std::filesystem::path output_name(const std::filesystem::path& path);
