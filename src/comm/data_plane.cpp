@@ -14,7 +14,7 @@ namespace {
 // tensors are used in place.
 class Staging {
  public:
-  explicit Staging(const Tensor& t) : tensor_(t) {
+  Staging(const Tensor& t, DeviceStream stream) : tensor_(t), stream_(stream) {
     if (t.device().is_cpu()) {
       host_ = t.raw();
       return;
@@ -28,19 +28,22 @@ class Staging {
   Staging& operator=(const Staging&) = delete;
 
   void* host() const { return host_; }
-  // Device -> host (waits for the device's stream, so the host copy is complete).
+  // Device -> host on the exchange's stream (waits for it, so the host copy is complete).
   void download() {
     if (pinned_ && bytes_ > 0)
-      device_memory::copy(pinned_, Device::cpu(), tensor_.raw(), tensor_.device(), bytes_);
+      device_memory::copy(pinned_, Device::cpu(), tensor_.raw(), tensor_.device(), bytes_,
+                          stream_);
   }
-  // Host -> device.
+  // Host -> device, on the exchange's stream.
   void upload() {
     if (pinned_ && bytes_ > 0)
-      device_memory::copy(tensor_.raw(), tensor_.device(), pinned_, Device::cpu(), bytes_);
+      device_memory::copy(tensor_.raw(), tensor_.device(), pinned_, Device::cpu(), bytes_,
+                          stream_);
   }
 
  private:
   Tensor tensor_;
+  DeviceStream stream_;
   void* host_ = nullptr;
   void* pinned_ = nullptr;
   std::size_t bytes_ = 0;
@@ -50,9 +53,9 @@ std::int64_t row_elements(const Tensor& t) { return t.dim() == 2 ? t.cols() : 1;
 
 }  // namespace
 
-void Communicator::allreduce(Tensor& t, ReduceOp op) {
+void Communicator::allreduce(Tensor& t, DeviceStream stream, ReduceOp op) {
   TESSEL_EXPECTS(t.defined(), "allreduce: undefined tensor");
-  Staging staging(t);
+  Staging staging(t, stream);
   staging.download();
   allreduce(staging.host(), t.numel(), t.dtype(), op);
   staging.upload();
@@ -85,12 +88,13 @@ std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> Communicator::el
 }
 
 void Communicator::alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows,
-                             Tensor& recv, std::span<const std::int64_t> recv_rows) {
+                             Tensor& recv, std::span<const std::int64_t> recv_rows,
+                             DeviceStream stream) {
   const auto [send_counts, recv_counts] = element_counts(send, send_rows, recv, recv_rows);
   const std::int64_t sent = std::accumulate(send_rows.begin(), send_rows.end(), std::int64_t{0});
   const std::int64_t received =
       std::accumulate(recv_rows.begin(), recv_rows.end(), std::int64_t{0});
-  Staging out(send.rows_slice(0, sent)), in(recv.rows_slice(0, received));
+  Staging out(send.rows_slice(0, sent), stream), in(recv.rows_slice(0, received), stream);
   out.download();
   alltoallv(out.host(), send_counts, in.host(), recv_counts, send.dtype());
   in.upload();
@@ -98,19 +102,19 @@ void Communicator::alltoallv(const Tensor& send, std::span<const std::int64_t> s
 
 std::unique_ptr<PendingExchange> Communicator::start_alltoallv(
     const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
-    std::span<const std::int64_t> recv_rows) {
-  alltoallv(send, send_rows, recv, recv_rows);
+    std::span<const std::int64_t> recv_rows, DeviceStream stream) {
+  alltoallv(send, send_rows, recv, recv_rows, stream);
   return std::make_unique<PendingExchange>();
 }
 
-void Communicator::send(const Tensor& t, int peer, int tag) {
-  Staging staging(t);
+void Communicator::send(const Tensor& t, int peer, DeviceStream stream, int tag) {
+  Staging staging(t, stream);
   staging.download();
   send(staging.host(), t.numel(), t.dtype(), peer, tag);  // copies the payload
 }
 
-void Communicator::recv(Tensor& t, int peer, int tag) {
-  Staging staging(t);
+void Communicator::recv(Tensor& t, int peer, DeviceStream stream, int tag) {
+  Staging staging(t, stream);
   recv(staging.host(), t.numel(), t.dtype(), peer, tag);
   staging.upload();
 }

@@ -144,9 +144,9 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<PendingExchange> start_alltoallv(
       const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
-      std::span<const std::int64_t> recv_rows) override {
+      std::span<const std::int64_t> recv_rows, DeviceStream stream) override {
     if (!send.device().is_cpu())
-      return Communicator::start_alltoallv(send, send_rows, recv, recv_rows);
+      return Communicator::start_alltoallv(send, send_rows, recv, recv_rows, stream);
     const auto [send_counts, recv_counts] = element_counts(send, send_rows, recv, recv_rows);
     auto pending = std::make_unique<MpiPendingExchange>(
         mpi_counts(send_counts, recv_counts, send.dtype()));

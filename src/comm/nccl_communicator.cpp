@@ -4,6 +4,7 @@
 #include "tessel/core/cuda_check.cuh"
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
+#include "tessel/core/stream.hpp"
 
 #include <nccl.h>
 
@@ -117,21 +118,21 @@ class NcclCommunicator final : public Communicator {
     return result;
   }
 
-  // Device tensors: enqueued on the calling thread's current stream (see stream()), not waited
-  // for.
-  void allreduce(Tensor& t, ReduceOp op) override {
-    if (!on_device(t)) return Communicator::allreduce(t, op);
+  // Device tensors: enqueued on the stream the caller gives (see enqueue_on()), not waited for.
+  void allreduce(Tensor& t, DeviceStream stream, ReduceOp op) override {
+    if (!on_device(t)) return Communicator::allreduce(t, stream, op);
     if (t.numel() == 0) return;
     TESSEL_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), static_cast<std::size_t>(t.numel()),
-                                    nccl_type(t.dtype()), nccl_op(op), comm_, stream()));
+                                    nccl_type(t.dtype()), nccl_op(op), comm_,
+                                    enqueue_on(stream)));
     if (size_ > 1)
       count_collective(2 * (size_ - 1) * static_cast<std::int64_t>(t.nbytes()) / size_);
   }
 
   void alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
-                 std::span<const std::int64_t> recv_rows) override {
+                 std::span<const std::int64_t> recv_rows, DeviceStream stream) override {
     if (!on_device(send) || !on_device(recv))
-      return Communicator::alltoallv(send, send_rows, recv, recv_rows);
+      return Communicator::alltoallv(send, send_rows, recv, recv_rows, stream);
     TESSEL_EXPECTS(send.dtype() == recv.dtype() && send.cols() == recv.cols(),
                    "alltoallv: send {} and receive {} differ in dtype or columns",
                    send.describe(), recv.describe());
@@ -157,8 +158,8 @@ class NcclCommunicator final : public Communicator {
     TESSEL_EXPECTS(send_rows[rank_] == recv_rows[rank_],
                    "alltoallv: rank {} sends itself {} rows but expects {}", rank_,
                    send_rows[rank_], recv_rows[rank_]);
-    // One stream for the whole operation, settled before the group starts (see stream()).
-    const cudaStream_t s = stream();
+    // One stream for the whole operation, settled before the group starts (see enqueue_on()).
+    const cudaStream_t s = enqueue_on(stream);
     // Rows a rank sends itself are a device copy; the others one grouped send/recv per peer.
     if (send_rows[rank_] > 0)
       TESSEL_CHECK_CUDA(cudaMemcpyAsync(in + self_recv * row_bytes, out + self_send * row_bytes,
@@ -183,17 +184,17 @@ class NcclCommunicator final : public Communicator {
     TESSEL_CHECK_NCCL(ncclGroupEnd());
   }
 
-  void send(const Tensor& t, int peer, int tag) override {
-    if (!on_device(t)) return Communicator::send(t, peer, tag);
+  void send(const Tensor& t, int peer, DeviceStream stream, int tag) override {
+    if (!on_device(t)) return Communicator::send(t, peer, stream, tag);
     TESSEL_CHECK_NCCL(ncclSend(t.raw(), static_cast<std::size_t>(t.numel()), nccl_type(t.dtype()),
-                               peer, comm_, stream()));
+                               peer, comm_, enqueue_on(stream)));
     count_sent(peer, static_cast<std::int64_t>(t.nbytes()));
   }
 
-  void recv(Tensor& t, int peer, int tag) override {
-    if (!on_device(t)) return Communicator::recv(t, peer, tag);
+  void recv(Tensor& t, int peer, DeviceStream stream, int tag) override {
+    if (!on_device(t)) return Communicator::recv(t, peer, stream, tag);
     TESSEL_CHECK_NCCL(ncclRecv(t.raw(), static_cast<std::size_t>(t.numel()), nccl_type(t.dtype()),
-                               peer, comm_, stream()));
+                               peer, comm_, enqueue_on(stream)));
   }
 
  private:
@@ -203,19 +204,21 @@ class NcclCommunicator final : public Communicator {
                    device_.str(), t.device().str());
     return true;
   }
-  // The stream to enqueue an operation on: the calling thread's current stream of the device (a
-  // StreamScope's, or the main stream), so a communicator used only inside the sampler's scope
-  // runs on the sampler's stream. NCCL operations of one communicator must never run
+  // The stream to enqueue an operation on: the one the caller gives (its handle, or the
+  // device's main stream when null), so the sampler's exchanges run on the sampler's stream
+  // because the sampler passes it. NCCL operations of one communicator must never run
   // concurrently (each rank would have to run them in the same order): when the stream changes,
   // the new one first waits for the operations enqueued on the previous one.
-  cudaStream_t stream() {
-    const auto current = static_cast<cudaStream_t>(device_memory::stream(device_));
+  cudaStream_t enqueue_on(DeviceStream stream) {
+    const auto current = static_cast<cudaStream_t>(device_memory::resolve(device_, stream));
     const cudaStream_t previous = last_stream_.load(std::memory_order_relaxed);
     if (previous != nullptr && previous != current) {
+      // StreamEvent records and waits on the thread's current stream: name each for the call.
       {
         const device_memory::StreamScope on_previous(device_, previous);
         switch_event_.record(device_);
       }
+      const device_memory::StreamScope on_current(device_, current);
       switch_event_.wait(device_);
     }
     last_stream_.store(current, std::memory_order_relaxed);
@@ -233,7 +236,7 @@ class NcclCommunicator final : public Communicator {
       if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess || async != ncclSuccess) {
         fail(fmt::format("NCCL reported an asynchronous error: {}", ncclGetErrorString(async)));
       }
-      // The stream the latest operation went to (the watchdog's thread has no StreamScope).
+      // The stream the latest operation went to.
       const cudaStream_t s = last_stream_.load(std::memory_order_relaxed);
       if (s == nullptr || cudaStreamQuery(s) != cudaErrorNotReady) {
         busy_since = std::chrono::steady_clock::now();

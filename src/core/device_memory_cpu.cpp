@@ -1,5 +1,6 @@
 // Host allocations for tensors, and the CUDA entry points of CPU-only builds.
 #include "tessel/core/tensor.hpp"
+#include "tessel/core/stream.hpp"
 
 #include "size_class.hpp"
 
@@ -209,6 +210,10 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, std:
                  src_device.str());
   std::memcpy(dst, src, bytes);
 }
+void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes,
+          DeviceStream) {
+  copy(dst, dst_device, src, src_device, bytes);
+}
 void zero(void* ptr, Device device, std::size_t bytes) {
   TESSEL_EXPECTS(device.is_cpu(), "cannot zero memory on {}: built without CUDA", device.str());
   std::memset(ptr, 0, bytes);
@@ -232,6 +237,7 @@ void* stream(Device) { return nullptr; }
 void* main_stream(Device) { return nullptr; }
 void* side_stream(Device) { return nullptr; }
 void synchronize_streams(Device) {}
+void* resolve(Device, DeviceStream) { return nullptr; }
 // Without CUDA there are no streams to switch or order.
 StreamScope::StreamScope(Device, void*) { (void)previous_device_, (void)previous_stream_; }
 StreamScope::~StreamScope() { (void)active_; }

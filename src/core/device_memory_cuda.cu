@@ -1,6 +1,7 @@
 // Tensor memory on CUDA devices: a stream-ordered caching allocator, pinned staging blocks, and
 // copies on the device's stream (CUDA builds).
 #include "tessel/core/tensor.hpp"
+#include "tessel/core/stream.hpp"
 
 #include "size_class.hpp"
 #include "tessel/core/cuda_check.cuh"
@@ -415,6 +416,11 @@ void* side_stream(Device device) {
   return device.is_cuda() ? created_stream(device, state(device.index).side) : nullptr;
 }
 
+void* resolve(Device device, DeviceStream stream) {
+  if (!device.is_cuda()) return nullptr;
+  return stream.handle ? stream.handle : main_stream_of(device);
+}
+
 void synchronize_streams(Device device) {
   if (!device.is_cuda()) return;
   DeviceState& s = state(device.index);
@@ -477,12 +483,20 @@ void StreamEvent::wait(Device device) const {
 // a StreamScope's); copies that touch host memory (pageable or pinned) or a second device wait
 // for it, so the host may read or reuse its buffer when this returns.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+  const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
+  copy(dst, dst_device, src, src_device, bytes,
+       DeviceStream{gpu.is_cuda() ? stream_of(gpu) : nullptr});
+}
+
+// The copy on a given stream of the device (its main stream when null).
+void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes,
+          DeviceStream on) {
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, bytes);
     return;
   }
   const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
-  const cudaStream_t s = stream_of(gpu);
+  const auto s = static_cast<cudaStream_t>(resolve(gpu, on));
   // Between two devices the copy runs on the destination's stream, which orders neither the
   // source's pending writes nor its later reuse of the source block: wait on both sides.
   const bool across = dst_device.is_cuda() && src_device.is_cuda() &&

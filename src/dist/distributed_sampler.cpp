@@ -165,12 +165,16 @@ bool DistributedSampler::device_resident() const {
 }
 
 void DistributedSampler::sample_device(int epoch, std::uint32_t step,
-                                       std::span<const LocalId> seeds, PhaseTimes& phases) {
+                                       std::span<const LocalId> seeds, PhaseTimes& phases,
+                                       DeviceStream stream) {
   TESSEL_EXPECTS(device_resident(),
                  "sample_device: blocks stay on the device only where owners draw on the device "
                  "graph (sample_on_device) and routing is not on the host (route_on_host)");
+  // The sampler's kernels, copies and buffers on `stream`, as its exchanges.
+  const Device device = owner_offsets_.device();
+  const device_memory::StreamScope on_stream(device, device_memory::resolve(device, stream));
   if (comm_.size() > 1) {
-    sample_device_routed(epoch, step, seeds, phases);
+    sample_device_routed(epoch, step, seeds, phases, stream);
     return;
   }
   SamplePhase t(phases, sample_cpu_seconds_);
@@ -196,7 +200,7 @@ void DistributedSampler::sample_device(int epoch, std::uint32_t step,
 
 void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
                                                std::span<const LocalId> seeds,
-                                               PhaseTimes& phases) {
+                                               PhaseTimes& phases, DeviceStream stream) {
   const int layers = static_cast<int>(fanouts_.size());
   device_blocks_.resize(static_cast<std::size_t>(layers));
   const std::vector<NodeId> seed_ids = seed_global_ids(seeds);
@@ -208,7 +212,7 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
     const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
                        static_cast<std::uint32_t>(l)};
     Tensor offsets, draws, orig, degree;
-    hop_device(frontier, fanouts_[l], key, phases, &offsets, &draws, orig, degree);
+    hop_device(frontier, fanouts_[l], key, phases, &offsets, &draws, orig, degree, stream);
     SamplePhase t(phases, sample_cpu_seconds_);
     if (l + 1 < layers) {
       device_blocks_[l + 1].src_orig = orig;
@@ -219,7 +223,7 @@ void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
     frontier = block.src;
   }
   Tensor orig, degree;
-  hop_device(frontier, 0, rng::Key{}, phases, nullptr, nullptr, orig, degree);
+  hop_device(frontier, 0, rng::Key{}, phases, nullptr, nullptr, orig, degree, stream);
   SamplePhase t(phases, sample_cpu_seconds_);
   device_blocks_[0].src_orig = orig;
   device_blocks_[0].src_degree = degree;

@@ -195,14 +195,15 @@ void HaloExchange::add_back(const Tensor& back, Tensor& grad_owned) {
 
 void HaloExchange::exchange(const Tensor& send, std::span<const std::int64_t> send_rows,
                             Tensor& recv, std::span<const std::int64_t> recv_rows,
-                            std::vector<StaleSlot>& slots, int& calls, kernels::RowCodec codec) {
+                            std::vector<StaleSlot>& slots, int& calls, const ExchangeArgs& args) {
+  const kernels::RowCodec codec = args.codec;
   if (!stale_ || static_cast<std::size_t>(calls) >= slots.size()) {
     // Exact: encode, exchange, decode. Under --stale-halo this is the first epoch's call, whose
     // rows the next epoch reads. (Backward swaps the wires' roles, so they keep their sizes.)
     const bool back = &slots == &stale_backward_;
     Tensor& in = arrival(codec, recv, back ? send_wire_ : recv_wire_);
     data_.alltoallv(encoded(codec, send, back ? recv_wire_ : send_wire_), send_rows, in,
-                    recv_rows);
+                    recv_rows, args.stream);
     if (codec != kernels::RowCodec::f32) kernels::decode_rows(in, codec, recv);
     if (!stale_) return;
     StaleSlot& slot = slots.emplace_back();
@@ -234,7 +235,8 @@ void HaloExchange::exchange(const Tensor& send, std::span<const std::int64_t> se
   slot.send.copy_from(send);
   ensure_rows(slot.recv, recv.rows(), recv.cols(), recv.device());
   slot.pending = data_.start_alltoallv(encoded(codec, slot.send, slot.send_wire), send_rows,
-                                       arrival(codec, slot.recv, slot.recv_wire), recv_rows);
+                                       arrival(codec, slot.recv, slot.recv_wire), recv_rows,
+                                       args.stream);
 }
 
 void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full, const ExchangeArgs& args) {
@@ -243,6 +245,8 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full, const Exchange
                  "halo forward: expected f32[{}, F], got {}", num_owned_, x_owned.describe());
   const std::int64_t f = x_owned.cols();
   const Device device = x_owned.device();
+  // This call's kernels, copies and buffers on args.stream, as its exchange (see ExchangeArgs).
+  const device_memory::StreamScope on_stream(device, device_memory::resolve(device, args.stream));
   indices_on(device);
   // Combined, the received rows follow the owned ones as they arrive; else they are the halo.
   const std::int64_t tail = combined_ ? rows_received_ : num_halo_;
@@ -257,14 +261,14 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full, const Exchange
   Tensor halo_rows = x_full.rows_slice(num_owned_, num_owned_ + tail);
   if (combined_ || recv_in_halo_order_) {
     exchange(send_buffer_, send_rows_per_peer_, halo_rows, recv_rows_per_peer_, stale_forward_,
-             forward_calls_, args.codec);
+             forward_calls_, args);
     return;
   }
   // The received rows, then one zero row for the halo rows not received (keep_rows).
   ensure_rows(recv_buffer_, rows_received_ + 1, f, device);
   Tensor arrived = recv_buffer_.rows_slice(0, rows_received_);
   exchange(send_buffer_, send_rows_per_peer_, arrived, recv_rows_per_peer_, stale_forward_,
-           forward_calls_, args.codec);
+           forward_calls_, args);
   Tensor zero_row = recv_buffer_.rows_slice(rows_received_, rows_received_ + 1);
   zero_row.fill_zero();
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
@@ -279,6 +283,7 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned,
                  grad_full.describe());
   const std::int64_t f = grad_full.cols();
   const Device device = grad_full.device();
+  const device_memory::StreamScope on_stream(device, device_memory::resolve(device, args.stream));
   indices_on(device);
   if (tail == 0) {
     grad_owned = grad_full; // the same rows: add the peers' gradients in place
@@ -299,7 +304,7 @@ void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned,
   if (args.bytes) args.bytes->grads += rows_received_ * kernels::row_codec_bytes(args.codec, f);
   ensure_rows(send_buffer_, rows_sent_, f, device);
   exchange(back_rows, recv_rows_per_peer_, send_buffer_, send_rows_per_peer_, stale_backward_,
-           backward_calls_, args.codec);
+           backward_calls_, args);
   add_back(send_buffer_, grad_owned);
 }
 

@@ -59,7 +59,8 @@ void DistributedSampler::setup_device_store(sampling::CachePolicy policy,
       part_.features, part_.num_owned, f, part_.offset, hot, rows, device, admit_slots);
   if (comm_.size() > 1) {
     std::vector<std::int64_t> row_of;
-    const Tensor remote_rows = exchange_rows(remote, row_of);
+    // Setup, like the store's uploads above, runs on the device's main stream.
+    const Tensor remote_rows = exchange_rows(remote, row_of, DeviceStream::main());
     device_store_->fill_hot_rows(remote_rows, row_of, remote_pos);
   }
   // As in sample_on_device: the sorted hot ids and the remote hot rows are written
@@ -75,19 +76,26 @@ void DistributedSampler::setup_device_store(sampling::CachePolicy policy,
 }
 
 Tensor DistributedSampler::fetch_features_device(std::span<const NodeId> nodes,
-                                                 PhaseTimes& phases) {
+                                                 PhaseTimes& phases, DeviceStream stream) {
   ScopedPhase t(phases, "fetch");
   TESSEL_ASSERT(device_store_ != nullptr, "fetch_features_device before setup_device_store");
-  return fetch_planned_rows(device_store_->plan(nodes, network_ids_));
+  // The store's kernels, copies and buffers on `stream`, as the exchange.
+  const Device device = device_store_->device();
+  const device_memory::StreamScope on_stream(device, device_memory::resolve(device, stream));
+  return fetch_planned_rows(device_store_->plan(nodes, network_ids_), stream);
 }
 
-Tensor DistributedSampler::fetch_features_device(const Tensor& nodes, PhaseTimes& phases) {
+Tensor DistributedSampler::fetch_features_device(const Tensor& nodes, PhaseTimes& phases,
+                                                 DeviceStream stream) {
   ScopedPhase t(phases, "fetch");
   TESSEL_ASSERT(device_store_ != nullptr, "fetch_features_device before setup_device_store");
-  return fetch_planned_rows(device_store_->plan(nodes, network_ids_));
+  const Device device = device_store_->device();
+  const device_memory::StreamScope on_stream(device, device_memory::resolve(device, stream));
+  return fetch_planned_rows(device_store_->plan(nodes, network_ids_), stream);
 }
 
-Tensor DistributedSampler::fetch_planned_rows(const sampling::PlanSummary& summary) {
+Tensor DistributedSampler::fetch_planned_rows(const sampling::PlanSummary& summary,
+                                              DeviceStream stream) {
   const int num_ranks = comm_.size();
   const auto k = static_cast<std::int64_t>(network_ids_.size());
   const std::int64_t remote = summary.nodes - summary.owned;
@@ -101,12 +109,13 @@ Tensor DistributedSampler::fetch_planned_rows(const sampling::PlanSummary& summa
     network_row_of_.clear();
     return device_store_->gather(Tensor());
   }
-  const Tensor received = exchange_rows(network_ids_, network_row_of_);
+  const Tensor received = exchange_rows(network_ids_, network_row_of_, stream);
   return device_store_->gather(received, network_row_of_);
 }
 
 Tensor DistributedSampler::exchange_rows(std::span<const NodeId> ids,
-                                         std::vector<std::int64_t>& row_of) {
+                                         std::vector<std::int64_t>& row_of,
+                                         DeviceStream stream) {
   const int num_ranks = comm_.size();
   const Device device = device_store_->device();
   const auto k = static_cast<std::int64_t>(ids.size());
@@ -127,11 +136,12 @@ Tensor DistributedSampler::exchange_rows(std::span<const NodeId> ids,
   const std::int64_t num_incoming =
       std::accumulate(incoming_counts.begin(), incoming_counts.end(), std::int64_t{0});
   Tensor incoming = Tensor::empty({num_incoming}, DType::i64, device);
-  data_.alltoallv(device_store_->upload(requests), routing.counts, incoming, incoming_counts);
+  data_.alltoallv(device_store_->upload(requests), routing.counts, incoming, incoming_counts,
+                  stream);
   // The owner's side: the requested rows, gathered on the device from this part's store.
   const Tensor served = device_store_->serve(incoming);
   Tensor received = Tensor::empty({k, part_.feature_dim}, DType::f32, device);
-  data_.alltoallv(served, incoming_counts, received, routing.counts);
+  data_.alltoallv(served, incoming_counts, received, routing.counts, stream);
   return received;
 }
 

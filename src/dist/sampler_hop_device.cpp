@@ -17,6 +17,7 @@ struct DistributedSampler::DeviceHopExchange {
   int me = 0;
   std::size_t p = 0; // ranks
   Device device;
+  DeviceStream stream; // the data plane's transfers run on it
   sampling::FrontierRoute route;
   Tensor requests; // the frontier in routed order
   std::vector<std::int64_t> send, flagged_to, recv, flagged_from;
@@ -46,8 +47,10 @@ struct DistributedSampler::DeviceHopExchange {
 // together with the degree sums of the remote_adjacency statistic.
 void DistributedSampler::hop_device(const Tensor& frontier, int fanout, const rng::Key& key,
                                     PhaseTimes& phases, Tensor* offsets, Tensor* draws,
-                                    Tensor& frontier_orig, Tensor& frontier_degree) {
+                                    Tensor& frontier_orig, Tensor& frontier_degree,
+                                    DeviceStream stream) {
   DeviceHopExchange x;
+  x.stream = stream;
   x.with_draws = draws != nullptr;
   x.me = comm_.rank();
   x.p = static_cast<std::size_t>(comm_.size());
@@ -134,7 +137,7 @@ void DistributedSampler::send_device_requests(DeviceHopExchange& x) {
   }
   x.incoming = Tensor::empty({std::accumulate(x.recv.begin(), x.recv.end(), std::int64_t{0})},
                              DType::i64, x.device);
-  data_.alltoallv(x.requests, x.send, x.incoming, x.recv);
+  data_.alltoallv(x.requests, x.send, x.incoming, x.recv, x.stream);
 }
 
 // The owner's side: draws for every request, the original id and degree of the flagged ones
@@ -201,19 +204,19 @@ void DistributedSampler::return_device_replies(DeviceHopExchange& x, std::int64_
       std::accumulate(x.flagged_to.begin(), x.flagged_to.end(), std::int64_t{0});
   x.back_orig = Tensor::empty({num_flagged}, DType::i64, x.device);
   x.back_degree = Tensor::empty({num_flagged}, DType::i64, x.device);
-  data_.alltoallv(x.info_orig, x.flagged_from, x.back_orig, x.flagged_to);
-  data_.alltoallv(x.info_degree, x.flagged_from, x.back_degree, x.flagged_to);
+  data_.alltoallv(x.info_orig, x.flagged_from, x.back_orig, x.flagged_to, x.stream);
+  data_.alltoallv(x.info_degree, x.flagged_from, x.back_degree, x.flagged_to, x.stream);
   // Own requests carry no flag, so every flagged reply came from another rank.
   counters_.sample_bytes += 2 * num_flagged * static_cast<std::int64_t>(sizeof(std::int64_t));
   if (!x.with_draws) return;
   x.back_lengths = Tensor::empty({n}, DType::i64, x.device);
-  data_.alltoallv(x.lengths, x.recv, x.back_lengths, x.send);
+  data_.alltoallv(x.lengths, x.recv, x.back_lengths, x.send, x.stream);
   std::vector<std::int64_t> ones(p, 1);
   comm_.alltoallv(x.answers_to.data(), ones, x.answers_from.data(), ones, DType::i64);
   x.back_answers = Tensor::empty(
       {std::accumulate(x.answers_from.begin(), x.answers_from.end(), std::int64_t{0})}, DType::i64,
       x.device);
-  data_.alltoallv(x.answers, x.answers_to, x.back_answers, x.answers_from);
+  data_.alltoallv(x.answers, x.answers_to, x.back_answers, x.answers_from, x.stream);
   const std::int64_t remote_answers =
       x.back_answers.numel() - x.answers_from[static_cast<std::size_t>(x.me)];
   counters_.answer_ids += remote_answers;

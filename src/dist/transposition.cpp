@@ -78,7 +78,8 @@ Tensor exchange_buffer(Tensor* kept, std::int64_t rows, std::int64_t cols, Devic
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_snapshot,
                                           std::int64_t t_end, std::int64_t cols, Device device,
-                                          TranspositionBuffers* buffers) {
+                                          TranspositionBuffers* buffers, DeviceStream stream) {
+  const device_memory::StreamScope on_stream(device, device_memory::resolve(device, stream));
   const int P = comm.size(), r = comm.rank();
   const Block mine = owned_snapshots(layout, r, t_end);
   TESSEL_ASSERT(static_cast<std::int64_t>(by_snapshot.size()) == mine.size(),
@@ -97,7 +98,7 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
     for_each_snapshot_side_block(layout, r, by_snapshot, send,
                                  [](Tensor block, const Tensor& g) { block.copy_from(g); });
     recv = exchange_buffer(buffers ? &buffers->received : nullptr, rows.vertex_total, cols, device);
-    comm.alltoallv(send, rows.snapshot_side, recv, rows.vertex_side);
+    comm.alltoallv(send, rows.snapshot_side, recv, rows.vertex_side, stream);
   }
   // The received blocks arrive in snapshot order (rank q's snapshots precede rank q+1's): each
   // other rank's snapshot is a view of the receive buffer, each own one a view of its input.
@@ -123,7 +124,8 @@ std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const Tempor
 std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_vertex, std::int64_t t_end,
                                           std::int64_t cols, Device device,
-                                          TranspositionBuffers* buffers) {
+                                          TranspositionBuffers* buffers, DeviceStream stream) {
+  const device_memory::StreamScope on_stream(device, device_memory::resolve(device, stream));
   const int P = comm.size(), r = comm.rank();
   TESSEL_ASSERT(static_cast<std::int64_t>(by_vertex.size()) == t_end,
                 "vertices_to_snapshots: {} tensors for {} snapshots", by_vertex.size(), t_end);
@@ -149,7 +151,7 @@ std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const Tempor
     }
     recv = exchange_buffer(buffers ? &buffers->snapshot_side : nullptr, rows.snapshot_total, cols,
                            device);
-    comm.alltoallv(send, rows.vertex_side, recv, rows.snapshot_side);
+    comm.alltoallv(send, rows.vertex_side, recv, rows.snapshot_side, stream);
   }
   std::vector<Tensor> out;
   out.reserve(static_cast<std::size_t>(mine.size()));

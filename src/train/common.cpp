@@ -51,7 +51,8 @@ Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
 
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {
   if (comm.size() == 1) return;
-  comm.allreduce(model.flat_gradients());
+  // The backward pass runs on the device's main stream, and so does its all-reduce.
+  comm.allreduce(model.flat_gradients(), DeviceStream::main());
 }
 
 GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)

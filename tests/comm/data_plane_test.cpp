@@ -21,12 +21,12 @@ void check_plane(comm::Communicator& comm, Device device, const std::string& nam
     Tensor h = Tensor::empty({3, 2}, DType::f32);
     for (int i = 0; i < 6; ++i) h.data<float>()[i] = static_cast<float>(r * 10 + i);
     Tensor t = h.to(device);
-    comm.allreduce(t);
+    comm.allreduce(t, DeviceStream::main());
     const Tensor back = host_copy(t);
     for (int i = 0; i < 6; ++i)
       EXPECT_EQ(back.data<float>()[i], static_cast<float>(10 * p * (p - 1) / 2 + p * i));
     Tensor m = Tensor::from_vector<std::int64_t>({r, -r}).to(device);
-    comm.allreduce(m, comm::ReduceOp::max);
+    comm.allreduce(m, DeviceStream::main(), comm::ReduceOp::max);
     EXPECT_EQ(host_copy(m).data<std::int64_t>()[0], p - 1);
     EXPECT_EQ(host_copy(m).data<std::int64_t>()[1], 0);
   }
@@ -47,7 +47,7 @@ void check_plane(comm::Communicator& comm, Device device, const std::string& nam
     Tensor send = Tensor::from_vector(values, {total_send, cols}).to(device);
     Tensor recv = Tensor::zeros({p * (r + 1), cols}, DType::f32, device);
     comm.reset_bytes_sent();
-    comm.alltoallv(send, send_rows, recv, recv_rows);
+    comm.alltoallv(send, send_rows, recv, recv_rows, DeviceStream::main());
     const Tensor got = host_copy(recv);
     std::int64_t row = 0;
     for (int q = 0; q < p; ++q)
@@ -66,11 +66,11 @@ void check_plane(comm::Communicator& comm, Device device, const std::string& nam
     Tensor in = Tensor::zeros({2}, DType::i32, device);
     const int next = (r + 1) % p, prev = (r + p - 1) % p;
     if (r % 2 == 0) {
-      comm.send(out, next);
-      comm.recv(in, prev);
+      comm.send(out, next, DeviceStream::main());
+      comm.recv(in, prev, DeviceStream::main());
     } else {
-      comm.recv(in, prev);
-      comm.send(out, next);
+      comm.recv(in, prev, DeviceStream::main());
+      comm.send(out, next, DeviceStream::main());
     }
     const Tensor got = host_copy(in);
     EXPECT_EQ(got.data<std::int32_t>()[0], prev);
@@ -80,7 +80,7 @@ void check_plane(comm::Communicator& comm, Device device, const std::string& nam
   {
     auto sub = comm.split(r % 2, r);
     Tensor one = Tensor::from_vector<float>({1.0f, static_cast<float>(r)}).to(device);
-    sub->allreduce(one);
+    sub->allreduce(one, DeviceStream::main());
     const Tensor got = host_copy(one);
     EXPECT_EQ(got.data<float>()[0], static_cast<float>(sub->size()));
     float ranks = 0;

@@ -2,6 +2,7 @@
 // on device memory).
 #pragma once
 
+#include "tessel/core/stream.hpp"
 #include "tessel/core/tensor.hpp"
 
 #include <cstdint>
@@ -31,9 +32,12 @@ class PendingExchange {
 // network rather than shared memory).
 //
 // The raw-pointer operations take host memory (MPI). The Tensor operations (the data plane)
-// take host or device tensors: the MPI communicator stages device tensors through pinned host
-// buffers (ranks sharing a GPU), the NCCL communicator keeps them on the device and enqueues
-// the transfer on the device's stream without waiting for it.
+// take host or device tensors and the stream their device work goes to (`stream`, a stream of
+// the tensors' device; DeviceStream::main() for its main stream; host tensors ignore it): the
+// MPI communicator stages device tensors through pinned host buffers (ranks sharing a GPU),
+// copying on that stream and waiting for it; the NCCL communicator keeps them on the device and
+// enqueues the transfer on that stream without waiting for it. None of them reads the calling
+// thread's current stream (device_memory::stream).
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -64,25 +68,27 @@ class Communicator {
 
   // ---- data plane: tensors on the CPU or a CUDA device ----
   // In place over all ranks; t is contiguous (any shape), on any device.
-  virtual void allreduce(Tensor& t, ReduceOp op = ReduceOp::sum);
+  virtual void allreduce(Tensor& t, DeviceStream stream, ReduceOp op = ReduceOp::sum);
   // send_rows[r] rows of `send` go to rank r, taken consecutively; recv_rows[r] rows arrive
   // from rank r into `recv`, stored consecutively in rank order. send and recv have the same
   // dtype, column count and device; recv is allocated by the caller.
   virtual void alltoallv(const Tensor& send, std::span<const std::int64_t> send_rows,
-                         Tensor& recv, std::span<const std::int64_t> recv_rows);
+                         Tensor& recv, std::span<const std::int64_t> recv_rows,
+                         DeviceStream stream);
   // The same exchange, started without waiting for it: the rows travel while the caller
   // computes, and the returned handle completes it. Calls made meanwhile (other collectives
   // included) stay legal, in the same order on every rank. MPI on host tensors runs it as
-  // MPI_Ialltoallv; NCCL enqueues it on the device's stream as alltoallv does; MPI with device
-  // tensors (staged through host memory) completes it before returning.
+  // MPI_Ialltoallv; NCCL enqueues it on `stream` as alltoallv does; MPI with device tensors
+  // (staged through host memory) completes it before returning.
   virtual std::unique_ptr<PendingExchange> start_alltoallv(const Tensor& send,
                                                            std::span<const std::int64_t> send_rows,
                                                            Tensor& recv,
-                                                           std::span<const std::int64_t> recv_rows);
+                                                           std::span<const std::int64_t> recv_rows,
+                                                           DeviceStream stream);
   // Point to point with the semantics of the raw send/recv above; NCCL matches the messages
   // between two ranks in order and ignores the tag.
-  virtual void send(const Tensor& t, int peer, int tag = 0);
-  virtual void recv(Tensor& t, int peer, int tag = 0);
+  virtual void send(const Tensor& t, int peer, DeviceStream stream, int tag = 0);
+  virtual void recv(Tensor& t, int peer, DeviceStream stream, int tag = 0);
   // Whether device tensors travel without host staging (NCCL).
   virtual bool device_native() const { return false; }
 

@@ -1,4 +1,5 @@
-// The NCCL data plane: device tensors move between GPUs (one per rank) on the device's stream.
+// The NCCL data plane: device tensors move between GPUs (one per rank) on the stream a call is
+// given.
 #pragma once
 
 #include "tessel/comm/communicator.hpp"

@@ -4,6 +4,7 @@
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/rng.hpp"
+#include "tessel/core/stream.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/partition/part.hpp"
 #include "tessel/sampling/block.hpp"
@@ -111,16 +112,18 @@ class DistributedSampler {
   void route_on_host(bool on_host) { route_on_host_ = on_host; }
   // sample() with the blocks built and kept on the device (after sample_on_device): draws,
   // relabelling (BlockBuilder's CUDA twin, or build() on the CPU), the sources' original ids and
-  // degrees, all on the calling thread's current stream of the device (device_memory::stream:
-  // inside a StreamScope, its stream, with the exchanges over `data`, which then must be a
-  // communicator no other stream uses); the same blocks as sample(). At more than one rank the
+  // degrees, all on `stream` (the device's main stream by default; the CPU twin ignores it): the
+  // exchanges over `data` are given it, and the sampler's kernels, copies and buffers (whose
+  // fronts take no stream) reach it through a device_memory::StreamScope opened on it for the
+  // call. A stream other than the main one needs a `data` communicator no other stream uses.
+  // The same blocks as sample(). At more than one rank the
   // frontier is routed on the device too (see hop_device): per-rank counts cross the control
   // plane, the ids the data plane. Collective at more than one rank. device_blocks()[l] feeds
   // layer l; device_blocks()[0].src are the step's input nodes, which fetch_features_device
   // takes where they are. Each call makes new tensors, so a caller may keep a step's blocks
   // while the next is sampled.
   void sample_device(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
-                     PhaseTimes& phases);
+                     PhaseTimes& phases, DeviceStream stream = DeviceStream::main());
   const std::vector<sampling::BlockTensors>& device_blocks() const { return device_blocks_; }
   // Moves device_blocks() out, leaving it empty. For blocks used on another stream than the one
   // they were sampled on: the sampler then drops no reference to them on its own stream, so the
@@ -139,13 +142,15 @@ class DistributedSampler {
                           Device device);
   // Rows [nodes, F] on the store's device from its tiers; remote rows the cache lacks come from
   // their owners over the data plane (see fetch_planned_rows) straight into device memory, and
-  // the gather reads them there (admitting some into the cache). On the calling
-  // thread's current stream of the device, as sample_device. Collective.
-  Tensor fetch_features_device(std::span<const NodeId> nodes, PhaseTimes& phases);
+  // the gather reads them there (admitting some into the cache). All on `stream`, as
+  // sample_device. Collective.
+  Tensor fetch_features_device(std::span<const NodeId> nodes, PhaseTimes& phases,
+                               DeviceStream stream = DeviceStream::main());
   // The same from nodes i64 [n] on the store's device (device_blocks()[0].src): the store sorts
   // them into tiers on the device, and only the remote ids its hot rows lack come to the host
   // (for the admission slots and the owners' counts).
-  Tensor fetch_features_device(const Tensor& nodes, PhaseTimes& phases);
+  Tensor fetch_features_device(const Tensor& nodes, PhaseTimes& phases,
+                               DeviceStream stream = DeviceStream::main());
   // The store's per-tier counters (after setup_device_store), null on the CPU.
   const sampling::DeviceFeatureStore* device_store() const { return device_store_.get(); }
   // Rows the feature cache holds (host cache or device store).
@@ -191,12 +196,14 @@ private:
   void merge_draws(const HopExchange& x);
   // sample_device at more than one rank (hop_device for every hop, then relabelling).
   void sample_device_routed(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
-                            PhaseTimes& phases);
+                            PhaseTimes& phases, DeviceStream stream);
   // hop() on the device: frontier i64 [n] (global ids); fills *offsets i64 [n + 1] and *draws
   // (global ids) in frontier order, and the frontier's original ids and degrees; draws ==
-  // nullptr asks owners only for the original ids and degrees the part lacks. Collective.
+  // nullptr asks owners only for the original ids and degrees the part lacks. Its exchanges
+  // over the data plane run on `stream`. Collective.
   void hop_device(const Tensor& frontier, int fanout, const rng::Key& key, PhaseTimes& phases,
-                  Tensor* offsets, Tensor* draws, Tensor& frontier_orig, Tensor& frontier_degree);
+                  Tensor* offsets, Tensor* draws, Tensor& frontier_orig, Tensor& frontier_degree,
+                  DeviceStream stream);
   // hop_device()'s steps: route, send, answer (with count_device_answers), return.
   struct DeviceHopExchange;
   void route_device(DeviceHopExchange& x, const Tensor& frontier, Tensor& frontier_orig,
@@ -214,12 +221,14 @@ private:
                          std::vector<std::int64_t>& score);
   // The network tier of fetch_features_device after the store's plan (summary) listed
   // network_ids_: their rows from exchange_rows, then the store's gather. Collective.
-  Tensor fetch_planned_rows(const sampling::PlanSummary& summary);
+  Tensor fetch_planned_rows(const sampling::PlanSummary& summary, DeviceStream stream);
   // Rows f32 [ids, F] on the store's device of remote `ids`: the ids go to their owners over the
   // data plane (per-rank counts over the control plane), each owner gathers their rows on its
   // device from its store (serve()), and the rows come back over the data plane in routed order:
-  // the row of ids[k] is row row_of[k]. Collective (at one rank, ids must be empty).
-  Tensor exchange_rows(std::span<const NodeId> ids, std::vector<std::int64_t>& row_of);
+  // the row of ids[k] is row row_of[k]; the data plane's transfers run on `stream`. Collective
+  // (at one rank, ids must be empty).
+  Tensor exchange_rows(std::span<const NodeId> ids, std::vector<std::int64_t>& row_of,
+                       DeviceStream stream);
   // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
   // out (row k when out_row is empty), each row copied once from the receive buffer.
   void fetch_remote_rows(std::span<const NodeId> ids, sampling::OwnedFeatureRows& owned_rows,

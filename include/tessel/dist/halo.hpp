@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tessel/comm/communicator.hpp"
+#include "tessel/core/stream.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/kernels/row_codec.hpp"
 #include "tessel/kernels/sparse.hpp"
@@ -40,12 +41,17 @@ struct HaloBytes {
 
 // What one forward or backward call is given instead of finding it set on the exchange: how its
 // rows travel (f32 as they are, or encoded before the exchange and decoded on arrival:
-// kernels::encode_rows) and where it adds the bytes it sends (null: not counted). The default
-// is the exact exchange, uncounted. The device work runs on the calling thread's current
-// stream, as the communicator's does.
+// kernels::encode_rows), where it adds the bytes it sends (null: not counted), and the stream of
+// the tensors' device its device work goes to (the device's main stream by default; ignored on
+// the CPU). The default is the exact exchange, uncounted, on the main stream. The stream goes
+// to the communicator as an argument; the call's own kernels, copies and buffers (kernel fronts,
+// Tensor and the caching allocator take no stream argument) reach it through a
+// device_memory::StreamScope the call opens on it, so all of the call's device work is ordered
+// on `stream` whatever stream the calling thread has current.
 struct ExchangeArgs {
   kernels::RowCodec codec = kernels::RowCodec::f32;
   HaloBytes* bytes = nullptr;
+  DeviceStream stream = DeviceStream::main();
 };
 
 // Built once per part (collective: every rank tells each owner which of its rows it needs).
@@ -126,11 +132,12 @@ class HaloExchange {
   void pack(const Tensor& x_owned, Tensor& out);
   // Adds the gradients `back` (one per row sent) to their owned rows.
   void add_back(const Tensor& back, Tensor& grad_owned);
-  // Moves `send` ([sum send_rows, F]) to the peers into `recv`, in `codec`: at once, or (stale)
-  // through the call's slot, leaving in `recv` what the previous epoch's call exchanged.
+  // Moves `send` ([sum send_rows, F]) to the peers into `recv`, in args.codec on args.stream:
+  // at once, or (stale) through the call's slot, leaving in `recv` what the previous epoch's
+  // call exchanged.
   void exchange(const Tensor& send, std::span<const std::int64_t> send_rows, Tensor& recv,
                 std::span<const std::int64_t> recv_rows, std::vector<StaleSlot>& slots,
-                int& calls, kernels::RowCodec codec);
+                int& calls, const ExchangeArgs& args);
 
   comm::Communicator& data_;  // moves the rows (the control communicator sets up the plan only)
   std::int64_t num_owned_ = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tessel/comm/communicator.hpp"
+#include "tessel/core/stream.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/types.hpp"
 
@@ -54,18 +55,21 @@ struct TranspositionBuffers {
 // receive buffer for the other ranks' snapshots, views of the inputs for this rank's own (its
 // rows do not travel; at P = 1 nothing is copied). One alltoallv of the data plane `comm` over
 // the other ranks' rows (device tensors travel as the data plane sends them: NCCL, or staged
-// through pinned host memory); none at P = 1. Collective. Without `buffers` the exchange
-// buffers are allocated for the call.
+// through pinned host memory, on `stream`); none at P = 1. Collective. Without `buffers` the
+// exchange buffers are allocated for the call. Its copies and buffers run on `stream` too (a
+// device_memory::StreamScope opened on it for the call, as the halo exchange does).
 std::vector<Tensor> snapshots_to_vertices(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_snapshot,
                                           std::int64_t t_end, std::int64_t cols,
                                           Device device = Device::cpu(),
-                                          TranspositionBuffers* buffers = nullptr);
+                                          TranspositionBuffers* buffers = nullptr,
+                                          DeviceStream stream = DeviceStream::main());
 // The inverse (the backward pass of the transposition).
 std::vector<Tensor> vertices_to_snapshots(comm::Communicator& comm, const TemporalLayout& layout,
                                           const std::vector<Tensor>& by_vertex, std::int64_t t_end,
                                           std::int64_t cols, Device device = Device::cpu(),
-                                          TranspositionBuffers* buffers = nullptr);
+                                          TranspositionBuffers* buffers = nullptr,
+                                          DeviceStream stream = DeviceStream::main());
 // Bytes all ranks together send in one transposition (either direction): f32 rows leaving
 // their rank, sum over r of |own snapshots of r below t_end| * (N - n_own(r)) * cols * 4.
 std::int64_t transposition_bytes(const TemporalLayout& layout, std::int64_t t_end,

@@ -182,7 +182,7 @@ Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
                        std::span<nn::Aggregator* const> aggregators,
                        Tensor* last_hidden = nullptr);
 // Sums every parameter gradient over ranks: one allreduce of the model's flat gradient buffer
-// on the model's device.
+// on the model's device, on its main stream.
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
 // Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file.
 void write_predictions_file(comm::Communicator& comm, const partition::Part& part,

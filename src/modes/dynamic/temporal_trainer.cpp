@@ -235,7 +235,8 @@ std::vector<Tensor> TemporalTrainer::transpose(Transposition direction, std::vec
   ScopedPhase p(phases, "transpose");
   ScopedCpu c(cpu_phases_, "transpose");
   const std::int64_t before = data_.bytes_sent();
-  std::vector<Tensor> out = direction(data_, layout_, blocks, t_end, H_, device_, &buffers_);
+  std::vector<Tensor> out = direction(data_, layout_, blocks, t_end, H_, device_, &buffers_,
+                                          DeviceStream::main());
   transpose_bytes_ += data_.bytes_sent() - before;
   return out;
 }
@@ -252,7 +253,7 @@ double TemporalTrainer::training_loss(bool with_gradients, std::uint32_t epoch,
     // The gradients of the parameters each rank saw only part of are the front of the flat
     // gradient buffer: one all-reduce on the data plane.
     ScopedPhase t(phases, "communicate");
-    if (comm_.size() > 1) data_.allreduce(model_->partial_gradients());
+    if (comm_.size() > 1) data_.allreduce(model_->partial_gradients(), DeviceStream::main());
   }
   double loss[2] = {losses.sum[0], static_cast<double>(losses.count[0])};
   comm_.allreduce(std::span<double>(loss, 2));
@@ -325,7 +326,7 @@ void TemporalTrainer::backward(const std::vector<Tensor>& grad_out, std::int64_t
   ScopedCpu weight_cpu(cpu_phases_, "recurrent");
   model_->end_backward(t_end, [&](Tensor& grads) {
     ScopedPhase c(phases, "communicate");
-    data_.allreduce(grads);
+    data_.allreduce(grads, DeviceStream::main());
   });
 }
 

@@ -102,7 +102,8 @@ private:
   // result may view it).
   using Transposition = std::vector<Tensor> (*)(comm::Communicator&, const dist::TemporalLayout&,
                                                 const std::vector<Tensor>&, std::int64_t,
-                                                std::int64_t, Device, dist::TranspositionBuffers*);
+                                                std::int64_t, Device, dist::TranspositionBuffers*,
+                                                DeviceStream);
   std::vector<Tensor> transpose(Transposition direction, std::vector<Tensor>& blocks,
                                 std::int64_t t_end, PhaseTimes& phases);
 

@@ -362,7 +362,7 @@ class LinkTrainer final : public GraphModeTrainer {
       std::copy_n(z_owned.data<float>() + i * hidden_, hidden_,
                   table.data<float>() + part_.orig_id[static_cast<std::size_t>(i)] * hidden_);
     ScopedPhase t(phases, "communicate");
-    if (comm_.size() > 1) comm_.allreduce(table);
+    if (comm_.size() > 1) comm_.allreduce(table, DeviceStream::main());  // host tensor
     return table;
   }
 
@@ -370,7 +370,7 @@ class LinkTrainer final : public GraphModeTrainer {
   Tensor owned_rows_of(Tensor& grad_table, PhaseTimes& phases) {
     {
       ScopedPhase t(phases, "communicate");
-      if (comm_.size() > 1) comm_.allreduce(grad_table);
+      if (comm_.size() > 1) comm_.allreduce(grad_table, DeviceStream::main());  // host tensor
     }
     Tensor owned = Tensor::empty({part_.num_owned, hidden_}, DType::f32);
     for (std::int64_t i = 0; i < part_.num_owned; ++i)

@@ -359,34 +359,35 @@ class SampledTrainer final : public GraphModeTrainer {
     batch.seeds = &seeds;
     if (path_.device_resident) {
       // The blocks are built on the device and stay there (routed on the device at P > 1).
-      // With prefetch on a GPU, all of it runs on the side stream: every kernel, copy, fill and
-      // allocation of the sampler and the feature store, and their host waits, follow the
-      // scope's stream (device_memory::stream, which their code asks for), and the exchanges
-      // cross the sampler's own communicator. So the host waits only for the side stream while
-      // the previous step's backward pass, all-reduce and optimizer step run on the main one.
-      // A scope rather than a stream argument threaded through the sampler, the frontier ops,
-      // the device graph, the block builder, the feature store and Tensor: each of them already
-      // enqueues on device_memory::stream, so they follow it unchanged, and so does code added
-      // to them later (nothing can slip onto the main stream by a forgotten argument).
+      // With prefetch on a GPU, all of it runs on the side stream: the sampler's and the
+      // feature fetch's exchanges are given it (they cross the sampler's own communicator), and
+      // every kernel, copy, fill and allocation of the sampler and the feature store, and their
+      // host waits, follow it through the StreamScope those calls open on their stream argument
+      // (the frontier ops, the device graph, the block builder, the feature store and Tensor
+      // enqueue on device_memory::stream). This scope covers the lines between them (the blocks
+      // moved out, the ready event). So the host waits only for the side stream while the
+      // previous step's backward pass, all-reduce and optimizer step run on the main one.
       // The side stream reads only what nothing writes during training (the device graph, the
       // routing tables, the feature store's rows and cache, which only its own gathers admit
       // into; their setup on the main stream waits for its uploads before returning) and its
-      // own buffers, so it never waits for the main stream.
+      // own buffers, so it never waits for the main stream. Without prefetch the stream is null:
+      // the main stream.
+      const DeviceStream sampler_stream{sampler_stream_};
       const device_memory::StreamScope on_sampler(device_, sampler_stream_);
-      sampler_.sample_device(epoch, step, seeds, phases);
+      sampler_.sample_device(epoch, step, seeds, phases, sampler_stream);
       // Moved out: the sampler keeps no reference it could drop on its own stream while the main
       // stream still reads the blocks (see device_memory::stream). The batch's tensors are
       // released on the main stream after its compute, and the caching allocator reuses their
       // blocks only once both streams are past them.
       batch.device_blocks = sampler_.take_device_blocks();
-      batch.x = sampler_.fetch_features_device(batch.device_blocks[0].src, phases);
+      batch.x = sampler_.fetch_features_device(batch.device_blocks[0].src, phases, sampler_stream);
       batch.ready.record(device_);
       return;
     }
     sampler_.sample(epoch, step, seeds, phases);
     take_host_blocks(batch);
     if (device_.is_cuda()) {
-      batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases);
+      batch.x = sampler_.fetch_features_device(batch.blocks[0].src, phases, DeviceStream::main());
       batch.input = nn::Model::Input::scratch;
     } else {
       batch.x = sampler_.fetch_features(batch.blocks[0].src, *owned_rows_, phases,
