@@ -88,7 +88,9 @@ void reference_forward(const Case& c, const Inputs& in, std::vector<double>& out
 
 std::vector<Case> cases() {
   return {{1, 7, false, 0.0f}, {3, 5, false, 0.0f}, {4, 8, true, 0.0f},
-          {2, 33, false, 0.4f}, {5, 3, true, 0.5f}, {8, 8, false, 0.6f}};
+          {2, 33, false, 0.4f}, {5, 3, true, 0.5f}, {8, 8, false, 0.6f},
+          // The head widths the CPU twin has fixed-length loops for (8 above, 16, 32, 64).
+          {8, 16, false, 0.5f}, {2, 32, true, 0.3f}, {1, 64, false, 0.0f}};
 }
 
 TEST(Attention, ForwardMatchesReference) {
