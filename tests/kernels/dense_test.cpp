@@ -512,7 +512,7 @@ TEST(Dropout, GatherReadOrderSortsRowsByWhereTheyLie) {
     std::vector<int> seen(keys.size(), 0);
     for (const auto i : order) ++seen[static_cast<std::size_t>(i)];
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(keys.size()));
-    const int shift = bound > (1 << 16) ? 6 : 0; // 3 * 2^20 keys: 2^16 windows of 2^6 keys
+    const int shift = bound > (1 << 16) ? 6 : 0; // 3 * 2^20 keys: 3 * 2^14 windows of 2^6
     for (std::size_t k = 1; k < order.size(); ++k) {
       const auto a = keys[static_cast<std::size_t>(order[k - 1])] >> shift;
       const auto b = keys[static_cast<std::size_t>(order[k])] >> shift;
