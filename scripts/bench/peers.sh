@@ -6,7 +6,7 @@
 #
 # scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--rounds R] [--threads T]
 #                        [--epochs E] [--sampled-epochs E] [--ids generated|shuffled|both]
-#                        [--orders LIST] [--ranks LIST] [--workloads LIST]
+#                        [--orders LIST] [--ranks LIST] [--workloads LIST] [--preset products]
 #   --install   make two virtual environments under the --venv folder (default build/peers-venv):
 #               dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what DGL 2.1
 #               needs), pyg/ with PyG 2.8.1 and the current torch. torch comes from PyTorch's CPU
@@ -29,6 +29,10 @@
 #               rcm, bfs, community), each on its own partition, named tessel-p<P>-<order>;
 #               default: one side per rank count on the partitioner's default order.
 #   --ranks     Tessel's rank counts (default 1,2).
+#   --preset    products: the graph at ogbn-products' shape (`convert synthetic --preset
+#               products`: 2,449,029 nodes, mean degree about 50, 100 features, 47 classes, 8%
+#               train / 1.6% valid, so a sampled epoch has products' ~191 steps); NODES and the
+#               others below still override it. Memory: the DGL side holds about 6 GB.
 #   --work      scratch folder (default build/bench-peers): the OGB raw folder everyone reads,
 #               Tessel's store, partitions and metrics, runs.jsonl, and the results: peers.md (the
 #               tables, also printed) and peers.json (machine, load, every round's raw figures).
@@ -57,6 +61,7 @@ threads=2
 epochs=12
 sampled_epochs=3
 ids=both
+preset=
 orders=
 ranks=1,2
 workloads=full-gcn,full-sage,sampled-sage,full-gat,sampled-gat
@@ -65,6 +70,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --install) install=1 ;;
     --ids) ids="$2"; shift ;;
+    --preset) preset="$2"; pass+=("$1" "$2"); shift ;;
     --orders) orders="$2"; pass+=("$1" "$2"); shift ;;
     --ranks) ranks="$2"; pass+=("$1" "$2"); shift ;;
     --workloads) workloads="$2"; pass+=("$1" "$2"); shift ;;
@@ -74,7 +80,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; pass+=("$1" "$2"); shift ;;
     --epochs) epochs="$2"; pass+=("$1" "$2"); shift ;;
     --sampled-epochs) sampled_epochs="$2"; pass+=("$1" "$2"); shift ;;
-    -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -100,10 +106,14 @@ for w in "${workload_list[@]}"; do
 done
 
 tessel="${TESSEL:-build/src/cli/tessel}"
-nodes="${NODES:-200000}"
-avg_degree="${AVG_DEGREE:-20}"
-feat="${FEAT:-128}"
-classes="${CLASSES:-16}"
+case "$preset" in
+  '') nodes="${NODES:-200000}" avg_degree="${AVG_DEGREE:-20}" feat="${FEAT:-128}"
+      classes="${CLASSES:-16}" ;;
+  # The generator's preset values (the split fractions come with --preset).
+  products) nodes="${NODES:-2449029}" avg_degree="${AVG_DEGREE:-57}" feat="${FEAT:-100}"
+            classes="${CLASSES:-47}" ;;
+  *) echo "peers.sh: --preset $preset: expected products" >&2; exit 2 ;;
+esac
 heads="${HEADS:-8}"
 [ $(( 128 % heads )) -eq 0 ] 2>/dev/null \
   || { echo "peers.sh: HEADS=$heads does not divide the width 128" >&2; exit 2; }
@@ -157,7 +167,8 @@ fi
 mkdir -p "$work/metrics"
 shuffle=()
 [ "$ids" = shuffled ] && shuffle=(--shuffle-ids)
-ogb="$work/ogb-n${nodes}-d${avg_degree}-f${feat}-${ids}"
+ogb="$work/ogb-${preset:+$preset-}n${nodes}-d${avg_degree}-f${feat}-${ids}"
+[ -n "$preset" ] && shuffle+=(--preset "$preset")
 [ -d "$ogb/raw" ] || "$tessel" convert synthetic --nodes "$nodes" --avg-degree "$avg_degree" \
   --classes "$classes" --feat-dim "$feat" --seed 1 "${shuffle[@]}" --ogb "$ogb"
 store="$ogb.h5"
@@ -267,7 +278,7 @@ load_after=$(uptime)
 
 t_half=$(bench_threads 2 "$threads")
 graph="\`tessel convert synthetic --ogb\`, $nodes nodes, average degree $avg_degree,"
-graph+=" $feat features, $classes classes, seed 1, node ids $ids"
+graph+=" $feat features, $classes classes, seed 1, node ids $ids${preset:+, --preset $preset}"
 models="workloads $workloads; full batch 2 layers of width 128; sampled 3 layers of width 128,"
 models+=" fanouts 15,10,5 (input"
 models+=" layer first), global batch 1024, training only; dropout 0.5 on every layer's input, the"

@@ -260,8 +260,10 @@ void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanou
   CLI::Option* size_mb =
       app.add_option("--cache-size-mb", o.sampled.cache_size_mb,
                      "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio; "
-                     "on a GPU, with neither given: a quarter of the GPU memory free once the "
-                     "graph and features are placed, shared by the ranks on that GPU)")
+                     "with neither given: on a GPU a quarter of the GPU memory free once the "
+                     "graph and features are placed, shared by the ranks on that GPU; on the CPU "
+                     "at more than one rank half the rank's own feature bytes, when every rank "
+                     "holds its features in memory; else none)")
           ->check(finite_range(0.0, unbounded));
   app.add_option("--cache-ratio", o.sampled.cache_ratio,
                  "sampled mode: cache this fraction of the remote rows a rank may need (on a "

@@ -268,6 +268,56 @@ void gather_dropout_rows(std::span<const float* const> rows, std::span<const Nod
                            key, p, y.ptr<float>());
 }
 
+void gather_dropout_rows(std::span<const float* const> rows, std::span<const NodeId> row_ids,
+                         const rng::Key& key, float p, Tensor& y,
+                         std::span<const std::int64_t> order) {
+  constexpr const char* kOp = "gather_dropout_rows";
+  if (order.empty()) {
+    gather_dropout_rows(rows, row_ids, key, p, y);
+    return;
+  }
+  detail::expect_tensor(kOp, "y", y, DType::f32, 2);
+  TESSEL_EXPECTS(static_cast<std::int64_t>(order.size()) == y.rows(),
+                 "{}: an order of {} rows for {} of y", kOp, order.size(), y.rows());
+  // A permutation, or some rows of y would be left unwritten (one byte per row: cheap beside
+  // the gather's row reads).
+  std::vector<std::uint8_t> seen(order.size(), 0);
+  for (const std::int64_t i : order) {
+    TESSEL_EXPECTS(i >= 0 && i < y.rows() && seen[static_cast<std::size_t>(i)] == 0,
+                   "{}: the order is not a permutation of the {} rows (row {})", kOp, y.rows(), i);
+    seen[static_cast<std::size_t>(i)] = 1;
+  }
+  TESSEL_EXPECTS(y.device().is_cpu(), "{}: y is on {}, the op runs on the CPU only", kOp,
+                 y.device().str());
+  TESSEL_EXPECTS(static_cast<std::int64_t>(rows.size()) == y.rows(), "{}: {} rows for {} of y",
+                 kOp, rows.size(), y.rows());
+  TESSEL_EXPECTS(p == 0.0f || static_cast<std::int64_t>(row_ids.size()) == y.rows(),
+                 "{}: {} row ids for {} rows", kOp, row_ids.size(), y.rows());
+  TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
+  cpu::gather_dropout_rows(y.rows(), y.cols(), rows.data(), p > 0.0f ? row_ids.data() : nullptr,
+                           key, p, y.ptr<float>(), order.data());
+}
+
+void gather_read_order(std::span<const std::int64_t> keys, std::int64_t key_bound,
+                       std::vector<std::int64_t>& order) {
+  constexpr int kMaxBucketBits = 16;
+  TESSEL_EXPECTS(key_bound >= 0, "gather_read_order: key bound {}", key_bound);
+  int shift = 0;
+  while ((key_bound >> shift) > (std::int64_t{1} << kMaxBucketBits)) ++shift;
+  const std::int64_t buckets = (key_bound >> shift) + 1;
+  std::vector<std::int64_t> start(static_cast<std::size_t>(buckets) + 1, 0);
+  for (const std::int64_t k : keys) {
+    TESSEL_EXPECTS(k >= 0 && k < key_bound, "gather_read_order: key {} outside [0, {})", k,
+                   key_bound);
+    ++start[static_cast<std::size_t>(k >> shift) + 1];
+  }
+  for (std::size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
+  order.resize(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    order[static_cast<std::size_t>(start[static_cast<std::size_t>(keys[i] >> shift)]++)] =
+        static_cast<std::int64_t>(i);
+}
+
 void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor& grad_x,
                       Context* ctx) {
   constexpr const char* kOp = "dropout_backward";

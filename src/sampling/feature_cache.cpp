@@ -42,6 +42,13 @@ CacheBudget default_device_budget(std::int64_t free_device_bytes) {
   return b;
 }
 
+CacheBudget default_host_budget(std::int64_t owned_feature_bytes) {
+  CacheBudget b;
+  b.size_mb = kDefaultHostCacheFraction *
+              static_cast<double>(std::max<std::int64_t>(owned_feature_bytes, 0)) / 1048576.0;
+  return b;
+}
+
 DeviceCacheSplit split_device_cache(const CacheBudget& budget, std::int64_t num_candidates,
                                     std::int64_t row_bytes) {
   TESSEL_EXPECTS(std::isfinite(budget.admit_fraction) && budget.admit_fraction >= 0 &&

@@ -456,6 +456,75 @@ TEST(Dropout, GatherWithDropoutEqualsGatherThenDropout) {
   EXPECT_THROW(kernels::gather_dropout_rows(one_row, one_id, key, 0.5f, y), InputError);
 }
 
+// A gather in read order (rows sorted by where they lie, or reversed) writes the same rows as in
+// the step's order, bit for bit, on every instruction-set path: the order moves the reads only.
+TEST(Dropout, GatherInReadOrderEqualsGatherInStepOrder) {
+  const rng::Key key{5, rng::Stream::dropout, 2, 7, 0};
+  for (const std::int64_t f : {5, 100, 128, 200}) {
+    const std::int64_t sources = 500, n = 777;
+    const Tensor table = awkward_tensor(sources, f, static_cast<std::uint32_t>(f) + 11);
+    std::vector<const float*> rows(static_cast<std::size_t>(n));
+    std::vector<NodeId> ids(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> keys(static_cast<std::size_t>(n)), reversed(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t src = (i * 104729 + 17) % sources;
+      rows[static_cast<std::size_t>(i)] = table.data<float>() + src * f;
+      ids[static_cast<std::size_t>(i)] = 3 * src + 1;
+      keys[static_cast<std::size_t>(i)] = src;
+      reversed[static_cast<std::size_t>(i)] = n - 1 - i;
+    }
+    std::vector<std::int64_t> sorted;
+    kernels::gather_read_order(keys, sources, sorted);
+    for (const float p : {0.0f, 0.4f})
+      for (const auto isa : supported_isas()) {
+        SCOPED_TRACE(testing::Message() << kernels::cpu_isa_name(isa) << " F=" << f << " p=" << p);
+        ScopedDropoutIsa forced(isa);
+        Tensor want = Tensor::empty({n, f}, DType::f32);
+        kernels::gather_dropout_rows(rows, ids, key, p, want);
+        for (const auto* order : {&sorted, &reversed}) {
+          Tensor got = Tensor::empty({n, f}, DType::f32);
+          std::fill_n(got.data<float>(), got.numel(), -1.0f);
+          kernels::gather_dropout_rows(rows, ids, key, p, got, *order);
+          ASSERT_EQ(std::memcmp(got.raw(), want.raw(), static_cast<std::size_t>(got.nbytes())), 0);
+        }
+      }
+  }
+  // An order that is not a permutation would leave rows unwritten: refused.
+  Tensor y = Tensor::empty({2, 4}, DType::f32);
+  const float row[4] = {1, 2, 3, 4};
+  const std::vector<const float*> two_rows = {row, row};
+  const std::vector<NodeId> two_ids = {0, 1};
+  const std::vector<std::int64_t> twice = {1, 1}, outside = {0, 2};
+  EXPECT_THROW(kernels::gather_dropout_rows(two_rows, two_ids, key, 0.5f, y, twice), InputError);
+  EXPECT_THROW(kernels::gather_dropout_rows(two_rows, two_ids, key, 0.0f, y, outside), InputError);
+}
+
+// The read order is a stable permutation whose keys' buckets ascend: exact ascending keys while
+// the key range fits 2^16 buckets, windows of 2^shift keys beyond.
+TEST(Dropout, GatherReadOrderSortsRowsByWhereTheyLie) {
+  for (const std::int64_t bound : {std::int64_t{1000}, std::int64_t{3} << 20}) {
+    std::vector<std::int64_t> keys(5000);
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      keys[i] = static_cast<std::int64_t>((i * 2654435761u) % static_cast<std::uint64_t>(bound));
+    std::vector<std::int64_t> order;
+    kernels::gather_read_order(keys, bound, order);
+    ASSERT_EQ(order.size(), keys.size());
+    std::vector<int> seen(keys.size(), 0);
+    for (const auto i : order) ++seen[static_cast<std::size_t>(i)];
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(keys.size()));
+    const int shift = bound > (1 << 16) ? 6 : 0; // 3 * 2^20 keys: 3 * 2^14 windows of 2^6
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      const auto a = keys[static_cast<std::size_t>(order[k - 1])] >> shift;
+      const auto b = keys[static_cast<std::size_t>(order[k])] >> shift;
+      ASSERT_LE(a, b) << "at " << k;
+      if (a == b) ASSERT_LT(order[k - 1], order[k]) << "unstable at " << k;
+    }
+  }
+  std::vector<std::int64_t> order;
+  const std::vector<std::int64_t> bad = {0, 10};
+  EXPECT_THROW(kernels::gather_read_order(bad, 10, order), InputError);
+}
+
 // The bit-sliced compare, which stops at the threshold's lowest set bit, keeps exactly the
 // columns whose full 16-bit draw (all levels assembled) is >= the threshold, for thresholds of
 // every level count.

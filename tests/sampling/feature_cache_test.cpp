@@ -42,6 +42,17 @@ TEST(FeatureCache, DefaultDeviceBudgetIsAShareOfFreeMemory) {
   EXPECT_DOUBLE_EQ(default_device_budget(-5).size_mb, 0.0);
 }
 
+TEST(FeatureCache, DefaultHostBudgetIsHalfTheOwnedFeatureBytes) {
+  // 100000 owned rows of 128 floats (48.8 MiB): half of them in MiB, so 50000 rows of that size.
+  const std::int64_t owned_bytes = std::int64_t{100000} * 128 * 4;
+  const CacheBudget b = default_host_budget(owned_bytes);
+  EXPECT_DOUBLE_EQ(b.size_mb, 0.5 * static_cast<double>(owned_bytes) / 1048576.0);
+  EXPECT_LT(b.ratio, 0);
+  EXPECT_EQ(b.capacity_rows(std::int64_t{1} << 40, 128 * 4), 50000);
+  EXPECT_EQ(b.capacity_rows(1000, 128 * 4), 1000);  // never more than the candidates
+  EXPECT_DOUBLE_EQ(default_host_budget(-1).size_mb, 0.0);
+}
+
 TEST(FeatureCache, DeviceCacheSplitKeepsTheAdmissionShareOfTheBudget) {
   const std::int64_t row_bytes = 400;
   // 1 MiB = 2621 rows: a quarter (655) for admissions, the rest (1966) for hot rows.

@@ -75,6 +75,18 @@ void dropout_backward(const Tensor& grad_y, const Tensor& mask, float p, Tensor&
 // the model applies the dropout there.
 void gather_dropout_rows(std::span<const float* const> rows, std::span<const NodeId> row_ids,
                          const rng::Key& key, float p, Tensor& y);
+// The same, the rows read in `order` (a permutation of [0, n), checked; see gather_read_order):
+// y is the same for every order, bit for bit, only the order of the memory accesses changes.
+void gather_dropout_rows(std::span<const float* const> rows, std::span<const NodeId> row_ids,
+                         const rng::Key& key, float p, Tensor& y,
+                         std::span<const std::int64_t> order);
+// An order to read a gather's rows in, from where each row lies: keys[i] in [0, key_bound)
+// ranks row i's address (a local row index, say). A counting sort of the keys by bucket (at
+// most 2^16 buckets of key_bound / 2^16 keys or fewer, stable), so that the reads sweep the
+// source once in ascending windows instead of jumping over it: the pages and DRAM rows a window
+// touches are reused while they are open. Writes `order` (keys.size() entries).
+void gather_read_order(std::span<const std::int64_t> keys, std::int64_t key_bound,
+                       std::vector<std::int64_t>& order);
 // The shape of the mask of dropout_forward and of the bits of relu_dropout_forward for an
 // [n, F] input: [n, ceil(F / 8)], one bit per element.
 std::vector<std::int64_t> dropout_mask_shape(const Tensor& x);

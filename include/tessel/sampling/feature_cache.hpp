@@ -45,6 +45,14 @@ struct CacheBudget {
 inline constexpr double kDefaultDeviceCacheFraction = 0.25;
 CacheBudget default_device_budget(std::int64_t free_device_bytes);
 
+// The host cache's budget at more than one rank on the CPU when neither --cache-size-mb nor
+// --cache-ratio is given and every rank holds its features in memory: this fraction of the
+// rank's own feature bytes (owned rows x F x 4), filled with the policy's hottest remote rows.
+// On the 200k-node benchmark graph at P = 2 (shuffled ids, degree policy) that is 68% of the
+// halo, and the rows fetched per epoch fall to about a third (measured: docs/performance.md).
+inline constexpr double kDefaultHostCacheFraction = 0.5;
+CacheBudget default_host_budget(std::int64_t owned_feature_bytes);
+
 // How a GPU store spends its budget: hot rows chosen up front by the policy (at most the
 // candidates), and slots for remote rows admitted as they are fetched. admit_rows =
 // floor(admit_fraction * budget rows), hot_rows = min(candidates, budget rows - admit_rows), where

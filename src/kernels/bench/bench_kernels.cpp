@@ -7,7 +7,8 @@
 // dropout kernels run on [N, F] f32 with p = 0.5; their bytes are the tensors read and written
 // (features, gradients, the mask), as a copy's are its two arrays. The gathers read every row
 // of X once in a shuffled order (as a mini-batch reads its input rows), copied (p = 0) or
-// dropped while copied. The column-tile table times the blocked weighted SpMM with each
+// dropped while copied; then a quarter of the rows (a step's share) in that order and in the
+// read order of kernels::gather_read_order (the sort timed with the gather). The column-tile table times the blocked weighted SpMM with each
 // --tiles width (0: one pass over all columns; the chosen width is marked) against its
 // streaming bound: the CSR read once per tile, X read once and Y written once, at the triad's
 // GB/s.
@@ -140,6 +141,15 @@ void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
   for (std::int64_t i = 0; i < nodes; ++i)
     shuffled[static_cast<std::size_t>(i)] =
         x.data<float>() + shuffled_ids[static_cast<std::size_t>(i)] * feat;
+  // A step's share: a quarter of the rows, distinct, in a random order (a sampled step's input
+  // nodes), read in that order or in the order gather_read_order gives (its cost timed too).
+  const std::int64_t part = std::max<std::int64_t>(1, nodes / 4);
+  const std::span<const float* const> part_rows(shuffled.data(), static_cast<std::size_t>(part));
+  const std::span<const NodeId> part_ids(shuffled_ids.data(), static_cast<std::size_t>(part));
+  const std::vector<std::int64_t> part_keys(shuffled_ids.begin(), shuffled_ids.begin() + part);
+  Tensor y_part = Tensor::zeros({part, feat}, DType::f32);
+  std::vector<std::int64_t> part_order;
+  const double part_bytes = 2.0 * static_cast<double>(y_part.nbytes());
   struct Op {
     const char* name;
     std::function<void()> run;
@@ -176,6 +186,15 @@ void bench_dropout(int threads, std::int64_t nodes, std::int64_t feat, int reps,
        false},
       {"gather_dropout_rows", [&] { kernels::gather_dropout_rows(shuffled, shuffled_ids, key, p, y); },
        2 * f32, false},
+      {"gather N/4 step order",
+       [&] { kernels::gather_dropout_rows(part_rows, part_ids, key, p, y_part); }, part_bytes,
+       false},
+      {"gather N/4 read order",
+       [&] {
+         kernels::gather_read_order(part_keys, nodes, part_order);
+         kernels::gather_dropout_rows(part_rows, part_ids, key, p, y_part, part_order);
+       },
+       part_bytes, false},
   };
   static std::vector<std::string> codec_names;
   codec_names.clear();

@@ -84,8 +84,11 @@ void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeI
 void encode_rows(std::int64_t n, std::int64_t f, RowCodec codec, const float* x, std::uint8_t* wire);
 void decode_rows(std::int64_t n, std::int64_t f, RowCodec codec, const std::uint8_t* wire, float* x);
 // y[i] = dropout_forward's row i for the row at rows[i]; p == 0: a copy (row_ids unread).
+// order (null: 0 .. n - 1), a permutation of [0, n): the rows are read in that order (the
+// result is the same for every order).
 void gather_dropout_rows(std::int64_t n, std::int64_t f, const float* const* rows,
-                         const NodeId* row_ids, const rng::Key& key, float p, float* y);
+                         const NodeId* row_ids, const rng::Key& key, float p, float* y,
+                         const std::int64_t* order = nullptr);
 void dropout_backward(std::int64_t n, std::int64_t f, const float* grad_y, const std::uint8_t* mask,
                       float p, float* grad_x);
 void relu_dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeId* row_ids,

@@ -47,6 +47,7 @@ struct Draw {
   std::int64_t chunks = 0; // ceil(f / 128)
   const float* x = nullptr;
   const float* const* x_rows = nullptr; // set: row i is read at x_rows[i], not x + i f
+  const std::int64_t* order = nullptr;  // set: position k of the loops is row order[k]
   const NodeId* row_ids = nullptr;      // unread when levels == 0
   rng::Key source;                      // for its counters (Key::counter)
   std::array<std::uint32_t, 2> key{};   // source.philox_key()
@@ -69,8 +70,11 @@ struct UnitPlace {
   std::int64_t chunk;
 };
 [[gnu::always_inline]] inline UnitPlace place_of(const Draw& d, std::int64_t unit) {
-  if (d.chunks == 1) return {unit, 0};
-  return {unit / d.chunks, unit % d.chunks};
+  UnitPlace at = d.chunks == 1 ? UnitPlace{unit, 0} : UnitPlace{unit / d.chunks, unit % d.chunks};
+  // A gather in read order: the draws, the source and the output row all follow the row, so
+  // the order changes which row is done when, never what is written.
+  if (d.order) at.row = d.order[at.row];
+  return at;
 }
 
 // Rows [begin, end) of a forward; kRelu: y = dropout(relu(x)) and bits = (y > 0).
@@ -640,10 +644,19 @@ void dropout_forward(std::int64_t n, std::int64_t f, const float* x, const NodeI
 }
 
 void gather_dropout_rows(std::int64_t n, std::int64_t f, const float* const* rows,
-                         const NodeId* row_ids, const rng::Key& key, float p, float* y) {
+                         const NodeId* row_ids, const rng::Key& key, float p, float* y,
+                         const std::int64_t* order) {
   const auto row_bytes = static_cast<std::size_t>(f) * sizeof(float);
   if (p == 0.0f) {
     for_row_ranges(n, f, [&](std::int64_t begin, std::int64_t end) {
+      if (order) {
+        for (std::int64_t k = begin; k < end; ++k) {
+          if (k + kGatherAhead < end) prefetch_row(rows[order[k + kGatherAhead]], row_bytes);
+          const std::int64_t i = order[k];
+          std::memcpy(y + i * f, rows[i], row_bytes);
+        }
+        return;
+      }
       for (std::int64_t i = begin; i < end; ++i) {
         if (i + kGatherAhead < end) prefetch_row(rows[i + kGatherAhead], row_bytes);
         std::memcpy(y + i * f, rows[i], row_bytes);
@@ -653,6 +666,7 @@ void gather_dropout_rows(std::int64_t n, std::int64_t f, const float* const* row
   }
   Draw d = make_draw(f, nullptr, row_ids, key, p, y, nullptr);
   d.x_rows = rows;
+  d.order = order;
   const ForwardRows apply = dropout_rows<false>(dropout_isa());
   for_row_ranges(n, f, [&](std::int64_t begin, std::int64_t end) { apply(d, begin, end); });
 }

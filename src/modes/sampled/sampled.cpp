@@ -150,6 +150,16 @@ class SampledTrainer final : public GraphModeTrainer {
                                 : std::shared_ptr<sampling::OwnedFeatureRows>(
                                       sampling::rows_in_memory(part_.features, part_.feature_dim));
     any_out_of_core_ = comm_.allreduce_value<std::int64_t>(feature_rows_ ? 1 : 0) > 0;
+    // The CPU at more than one rank, no size given, features in memory: a host cache of half
+    // the rank's own feature bytes (sampling::kDefaultHostCacheFraction). The cache changes
+    // where rows come from, never the results.
+    if (!device_.is_cuda() && !path_.device_graph && comm_.size() > 1 && !any_out_of_core_ &&
+        options_.sampled.cache_size_mb <= 0 && options_.sampled.cache_ratio <= 0 &&
+        options_.sampled.cache_policy != sampling::CachePolicy::none) {
+      budget.size_mb = sampling::default_host_budget(part_.num_owned * part_.feature_dim *
+                                                     static_cast<std::int64_t>(sizeof(float)))
+                           .size_mb;
+    }
     if (path_.device_graph)
       sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
     else
