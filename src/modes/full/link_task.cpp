@@ -9,6 +9,7 @@
 // floats per rank and per exchange, which suits graphs whose embedding table fits every rank.
 #include "mode_entries.hpp"
 #include "tessel/train/graph_mode.hpp"
+#include "tessel/modes/full.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/rng.hpp"
@@ -162,7 +163,7 @@ class LinkTrainer final : public GraphModeTrainer {
       (void)aggregator_.attention_graph(device_);
     } else {
       aggregator_.prepare(norm());
-      aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
+      aggregator_.aggregate_halos(full().halo_aggregation, norm(), comm_);
     }
     hidden_ = options_.model.out_dim;
     ones_ = Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(hidden_), 1.0f),
@@ -173,7 +174,7 @@ class LinkTrainer final : public GraphModeTrainer {
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     aggregator_.set_phases(&phases);
     // Training exchanges halos in --halo-dtype; evaluation (outside this scope) in f32.
-    const auto exchange = aggregator_.exchange_with({.codec = options_.full.halo_dtype});
+    const auto exchange = aggregator_.exchange_with({.codec = full().halo_dtype});
     dist::HaloExchange& halo = aggregator_.halo();
     halo.begin_epoch();
     Stopwatch compute;
@@ -187,7 +188,7 @@ class LinkTrainer final : public GraphModeTrainer {
     const auto& pos = part_.link.pos[0];
     const auto& ids = part_.link.pos_id[0];
     const std::int64_t n = static_cast<std::int64_t>(ids.size());
-    const std::int64_t k = options_.dynamic.negatives;
+    const std::int64_t k = options_.negatives;
     const rng::Key neg_key{options_.seed, rng::Stream::negatives, static_cast<std::uint32_t>(epoch),
                            0, 0};
     std::vector<LocalId> src, dst;
@@ -330,6 +331,7 @@ class LinkTrainer final : public GraphModeTrainer {
   }
 
  private:
+  const FullOptions& full() const { return options_.mode_options.get<FullOptions>(); }
   nn::Norm norm() const {
     return options_.model.kind == nn::ModelKind::gcn ? nn::Norm::gcn : nn::Norm::mean;
   }
@@ -434,7 +436,7 @@ class LinkTrainer final : public GraphModeTrainer {
 }  // namespace
 
 bool link_task(const TrainOptions& options) {
-  return options.dynamic.task == DynamicTask::link_prediction;
+  return options.task == DynamicTask::link_prediction;
 }
 
 std::unique_ptr<Trainer> make_link_trainer(TrainerContext context) {
@@ -447,7 +449,7 @@ RunInfo full_run_info(const Trainer& trainer, const TrainerContext& context) {
   info.metric.name = context.manifest.link.metric == "auc" ? "auc" : context.manifest.link.metric;
   if (info.metric.name == "auc") info.metric.kept_at_best = {"test_ap"};
   info.setup_line += fmt::format(", link prediction ({} negatives per edge, metric {})",
-                                 context.options.dynamic.negatives, context.manifest.link.metric);
+                                 context.options.negatives, context.manifest.link.metric);
   return info;
 }
 
