@@ -66,6 +66,15 @@ void options_from_checkpoint(train::TrainOptions& o) {
     o.model.kind = model_word<nn::ModelKind>(path, model, "kind");
     o.model.hidden = model.at("hidden").get<int>();
     o.model.layers = model.at("layers").get<int>();
+    // The mode's own options at their defaults for this model, as a command line without its
+    // flags gives them (sampled: one fanout per layer, unused for whole-graph inference).
+    {
+      CLI::App scratch;
+      train::ModeFlagValues values;
+      train::add_mode_flags(scratch, o, values);
+      train::finish_mode_flags(scratch, o, values);
+      train::select_mode_options(o, values);
+    }
     o.optimizer.kind = model_word<nn::OptimizerKind>(path, model, "optimizer");
     o.normalize_features =
         model_word<train::FeatureNormalization>(path, model, "normalize_features", "none");
@@ -87,11 +96,6 @@ void options_from_checkpoint(train::TrainOptions& o) {
     TESSEL_FAIL("{}: the model attribute is not a Tessel model description: {}", path.string(),
                 e.what());
   }
-  // The samplers' fanouts are not part of the model: one entry per layer, unused for
-  // whole-graph inference.
-  if (o.mode == "sampled")
-    o.mode_options.edit<train::SampledOptions>().fanouts.assign(
-        static_cast<std::size_t>(std::max(o.model.layers, 1)), 10);
 }
 
 std::function<void()> setup_predict(CLI::App& app) {
