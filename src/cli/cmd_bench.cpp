@@ -17,6 +17,9 @@
 #include "tessel/partition/temporal.hpp"
 #include "tessel/train/train.hpp"
 #include "tessel/modes/modes.hpp"
+#include "tessel/modes/full.hpp"
+#include "tessel/modes/pipeline.hpp"
+#include "tessel/modes/sampled.hpp"
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -40,7 +43,7 @@ namespace fs = std::filesystem;
 
 struct BenchOptions {
   train::TrainOptions train;
-  std::string fanouts;
+  train::ModeFlagValues mode_flags;  // every mode's own flags
   std::string modes = fmt::format("{}", fmt::join(train::default_bench_modes(), ","));
   std::vector<std::string> mode_list;  // parsed from `modes`
   // Each mode's options: the shared flags, its own flags, and its own model when the mode
@@ -310,7 +313,7 @@ void add_bench_flags(CLI::App& app, BenchOptions& o) {
       ->required();
   app.add_flag("--force", o.force, "overwrite an existing report folder");
   app.add_flag("--quiet", o.train.quiet, "no per-epoch lines");
-  add_model_flags(app, o.train, o.fanouts);
+  add_model_flags(app, o.train, o.mode_flags);
 }
 
 // Checked while parsing, before MPI starts, so a bad option is one line from rank 0: every
@@ -331,7 +334,7 @@ void check_bench_flags(const CLI::App& app, BenchOptions& o) {
     options.mode = mode;
     if (const auto only_model = train::mode_traits(mode).only_model) options.model.kind = *only_model;
     apply_mode_defaults(app, options);
-    finish_train_options(options, o.fanouts);
+    finish_train_options(app, options, o.mode_flags);
     o.mode_options.push_back(std::move(options));
   }
   o.train = o.mode_options.front();
@@ -391,8 +394,8 @@ nlohmann::json report_header(const BenchOptions& o, const std::string& dataset, 
           {"dropout", o.train.model.dropout},
           {"lr", o.train.optimizer.lr},
           {"seed", o.train.seed},
-          {"fanouts", o.train.sampled.fanouts},
-          {"batch_size", o.train.sampled.batch_size},
+          {"fanouts", o.mode_flags.find<train::SampledOptions>().fanouts},
+          {"batch_size", o.mode_flags.find<train::SampledOptions>().batch_size},
           {"target_acc",
            o.train.target_acc > 0 ? nlohmann::json(o.train.target_acc) : nlohmann::json(nullptr)},
           {"budget", o.train.time_budget_s > 0
@@ -472,7 +475,8 @@ std::optional<AgreedInputError> run_modes(comm::Communicator& comm, const BenchO
       report["modes"].push_back(summarize(result, rss));
       const bool sign = train::mode_traits(mode).only_model.has_value();
       report["modes"].back()["model"] = fmt::format(
-          "{} {}x{}", options.model.kind, sign ? options.pipeline.mlp_layers : options.model.layers,
+          "{} {}x{}", options.model.kind, sign ? options.mode_options.get<train::PipelineOptions>().mlp_layers
+               : options.model.layers,
           options.model.hidden);
       if (partial != nullptr) {
         std::lock_guard lock(partial->mutex);
@@ -532,9 +536,11 @@ void run_bench(BenchOptions& o) {
   // What can be refused without data is refused for every mode before the first trains: a
   // pipeline without --data-parallel runs ranks / --stages groups.
   for (auto& options : o.mode_options) {
-    if (!o.data_parallel_given && options.pipeline.stages > 0 &&
-        comm->size() % options.pipeline.stages == 0)
-      options.pipeline.data_parallel = comm->size() / options.pipeline.stages;
+    if (options.mode_options.holds<train::PipelineOptions>()) {
+      auto& pipeline = options.mode_options.edit<train::PipelineOptions>();
+      if (!o.data_parallel_given && pipeline.stages > 0 && comm->size() % pipeline.stages == 0)
+        pipeline.data_parallel = comm->size() / pipeline.stages;
+    }
     train::check_mode_options(options, comm->size());
   }
   // The report folder is made only once what can be refused up front was: a bench refused

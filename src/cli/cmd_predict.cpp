@@ -8,6 +8,8 @@
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/datasets/h5.hpp"
+#include "tessel/modes/pipeline.hpp"
+#include "tessel/modes/sampled.hpp"
 #include "tessel/train/train.hpp"
 #include "tessel/modes/modes.hpp"
 
@@ -64,30 +66,37 @@ void options_from_checkpoint(train::TrainOptions& o) {
     o.model.kind = model_word<nn::ModelKind>(path, model, "kind");
     o.model.hidden = model.at("hidden").get<int>();
     o.model.layers = model.at("layers").get<int>();
+    // The mode's own options at their defaults for this model, as a command line without its
+    // flags gives them (sampled: one fanout per layer, unused for whole-graph inference).
+    {
+      CLI::App scratch;
+      train::ModeFlagValues values;
+      train::add_mode_flags(scratch, o, values);
+      train::finish_mode_flags(scratch, o, values);
+      train::select_mode_options(o, values);
+    }
     o.optimizer.kind = model_word<nn::OptimizerKind>(path, model, "optimizer");
     o.normalize_features =
         model_word<train::FeatureNormalization>(path, model, "normalize_features", "none");
     if (o.model.kind == nn::ModelKind::sign_mlp) {
-      o.pipeline.hops = model.at("hops").get<int>();
-      o.pipeline.mlp_layers = model.at("mlp_layers").get<int>();
-      o.pipeline.op = model_word<nn::Norm>(path, model, "operator");
+      auto& pipeline = o.mode_options.edit<train::PipelineOptions>();
+      pipeline.hops = model.at("hops").get<int>();
+      pipeline.mlp_layers = model.at("mlp_layers").get<int>();
+      pipeline.op = model_word<nn::Norm>(path, model, "operator");
     }
     if (o.model.kind == nn::ModelKind::gat) {
       o.model.heads = model.at("heads").get<int>();
       o.model.out_heads = model.at("out_heads").get<int>();
     }
     if (model.value("task", std::string()) == "link") {
-      o.dynamic.task = train::DynamicTask::link_prediction;
-      o.full.link_out_dim = model.at("out_dim").get<std::int64_t>();
-      o.full.link_decoder = model_word<nn::LinkDecoderKind>(path, model, "decoder", "dot");
+      o.task = train::DynamicTask::link_prediction;
+      o.link_out_dim = model.at("out_dim").get<std::int64_t>();
+      o.link_decoder = model_word<nn::LinkDecoderKind>(path, model, "decoder", "dot");
     }
   } catch (const nlohmann::json::exception& e) {
     TESSEL_FAIL("{}: the model attribute is not a Tessel model description: {}", path.string(),
                 e.what());
   }
-  // The samplers' fanouts are not part of the model: one entry per layer, unused for
-  // whole-graph inference.
-  o.sampled.fanouts.assign(static_cast<std::size_t>(std::max(o.model.layers, 1)), 10);
 }
 
 std::function<void()> setup_predict(CLI::App& app) {
@@ -136,7 +145,7 @@ std::function<void()> setup_predict(CLI::App& app) {
                    "tessel predict: give --predictions FILE, --embeddings FILE or both");
     options->predict_from = checkpoint_file(*given);
     options_from_checkpoint(*options);
-    const bool link = options->dynamic.task == train::DynamicTask::link_prediction;
+    const bool link = options->task == train::DynamicTask::link_prediction;
     TESSEL_EXPECTS(options->predict_edges.empty() || link,
                    "{}: --edges needs a link prediction checkpoint (tessel train --task link); "
                    "this model predicts nodes",
@@ -149,8 +158,11 @@ std::function<void()> setup_predict(CLI::App& app) {
   return [options] {
     auto comm = comm::make_mpi_communicator();
     // A SIGN MLP predicts without its pipeline: every rank a data-parallel group of one stage.
-    options->pipeline.stages = 1;
-    options->pipeline.data_parallel = comm->size();
+    if (options->mode_options.holds<train::PipelineOptions>()) {
+      auto& pipeline = options->mode_options.edit<train::PipelineOptions>();
+      pipeline.stages = 1;
+      pipeline.data_parallel = comm->size();
+    }
     train::train(*comm, *options);
   };
 }

@@ -13,7 +13,7 @@ namespace {
 
 std::function<void()> setup_train(CLI::App& app) {
   auto options = std::make_shared<train::TrainOptions>();
-  auto fanouts = std::make_shared<std::string>();
+  auto modes = std::make_shared<train::ModeFlagValues>();
   app.add_option("DIR", options->part_dir, "partition folder made by `tessel partition`")
       ->required()
       ->check(partition_folder());
@@ -32,7 +32,7 @@ std::function<void()> setup_train(CLI::App& app) {
                  "--epochs or --patience is given)")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  add_model_flags(app, *options, *fanouts);
+  add_model_flags(app, *options, *modes);
   app.add_option("--metrics", options->metrics_path, "write one JSON object per epoch here");
   CLI::Option* checkpoint =
       app.add_option("--checkpoint", options->checkpoint_dir,
@@ -68,10 +68,10 @@ std::function<void()> setup_train(CLI::App& app) {
       "Fault injection (tests the whole-job abort): TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e "
       "make rank r fail at the start of epoch e.");
   // Checked while parsing, before MPI starts, so a bad option is one line from rank 0.
-  app.final_callback([&app, options, fanouts] {
+  app.final_callback([&app, options, modes] {
     check_mode_flags(app, {options->mode});
     apply_mode_defaults(app, *options);
-    finish_train_options(*options, *fanouts);
+    finish_train_options(app, *options, *modes);
     check_train_outputs(*options);
   });
   return [options] {

@@ -20,39 +20,7 @@
 
 namespace tessel::cli {
 
-CLI::Validator finite_range(double lo, double hi, bool lo_open, bool hi_open) {
-  const std::string description =
-      std::isinf(hi) ? fmt::format("finite, {} {}", lo_open ? ">" : ">=", lo)
-                     : fmt::format("{}{}, {}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        double value = 0;
-        // CLI11's own Range lets NaN through (every comparison with NaN is false), and inf
-        // passes an unbounded one: both are refused here.
-        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value))
-          return fmt::format("'{}' is not a finite number", text);
-        if (value < lo || value > hi || (lo_open && value == lo) || (hi_open && value == hi))
-          return fmt::format("{} is outside {}", text,
-                             std::isinf(hi) ? "[" + fmt::format("{}", lo) + ", inf)" : description);
-        return std::string();
-      },
-      description);
-}
 
-CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
-  const std::string description = fmt::format("[{}, {}]", lo, hi);
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        std::int64_t value = 0;
-        const char* end = text.data() + text.size();
-        const auto [at, ec] = std::from_chars(text.data(), end, value);
-        if (ec == std::errc::result_out_of_range) return fmt::format("{} is outside {}", text, description);
-        if (ec != std::errc() || at != end) return fmt::format("'{}' is not a whole number", text);
-        if (value < lo || value > hi) return fmt::format("{} is outside {}", text, description);
-        return std::string();
-      },
-      description);
-}
 
 CLI::Validator partition_folder() {
   return CLI::Validator(
@@ -84,39 +52,7 @@ CLI::Validator seed_check() {
 
 namespace {
 
-// Most flags here: checked by CLI11 as they are parsed, their default shown in --help.
-template <class T>
-CLI::Option* add_checked(CLI::App& app, const std::string& name, T& value, const std::string& help,
-                         const CLI::Validator& check) {
-  return app.add_option(name, value, help)->check(check)->capture_default_str();
-}
 
-// The whole numbers of a comma-separated list such as "15,10,5"; InputError "<flag> <text>:
-// '<item>' is not <expected>" for an item that is not one or that `ok` refuses.
-std::vector<int> parse_int_list(const std::string& flag, const std::string& text,
-                                const std::function<bool(int)>& ok, const char* expected) {
-  std::vector<int> values;
-  std::size_t start = 0;
-  while (true) {
-    const auto comma = text.find(',', start);
-    const std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int value = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    TESSEL_EXPECTS(ec == std::errc() && ptr == item.data() + item.size() && ok(value),
-                   "{} {}: '{}' is not {}", flag, text, item, expected);
-    values.push_back(value);
-    if (comma == std::string::npos) return values;
-    start = comma + 1;
-  }
-}
-
-// --split: "auto" (no list), or blocks per stage "2,3,3"; check_pipeline_options checks the
-// numbers against the schedule and the model.
-std::vector<int> parse_split(const std::string& text) {
-  if (text == "auto") return {};
-  return parse_int_list("--split", text, [](int) { return true; }, "a positive number of blocks");
-}
 
 // The model, the optimizer and what every mode reads (seed, threads, device, evaluation).
 void add_common_flags(CLI::App& app, train::TrainOptions& o) {
@@ -177,177 +113,11 @@ void add_common_flags(CLI::App& app, train::TrainOptions& o) {
               CLI::Range(1, 1000000));
 }
 
-// Dynamic mode.
-void add_dynamic_flags(CLI::App& app, train::TrainOptions& o) {
-  add_choice(app, "--temporal-partition", o.dynamic.partition,
-             "dynamic mode: snapshot (each rank a block of snapshots, balanced over the "
-             "training range and the evaluations, all-to-all to vertices for the recurrence) or "
-             "vertex (each rank a vertex range, halo exchange per snapshot)");
-  add_choice(app, "--task", o.dynamic.task,
-             "dynamic mode: node-regression (MSE), node-classification, or link-prediction (the "
-             "edges of snapshot t+1 from the embeddings at t against sampled negatives; AUC and "
-             "MRR). Full mode: link (= link-prediction) trains link prediction on a partition "
-             "of a link store (convert --edge-split): GNN encoder, --decoder, binary "
-             "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR)");
-  add_checked(app, "--negatives", o.dynamic.negatives,
-              "link prediction: negatives sampled per edge in training (dynamic mode: the "
-              "source replaced by a uniform node that is not an in-neighbour; full mode: the "
-              "destination replaced by a node drawn by the edge's id, see --negative-sampling)",
-              CLI::Range(1, 1000));
-  add_choice(app, "--decoder", o.full.link_decoder,
-             "full mode --task link: dot (inner product of the two embeddings) or mlp (their "
-             "elementwise product through a 2-layer MLP of the embedding width, ReLU between)");
-  add_choice(app, "--negative-sampling", o.full.link_negatives,
-             "full mode --task link: the training negatives' destinations, uniform over the "
-             "nodes or degree (in proportion to degree^0.75, degree over the training edges)");
-  add_checked(app, "--out-dim", o.full.link_out_dim,
-              "full mode --task link: width of the encoder's output (the node embeddings)",
-              CLI::Range(1, 1 << 16));
-  add_checked(app, "--eval-negatives", o.dynamic.eval_negatives,
-              "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
-              "ranks each edge among its negatives)",
-              CLI::Range(1, 1000));
-}
-
-// Full-batch mode.
-void add_full_flags(CLI::App& app, train::TrainOptions& o) {
-  app.add_option_function<std::string>(
-         "--halo-dtype",
-         [&o](const std::string& name) { o.full.halo_dtype = kernels::parse_row_codec(name); },
-         "full mode: how halo rows and halo gradients travel: f32 (as they are), bf16 or f16 (2 "
-         "bytes a value, rounded to nearest even), or int8 (a byte a value and an f32 scale per "
-         "row: max |x| / 127); decoded on arrival, so only the wire is smaller (evaluation "
-         "exchanges f32)")
-      ->check(CLI::IsMember(kernels::row_codec_names()))
-      ->default_str("f32");
-  app.add_option("--boundary-sampling", o.full.boundary_sampling,
-                 "full mode: BNS-GCN boundary-node sampling: each training epoch keeps this "
-                 "fraction p in (0, 1] of the boundary nodes (the same nodes on both sides of a "
-                 "cut, drawn per epoch from --seed), drops the edges from the others and "
-                 "normalizes by the degrees of the graph that remains; evaluation uses the whole "
-                 "graph (default: off)")
-      ->check(finite_range(0.0, 1.0, true));
-  add_choice(app, "--halo-aggregation", o.full.halo_aggregation,
-             "full mode: which rows cross each cut: post (every boundary row a peer reads), pre "
-             "(for each node, the owner sends the sum of the rows it reads from that owner) or "
-             "auto (per pair of ranks the fewest rows, a minimum vertex cover of the cut); the "
-             "aggregation is the same up to rounding, in training and evaluation");
-  CLI::Option* stale = app.add_flag("--stale-halo", o.full.stale_halo,
-               "full mode: PipeGCN: each training epoch aggregates the halo rows and halo "
-               "gradients of the previous epoch, exchanged while it computes (the first epoch "
-               "is exact; evaluation exchanges exactly)");
-  app.add_option("--stale-smoothing", o.full.stale_smoothing,
-                 "full mode with --stale-halo: gamma in [0, 1): the stale rows and gradients "
-                 "are the moving average gamma * previous + (1 - gamma) * arrived (default 0: "
-                 "the arrived ones)")
-      ->check(finite_range(0.0, 1.0, false, true))
-      ->needs(stale);
-}
-
-// Sampled mode (--batch-size serves pipeline mode too; --fanouts stays text for
-// finish_train_options).
-void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
-  const double unbounded = std::numeric_limits<double>::infinity();
-  app.add_option("--fanouts", fanouts,
-                 "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");
-  add_checked(app, "--batch-size", o.sampled.batch_size,
-              "sampled mode: seeds per rank per step; pipeline mode: training rows per "
-              "optimizer step, whole job",
-              int_range(1, std::int64_t{1} << 40));
-  add_choice(app, "--cache-policy", o.sampled.cache_policy,
-             "sampled mode: feature cache ranking: degree, presample or none (on a GPU the cache "
-             "is device memory and holds owned rows too)");
-  CLI::Option* size_mb =
-      app.add_option("--cache-size-mb", o.sampled.cache_size_mb,
-                     "sampled mode: feature cache budget per rank in MiB (not with --cache-ratio; "
-                     "with neither given: on a GPU a quarter of the GPU memory free once the "
-                     "graph and features are placed, shared by the ranks on that GPU; on the CPU "
-                     "at more than one rank half the rank's own feature bytes, when every rank "
-                     "holds its features in memory; else none)")
-          ->check(finite_range(0.0, unbounded));
-  app.add_option("--cache-ratio", o.sampled.cache_ratio,
-                 "sampled mode: cache this fraction of the remote rows a rank may need (on a "
-                 "GPU: of its owned + halo rows; not with --cache-size-mb)")
-      ->check(finite_range(0.0, 1.0))
-      ->excludes(size_mb);
-  add_checked(app, "--cache-admit-fraction", o.sampled.cache_admit_fraction,
-              "sampled mode on a GPU: share of the device cache budget kept for remote rows "
-              "admitted once fetched from their owners (CLOCK replacement: a hit marks a row, "
-              "the oldest unmarked one makes room); 0 = a static cache (on the CPU only with "
-              "--sample-routing device, the GPU store's CPU twin)",
-              finite_range(0.0, 1.0));
-  add_choice(app, "--graph-placement", o.sampled.graph_placement,
-             "sampled mode on a GPU: where the owned graph the GPU samples lives: auto (device "
-             "memory when it needs at most a quarter of the free GPU memory, else pinned; the log "
-             "says which), device or pinned (host memory read over UVA)");
-  add_choice(app, "--sample-routing", o.sampled.sample_routing,
-              "sampled mode: device (frontiers, the owners' answers and the blocks stay on the "
-              "GPU, ids cross ranks over the data plane, counts over MPI), host (frontiers and "
-              "answers in host memory over MPI, blocks built on the host; on a GPU the owners "
-              "still draw there) or auto (device on a GPU, host on the CPU). device with "
-              "--device cpu runs the GPU's path on the CPU twins of its device graph and feature "
-              "store (slower than host; for tests)");
-  app.add_option("--prefetch", o.sampled.prefetch,
-                 "sampled mode: steps sampled and gathered ahead while the GPU computes (0 = "
-                 "none; default 1 on a GPU, 0 on the CPU, where nothing overlaps; the same draws "
-                 "and updates at every depth; with --sample-routing device the GPU samples them "
-                 "on a stream of its own beside the training step)")
-      ->check(CLI::Range(0, 16));
-}
-
-// Pipeline mode (--max-batches serves sampled mode too).
-void add_pipeline_flags(CLI::App& app, train::TrainOptions& o) {
-  auto& p = o.pipeline;
-  add_checked(app, "--hops", p.hops, "pipeline mode: propagated hops K of the SIGN features",
-              CLI::Range(0, 16));
-  add_choice(app, "--operator", p.op, "pipeline mode: propagation operator, gcn or mean");
-  add_checked(app, "--mlp-layers", p.mlp_layers,
-              "pipeline mode: linear layers after the per-hop maps (the last gives logits)",
-              CLI::Range(1, 1024));
-  add_checked(app, "--stages", p.stages, "pipeline mode: pipeline ranks per data-parallel group",
-              CLI::Range(1, 4096));
-  add_checked(app, "--data-parallel", p.data_parallel,
-              "pipeline mode: data-parallel groups (ranks = data-parallel x stages)",
-              CLI::Range(1, 4096));
-  add_checked(app, "--micro-batches", p.micro_batches,
-              "pipeline mode: micro-batches per mini-batch", CLI::Range(1, 4096));
-  add_choice(app, "--schedule", p.schedule,
-              "pipeline mode: gpipe, 1f1b or wave (two stages per rank, down and back up)");
-  // The words become numbers here; check_pipeline_options() checks them against the model.
-  app.add_option_function<std::string>(
-         "--split", [&p](const std::string& text) { p.split = parse_split(text); },
-         "pipeline mode: auto (balance measured block times) or blocks per stage, e.g. 2,3 "
-         "(blocks: the hop maps, then each MLP layer)")
-      ->default_str("auto");
-  app.add_option("--max-batches", p.max_batches,
-                 "pipeline and sampled modes: train at most N mini-batches (steps) per epoch (0 = "
-                 "all; for benchmarks; the epoch's loss is then the mean over those steps' seeds)")
-      ->check(int_range(0, std::int64_t{1} << 40));
-  app.add_option("--features", p.features_dir,
-                 "pipeline mode: folder of precomputed SIGN features (default: "
-                 "DIR/sign-<operator>-k<K>[-row], computed there when missing)")
-      // A file here was reported as a missing folder.
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            std::error_code ec;
-            if (std::filesystem::exists(text, ec) && !std::filesystem::is_directory(text, ec))
-              return fmt::format("{} is a file, expected a folder of precomputed SIGN features "
-                                 "(made by `tessel precompute`, or a new folder to compute "
-                                 "them in)",
-                                 text);
-            return std::string();
-          },
-          std::string()));
-}
-
 } // namespace
 
-void add_model_flags(CLI::App& app, train::TrainOptions& o, std::string& fanouts) {
+void add_model_flags(CLI::App& app, train::TrainOptions& o, train::ModeFlagValues& modes) {
   add_common_flags(app, o);
-  add_dynamic_flags(app, o);
-  add_full_flags(app, o);
-  add_sampled_flags(app, o, fanouts);
-  add_pipeline_flags(app, o);
+  train::add_mode_flags(app, o, modes);
 }
 
 void check_mode_flags(const CLI::App& app, const std::vector<std::string>& modes) {
@@ -428,31 +198,24 @@ void check_train_outputs(const train::TrainOptions& o) {
   // The graph modes' embeddings are the last hidden layer's output: a 1-layer GNN has none
   // (a link prediction encoder's are its output).
   const auto& traits = train::mode_traits(o.mode);
-  const bool static_link = o.dynamic.task == train::DynamicTask::link_prediction && !traits.temporal;
-  TESSEL_EXPECTS(static_link || o.full.link_decoder == nn::LinkDecoderKind::dot,
+  const bool static_link = o.task == train::DynamicTask::link_prediction && !traits.temporal;
+  TESSEL_EXPECTS(static_link || o.link_decoder == nn::LinkDecoderKind::dot,
                  "--decoder {} applies to --task link on a static graph only",
-                 o.full.link_decoder);
-  TESSEL_EXPECTS(static_link || o.full.link_negatives == sampling::NegativeSampling::uniform,
+                 o.link_decoder);
+  TESSEL_EXPECTS(static_link || o.link_negatives == sampling::NegativeSampling::uniform,
                  "--negative-sampling {} applies to --task link on a static graph only",
-                 o.full.link_negatives);
+                 o.link_negatives);
   if (!o.embeddings_path.empty() && !traits.temporal && !traits.only_model &&
-      o.dynamic.task != train::DynamicTask::link_prediction)
+      o.task != train::DynamicTask::link_prediction)
     TESSEL_EXPECTS(o.model.layers >= 2,
                    "--embeddings writes the last hidden layer's output, and a {}-layer {} model "
                    "has no hidden layer (use --layers 2 or more)",
                    o.model.layers, o.model.kind);
 }
 
-void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
-  if (!fanouts.empty()) {
-    o.sampled.fanouts = parse_int_list(
-        "--fanouts", fanouts, [](int v) { return v > 0 || v == -1; }, "a positive integer or -1");
-    TESSEL_EXPECTS(static_cast<int>(o.sampled.fanouts.size()) == o.model.layers,
-                   "--fanouts {} has {} entries, but the model has {} layers (--layers)", fanouts,
-                   o.sampled.fanouts.size(), o.model.layers);
-  } else {
-    o.sampled.fanouts.assign(static_cast<std::size_t>(o.model.layers), 10);
-  }
+void finish_train_options(const CLI::App& app, train::TrainOptions& o,
+                          train::ModeFlagValues& modes) {
+  train::finish_mode_flags(app, o, modes);
   // The validators above refuse these already; kept for callers that fill options directly.
   TESSEL_EXPECTS(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0 &&
                      o.optimizer.lr <= kMaxLearningRate,
@@ -468,21 +231,19 @@ void finish_train_options(train::TrainOptions& o, const std::string& fanouts) {
     if (o.model.kind == nn::ModelKind::gcn) o.model.kind = *only_model;
     TESSEL_EXPECTS(o.model.kind == *only_model, "--mode {} trains --model {}, not {}", o.mode,
                    *only_model, o.model.kind);
-    o.pipeline.batch_size = o.sampled.batch_size;
   } else {
-    o.sampled.max_steps = o.pipeline.max_batches;
     for (const std::string& name : train::mode_names()) {
       const std::optional<nn::ModelKind> owned = train::mode_traits(name).only_model;
       TESSEL_EXPECTS(!owned || o.model.kind != *owned,
                      "--model {} runs in --mode {}, not --mode {}", o.model.kind, name, o.mode);
     }
   }
-  // Known here only when --device cpu is given; the trainer checks again once the device is.
-  train::check_cache_admission(o, o.device != train::DeviceChoice::cpu ||
-                                      o.sampled.sample_routing == train::SampleRouting::device);
+  // The modes' checks of their flags (sampled: cache admission with --device cpu).
+  train::check_mode_flag_values(o, modes);
   TESSEL_EXPECTS(std::isfinite(o.optimizer.weight_decay) && o.optimizer.weight_decay >= 0,
                  "--weight-decay must be >= 0, got {}",
                  o.optimizer.weight_decay);
+  train::select_mode_options(o, modes);
 }
 
 }  // namespace tessel::cli

@@ -1,13 +1,13 @@
-// The mode table: the one place a mode is registered (its traits and steps), and train(), which
-// runs the mode options.mode names.
+// The mode table, filled by the registrars of the mode folders (one each), each mode's flags,
+// and train(), which runs the mode options.mode names.
 #include "tessel/modes/modes.hpp"
-
-#include "mode_entries.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/train/runtime.hpp"
 
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include <string>
 #include <vector>
@@ -16,64 +16,102 @@ namespace tessel::train {
 
 namespace {
 
-// The steps of a mode on the graph partitions are load_graph_part and graph_run_info.
-struct ModeSteps {
-  decltype(ModeInfo::load) load = load_graph_part;
-  decltype(ModeInfo::make) make;
-  decltype(ModeInfo::describe) describe = graph_run_info;
-  decltype(ModeInfo::check) check = nullptr;
-};
-
-ModeInfo mode(ModeTraits traits, ModeSteps steps) {
-  ModeInfo m;
-  static_cast<ModeTraits&>(m) = std::move(traits);
-  m.load = std::move(steps.load);
-  m.make = std::move(steps.make);
-  m.describe = std::move(steps.describe);
-  m.check = std::move(steps.check);
-  return m;
+std::vector<ModeRegistration>& registry() {
+  static std::vector<ModeRegistration> modes;
+  return modes;
 }
 
-// The one place a mode's name is written: each entry registers a mode's traits and its entry.
+// The registrations in table order.
+std::vector<const ModeRegistration*> registrations() {
+  std::vector<const ModeRegistration*> sorted;
+  for (const auto& r : registry()) sorted.push_back(&r);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto* a, const auto* b) { return a->order < b->order; });
+  return sorted;
+}
+
+std::string flag_name(const CLI::Option& option) {
+  return "--" + (option.get_lnames().empty() ? std::string() : option.get_lnames().front());
+}
+
+// The flags one mode reads: those its groups add, and those it reads from other modes.
+std::vector<std::string> derive_own_flags(const ModeRegistration& mode) {
+  CLI::App scratch;
+  TrainOptions shared;
+  ModeOptions own;
+  std::vector<std::string> flags;
+  for (const ModeFlagGroup& group : mode.flags) {
+    const std::size_t before = scratch.get_options().size();
+    ModeFlags adder(scratch, shared, own);
+    group.add(adder);
+    const auto options = scratch.get_options();
+    for (std::size_t i = before; i < options.size(); ++i) flags.push_back(flag_name(*options[i]));
+    for (const auto& [flag, copy] : adder.reads) flags.push_back(flag);
+  }
+  return flags;
+}
+
+// The mode table: every registered mode, in order, its own_flags derived from its flags.
 const std::vector<ModeInfo>& mode_table() {
-  static const std::vector<ModeInfo> table = {
-      mode({.name = "full", .runs_on_gpu = true, .temporal = false, .benched_by_default = true,
-            .only_model = std::nullopt,
-            .own_flags = {"--halo-dtype", "--boundary-sampling", "--halo-aggregation",
-                          "--stale-halo", "--stale-smoothing", "--task", "--negatives",
-                          "--out-dim", "--decoder", "--negative-sampling"},
-            .apply_defaults = nullptr},
-           {.make = make_full_trainer, .describe = full_run_info, .check = check_full_options}),
-      mode({.name = "sampled", .runs_on_gpu = true, .temporal = false,
-            .benched_by_default = true, .only_model = std::nullopt,
-            .own_flags = {"--fanouts", "--cache-policy", "--cache-size-mb", "--cache-ratio",
-                          "--cache-admit-fraction", "--graph-placement", "--sample-routing",
-                          "--prefetch", "--batch-size", "--max-batches"},
-            .apply_defaults = nullptr},
-           {.load = load_sampled_part, .make = make_sampled_trainer,
-            .describe = sampled_run_info}),
-      mode({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
-            .benched_by_default = false, .only_model = nn::ModelKind::sign_mlp,
-            .own_flags = {"--hops", "--operator", "--mlp-layers", "--stages", "--data-parallel",
-                          "--micro-batches", "--schedule", "--split", "--features",
-                          "--batch-size", "--max-batches"},
-            .apply_defaults = nullptr},
-           {.make = make_pipeline_trainer,
-            .describe = pipeline_run_info,
-            .check = check_pipeline_options}),
-      mode({.name = "dynamic", .runs_on_gpu = true, .temporal = true, .benched_by_default = false,
-            .only_model = std::nullopt,
-            .own_flags = {"--temporal-partition", "--task", "--negatives", "--eval-negatives"},
-            .apply_defaults = dynamic_defaults},
-           {.load = load_temporal_part,
-            .make = make_dynamic_trainer,
-            .describe = dynamic_run_info,
-            .check = check_dynamic_options}),
-  };
+  static const std::vector<ModeInfo> table = [] {
+    std::vector<ModeInfo> modes;
+    for (const ModeRegistration* r : registrations()) {
+      modes.push_back(r->info);
+      modes.back().own_flags = derive_own_flags(*r);
+    }
+    return modes;
+  }();
   return table;
 }
 
 }  // namespace
+
+ModeRegistrar::ModeRegistrar(ModeRegistration registration) {
+  registry().push_back(std::move(registration));
+}
+
+void add_mode_flags(CLI::App& app, TrainOptions& shared, ModeFlagValues& values) {
+  struct Placed {
+    int position;
+    const std::string* mode;
+    const ModeFlagGroup* group;
+  };
+  std::vector<Placed> groups;
+  for (const ModeRegistration* r : registrations())
+    for (const ModeFlagGroup& g : r->flags) groups.push_back({g.position, &r->info.name, &g});
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const Placed& a, const Placed& b) { return a.position < b.position; });
+  for (const Placed& placed : groups) {
+    ModeFlags adder(app, shared, values.by_mode[*placed.mode]);
+    placed.group->add(adder);
+    auto& reads = values.reads[*placed.mode];
+    reads.insert(reads.end(), adder.reads.begin(), adder.reads.end());
+  }
+}
+
+void finish_mode_flags(const CLI::App& app, const TrainOptions& shared, ModeFlagValues& values) {
+  for (const ModeRegistration* r : registrations()) {
+    ModeOptions& own = values.by_mode[r->info.name];
+    for (const auto& [flag, copy] : values.reads[r->info.name]) {
+      const CLI::Option* option = app.get_option_no_throw(flag);
+      if (copy && option != nullptr && option->count() > 0) copy(*option, own);
+    }
+    if (r->finish) r->finish(app, shared, own);
+  }
+}
+
+void check_mode_flag_values(const TrainOptions& shared, const ModeFlagValues& values) {
+  for (const ModeRegistration* r : registrations()) {
+    if (!r->check_flags) continue;
+    const auto found = values.by_mode.find(r->info.name);
+    r->check_flags(shared, found != values.by_mode.end() ? found->second : ModeOptions{});
+  }
+}
+
+void select_mode_options(TrainOptions& options, const ModeFlagValues& values) {
+  const auto found = values.by_mode.find(options.mode);
+  options.mode_options = found != values.by_mode.end() ? found->second : ModeOptions{};
+}
 
 std::vector<std::string> mode_names() {
   std::vector<std::string> names;

@@ -3,6 +3,7 @@
 #include "tessel/train/train.hpp"
 
 #include "tessel/train/trainer.hpp"
+#include "tessel/dist/halo_aggregation.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
@@ -36,6 +37,9 @@ nlohmann::json EpochMetrics::to_json() const {
   if (halo) halo->write(j);
   return j;
 }
+
+// HaloEpoch::aggregation's default ({}) is post.
+static_assert(dist::HaloAggregation{} == dist::HaloAggregation::post);
 
 void HaloEpoch::write(nlohmann::json& record) const {
   record["halo_rows_sent"] = rows_sent;

@@ -35,18 +35,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string model_signature(const TrainOptions& o) {
+std::string model_signature(const TrainOptions& o, const nlohmann::json& mode_fields) {
   nlohmann::json j = {{"kind", option_word(o.model.kind)},
                       {"in_dim", o.model.in_dim},
                       {"hidden", o.model.hidden},
                       {"out_dim", o.model.out_dim},
                       {"layers", o.model.layers},
                       {"optimizer", option_word(o.optimizer.kind)}};
-  if (o.model.kind == nn::ModelKind::sign_mlp) {
-    j["hops"] = o.pipeline.hops;
-    j["mlp_layers"] = o.pipeline.mlp_layers;
-    j["operator"] = option_word(o.pipeline.op);
-  }
+  // The mode's own model fields (the pipeline's SIGN MLP: hops, mlp_layers, operator).
+  for (const auto& [key, value] : mode_fields.items()) j[key] = value;
   if (o.model.kind == nn::ModelKind::gat) {
     j["heads"] = o.model.heads;
     j["out_heads"] = o.model.out_heads;
@@ -57,11 +54,11 @@ std::string model_signature(const TrainOptions& o) {
   if (o.normalize_features != FeatureNormalization::none)
     j["normalize_features"] = option_word(o.normalize_features);
   // A link prediction encoder (full mode's --task link): `tessel predict` scores edges with it.
-  if (o.dynamic.task == DynamicTask::link_prediction) j["task"] = "link";
+  if (o.task == DynamicTask::link_prediction) j["task"] = "link";
   // Its decoder, written only when it has parameters (a dot-product checkpoint reads as before).
-  if (o.dynamic.task == DynamicTask::link_prediction &&
-      o.full.link_decoder != nn::LinkDecoderKind::dot)
-    j["decoder"] = option_word(o.full.link_decoder);
+  if (o.task == DynamicTask::link_prediction &&
+      o.link_decoder != nn::LinkDecoderKind::dot)
+    j["decoder"] = option_word(o.link_decoder);
   return j.dump();
 }
 
@@ -381,9 +378,9 @@ LoadedPart load_part_with(comm::Communicator& comm, TrainOptions& options, bool 
   partition::Part& part = loaded.part;
   options.model.in_dim = manifest.feature_dim;
   options.model.seed = options.seed;
-  if (options.dynamic.task == DynamicTask::link_prediction) {
+  if (options.task == DynamicTask::link_prediction) {
     // Link prediction (full mode's --task link): the encoder outputs node embeddings.
-    options.model.out_dim = options.full.link_out_dim;
+    options.model.out_dim = options.link_out_dim;
     TESSEL_EXPECTS(manifest.link.present,
                    "{}: --task link needs a partition of a link store (tessel convert ... "
                    "--edge-split, or an ogbl dataset)",
@@ -427,16 +424,19 @@ LoadedPart load_sampled_part(comm::Communicator& comm, TrainOptions& options) {
 }
 
 RunInfo graph_run_info(const Trainer& /*trainer*/, const TrainerContext& context) {
+  return graph_run_info_with(context, nlohmann::json::object(), context.options.model.layers);
+}
+
+RunInfo graph_run_info_with(const TrainerContext& context, const nlohmann::json& model_fields,
+                            int layers_shown) {
   const TrainOptions& options = context.options;
   return {.mode = options.mode,
-          .model_json = model_signature(options),
+          .model_json = model_signature(options, model_fields),
           .setup_line = fmt::format("{} training: {} x {}, {} {} layers hidden {}, {} "
                                     "nodes, GEMM {}",
                                     options.mode, log::counted(context.comm.size(), "rank"),
                                     log::counted(context.threads, "thread"), options.model.kind,
-                                    options.model.kind == nn::ModelKind::sign_mlp
-                                        ? options.pipeline.mlp_layers
-                                        : options.model.layers,
+                                    layers_shown,
                                     options.model.hidden, context.manifest.num_nodes,
                                     kernels::cpu_gemm_backend()),
           .runtime_line = "",

@@ -90,9 +90,9 @@ TEST(DynamicLinkPrediction, LearnsThePlantedCommunities) {
   o.eval_every = 20;
   o.seed = 1;
   o.quiet = true;
-  o.dynamic.task = train::DynamicTask::link_prediction;
-  o.dynamic.negatives = 1;
-  o.dynamic.eval_negatives = 10;
+  o.task = train::DynamicTask::link_prediction;
+  o.negatives = 1;
+  o.mode_options.edit<train::DynamicOptions>().eval_negatives = 10;
   const auto result = train::train_dynamic(*comm, o);
   const auto& last = result.epochs.back().extra;
   const double auc = last["test_auc"].get<double>(), mrr = last["test_mrr"].get<double>();

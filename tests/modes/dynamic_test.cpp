@@ -205,7 +205,7 @@ train::TrainOptions options(const fs::path& dir, const std::string& model, const
   o.quiet = true;
   o.optimizer.lr = 0.02f;
   o.model.dropout = 0;
-  o.dynamic.partition = option_value<train::TemporalPartition>(layout);
+  o.mode_options.edit<train::DynamicOptions>().partition = option_value<train::TemporalPartition>(layout);
   return o;
 }
 
@@ -261,9 +261,9 @@ TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
     }
   for (const std::string layout : {"snapshot", "vertex"}) {
     auto o = options(s.classes_p, "gcn-gru", layout);
-    o.dynamic.task = train::DynamicTask::node_classification;
+    o.task = train::DynamicTask::node_classification;
     auto o1 = options(s.classes_1, "gcn-gru", "snapshot");
-    o1.dynamic.task = train::DynamicTask::node_classification;
+    o1.task = train::DynamicTask::node_classification;
     expect_same(train::train_dynamic(*comm, o), train::train_dynamic(*self, o1),
                 "classification " + layout);
   }
@@ -273,12 +273,14 @@ TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
   for (const std::string model : {"gcn-gru", "gcn-lstm", "evolvegcn-o"})
     for (const std::string layout : {"snapshot", "vertex"}) {
       auto o = options(s.regression_p, model, layout);
-      o.dynamic.task = train::DynamicTask::link_prediction;
-      o.dynamic.negatives = 2;
-      o.dynamic.eval_negatives = 4;
+      o.task = train::DynamicTask::link_prediction;
+      o.negatives = 2;
+      o.mode_options.edit<train::DynamicOptions>().eval_negatives = 4;
       auto o1 = options(s.regression_1, model, "snapshot");
-      o1.dynamic = o.dynamic;
-      o1.dynamic.partition = train::TemporalPartition::snapshot;
+      o1.task = o.task;
+      o1.negatives = o.negatives;
+      o1.mode_options = o.mode_options;
+      o1.mode_options.edit<train::DynamicOptions>().partition = train::TemporalPartition::snapshot;
       const auto distributed = train::train_dynamic(*comm, o);
       expect_same(distributed, train::train_dynamic(*self, o1), "link " + model + " " + layout);
       const auto& last = distributed.epochs.back().extra;
@@ -292,10 +294,10 @@ TEST(DynamicTraining, EveryRankCountMatchesOneRank) {
   // rank count, and changes them.
   for (const std::string task : {"node-regression", "link-prediction"}) {
     auto o = options(s.regression_p, "gcn-gru", "vertex");
-    o.dynamic.task = option_value<train::DynamicTask>(task);
+    o.task = option_value<train::DynamicTask>(task);
     o.model.dropout = 0.4f;
     auto o1 = options(s.regression_1, "gcn-gru", "snapshot");
-    o1.dynamic.task = option_value<train::DynamicTask>(task);
+    o1.task = option_value<train::DynamicTask>(task);
     o1.model.dropout = 0.4f;
     const auto dropped = train::train_dynamic(*comm, o);
     expect_same(dropped, train::train_dynamic(*self, o1), "dropout " + task);
@@ -353,7 +355,7 @@ TEST(DynamicTraining, DropoutIsOffInEvaluation) {
   const Stores s = make_stores(*comm);
   for (const std::string task : {"node-regression", "link-prediction"}) {
     auto o = options(s.regression_p, "gcn-lstm", "snapshot");
-    o.dynamic.task = option_value<train::DynamicTask>(task);
+    o.task = option_value<train::DynamicTask>(task);
     train::DynamicModelProbe plain(*comm, o);
     o.model.dropout = 0.5f;
     train::DynamicModelProbe dropped(*comm, o);
@@ -420,7 +422,7 @@ TEST(DynamicTraining, ResumeCarriesTheBestSoFar) {
     const bool link = task == "link-prediction";
     const std::string metric = link ? "auc" : "mse";
     auto o = options(s.regression_p, "gcn-gru", "snapshot");
-    o.dynamic.task = option_value<train::DynamicTask>(task);
+    o.task = option_value<train::DynamicTask>(task);
     o.optimizer.lr = link ? 1.0f : 0.3f;
     o.epochs = 3;
     o.checkpoint_dir = ck / task;
@@ -508,8 +510,8 @@ TEST(DynamicGradient, WholeModelsMatchFiniteDifferences) {
       auto o = options(s.regression_p, model, layout);
       o.model.hidden = 4;
       o.model.dropout = dropout;
-      o.dynamic.task = option_value<train::DynamicTask>(task);
-      o.dynamic.negatives = 2;
+      o.task = option_value<train::DynamicTask>(task);
+      o.negatives = 2;
       train::DynamicModelProbe probe(*comm, o);
       // Biases start at zero, which puts rows whose input is all zero (a dead ReLU below) exactly
       // on the next ReLU's kink, where finite differences are meaningless: move them off it.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "tessel/comm/communicator.hpp"
+#include "tessel/core/option_words.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/types.hpp"
 #include "tessel/dist/transposition.hpp"
@@ -11,9 +12,26 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace tessel::train {
+
+// --temporal-partition: each rank a block of snapshots, or a range of vertices.
+enum class TemporalPartition { snapshot, vertex };
+
+// Dynamic mode's own options (TrainOptions::mode_options holds them for --mode dynamic; --task
+// and --negatives are TrainOptions' own).
+struct DynamicOptions {
+  TemporalPartition partition = TemporalPartition::snapshot;
+  int eval_negatives = 10;  // link prediction: negatives per edge in evaluation (AUC, MRR)
+};
+
+inline std::span<const OptionWord<TemporalPartition>> option_words(TemporalPartition) {
+  static constexpr OptionWord<TemporalPartition> words[] = {
+      {"snapshot", TemporalPartition::snapshot}, {"vertex", TemporalPartition::vertex}};
+  return words;
+}
 
 // Dynamic node regression's defaults when not given (train --mode dynamic): at most this many
 // epochs, stopped after kDynamicPatience epochs without a better validation MSE, with this

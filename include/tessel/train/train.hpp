@@ -6,16 +6,13 @@
 #include "tessel/core/option_words.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/kernels/row_codec.hpp"
-#include "tessel/dist/halo_aggregation.hpp"
-#include "tessel/dist/schedule.hpp"
 #include "tessel/nn/link_decoder.hpp"
 #include "tessel/nn/model.hpp"
 #include "tessel/nn/optimizer.hpp"
 #include "tessel/partition/part.hpp"
-#include "tessel/sampling/device_graph.hpp"
-#include "tessel/sampling/feature_cache.hpp"
 #include "tessel/sampling/negatives.hpp"
 #include "tessel/train/feature_memory.hpp"
+#include "tessel/train/mode_options.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -28,73 +25,17 @@
 #include <utility>
 #include <vector>
 
+namespace tessel::dist {
+enum class HaloAggregation;  // tessel/dist/halo_aggregation.hpp
+}
+
 namespace tessel::train {
 
-// --mode full: how halo rows (forward) and halo gradients (backward) travel between ranks.
-struct FullOptions {
-  kernels::RowCodec halo_dtype = kernels::RowCodec::f32;
-  // BNS-GCN: the fraction of boundary nodes each training epoch keeps (0: off, the whole graph).
-  double boundary_sampling = 0;
-  // SuperGCN: which rows cross each cut (post: the boundary rows; pre/auto: owner-side sums).
-  dist::HaloAggregation halo_aggregation = dist::HaloAggregation::post;
-  // PipeGCN: training epochs read the previous epoch's halo rows and gradients, exchanged while
-  // they compute; smoothing gamma in [0, 1) keeps a moving average of them (0: the last ones).
-  bool stale_halo = false;
-  double stale_smoothing = 0;
-  // --task link: the width of the encoder's output (the node embeddings the decoder scores).
-  std::int64_t link_out_dim = 16;
-  // --task link: the decoder (--decoder) and the training negatives' distribution
-  // (--negative-sampling).
-  nn::LinkDecoderKind link_decoder = nn::LinkDecoderKind::dot;
-  sampling::NegativeSampling link_negatives = sampling::NegativeSampling::uniform;
-};
-
-// --sample-routing: where the sampled mode's frontiers, answers and blocks live (automatic:
-// the device on a GPU, the host on the CPU).
-enum class SampleRouting { automatic, device, host };
-
-struct SampledOptions {
-  std::vector<int> fanouts = {15, 10, 5};  // one per layer, input layer first; -1 = all
-  std::int64_t batch_size = 1024;           // seeds per rank per step
-  sampling::CachePolicy cache_policy = sampling::CachePolicy::degree;
-  double cache_size_mb = 0;                 // budget in MiB (0 = use cache_ratio)
-  double cache_ratio = 0;                   // fraction of remote candidate rows to cache
-  double cache_admit_fraction = 0;          // GPU: budget share for admitted remote rows (CLOCK)
-  // GPU sampling: where the graph lives (automatic: device memory when it fits).
-  sampling::GraphPlacement graph_placement = sampling::GraphPlacement::automatic;
-  SampleRouting sample_routing = SampleRouting::automatic;
-  int prefetch = -1;                        // steps sampled and gathered ahead; -1: 1 on a GPU, 0 on the CPU
-  std::int64_t max_steps = 0;               // > 0: at most this many steps per epoch (benchmarks)
-};
-
-// --task of the dynamic mode, and --temporal-partition: each rank a block of snapshots, or a
-// range of vertices.
+// --task: what the run learns. The graph modes train node classification (the default) or,
+// with --task link, link prediction; dynamic mode also node regression (its default). The
+// driver reads it (a link run loads a link store and its model outputs embeddings), so it is
+// shared rather than one mode's.
 enum class DynamicTask { node_regression, node_classification, link_prediction };
-enum class TemporalPartition { snapshot, vertex };
-
-struct DynamicOptions {
-  TemporalPartition partition = TemporalPartition::snapshot;
-  DynamicTask task = DynamicTask::node_regression;
-  int negatives = 1;        // link prediction: sampled negatives per edge in training
-  int eval_negatives = 10;  // link prediction: negatives per edge in evaluation (AUC, MRR)
-};
-
-// --mode pipeline: a SIGN MLP (--model sign-mlp) over precomputed hop features, its blocks cut
-// into stages on different ranks; ranks = data_parallel x stages.
-struct PipelineOptions {
-  int hops = 2;                    // K: features [X, AX, ..., A^K X]
-  nn::Norm op = nn::Norm::gcn;     // propagation operator (--operator gcn | mean)
-  int mlp_layers = 2;              // linear layers after the per-hop maps
-  int stages = 1;                  // S pipeline ranks per data-parallel group
-  // Blocks per stage (--split 2,3); empty: balance the measured block times (--split auto).
-  std::vector<int> split;
-  int micro_batches = 4;           // m per mini-batch
-  dist::ScheduleKind schedule = dist::ScheduleKind::one_f_one_b;
-  int data_parallel = 1;           // D groups
-  std::int64_t batch_size = 1024;  // training rows per optimizer step, whole job
-  int max_batches = 0;             // > 0: at most this many mini-batches per epoch (benchmarks)
-  std::filesystem::path features_dir;  // precomputed features (default: inside the partition)
-};
 
 // --device: GPUs when every rank sees one (automatic), the CPU, or GPUs.
 enum class DeviceChoice { automatic, cpu, cuda };
@@ -118,12 +59,6 @@ inline std::span<const OptionWord<CommChoice>> option_words(CommChoice) {
       {"auto", CommChoice::automatic}, {"nccl", CommChoice::nccl}, {"mpi", CommChoice::mpi}};
   return words;
 }
-inline std::span<const OptionWord<SampleRouting>> option_words(SampleRouting) {
-  static constexpr OptionWord<SampleRouting> words[] = {{"auto", SampleRouting::automatic},
-                                                        {"device", SampleRouting::device},
-                                                        {"host", SampleRouting::host}};
-  return words;
-}
 inline std::span<const OptionWord<DynamicTask>> option_words(DynamicTask) {
   static constexpr OptionWord<DynamicTask> words[] = {
       {"node-regression", DynamicTask::node_regression},
@@ -132,21 +67,11 @@ inline std::span<const OptionWord<DynamicTask>> option_words(DynamicTask) {
       {"link", DynamicTask::link_prediction}};
   return words;
 }
-inline std::span<const OptionWord<TemporalPartition>> option_words(TemporalPartition) {
-  static constexpr OptionWord<TemporalPartition> words[] = {
-      {"snapshot", TemporalPartition::snapshot}, {"vertex", TemporalPartition::vertex}};
-  return words;
-}
 inline std::span<const OptionWord<SaveChoice>> option_words(SaveChoice) {
   static constexpr OptionWord<SaveChoice> words[] = {{"best", SaveChoice::best},
                                                      {"last", SaveChoice::last}};
   return words;
 }
-
-struct TrainOptions;
-// --cache-admit-fraction > 0 needs the GPU feature store (`device_store`: a GPU, or its CPU twins
-// with --sample-routing device); an InputError otherwise.
-void check_cache_admission(const TrainOptions& options, bool device_store);
 
 struct TrainOptions {
   std::filesystem::path part_dir;
@@ -185,10 +110,17 @@ struct TrainOptions {
   // "best": --predictions, --embeddings (and DIR/best.h5 beside --checkpoint's checkpoint.h5) hold the epoch
   // with the best validation metric, or the last when nothing picks one; "last": the last.
   SaveChoice save = SaveChoice::best;
-  FullOptions full;
-  SampledOptions sampled;
-  DynamicOptions dynamic;
-  PipelineOptions pipeline;
+  // --task and link prediction's options: the full and dynamic modes read them.
+  DynamicTask task = DynamicTask::node_regression;
+  int negatives = 1;               // link prediction: sampled negatives per edge in training
+  std::int64_t link_out_dim = 16;  // --task link: the width of the encoder's output
+  // --task link: the decoder (--decoder) and the training negatives' distribution
+  // (--negative-sampling).
+  nn::LinkDecoderKind link_decoder = nn::LinkDecoderKind::dot;
+  sampling::NegativeSampling link_negatives = sampling::NegativeSampling::uniform;
+  // The options of options.mode alone, read as that mode's own type
+  // (tessel/modes/<mode>.hpp: FullOptions, SampledOptions, PipelineOptions, DynamicOptions).
+  ModeOptions mode_options;
 };
 
 // The full-batch mode's halo settings and traffic in one epoch, summed over the ranks (the
@@ -196,7 +128,7 @@ struct TrainOptions {
 // comments; `tessel bench` reads them from here.
 struct HaloEpoch {
   kernels::RowCodec dtype = kernels::RowCodec::f32;                // halo_dtype
-  dist::HaloAggregation aggregation = dist::HaloAggregation::post; // halo_aggregation
+  dist::HaloAggregation aggregation{};  // halo_aggregation (post)
   std::int64_t pre_rows = 0;   // halo_pre_rows (written unless the aggregation is post)
   double boundary_sampling = 0;  // boundary_sampling (written when > 0)
   bool stale = false;            // stale_halo, stale_smoothing (written when stale)

@@ -159,6 +159,10 @@ LoadedPart load_graph_part(comm::Communicator& comm, TrainOptions& options);
 LoadedPart load_sampled_part(comm::Communicator& comm, TrainOptions& options);
 // The graph modes' run description: the model signature and the setup line.
 RunInfo graph_run_info(const Trainer& trainer, const TrainerContext& context);
+// The same with the mode's own model fields added to model_json and `layers_shown` as the
+// setup line's layer count (the pipeline: its SIGN MLP's hops, operator and MLP layers).
+RunInfo graph_run_info_with(const TrainerContext& context, const nlohmann::json& model_fields,
+                            int layers_shown);
 // Pieces the modes share.
 // TESSEL_FAULT_RANK=r TESSEL_FAULT_EPOCH=e: rank r fails at the start of epoch e (tests of the
 // whole-job abort); TESSEL_FAULT_KIND=kill makes it die by SIGKILL; TESSEL_FAULT_MODE=m limits

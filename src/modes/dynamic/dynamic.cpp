@@ -57,8 +57,8 @@ public:
       : comm_(comm), options_(options), device_(runtime.device),
         trainer_(comm, options, runtime, manifest) {
     const auto& info = trainer_.info();
-    cls_ = options.dynamic.task == DynamicTask::node_classification;
-    link_ = options.dynamic.task == DynamicTask::link_prediction;
+    cls_ = options.task == DynamicTask::node_classification;
+    link_ = options.task == DynamicTask::link_prediction;
     // Every task's checkpoints hold test_mrr_at_best (0 for the node tasks, whose records have
     // no test_mrr).
     metric_ = {.name = cls_ ? "acc" : link_ ? "auc" : "mse",
@@ -80,11 +80,11 @@ public:
     const nlohmann::json model_json = {{"kind", option_word(options_.model.kind)},
                                        {"hidden", options_.model.hidden},
                                        {"layers", options_.model.layers},
-                                       {"task", option_word(options_.dynamic.task)},
+                                       {"task", option_word(options_.task)},
                                        {"optimizer", option_word(options_.optimizer.kind)}};
     const auto& blocks = trainer_.layout().snapshot_offsets;
     std::string block_text;
-    if (options_.dynamic.partition == TemporalPartition::snapshot)
+    if (options_.mode_options.get<DynamicOptions>().partition == TemporalPartition::snapshot)
       for (int q = 0; q < comm_.size(); ++q)
         block_text += fmt::format("{}[{}, {})", q == 0 ? ", snapshot blocks " : " ", blocks[q],
                                   blocks[q + 1]);
@@ -93,9 +93,9 @@ public:
             .setup_line = fmt::format(
                 "dynamic training: {}, {} {} layout, {} hidden {}, dropout {}, task {}, {} "
                 "nodes x {} snapshots (training [{}, {})){}",
-                log::counted(comm_.size(), "rank"), options_.model.kind, option_word(options_.dynamic.partition),
+                log::counted(comm_.size(), "rank"), options_.model.kind, option_word(options_.mode_options.get<DynamicOptions>().partition),
                 log::counted(options_.model.layers, "GCN layer"), options_.model.hidden,
-                options_.model.dropout, option_word(options_.dynamic.task),
+                options_.model.dropout, option_word(options_.task),
                 info.num_nodes, info.num_snapshots, info.train.begin, info.train.end,
                 block_text),
             .runtime_line = "",
@@ -192,12 +192,12 @@ public:
     s["bytes_per_epoch"] = static_cast<double>(total_bytes) / epochs;
     s["transpose_bytes_per_epoch"] = static_cast<double>(total_transpose_) / epochs;
     s["analytic_transpose_bytes_per_epoch"] = static_cast<double>(total_analytic_) / epochs;
-    if (options_.dynamic.partition == TemporalPartition::snapshot)
+    if (options_.mode_options.get<DynamicOptions>().partition == TemporalPartition::snapshot)
       s["snapshot_blocks"] = trainer_.layout().snapshot_offsets;
     result.summary = s;
     summary["model"] = option_word(options_.model.kind);
-    summary["temporal_partition"] = option_word(options_.dynamic.partition);
-    summary["task"] = option_word(options_.dynamic.task);
+    summary["temporal_partition"] = option_word(options_.mode_options.get<DynamicOptions>().partition);
+    summary["task"] = option_word(options_.task);
     summary.update(result.summary);
     return fmt::format(
         "final test {} {:.4f}{}; bytes per epoch {} (all-to-all {}, analytic {})", metric_.name,
@@ -231,7 +231,7 @@ private:
 // neither it nor --epochs is given, so an explicit --epochs (bench's too) trains that many.
 void dynamic_defaults(TrainOptions& options,
                       const std::function<bool(const std::string&)>& given) {
-  if (options.dynamic.task != DynamicTask::node_regression) return;
+  if (options.task != DynamicTask::node_regression) return;
   if (!given("--layers")) options.model.layers = 1;
   if (!given("--dropout")) options.model.dropout = 0.0f;
   if (!given("--weight-decay")) options.optimizer.weight_decay = kDynamicWeightDecay;
@@ -243,7 +243,7 @@ void check_dynamic_options(const TrainOptions& options, int /*ranks*/) {
   TESSEL_EXPECTS(nn::temporal_kind(options.model.kind).has_value(),
                  "--mode dynamic trains gcn-gru, gcn-lstm or evolvegcn-o, not --model {}",
                  options.model.kind);
-  TESSEL_EXPECTS(options.dynamic.negatives >= 1 && options.dynamic.eval_negatives >= 1,
+  TESSEL_EXPECTS(options.negatives >= 1 && options.mode_options.get<DynamicOptions>().eval_negatives >= 1,
                  "--negatives and --eval-negatives must be at least 1");
   TESSEL_EXPECTS(options.model.dropout >= 0.0f && options.model.dropout < 1.0f,
                  "--dropout {} is outside [0, 1)", options.model.dropout);

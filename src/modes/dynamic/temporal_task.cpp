@@ -146,7 +146,7 @@ public:
   // returns d(mean BCE)/dz per block.
   std::vector<Tensor> loss(const std::vector<Tensor>& z, Losses& l, bool training, bool grad,
                            std::uint32_t epoch) override {
-    const int K = training ? c_.options.dynamic.negatives : c_.options.dynamic.eval_negatives;
+    const int K = training ? c_.options.negatives : c_.options.mode_options.get<DynamicOptions>().eval_negatives;
     std::vector<PairBatch> batches(z.size());
     std::int64_t train_pairs = 0;
     for (std::size_t i = 0; i < z.size(); ++i) {
@@ -330,7 +330,7 @@ private:
 std::unique_ptr<TemporalTask> make_temporal_task(const TaskContext& context,
                                                  datasets::TemporalStoreReader& reader,
                                                  nn::TemporalGcn& model) {
-  if (context.options.dynamic.task == DynamicTask::link_prediction)
+  if (context.options.task == DynamicTask::link_prediction)
     return std::make_unique<LinkTask>(context, reader, model);
   return std::make_unique<NodeTask>(context, reader);
 }
@@ -373,7 +373,7 @@ void write_snapshot_rows(const TaskContext& c, const std::vector<Tensor>& blocks
     file.set_attr("version", std::int64_t{1});
     file.set_attr("num_nodes", N);
     file.set_attr("num_snapshots", T);
-    file.set_attr("task", option_word(c.options.dynamic.task));
+    file.set_attr("task", option_word(c.options.task));
     file.write(dataset, rows.data(), {T * N, width}, description);
     file.close();
   }

@@ -10,6 +10,7 @@
 #include "tessel/datasets/temporal.hpp"
 #include "tessel/nn/temporal.hpp"
 #include "tessel/train/train.hpp"
+#include "tessel/modes/dynamic.hpp"
 
 #include <cstdint>
 #include <filesystem>

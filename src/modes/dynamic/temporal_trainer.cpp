@@ -64,7 +64,7 @@ TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& o
       manifest_(std::move(manifest)) {
   check_options();
   const nn::TemporalKind kind = *nn::temporal_kind(options.model.kind);
-  snapshot_layout_ = options.dynamic.partition == TemporalPartition::snapshot;
+  snapshot_layout_ = options.mode_options.get<DynamicOptions>().partition == TemporalPartition::snapshot;
   recurrent_ = kind != nn::TemporalKind::evolvegcn_o;
   N_ = manifest_.num_nodes;
   T_ = manifest_.num_snapshots;
@@ -93,7 +93,7 @@ TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& o
   orig_ids_ = reader.orig_ids();
   graphs_ =
       load_snapshot_graphs(comm_, data_, reader, orig_ids_, layout_, snapshot_layout_, device_);
-  out_dim_ = options.dynamic.task == DynamicTask::node_classification ? info_.num_classes : 1;
+  out_dim_ = options.task == DynamicTask::node_classification ? info_.num_classes : 1;
   model_.emplace(nn::TemporalConfig{.kind = kind,
                                     .layers = options.model.layers,
                                     .in_dim = manifest_.feature_dim,
@@ -173,7 +173,7 @@ void TemporalTrainer::check_options() const {
 }
 
 void TemporalTrainer::check_task() const {
-  const DynamicTask task = options_.dynamic.task;
+  const DynamicTask task = options_.task;
   if (task == DynamicTask::link_prediction)
     TESSEL_EXPECTS(T_ >= 2 && N_ < (std::int64_t{1} << 31),
                    "{}: --task link-prediction needs at least 2 snapshots and fewer than 2^31 "

@@ -8,6 +8,7 @@
 #include "tessel/dist/transposition.hpp"
 #include "temporal_task.hpp"
 #include "tessel/train/trainer.hpp"
+#include "tessel/modes/dynamic.hpp"
 
 #include "tessel/comm/communicator.hpp"
 #include "tessel/core/timer.hpp"

@@ -2,6 +2,7 @@
 // the loss is the mean over all training nodes of the whole graph.
 #include "mode_entries.hpp"
 #include "tessel/train/graph_mode.hpp"
+#include "tessel/modes/full.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
@@ -23,7 +24,7 @@ class FullTrainer final : public GraphModeTrainer {
       (void)aggregator_.attention_graph(device_);
     } else {
       aggregator_.prepare(norm());
-      aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
+      aggregator_.aggregate_halos(full().halo_aggregation, norm(), comm_);
     }
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
@@ -40,13 +41,13 @@ class FullTrainer final : public GraphModeTrainer {
     // the wire.
     dist::HaloBytes halo_bytes;
     const auto exchange =
-        aggregator_.exchange_with({.codec = options_.full.halo_dtype, .bytes = &halo_bytes});
+        aggregator_.exchange_with({.codec = full().halo_dtype, .bytes = &halo_bytes});
     dist::HaloExchange& halo = aggregator_.halo();
-    halo.set_stale(options_.full.stale_halo, static_cast<float>(options_.full.stale_smoothing));
+    halo.set_stale(full().stale_halo, static_cast<float>(full().stale_smoothing));
     halo.begin_epoch();
     aggregator_.reset_halo_seconds();
     // --boundary-sampling: the epoch's graph keeps a fraction of the boundary nodes.
-    const double boundary = options_.full.boundary_sampling;
+    const double boundary = full().boundary_sampling;
     if (boundary > 0)
       aggregator_.sample_boundary(
           rng::Key{options_.seed, rng::Stream::boundary, static_cast<std::uint32_t>(epoch), 0, 0},
@@ -78,12 +79,12 @@ class FullTrainer final : public GraphModeTrainer {
     h.boundary_sampling = boundary;
     if (boundary > 0) aggregator_.use_full_graph();
     halo.set_stale(false);
-    h.dtype = options_.full.halo_dtype;
-    h.aggregation = options_.full.halo_aggregation;
-    if (options_.full.halo_aggregation != dist::HaloAggregation::post)
+    h.dtype = full().halo_dtype;
+    h.aggregation = full().halo_aggregation;
+    if (full().halo_aggregation != dist::HaloAggregation::post)
       h.pre_rows = comm_.allreduce_value<std::int64_t>(aggregator_.pre_rows());
-    h.stale = options_.full.stale_halo;
-    h.stale_smoothing = options_.full.stale_smoothing;
+    h.stale = full().stale_halo;
+    h.stale_smoothing = full().stale_smoothing;
     // The slowest rank's seconds in the halo exchange (what it did not hide behind compute).
     h.exposed_s = comm_.allreduce_value(aggregator_.halo_seconds(), comm::ReduceOp::max);
     // The epoch's halo traffic by kind, all ranks: rows forward, gradients backward.
@@ -111,6 +112,7 @@ class FullTrainer final : public GraphModeTrainer {
   void end_epoch(EpochMetrics& m) override { m.halo = halo_epoch_; }
 
  private:
+  const FullOptions& full() const { return options_.mode_options.get<FullOptions>(); }
   nn::Norm norm() const {
     return options_.model.kind == nn::ModelKind::gcn ? nn::Norm::gcn : nn::Norm::mean;
   }
@@ -121,7 +123,7 @@ class FullTrainer final : public GraphModeTrainer {
 }  // namespace
 
 void check_full_options(const TrainOptions& options, int /*ranks*/) {
-  const FullOptions& full = options.full;
+  const FullOptions& full = options.mode_options.get<FullOptions>();
   if (options.model.kind == nn::ModelKind::gat) {
     // Each destination's softmax needs every in-neighbour's row, exact and current.
     TESSEL_EXPECTS(full.halo_dtype == kernels::RowCodec::f32,

@@ -10,6 +10,7 @@
 // floats per rank and per exchange, which suits graphs whose embedding table fits every rank.
 #include "mode_entries.hpp"
 #include "tessel/train/graph_mode.hpp"
+#include "tessel/modes/full.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/rng.hpp"
@@ -156,7 +157,7 @@ class LinkTrainer final : public GraphModeTrainer {
  public:
   explicit LinkTrainer(TrainerContext ctx)
       : GraphModeTrainer(ctx),
-        decoder_(options_.full.link_decoder, options_.model.out_dim, options_.seed),
+        decoder_(options_.link_decoder, options_.model.out_dim, options_.seed),
         sampler_(negative_sampler()) {
     TESSEL_EXPECTS(manifest_.link.present && part_.link.present,
                    "{}: --task link needs a partition of a link store (tessel convert ... "
@@ -168,7 +169,7 @@ class LinkTrainer final : public GraphModeTrainer {
       (void)aggregator_.attention_graph(device_);
     } else {
       aggregator_.prepare(norm());
-      aggregator_.aggregate_halos(options_.full.halo_aggregation, norm(), comm_);
+      aggregator_.aggregate_halos(full().halo_aggregation, norm(), comm_);
     }
     hidden_ = options_.model.out_dim;
   }
@@ -183,7 +184,7 @@ class LinkTrainer final : public GraphModeTrainer {
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
     aggregator_.set_phases(&phases);
     // Training exchanges halos in --halo-dtype; evaluation (outside this scope) in f32.
-    const auto exchange = aggregator_.exchange_with({.codec = options_.full.halo_dtype});
+    const auto exchange = aggregator_.exchange_with({.codec = full().halo_dtype});
     dist::HaloExchange& halo = aggregator_.halo();
     halo.begin_epoch();
     Stopwatch compute;
@@ -199,7 +200,7 @@ class LinkTrainer final : public GraphModeTrainer {
     const auto& pos = part_.link.pos[0];
     const auto& ids = part_.link.pos_id[0];
     const std::int64_t n = static_cast<std::int64_t>(ids.size());
-    const std::int64_t k = options_.dynamic.negatives;
+    const std::int64_t k = options_.negatives;
     const rng::Key neg_key{options_.seed, rng::Stream::negatives, static_cast<std::uint32_t>(epoch),
                            0, 0};
     std::vector<LocalId> src, dst;
@@ -247,7 +248,7 @@ class LinkTrainer final : public GraphModeTrainer {
       allreduce_gradients(data_, model_);
       // The decoder's gradient: each rank's pairs' share, summed (host tensors).
       if (comm_.size() > 1)
-        for (nn::Parameter* p : decoder_.parameters()) comm_.allreduce(p->grad);
+        for (nn::Parameter* p : decoder_.parameters()) comm_.allreduce(p->grad, DeviceStream::main());
     }
     {
       ScopedPhase t(phases, "dense");
@@ -296,9 +297,9 @@ class LinkTrainer final : public GraphModeTrainer {
     const std::string line = Trainer::finish(comm, runtime, result, summary);
     const auto ap = result.kept_at_best.find("test_ap");
     result.link = LinkFigures{
-        .decoder = options_.full.link_decoder,
-        .negative_sampling = options_.full.link_negatives,
-        .negatives = options_.dynamic.negatives,
+        .decoder = options_.link_decoder,
+        .negative_sampling = options_.link_negatives,
+        .negatives = options_.negatives,
         .train_edges = manifest_.link.pos[0],
         .test_ap_at_best = result.best_epoch > 0 && ap != result.kept_at_best.end()
                                ? std::optional<double>(ap->second)
@@ -350,6 +351,7 @@ class LinkTrainer final : public GraphModeTrainer {
   }
 
  private:
+  const FullOptions& full() const { return options_.mode_options.get<FullOptions>(); }
   nn::Norm norm() const {
     return options_.model.kind == nn::ModelKind::gcn ? nn::Norm::gcn : nn::Norm::mean;
   }
@@ -448,7 +450,7 @@ class LinkTrainer final : public GraphModeTrainer {
   // The training negatives' sampler: uniform, or by degree over the whole graph's training
   // edges (each rank counts its own, summed over ranks: the same table at every rank count).
   sampling::NegativeSampler negative_sampler() {
-    if (options_.full.link_negatives == sampling::NegativeSampling::uniform)
+    if (options_.link_negatives == sampling::NegativeSampling::uniform)
       return sampling::NegativeSampler::uniform(manifest_.num_nodes);
     std::vector<std::int64_t> degree(static_cast<std::size_t>(manifest_.num_nodes), 0);
     sampling::add_edge_degrees(part_.link.pos[0], degree);
@@ -466,7 +468,7 @@ class LinkTrainer final : public GraphModeTrainer {
 }  // namespace
 
 bool link_task(const TrainOptions& options) {
-  return options.dynamic.task == DynamicTask::link_prediction;
+  return options.task == DynamicTask::link_prediction;
 }
 
 std::unique_ptr<Trainer> make_link_trainer(TrainerContext context) {
@@ -480,8 +482,8 @@ RunInfo full_run_info(const Trainer& trainer, const TrainerContext& context) {
   if (info.metric.name == "auc") info.metric.kept_at_best = {"test_ap"};
   info.setup_line += fmt::format(
       ", link prediction ({} decoder, {} {} negatives per edge, metric {})",
-      context.options.full.link_decoder, context.options.dynamic.negatives,
-      context.options.full.link_negatives, context.manifest.link.metric);
+      context.options.link_decoder, context.options.negatives,
+      context.options.link_negatives, context.manifest.link.metric);
   return info;
 }
 

@@ -66,7 +66,7 @@ std::vector<int> balance_split(const std::vector<double>& seconds, int stages) {
 namespace pipeline_mode {
 
 PipelineTrainer::PipelineTrainer(TrainerContext ctx)
-    : comm_(ctx.comm), options_(ctx.options), popts_(ctx.options.pipeline), manifest_(ctx.manifest),
+    : comm_(ctx.comm), options_(ctx.options), popts_(ctx.options.mode_options.get<PipelineOptions>()), manifest_(ctx.manifest),
       part_(ctx.part), model_(model_config(ctx)),
       optimizer_(nn::make_optimizer(ctx.options.optimizer)) {
   check_pipeline_options(options_, comm_.size());
@@ -312,7 +312,7 @@ void PipelineTrainer::choose_split() {
 } // namespace pipeline_mode
 
 void check_pipeline_options(const TrainOptions& options, int ranks) {
-  const PipelineOptions& p = options.pipeline;
+  const PipelineOptions& p = options.mode_options.get<PipelineOptions>();
   const int S = p.stages, D = p.data_parallel;
   TESSEL_EXPECTS(options.model.kind == nn::ModelKind::sign_mlp,
                  "--mode pipeline trains --model sign-mlp, not {}", options.model.kind);
@@ -335,7 +335,10 @@ std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context) {
 }
 
 RunInfo pipeline_run_info(const Trainer& trainer, const TrainerContext& context) {
-  RunInfo info = graph_run_info(trainer, context);
+  const PipelineOptions& p = context.options.mode_options.get<PipelineOptions>();
+  RunInfo info = graph_run_info_with(
+      context, {{"hops", p.hops}, {"mlp_layers", p.mlp_layers}, {"operator", option_word(p.op)}},
+      p.mlp_layers);
   info.own_comms.push_back(
       static_cast<const pipeline_mode::PipelineTrainer&>(trainer).stage_comm());
   return info;

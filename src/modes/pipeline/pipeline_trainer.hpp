@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tessel/train/trainer.hpp"
+#include "tessel/modes/pipeline.hpp"
 
 #include "tessel/dist/schedule.hpp"
 #include "tessel/nn/sign_mlp.hpp"
@@ -74,11 +75,11 @@ private:
 
   static nn::SignMlpConfig model_config(const TrainerContext& ctx) {
     nn::SignMlpConfig c;
-    c.hops = ctx.options.pipeline.hops;
+    c.hops = ctx.options.mode_options.get<PipelineOptions>().hops;
     c.feature_dim = ctx.manifest.feature_dim;
     c.hidden = ctx.options.model.hidden;
     c.out_dim = ctx.manifest.num_classes;
-    c.mlp_layers = ctx.options.pipeline.mlp_layers;
+    c.mlp_layers = ctx.options.mode_options.get<PipelineOptions>().mlp_layers;
     c.dropout = ctx.options.model.dropout;
     c.seed = ctx.options.seed;
     return c;

@@ -3,6 +3,7 @@
 // On a GPU the owners draw with the CUDA sampler and the model, loss and optimizer run there.
 #include "mode_entries.hpp"
 #include "tessel/train/graph_mode.hpp"
+#include "tessel/modes/sampled.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
@@ -94,12 +95,12 @@ class BlockAggregator final : public nn::Aggregator {
 
 }  // namespace
 
-void check_cache_admission(const TrainOptions& options, bool device_store) {
-  TESSEL_EXPECTS(device_store || options.sampled.cache_admit_fraction == 0,
+void check_cache_admission(const SampledOptions& options, bool device_store) {
+  TESSEL_EXPECTS(device_store || options.cache_admit_fraction == 0,
                  "--cache-admit-fraction {}: admission is a GPU feature store policy; the CPU's "
                  "cache is static (use --device cuda, leave it at 0, or take the GPU's path on "
                  "its CPU twins with --sample-routing device)",
-                 options.sampled.cache_admit_fraction);
+                 options.cache_admit_fraction);
 }
 
 namespace {
@@ -109,14 +110,14 @@ class SampledTrainer final : public GraphModeTrainer {
   explicit SampledTrainer(TrainerContext ctx)
       : GraphModeTrainer(ctx),
         path_(choose_path(ctx)),
-        depth_(ctx.options.sampled.prefetch >= 0 ? ctx.options.sampled.prefetch
-                                                 : (ctx.runtime.device.is_cuda() ? 1 : 0)),
+        depth_(own(ctx).prefetch >= 0 ? own(ctx).prefetch
+                                      : (ctx.runtime.device.is_cuda() ? 1 : 0)),
         sampler_data_(path_.device_resident && depth_ > 0 ? make_sampler_data(ctx) : nullptr),
-        sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, ctx.options.sampled.fanouts,
-                 ctx.options.sampled.batch_size,
+        sampler_(ctx.part, ctx.manifest, ctx.comm, ctx.options.seed, own(ctx).fanouts,
+                 own(ctx).batch_size,
                  sampler_data_ ? sampler_data_.get() : ctx.runtime.data) {
-    TESSEL_EXPECTS(static_cast<int>(options_.sampled.fanouts.size()) == options_.model.layers,
-                   "sampled mode: {} fanouts for {} layers", options_.sampled.fanouts.size(),
+    TESSEL_EXPECTS(static_cast<int>(sampled().fanouts.size()) == options_.model.layers,
+                   "sampled mode: {} fanouts for {} layers", sampled().fanouts.size(),
                    options_.model.layers);
     blocks_inference_ = true;
     // On a GPU the blocks are sampled and kept there (sample_device, at any rank count) unless
@@ -125,7 +126,7 @@ class SampledTrainer final : public GraphModeTrainer {
     // path on the CPU twins (device graph, block builder, routing ops, feature store): how the
     // trainer's device-resident path, prefetch queue included, is tested without a GPU.
     if (path_.device_graph) {
-      sampler_.sample_on_device(device_, options_.sampled.graph_placement);
+      sampler_.sample_on_device(device_, sampled().graph_placement);
       sampler_.route_on_host(!path_.device_resident);
     }
     // Prefetched steps of the device-resident path are sampled and gathered on the device's side
@@ -134,12 +135,12 @@ class SampledTrainer final : public GraphModeTrainer {
       sampler_stream_ = device_memory::side_stream(device_);
     aggregators_.resize(static_cast<std::size_t>(options_.model.layers));
     sampling::CacheBudget budget;
-    if (options_.sampled.cache_size_mb > 0) budget.size_mb = options_.sampled.cache_size_mb;
-    else if (options_.sampled.cache_ratio > 0) budget.ratio = options_.sampled.cache_ratio;
-    else if (device_.is_cuda() && options_.sampled.cache_policy != sampling::CachePolicy::none)
+    if (sampled().cache_size_mb > 0) budget.size_mb = sampled().cache_size_mb;
+    else if (sampled().cache_ratio > 0) budget.ratio = sampled().cache_ratio;
+    else if (device_.is_cuda() && sampled().cache_policy != sampling::CachePolicy::none)
       budget = default_device_budget();
-    check_cache_admission(options_, path_.device_graph);
-    budget.admit_fraction = options_.sampled.cache_admit_fraction;
+    check_cache_admission(sampled(), path_.device_graph);
+    budget.admit_fraction = sampled().cache_admit_fraction;
     // The device-resident path gathers from the tiered store (its CPU twin on the CPU).
     TESSEL_EXPECTS(!feature_rows_ || !path_.device_graph,
                    "--feature-memory {}: features read from the part file serve the CPU's host "
@@ -154,16 +155,16 @@ class SampledTrainer final : public GraphModeTrainer {
     // the rank's own feature bytes (sampling::kDefaultHostCacheFraction). The cache changes
     // where rows come from, never the results.
     if (!device_.is_cuda() && !path_.device_graph && comm_.size() > 1 && !any_out_of_core_ &&
-        options_.sampled.cache_size_mb <= 0 && options_.sampled.cache_ratio <= 0 &&
-        options_.sampled.cache_policy != sampling::CachePolicy::none) {
+        sampled().cache_size_mb <= 0 && sampled().cache_ratio <= 0 &&
+        sampled().cache_policy != sampling::CachePolicy::none) {
       budget.size_mb = sampling::default_host_budget(part_.num_owned * part_.feature_dim *
                                                      static_cast<std::int64_t>(sizeof(float)))
                            .size_mb;
     }
     if (path_.device_graph)
-      sampler_.setup_device_store(options_.sampled.cache_policy, budget, device_);
+      sampler_.setup_device_store(sampled().cache_policy, budget, device_);
     else
-      sampler_.setup_cache(options_.sampled.cache_policy, budget, *owned_rows_);
+      sampler_.setup_cache(sampled().cache_policy, budget, *owned_rows_);
   }
 
   // Neither --cache-size-mb nor --cache-ratio on a GPU: a share of the memory free now that the
@@ -210,8 +211,8 @@ class SampledTrainer final : public GraphModeTrainer {
     std::int64_t seeds_run = 0;
     for (std::size_t s = 0; s < step_counts.size(); ++s) {
       if (step_counts[s] == 0) continue;
-      if (options_.sampled.max_steps > 0 &&
-          static_cast<std::int64_t>(steps.size()) >= options_.sampled.max_steps)
+      if (sampled().max_steps > 0 &&
+          static_cast<std::int64_t>(steps.size()) >= sampled().max_steps)
         break;
       steps.push_back(s);
       seeds_run += step_counts[s];
@@ -219,7 +220,7 @@ class SampledTrainer final : public GraphModeTrainer {
     double loss_sum = 0;
     ProgressLine progress(fmt::format("epoch {}: step", epoch),
                           static_cast<std::int64_t>(steps.size()));
-    if (path_.device_graph || options_.sampled.prefetch > 0) {
+    if (path_.device_graph || sampled().prefetch > 0) {
       loss_sum = train_steps_queued(epoch, step_seeds, step_counts, steps, phases, progress);
     } else if (feature_rows_) {
       loss_sum = train_steps_reading_ahead(epoch, step_seeds, step_counts, steps, phases, progress);
@@ -242,6 +243,10 @@ class SampledTrainer final : public GraphModeTrainer {
   }
 
  private:
+  const SampledOptions& sampled() const { return options_.mode_options.get<SampledOptions>(); }
+  static const SampledOptions& own(const TrainerContext& ctx) {
+    return ctx.options.mode_options.get<SampledOptions>();
+  }
   // A sampled step ready to train: its blocks, the original ids and degrees of their sources, and
   // its input rows. Prefetched steps own copies of the sampler's blocks (it reuses its buffers).
   struct Batch {
@@ -555,7 +560,7 @@ class SampledTrainer final : public GraphModeTrainer {
     bool device_resident = false;  // the blocks are built and kept on the device
   };
   static SamplePath choose_path(const TrainerContext& ctx) {
-    const SampleRouting routing = ctx.options.sampled.sample_routing;
+    const SampleRouting routing = own(ctx).sample_routing;
     const bool cuda = ctx.runtime.device.is_cuda();
     const bool resident = cuda ? routing != SampleRouting::host : routing == SampleRouting::device;
     return {.device_graph = cuda || resident, .device_resident = resident};
