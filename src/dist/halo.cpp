@@ -270,6 +270,32 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full, const Exchange
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
+void HaloExchange::forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
+                                std::int64_t f, Tensor& halo) {
+  TESSEL_EXPECTS(!combined_ && !stale_,
+                 "halo forward over row blocks: needs the plain exchange (no --halo-aggregation, "
+                 "no --stale-halo)");
+  const Device device = Device::cpu();
+  indices_on(device);
+  ensure_rows(halo, num_halo_, f, device);
+  ensure_rows(send_buffer_, rows_sent_, f, device);
+  pack(send_rows_, send_buffer_);
+  if (recv_in_halo_order_) {
+    exchange(send_buffer_, send_rows_per_peer_, halo, recv_rows_per_peer_, stale_forward_,
+             forward_calls_, kernels::RowCodec::f32);
+  } else {
+    ensure_rows(recv_buffer_, rows_received_ + 1, f, device);
+    Tensor arrived = recv_buffer_.rows_slice(0, rows_received_);
+    exchange(send_buffer_, send_rows_per_peer_, arrived, recv_rows_per_peer_, stale_forward_,
+             forward_calls_, kernels::RowCodec::f32);
+    recv_buffer_.rows_slice(rows_received_, rows_received_ + 1).fill_zero();
+    kernels::gather_rows(recv_buffer_, halo_to_recv_, halo);
+  }
+  // The buffers of one layer's width are not kept for the next: they are the size of the halo.
+  send_buffer_ = Tensor();
+  recv_buffer_ = Tensor();
+}
+
 void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned,
                             const ExchangeArgs& args) {
   const std::int64_t tail = combined_ ? rows_received_ : num_halo_;

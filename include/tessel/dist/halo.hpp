@@ -72,6 +72,14 @@ class HaloExchange {
   // with the same codec).
   void backward(const Tensor& grad_full, Tensor& grad_owned, const ExchangeArgs& args = {});
 
+  // forward() for owned rows that are never held whole (layer-wise inference out of core): the
+  // rows this rank sends are the owned rows send_rows() lists, in its order (repeats possible),
+  // which pack(send_rows(), out) writes into out [send_rows().size(), F]; halo: [n_halo, F] on
+  // the CPU, exact f32. Needs the plain exchange (not combined, not stale). Collective.
+  void forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
+                    std::int64_t f, Tensor& halo);
+  std::span<const LocalId> send_rows() const { return send_rows_; }
+
   // From now on only the rows of nodes `kept` accepts travel (its argument: the node's id in
   // the source dataset, so an owner and every rank holding the node as halo decide alike when
   // kept depends on the id alone). Halo rows not received are zero in x_full and send no
