@@ -195,6 +195,31 @@ std::int64_t GraphModeTrainer::infer_block_elements() {
   return elements;
 }
 
+namespace {
+
+// Rows [0, rows) of `buffer` ([capacity, cols] of dtype), which only grows (by half again):
+// blocks of varying sizes reuse one allocation instead of each leaving its size in the CPU
+// allocator's cache.
+Tensor grown_rows(Tensor& buffer, std::int64_t rows, std::int64_t cols, DType dtype) {
+  if (!buffer.defined() || buffer.rows() < rows || buffer.cols() != cols) {
+    const std::int64_t had = buffer.defined() && buffer.cols() == cols ? buffer.rows() : 0;
+    buffer = Tensor();
+    buffer = Tensor::empty({std::max(rows, had + had / 2), cols}, dtype);
+  }
+  return buffer.rows_slice(0, rows);
+}
+
+// A 1-D tensor of `values` in a grown buffer.
+template <class T>
+Tensor grown_copy(Tensor& buffer, const std::vector<T>& values, DType dtype) {
+  const auto n = static_cast<std::int64_t>(values.size());
+  Tensor view = grown_rows(buffer, n, 1, dtype);
+  std::copy(values.begin(), values.end(), view.data<T>());
+  return view.reshape({n});
+}
+
+} // namespace
+
 // The folder of layer-wise inference's scratch files: TMPDIR, else /tmp.
 static fs::path scratch_folder() {
   const char* env = std::getenv("TMPDIR");
@@ -228,6 +253,11 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
   std::unique_ptr<LayerRows> previous;
   std::vector<LocalId> columns, owned_columns;
   std::vector<const float*> pointers;
+  std::vector<EdgeId> sub_indptr;
+  std::vector<LocalId> sub_indices;
+  std::vector<float> sub_values;
+  Tensor gather_buffer, indptr_buffer, indices_buffer, values_buffer, aggregated_buffer,
+      self_buffer, result_buffer;
   ProgressLine progress("evaluate: layer", layers);
   for (int l = 0; l < layers; ++l) {
     nn::GraphLayer& layer = model_.layer(l);
@@ -243,7 +273,9 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
           for (std::size_t i = 0; i < ids.size(); ++i)
             std::copy_n(pointers[i], in, rows.data<float>() + static_cast<std::int64_t>(i) * in);
         },
-        in, halo);
+        // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
+        in, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(in, 1)),
+        halo);
     const kernels::SparseMatrix& a = aggregator_.weighted_matrix(norm);
     const auto* indptr = a.indptr.data<EdgeId>();
     const auto* indices = a.indices.data<LocalId>();
@@ -267,36 +299,36 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
       const auto owned_count =
           std::lower_bound(columns.begin(), columns.end(), static_cast<LocalId>(n)) - columns.begin();
       const auto width = static_cast<std::int64_t>(columns.size());
-      Tensor gathered = Tensor::empty({width, in}, DType::f32);
+      Tensor gathered = grown_rows(gather_buffer, width, in, DType::f32);
       float* g = gathered.data<float>();
       owned_columns.assign(columns.begin(), columns.begin() + owned_count);
       input->resolve(owned_columns, pointers);
       for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], in, g + k * in);
       for (std::int64_t k = owned_count; k < width; ++k)
         std::copy_n(halo.data<float>() + (columns[k] - n) * in, in, g + k * in);
-      std::vector<EdgeId> sub_indptr(static_cast<std::size_t>(rows + 1));
       const EdgeId first = indptr[begin];
+      sub_indptr.resize(static_cast<std::size_t>(rows + 1));
       for (std::int64_t r = 0; r <= rows; ++r) sub_indptr[r] = indptr[begin + r] - first;
       const EdgeId nnz = indptr[end] - first;
-      std::vector<LocalId> sub_indices(static_cast<std::size_t>(nnz));
+      sub_indices.resize(static_cast<std::size_t>(nnz));
       for (EdgeId e = 0; e < nnz; ++e)
         sub_indices[e] = static_cast<LocalId>(
             std::lower_bound(columns.begin(), columns.end(), indices[first + e]) - columns.begin());
+      sub_values.assign(values + first, values + first + nnz);
       kernels::SparseMatrix sub;
       sub.num_rows = rows;
       sub.num_cols = width;
-      sub.indptr = Tensor::from_vector(sub_indptr);
-      sub.indices = Tensor::from_vector(sub_indices);
-      sub.values = Tensor::from_vector(std::vector<float>(values + first, values + first + nnz));
-      Tensor aggregated = Tensor::empty({rows, in}, DType::f32);
+      sub.indptr = grown_copy(indptr_buffer, sub_indptr, DType::i64);
+      sub.indices = grown_copy(indices_buffer, sub_indices, DType::i32);
+      sub.values = grown_copy(values_buffer, sub_values, DType::f32);
+      Tensor aggregated = grown_rows(aggregated_buffer, rows, in, DType::f32);
       kernels::spmm(sub, gathered, aggregated);
-      gathered = Tensor();
       Tensor self;
       if (norm == nn::Norm::mean) {
-        self = Tensor::empty({rows, in}, DType::f32);
+        self = grown_rows(self_buffer, rows, in, DType::f32);
         input->read_block(begin, end, self.data<float>());
       }
-      Tensor result = Tensor::empty({rows, out}, DType::f32);
+      Tensor result = grown_rows(result_buffer, rows, out, DType::f32);
       layer.infer_aggregated(aggregated, self, result);
       if (l + 1 < layers) kernels::relu_forward(result, result);
       next->write(begin, result);
