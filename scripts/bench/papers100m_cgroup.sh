@@ -18,6 +18,8 @@
 #   HIDDEN, FANOUTS, BATCH                             (default 256, 15,10,5, 1024)
 #   STEPS      --max-batches of the one epoch          (default 50)
 #   KEEP=1     keep the store and the parts afterwards (default: removed)
+#   PREPARED=1 train only, on the parts a KEEP=1 run left in WORK (timed runs apart from the
+#              preparation); BUDGET=all with NO_CGROUP=1 is the in-memory, uncapped comparison
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -106,23 +108,35 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load: $(cut 
 echo "memory cgroup: ${kind:-none} ${cgroup:+limit $limit ($cgroup)}"
 echo "disk free under $work: $(df -h --output=avail "$work" | tail -1 | tr -d ' ')"
 
-step convert "$tessel" convert synthetic --preset papers100m --scale "$scale" "$store"
-sed -n 1p "$work/convert.log"
-step partition "$tessel" partition "$store" --parts "$parts" --method "$method" --out "$partdir" --force
-grep -E "^edge cut|^time" "$work/partition.log" || true
+if [ "${PREPARED:-0}" = 1 ]; then
+  [ -f "$partdir/partition.json" ] || { echo "papers100m_cgroup.sh: PREPARED=1 but no $partdir/partition.json (run with KEEP=1 first)" >&2; exit 1; }
+else
+  step convert "$tessel" convert synthetic --preset papers100m --scale "$scale" "$store"
+  sed -n 1p "$work/convert.log"
+  step partition "$tessel" partition "$store" --parts "$parts" --method "$method" --out "$partdir" --force
+  grep -E "^edge cut|^time" "$work/partition.log" || true
+fi
 
 feature_bytes=$(jq '.num_nodes * .feature_dim * 4' "$partdir/partition.json")
 budget="${BUDGET:-$(( feature_bytes / parts / 8 ))}"
-echo "features: $(( feature_bytes >> 20 )) MiB in all; --feature-memory $budget per rank ($(( budget >> 20 )) MiB)"
+if [ "$budget" = all ]; then
+  echo "features: $(( feature_bytes >> 20 )) MiB in all; --feature-memory all"
+else
+  echo "features: $(( feature_bytes >> 20 )) MiB in all; --feature-memory $budget per rank ($(( budget >> 20 )) MiB)"
+fi
 threads=$(bench_threads "$parts" "$(nproc)")
 metrics="$work/train.jsonl"
-rm -f "$metrics"
+rm -f "$metrics" "$work/ranks.rss"
+# Each rank's own peak RSS (/usr/bin/time around each rank, appended to ranks.rss).
 step train env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-  mpirun -np "$parts" --oversubscribe "$tessel" train "$partdir" --mode sampled --model sage \
+  mpirun -np "$parts" --oversubscribe \
+  bash -c 'exec /usr/bin/time -a -o "$0" -f "rank $OMPI_COMM_WORLD_RANK: peak RSS %M KiB" "$@"' \
+  "$work/ranks.rss" "$tessel" train "$partdir" --mode sampled --model sage \
   --layers 3 --hidden "$hidden" --fanouts "$fanouts" --batch-size "$batch" --epochs 1 \
   --max-batches "$steps" --threads "$threads" --seed 1 --feature-memory "$budget" \
   --metrics "$metrics"
-grep -E "^features:|^epoch" "$work/train.log" || true
+grep -E "^features:|^epoch|^evaluate:" "$work/train.log" || true
+sort "$work/ranks.rss" | awk '{printf "%s %s peak RSS %d MiB\n", $1, $2, $5 / 1024}'
 # Training seconds without the closing evaluation; seeds (full batches assumed) and sampled edges
 # per second.
 jq -r --argjson batch "$batch" --argjson parts "$parts" '

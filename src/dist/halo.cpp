@@ -274,6 +274,62 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full, const Exchange
   kernels::gather_rows(recv_buffer_, halo_to_recv_, halo_rows);
 }
 
+void HaloExchange::forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
+                                std::int64_t f, std::int64_t chunk_rows, Tensor& halo) {
+  TESSEL_EXPECTS(!combined_ && !stale_,
+                 "halo forward over row blocks: needs the plain exchange (no --halo-aggregation, "
+                 "no --stale-halo)");
+  const Device device = Device::cpu();
+  indices_on(device);
+  ensure_rows(halo, num_halo_, f, device);
+  const auto peers = send_rows_per_peer_.size();
+  // Rounds of at most `chunk` rows per peer, so what travels at once is bounded, not the halo:
+  // every rank makes the same number of rounds (the most any pair needs).
+  const std::int64_t chunk = std::max<std::int64_t>(1, chunk_rows);
+  std::int64_t most = 0;
+  for (std::size_t p = 0; p < peers; ++p)
+    most = std::max({most, send_rows_per_peer_[p], recv_rows_per_peer_[p]});
+  const std::int64_t rounds =
+      data_.allreduce_value<std::int64_t>((most + chunk - 1) / chunk, comm::ReduceOp::max);
+  std::vector<std::int64_t> send_at(peers, 0), recv_at(peers, 0);
+  for (std::size_t p = 1; p < peers; ++p) {
+    send_at[p] = send_at[p - 1] + send_rows_per_peer_[p - 1];
+    recv_at[p] = recv_at[p - 1] + recv_rows_per_peer_[p - 1];
+  }
+  // Without the halo in arrival order the rows arrive whole first (as forward() does).
+  Tensor arrived_all;
+  if (!recv_in_halo_order_) arrived_all = Tensor::empty({rows_received_ + 1, f}, DType::f32);
+  Tensor& landing = recv_in_halo_order_ ? halo : arrived_all;
+  std::vector<std::int64_t> send_count(peers), recv_count(peers);
+  std::vector<LocalId> ids;
+  for (std::int64_t r = 0; r < rounds; ++r) {
+    ids.clear();
+    std::int64_t receiving = 0;
+    for (std::size_t p = 0; p < peers; ++p) {
+      send_count[p] = std::clamp<std::int64_t>(send_rows_per_peer_[p] - r * chunk, 0, chunk);
+      recv_count[p] = std::clamp<std::int64_t>(recv_rows_per_peer_[p] - r * chunk, 0, chunk);
+      const auto from = send_rows_.begin() + send_at[p] + r * chunk;
+      if (send_count[p] > 0) ids.insert(ids.end(), from, from + send_count[p]);
+      receiving += recv_count[p];
+    }
+    Tensor send = Tensor::empty({static_cast<std::int64_t>(ids.size()), f}, DType::f32);
+    if (!ids.empty()) pack(ids, send);
+    Tensor recv = Tensor::empty({receiving, f}, DType::f32);
+    data_.alltoallv(send, send_count, recv, recv_count);
+    std::int64_t k = 0;
+    for (std::size_t p = 0; p < peers; ++p) {
+      if (recv_count[p] == 0) continue;
+      const std::int64_t at = recv_at[p] + r * chunk;
+      landing.rows_slice(at, at + recv_count[p]).copy_from(recv.rows_slice(k, k + recv_count[p]));
+      k += recv_count[p];
+    }
+  }
+  if (!recv_in_halo_order_) {
+    arrived_all.rows_slice(rows_received_, rows_received_ + 1).fill_zero();
+    kernels::gather_rows(arrived_all, halo_to_recv_, halo);
+  }
+}
+
 void HaloExchange::backward(const Tensor& grad_full, Tensor& grad_owned,
                             const ExchangeArgs& args) {
   const std::int64_t tail = combined_ ? rows_received_ : num_halo_;

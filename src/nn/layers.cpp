@@ -159,6 +159,14 @@ Tensor GraphLayer::infer_blocks(const InputRecompute&, std::int64_t, Aggregator&
   TESSEL_FAIL("this layer has no inference over row blocks (GCN and GraphSAGE have)");
 }
 
+Norm GraphLayer::infer_norm() const {
+  TESSEL_FAIL("this layer has no inference over row blocks (GCN and GraphSAGE have)");
+}
+
+void GraphLayer::infer_aggregated(const Tensor&, const Tensor&, Tensor&) {
+  TESSEL_FAIL("this layer has no inference over row blocks (GCN and GraphSAGE have)");
+}
+
 // ---- GCN ----
 
 GcnLayer::GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
@@ -224,6 +232,13 @@ Tensor GcnLayer::infer_blocks(const InputRecompute& rows, std::int64_t num_rows,
   return out;
 }
 
+Norm GcnLayer::infer_norm() const { return Norm::gcn; }
+
+void GcnLayer::infer_aggregated(const Tensor& aggregated, const Tensor&, Tensor& out) {
+  matmul(aggregated, weight_.value, out, false);
+  kernels::add_bias(out, bias_.value);
+}
+
 // ---- GraphSAGE ----
 
 SageLayer::SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
@@ -281,6 +296,14 @@ Tensor SageLayer::infer_blocks(const InputRecompute& rows, std::int64_t num_rows
   blocks_times(rows, agg.num_dst(), block_rows, self_weight_.value, out, true);
   kernels::add_bias(out, bias_.value);
   return out;
+}
+
+Norm SageLayer::infer_norm() const { return Norm::mean; }
+
+void SageLayer::infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out) {
+  matmul(aggregated, neigh_weight_.value, out, false);
+  matmul(self_rows, self_weight_.value, out, true);
+  kernels::add_bias(out, bias_.value);
 }
 
 Tensor SageLayer::backward(const Tensor& grad_out, bool need_input_grad) {

@@ -210,6 +210,13 @@ Tensor Model::infer(const Tensor& x, std::span<Aggregator* const> aggregators,
   return h;
 }
 
+GraphLayer& Model::layer(int l) {
+  TESSEL_EXPECTS(l >= 0 && l < impl_->config.layers, "model: no layer {}", l);
+  return *impl_->layers[static_cast<std::size_t>(l)];
+}
+
+int Model::num_layers() const { return impl_->config.layers; }
+
 bool Model::infer_blocks_possible() const {
   const ModelKind kind = impl_->config.kind;
   return kind == ModelKind::gcn || kind == ModelKind::sage;

@@ -7,12 +7,26 @@
 #include "tessel/core/progress.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/h5.hpp"
+#include "tessel/core/interrupt.hpp"
+#include "tessel/core/log.hpp"
+#include "tessel/train/feature_memory.hpp"
+#include "tessel/kernels/dense.hpp"
+#include "tessel/kernels/loss.hpp"
+#include "tessel/kernels/sparse.hpp"
+#include "tessel/nn/layers.hpp"
 #include "tessel/nn/loss.hpp"
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
+#include <optional>
 
 namespace tessel::train {
 namespace fs = std::filesystem;
@@ -84,24 +98,264 @@ bool GraphModeTrainer::infers_in_blocks() const {
   return blocks_inference_ && device_.is_cpu() && model_.infer_blocks_possible();
 }
 
+static fs::path scratch_folder();
+
+namespace {
+
+// One layer's output rows in whole-part inference over row blocks, written block by block in
+// row order, then read like features: held in memory, or (out of core) written to a scratch
+// file and read back through the out-of-core row reader within `budget` bytes. The scratch
+// file is "tessel-infer-RANDOM.h5" in TMPDIR (TMPDIR, else /tmp), created
+// exclusively, readable by this user only, and removed when the rows are dropped, on an error
+// and on SIGINT/SIGTERM/SIGHUP (interrupt::TemporaryPath).
+class LayerRows {
+ public:
+  LayerRows(std::int64_t rows, std::int64_t cols, bool on_disk, std::int64_t budget,
+            std::span<const std::int64_t> degree, std::int64_t chunk_rows)
+      : rows_(rows), cols_(cols), budget_(budget), degree_(degree) {
+    if (!on_disk) {
+      all_ = Tensor::empty({rows, cols}, DType::f32);
+      return;
+    }
+    const fs::path folder = scratch_folder();
+    path_ = folder / ("tessel-infer-" + datasets::random_name_suffix() + ".h5");
+    const int fd =
+        ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    TESSEL_EXPECTS(fd >= 0, "layer-wise inference: cannot create a scratch file in {} ({})",
+                   folder.string(), std::strerror(errno));
+    ::close(fd);
+    registration_ = interrupt::TemporaryPath(path_);
+    file_.emplace(h5::File::create(path_));
+    file_->create_group("/node");
+    file_->create_dataset<float>("/node/feat", {rows, cols},
+                                 "one layer's output rows (layer-wise inference scratch)",
+                                 std::max<std::int64_t>(1, std::min(chunk_rows, rows)));
+  }
+  ~LayerRows() {
+    reader_.reset();
+    file_.reset();
+    if (!path_.empty()) {
+      std::error_code ignored;
+      fs::remove(path_, ignored);
+    }
+  }
+  LayerRows(const LayerRows&) = delete;
+  LayerRows& operator=(const LayerRows&) = delete;
+
+  bool on_disk() const { return !path_.empty(); }
+  void write(std::int64_t begin, const Tensor& block) {
+    if (file_)
+      file_->write_rows("/node/feat", begin, block.data<float>(), block.rows());
+    else
+      all_.rows_slice(begin, begin + block.rows()).copy_from(block);
+  }
+  // The rows written, readable from now on (no write after).
+  sampling::OwnedFeatureRows& reader() {
+    if (reader_) return *reader_;
+    if (file_) {
+      file_->close();
+      file_.reset();
+      sampling::OutOfCoreOptions options;
+      options.budget_bytes = budget_;
+      reader_ = sampling::open_rows_out_of_core(path_, rows_, cols_, degree_, options);
+    } else {
+      reader_ = sampling::rows_in_memory(
+          std::span<const float>(all_.data<float>(), static_cast<std::size_t>(all_.numel())),
+          cols_);
+    }
+    return *reader_;
+  }
+  // Every row as one tensor (outputs written whole).
+  Tensor whole() {
+    if (!on_disk()) return all_;
+    Tensor out = Tensor::empty({rows_, cols_}, DType::f32);
+    reader().read_block(0, rows_, out.data<float>());
+    return out;
+  }
+
+ private:
+  std::int64_t rows_, cols_, budget_;
+  std::span<const std::int64_t> degree_;
+  Tensor all_;
+  fs::path path_;
+  interrupt::TemporaryPath registration_;
+  std::optional<h5::File> file_;
+  std::unique_ptr<sampling::OwnedFeatureRows> reader_;
+};
+
+} // namespace
+
+std::int64_t GraphModeTrainer::infer_block_elements() {
+  static const std::int64_t elements = [] {
+    const char* env = std::getenv("TESSEL_INFER_BLOCK_ELEMENTS");
+    if (env == nullptr) return std::int64_t{1} << 20;
+    const long long value = std::atoll(env);
+    TESSEL_EXPECTS(value > 0, "TESSEL_INFER_BLOCK_ELEMENTS={}: expected a positive count", env);
+    return static_cast<std::int64_t>(value);
+  }();
+  return elements;
+}
+
+namespace {
+
+// Rows [0, rows) of `buffer` ([capacity, cols] of dtype), which only grows (by half again):
+// blocks of varying sizes reuse one allocation instead of each leaving its size in the CPU
+// allocator's cache.
+Tensor grown_rows(Tensor& buffer, std::int64_t rows, std::int64_t cols, DType dtype) {
+  if (!buffer.defined() || buffer.rows() < rows || buffer.cols() != cols) {
+    const std::int64_t had = buffer.defined() && buffer.cols() == cols ? buffer.rows() : 0;
+    buffer = Tensor();
+    buffer = Tensor::empty({std::max(rows, had + had / 2), cols}, dtype);
+  }
+  return buffer.rows_slice(0, rows);
+}
+
+// A 1-D tensor of `values` in a grown buffer.
+template <class T>
+Tensor grown_copy(Tensor& buffer, const std::vector<T>& values, DType dtype) {
+  const auto n = static_cast<std::int64_t>(values.size());
+  Tensor view = grown_rows(buffer, n, 1, dtype);
+  std::copy(values.begin(), values.end(), view.data<T>());
+  return view.reshape({n});
+}
+
+} // namespace
+
+// The folder of layer-wise inference's scratch files: TMPDIR, else /tmp.
+static fs::path scratch_folder() {
+  const char* env = std::getenv("TMPDIR");
+  return fs::path(env != nullptr && *env != '\0' ? env : "/tmp");
+}
+
+struct GraphModeTrainer::BlockOutputs {
+  std::unique_ptr<LayerRows> logits, hidden;
+};
+
+// Every layer reads its input a block of destination rows at a time: the block's in-neighbour
+// rows (owned ones through the input's row reader, halo ones exchanged once per layer), the
+// aggregation of those rows, then the layer's transform (nn::GraphLayer::infer_aggregated).
+// Block rows depend on the input's width alone, and each output row on its own neighbours, so
+// in memory and out of core give the same bits. Collective.
+GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidden) {
+  const std::int64_t n = part_.num_owned;
+  const int layers = model_.num_layers();
+  std::unique_ptr<sampling::OwnedFeatureRows> in_memory_features;
+  sampling::OwnedFeatureRows* input = feature_rows_.get();
+  if (!input) {
+    in_memory_features = sampling::rows_in_memory(
+        std::span<const float>(features_.data<float>(), static_cast<std::size_t>(features_.numel())),
+        part_.feature_dim);
+    input = in_memory_features.get();
+  }
+  const bool out_of_core = feature_rows_ && !feature_rows_->in_memory();
+  const std::int64_t budget = out_of_core ? feature_rows_->held_bytes() : 0;
+  const std::span<const std::int64_t> degree(part_.degree.data(), static_cast<std::size_t>(n));
+  BlockOutputs outputs;
+  std::unique_ptr<LayerRows> previous;
+  std::vector<LocalId> columns, owned_columns;
+  std::vector<const float*> pointers;
+  std::vector<EdgeId> sub_indptr;
+  std::vector<LocalId> sub_indices;
+  std::vector<float> sub_values;
+  Tensor gather_buffer, indptr_buffer, indices_buffer, values_buffer, aggregated_buffer,
+      self_buffer, result_buffer;
+  ProgressLine progress("evaluate: layer", layers);
+  for (int l = 0; l < layers; ++l) {
+    nn::GraphLayer& layer = model_.layer(l);
+    const std::int64_t in = layer.in_dim();
+    const std::int64_t out = layer.out_dim();
+    const nn::Norm norm = layer.infer_norm();
+    TESSEL_EXPECTS(input->feature_dim() == in, "layer {}: input rows of width {}, expected {}", l,
+                   input->feature_dim(), in);
+    Tensor halo;
+    aggregator_.halo().forward_halo(
+        [&](std::span<const LocalId> ids, Tensor& rows) {
+          input->resolve(ids, pointers);
+          for (std::size_t i = 0; i < ids.size(); ++i)
+            std::copy_n(pointers[i], in, rows.data<float>() + static_cast<std::int64_t>(i) * in);
+        },
+        // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
+        in, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(in, 1)),
+        halo);
+    const kernels::SparseMatrix& a = aggregator_.weighted_matrix(norm);
+    const auto* indptr = a.indptr.data<EdgeId>();
+    const auto* indices = a.indices.data<LocalId>();
+    const auto* values = a.values.data<float>();
+    const std::int64_t block_rows = std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(in, 1));
+    const std::int64_t next_block_rows = std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(out, 1));
+    const bool on_disk = out_of_core && n * out * static_cast<std::int64_t>(sizeof(float)) > budget;
+    if (on_disk && !scratch_noted_) {
+      log::info("evaluate: layer {}'s output ({} rows x {}) exceeds the feature budget ({}): each "
+                "layer's output over it goes to a scratch file in {}, read back out of core",
+                l, n, out, format_mib(budget), scratch_folder().string());
+      scratch_noted_ = true;
+    }
+    auto next = std::make_unique<LayerRows>(n, out, on_disk, budget, degree, next_block_rows);
+    for (std::int64_t begin = 0; begin < n; begin += block_rows) {
+      const std::int64_t end = std::min(n, begin + block_rows);
+      const std::int64_t rows = end - begin;
+      columns.assign(indices + indptr[begin], indices + indptr[end]);
+      std::sort(columns.begin(), columns.end());
+      columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+      const auto owned_count =
+          std::lower_bound(columns.begin(), columns.end(), static_cast<LocalId>(n)) - columns.begin();
+      const auto width = static_cast<std::int64_t>(columns.size());
+      Tensor gathered = grown_rows(gather_buffer, width, in, DType::f32);
+      float* g = gathered.data<float>();
+      owned_columns.assign(columns.begin(), columns.begin() + owned_count);
+      input->resolve(owned_columns, pointers);
+      for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], in, g + k * in);
+      for (std::int64_t k = owned_count; k < width; ++k)
+        std::copy_n(halo.data<float>() + (columns[k] - n) * in, in, g + k * in);
+      const EdgeId first = indptr[begin];
+      sub_indptr.resize(static_cast<std::size_t>(rows + 1));
+      for (std::int64_t r = 0; r <= rows; ++r) sub_indptr[r] = indptr[begin + r] - first;
+      const EdgeId nnz = indptr[end] - first;
+      sub_indices.resize(static_cast<std::size_t>(nnz));
+      for (EdgeId e = 0; e < nnz; ++e)
+        sub_indices[e] = static_cast<LocalId>(
+            std::lower_bound(columns.begin(), columns.end(), indices[first + e]) - columns.begin());
+      sub_values.assign(values + first, values + first + nnz);
+      kernels::SparseMatrix sub;
+      sub.num_rows = rows;
+      sub.num_cols = width;
+      sub.indptr = grown_copy(indptr_buffer, sub_indptr, DType::i64);
+      sub.indices = grown_copy(indices_buffer, sub_indices, DType::i32);
+      sub.values = grown_copy(values_buffer, sub_values, DType::f32);
+      Tensor aggregated = grown_rows(aggregated_buffer, rows, in, DType::f32);
+      kernels::spmm(sub, gathered, aggregated);
+      Tensor self;
+      if (norm == nn::Norm::mean) {
+        self = grown_rows(self_buffer, rows, in, DType::f32);
+        input->read_block(begin, end, self.data<float>());
+      }
+      Tensor result = grown_rows(result_buffer, rows, out, DType::f32);
+      layer.infer_aggregated(aggregated, self, result);
+      if (l + 1 < layers) kernels::relu_forward(result, result);
+      next->write(begin, result);
+    }
+    halo = Tensor();
+    // This layer's input is dropped now, unless it is the kept hidden layer.
+    if (keep_hidden && l + 2 == layers) {
+      previous.reset();
+      outputs.hidden = std::move(next);
+      input = &outputs.hidden->reader();
+    } else {
+      previous = std::move(next);
+      input = &previous->reader();
+    }
+    progress.update(l + 1);
+  }
+  outputs.logits = std::move(previous);
+  return outputs;
+}
+
 Tensor GraphModeTrainer::infer_logits(Tensor* last_hidden) {
   if (!infers_in_blocks())
     return infer_all_nodes(model_, eval_features(), layer_aggregators_, last_hidden);
-  // Layer 0 reads the owned rows in blocks of a size set by the feature width alone, from
-  // memory or through the out-of-core reader: the same GEMM shapes either way, so the same bits
-  // at any --feature-memory. The whole [N, F] input is never held.
-  const std::int64_t width = part_.feature_dim;
-  const std::int64_t block_rows = std::max<std::int64_t>(1, kInferBlockElements / std::max<std::int64_t>(width, 1));
-  auto rows = [&](std::int64_t begin, std::int64_t end, Tensor& block) {
-    if (feature_rows_)
-      feature_rows_->read_block(begin, end, block.data<float>());
-    else
-      std::copy_n(features_.data<float>() + begin * width, (end - begin) * width,
-                  block.data<float>());
-  };
-  ProgressLine progress("evaluate: layer", static_cast<std::int64_t>(layer_aggregators_.size()));
-  return model_.infer_blocks(rows, part_.num_owned, block_rows, layer_aggregators_,
-                             [&](int layer) { progress.update(layer + 1); }, last_hidden);
+  BlockOutputs outputs = infer_in_blocks(last_hidden != nullptr && model_.num_layers() >= 2);
+  if (last_hidden && outputs.hidden) *last_hidden = outputs.hidden->whole();
+  return outputs.logits->whole();
 }
 
 Tensor GraphModeTrainer::eval_features() {
@@ -122,8 +376,49 @@ Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
   PhaseTimes eval_phases;
   aggregator_.set_phases(&eval_phases);
   Stopwatch watch;
-  const Tensor logits = infer_logits(nullptr);
-  const Accuracy accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
+  Accuracy accuracy;
+  if (infers_in_blocks()) {
+    // The logits are read back a block at a time: never held whole when they are on disk.
+    BlockOutputs outputs = infer_in_blocks(false);
+    sampling::OwnedFeatureRows& logits = outputs.logits->reader();
+    const std::int64_t classes = logits.feature_dim();
+    const std::int64_t block_rows = std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(classes, 1));
+    std::int64_t correct[3] = {0, 0, 0};
+    const std::vector<LocalId>* lists[3] = {&part_.train, &part_.valid, &part_.test};
+    std::vector<LocalId> rows;
+    std::vector<std::int64_t> labels;
+    for (int s = 0; s < 3; ++s) {
+      // The split's nodes in local id order, so each block's nodes are one stretch.
+      const auto& list = *lists[s];
+      std::vector<std::size_t> order(list.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::sort(order.begin(), order.end(), [&](auto x, auto y) { return list[x] < list[y]; });
+      Tensor block = Tensor::empty({std::min(block_rows, std::max<std::int64_t>(part_.num_owned, 1)), classes}, DType::f32);
+      std::size_t k = 0;
+      for (std::int64_t begin = 0; begin < part_.num_owned && k < order.size(); begin += block_rows) {
+        const std::int64_t end = std::min(part_.num_owned, begin + block_rows);
+        rows.clear();
+        labels.clear();
+        for (; k < order.size() && list[order[k]] < end; ++k) {
+          rows.push_back(static_cast<LocalId>(list[order[k]] - begin));
+          labels.push_back(split_labels_[static_cast<std::size_t>(s)][order[k]]);
+        }
+        if (rows.empty()) continue;
+        Tensor view = block.rows_slice(0, end - begin);
+        logits.read_block(begin, end, view.data<float>());
+        correct[s] += kernels::count_correct(view, rows, labels);
+      }
+    }
+    comm_.allreduce(std::span<std::int64_t>(correct, 3));
+    auto ratio = [](std::int64_t c, std::int64_t n) {
+      return n > 0 ? static_cast<double>(c) / static_cast<double>(n) : 0.0;
+    };
+    accuracy = {ratio(correct[0], manifest_.num_train), ratio(correct[1], manifest_.num_valid),
+                ratio(correct[2], manifest_.num_test)};
+  } else {
+    const Tensor logits = infer_logits(nullptr);
+    accuracy = split_accuracy(comm_, logits, part_, manifest_, split_labels_);
+  }
   phases.add("eval", watch.seconds());
   return accuracy;
 }

@@ -62,10 +62,14 @@ void expect_same_floats(const std::vector<float>& a, const std::vector<float>& b
 // One sampled run at `p` ranks with `memory` as --feature-memory; its outputs under tag. A run
 // that fails is a fatal failure: callers wrap it in ASSERT_NO_FATAL_FAILURE, so no output of a
 // failed run is read.
+// Every run infers in blocks of 64 elements (4 to 5 rows at these widths), so layer-wise
+// inference crosses many block boundaries; the blocks never depend on the budget.
+constexpr const char* kSmallBlocks = "TESSEL_INFER_BLOCK_ELEMENTS=64 ";
+
 void run_sampled(const fs::path& part_dir, int p, const std::string& memory,
                  const fs::path& out_dir, const std::string& tag, const std::string& env = "") {
   fs::create_directories(out_dir);
-  run_ok(env + test::mpirun(p) + tessel_bin() + " train " + part_dir.string() +
+  run_ok(kSmallBlocks + env + test::mpirun(p) + tessel_bin() + " train " + part_dir.string() +
          " --mode sampled --model sage --fanouts 5,3 --batch-size " + std::to_string(48 / p) +
          " --epochs 2 --dropout 0.3 --hidden 16 --lr 0.02 --seed 7 --normalize-features row "
          "--cache-ratio 0.3 --quiet --feature-memory " +
@@ -208,12 +212,12 @@ TEST(OutOfCoreCora, TinyBudgetMatchesInMemory) {
 }
 
 // `tessel predict` with a budget: the same predictions and embeddings as with every row in
-// memory (layer 0 reads its input in row blocks either way).
+// memory (every layer reads its input in row blocks either way).
 TEST_F(OutOfCore, PredictWithABudgetGivesTheInMemoryOutputs) {
   const fs::path out = scratch("predict");
   ASSERT_NO_FATAL_FAILURE(run_sampled(parts(2), 2, "all", out, "train"));
   for (const std::string budget : {"all", "0", "3K"}) {
-    ASSERT_NO_FATAL_FAILURE(run_ok(test::mpirun(2) + tessel_bin() + " predict " +
+    ASSERT_NO_FATAL_FAILURE(run_ok(kSmallBlocks + test::mpirun(2) + tessel_bin() + " predict " +
                                    (out / "train").string() + " " + parts(2).string() +
                                    " --feature-memory " + budget + " --predictions " +
                                    (out / ("p" + budget + ".h5")).string() + " --embeddings " +
@@ -225,4 +229,35 @@ TEST_F(OutOfCore, PredictWithABudgetGivesTheInMemoryOutputs) {
     expect_same_floats(embeddings_of(out / "eall.h5"), embeddings_of(out / ("e" + budget + ".h5")),
                        budget);
   }
+}
+
+// A budget below one layer's [nodes, hidden] output: layer-wise inference writes each layer's
+// rows to a scratch file in TMPDIR and reads them back through the out-of-core reader (the
+// results are those of the in-memory run: the tests above), and removes the files after.
+TEST_F(OutOfCore, LayerOutputsOverTheBudgetGoToScratchFilesThatAreRemoved) {
+  const fs::path out = scratch("scratch");
+  const fs::path tmp = out / "tmp";
+  fs::create_directories(tmp);
+  ASSERT_NO_FATAL_FAILURE(
+      run_sampled(parts(2), 2, "0", out, "ooc", "TMPDIR=" + tmp.string() + " "));
+  for (const auto& entry : fs::recursive_directory_iterator(tmp))
+    EXPECT_EQ(entry.path().filename().string().rfind("tessel-infer-", 0), std::string::npos)
+        << entry.path();
+  // The run says where the rows went; in memory, no scratch file is made.
+  for (const std::string memory : {"0", "all"}) {
+    std::string output;
+    ASSERT_EQ(test::run_command(std::string(kSmallBlocks) + "TMPDIR=" + tmp.string() + " " +
+                                    test::mpirun(2) + tessel_bin() + " train " +
+                                    parts(2).string() +
+                                    " --mode sampled --model sage --fanouts 5,3 --batch-size 24 "
+                                    "--epochs 1 --hidden 16 --seed 7 --feature-memory " + memory,
+                                &output),
+              0)
+        << output;
+    const bool noted = output.find("goes to a scratch file in " + tmp.string()) != std::string::npos;
+    EXPECT_EQ(noted, memory == "0") << output;
+  }
+  for (const auto& entry : fs::recursive_directory_iterator(tmp))
+    EXPECT_EQ(entry.path().filename().string().rfind("tessel-infer-", 0), std::string::npos)
+        << entry.path();
 }

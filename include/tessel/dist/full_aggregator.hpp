@@ -98,6 +98,9 @@ class FullAggregator final : public nn::Aggregator {
     exchange_ = args;
     return ExchangeScope(*this);
   }
+  // The weighted matrix of `norm` (num_owned x owned + halo columns) that aggregate() applies:
+  // layer-wise inference over row blocks applies it a block of rows at a time.
+  const kernels::SparseMatrix& weighted_matrix(nn::Norm norm) { return matrices().forward(norm); }
   const HaloExchange& halo() const { return halo_; }
   HaloExchange& halo() { return halo_; }
 

@@ -78,6 +78,15 @@ class HaloExchange {
   // with the same codec).
   void backward(const Tensor& grad_full, Tensor& grad_owned, const ExchangeArgs& args = {});
 
+  // forward() for owned rows that are never held whole (layer-wise inference out of core): the
+  // rows this rank sends are the owned rows send_rows() lists, in its order (repeats possible),
+  // which pack(ids, out) writes into out [ids.size(), F] a round of at most chunk_rows per peer
+  // at a time (what travels at once is bounded); halo: [n_halo, F] on the CPU, exact f32. Needs
+  // the plain exchange (not combined, not stale). Collective (the same chunk_rows everywhere).
+  void forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
+                    std::int64_t f, std::int64_t chunk_rows, Tensor& halo);
+  std::span<const LocalId> send_rows() const { return send_rows_; }
+
   // From now on only the rows of nodes `kept` accepts travel (its argument: the node's id in
   // the source dataset, so an owner and every rank holding the node as halo decide alike when
   // kept depends on the id alone). Halo rows not received are zero in x_full and send no

@@ -87,6 +87,12 @@ public:
   // values, not on where the rows come from. Keeps nothing for backward. GAT refuses.
   virtual Tensor infer_blocks(const InputRecompute& rows, std::int64_t num_rows, Aggregator& agg,
                               std::int64_t block_rows);
+  // Inference one block of destination rows at a time, aggregating first: out = the layer's
+  // output for rows whose neighbor aggregation (with infer_norm()) is `aggregated` [B, in_dim]
+  // and whose own input rows are `self_rows` [B, in_dim] (read by GraphSAGE only), no ReLU.
+  // Each row's result depends on its own rows and the block's row count only. GAT refuses.
+  virtual Norm infer_norm() const;
+  virtual void infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out);
   virtual std::vector<Parameter*> parameters() = 0;
   virtual std::int64_t in_dim() const = 0;
   virtual std::int64_t out_dim() const = 0;
@@ -103,6 +109,8 @@ public:
   Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
   Tensor infer_blocks(const InputRecompute& rows, std::int64_t num_rows, Aggregator& agg,
                       std::int64_t block_rows) override;
+  Norm infer_norm() const override;
+  void infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out) override;
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   std::int64_t in_dim() const override { return weight_.value.rows(); }
   std::int64_t out_dim() const override { return weight_.value.cols(); }
@@ -127,6 +135,8 @@ public:
   Tensor backward(const Tensor& grad_out, bool need_input_grad) override;
   Tensor infer_blocks(const InputRecompute& rows, std::int64_t num_rows, Aggregator& agg,
                       std::int64_t block_rows) override;
+  Norm infer_norm() const override;
+  void infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out) override;
   std::vector<Parameter*> parameters() override { return {&self_weight_, &neigh_weight_, &bias_}; }
   std::int64_t in_dim() const override { return self_weight_.value.rows(); }
   std::int64_t out_dim() const override { return self_weight_.value.cols(); }

@@ -15,6 +15,8 @@
 
 namespace tessel::nn {
 
+class GraphLayer;
+
 // A trainable tensor and its gradient (same shape, f32).
 struct Parameter {
   std::string name;  // "layer0.weight", "layer1.self_weight", ...
@@ -93,6 +95,9 @@ class Model {
   // before it aggregates, block by block); bit for bit the same for any source of the same
   // rows. infer_blocks_possible(): the model's first layer has this (GCN, GraphSAGE).
   bool infer_blocks_possible() const;
+  // Layer l of the model, for inference driven from outside (GraphLayer::infer_aggregated).
+  GraphLayer& layer(int l);
+  int num_layers() const;
   Tensor infer_blocks(const std::function<void(std::int64_t, std::int64_t, Tensor&)>& rows,
                       std::int64_t num_rows, std::int64_t block_rows,
                       std::span<Aggregator* const> aggregators,

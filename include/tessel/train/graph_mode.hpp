@@ -45,8 +45,16 @@ class GraphModeTrainer : public Trainer {
   bool infers_in_blocks() const;
   bool blocks_inference_ = false;  // set by a mode that infers in blocks (sampled)
   Tensor infer_logits(Tensor* last_hidden);
-  // Elements of one block of layer 0's input (4 MiB of f32): rows = this / feature width.
-  static constexpr std::int64_t kInferBlockElements = std::int64_t{1} << 20;
+  // Whole-part inference over row blocks, every layer (see common.cpp): the last layer's rows
+  // and, when asked, the last hidden layer's. A layer's rows go to a scratch file when the
+  // features are out of core and [num_owned, width] of them exceeds the features' budget.
+  struct BlockOutputs;
+  BlockOutputs infer_in_blocks(bool keep_hidden);
+  bool scratch_noted_ = false;  // the log line on the first layer written to a scratch file
+  // Elements of one block of a layer's input in inference over row blocks (4 MiB of f32):
+  // rows = this / the input's width. TESSEL_INFER_BLOCK_ELEMENTS sets another size (tests use
+  // small blocks to cross many block boundaries); never the budget.
+  static std::int64_t infer_block_elements();
   std::vector<std::vector<std::int64_t>> split_labels_;
 };
 
