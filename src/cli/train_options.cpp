@@ -186,16 +186,19 @@ void add_dynamic_flags(CLI::App& app, train::TrainOptions& o) {
   add_choice(app, "--task", o.dynamic.task,
              "dynamic mode: node-regression (MSE), node-classification, or link-prediction (the "
              "edges of snapshot t+1 from the embeddings at t against sampled negatives; AUC and "
-             "MRR). Full mode: link (= link-prediction) trains link prediction on a partition "
-             "of a link store (convert --edge-split): dot-product decoder, binary "
-             "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR)");
+             "MRR). Full and sampled modes: link (= link-prediction) trains link prediction on a "
+             "partition of a link store (convert --edge-split): dot-product decoder, binary "
+             "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR); "
+             "sampled mode batches training edges (--batch-size edges per rank per step) and "
+             "samples the neighbourhoods of both endpoints and of the negatives (CPU only)");
   add_checked(app, "--negatives", o.dynamic.negatives,
               "link prediction: negatives sampled per edge in training (dynamic mode: the "
-              "source replaced by a uniform node that is not an in-neighbour; full mode: the "
-              "destination replaced by a uniform node, drawn by the edge's id)",
+              "source replaced by a uniform node that is not an in-neighbour; full and sampled "
+              "modes: the destination replaced by a uniform node, drawn by the edge's id)",
               CLI::Range(1, 1000));
   add_checked(app, "--out-dim", o.full.link_out_dim,
-              "full mode --task link: width of the encoder's output (the node embeddings)",
+              "--task link (full and sampled modes): width of the encoder's output (the node "
+              "embeddings)",
               CLI::Range(1, 1 << 16));
   add_checked(app, "--eval-negatives", o.dynamic.eval_negatives,
               "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
