@@ -13,6 +13,8 @@
 #   --steps    timed training steps per run (default 30; DGL warms up 5 steps more, Tessel's
 #              first epoch of as many steps warms up and its second is timed).
 #   --ranks    Tessel's rank counts (default 1).
+#   --keep     append to the results of earlier calls (a long series split into several calls)
+#              instead of starting them afresh; the medians cover them all.
 # The graph is peers.sh's: `tessel convert synthetic --ogb`, 200k nodes, average degree 20, 128
 # features, seed 1 (NODES, AVG_DEGREE, FEAT change it), its edges split 85/5/10 (Tessel:
 # `convert ogb --edge-split 85,5,10 --seed 1`; DGL: the same fractions drawn by numpy). The
@@ -30,6 +32,7 @@ rounds=2
 threads=2
 steps=30
 ranks=1
+keep=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --venv) venv="$2"; shift ;;
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; shift ;;
     --steps) steps="$2"; shift ;;
     --ranks) ranks="$2"; shift ;;
+    --keep) keep=1 ;;
     -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "link_sampled.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -65,9 +69,11 @@ dgl_python="$venv/dgl/bin/python"
 [ -x "$dgl_python" ] || echo "link_sampled.sh: no DGL environment at $venv/dgl; Tessel only" >&2
 
 results="$work/link_sampled.jsonl"
-: > "$results"
+[ "$keep" = 1 ] || : > "$results"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), load: $(uptime | sed 's/.*load average: //')"
-for round in $(seq 1 "$rounds"); do
+# With --keep, this call's rounds follow the earlier calls' ones.
+first=$(python3 -c "import json,sys; print(1 + max([json.loads(l)['round'] for l in open(sys.argv[1])], default=0))" "$results")
+for round in $(seq "$first" $(( first + rounds - 1 ))); do
   for p in ${ranks//,/ }; do
     t=$(bench_threads "$p" "$threads")
     metrics="$work/metrics/link-sampled-p$p-r$round.jsonl"
@@ -75,7 +81,8 @@ for round in $(seq 1 "$rounds"); do
       --mode sampled --task link --model sage --layers 2 --fanouts 10,10 --hidden 128 \
       --out-dim 64 --dropout 0.5 --lr 0.01 --negatives 1 --batch-size $(( batch / p )) \
       --max-batches "$steps" --epochs 2 --eval-every 1000000 --normalize-features row \
-      --seed 0 --threads "$t" --quiet --metrics "$metrics" >/dev/null
+      --seed 0 --threads "$t" --quiet --metrics "$metrics" >/dev/null 2>"$metrics.log" \
+      || { cat "$metrics.log" >&2; exit 1; }
     # The second epoch's training seconds (its evaluation left out).
     python3 - "$metrics" "$p" "$round" >> "$results" <<'EOF'
 import json, sys
