@@ -248,8 +248,8 @@ void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanou
   app.add_option("--fanouts", fanouts,
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");
   add_checked(app, "--batch-size", o.sampled.batch_size,
-              "sampled mode: seeds per rank per step; pipeline mode: training rows per "
-              "optimizer step, whole job",
+              "sampled mode: seeds per rank per step (--task link: training edges); pipeline "
+              "mode: training rows per optimizer step, whole job",
               int_range(1, std::int64_t{1} << 40));
   add_choice(app, "--cache-policy", o.sampled.cache_policy,
              "sampled mode: feature cache ranking: degree, presample or none (on a GPU the cache "
