@@ -186,22 +186,28 @@ void add_dynamic_flags(CLI::App& app, train::TrainOptions& o) {
   add_choice(app, "--task", o.dynamic.task,
              "dynamic mode: node-regression (MSE), node-classification, or link-prediction (the "
              "edges of snapshot t+1 from the embeddings at t against sampled negatives; AUC and "
-             "MRR). Full mode: link (= link-prediction) trains link prediction on a partition "
-             "of a link store (convert --edge-split): GNN encoder, --decoder, binary "
-             "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR)");
+             "MRR). Full and sampled modes: link (= link-prediction) trains link prediction on a "
+             "partition of a link store (convert --edge-split): GNN encoder, --decoder, binary "
+             "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR); "
+             "sampled mode batches training edges (--batch-size edges per rank per step) and "
+             "samples the neighbourhoods of both endpoints and of the negatives (CPU only)");
   add_checked(app, "--negatives", o.dynamic.negatives,
               "link prediction: negatives sampled per edge in training (dynamic mode: the "
-              "source replaced by a uniform node that is not an in-neighbour; full mode: the "
-              "destination replaced by a node drawn by the edge's id, see --negative-sampling)",
+              "source replaced by a uniform node that is not an in-neighbour; full and sampled "
+              "modes: the destination replaced by a node drawn by the edge's id, see "
+              "--negative-sampling)",
               CLI::Range(1, 1000));
   add_choice(app, "--decoder", o.full.link_decoder,
-             "full mode --task link: dot (inner product of the two embeddings) or mlp (their "
-             "elementwise product through a 2-layer MLP of the embedding width, ReLU between)");
+             "--task link (full and sampled modes): dot (inner product of the two embeddings) "
+             "or mlp (their elementwise product through a 2-layer MLP of the embedding width, "
+             "ReLU between)");
   add_choice(app, "--negative-sampling", o.full.link_negatives,
-             "full mode --task link: the training negatives' destinations, uniform over the "
-             "nodes or degree (in proportion to degree^0.75, degree over the training edges)");
+             "--task link (full and sampled modes): the training negatives' destinations, "
+             "uniform over the nodes or degree (in proportion to degree^0.75, degree over the "
+             "whole graph's training edges)");
   add_checked(app, "--out-dim", o.full.link_out_dim,
-              "full mode --task link: width of the encoder's output (the node embeddings)",
+              "--task link (full and sampled modes): width of the encoder's output (the node "
+              "embeddings)",
               CLI::Range(1, 1 << 16));
   add_checked(app, "--eval-negatives", o.dynamic.eval_negatives,
               "dynamic link prediction: negatives per edge in evaluation (fixed draws; MRR "
@@ -251,8 +257,8 @@ void add_sampled_flags(CLI::App& app, train::TrainOptions& o, std::string& fanou
   app.add_option("--fanouts", fanouts,
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");
   add_checked(app, "--batch-size", o.sampled.batch_size,
-              "sampled mode: seeds per rank per step; pipeline mode: training rows per "
-              "optimizer step, whole job",
+              "sampled mode: seeds per rank per step (--task link: training edges); pipeline "
+              "mode: training rows per optimizer step, whole job",
               int_range(1, std::int64_t{1} << 40));
   add_choice(app, "--cache-policy", o.sampled.cache_policy,
              "sampled mode: feature cache ranking: degree, presample or none (on a GPU the cache "
