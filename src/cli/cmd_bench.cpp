@@ -610,9 +610,9 @@ const Registrar registrar({"bench",
                            "(run under mpirun): time per epoch, bytes, memory and the best "
                            "validation value of each mode's metric (accuracy; dynamic mode: MSE, "
                            "lower is better, or AUC for link prediction). --task link with "
-                           "--modes full benchmarks full-batch link prediction on a link store's "
-                           "partition (the store's metric, the decoder, training edges per "
-                           "second).",
+                           "--modes full (or sampled) benchmarks link prediction on a link "
+                           "store's partition (the store's metric, the decoder, training edges "
+                           "per second).",
                            true, setup_bench, 40});
 
 }  // namespace

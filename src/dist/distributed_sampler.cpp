@@ -131,12 +131,16 @@ std::vector<NodeId> DistributedSampler::seed_global_ids(std::span<const LocalId>
 
 void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
                                 PhaseTimes& phases) {
+  sample_nodes(epoch, step, seed_global_ids(seeds), phases);
+}
+
+void DistributedSampler::sample_nodes(int epoch, std::uint32_t step,
+                                      std::span<const NodeId> seed_ids, PhaseTimes& phases) {
   const int layers = static_cast<int>(fanouts_.size());
   blocks_.resize(static_cast<std::size_t>(layers));
   draws_.resize(static_cast<std::size_t>(layers));
   src_orig_.resize(static_cast<std::size_t>(layers));
   src_degree_.resize(static_cast<std::size_t>(layers));
-  const std::vector<NodeId> seed_ids = seed_global_ids(seeds);
   // From the output layer back to the input: blocks_[l] feeds layer l, and its destinations are
   // the sources of block l + 1 (the seeds for the last block). The hop that samples block l's
   // sources (as hop l - 1's frontier) also brings their original ids and degrees from their

@@ -315,7 +315,7 @@ void HaloExchange::forward_halo(const std::function<void(std::span<const LocalId
     Tensor send = Tensor::empty({static_cast<std::int64_t>(ids.size()), f}, DType::f32);
     if (!ids.empty()) pack(ids, send);
     Tensor recv = Tensor::empty({receiving, f}, DType::f32);
-    data_.alltoallv(send, send_count, recv, recv_count);
+    data_.alltoallv(send, send_count, recv, recv_count, DeviceStream::main());  // host rows
     std::int64_t k = 0;
     for (std::size_t p = 0; p < peers; ++p) {
       if (recv_count[p] == 0) continue;

@@ -32,6 +32,8 @@ RunInfo full_run_info(const Trainer& trainer, const TrainerContext& context);
 // epoch, which neither pre-aggregation plans nor stale halos follow).
 void check_full_options(const TrainOptions& options, int ranks);
 std::unique_ptr<Trainer> make_sampled_trainer(TrainerContext context);
+// Sampled mode's refusals before loading: --task link takes the CPU's host path only.
+void check_sampled_options(const TrainOptions& options, int ranks);
 // graph_run_info and the sampler's own data plane, when it has one (own_comms).
 RunInfo sampled_run_info(const Trainer& trainer, const TrainerContext& context);
 std::unique_ptr<Trainer> make_pipeline_trainer(TrainerContext context);

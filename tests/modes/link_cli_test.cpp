@@ -324,3 +324,107 @@ TEST_F(LinkCli, MlpDecoderResumesBitForBitAndPredictsAsTraining) {
          scratch("mgiven.h5").string());
   EXPECT_EQ(h5::File::open_read(scratch("mgiven.h5")).read<float>("/pos_score"), expected);
 }
+
+// Sampled mode: batches of training edges, K uniform negatives each, the neighbourhoods of every
+// endpoint sampled by their owners. The global batch (--batch-size x ranks) and every draw are
+// keyed by ids, so 1 and 2 ranks give the same losses (1e-5 relative: float sums in another
+// order, as the node task's sampled runs), and the model learns.
+TEST_F(LinkCli, SampledLossesDoNotDependOnRankCountAndTheModelLearns) {
+  for (const std::string model : {"sage", "gcn"}) {
+    std::vector<std::vector<double>> runs;
+    std::vector<nlohmann::json> last;
+    for (int p : {1, 2}) {
+      const auto metrics = scratch("s-" + model + std::to_string(p) + ".jsonl");
+      run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() +
+             " --mode sampled --task link --model " + model +
+             " --fanouts 5,3 --batch-size " + std::to_string(128 / p) +
+             " --negatives 2 --hidden 16 --out-dim 8 --dropout 0.2 --lr 0.01 --epochs 4 "
+             "--eval-every 2 --seed 7 --quiet --metrics " + metrics.string());
+      runs.push_back(losses(metrics));
+      last.push_back(epochs_of(metrics).back());
+    }
+    ASSERT_EQ(runs[0].size(), 4u) << model;
+    EXPECT_LT(runs[0].back(), runs[0].front()) << model;
+    for (std::size_t e = 0; e < runs[0].size(); ++e)
+      EXPECT_LE(std::abs(runs[1][e] - runs[0][e]), 1e-5 * std::abs(runs[0][e]))
+          << model << " epoch " << e + 1;
+    EXPECT_EQ(last[0].at("train_edges").get<std::int64_t>(),
+              last[1].at("train_edges").get<std::int64_t>());
+    EXPECT_GT(last[0].at("test_auc").get<double>(), 0.6) << model << " " << last[0].dump();
+    EXPECT_NEAR(last[0].at("test_auc").get<double>(), last[1].at("test_auc").get<double>(), 1e-4)
+        << model;
+  }
+}
+
+TEST_F(LinkCli, SampledResumeContinuesBitForBit) {
+  const std::string common = tessel_bin() + " train " + parts(2).string() +
+                             " --mode sampled --task link --fanouts 4,4 --batch-size 64 "
+                             "--hidden 16 --out-dim 8 --dropout 0.2 --seed 4 --quiet ";
+  run_ok(test::mpirun(2) + common + "--epochs 4 --metrics " + scratch("s-whole.jsonl").string());
+  run_ok(test::mpirun(2) + common + "--epochs 2 --checkpoint " + scratch("s-ck").string() +
+         " --checkpoint-every 2");
+  run_ok(test::mpirun(2) + common + "--epochs 4 --resume " + scratch("s-ck").string() +
+         " --metrics " + scratch("s-resumed.jsonl").string());
+  const auto whole = epochs_of(scratch("s-whole.jsonl"));
+  const auto resumed = epochs_of(scratch("s-resumed.jsonl"));
+  ASSERT_EQ(whole.size(), 4u);
+  ASSERT_EQ(resumed.size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(resumed[e].at("loss").get<double>(), whole[e + 2].at("loss").get<double>()) << e;
+    EXPECT_EQ(resumed[e].at("test_auc").get<double>(), whole[e + 2].at("test_auc").get<double>());
+  }
+}
+
+// Sampled link training runs on the CPU's host path: the device-resident path is refused with
+// one line, before anything is trained.
+TEST_F(LinkCli, SampledRefusesTheDeviceResidentPath) {
+  std::string out;
+  EXPECT_NE(test::run_command(tessel_bin() + " train " + parts(1).string() +
+                                  " --mode sampled --task link --sample-routing device "
+                                  "--epochs 1 --quiet",
+                              &out),
+            0);
+  EXPECT_NE(out.find("--task link in sampled mode runs on the CPU's host path"), std::string::npos)
+      << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+// Sampled mode with --decoder mlp and --negative-sampling degree: the decoder's gradient is summed
+// over ranks and the degree table is the whole graph's, so 1 and 2 ranks give the same losses;
+// the decoder is in the checkpoint and the optimizer state, so a resumed run continues bit for
+// bit; and the flags change the run (other losses than the dot product's uniform negatives).
+TEST_F(LinkCli, SampledMlpDecoderAndDegreeNegativesDoNotDependOnRankCountAndResume) {
+  const std::string common = " --mode sampled --task link --model sage --fanouts 5,3 "
+                             "--negatives 2 --hidden 16 --out-dim 8 --dropout 0.2 --lr 0.01 "
+                             "--eval-every 2 --seed 7 --quiet ";
+  const std::string flags = " --decoder mlp --negative-sampling degree";
+  auto batch = [](int p) { return " --batch-size " + std::to_string(128 / p); };
+  std::vector<std::vector<double>> runs;
+  for (int p : {1, 2}) {
+    const auto metrics = scratch("sm-" + std::to_string(p) + ".jsonl");
+    run_ok(test::mpirun(p) + tessel_bin() + " train " + parts(p).string() + common + batch(p) +
+           flags + " --epochs 4 --metrics " + metrics.string());
+    runs.push_back(losses(metrics));
+  }
+  ASSERT_EQ(runs[0].size(), 4u);
+  EXPECT_LT(runs[0].back(), runs[0].front());
+  for (std::size_t e = 0; e < runs[0].size(); ++e)
+    EXPECT_LE(std::abs(runs[1][e] - runs[0][e]), 1e-5 * std::abs(runs[0][e])) << "epoch " << e + 1;
+  for (const std::string other : {" --decoder mlp", " --negative-sampling degree"}) {
+    const auto metrics = scratch("sm-other.jsonl");
+    fs::remove(metrics);
+    run_ok(tessel_bin() + " train " + parts(1).string() + common + batch(1) + other +
+           " --epochs 1 --metrics " + metrics.string());
+    EXPECT_NE(losses(metrics)[0], runs[0][0]) << other;
+  }
+  run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() + common + batch(2) +
+         flags + " --epochs 2 --checkpoint " + scratch("sm-ck").string() +
+         " --checkpoint-every 2");
+  const auto resumed_metrics = scratch("sm-resumed.jsonl");
+  run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() + common + batch(2) +
+         flags + " --epochs 4 --resume " + scratch("sm-ck").string() + " --metrics " +
+         resumed_metrics.string());
+  const auto resumed = losses(resumed_metrics);
+  ASSERT_EQ(resumed.size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e) EXPECT_EQ(resumed[e], runs[1][e + 2]) << e;
+}

@@ -213,4 +213,26 @@ TEST(BenchCli, LinkTaskReportsItsFigures) {
   const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
   EXPECT_NE(md.find("| link: decoder, negatives per edge | mlp, 2 uniform |"), std::string::npos) << md;
   EXPECT_NE(md.find("| best valid auc (higher is better) |"), std::string::npos) << md;
+
+  // Sampled mode: its training edges are those its epoch's steps trained (fewer with
+  // --max-batches), as its last epoch record says.
+  const fs::path sampled_dir = dir / "report-sampled";
+  ASSERT_EQ(test::run_command(test::mpirun(2) + tessel + " bench " + (dir / "parts").string() +
+                                  " --modes sampled --task link --decoder mlp "
+                                  "--negative-sampling degree --batch-size 32 --max-batches 2 "
+                                  "--fanouts 4,4 --epochs 2 --hidden 8 --out-dim 8 --quiet --out " +
+                                  sampled_dir.string(), &out), 0) << out;
+  const auto sampled = nlohmann::json::parse(std::ifstream(sampled_dir / "report.json"));
+  ASSERT_EQ(sampled.at("modes").size(), 1u);
+  const auto& sl = sampled["modes"][0].at("link");
+  EXPECT_EQ(sl.at("negative_sampling"), "degree");
+  std::ifstream records(sampled_dir / "sampled.jsonl");
+  std::int64_t last_edges = -1;
+  for (std::string line; std::getline(records, line);) {
+    const auto r = nlohmann::json::parse(line);
+    if (r.contains("epoch") && r.contains("train_edges")) last_edges = r["train_edges"].get<std::int64_t>();
+  }
+  EXPECT_EQ(sl.at("train_edges").get<std::int64_t>(), last_edges);
+  EXPECT_GT(last_edges, 0);
+  EXPECT_LT(last_edges, manifest.at("link").at("train_pos").get<std::int64_t>());
 }

@@ -72,6 +72,10 @@ class DistributedSampler {
   // the original ids and degrees of input-block sources the part does not hold; this rank's own
   // frontier nodes are drawn here and never enter the exchange).
   void sample(int epoch, std::uint32_t step, std::span<const LocalId> seeds, PhaseTimes& phases);
+  // sample() for seeds given as distinct relabeled global ids, owned by any rank (link
+  // prediction's endpoints): each is drawn by its owner, as frontier nodes are. Collective.
+  void sample_nodes(int epoch, std::uint32_t step, std::span<const NodeId> seed_ids,
+                    PhaseTimes& phases);
   const std::vector<sampling::Block>& blocks() const { return blocks_; }
   // Original ids and whole-graph in-degrees of blocks()[layer].src, in src order (from the part
   // for owned and halo nodes, from the owner once per node for the others: see hop()).

@@ -167,7 +167,9 @@ struct LinkFigures {
   nn::LinkDecoderKind decoder = nn::LinkDecoderKind::dot;
   sampling::NegativeSampling negative_sampling = sampling::NegativeSampling::uniform;
   int negatives = 1;             // per training positive
-  std::int64_t train_edges = 0;  // the whole graph's training positives, each trained once an epoch
+  // The training positives an epoch trains: the whole graph's (full batch), those of the steps
+  // the last epoch ran (sampled mode; fewer with --max-batches).
+  std::int64_t train_edges = 0;
   // Test average precision at the best epoch (stores whose metric is AUC; none otherwise).
   std::optional<double> test_ap_at_best;
 };

@@ -30,13 +30,16 @@ void add_dynamic_flags(ModeFlags& flags) {
   add_choice(flags.app, "--task", flags.shared.task,
              "dynamic mode: node-regression (MSE), node-classification, or link-prediction (the "
              "edges of snapshot t+1 from the embeddings at t against sampled negatives; AUC and "
-             "MRR). Full mode: link (= link-prediction) trains link prediction on a partition "
-             "of a link store (convert --edge-split): GNN encoder, --decoder, binary "
-             "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR)");
+             "MRR). Full and sampled modes: link (= link-prediction) trains link prediction on a "
+             "partition of a link store (convert --edge-split): GNN encoder, --decoder, binary "
+             "cross-entropy, evaluated by the store's metric (AUC and AP, Hits@K or MRR); "
+             "sampled mode batches training edges (--batch-size edges per rank per step) and "
+             "samples the neighbourhoods of both endpoints and of the negatives (CPU only)");
   add_checked(flags.app, "--negatives", flags.shared.negatives,
               "link prediction: negatives sampled per edge in training (dynamic mode: the "
-              "source replaced by a uniform node that is not an in-neighbour; full mode: the "
-              "destination replaced by a node drawn by the edge's id, see --negative-sampling)",
+              "source replaced by a uniform node that is not an in-neighbour; full and sampled "
+              "modes: the destination replaced by a node drawn by the edge's id, see "
+              "--negative-sampling)",
               CLI::Range(1, 1000));
 }
 

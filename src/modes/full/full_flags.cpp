@@ -24,13 +24,16 @@ namespace {
 // among the dynamic mode's link flags), then the halo flags. It reads --task and --negatives, which the dynamic mode registers.
 void add_full_link_flags(ModeFlags& flags) {
   add_choice(flags.app, "--decoder", flags.shared.link_decoder,
-             "full mode --task link: dot (inner product of the two embeddings) or mlp (their "
-             "elementwise product through a 2-layer MLP of the embedding width, ReLU between)");
+             "--task link (full and sampled modes): dot (inner product of the two embeddings) "
+             "or mlp (their elementwise product through a 2-layer MLP of the embedding width, "
+             "ReLU between)");
   add_choice(flags.app, "--negative-sampling", flags.shared.link_negatives,
-             "full mode --task link: the training negatives' destinations, uniform over the "
-             "nodes or degree (in proportion to degree^0.75, degree over the training edges)");
+             "--task link (full and sampled modes): the training negatives' destinations, "
+             "uniform over the nodes or degree (in proportion to degree^0.75, degree over the "
+             "whole graph's training edges)");
   add_checked(flags.app, "--out-dim", flags.shared.link_out_dim,
-              "full mode --task link: width of the encoder's output (the node embeddings)",
+              "--task link (full and sampled modes): width of the encoder's output (the node "
+              "embeddings)",
               CLI::Range(1, 1 << 16));
   flags.also_reads("--task");
   flags.also_reads("--negatives");

@@ -29,8 +29,8 @@ void add_sampled_flags(ModeFlags& flags) {
   flags.app.add_option_function<std::string>("--fanouts", [](const std::string&) {},
                  "sampled mode: neighbors per layer, input layer first, -1 = all (e.g. 15,10,5; default 10 per layer)");
   add_checked(flags.app, "--batch-size", sampled.batch_size,
-              "sampled mode: seeds per rank per step; pipeline mode: training rows per "
-              "optimizer step, whole job",
+              "sampled mode: seeds per rank per step (--task link: training edges); pipeline "
+              "mode: training rows per optimizer step, whole job",
               int_range(1, std::int64_t{1} << 40));
   add_choice(flags.app, "--cache-policy", sampled.cache_policy,
              "sampled mode: feature cache ranking: degree, presample or none (on a GPU the cache "
@@ -74,6 +74,10 @@ void add_sampled_flags(ModeFlags& flags) {
   flags.also_reads("--max-batches", [](const CLI::Option& given, ModeOptions& own) {
     own.edit<SampledOptions>().max_steps = given.as<std::int64_t>();
   });
+  // --task link: link prediction's shared options, which the dynamic and full modes register.
+  for (const char* shared :
+       {"--task", "--negatives", "--out-dim", "--decoder", "--negative-sampling"})
+    flags.also_reads(shared);
 }
 
 // --fanouts: one per layer (default 10 each), checked against --layers.
@@ -106,7 +110,7 @@ const ModeRegistrar registrar(
                         .benched_by_default = true, .only_model = std::nullopt, .own_flags = {},
                         .apply_defaults = nullptr},
                        {.load = load_sampled_part, .make = make_sampled_trainer,
-                        .describe = sampled_run_info}),
+                        .describe = sampled_run_info, .check = check_sampled_options}),
      .flags = {{50, add_sampled_flags}},
      .finish = finish_sampled_flags,
      .check_flags = check_sampled_flags});
