@@ -244,6 +244,12 @@ void TemporaryPath::publish(const std::function<void()>& rename, const fs::path&
   }
 }
 
+void create_registered(const std::function<void()>& create) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  create();
+}
+
 std::size_t registered_count() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

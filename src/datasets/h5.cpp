@@ -2,6 +2,7 @@
 // object.
 #include "tessel/datasets/h5.hpp"
 
+#include "tessel/core/interrupt.hpp"
 #include "tessel/datasets/atomic_output.hpp"
 #include "tessel/datasets/file_checksum.hpp"
 
@@ -151,7 +152,11 @@ File File::create(const std::filesystem::path& path) {
   // Strong close: closing the file closes every object still open in it, so close() really
   // flushes before the caller renames the file into place.
   TESSEL_CHECK_HDF5(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG));
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
+  // The path is usually a registered temporary: an interrupt's cleanup must not remove it just
+  // before H5Fcreate makes it again.
+  hid_t id = -1;
+  interrupt::create_registered(
+      [&] { id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()); });
   TESSEL_EXPECTS(id >= 0, "cannot create HDF5 file {} (is the folder writable, with room?)",
                  datasets::output_name(path).string());
   File f;

@@ -87,6 +87,33 @@ TEST(Interrupt, PublishNeverRacesTheCleanup) {
   EXPECT_FALSE(fs::exists(target)) << "the folder was renamed into place while being removed";
 }
 
+// A file made by name at a registered temporary's path (H5Fcreate opens by path) after the
+// cleanup removed it would stay behind: create_registered() waits for the cleanup, which ends
+// the process first. The cleanup removes the oldest registration first; a folder of many files
+// registered after the file keeps it busy while the file is made.
+TEST(Interrupt, CreationNeverRemakesARemovedTemporary) {
+  test::TempDir dir;
+  const auto temp = dir / ".checkpoint.h5.tmp-1";
+  const auto slow = dir / ".parts.partial-1";
+  const int code = in_child([&] {
+    interrupt::install();
+    std::ofstream(temp) << "x";
+    fs::create_directories(slow);
+    for (int i = 0; i < 4000; ++i) std::ofstream(slow / ("part-" + std::to_string(i) + ".h5"));
+    interrupt::TemporaryPath file(temp);
+    interrupt::TemporaryPath folder(slow);
+    ::kill(getpid(), SIGTERM);
+    while (fs::exists(temp)) {
+    }
+    // The cleanup removed the file and is still removing the folder: this must wait for it.
+    interrupt::create_registered([&] { std::ofstream(temp) << "remade"; });
+    _exit(3);  // not reached: the cleanup ends the process
+  });
+  EXPECT_EQ(code, 128 + SIGTERM);
+  EXPECT_FALSE(fs::exists(temp)) << "the temporary was made again after the cleanup removed it";
+  EXPECT_FALSE(fs::exists(slow));
+}
+
 // After publish() the output is no longer the interrupt's to remove; a leftover given to it is.
 TEST(Interrupt, PublishHandsOverToTheLeftover) {
   test::TempDir dir;

@@ -56,6 +56,14 @@ class TemporaryPath {
   std::uint64_t id_ = 0;
 };
 
+// Runs `create` (what makes a file by the name of a registered temporary, such as H5Fcreate,
+// which opens by path) with the registry locked, as publish() runs a rename: an interrupt's
+// cleanup comes wholly before it (the process ends before the file is made) or wholly after it
+// (the cleanup removes the file). Without it, a cleanup could remove the temporary and the
+// creation make it again before the process ended, leaving an empty file behind. `create` must
+// not register paths.
+void create_registered(const std::function<void()>& create);
+
 // The temporary paths registered now, oldest first (for tests and diagnostics).
 std::size_t registered_count();
 
