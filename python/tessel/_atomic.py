@@ -1,12 +1,35 @@
 """Files that appear whole or not at all: written under a hidden temporary name, then renamed."""
 
 import errno
-import itertools
 import os
+import re
+import secrets
+import socket
 import stat
 from pathlib import Path
 
-_counter = itertools.count()
+# As Tessel's C++ writers name theirs: ".NAME.tmp-RANDOM-PID-PIDNS-HOST", NAME cut to 140
+# characters, RANDOM 16 of [0-9a-z] from the kernel's random source, PIDNS the inode of the pid
+# namespace (0 when /proc does not tell it), HOST the host name with anything but letters,
+# digits and '-' as '_' (at most 64). A later `tessel` run writing the same output removes such a
+# temporary once its maker is provably gone (same host and namespace, no such process).
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _maker():
+    host = re.sub(r"[^A-Za-z0-9-]", "_", socket.gethostname())[:64] or "_"
+    try:
+        match = re.fullmatch(r"pid:\[(\d+)\]", os.readlink("/proc/self/ns/pid"))
+        namespace = int(match.group(1)) if match else 0
+    except OSError:
+        namespace = 0
+    return host, namespace
+
+
+def _temporary_name(name):
+    host, namespace = _maker()
+    random = "".join(_ALPHABET[b % 36] for b in secrets.token_bytes(16))
+    return f".{name[:140]}.tmp-{random}-{os.getpid()}-{namespace}-{host}"
 
 
 def _sync(path, directory=False):
@@ -22,7 +45,9 @@ def _sync(path, directory=False):
 
 
 class AtomicOutput:
-    """Writes `target` through `.NAME.tmp-PID-N` in the same folder, as Tessel's C++ writers do.
+    """Writes `target` through `.NAME.tmp-RANDOM-PID-PIDNS-HOST` in the same folder, as Tessel's
+    C++ writers do: the temporary is created exclusively (never through a symbolic link, never a
+    name that already exists) with a name nobody can guess, and a replaced file keeps its mode.
 
     A context manager: the block writes `temp_path`. Leaving it normally syncs the temporary and
     renames it into place; leaving it by an exception removes the temporary and leaves whatever
@@ -46,10 +71,15 @@ class AtomicOutput:
             raise ValueError(f"cannot write {target}: it exists and is not a regular file; "
                              "give another output name")
         self.target = target
-        self.temp_path = target.parent / f".{target.name[:200]}.tmp-{os.getpid()}-{next(_counter)}"
+        self._mode = stat.S_IMODE(mode) if mode is not None else None
+        self.temp_path = target.parent / _temporary_name(target.name)
 
     def __enter__(self):
-        self._remove_temp()
+        # Exclusively ours before anything writes it by name: O_EXCL refuses a name that
+        # exists, a symbolic link included.
+        fd = os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o666)
+        os.close(fd)
         return self
 
     def __exit__(self, kind, value, traceback):
@@ -59,6 +89,8 @@ class AtomicOutput:
         try:
             # Durable before visible: the data reaches the disk before the name does.
             _sync(self.temp_path)
+            if self._mode is not None:
+                os.chmod(self.temp_path, self._mode)
             os.replace(self.temp_path, self.target)
         except BaseException:
             self._remove_temp()

@@ -3,6 +3,8 @@ every bad input refused before anything is written."""
 
 import filecmp
 import os
+import re
+import stat
 from types import SimpleNamespace
 
 import numpy
@@ -248,3 +250,36 @@ def test_pyg_and_dgl_errors_name_the_attribute(tmp_path):
     with pytest.raises(ValueError, match=r"graph\.ndata has no 'label' \(keys: feat\)"):
         tessel.from_dgl(graph, tmp_path / "g.h5")
     assert os.listdir(tmp_path) == []
+
+
+def test_temporaries_are_unguessable_exclusive_and_keep_the_mode(tmp_path):
+    from tessel import _atomic
+    target = tmp_path / "out.h5"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o640)
+    names = set()
+    for _ in range(2):
+        with _atomic.AtomicOutput(target) as out:
+            # The C++ writers' shape, so that a later `tessel` run can remove a leftover.
+            assert re.fullmatch(r"\.out\.h5\.tmp-[0-9a-z]{16}-%d-\d+-[A-Za-z0-9_-]+" % os.getpid(),
+                                out.temp_path.name)
+            assert out.temp_path.is_file() and not out.temp_path.is_symlink()
+            names.add(out.temp_path.name)
+            out.temp_path.write_bytes(b"new")
+    assert len(names) == 2
+    assert target.read_bytes() == b"new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.h5"]
+
+
+def test_a_link_at_the_temporary_name_is_never_followed(tmp_path, monkeypatch):
+    from tessel import _atomic
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    monkeypatch.setattr(_atomic, "_temporary_name", lambda name: ".out.h5.tmp-guessed")
+    (tmp_path / ".out.h5.tmp-guessed").symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        with _atomic.AtomicOutput(tmp_path / "out.h5") as out:
+            out.temp_path.write_bytes(b"redirected")
+    assert victim.read_bytes() == b"keep"
+    assert not (tmp_path / "out.h5").exists()
