@@ -252,10 +252,12 @@ void dropout_forward(const Tensor& x, const Tensor& row_ids, const rng::Key& key
                                                           y.ptr<float>(), mask_ptr));
 }
 
-void gather_dropout_rows(std::span<const float* const> rows, std::span<const NodeId> row_ids,
-                         const rng::Key& key, float p, Tensor& y) {
+namespace {
+
+// The checks both gather_dropout_rows overloads make of their rows, ids, probability and y.
+void expect_gather_args(std::span<const float* const> rows, std::span<const NodeId> row_ids,
+                        float p, const Tensor& y) {
   constexpr const char* kOp = "gather_dropout_rows";
-  detail::expect_tensor(kOp, "y", y, DType::f32, 2);
   TESSEL_EXPECTS(y.device().is_cpu(), "{}: y is on {}, the op runs on the CPU only", kOp,
                  y.device().str());
   TESSEL_EXPECTS(static_cast<std::int64_t>(rows.size()) == y.rows(), "{}: {} rows for {} of y",
@@ -263,6 +265,14 @@ void gather_dropout_rows(std::span<const float* const> rows, std::span<const Nod
   TESSEL_EXPECTS(p == 0.0f || static_cast<std::int64_t>(row_ids.size()) == y.rows(),
                  "{}: {} row ids for {} rows", kOp, row_ids.size(), y.rows());
   TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
+}
+
+}  // namespace
+
+void gather_dropout_rows(std::span<const float* const> rows, std::span<const NodeId> row_ids,
+                         const rng::Key& key, float p, Tensor& y) {
+  detail::expect_tensor("gather_dropout_rows", "y", y, DType::f32, 2);
+  expect_gather_args(rows, row_ids, p, y);
   if (y.numel() == 0) return;
   cpu::gather_dropout_rows(y.rows(), y.cols(), rows.data(), p > 0.0f ? row_ids.data() : nullptr,
                            key, p, y.ptr<float>());
@@ -287,13 +297,7 @@ void gather_dropout_rows(std::span<const float* const> rows, std::span<const Nod
                    "{}: the order is not a permutation of the {} rows (row {})", kOp, y.rows(), i);
     seen[static_cast<std::size_t>(i)] = 1;
   }
-  TESSEL_EXPECTS(y.device().is_cpu(), "{}: y is on {}, the op runs on the CPU only", kOp,
-                 y.device().str());
-  TESSEL_EXPECTS(static_cast<std::int64_t>(rows.size()) == y.rows(), "{}: {} rows for {} of y",
-                 kOp, rows.size(), y.rows());
-  TESSEL_EXPECTS(p == 0.0f || static_cast<std::int64_t>(row_ids.size()) == y.rows(),
-                 "{}: {} row ids for {} rows", kOp, row_ids.size(), y.rows());
-  TESSEL_EXPECTS(p >= 0.0f && p < 1.0f, "{}: probability {} outside [0, 1)", kOp, p);
+  expect_gather_args(rows, row_ids, p, y);
   cpu::gather_dropout_rows(y.rows(), y.cols(), rows.data(), p > 0.0f ? row_ids.data() : nullptr,
                            key, p, y.ptr<float>(), order.data());
 }
