@@ -1,7 +1,8 @@
 // Data-centric distributed sampling: the sampler's setup, the epoch's steps, and one step's
-// blocks from its hops (on the host, or on the device).
+// blocks from its hops through a hop route (on the host, or on the device: hop_route.hpp).
 #include "tessel/dist/distributed_sampler.hpp"
 
+#include "hop_route.hpp"
 #include "sample_phase.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
@@ -41,7 +42,10 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
     halo_local_.insert(local_global_[h], static_cast<std::int32_t>(h), inserted);
   cache_ = sampling::FeatureCache({}, part_.feature_dim);
   cache_.reset_stats();
+  host_route_ = std::make_unique<HostRoute>(*this);
 }
+
+DistributedSampler::~DistributedSampler() = default;
 
 void DistributedSampler::sample_on_device(Device device, sampling::GraphPlacement placement) {
   std::vector<NodeId> owned_keys(part_.orig_id.begin(), part_.orig_id.begin() + part_.num_owned);
@@ -82,6 +86,7 @@ void DistributedSampler::sample_on_device(Device device, sampling::GraphPlacemen
   // The uploads above are asynchronous on the device's stream; a step sampled on another stream
   // (a prefetching trainer's side stream) reads these tables without waiting for this one.
   kernels::default_context(device).synchronize();
+  device_route_ = std::make_unique<DeviceRoute>(*this);
   log::info("{} sampling on {}: {}", device.is_cpu() ? "Device-graph" : "GPU", device.str(),
             reason);
 }
@@ -136,32 +141,24 @@ void DistributedSampler::sample(int epoch, std::uint32_t step, std::span<const L
 
 void DistributedSampler::sample_nodes(int epoch, std::uint32_t step,
                                       std::span<const NodeId> seed_ids, PhaseTimes& phases) {
+  run_hops(*host_route_, epoch, step, seed_ids, phases);
+}
+
+// From the output layer back to the input: block l feeds layer l, and its destinations are the
+// sources of block l + 1 (the seeds for the last block). The hop that samples block l's sources
+// (as hop l - 1's frontier) also brings their original ids and degrees from their owners; the
+// input block's come from one more exchange without draws. The route (host or device) keeps
+// the frontier, the draws and the blocks.
+void DistributedSampler::run_hops(HopRoute& route, int epoch, std::uint32_t step,
+                                  std::span<const NodeId> seed_ids, PhaseTimes& phases) {
   const int layers = static_cast<int>(fanouts_.size());
-  blocks_.resize(static_cast<std::size_t>(layers));
-  draws_.resize(static_cast<std::size_t>(layers));
-  src_orig_.resize(static_cast<std::size_t>(layers));
-  src_degree_.resize(static_cast<std::size_t>(layers));
-  // From the output layer back to the input: blocks_[l] feeds layer l, and its destinations are
-  // the sources of block l + 1 (the seeds for the last block). The hop that samples block l's
-  // sources (as hop l - 1's frontier) also brings their original ids and degrees from their
-  // owners; the input block's come from one more exchange without draws.
-  std::span<const NodeId> frontier = seed_ids;
+  route.start(seed_ids, layers);
   for (int l = layers - 1; l >= 0; --l) {
     const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
                        static_cast<std::uint32_t>(l)};
-    HopDraws& draws = draws_[l];
-    const bool sources_of_next = l + 1 < layers;
-    hop(frontier, fanouts_[l], key, phases, &draws,
-        sources_of_next ? src_orig_[l + 1] : seed_orig_,
-        sources_of_next ? src_degree_[l + 1] : seed_degree_);
-    SamplePhase t(phases, sample_cpu_seconds_);
-    sampling::Block& block = blocks_[l];
-    const std::span<const NodeId> ids(draws.ids.data(),
-                                      static_cast<std::size_t>(draws.offsets.back()));
-    builder_.build(frontier, draws.offsets, ids, block);
-    frontier = block.src;
+    route.draw(l, layers, fanouts_[l], key, phases);
   }
-  hop(frontier, 0, rng::Key{}, phases, nullptr, src_orig_[0], src_degree_[0]);
+  route.finish(phases);
 }
 
 bool DistributedSampler::device_resident() const {
@@ -205,32 +202,10 @@ void DistributedSampler::sample_device(int epoch, std::uint32_t step,
 void DistributedSampler::sample_device_routed(int epoch, std::uint32_t step,
                                                std::span<const LocalId> seeds,
                                                PhaseTimes& phases, DeviceStream stream) {
-  const int layers = static_cast<int>(fanouts_.size());
-  device_blocks_.resize(static_cast<std::size_t>(layers));
+  // sample()'s order, keys and exchanges, through the device route.
   const std::vector<NodeId> seed_ids = seed_global_ids(seeds);
-  // sample()'s order, keys and exchanges: the hop that draws from block l + 1's sources also
-  // brings their original ids and degrees, and one more hop without draws those of the input
-  // block's sources.
-  Tensor frontier = device_graph_->upload(seed_ids);
-  for (int l = layers - 1; l >= 0; --l) {
-    const rng::Key key{seed_, rng::Stream::sampling, static_cast<std::uint32_t>(epoch), step,
-                       static_cast<std::uint32_t>(l)};
-    Tensor offsets, draws, orig, degree;
-    hop_device(frontier, fanouts_[l], key, phases, &offsets, &draws, orig, degree, stream);
-    SamplePhase t(phases, sample_cpu_seconds_);
-    if (l + 1 < layers) {
-      device_blocks_[l + 1].src_orig = orig;
-      device_blocks_[l + 1].src_degree = degree;
-    }
-    sampling::BlockTensors& block = device_blocks_[l];
-    builder_.build(frontier, offsets, draws, block);
-    frontier = block.src;
-  }
-  Tensor orig, degree;
-  hop_device(frontier, 0, rng::Key{}, phases, nullptr, nullptr, orig, degree, stream);
-  SamplePhase t(phases, sample_cpu_seconds_);
-  device_blocks_[0].src_orig = orig;
-  device_blocks_[0].src_degree = degree;
+  device_route_->set_stream(stream);
+  run_hops(*device_route_, epoch, step, seed_ids, phases);
 }
 
 }  // namespace tessel::dist

@@ -2,6 +2,7 @@
 // on the device (hop_device and its steps).
 #include "tessel/dist/distributed_sampler.hpp"
 
+#include "hop_route.hpp"
 #include "sample_phase.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/sampling/frontier_ops.hpp"
@@ -222,6 +223,36 @@ void DistributedSampler::return_device_replies(DeviceHopExchange& x, std::int64_
   counters_.answer_ids += remote_answers;
   counters_.sample_bytes +=
       (x.remote_requests + remote_answers) * static_cast<std::int64_t>(sizeof(std::int64_t));
+}
+
+// The device route's steps of run_hops: hop_device() with draws, the sources' original ids and
+// degrees into block l + 1, then the block into device_blocks_.
+void DistributedSampler::DeviceRoute::start(std::span<const NodeId> seed_ids, int layers) {
+  s_.device_blocks_.resize(static_cast<std::size_t>(layers));
+  frontier_ = s_.device_graph_->upload(seed_ids);
+}
+
+void DistributedSampler::DeviceRoute::draw(int l, int layers, int fanout, const rng::Key& key,
+                                           PhaseTimes& phases) {
+  Tensor offsets, draws, orig, degree;
+  s_.hop_device(frontier_, fanout, key, phases, &offsets, &draws, orig, degree, stream_);
+  SamplePhase t(phases, s_.sample_cpu_seconds_);
+  if (l + 1 < layers) {
+    s_.device_blocks_[l + 1].src_orig = orig;
+    s_.device_blocks_[l + 1].src_degree = degree;
+  }
+  sampling::BlockTensors& block = s_.device_blocks_[l];
+  s_.builder_.build(frontier_, offsets, draws, block);
+  frontier_ = block.src;
+}
+
+void DistributedSampler::DeviceRoute::finish(PhaseTimes& phases) {
+  Tensor orig, degree;
+  s_.hop_device(frontier_, 0, rng::Key{}, phases, nullptr, nullptr, orig, degree, stream_);
+  frontier_ = Tensor{};
+  SamplePhase t(phases, s_.sample_cpu_seconds_);
+  s_.device_blocks_[0].src_orig = orig;
+  s_.device_blocks_[0].src_degree = degree;
 }
 
 }  // namespace tessel::dist

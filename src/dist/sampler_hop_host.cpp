@@ -2,6 +2,7 @@
 // to owners, their draws answered and merged in frontier order.
 #include "tessel/dist/distributed_sampler.hpp"
 
+#include "hop_route.hpp"
 #include "sample_phase.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/sampling/neighbor_sampler.hpp"
@@ -333,6 +334,36 @@ void DistributedSampler::merge_draws(const HopExchange& x) {
     }
     std::copy(in, end, ids);
   }
+}
+
+// The host route's steps of run_hops: hop() with draws into draws_ and the sources' original ids
+// and degrees into src_orig_ / src_degree_, then the block into blocks_.
+void DistributedSampler::HostRoute::start(std::span<const NodeId> seed_ids, int layers) {
+  s_.blocks_.resize(static_cast<std::size_t>(layers));
+  s_.draws_.resize(static_cast<std::size_t>(layers));
+  s_.src_orig_.resize(static_cast<std::size_t>(layers));
+  s_.src_degree_.resize(static_cast<std::size_t>(layers));
+  frontier_ = seed_ids;
+}
+
+void DistributedSampler::HostRoute::draw(int l, int layers, int fanout, const rng::Key& key,
+                                         PhaseTimes& phases) {
+  HopDraws& draws = s_.draws_[l];
+  const bool sources_of_next = l + 1 < layers;
+  s_.hop(frontier_, fanout, key, phases, &draws,
+         sources_of_next ? s_.src_orig_[l + 1] : s_.seed_orig_,
+         sources_of_next ? s_.src_degree_[l + 1] : s_.seed_degree_);
+  SamplePhase t(phases, s_.sample_cpu_seconds_);
+  sampling::Block& block = s_.blocks_[l];
+  const std::span<const NodeId> ids(draws.ids.data(),
+                                    static_cast<std::size_t>(draws.offsets.back()));
+  s_.builder_.build(frontier_, draws.offsets, ids, block);
+  frontier_ = block.src;
+}
+
+void DistributedSampler::HostRoute::finish(PhaseTimes& phases) {
+  s_.hop(frontier_, 0, rng::Key{}, phases, nullptr, s_.src_orig_[0], s_.src_degree_[0]);
+  frontier_ = {};
 }
 
 }  // namespace tessel::dist

@@ -58,6 +58,7 @@ class DistributedSampler {
   DistributedSampler(partition::Part& part, const partition::Manifest& manifest,
                      comm::Communicator& comm, std::uint64_t seed, std::vector<int> fanouts,
                      std::int64_t batch_size, comm::Communicator* data = nullptr);
+  ~DistributedSampler();
 
   // Splits this rank's training nodes into the epoch's steps: each node goes to the step drawn
   // from (seed, epoch, its original id), so the global batch of a step is the same set for
@@ -181,6 +182,14 @@ private:
     std::vector<EdgeId> offsets;
     std::vector<NodeId> ids;
   };
+  // The hop interface (src/dist/hop_route.hpp) and its two routes: one step's hops and blocks in
+  // host memory (sample()) or on the device (sample_device() at more than one rank).
+  class HopRoute;
+  class HostRoute;
+  class DeviceRoute;
+  // One step's hops and blocks through `route`, from the output layer back to the input.
+  void run_hops(HopRoute& route, int epoch, std::uint32_t step, std::span<const NodeId> seed_ids,
+                PhaseTimes& phases);
   // The relabeled global ids of `seeds` (owned local ids; checked).
   std::vector<NodeId> seed_global_ids(std::span<const LocalId> seeds) const;
   // Draws `fanout` neighbors of each frontier node (global ids) into `draws` with `key`, and
@@ -203,7 +212,8 @@ private:
   void fill_frontier_info(const HopExchange& x, std::vector<NodeId>& frontier_orig,
                           std::vector<std::int64_t>& frontier_degree) const;
   void merge_draws(const HopExchange& x);
-  // sample_device at more than one rank (hop_device for every hop, then relabelling).
+  // sample_device at more than one rank (run_hops through the device route: hop_device for
+  // every hop, then relabelling).
   void sample_device_routed(int epoch, std::uint32_t step, std::span<const LocalId> seeds,
                             PhaseTimes& phases, DeviceStream stream);
   // hop() on the device: frontier i64 [n] (global ids); fills *offsets i64 [n + 1] and *draws
@@ -279,6 +289,8 @@ private:
   std::vector<EdgeId> device_offsets_;                    // draw offsets of the GPU's answers
   std::vector<sampling::BlockTensors> device_blocks_;     // sample_device's blocks
   bool route_on_host_ = false;                            // route_on_host(true): no sample_device
+  std::unique_ptr<HostRoute> host_route_;      // set up by the constructor
+  std::unique_ptr<DeviceRoute> device_route_;  // set up by sample_on_device
   // On the device graph's device: the parts' id ranges [parts + 1], and the owned and halo nodes
   // sorted by global id with their original ids and degrees (sample_device's routing).
   Tensor owner_offsets_, known_ids_, known_orig_, known_degree_;
