@@ -530,7 +530,7 @@ std::string default_name(const fs::path& path, const TemporalConvertOptions& o) 
 TemporalDataset read_pyg_temporal_json(const fs::path& path, const TemporalConvertOptions& o) {
   const std::string file = path.string();
   const json root = read_json_file(path);
-  const JsonInput in{file};
+  const JsonInput in{file, {}};
   TemporalDataset d;
   if (root.is_object() && root.contains("edge_mapping") && root.contains("y")) {
     d = dynamic_edges_layout(in, root, o);

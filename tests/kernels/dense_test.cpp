@@ -517,7 +517,9 @@ TEST(Dropout, GatherReadOrderSortsRowsByWhereTheyLie) {
       const auto a = keys[static_cast<std::size_t>(order[k - 1])] >> shift;
       const auto b = keys[static_cast<std::size_t>(order[k])] >> shift;
       ASSERT_LE(a, b) << "at " << k;
-      if (a == b) ASSERT_LT(order[k - 1], order[k]) << "unstable at " << k;
+      if (a == b) {
+        ASSERT_LT(order[k - 1], order[k]) << "unstable at " << k;
+      }
     }
   }
   std::vector<std::int64_t> order;
