@@ -45,6 +45,73 @@ def _edge_keys(pairs, num_nodes):
     return pairs[:, 0] * numpy.int64(num_nodes) + pairs[:, 1]
 
 
+def _fractions(edge_split):
+    try:
+        parts = [int(f) for f in edge_split]
+        whole = all(float(f) == int(f) for f in edge_split)
+    except (TypeError, ValueError):
+        parts, whole = [], False
+    if len(parts) != 3 or not whole or min(parts) < 0 or sum(parts) != 100 or parts[0] == 0:
+        raise ValueError(f"edge_split = {edge_split!r}, expected three whole percentages "
+                         "(train, valid, test) summing to 100, train above 0 (e.g. (85, 5, 10))")
+    return parts
+
+
+def random_split(src, dst, num_nodes, edge_split, seed):
+    """A random edge split as `tessel convert --edge-split` makes one (docs/formats.md): every
+    undirected edge once (self-loops and duplicates dropped), permuted with `seed`;
+    floor(E x valid / 100) validation and floor(E x test / 100) test edges cut off, the rest
+    training (PyG's RandomLinkSplit); as many validation and test negatives as positives, uniform
+    pairs u != v that are no edge of the whole graph and not drawn twice. The same procedure as
+    the C++ writer, not the same draws (numpy's generator). Returns (link dict, src, dst of the
+    message-passing graph: the training edges)."""
+    parts = _fractions(edge_split)
+    if isinstance(seed, bool) or not isinstance(seed, (int, numpy.integer)) or seed < 0:
+        raise ValueError(f"seed = {seed!r}, expected a whole number >= 0")
+    n = numpy.int64(num_nodes)
+    src = numpy.asarray(src, dtype=numpy.int64)
+    dst = numpy.asarray(dst, dtype=numpy.int64)
+    keep = src != dst
+    keys = numpy.unique(numpy.minimum(src, dst)[keep] * n + numpy.maximum(src, dst)[keep])
+    rng = numpy.random.default_rng(int(seed))
+    keys = keys[rng.permutation(len(keys))]
+    total = len(keys)
+    n_valid, n_test = total * parts[1] // 100, total * parts[2] // 100
+    if total - n_valid - n_test == 0:
+        raise ValueError(f"edge_split {parts}: the graph's {total} undirected edges leave no "
+                         "training edge")
+    valid, test, train = (keys[:n_valid], keys[n_valid:n_valid + n_test],
+                          keys[n_valid + n_test:])
+    need = n_valid + n_test
+    if need > int(n) * (int(n) - 1) // 2 - total:
+        raise ValueError(f"edge_split {parts}: {need} negative pairs needed, but the graph has "
+                         f"only {int(n) * (int(n) - 1) // 2 - total} non-edges")
+    edge_set = numpy.sort(keys)
+    negatives, seen = [], set()
+    while len(negatives) < need:
+        draws = rng.integers(0, n, size=(max(2 * (need - len(negatives)), 64), 2), dtype=numpy.int64)
+        draws = draws[draws[:, 0] != draws[:, 1]]
+        k = numpy.minimum(draws[:, 0], draws[:, 1]) * n + numpy.maximum(draws[:, 0], draws[:, 1])
+        at = numpy.searchsorted(edge_set, k)
+        is_edge = (at < len(edge_set)) & (edge_set[numpy.minimum(at, len(edge_set) - 1)] == k)
+        for pair, key, edge in zip(draws, k, is_edge):
+            if edge or int(key) in seen:
+                continue
+            seen.add(int(key))
+            negatives.append(pair)
+            if len(negatives) == need:
+                break
+    neg = numpy.array(negatives, dtype=numpy.int64).reshape(-1, 2)
+
+    def pairs(k):
+        return numpy.stack([k // n, k % n], axis=1).astype(numpy.int64)
+
+    link = {"train_pos": pairs(train), "valid_pos": pairs(valid), "test_pos": pairs(test),
+            "valid_neg": neg[:n_valid], "test_neg": neg[n_valid:], "source": "random",
+            "metric": "auc", "seed": int(seed), "fractions": ",".join(str(f) for f in parts)}
+    return link, train // n, train % n
+
+
 def check_link(link, num_nodes, src, dst, directed):
     """The `link` dict of write_store, checked and converted: (arrays, attrs). Raises ValueError
     naming the key and row of the first problem."""

@@ -181,11 +181,18 @@ def _masks_as_bool(value, num_nodes, name):
 
 
 def _write(path, graph, x, y, splits, num_classes, name, directed, symmetrize, names,
-           link=None):
+           link=None, edge_split=None, seed=0):
     path = Path(os.fspath(path))
     feat = _check.floats(x, names["x"], ndim=2)
     n, f = feat.shape
     src, dst = edges_of(graph, n, names["graph"])
+    if edge_split is not None:
+        if link is not None:
+            raise ValueError("edge_split and link: give one (edge_split makes the link splits)")
+        if directed:
+            raise ValueError("edge_split splits undirected edges: a directed graph is refused "
+                             "(pass symmetrize=True, as `convert --symmetrize --edge-split`)")
+        link, src, dst = _link.random_split(src, dst, n, edge_split, seed)
     if y is None and link is not None:
         y = numpy.full(n, -1, dtype="<i8")  # a link store: no node classes
     labels = _labels(y, n, names["y"])
@@ -236,7 +243,8 @@ def _write(path, graph, x, y, splits, num_classes, name, directed, symmetrize, n
 
 
 def write_store(path, graph, x, y, train=None, valid=None, test=None, *, name=None,
-                num_classes=None, directed=False, symmetrize=False, link=None):
+                num_classes=None, directed=False, symmetrize=False, link=None, edge_split=None,
+                seed=0):
     """Writes a dataset store that `tessel info`, `tessel partition` and `tessel train` read.
 
     graph: the edges, as an edge_index [2, E] of node ids (row 0 the sources u, row 1 the
@@ -262,6 +270,12 @@ def write_store(path, graph, x, y, train=None, valid=None, test=None, *, name=No
         graph: unless source is 'ogb', no valid or test positive may be one of its edges (in
         either direction when undirected). y may be None (every node unlabeled) and x may
         have 0 columns.
+    edge_split: (train, valid, test) percentages, e.g. (85, 5, 10): split graph's edges at
+        random for link prediction, as `tessel convert --edge-split` does (every undirected
+        edge once, permuted with `seed`; validation and test negatives drawn once and stored;
+        /graph then holds the training edges, y and the node splits are kept). The same
+        procedure as convert, not the same draws. Not with link or directed=True.
+    seed: the edge split's seed (a whole number >= 0).
 
     Edges are stored as given otherwise (duplicates and self-loops kept, rows ascending), so the
     edge list of an OGB folder gives the store `tessel convert ogb` writes from it. Every input
@@ -272,7 +286,7 @@ def write_store(path, graph, x, y, train=None, valid=None, test=None, *, name=No
     names = {"x": "x", "y": "y", "graph": "adjacency" if _is_sparse(graph) else "edge_index",
              "train": "train", "valid": "valid", "test": "test"}
     return _write(path, graph, x, y, (train, valid, test), num_classes, name, directed,
-                  symmetrize, names, link)
+                  symmetrize, names, link, edge_split, seed)
 
 
 def _attr(obj, names):

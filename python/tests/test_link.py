@@ -121,3 +121,55 @@ def test_read_predictions_reads_edge_scores(tmp_path):
                            neg_dst=[[2, 3, 4]], neg_score=[0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match=r"/neg_score is \[3\], expected \[1, 3\]"):
         tessel.read_predictions(bad)
+
+
+def test_write_store_edge_split_as_convert_does(tmp_path, cora_arrays):
+    edge_index, x, y, splits = cora_arrays
+    path = tessel.write_store(tmp_path / "s.h5", edge_index, x, y, *splits,
+                              edge_split=(85, 5, 10), seed=3)
+    store = tessel.read_store(path)
+    link = store.link
+
+    def undirected(pairs):
+        return {(min(u, v), max(u, v)) for u, v in numpy.asarray(pairs).tolist() if u != v}
+
+    edges = undirected(numpy.asarray(edge_index).T)
+    total = len(edges)
+    valid, test, train = (undirected(link[k]) for k in ("valid_pos", "test_pos", "train_pos"))
+    assert (len(link["valid_pos"]), len(link["test_pos"])) == (total * 5 // 100, total * 10 // 100)
+    assert len(train) == len(link["train_pos"]) == total - len(valid) - len(test)
+    assert train | valid | test == edges and not (valid & test) and not (train & (valid | test))
+    assert undirected(store.edge_index().T) == train  # the message-passing graph
+    negatives = numpy.concatenate([link["valid_neg"], link["test_neg"]])
+    assert len(link["valid_neg"]) == len(valid) and len(link["test_neg"]) == len(test)
+    assert (negatives[:, 0] != negatives[:, 1]).all()
+    assert len(undirected(negatives)) == len(negatives) and not (undirected(negatives) & edges)
+    assert (link["source"], link["metric"], link["seed"], link["fractions"]) == (
+        "random", "auc", 3, "85,5,10")
+    numpy.testing.assert_array_equal(store.y, y)
+    again = tessel.read_store(tessel.write_store(tmp_path / "t.h5", edge_index, x, y, *splits,
+                                                 edge_split=(85, 5, 10), seed=3)).link
+    other = tessel.read_store(tessel.write_store(tmp_path / "u.h5", edge_index, x, y, *splits,
+                                                 edge_split=(85, 5, 10), seed=4)).link
+    numpy.testing.assert_array_equal(again["test_neg"], link["test_neg"])
+    assert undirected(other["test_pos"]) != test
+    # Tessel trains link prediction on it.
+    cli("partition", path, "--parts", 2, "--out", tmp_path / "p")
+    result = cli("train", tmp_path / "p", "--task", "link", "--epochs", "2", "--device", "cpu",
+                 np=2)
+    assert result.summary["epochs"] == 2
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"edge_split": (80, 10, 5)}, r"edge_split = \(80, 10, 5\), expected three whole"),
+    ({"edge_split": (0, 50, 50)}, r"train above 0"),
+    ({"edge_split": (85, 5, 10), "directed": True}, r"a directed graph is refused"),
+    ({"edge_split": (85, 5, 10), "seed": -1}, r"seed = -1, expected a whole number"),
+    ({"edge_split": (85, 5, 10), "link": {"train_pos": [[0, 1]]}}, r"edge_split and link"),
+])
+def test_bad_edge_splits_are_refused(tmp_path, kwargs, message):
+    edge_index = numpy.array([[0, 1, 2, 3], [1, 2, 3, 0]])
+    with pytest.raises(ValueError, match=message):
+        tessel.write_store(tmp_path / "b.h5", edge_index, numpy.zeros((4, 0), numpy.float32),
+                           None, **kwargs)
+    assert list(tmp_path.iterdir()) == []
