@@ -216,6 +216,14 @@ void check_train_outputs(const train::TrainOptions& o) {
 void finish_train_options(const CLI::App& app, train::TrainOptions& o,
                           train::ModeFlagValues& modes) {
   train::finish_mode_flags(app, o, modes);
+  // The graph modes train node classification or, with --task link, link prediction; node
+  // regression is the dynamic mode's (it was run as classification).
+  const CLI::Option* task = app.get_option_no_throw("--task");
+  TESSEL_EXPECTS(task == nullptr || task->count() == 0 || train::mode_traits(o.mode).temporal ||
+                     o.task != train::DynamicTask::node_regression,
+                 "--task node-regression is dynamic mode's; --mode {} trains node-classification "
+                 "(the default) or link",
+                 o.mode);
   // The validators above refuse these already; kept for callers that fill options directly.
   TESSEL_EXPECTS(std::isfinite(o.optimizer.lr) && o.optimizer.lr > 0 &&
                      o.optimizer.lr <= kMaxLearningRate,

@@ -389,6 +389,24 @@ TEST_F(LinkCli, SampledRefusesTheDeviceResidentPath) {
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }
 
+// The graph modes train classification or link prediction: --task node-regression (dynamic
+// mode's) is refused in one line instead of running as classification.
+TEST_F(LinkCli, GraphModesRefuseNodeRegression) {
+  for (const char* mode : {"full", "sampled"}) {
+    std::string out;
+    EXPECT_NE(test::run_command(tessel_bin() + " train " + parts(1).string() + " --mode " + mode +
+                                    " --task node-regression --epochs 1 --quiet",
+                                &out),
+              0)
+        << mode;
+    EXPECT_NE(out.find("--task node-regression is dynamic mode's; --mode " + std::string(mode) +
+                       " trains node-classification (the default) or link"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+}
+
 // Sampled mode with --decoder mlp and --negative-sampling degree: the decoder's gradient is summed
 // over ranks and the degree table is the whole graph's, so 1 and 2 ranks give the same losses;
 // the decoder is in the checkpoint and the optimizer state, so a resumed run continues bit for
