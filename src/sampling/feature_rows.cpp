@@ -14,6 +14,7 @@
 #include "tessel/sampling/feature_cache.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,6 +97,9 @@ public:
                    "{}: {} has shape [{}], expected [{}, {}]", name_, kFeat, fmt::join(dims, ", "),
                    num_rows, feature_dim);
     dataset_ = h5::Handle(TESSEL_CHECK_HDF5(H5Dopen2(file_.id(), kFeat, H5P_DEFAULT)));
+    watch_ = std::make_unique<Fd>(::open(name_.c_str(), O_RDONLY | O_CLOEXEC));
+    TESSEL_EXPECTS(watch_->get() >= 0 && ::fstat(watch_->get(), &opened_) == 0,
+                   "{}: cannot open for reading ({})", name_, std::strerror(errno));
     locate_rows();
     if (options_.io == FeatureIo::pread || options_.drop_page_cache) {
       fd_ = std::make_unique<Fd>(::open(name_.c_str(), O_RDONLY | O_CLOEXEC));
@@ -401,6 +405,7 @@ private:
       r = stop;
     }
     read_runs(runs, out);
+    check_unchanged(begin, end - 1);
   }
 
   // Sorted distinct rows into out, row k of out = rows[k]: one run per stretch of consecutive
@@ -432,6 +437,7 @@ private:
       k = e;
     }
     read_runs(runs, out);
+    if (!rows.empty()) check_unchanged(rows.front(), rows.back());
     if (options_.drop_page_cache) {
       for (const Run& run : runs)
         drop_cached(run.begin, run.begin + run.count);
@@ -498,6 +504,24 @@ private:
                   name_, kFeat, run.begin, run.begin + run.count - 1);
   }
 
+  // Rows first..last were just read: the file must still be the one opened and scanned. A write
+  // into it (same size or not) moves its modification time before its bytes change, so rows read
+  // before this check are never used once the file was modified; the granularity is the file
+  // system's timestamps (a write within one tick of the open goes unseen).
+  void check_unchanged(std::int64_t first, std::int64_t last) const {
+    struct stat now {};
+    if (::fstat(watch_->get(), &now) != 0)
+      TESSEL_FAIL("{}: cannot stat while reading {} rows {} to {}: {}", name_, kFeat, first, last,
+                  std::strerror(errno));
+    const bool same = now.st_size == opened_.st_size &&
+                      now.st_mtim.tv_sec == opened_.st_mtim.tv_sec &&
+                      now.st_mtim.tv_nsec == opened_.st_mtim.tv_nsec;
+    TESSEL_EXPECTS(same,
+                   "{}: the file changed while the job ran (modified after it was opened); {} rows "
+                   "{} to {} read after the change cannot be trusted",
+                   name_, kFeat, first, last);
+  }
+
   // Drops rows [begin, end)'s pages from the page cache (only where this reader put them: the
   // budget covers the rows held, not a second copy in the kernel's cache).
   void drop_cached(std::int64_t begin, std::int64_t end) const {
@@ -552,6 +576,8 @@ private:
   h5::File file_;
   h5::Handle dataset_;
   std::unique_ptr<Fd> fd_;
+  std::unique_ptr<Fd> watch_; // the file as opened, for check_unchanged()
+  struct stat opened_ {};
   bool direct_ = false; // every row's file offset is known (pread possible)
   FeatureIo io_ = FeatureIo::hdf5;
   std::int64_t chunk_rows_ = 1;

@@ -11,8 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 
 using namespace tessel;
 namespace fs = std::filesystem;
@@ -159,6 +162,37 @@ TEST(FeatureRows, AFileTruncatedUnderTheReaderIsAnErrorNamingFileAndRow) {
     FAIL() << "no error for a truncated file";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+}
+
+// Bytes rewritten in place (same size) under an open reader: the next read names the file and
+// the rows it read after the change, instead of serving them.
+TEST(FeatureRows, AFileChangedInPlaceUnderTheReaderIsAnErrorNamingFileAndRows) {
+  test::TempDir dir("feature-rows-changed");
+  const fs::path path = write_feat(dir, "part-0.h5", 0, 0);
+  const auto size = fs::file_size(path);
+  auto reader = sampling::open_rows_out_of_core(path, kRows, kDim, degrees(), budget_of_rows(0));
+  std::vector<const float*> rows;
+  reader->resolve(std::vector<LocalId>{3, 4}, rows);
+  // Past the file system's timestamp tick, so that the write is seen as a later modification.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    std::FILE* f = std::fopen(path.string().c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, -64, SEEK_END), 0);
+    const char junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ASSERT_EQ(std::fwrite(junk, 1, sizeof junk, f), sizeof junk);
+    std::fclose(f);
+  }
+  ASSERT_EQ(fs::file_size(path), size); // a change the size check alone would miss
+  try {
+    reader->resolve(std::vector<LocalId>{7, 41}, rows);
+    FAIL() << "no error for a file changed in place";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path.string()), std::string::npos) << what;
+    EXPECT_NE(what.find("changed while the job ran"), std::string::npos) << what;
+    EXPECT_NE(what.find("rows 7 to 41"), std::string::npos) << what;
   }
 }
 
