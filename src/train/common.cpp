@@ -426,110 +426,30 @@ Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
 void GraphModeTrainer::write_outputs(const OutputFiles& files) {
   PhaseTimes ignored;
   aggregator_.set_phases(&ignored);
+  const std::string hidden_layer = fmt::format("GNN layer {} (layers 0..{}), after its ReLU",
+                                               options_.model.layers - 2,
+                                               options_.model.layers - 1);
+  if (infers_in_blocks()) {
+    // Read back from the layers' rows (a scratch file when on disk) a round at a time.
+    const bool want_hidden = !files.embeddings.empty();
+    TESSEL_EXPECTS(!want_hidden || model_.num_layers() >= 2,
+                   "--embeddings: a {}-layer model has no hidden layer", options_.model.layers);
+    BlockOutputs outputs = infer_in_blocks(want_hidden);
+    if (!files.predictions.empty())
+      write_predictions_file(comm_, part_, outputs.logits->reader(), files.predictions);
+    if (want_hidden)
+      write_embeddings_file(comm_, part_, outputs.hidden->reader(), hidden_layer,
+                            files.embeddings);
+    return;
+  }
   Tensor hidden;
   const Tensor logits = infer_logits(files.embeddings.empty() ? nullptr : &hidden);
   if (!files.predictions.empty()) write_predictions_file(comm_, part_, logits, files.predictions);
   if (!files.embeddings.empty()) {
     TESSEL_EXPECTS(hidden.defined(), "--embeddings: a {}-layer model has no hidden layer",
                    options_.model.layers);
-    write_embeddings_file(comm_, part_, hidden,
-                          fmt::format("GNN layer {} (layers 0..{}), after its ReLU",
-                                      options_.model.layers - 2, options_.model.layers - 1),
-                          files.embeddings);
+    write_embeddings_file(comm_, part_, hidden, hidden_layer, files.embeddings);
   }
-}
-
-namespace {
-
-// Rows of the owned nodes (the first part.num_owned rows of `rows`), gathered at rank 0 in
-// ascending source node id; empty on the other ranks. Collective.
-struct GatheredRows {
-  std::vector<std::int64_t> node_id;
-  std::vector<float> rows;
-  std::int64_t cols = 0;
-};
-
-GatheredRows gather_by_node_id(comm::Communicator& comm, const partition::Part& part,
-                               const Tensor& rows_any) {
-  const Tensor host = rows_any.device().is_cpu() ? rows_any : rows_any.to(Device::cpu());
-  const std::int64_t cols = host.cols();
-  const std::int64_t n = part.num_owned;
-  TESSEL_EXPECTS(host.rows() >= n, "outputs: {} rows for {} owned nodes", host.rows(), n);
-  std::vector<std::int64_t> to_root_ids(static_cast<std::size_t>(comm.size()), 0);
-  std::vector<std::int64_t> to_root_rows(static_cast<std::size_t>(comm.size()), 0);
-  to_root_ids[0] = n;
-  to_root_rows[0] = n * cols;
-  std::vector<std::int64_t> ids(part.orig_id.begin(), part.orig_id.begin() + n);
-  std::vector<float> rows(host.data<float>(), host.data<float>() + n * cols);
-  const auto all_ids = comm.alltoallv<std::int64_t>(ids, to_root_ids);
-  const auto all_rows = comm.alltoallv<float>(rows, to_root_rows);
-  GatheredRows out;
-  out.cols = cols;
-  if (comm.rank() != 0) return out;
-  const auto total = static_cast<std::int64_t>(all_ids.size());
-  std::vector<std::int64_t> order(static_cast<std::size_t>(total));
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return all_ids[a] < all_ids[b]; });
-  out.node_id.resize(order.size());
-  out.rows.resize(all_rows.size());
-  for (std::int64_t i = 0; i < total; ++i) {
-    out.node_id[i] = all_ids[order[i]];
-    std::copy_n(&all_rows[order[i] * cols], cols, &out.rows[i * cols]);
-  }
-  return out;
-}
-
-}  // namespace
-
-void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
-                            const Tensor& logits_owned, const fs::path& path) {
-  const GatheredRows g = gather_by_node_id(comm, part, logits_owned);
-  if (comm.rank() != 0) return;
-  const std::int64_t classes = g.cols;
-  const auto total = static_cast<std::int64_t>(g.node_id.size());
-  std::vector<std::int64_t> predicted(g.node_id.size());
-  for (std::int64_t i = 0; i < total; ++i) {
-    const float* row = &g.rows[i * classes];
-    predicted[i] = std::max_element(row, row + classes) - row;
-  }
-  datasets::make_parent_folders(path, "--predictions");
-  datasets::AtomicOutput output(path);
-  {
-    h5::File file = h5::File::create(output.temp_path());
-    file.set_attr("format", std::string("tessel-predictions"));
-    file.set_attr("version", std::int64_t{1});
-    file.set_attr("num_nodes", total);
-    file.set_attr("num_classes", classes);
-    file.write("/node_id", g.node_id, "node id in the source dataset, ascending");
-    file.write("/predicted", predicted, "predicted class (argmax of logits)");
-    file.write("/logits", g.rows.data(), {total, classes},
-               "model output before softmax, one row per node_id");
-    file.close();
-  }
-  output.commit();
-}
-
-void write_embeddings_file(comm::Communicator& comm, const partition::Part& part,
-                           const Tensor& rows_owned, const std::string& layer,
-                           const fs::path& path) {
-  const GatheredRows g = gather_by_node_id(comm, part, rows_owned);
-  if (comm.rank() != 0) return;
-  const auto total = static_cast<std::int64_t>(g.node_id.size());
-  datasets::make_parent_folders(path, "--embeddings");
-  datasets::AtomicOutput output(path);
-  {
-    h5::File file = h5::File::create(output.temp_path());
-    file.set_attr("format", std::string("tessel-embeddings"));
-    file.set_attr("version", std::int64_t{1});
-    file.set_attr("num_nodes", total);
-    file.set_attr("dim", g.cols);
-    file.set_attr("layer", layer);
-    file.write("/node_id", g.node_id, "node id in the source dataset, ascending");
-    file.write("/embedding", g.rows.data(), {total, g.cols},
-               "float32 [num_nodes, dim]: the last hidden layer's output, one row per node_id");
-    file.close();
-  }
-  output.commit();
 }
 
 }  // namespace tessel::train

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 using namespace tessel;
@@ -350,4 +351,37 @@ TEST_F(TrainCli, PredictionsCoverEveryNode) {
   ASSERT_EQ(ids.size(), 600u);
   for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], static_cast<std::int64_t>(i));
   EXPECT_EQ(file.dims("/logits"), (std::vector<std::int64_t>{600, 4}));
+}
+
+// The output files are gathered at rank 0 a range of source ids per round: many small rounds
+// (TESSEL_INFER_BLOCK_ELEMENTS=8: 8 ids a round for 4 classes, 2 for 12 hidden columns) write
+// the same files, bit for bit, as one round. Full-batch mode, so the rounds are the only change.
+TEST_F(TrainCli, OutputFilesWrittenInManyRoundsEqualOneRound) {
+  for (const std::string env : {"", "TESSEL_INFER_BLOCK_ELEMENTS=8 "}) {
+    const std::string tag = env.empty() ? "one" : "many";
+    run_ok(env + test::mpirun(2) + tessel_bin() + " train " + parts(2).string() +
+           " --mode full --layers 3 --hidden 12 --epochs 2 --seed 5 --quiet --predictions " +
+           scratch(tag + "-pred.h5").string() + " --embeddings " +
+           scratch(tag + "-emb.h5").string());
+  }
+  for (const auto& [file, datasets] :
+       {std::pair<std::string, std::vector<std::string>>{"pred", {"/logits"}},
+        std::pair<std::string, std::vector<std::string>>{"emb", {"/embedding"}}}) {
+    h5::File one = h5::File::open_read(scratch("one-" + file + ".h5"));
+    h5::File many = h5::File::open_read(scratch("many-" + file + ".h5"));
+    EXPECT_EQ(one.read<std::int64_t>("/node_id"), many.read<std::int64_t>("/node_id")) << file;
+    for (const auto& name : datasets) {
+      const auto a = one.read<float>(name);
+      const auto b = many.read<float>(name);
+      ASSERT_EQ(a.size(), b.size()) << name;
+      ASSERT_FALSE(a.empty());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << name;
+    }
+  }
+  h5::File pred = h5::File::open_read(scratch("many-pred.h5"));
+  const auto ids = pred.read<std::int64_t>("/node_id");
+  ASSERT_EQ(ids.size(), 600u);
+  for (std::size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<std::int64_t>(i));
+  EXPECT_EQ(pred.read<std::int64_t>("/predicted"),
+            h5::File::open_read(scratch("one-pred.h5")).read<std::int64_t>("/predicted"));
 }

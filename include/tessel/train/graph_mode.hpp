@@ -51,10 +51,15 @@ class GraphModeTrainer : public Trainer {
   struct BlockOutputs;
   BlockOutputs infer_in_blocks(bool keep_hidden);
   bool scratch_noted_ = false;  // the log line on the first layer written to a scratch file
+
+ public:
   // Elements of one block of a layer's input in inference over row blocks (4 MiB of f32):
-  // rows = this / the input's width. TESSEL_INFER_BLOCK_ELEMENTS sets another size (tests use
-  // small blocks to cross many block boundaries); never the budget.
+  // rows = this / the input's width; the output files gather 4 such blocks a round.
+  // TESSEL_INFER_BLOCK_ELEMENTS sets another size (tests use small blocks to cross many block
+  // boundaries); never the budget.
   static std::int64_t infer_block_elements();
+
+ protected:
   std::vector<std::vector<std::int64_t>> split_labels_;
 };
 

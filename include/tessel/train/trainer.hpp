@@ -188,13 +188,19 @@ Tensor infer_all_nodes(nn::Model& model, const Tensor& features,
 // Sums every parameter gradient over ranks: one allreduce of the model's flat gradient buffer
 // on the model's device, on its main stream.
 void allreduce_gradients(comm::Communicator& comm, nn::Model& model);
-// Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file.
+// Gathers (orig id, logits row) of owned nodes at rank 0 and writes the predictions file, one
+// range of source ids per round (rank 0 holds a round's rows, never all). Collective.
 void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
                             const Tensor& logits_owned, const std::filesystem::path& path);
-// Gathers (orig id, row) of owned nodes at rank 0 and writes the embeddings file; `layer` says
-// which layer's output the rows are (the file's "layer" attribute). Collective.
+void write_predictions_file(comm::Communicator& comm, const partition::Part& part,
+                            sampling::OwnedFeatureRows& logits, const std::filesystem::path& path);
+// Gathers (orig id, row) of owned nodes at rank 0 and writes the embeddings file likewise;
+// `layer` says which layer's output the rows are (the file's "layer" attribute). Collective.
 void write_embeddings_file(comm::Communicator& comm, const partition::Part& part,
                            const Tensor& rows_owned, const std::string& layer,
+                           const std::filesystem::path& path);
+void write_embeddings_file(comm::Communicator& comm, const partition::Part& part,
+                           sampling::OwnedFeatureRows& rows, const std::string& layer,
                            const std::filesystem::path& path);
 
 }  // namespace tessel::train
