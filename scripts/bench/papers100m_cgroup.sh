@@ -202,13 +202,15 @@ if [ "$peers" != only ]; then
     --metrics "$metrics"
   grep -E "^features:|^epoch|^evaluate:" "$work/train.log" || true
   sort "$work/ranks.rss" | awk '{printf "%s %s peak RSS %d MiB\n", $1, $2, $5 / 1024}'
-  # Training seconds without the closing evaluation; seeds (full batches assumed) and sampled edges
-  # per second.
-  jq -r --argjson batch "$batch" --argjson parts "$parts" '
+  # Training seconds without the closing evaluation; seeds (each rank's training nodes, at most
+  # steps x batch of them) and sampled edges per second.
+  jq -r --argjson batch "$batch" --argjson parts "$parts" \
+      --argjson train "$(jq -c '[.parts[].train]' "$partdir/partition.json")" '
       select(.epoch == 1)
       | (.epoch_s - (.phases.eval // 0)) as $s
-      | "train: \(.steps) steps of \($batch) seeds per rank in \($s * 100 | round / 100) s: " +
-        "\((.steps * $batch * $parts / $s) | round) seeds/s over \($parts) ranks, " +
+      | .steps as $steps | ([$train[] | [., $steps * $batch] | min] | add) as $seeds
+      | "train: \(.steps) steps of up to \($batch) seeds per rank in \($s * 100 | round / 100) s: " +
+        "\(($seeds / $s) | round) seeds/s over \($parts) ranks (\($seeds) seeds), " +
         "\((.sampled_edges / $s) | round) sampled edges/s; hit rate " +
         "\(if .feature_hit_rate then (.feature_hit_rate * 1000 | round) / 1000 else "-" end), \(((.feature_bytes_read_per_step // 0) / 1048576 * 10 | round) / 10) MiB read per step, " +
         "peak before evaluation \((.peak_rss_before_eval_bytes // 0) / 1048576 | round) MiB"' "$metrics"
