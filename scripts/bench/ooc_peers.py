@@ -23,7 +23,8 @@ a numpy memory map), on the graph Tessel trains.
 Both train the model Tessel trains (peer_gnn.py's: SAGEConv mean, dropout on every layer's
 input, ReLU between layers, Adam) over the training nodes in batches of --batch-size, one
 process with --threads threads. Each epoch prints one JSON line: steps, seconds, seeds/s,
-sampled edges/s (the edges of the sampled blocks), and the process's peak RSS so far.
+sampled edges/s (the edges of the sampled blocks), the process's peak RSS so far, and its
+resident memory at the epoch's end split into anonymous and file-backed (RssAnon, RssFile).
 """
 import argparse
 import gzip
@@ -60,6 +61,18 @@ def parse_args():
 
 def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def rss_parts_mib():
+    """The process's resident memory now, anonymous and file-backed (the mapped features are
+    file-backed), in MiB."""
+    parts = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile"):
+                parts[key] = round(int(value.split()[0]) / 1024)
+    return dict(rss_anon_mib=parts.get("RssAnon"), rss_file_mib=parts.get("RssFile"))
 
 
 def emit(record):
@@ -218,7 +231,7 @@ def train_epochs(args, torch, model, batches, framework, extra):
         emit(dict(framework=framework, epoch=epoch, steps=steps, seconds=round(s, 3),
                   seeds_per_s=round(seeds / s), sampled_edges_per_s=round(edges / s),
                   loss=round(loss.item(), 4), threads=torch.get_num_threads(),
-                  peak_rss_mib=round(peak_rss_mib()), **extra))
+                  peak_rss_mib=round(peak_rss_mib()), **rss_parts_mib(), **extra))
 
 
 def setup(args):

@@ -35,6 +35,8 @@
 #   PEERS      auto: the peers too when PEER_PYTHON imports dgl.graphbolt; 0: not;
 #              only: the peers alone (Tessel's training skipped)          (default auto)
 #   PEER_PYTHON, PEER_THREADS, PEER_EPOCHS                (default python3, 2, 2)
+#   PEER_LIMIT  the cgroup's limit for the GraphBolt run only, e.g. to scale the memory left for
+#              its page cache with the graph at small SCALE   (default LIMIT)
 #   DISK_TEST=1  the fio read test above                  (default 0)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -107,6 +109,13 @@ cgroup_peak_mib() {
   esac
 }
 cgroup_reset() { [ "$kind" != v1 ] || echo 0 >"$cgroup/memory.max_usage_in_bytes"; }
+# cgroup_limit BYTES: sets the cgroup's limit (the kernel reclaims its page cache to fit).
+cgroup_limit() {
+  case $kind in
+    v1) echo "$1" >"$cgroup/memory.limit_in_bytes" ;;
+    v2) echo "$1" >"$cgroup/memory.max" ;;
+  esac
+}
 cgroup_ooms() {
   case $kind in
     v1) sed -n 's/^oom_kill //p' "$cgroup/memory.oom_control" ;;
@@ -222,9 +231,14 @@ if [ "$peers" != 0 ]; then
              --hidden "$hidden" --fanouts "$fanouts" --batch-size "$batch")
   UNCAPPED=1 step dgl env OMP_NUM_THREADS="$peer_threads" "$peer_python" scripts/bench/ooc_peers.py \
     dgl "${peer_args[@]}"
+  if [ -n "$cgroup" ] && [ -n "${PEER_LIMIT:-}" ]; then
+    cgroup_limit "$(numfmt --from=iec "$PEER_LIMIT")"
+    echo "memory cgroup: limit $PEER_LIMIT for the GraphBolt run"
+  fi
   step graphbolt env OMP_NUM_THREADS="$peer_threads" "$peer_python" scripts/bench/ooc_peers.py \
     graphbolt "${peer_args[@]}"
+  [ -z "$cgroup" ] || cgroup_limit "$limit_bytes"
   for name in dgl graphbolt; do
-    grep '^{' "$work/$name.log" | jq -r '"\(.framework) (\(.features)), epoch \(.epoch): \(.steps) steps in \(.seconds) s: \(.seeds_per_s) seeds/s, \(.sampled_edges_per_s) sampled edges/s, peak RSS \(.peak_rss_mib) MiB"'
+    grep '^{' "$work/$name.log" | jq -r '"\(.framework) (\(.features)), epoch \(.epoch): \(.steps) steps in \(.seconds) s: \(.seeds_per_s) seeds/s, \(.sampled_edges_per_s) sampled edges/s, peak RSS \(.peak_rss_mib) MiB (at the end: \(.rss_anon_mib) MiB anonymous, \(.rss_file_mib) MiB file-backed)"'
   done
 fi
