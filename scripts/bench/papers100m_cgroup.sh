@@ -35,6 +35,7 @@
 #   PEERS      auto: the peers too when PEER_PYTHON imports dgl.graphbolt; 0: not;
 #              only: the peers alone (Tessel's training skipped)          (default auto)
 #   PEER_PYTHON, PEER_THREADS, PEER_EPOCHS                (default python3, 2, 2)
+#   PEER_RUNS  which peers                                (default "dgl graphbolt")
 #   PEER_LIMIT  the cgroup's limit for the GraphBolt run only, e.g. to scale the memory left for
 #              its page cache with the graph at small SCALE   (default LIMIT)
 #   DISK_TEST=1  the fio read test above                  (default 0)
@@ -229,16 +230,21 @@ if [ "$peers" != 0 ]; then
   # The peers: 1 process x PEER_THREADS threads, each epoch over the whole training split.
   peer_args=(--data "$peer_data" --threads "$peer_threads" --epochs "$peer_epochs" --layers 3
              --hidden "$hidden" --fanouts "$fanouts" --batch-size "$batch")
-  UNCAPPED=1 step dgl env OMP_NUM_THREADS="$peer_threads" "$peer_python" scripts/bench/ooc_peers.py \
-    dgl "${peer_args[@]}"
-  if [ -n "$cgroup" ] && [ -n "${PEER_LIMIT:-}" ]; then
-    cgroup_limit "$(numfmt --from=iec "$PEER_LIMIT")"
-    echo "memory cgroup: limit $PEER_LIMIT for the GraphBolt run"
+  peer_runs=" ${PEER_RUNS:-dgl graphbolt} "
+  if [[ "$peer_runs" == *" dgl "* ]]; then
+    UNCAPPED=1 step dgl env OMP_NUM_THREADS="$peer_threads" "$peer_python" \
+      scripts/bench/ooc_peers.py dgl "${peer_args[@]}"
   fi
-  step graphbolt env OMP_NUM_THREADS="$peer_threads" "$peer_python" scripts/bench/ooc_peers.py \
-    graphbolt "${peer_args[@]}"
-  [ -z "$cgroup" ] || cgroup_limit "$limit_bytes"
-  for name in dgl graphbolt; do
+  if [[ "$peer_runs" == *" graphbolt "* ]]; then
+    if [ -n "$cgroup" ] && [ -n "${PEER_LIMIT:-}" ]; then
+      cgroup_limit "$(numfmt --from=iec "$PEER_LIMIT")"
+      echo "memory cgroup: limit $PEER_LIMIT for the GraphBolt run"
+    fi
+    step graphbolt env OMP_NUM_THREADS="$peer_threads" "$peer_python" \
+      scripts/bench/ooc_peers.py graphbolt "${peer_args[@]}"
+    [ -z "$cgroup" ] || cgroup_limit "$limit_bytes"
+  fi
+  for name in $peer_runs; do
     grep '^{' "$work/$name.log" | jq -r '"\(.framework) (\(.features)), epoch \(.epoch): \(.steps) steps in \(.seconds) s: \(.seeds_per_s) seeds/s, \(.sampled_edges_per_s) sampled edges/s, peak RSS \(.peak_rss_mib) MiB (at the end: \(.rss_anon_mib) MiB anonymous, \(.rss_file_mib) MiB file-backed)"'
   done
 fi
