@@ -14,14 +14,16 @@
 # its pages dropped before the first epoch) inside the same cgroup. Their graph comes from `convert
 # synthetic ... --ogb --npz` (papers100M's raw layout; the same seed, so the same graph), exported
 # to GraphBolt's folder layout in row blocks and preprocessed by GraphBolt once, outside the cgroup
-# (that writer holds every feature row: about 1.5x the features in memory).
+# (that writer holds every feature row: about 1.5x the features in memory, some 21 GB at the
+# quarter size; PEERS=0 where the machine lacks it).
 # DISK_TEST=1 first measures the disk under WORK with fio: random reads of 4 KiB and 512 B,
 # O_DIRECT, one job at queue depth 1 (psync) and at 32 (io_uring), 10 s each, on the store file.
 #
 # Environment (all optional):
 #   TESSEL     the tessel binary                       (default: build/src/cli/tessel)
 #   WORK       folder for the store and the parts      (default: build/bench-papers100m)
-#   SCALE      --scale of the preset                   (default 0.02: 2.2M nodes, 1.1 GB features)
+#   SCALE      --scale of the preset  (default 0.25, the quarter size: 27.8M nodes, 14 GB of
+#              features; 0.01: 1.1M nodes, 568 MB: a few minutes for each step on 2 cores)
 #   LIMIT      the cgroup's limit                      (default 6G)
 #   PARTS      parts and ranks                         (default 2)
 #   METHOD     partition --method                      (default metis)
@@ -45,7 +47,7 @@ source scripts/bench/common.sh
 
 tessel="${TESSEL:-build/src/cli/tessel}"
 work="${WORK:-build/bench-papers100m}"
-scale="${SCALE:-0.02}"
+scale="${SCALE:-0.25}"
 limit="${LIMIT:-6G}"
 parts="${PARTS:-2}"
 method="${METHOD:-metis}"
@@ -227,9 +229,11 @@ if [ "$peers" != only ]; then
 fi
 
 if [ "$peers" != 0 ]; then
-  # The peers: 1 process x PEER_THREADS threads, each epoch over the whole training split.
+  # The peers: 1 process x PEER_THREADS threads; each epoch over the training split, at most
+  # STEPS x PARTS batches (the seeds Tessel's ranks train on together).
   peer_args=(--data "$peer_data" --threads "$peer_threads" --epochs "$peer_epochs" --layers 3
-             --hidden "$hidden" --fanouts "$fanouts" --batch-size "$batch")
+             --hidden "$hidden" --fanouts "$fanouts" --batch-size "$batch"
+             --max-steps $(( steps * parts )))
   peer_runs=" ${PEER_RUNS:-dgl graphbolt} "
   if [[ "$peer_runs" == *" dgl "* ]]; then
     UNCAPPED=1 step dgl env OMP_NUM_THREADS="$peer_threads" "$peer_python" \
