@@ -7,7 +7,8 @@
 # reads the feature rows in blocks, but holds every node's layer outputs). Runs
 # alternate (A B A B); the out-of-core runs go inside a memory cgroup (cgroup v2, as root) capped
 # at the in-memory run's peak less three quarters of the features, and the script says when it
-# cannot make one.
+# cannot make one. The papers100M-shape run in a memory cgroup, with DGL in memory and GraphBolt
+# on disk beside it on the same graph, is scripts/bench/papers100m_cgroup.sh.
 #
 # Environment (all optional):
 #   TESSEL      the tessel binary                   (default: build/src/cli/tessel)
