@@ -277,7 +277,8 @@ void precompute_sign(const fs::path& part_dir, int p, const std::string& memory,
 void train_sign(const fs::path& part_dir, int p, const fs::path& out, const std::string& tag,
                 const std::string& env) {
   run_ok(env + test::mpirun(p) + tessel_bin() + " train " + part_dir.string() +
-         " --mode pipeline --stages 1 --hops 2 --mlp-layers 2 --hidden 8 --epochs 2 --lr 0.05 "
+         " --mode pipeline --stages 1 --data-parallel " + std::to_string(p) +
+         " --hops 2 --mlp-layers 2 --hidden 8 --epochs 2 --lr 0.05 "
          "--seed 3 --normalize-features row --quiet --features " +
          (out / tag).string() + " --metrics " + (out / (tag + ".jsonl")).string());
 }
