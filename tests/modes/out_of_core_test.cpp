@@ -291,7 +291,8 @@ std::vector<float> sign_rows_of(const fs::path& dir, int part) {
 } // namespace
 
 // SIGN precompute within a budget of no row (X read from the part file, every hop through a
-// scratch file), of a few rows, of X alone (28,800 bytes at one part: hops to scratch files) and
+// scratch file), of a few rows, of 30K (X alone at one part, 28,800 bytes: the hops to scratch
+// files; at two parts X and hop 1, hop 2 to its scratch file) and
 // unbounded writes the same files bit for bit, on AVX2 too, at 1 and 2 ranks; pipeline training
 // on them gives the same losses; no scratch file is left.
 TEST_F(OutOfCore, SignPrecomputeWithinABudgetWritesTheSameFilesAndLosses) {
