@@ -1,4 +1,4 @@
-// Interrupting `tessel convert` and `tessel partition` with SIGINT, SIGTERM or SIGHUP through the
+// Interrupting `tessel convert`, `tessel partition` and `tessel precompute` with SIGINT, SIGTERM or SIGHUP through the
 // binary: the signal is reported in one line, the exit code is 128 + its number, and no hidden
 // temporary file or folder is left (METIS, which traps SIGTERM itself, must not turn it into a
 // "METIS_ERROR").
@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,6 +166,39 @@ TEST(CliInterrupt, PartitionDuringMetisRemovesItsPartialFolder) {
     ::kill(run.pid(), signal);
     expect_interrupted(run, signal, name, out);
   }
+}
+
+// SIGTERM while SIGN precompute within a budget of no row writes a hop to its scratch file (in
+// rows of 64 elements, so it is still running): the scratch files and the output folder the run
+// made are removed.
+TEST(CliInterrupt, PrecomputeRemovesItsScratchFilesAndFolder) {
+  test::TempDir dir;
+  datasets::SyntheticOptions o;
+  o.num_nodes = 20000;
+  o.avg_degree = 8;
+  o.num_classes = 4;
+  o.feature_dim = 32;
+  o.seed = 5;
+  datasets::write_store(datasets::make_synthetic(o), dir / "g.h5");
+  std::string output;
+  ASSERT_EQ(test::run_command(test::tessel_binary().string() + " partition " +
+                                  (dir / "g.h5").string() + " --parts 1 --method random --out " +
+                                  (dir / "parts").string(),
+                              &output),
+            0)
+      << output;
+  const auto out = dir / "out";
+  fs::create_directories(out);
+  ::setenv("TESSEL_INFER_BLOCK_ELEMENTS", "64", 1);
+  Background run({"precompute", (dir / "parts").string(), "--hops", "3", "--feature-memory", "0",
+                  "--out", (out / "sign").string()},
+                 dir / "log");
+  ::unsetenv("TESSEL_INFER_BLOCK_ELEMENTS");
+  ASSERT_GT(run.pid(), 0);
+  ASSERT_TRUE(run.wait_until([&] { return fs::exists(out / "sign") && has_temporary(out / "sign"); }))
+      << "no scratch file appeared: " << run.log();
+  ::kill(run.pid(), SIGTERM);
+  expect_interrupted(run, SIGTERM, "SIGTERM", out);
 }
 
 // Ctrl-C on mpirun reaches every rank as SIGTERM: the ranks report it, the job ends, and the

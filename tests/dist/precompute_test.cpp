@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -151,6 +153,10 @@ TEST(Precompute, FilesRoundTripAndRefuseOtherOptionsOrPartitions) {
   const auto again = dist::load_or_precompute(*comm, part, manifest.dataset, o, out, &computed);
   EXPECT_FALSE(computed); // reused, not recomputed
   EXPECT_EQ(first, again);
+  // The file is written in row blocks; its values are the whole-part SpMM's, bit for bit.
+  const std::vector<float> whole = dist::precompute_hops(*comm, part, o);
+  ASSERT_EQ(first.size(), whole.size());
+  EXPECT_EQ(std::memcmp(first.data(), whole.data(), whole.size() * sizeof(float)), 0);
 
   std::vector<float> ignored;
   {
@@ -202,4 +208,54 @@ TEST(Precompute, FilesRoundTripAndRefuseOtherOptionsOrPartitions) {
     EXPECT_THROW(dist::read_sign_features(out, part, o, &ignored), InputError);
   }
   comm->barrier();
+}
+
+// Streamed in blocks of 3 rows (halo rows in rounds of 3 per peer), with X read from the part
+// file and hops through scratch files at budgets of no row and of a few rows, with X in memory
+// and the hops on disk, and unbounded: the file holds the whole-part SpMM's values bit for bit.
+TEST(Precompute, StreamedWithinABudgetEqualsTheWholePartSpmm) {
+  auto comm = comm::make_mpi_communicator();
+  const fs::path dir = prepare(*comm);
+  const int P = comm->size();
+  const fs::path parts = dir / ("p" + std::to_string(P));
+  const partition::Manifest manifest = partition::read_manifest(parts);
+  partition::Part part = partition::load_part(parts, comm->rank(), manifest);
+  const std::int64_t x_bytes = part.num_owned * part.feature_dim * 4;
+  ::setenv("TESSEL_INFER_BLOCK_ELEMENTS", "15", 1);
+  for (const std::string op : {"gcn", "mean"}) {
+    const dist::PrecomputeOptions o{3, option_value<nn::Norm>(op)};
+    const std::vector<float> whole = dist::precompute_hops(*comm, part, o);
+    for (const std::int64_t budget : {std::int64_t{-1}, std::int64_t{0},
+                                      part.num_owned * 4 + 5 * 20, x_bytes, x_bytes * 3}) {
+      SCOPED_TRACE(op + " budget " + std::to_string(budget));
+      const bool in_memory = budget < 0 || budget >= x_bytes;
+      const fs::path out = dir / ("streamed-" + std::to_string(P) + "-" + op + "-" +
+                                  std::to_string(budget));
+      const auto streamed = dist::precompute_sign_folder(
+          *comm, part,
+          [&](std::int64_t cache) -> std::unique_ptr<sampling::OwnedFeatureRows> {
+            if (in_memory) return sampling::rows_in_memory(part.features, part.feature_dim);
+            sampling::OutOfCoreOptions ooc;
+            ooc.budget_bytes = cache;
+            ooc.checksum = partition::recorded_feature_checksum(manifest, comm->rank());
+            return sampling::open_rows_out_of_core(
+                parts / partition::part_file_name(comm->rank()), part.num_owned,
+                part.feature_dim,
+                std::span<const std::int64_t>(part.degree.data(),
+                                              static_cast<std::size_t>(part.num_owned)),
+                ooc);
+          },
+          manifest.dataset, o, out, budget);
+      // X in memory and two hops beside it fit three times X; the third hop does not.
+      EXPECT_EQ(streamed.hops_on_disk, budget < 0 ? 0 : budget == x_bytes * 3 ? 1 : 3);
+      std::vector<float> read;
+      ASSERT_TRUE(dist::read_sign_features(out, part, o, &read));
+      ASSERT_EQ(read.size(), whole.size());
+      EXPECT_EQ(std::memcmp(read.data(), whole.data(), whole.size() * sizeof(float)), 0);
+      for (const auto& entry : fs::directory_iterator(out))
+        EXPECT_EQ(entry.path().filename().string().rfind(".sign-", 0), std::string::npos)
+            << entry.path();
+    }
+  }
+  ::unsetenv("TESSEL_INFER_BLOCK_ELEMENTS");
 }

@@ -1,7 +1,8 @@
 // Features read from the part file within --feature-memory: sampled runs give the losses,
 // accuracies, predictions and checkpoints of the in-memory run bit for bit (1 and 2 ranks, also
 // on AVX2, also with a budget of no row at all), and the modes that hold every row refuse a
-// budget they cannot keep.
+// budget they cannot keep. SIGN precompute within a budget writes the files it writes in
+// memory, and pipeline training refuses a budget below the SIGN features it holds.
 #include "train_test_helpers.hpp"
 
 #include "tessel/datasets/h5.hpp"
@@ -260,4 +261,100 @@ TEST_F(OutOfCore, LayerOutputsOverTheBudgetGoToScratchFilesThatAreRemoved) {
   for (const auto& entry : fs::recursive_directory_iterator(tmp))
     EXPECT_EQ(entry.path().filename().string().rfind("tessel-infer-", 0), std::string::npos)
         << entry.path();
+}
+
+namespace {
+
+// `tessel precompute` of the 2-hop SIGN features at p ranks within `memory`, into out/tag.
+void precompute_sign(const fs::path& part_dir, int p, const std::string& memory,
+                     const fs::path& out, const std::string& tag, const std::string& env) {
+  run_ok(kSmallBlocks + env + test::mpirun(p) + tessel_bin() + " precompute " +
+         part_dir.string() + " --hops 2 --normalize-features row --feature-memory " + memory +
+         " --out " + (out / tag).string());
+}
+
+// Pipeline training on the features in out/tag (with --feature-memory all: it holds them).
+void train_sign(const fs::path& part_dir, int p, const fs::path& out, const std::string& tag,
+                const std::string& env) {
+  run_ok(env + test::mpirun(p) + tessel_bin() + " train " + part_dir.string() +
+         " --mode pipeline --stages 1 --data-parallel " + std::to_string(p) +
+         " --hops 2 --mlp-layers 2 --hidden 8 --epochs 2 --lr 0.05 "
+         "--seed 3 --normalize-features row --quiet --features " +
+         (out / tag).string() + " --metrics " + (out / (tag + ".jsonl")).string());
+}
+
+std::vector<float> sign_rows_of(const fs::path& dir, int part) {
+  const h5::File file = h5::File::open_read(dir / ("sign-" + std::to_string(part) + ".h5"));
+  return file.read<float>("/feat");
+}
+
+} // namespace
+
+// SIGN precompute within a budget of no row (X read from the part file, every hop through a
+// scratch file), of a few rows, of 30K (X alone at one part, 28,800 bytes: the hops to scratch
+// files; at two parts X and hop 1, hop 2 to its scratch file) and
+// unbounded writes the same files bit for bit, on AVX2 too, at 1 and 2 ranks; pipeline training
+// on them gives the same losses; no scratch file is left.
+TEST_F(OutOfCore, SignPrecomputeWithinABudgetWritesTheSameFilesAndLosses) {
+  for (const std::string env : {"", "ONEDNN_MAX_CPU_ISA=AVX2 TESSEL_CPU_ISA=avx2 "}) {
+    for (int p : {1, 2}) {
+      SCOPED_TRACE(env + std::to_string(p) + " ranks");
+      const fs::path out = scratch("sign" + std::to_string(p) + (env.empty() ? "" : "-avx2"));
+      fs::create_directories(out);
+      ASSERT_NO_FATAL_FAILURE(precompute_sign(parts(p), p, "all", out, "all", env));
+      ASSERT_NO_FATAL_FAILURE(train_sign(parts(p), p, out, "all", env));
+      const auto base = epochs_of(out / "all.jsonl");
+      ASSERT_EQ(base.size(), 2u);
+      for (const std::string budget : {"0", "3K", "30K"}) {
+        ASSERT_NO_FATAL_FAILURE(precompute_sign(parts(p), p, budget, out, budget, env));
+        for (int part = 0; part < p; ++part)
+          expect_same_floats(sign_rows_of(out / "all", part), sign_rows_of(out / budget, part),
+                             budget + " part " + std::to_string(part));
+        for (const auto& entry : fs::directory_iterator(out / budget))
+          EXPECT_EQ(entry.path().filename().string().rfind(".sign-", 0), std::string::npos)
+              << entry.path();
+        ASSERT_NO_FATAL_FAILURE(train_sign(parts(p), p, out, budget, env));
+        const auto epochs = epochs_of(out / (budget + ".jsonl"));
+        ASSERT_EQ(epochs.size(), base.size());
+        for (std::size_t e = 0; e < epochs.size(); ++e)
+          EXPECT_EQ(epochs[e].at("loss").get<double>(), base[e].at("loss").get<double>())
+              << budget << " epoch " << e;
+      }
+    }
+  }
+}
+
+// The precompute says where the rows went; pipeline training, which holds X and its hops,
+// refuses a budget below them in one line naming the bytes.
+TEST_F(OutOfCore, SignBudgetIsReportedAndPipelineRefusesOneItCannotKeep) {
+  std::string output;
+  ASSERT_EQ(test::run_command(tessel_bin() + " precompute " + parts(1).string() +
+                                  " --hops 2 --feature-memory 0 --out " +
+                                  scratch("sign-note").string(),
+                              &output),
+            0)
+      << output;
+  EXPECT_NE(output.find("--feature-memory 0: features read from the part file on 1 of 1 ranks, "
+                        "up to 2 of 2 hops through scratch files"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(test::run_command(tessel_bin() + " precompute " + parts(1).string() +
+                                  " --feature-memory auto --out " + scratch("sign-auto").string(),
+                              &output),
+            0);
+  EXPECT_NE(output.find("precompute takes a size"), std::string::npos) << output;
+  EXPECT_FALSE(fs::exists(scratch("sign-auto")));
+  for (const std::string memory : {"0", "60K"}) {
+    ASSERT_NE(test::run_command(tessel_bin() + " train " + parts(1).string() +
+                                    " --mode pipeline --hops 2 --epochs 1 --feature-memory " +
+                                    memory,
+                                &output),
+              0);
+    // 600 nodes x 3 x 12 features x 4 bytes.
+    EXPECT_NE(output.find("--feature-memory " + memory +
+                          ": pipeline mode holds a rank's SIGN features in memory (X and 2 hops: "),
+              std::string::npos)
+        << output;
+    EXPECT_NE(output.find("86400 bytes"), std::string::npos) << output;
+  }
 }

@@ -6,9 +6,13 @@
 #include "tessel/train/flags.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/partition/part.hpp"
+#include "tessel/train/feature_memory.hpp"
+#include "tessel/train/trainer.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -76,13 +80,48 @@ void add_pipeline_flags(ModeFlags& flags) {
   });
 }
 
+// Pipeline mode holds every rank's SIGN features [X, AX, ..., A^K X] in memory (and its first
+// stages the rows of their mini-batches): a --feature-memory below them is refused in one line
+// naming what they take on the largest part. `tessel precompute --feature-memory` computes them
+// within a smaller budget. Collective (every rank reads the same partition.json).
+LoadedPart load_pipeline_part(comm::Communicator& comm, TrainOptions& options) {
+  const FeatureMemory& memory = options.feature_memory;
+  if (memory.kind == FeatureMemory::Kind::bytes) {
+    std::optional<partition::Manifest> manifest;
+    try {
+      manifest = partition::read_manifest(options.part_dir);
+    } catch (const InputError&) {
+      // The load step reports a folder it cannot read, agreed across the ranks.
+    }
+    if (manifest) {
+      std::int64_t largest = 0;
+      for (std::size_t p = 0; p + 1 < manifest->offsets.size(); ++p)
+        largest = std::max<std::int64_t>(
+            largest, static_cast<std::int64_t>(manifest->offsets[p + 1] - manifest->offsets[p]));
+      const int hops = options.mode_options.get<PipelineOptions>().hops;
+      const std::int64_t need = largest * (hops + 1) * manifest->feature_dim *
+                                static_cast<std::int64_t>(sizeof(float));
+      if (memory.bytes < need)
+        throw AgreedInputError(
+            fmt::format("--feature-memory {}: pipeline mode holds a rank's SIGN features in "
+                        "memory (X and {} hops: {} on the largest part, {} bytes); give at "
+                        "least that (tessel precompute --feature-memory computes them within "
+                        "less)",
+                        memory.text, hops, format_mib(need), need),
+            "");
+    }
+  }
+  return load_graph_part(comm, options);
+}
+
 // The pipeline mode in the mode table.
 const ModeRegistrar registrar(
     {.order = 3,
      .info = mode_info({.name = "pipeline", .runs_on_gpu = false, .temporal = false,
                         .benched_by_default = false, .only_model = nn::ModelKind::sign_mlp,
                         .own_flags = {}, .apply_defaults = nullptr},
-                       {.make = make_pipeline_trainer, .describe = pipeline_run_info,
+                       {.load = load_pipeline_part, .make = make_pipeline_trainer,
+                        .describe = pipeline_run_info,
                         .check = check_pipeline_options}),
      .flags = {{60, add_pipeline_flags}},
      .finish = nullptr,
