@@ -7,6 +7,7 @@
 # scripts/bench/peers.sh [--install] [--venv DIR] [--work DIR] [--rounds R] [--threads T]
 #                        [--epochs E] [--sampled-epochs E] [--ids generated|shuffled|both]
 #                        [--orders LIST] [--ranks LIST] [--workloads LIST] [--preset products]
+#                        [--sides LIST] [--prepare | --round R | --report]
 #   --install   make two virtual environments under the --venv folder (default build/peers-venv):
 #               dgl/ with DGL 2.1.0, torch 2.2.1, torchdata 0.7.1 and numpy < 2 (what DGL 2.1
 #               needs), pyg/ with PyG 2.8.1 and the current torch. torch comes from PyTorch's CPU
@@ -33,6 +34,13 @@
 #               products`: 2,449,029 nodes, mean degree about 50, 100 features, 47 classes, 8%
 #               train / 1.6% valid, so a sampled epoch has products' ~191 steps); NODES and the
 #               others below still override it. Memory: the DGL side holds about 6 GB.
+#   --sides     only these sides (comma-separated: tessel-p1, tessel-p2, ..., dgl, pyg, pyg-sparse).
+#   --prepare, --round R, --report: a series in pieces, so that each piece can run alone (e.g.
+#               under a lock that other jobs wait for): --prepare makes the graph, the store, the
+#               partitions and the peers' arrays and stops; --round R runs round R alone (of
+#               --sides) and appends it to runs.jsonl, with the load average before and after to
+#               loads.txt; --report writes the tables from what the --round calls recorded (at
+#               least 3 rounds of every side). Give every piece the same options.
 #   --work      scratch folder (default build/bench-peers): the OGB raw folder everyone reads,
 #               Tessel's store, partitions and metrics, runs.jsonl, and the results: peers.md (the
 #               tables, also printed) and peers.json (machine, load, every round's raw figures).
@@ -65,6 +73,9 @@ preset=
 orders=
 ranks=1,2
 workloads=full-gcn,full-sage,sampled-sage,full-gat,sampled-gat
+only_sides=
+step=all
+only_round=
 pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -80,12 +91,18 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; pass+=("$1" "$2"); shift ;;
     --epochs) epochs="$2"; pass+=("$1" "$2"); shift ;;
     --sampled-epochs) sampled_epochs="$2"; pass+=("$1" "$2"); shift ;;
-    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --sides) only_sides="$2"; pass+=("$1" "$2"); shift ;;
+    --prepare) step=prepare; pass+=("$1") ;;
+    --round) step=round; only_round="$2"; pass+=("$1" "$2"); shift ;;
+    --report) step=report; pass+=("$1") ;;
+    -h|--help) sed -n '2,59p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "peers.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [ "$rounds" -ge 3 ] 2>/dev/null || { echo "peers.sh: --rounds must be at least 3" >&2; exit 2; }
+[ "$step" != round ] || [ "$only_round" -ge 1 ] 2>/dev/null \
+  || { echo "peers.sh: --round must be a round number from 1" >&2; exit 2; }
 [ "$threads" -ge 1 ] 2>/dev/null || { echo "peers.sh: --threads must be at least 1" >&2; exit 2; }
 [ "$epochs" -ge 3 ] 2>/dev/null \
   || { echo "peers.sh: --epochs must be at least 3 (2 warm up)" >&2; exit 2; }
@@ -144,6 +161,7 @@ if [ "$ids" = both ]; then
   for which in generated shuffled; do
     "$0" "${pass[@]}" --ids "$which" --work "$work/$which"
   done
+  case "$step" in prepare|round) exit 0 ;; esac
   { echo "## Node ids as generated"; echo; cat "$work/generated/peers.md"; echo
     echo "## Node ids shuffled"; echo; cat "$work/shuffled/peers.md"; } > "$work/peers.md"
   echo "peers.sh: both reports in $work/peers.md" >&2
@@ -175,7 +193,9 @@ store="$ogb.h5"
 [ -f "$store" ] || "$tessel" convert ogb "$ogb" "$store" >/dev/null
 cache="$ogb-arrays.npz"
 runs="$work/runs.jsonl"
-: > "$runs"
+loads="$work/loads.txt"
+# A series in pieces starts afresh at --prepare and adds to runs.jsonl at every --round.
+case "$step" in all|prepare) : > "$runs"; : > "$loads" ;; esac
 table=scripts/bench/peers_table.py
 
 # The sides, in the order every round runs them.
@@ -200,12 +220,23 @@ for framework in dgl pyg; do
     # The arrays every peer reads, made before the first round so that no run pays for them.
     [ -f "$cache" ] || "$py" scripts/bench/peer_gnn.py --framework "$framework" --ogb "$ogb" \
       --cache "$cache" --prepare
-  else
+  elif [ "$step" = all ] || [ "$step" = prepare ]; then
     label=$([ "$framework" = dgl ] && echo DGL || echo PyG)
     python3 "$table" missing --record "$runs" --side "$framework" --label "$label" \
       --why "no environment at $venv/$framework (run with --install)"
   fi
 done
+
+[ "$step" = prepare ] && { echo "peers.sh: prepared ${sides[*]} in $work" >&2; exit 0; }
+if [ -n "$only_sides" ]; then
+  kept=()
+  for s in ${only_sides//,/ }; do
+    [[ " ${sides[*]} " == *" $s "* ]] \
+      || { echo "peers.sh: --sides: $s is not one of ${sides[*]}" >&2; exit 2; }
+    kept+=("$s")
+  done
+  sides=("${kept[@]}")
+fi
 
 # run_side SIDE WORKLOAD ROUND: one measured run, appended to runs.jsonl.
 run_side() {
@@ -262,9 +293,15 @@ run_side() {
   esac
 }
 
+round_list=$(seq 1 "$rounds")
+case "$step" in
+  round) round_list=$only_round ;;
+  report) round_list= ;;
+esac
 load_before=$(uptime)
-echo "peers.sh: ${sides[*]}; $rounds rounds; load average before: ${load_before##*: }" >&2
-for round in $(seq 1 "$rounds"); do
+[ -n "$round_list" ] && echo "peers.sh: ${sides[*]}; rounds $(echo $round_list);" \
+  "load average before: ${load_before##*: }" >&2
+for round in $round_list; do
   for workload in "${workload_list[@]}"; do
     for side in "${sides[@]}"; do
       # PyG's sampled runs and its GAT use edge_index: the sparse side has neither.
@@ -275,6 +312,14 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 load_after=$(uptime)
+if [ "$step" = round ]; then
+  printf '%s\n%s\n' "$load_before" "$load_after" >> "$loads"
+  exit 0
+fi
+if [ "$step" = report ]; then
+  [ -s "$loads" ] || { echo "peers.sh: --report: no --round has run in $work" >&2; exit 2; }
+  load_before=$(head -n 1 "$loads") load_after=$(tail -n 1 "$loads")
+fi
 
 t_half=$(bench_threads 2 "$threads")
 graph="\`tessel convert synthetic --ogb\`, $nodes nodes, average degree $avg_degree,"
