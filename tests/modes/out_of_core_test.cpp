@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <iterator>
 
 using namespace tessel;
@@ -37,11 +36,6 @@ protected:
   static fs::path scratch(const std::string& name) { return dir_->path() / name; }
   static inline test::TempDir* dir_ = nullptr;
 };
-
-std::string file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 std::vector<float> predictions_of(const fs::path& path) {
   const h5::File file = h5::File::open_read(path);
