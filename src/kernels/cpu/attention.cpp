@@ -1,7 +1,8 @@
 // CPU twins of the attention ops: a thread per destination row for the forward and the
 // destination-side backward, a range of sources per thread for the source-side backward, so
-// every sum runs in a fixed order. The backward keeps no per-edge array besides the forward's
-// coefficients.
+// every sum runs in a fixed order. The backward keeps no [edges, heads] array besides the
+// forward's coefficients: it runs in chunks of about kBackwardEdges edges and holds the logit
+// gradients of one chunk at a time.
 //
 // The edge loops gather source rows in random order, so they wait on memory more than they
 // compute: each loop asks for the rows a few edges ahead (software prefetch), and the source
