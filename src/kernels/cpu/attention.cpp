@@ -1,7 +1,8 @@
 // CPU twins of the attention ops: a thread per destination row for the forward and the
 // destination-side backward, a range of sources per thread for the source-side backward, so
-// every sum runs in a fixed order. The backward keeps no per-edge array besides the forward's
-// coefficients.
+// every sum runs in a fixed order. The backward keeps no [edges, heads] array besides the
+// forward's coefficients: it runs in chunks of about kBackwardEdges edges and holds the logit
+// gradients of one chunk at a time.
 //
 // The edge loops gather source rows in random order, so they wait on memory more than they
 // compute: each loop asks for the rows a few edges ahead (software prefetch), and the source
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <omp.h>
 #include <vector>
@@ -48,19 +50,28 @@ constexpr std::int64_t kReduceRows = 1024;
 constexpr std::int64_t kRowChunk = 64;
 // How many edges ahead the gathers ask for a source's row.
 constexpr int kAhead = 4;
+// Edges per chunk of the backward (its logit-gradient buffer holds that many times heads).
+constexpr EdgeId kBackwardEdges = 8192;
 
 // a . b over n floats in a fixed order whatever the ISA's vector width: 8 running sums (lane
-// j takes the columns j mod 8), then a fixed tree, then the tail. The compiler keeps the 8
-// sums in one vector register; the order never depends on how it vectorizes.
+// j takes the columns j mod 8), then a fixed tree, then the tail. The 8 sums are one vector of
+// 8 floats (GCC's vector extension: one register on AVX2 and AVX-512, two on SSE), so the loop
+// runs vectorized on every ISA with the same per-lane order.
+using Lanes8 = float __attribute__((vector_size(32)));
+
 template <int kF>
 TESSEL_ATTENTION_INLINE float dot(const float* __restrict a, const float* __restrict b,
                                   std::int64_t n_runtime) {
   const std::int64_t n = kF > 0 ? kF : n_runtime;
-  float acc[8] = {};
+  Lanes8 acc = {};
   std::int64_t c = 0;
-  for (; c + 8 <= n; c += 8)
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) acc[j] += a[c + j] * b[c + j];
+  for (; c + 8 <= n; c += 8) {
+    Lanes8 x, y;
+    std::memcpy(&x, a + c, sizeof x);
+    std::memcpy(&y, b + c, sizeof y);
+    acc += x * y;
+  }
   float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
   for (; c < n; ++c) s += a[c] * b[c];
   return s;
@@ -203,7 +214,6 @@ struct Args {
   const float* grad_out = nullptr;
   float* grad_packed = nullptr;
   float* grad_dst_term = nullptr;
-  float* c_sums = nullptr;
 };
 
 // Forward of rows [v0, v1).
@@ -306,93 +316,100 @@ TESSEL_ATTENTION_INLINE float d_alpha(const Args& r, const float* gh, const floa
 }
 
 // Destination side of the backward for rows [v0, v1), one pass over each row: per head,
-// A = sum of |alpha| d alpha (kept per destination and head for the source side), B = sum of
-// |alpha| d alpha l' and C = sum of |alpha| l' (l' the LeakyReLU's slope at the edge's logit);
-// the destination term's gradient, sum of |alpha| (d alpha - A) l', is B - A C. No per-edge
-// array: the source side recomputes each edge's logit gradient from alpha, the rows and A.
-// scratch: 3 heads floats.
+// A = sum of |alpha| d alpha, B = sum of |alpha| d alpha l' and C = sum of |alpha| l' (l' the
+// LeakyReLU's slope at the edge's logit); the destination term's gradient, sum of |alpha|
+// (d alpha - A) l', is B - A C. Then, from the row's d alpha kept in scratch, each edge's logit
+// gradient |alpha| (d alpha - A) l' into lg (edge e at lg[(e - e0) heads]) for the source side,
+// which so never gathers the source rows again. scratch: 3 heads floats, then d alpha.
 template <int kF>
 TESSEL_ATTENTION_INLINE void backward_dst_rows(const Args& r, std::int64_t v0, std::int64_t v1,
-                                               float* __restrict scratch) {
+                                               std::vector<float>& scratch, float* lg,
+                                               EdgeId e0) {
   const auto& a = r.a;
   const int heads = a.heads;
   const std::int64_t f = kF > 0 ? kF : a.f, hf = heads * f, ld = hf + heads;
   const std::int64_t out_cols = a.average ? f : hf;
   const LocalId* __restrict indices = a.indices;
-  float* __restrict sa = scratch;
-  float* __restrict sb = sa + heads;
-  float* __restrict sc = sb + heads;
   for (std::int64_t v = v0; v < v1; ++v) {
+    const EdgeId begin = a.indptr[v], end = a.indptr[v + 1];
+    const std::size_t need = static_cast<std::size_t>((3 + (end - begin)) * heads);
+    if (scratch.size() < need) scratch.resize(need);
+    float* __restrict sa = scratch.data();
+    float* __restrict sb = sa + heads;
+    float* __restrict sc = sb + heads;
+    float* __restrict das = sc + heads;
     const float* g = r.grad_out + v * out_cols;
     const float* t = r.dst_term + v * heads;
     for (int h = 0; h < 3 * heads; ++h) sa[h] = 0.0f;
-    const EdgeId end = a.indptr[v + 1];
-    for (EdgeId e = a.indptr[v]; e < end; ++e) {
+    for (EdgeId e = begin; e < end; ++e) {
       if (e + kAhead < end)
         prefetch_row(r.packed + static_cast<std::int64_t>(indices[e + kAhead]) * ld, hf);
       const LocalId u = indices[e];
       const float* z_u = r.packed + static_cast<std::int64_t>(u) * ld;
       const float* s = r.src_term + static_cast<std::int64_t>(u) * heads;
       const float* stored_row = r.alpha_in + e * heads;
+      float* __restrict da_row = das + (e - begin) * heads;
       for (int h = 0; h < heads; ++h) {
         const float stored = stored_row[h];
         const float weight = std::fabs(stored);
         const float slope = detail::attention_logit_grad(s[h], t[h]);
-        const float da =
-            weight * d_alpha<kF>(r, g + (a.average ? 0 : h * f), z_u, h, stored);
+        const float raw = d_alpha<kF>(r, g + (a.average ? 0 : h * f), z_u, h, stored);
+        da_row[h] = raw;
+        const float da = weight * raw;
         sa[h] += da;
         sb[h] += da * slope;
         sc[h] += weight * slope;
       }
     }
-    for (int h = 0; h < heads; ++h) {
-      r.c_sums[v * heads + h] = sa[h];
-      r.grad_dst_term[v * heads + h] = sb[h] - sa[h] * sc[h];
+    for (int h = 0; h < heads; ++h) r.grad_dst_term[v * heads + h] = sb[h] - sa[h] * sc[h];
+    for (EdgeId e = begin; e < end; ++e) {
+      const float* s = r.src_term + static_cast<std::int64_t>(indices[e]) * heads;
+      const float* stored_row = r.alpha_in + e * heads;
+      const float* da_row = das + (e - begin) * heads;
+      float* __restrict out = lg + (e - e0) * heads;
+      for (int h = 0; h < heads; ++h)
+        out[h] = std::fabs(stored_row[h]) * (da_row[h] - sa[h]) *
+                 detail::attention_logit_grad(s[h], t[h]);
     }
   }
 }
 
-// Source side of the backward for the sources [lo, hi): walks the whole edge list in CSR order
-// and takes the edges into those sources, so every source's sums run in destination order.
+// Source side of the backward for the sources [lo, hi) and the destination rows [v0, v1):
+// walks those rows' edges in CSR order and takes the edges into those sources, so every
+// source's sums run in destination order. lg: the rows' logit gradients from the destination
+// side (edge e at lg[(e - indptr[v0]) heads]).
 template <int kF>
-TESSEL_ATTENTION_INLINE void backward_src_range(const Args& r, std::int64_t lo, std::int64_t hi) {
+TESSEL_ATTENTION_INLINE void backward_src_range(const Args& r, std::int64_t lo, std::int64_t hi,
+                                                std::int64_t v0, std::int64_t v1,
+                                                const float* lg) {
   const auto& a = r.a;
   const int heads = a.heads;
   const std::int64_t f = kF > 0 ? kF : a.f, hf = heads * f, ld = hf + heads;
   const std::int64_t out_cols = a.average ? f : hf;
   const LocalId* __restrict indices = a.indices;
-  std::fill(r.grad_packed + lo * ld, r.grad_packed + hi * ld, 0.0f);
-  const EdgeId edges = a.indptr[a.rows];
-  for (std::int64_t v = 0; v < a.rows; ++v) {
+  const EdgeId e0 = a.indptr[v0], edges = a.indptr[v1];
+  for (std::int64_t v = v0; v < v1; ++v) {
     const float* g = r.grad_out + v * out_cols;
-    const float* c_v = r.c_sums + v * heads;
-    const float* t = r.dst_term + v * heads;
     const EdgeId end = a.indptr[v + 1];
     for (EdgeId e = a.indptr[v]; e < end; ++e) {
-      // The rows of the edge kAhead on (in any row), if it is this range's.
+      // The gradient row of the edge kAhead on (in any row), if it is this range's.
       if (e + kAhead < edges) {
         const LocalId ahead = indices[e + kAhead];
-        if (ahead >= lo && ahead < hi) {
-          prefetch_row(r.packed + static_cast<std::int64_t>(ahead) * ld, hf);
+        if (ahead >= lo && ahead < hi)
           prefetch_row(r.grad_packed + static_cast<std::int64_t>(ahead) * ld, ld);
-        }
       }
       const LocalId u = indices[e];
       if (u < lo || u >= hi) continue;
       float* __restrict gz = r.grad_packed + static_cast<std::int64_t>(u) * ld;
-      const float* z_u = r.packed + static_cast<std::int64_t>(u) * ld;
-      const float* s_u = r.src_term + static_cast<std::int64_t>(u) * heads;
       const float* stored_row = r.alpha_in + e * heads;
+      const float* lg_row = lg + (e - e0) * heads;
       for (int h = 0; h < heads; ++h) {
-        const float stored = stored_row[h];
-        const float w = detail::attention_weight(stored, r.scale) * r.head_scale;
+        const float w = detail::attention_weight(stored_row[h], r.scale) * r.head_scale;
         const float* __restrict gh = g + (a.average ? 0 : h * f);
-        const float lg = std::fabs(stored) * (d_alpha<kF>(r, gh, z_u, h, stored) - c_v[h]) *
-                         detail::attention_logit_grad(s_u[h], t[h]);
         float* __restrict gzh = gz + h * f;
         if (w != 0.0f)
           for (std::int64_t c = 0; c < f; ++c) gzh[c] += w * gh[c];
-        gz[hf + h] += lg;
+        gz[hf + h] += lg_row[h];
       }
     }
   }
@@ -401,8 +418,10 @@ TESSEL_ATTENTION_INLINE void backward_src_range(const Args& r, std::int64_t lo, 
 // The three row loops at one ISA, each dispatched on the head width.
 struct Loops {
   void (*forward)(const Args&, std::int64_t, std::int64_t, Scratch&);
-  void (*backward_dst)(const Args&, std::int64_t, std::int64_t, float*);
-  void (*backward_src)(const Args&, std::int64_t, std::int64_t);
+  void (*backward_dst)(const Args&, std::int64_t, std::int64_t, std::vector<float>&, float*,
+                       EdgeId);
+  void (*backward_src)(const Args&, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                       const float*);
 };
 
 #define TESSEL_ATTENTION_SWITCH(fn, ...)  \
@@ -425,11 +444,13 @@ struct Loops {
   attr void forward_##name(const Args& r, std::int64_t v0, std::int64_t v1, Scratch& s) {     \
     TESSEL_ATTENTION_SWITCH_ISA(forward_rows, Isa::name, r, v0, v1, s)                        \
   }                                                                                           \
-  attr void backward_dst_##name(const Args& r, std::int64_t v0, std::int64_t v1, float* s) {  \
-    TESSEL_ATTENTION_SWITCH(backward_dst_rows, r, v0, v1, s)                                  \
+  attr void backward_dst_##name(const Args& r, std::int64_t v0, std::int64_t v1,               \
+                               std::vector<float>& s, float* lg, EdgeId e0) {                 \
+    TESSEL_ATTENTION_SWITCH(backward_dst_rows, r, v0, v1, s, lg, e0)                          \
   }                                                                                           \
-  attr void backward_src_##name(const Args& r, std::int64_t lo, std::int64_t hi) {            \
-    TESSEL_ATTENTION_SWITCH(backward_src_range, r, lo, hi)                                    \
+  attr void backward_src_##name(const Args& r, std::int64_t lo, std::int64_t hi,              \
+                               std::int64_t v0, std::int64_t v1, const float* lg) {           \
+    TESSEL_ATTENTION_SWITCH(backward_src_range, r, lo, hi, v0, v1, lg)                        \
   }                                                                                           \
   constexpr Loops loops_##name = {forward_##name, backward_dst_##name, backward_src_##name};
 
@@ -556,7 +577,6 @@ void attention_backward(const detail::AttentionArgs& a, const float* packed, con
   const EdgeId edges = a.indptr[a.rows];
   const std::int64_t work = edges * ld;
   const std::vector<float> src_term = compact_src_terms(a.cols, heads, hf, packed);
-  std::vector<float> c_sums(static_cast<std::size_t>(a.rows * heads));
   Args r;
   r.a = a;
   r.packed = packed;
@@ -569,19 +589,22 @@ void attention_backward(const detail::AttentionArgs& a, const float* packed, con
   r.grad_out = grad_out;
   r.grad_packed = grad_packed;
   r.grad_dst_term = grad_dst_term;
-  r.c_sums = c_sums.data();
   const Loops& l = loops();
-  const std::int64_t chunks = (a.rows + kRowChunk - 1) / kRowChunk;
-#pragma omp parallel if (parallel_worth(work))
-  {
-    std::vector<float> scratch(3 * static_cast<std::size_t>(heads));
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
-      l.backward_dst(r, chunk * kRowChunk, std::min(a.rows, (chunk + 1) * kRowChunk),
-                     scratch.data());
+  // The destination rows in chunks of whole rows holding about kBackwardEdges edges: per chunk
+  // the destination side writes its edges' logit gradients into lg, then the source side adds
+  // them, so lg stays small and in cache.
+  std::vector<std::int64_t> cuts{0};
+  EdgeId most = 0;
+  for (std::int64_t v = 0; v < a.rows; ++v) {
+    const EdgeId held = a.indptr[v + 1] - a.indptr[cuts.back()];
+    if (held >= kBackwardEdges || v + 1 == a.rows) {
+      most = std::max(most, held);
+      cuts.push_back(v + 1);
+    }
   }
+  std::vector<float> lg(static_cast<std::size_t>(most * heads));
   // Source side, without a source-major copy of the edges: each thread owns a range of sources
-  // (cut so the ranges hold about as many edges each) and walks the whole edge list in CSR
+  // (cut so the ranges hold about as many edges each) and walks the chunk's edges in CSR
   // order, taking the edges into its sources. Every source's sums run in destination order,
   // whatever the thread count.
   const int threads = static_cast<int>(std::clamp<std::int64_t>(
@@ -601,12 +624,29 @@ void attention_backward(const detail::AttentionArgs& a, const float* packed, con
       while (t < threads && seen >= total * t / threads) bounds[static_cast<std::size_t>(t++)] = u + 1;
     }
   }
+  const std::size_t chunks = cuts.size() - 1;
 #pragma omp parallel num_threads(threads)
   {
     const int team = omp_get_num_threads();
-    for (int part = omp_get_thread_num(); part < threads; part += team)
-      l.backward_src(r, bounds[static_cast<std::size_t>(part)],
-                     bounds[static_cast<std::size_t>(part) + 1]);
+    const int me = omp_get_thread_num();
+    for (int part = me; part < threads; part += team)
+      std::fill(grad_packed + bounds[static_cast<std::size_t>(part)] * ld,
+                grad_packed + bounds[static_cast<std::size_t>(part) + 1] * ld, 0.0f);
+    std::vector<float> scratch;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::int64_t v0 = cuts[c], v1 = cuts[c + 1];
+      const EdgeId e0 = a.indptr[v0];
+      const std::int64_t pieces = (v1 - v0 + kRowChunk - 1) / kRowChunk;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t piece = 0; piece < pieces; ++piece)
+        l.backward_dst(r, v0 + piece * kRowChunk, std::min(v1, v0 + (piece + 1) * kRowChunk),
+                       scratch, lg.data(), e0);
+      // (the loop's barrier: the chunk's lg is whole)
+      for (int part = me; part < threads; part += team)
+        l.backward_src(r, bounds[static_cast<std::size_t>(part)],
+                       bounds[static_cast<std::size_t>(part) + 1], v0, v1, lg.data());
+#pragma omp barrier
+    }
   }
 }
 
