@@ -232,10 +232,13 @@ struct GraphModeTrainer::BlockOutputs {
 };
 
 // Every layer reads its input a block of destination rows at a time: the block's in-neighbour
-// rows (owned ones through the input's row reader, halo ones exchanged once per layer), the
-// aggregation of those rows, then the layer's transform (nn::GraphLayer::infer_aggregated).
-// Block rows depend on the input's width alone, and each output row on its own neighbours, so
-// in memory and out of core give the same bits. Collective.
+// rows (owned ones through a row reader, halo ones exchanged once per layer), the aggregation of
+// those rows, and the layer's transform. Where the layer's output is narrower than its input
+// (nn::GraphLayer::infer_transforms_first), the owners first transform all their rows in blocks
+// (infer_transform), so the halo carries and the blocks aggregate the narrow rows; the self term
+// and bias follow (infer_transformed). Else each block aggregates input rows, then transforms
+// (infer_aggregated). Block rows depend on the input's width alone, and each output row on its
+// own neighbours, so in memory and out of core give the same bits. Collective.
 GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidden) {
   const std::int64_t n = part_.num_owned;
   const int layers = model_.num_layers();
@@ -265,22 +268,9 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
     const std::int64_t in = layer.in_dim();
     const std::int64_t out = layer.out_dim();
     const nn::Norm norm = layer.infer_norm();
+    const bool transform_first = layer.infer_transforms_first();
     TESSEL_EXPECTS(input->feature_dim() == in, "layer {}: input rows of width {}, expected {}", l,
                    input->feature_dim(), in);
-    Tensor halo;
-    aggregator_.halo().forward_halo(
-        [&](std::span<const LocalId> ids, Tensor& rows) {
-          input->resolve(ids, pointers);
-          for (std::size_t i = 0; i < ids.size(); ++i)
-            std::copy_n(pointers[i], in, rows.data<float>() + static_cast<std::int64_t>(i) * in);
-        },
-        // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
-        in, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(in, 1)),
-        halo);
-    const kernels::SparseMatrix& a = aggregator_.weighted_matrix(norm);
-    const auto* indptr = a.indptr.data<EdgeId>();
-    const auto* indices = a.indices.data<LocalId>();
-    const auto* values = a.values.data<float>();
     const std::int64_t block_rows = std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(in, 1));
     const std::int64_t next_block_rows = std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(out, 1));
     const bool on_disk = out_of_core && n * out * static_cast<std::int64_t>(sizeof(float)) > budget;
@@ -290,6 +280,38 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
                 l, n, out, format_mib(budget), scratch_folder().string());
       scratch_noted_ = true;
     }
+    // The rows the halo carries and the blocks aggregate: the input's, or (transform first) the
+    // owners' rows through the layer's first weight, [n, out], kept like a layer's output.
+    std::unique_ptr<LayerRows> transformed;
+    sampling::OwnedFeatureRows* source = input;
+    const std::int64_t width = transform_first ? out : in;
+    if (transform_first) {
+      transformed = std::make_unique<LayerRows>(n, out, on_disk, budget, degree, next_block_rows);
+      for (std::int64_t begin = 0; begin < n; begin += block_rows) {
+        const std::int64_t end = std::min(n, begin + block_rows);
+        Tensor x = grown_rows(self_buffer, end - begin, in, DType::f32);
+        input->read_block(begin, end, x.data<float>());
+        Tensor t = grown_rows(result_buffer, end - begin, out, DType::f32);
+        layer.infer_transform(x, t);
+        transformed->write(begin, t);
+      }
+      source = &transformed->reader();
+    }
+    Tensor halo;
+    aggregator_.halo().forward_halo(
+        [&](std::span<const LocalId> ids, Tensor& rows) {
+          source->resolve(ids, pointers);
+          for (std::size_t i = 0; i < ids.size(); ++i)
+            std::copy_n(pointers[i], width,
+                        rows.data<float>() + static_cast<std::int64_t>(i) * width);
+        },
+        // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
+        width, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(width, 1)),
+        halo);
+    const kernels::SparseMatrix& a = aggregator_.weighted_matrix(norm);
+    const auto* indptr = a.indptr.data<EdgeId>();
+    const auto* indices = a.indices.data<LocalId>();
+    const auto* values = a.values.data<float>();
     auto next = std::make_unique<LayerRows>(n, out, on_disk, budget, degree, next_block_rows);
     for (std::int64_t begin = 0; begin < n; begin += block_rows) {
       const std::int64_t end = std::min(n, begin + block_rows);
@@ -299,14 +321,14 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
       columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
       const auto owned_count =
           std::lower_bound(columns.begin(), columns.end(), static_cast<LocalId>(n)) - columns.begin();
-      const auto width = static_cast<std::int64_t>(columns.size());
-      Tensor gathered = grown_rows(gather_buffer, width, in, DType::f32);
+      const auto count = static_cast<std::int64_t>(columns.size());
+      Tensor gathered = grown_rows(gather_buffer, count, width, DType::f32);
       float* g = gathered.data<float>();
       owned_columns.assign(columns.begin(), columns.begin() + owned_count);
-      input->resolve(owned_columns, pointers);
-      for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], in, g + k * in);
-      for (std::int64_t k = owned_count; k < width; ++k)
-        std::copy_n(halo.data<float>() + (columns[k] - n) * in, in, g + k * in);
+      source->resolve(owned_columns, pointers);
+      for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], width, g + k * width);
+      for (std::int64_t k = owned_count; k < count; ++k)
+        std::copy_n(halo.data<float>() + (columns[k] - n) * width, width, g + k * width);
       const EdgeId first = indptr[begin];
       sub_indptr.resize(static_cast<std::size_t>(rows + 1));
       for (std::int64_t r = 0; r <= rows; ++r) sub_indptr[r] = indptr[begin + r] - first;
@@ -318,23 +340,29 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
       sub_values.assign(values + first, values + first + nnz);
       kernels::SparseMatrix sub;
       sub.num_rows = rows;
-      sub.num_cols = width;
+      sub.num_cols = count;
       sub.indptr = grown_copy(indptr_buffer, sub_indptr, DType::i64);
       sub.indices = grown_copy(indices_buffer, sub_indices, DType::i32);
       sub.values = grown_copy(values_buffer, sub_values, DType::f32);
-      Tensor aggregated = grown_rows(aggregated_buffer, rows, in, DType::f32);
-      kernels::spmm(sub, gathered, aggregated);
       Tensor self;
       if (norm == nn::Norm::mean) {
         self = grown_rows(self_buffer, rows, in, DType::f32);
         input->read_block(begin, end, self.data<float>());
       }
       Tensor result = grown_rows(result_buffer, rows, out, DType::f32);
-      layer.infer_aggregated(aggregated, self, result);
+      if (transform_first) {
+        kernels::spmm(sub, gathered, result);
+        layer.infer_transformed(self, result);
+      } else {
+        Tensor aggregated = grown_rows(aggregated_buffer, rows, in, DType::f32);
+        kernels::spmm(sub, gathered, aggregated);
+        layer.infer_aggregated(aggregated, self, result);
+      }
       if (l + 1 < layers) kernels::relu_forward(result, result);
       next->write(begin, result);
     }
     halo = Tensor();
+    transformed.reset();
     // This layer's input is dropped now, unless it is the kept hidden layer.
     if (keep_hidden && l + 2 == layers) {
       previous.reset();
