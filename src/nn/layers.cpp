@@ -167,6 +167,14 @@ void GraphLayer::infer_aggregated(const Tensor&, const Tensor&, Tensor&) {
   TESSEL_FAIL("this layer has no inference over row blocks (GCN and GraphSAGE have)");
 }
 
+void GraphLayer::infer_transform(const Tensor&, Tensor&) {
+  TESSEL_FAIL("this layer has no inference over row blocks (GCN and GraphSAGE have)");
+}
+
+void GraphLayer::infer_transformed(const Tensor&, Tensor&) {
+  TESSEL_FAIL("this layer has no inference over row blocks (GCN and GraphSAGE have)");
+}
+
 // ---- GCN ----
 
 GcnLayer::GcnLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
@@ -239,6 +247,14 @@ void GcnLayer::infer_aggregated(const Tensor& aggregated, const Tensor&, Tensor&
   kernels::add_bias(out, bias_.value);
 }
 
+void GcnLayer::infer_transform(const Tensor& x, Tensor& transformed) {
+  matmul(x, weight_.value, transformed, false);
+}
+
+void GcnLayer::infer_transformed(const Tensor&, Tensor& out) {
+  kernels::add_bias(out, bias_.value);
+}
+
 // ---- GraphSAGE ----
 
 SageLayer::SageLayer(const std::string& prefix, std::int64_t in_dim, std::int64_t out_dim,
@@ -302,6 +318,16 @@ Norm SageLayer::infer_norm() const { return Norm::mean; }
 
 void SageLayer::infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out) {
   matmul(aggregated, neigh_weight_.value, out, false);
+  matmul(self_rows, self_weight_.value, out, true);
+  kernels::add_bias(out, bias_.value);
+}
+
+void SageLayer::infer_transform(const Tensor& x, Tensor& transformed) {
+  matmul(x, neigh_weight_.value, transformed, false);
+}
+
+// The order of forward()'s transform-first branch: mean(X W_neigh), + X_dst W_self, + b.
+void SageLayer::infer_transformed(const Tensor& self_rows, Tensor& out) {
   matmul(self_rows, self_weight_.value, out, true);
   kernels::add_bias(out, bias_.value);
 }

@@ -107,14 +107,17 @@ namespace {
 // file and read back through the out-of-core row reader within `budget` bytes. The scratch
 // file is "tessel-infer-RANDOM.h5" in TMPDIR (TMPDIR, else /tmp), created
 // exclusively, readable by this user only, and removed when the rows are dropped, on an error
-// and on SIGINT/SIGTERM/SIGHUP (interrupt::TemporaryPath).
+// and on SIGINT/SIGTERM/SIGHUP (interrupt::TemporaryPath). In memory, `halo_rows` more rows
+// follow the owned ones (with_halo()), where a halo exchange can land them: a block then
+// aggregates straight from the rows, with the part's own column ids.
 class LayerRows {
  public:
   LayerRows(std::int64_t rows, std::int64_t cols, bool on_disk, std::int64_t budget,
-            std::span<const std::int64_t> degree, std::int64_t chunk_rows)
+            std::span<const std::int64_t> degree, std::int64_t chunk_rows,
+            std::int64_t halo_rows = 0)
       : rows_(rows), cols_(cols), budget_(budget), degree_(degree) {
     if (!on_disk) {
-      all_ = Tensor::empty({rows, cols}, DType::f32);
+      all_ = Tensor::empty({rows + halo_rows, cols}, DType::f32);
       return;
     }
     const fs::path folder = scratch_folder();
@@ -143,6 +146,8 @@ class LayerRows {
   LayerRows& operator=(const LayerRows&) = delete;
 
   bool on_disk() const { return !path_.empty(); }
+  // In memory: the owned rows, then the halo rows' room; undefined on disk.
+  Tensor with_halo() const { return all_; }
   void write(std::int64_t begin, const Tensor& block) {
     if (file_)
       file_->write_rows("/node/feat", begin, block.data<float>(), block.rows());
@@ -160,14 +165,14 @@ class LayerRows {
       reader_ = sampling::open_rows_out_of_core(path_, rows_, cols_, degree_, options);
     } else {
       reader_ = sampling::rows_in_memory(
-          std::span<const float>(all_.data<float>(), static_cast<std::size_t>(all_.numel())),
+          std::span<const float>(all_.data<float>(), static_cast<std::size_t>(rows_ * cols_)),
           cols_);
     }
     return *reader_;
   }
   // Every row as one tensor (outputs written whole).
   Tensor whole() {
-    if (!on_disk()) return all_;
+    if (!on_disk()) return all_.rows_slice(0, rows_);
     Tensor out = Tensor::empty({rows_, cols_}, DType::f32);
     reader().read_block(0, rows_, out.data<float>());
     return out;
@@ -232,10 +237,13 @@ struct GraphModeTrainer::BlockOutputs {
 };
 
 // Every layer reads its input a block of destination rows at a time: the block's in-neighbour
-// rows (owned ones through the input's row reader, halo ones exchanged once per layer), the
-// aggregation of those rows, then the layer's transform (nn::GraphLayer::infer_aggregated).
-// Block rows depend on the input's width alone, and each output row on its own neighbours, so
-// in memory and out of core give the same bits. Collective.
+// rows (owned ones through a row reader, halo ones exchanged once per layer), the aggregation of
+// those rows, and the layer's transform. Where the layer's output is narrower than its input
+// (nn::GraphLayer::infer_transforms_first), the owners first transform all their rows in blocks
+// (infer_transform), so the halo carries and the blocks aggregate the narrow rows; the self term
+// and bias follow (infer_transformed). Else each block aggregates input rows, then transforms
+// (infer_aggregated). Block rows depend on the input's width alone, and each output row on its
+// own neighbours, so in memory and out of core give the same bits. Collective.
 GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidden) {
   const std::int64_t n = part_.num_owned;
   const int layers = model_.num_layers();
@@ -252,6 +260,8 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
   const std::span<const std::int64_t> degree(part_.degree.data(), static_cast<std::size_t>(n));
   BlockOutputs outputs;
   std::unique_ptr<LayerRows> previous;
+  LayerRows* input_rows = nullptr; // what `input` reads, from layer 1 on
+  const std::int64_t halo_count = part_.num_halo;
   std::vector<LocalId> columns, owned_columns;
   std::vector<const float*> pointers;
   std::vector<EdgeId> sub_indptr;
@@ -259,28 +269,50 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
   std::vector<float> sub_values;
   Tensor gather_buffer, indptr_buffer, indices_buffer, values_buffer, aggregated_buffer,
       self_buffer, result_buffer;
+  // The aggregation of destination rows [begin, end) of `a` (whose indptr rows are in
+  // sub.indptr already) over rows of `width` columns: owned ones read through `source`, halo
+  // ones from `halo`, each distinct row gathered once (in column order) for the block.
+  auto aggregate_gathered = [&](std::int64_t begin, std::int64_t end, std::int64_t width,
+                                sampling::OwnedFeatureRows* source, const Tensor& halo,
+                                const kernels::SparseMatrix& a, kernels::SparseMatrix& sub,
+                                Tensor& target) {
+    const auto* indptr = a.indptr.data<EdgeId>();
+    const auto* indices = a.indices.data<LocalId>();
+    const auto* values = a.values.data<float>();
+    columns.assign(indices + indptr[begin], indices + indptr[end]);
+    std::sort(columns.begin(), columns.end());
+    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    const auto owned_count =
+        std::lower_bound(columns.begin(), columns.end(), static_cast<LocalId>(n)) - columns.begin();
+    const auto count = static_cast<std::int64_t>(columns.size());
+    Tensor gathered = grown_rows(gather_buffer, count, width, DType::f32);
+    float* g = gathered.data<float>();
+    owned_columns.assign(columns.begin(), columns.begin() + owned_count);
+    source->resolve(owned_columns, pointers);
+    for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], width, g + k * width);
+    for (std::int64_t k = owned_count; k < count; ++k)
+      std::copy_n(halo.data<float>() + (columns[k] - n) * width, width, g + k * width);
+    const EdgeId first = indptr[begin];
+    const EdgeId nnz = indptr[end] - first;
+    sub_indices.resize(static_cast<std::size_t>(nnz));
+    for (EdgeId e = 0; e < nnz; ++e)
+      sub_indices[e] = static_cast<LocalId>(
+          std::lower_bound(columns.begin(), columns.end(), indices[first + e]) - columns.begin());
+    sub_values.assign(values + first, values + first + nnz);
+    sub.num_cols = count;
+    sub.indices = grown_copy(indices_buffer, sub_indices, DType::i32);
+    sub.values = grown_copy(values_buffer, sub_values, DType::f32);
+    kernels::spmm(sub, gathered, target);
+  };
   ProgressLine progress("evaluate: layer", layers);
   for (int l = 0; l < layers; ++l) {
     nn::GraphLayer& layer = model_.layer(l);
     const std::int64_t in = layer.in_dim();
     const std::int64_t out = layer.out_dim();
     const nn::Norm norm = layer.infer_norm();
+    const bool transform_first = layer.infer_transforms_first();
     TESSEL_EXPECTS(input->feature_dim() == in, "layer {}: input rows of width {}, expected {}", l,
                    input->feature_dim(), in);
-    Tensor halo;
-    aggregator_.halo().forward_halo(
-        [&](std::span<const LocalId> ids, Tensor& rows) {
-          input->resolve(ids, pointers);
-          for (std::size_t i = 0; i < ids.size(); ++i)
-            std::copy_n(pointers[i], in, rows.data<float>() + static_cast<std::int64_t>(i) * in);
-        },
-        // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
-        in, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(in, 1)),
-        halo);
-    const kernels::SparseMatrix& a = aggregator_.weighted_matrix(norm);
-    const auto* indptr = a.indptr.data<EdgeId>();
-    const auto* indices = a.indices.data<LocalId>();
-    const auto* values = a.values.data<float>();
     const std::int64_t block_rows = std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(in, 1));
     const std::int64_t next_block_rows = std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(out, 1));
     const bool on_disk = out_of_core && n * out * static_cast<std::int64_t>(sizeof(float)) > budget;
@@ -290,60 +322,96 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
                 l, n, out, format_mib(budget), scratch_folder().string());
       scratch_noted_ = true;
     }
-    auto next = std::make_unique<LayerRows>(n, out, on_disk, budget, degree, next_block_rows);
+    // The rows the halo carries and the blocks aggregate: the input's, or (transform first) the
+    // owners' rows through the layer's first weight, [n, out], kept like a layer's output.
+    std::unique_ptr<LayerRows> transformed;
+    sampling::OwnedFeatureRows* source = input;
+    const std::int64_t width = transform_first ? out : in;
+    if (transform_first) {
+      transformed =
+          std::make_unique<LayerRows>(n, out, on_disk, budget, degree, next_block_rows, halo_count);
+      for (std::int64_t begin = 0; begin < n; begin += block_rows) {
+        const std::int64_t end = std::min(n, begin + block_rows);
+        Tensor x = grown_rows(self_buffer, end - begin, in, DType::f32);
+        input->read_block(begin, end, x.data<float>());
+        Tensor t = grown_rows(result_buffer, end - begin, out, DType::f32);
+        layer.infer_transform(x, t);
+        transformed->write(begin, t);
+      }
+      source = &transformed->reader();
+    }
+    // Rows held in memory with room for the halo (transformed rows, layer outputs): the halo
+    // lands after them and each block aggregates straight from [owned + halo, width]. Else
+    // (the features, rows on disk) each block gathers the rows it reads.
+    LayerRows* source_rows = transform_first ? transformed.get() : input_rows;
+    const Tensor whole_x =
+        source_rows != nullptr && !source_rows->on_disk() ? source_rows->with_halo() : Tensor();
+    Tensor halo = whole_x.defined() ? whole_x.rows_slice(n, n + halo_count) : Tensor();
+    aggregator_.halo().forward_halo(
+        [&](std::span<const LocalId> ids, Tensor& rows) {
+          source->resolve(ids, pointers);
+          for (std::size_t i = 0; i < ids.size(); ++i)
+            std::copy_n(pointers[i], width,
+                        rows.data<float>() + static_cast<std::int64_t>(i) * width);
+        },
+        // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
+        width, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(width, 1)),
+        halo);
+    const kernels::SparseMatrix& a = aggregator_.weighted_matrix(norm);
+    const auto* indptr = a.indptr.data<EdgeId>();
+    TESSEL_EXPECTS(a.num_cols == n + halo_count, "layer {}: {} matrix columns for {} + {} rows", l,
+                   a.num_cols, n, halo_count);
+    // Room for the halo where the next layer aggregates these rows.
+    const bool next_aggregates_first =
+        l + 1 < layers && !model_.layer(l + 1).infer_transforms_first();
+    auto next = std::make_unique<LayerRows>(n, out, on_disk, budget, degree, next_block_rows,
+                                            next_aggregates_first ? halo_count : 0);
     for (std::int64_t begin = 0; begin < n; begin += block_rows) {
       const std::int64_t end = std::min(n, begin + block_rows);
       const std::int64_t rows = end - begin;
-      columns.assign(indices + indptr[begin], indices + indptr[end]);
-      std::sort(columns.begin(), columns.end());
-      columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
-      const auto owned_count =
-          std::lower_bound(columns.begin(), columns.end(), static_cast<LocalId>(n)) - columns.begin();
-      const auto width = static_cast<std::int64_t>(columns.size());
-      Tensor gathered = grown_rows(gather_buffer, width, in, DType::f32);
-      float* g = gathered.data<float>();
-      owned_columns.assign(columns.begin(), columns.begin() + owned_count);
-      input->resolve(owned_columns, pointers);
-      for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], in, g + k * in);
-      for (std::int64_t k = owned_count; k < width; ++k)
-        std::copy_n(halo.data<float>() + (columns[k] - n) * in, in, g + k * in);
       const EdgeId first = indptr[begin];
+      const EdgeId nnz = indptr[end] - first;
       sub_indptr.resize(static_cast<std::size_t>(rows + 1));
       for (std::int64_t r = 0; r <= rows; ++r) sub_indptr[r] = indptr[begin + r] - first;
-      const EdgeId nnz = indptr[end] - first;
-      sub_indices.resize(static_cast<std::size_t>(nnz));
-      for (EdgeId e = 0; e < nnz; ++e)
-        sub_indices[e] = static_cast<LocalId>(
-            std::lower_bound(columns.begin(), columns.end(), indices[first + e]) - columns.begin());
-      sub_values.assign(values + first, values + first + nnz);
+      Tensor result = grown_rows(result_buffer, rows, out, DType::f32);
+      Tensor aggregated =
+          transform_first ? result : grown_rows(aggregated_buffer, rows, in, DType::f32);
       kernels::SparseMatrix sub;
       sub.num_rows = rows;
-      sub.num_cols = width;
       sub.indptr = grown_copy(indptr_buffer, sub_indptr, DType::i64);
-      sub.indices = grown_copy(indices_buffer, sub_indices, DType::i32);
-      sub.values = grown_copy(values_buffer, sub_values, DType::f32);
-      Tensor aggregated = grown_rows(aggregated_buffer, rows, in, DType::f32);
-      kernels::spmm(sub, gathered, aggregated);
+      if (whole_x.defined()) {
+        // The block's rows of the part's matrix, its column ids unchanged.
+        sub.num_cols = n + halo_count;
+        sub.indices = a.indices.rows_slice(first, first + nnz);
+        sub.values = a.values.rows_slice(first, first + nnz);
+        kernels::spmm(sub, whole_x, aggregated);
+      } else {
+        aggregate_gathered(begin, end, width, source, halo, a, sub, aggregated);
+      }
       Tensor self;
       if (norm == nn::Norm::mean) {
         self = grown_rows(self_buffer, rows, in, DType::f32);
         input->read_block(begin, end, self.data<float>());
       }
-      Tensor result = grown_rows(result_buffer, rows, out, DType::f32);
-      layer.infer_aggregated(aggregated, self, result);
+      if (transform_first)
+        layer.infer_transformed(self, result);
+      else
+        layer.infer_aggregated(aggregated, self, result);
       if (l + 1 < layers) kernels::relu_forward(result, result);
       next->write(begin, result);
     }
     halo = Tensor();
+    transformed.reset();
     // This layer's input is dropped now, unless it is the kept hidden layer.
     if (keep_hidden && l + 2 == layers) {
       previous.reset();
       outputs.hidden = std::move(next);
-      input = &outputs.hidden->reader();
+      input_rows = outputs.hidden.get();
     } else {
       previous = std::move(next);
-      input = &previous->reader();
+      input_rows = previous.get();
     }
+    input = &input_rows->reader();
     progress.update(l + 1);
   }
   outputs.logits = std::move(previous);

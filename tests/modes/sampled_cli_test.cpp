@@ -48,26 +48,43 @@ TEST_F(SampledCli, LossesDoNotDependOnRankCount) {
           << "P=" << (1 << i) << " epoch " << e + 1;
 }
 
+// Also the evaluation: full mode infers with whole-graph products, sampled mode layer by layer
+// in row blocks, transforming first where the output is narrower (hidden 8: 16 -> 8 -> 4 both
+// layers; hidden 32: 16 -> 32 aggregates first, 32 -> 4 transforms first). The same weights
+// give the same logits up to the summation order.
 TEST_F(SampledCli, FullFanoutOneBatchEqualsFullBatchSage) {
-  for (const std::string mode : {"full", "sampled"}) {
-    // The sampler's flags go to sampled mode only (full mode refuses them).
-    const std::string sampling =
-        mode == "sampled" ? " --fanouts -1,-1 --batch-size 100000" : std::string();
-    run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() + " --mode " + mode +
-           " --model sage" + sampling + " --epochs 1 --dropout 0 --hidden 8 "
-           "--seed 4 --quiet --metrics " + scratch(std::string(mode) + ".jsonl").string() +
-           " --checkpoint " + scratch(std::string("eq-") + mode).string() + " --checkpoint-every 1");
+  for (const std::string hidden : {"8", "32"}) {
+    for (const std::string mode : {"full", "sampled"}) {
+      // The sampler's flags go to sampled mode only (full mode refuses them).
+      const std::string sampling =
+          mode == "sampled" ? " --fanouts -1,-1 --batch-size 100000" : std::string();
+      const std::string tag = mode + hidden;
+      run_ok(test::mpirun(2) + tessel_bin() + " train " + parts(2).string() + " --mode " + mode +
+             " --model sage" + sampling + " --epochs 1 --dropout 0 --hidden " + hidden +
+             " --seed 4 --quiet --metrics " + scratch(tag + ".jsonl").string() +
+             " --checkpoint " + scratch("eq-" + tag).string() + " --checkpoint-every 1" +
+             " --predictions " + scratch(tag + "-pred.h5").string());
+    }
+    const auto full = losses(scratch("full" + hidden + ".jsonl"));
+    const auto sampled = losses(scratch("sampled" + hidden + ".jsonl"));
+    ASSERT_EQ(full.size(), 1u);
+    ASSERT_EQ(sampled.size(), 1u);
+    EXPECT_NEAR(full[0], sampled[0], 1e-5 * full[0]);
+    // Same initial weights and one optimizer step: equal parameters mean equal gradients.
+    const auto a = checkpoint_params(scratch("eq-full" + hidden));
+    const auto b = checkpoint_params(scratch("eq-sampled" + hidden));
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t k = 0; k < a.size(); ++k)
+      ASSERT_NEAR(a[k], b[k], 1e-6f + 1e-5f * std::abs(a[k])) << k;
+    const auto logits = [&](const std::string& tag) {
+      return h5::File::open_read(scratch(tag + "-pred.h5")).read<float>("/logits");
+    };
+    const auto lf = logits("full" + hidden), ls = logits("sampled" + hidden);
+    ASSERT_EQ(lf.size(), ls.size());
+    ASSERT_FALSE(lf.empty());
+    for (std::size_t k = 0; k < lf.size(); ++k)
+      ASSERT_NEAR(lf[k], ls[k], 1e-5f + 1e-4f * std::abs(lf[k])) << "hidden " << hidden << " " << k;
   }
-  const auto full = losses(scratch("full.jsonl"));
-  const auto sampled = losses(scratch("sampled.jsonl"));
-  ASSERT_EQ(full.size(), 1u);
-  ASSERT_EQ(sampled.size(), 1u);
-  EXPECT_NEAR(full[0], sampled[0], 1e-5 * full[0]);
-  // Same initial weights and one optimizer step: equal parameters mean equal gradients.
-  const auto a = checkpoint_params(scratch("eq-full"));
-  const auto b = checkpoint_params(scratch("eq-sampled"));
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-6f + 1e-5f * std::abs(a[k])) << k;
 }
 
 TEST_F(SampledCli, CacheChangesBytesNotResults) {

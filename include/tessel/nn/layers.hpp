@@ -93,6 +93,16 @@ public:
   // Each row's result depends on its own rows and the block's row count only. GAT refuses.
   virtual Norm infer_norm() const;
   virtual void infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out);
+  // Inference one block at a time, transforming first (where the output is narrower than the
+  // input, as DGL's lin_before_mp: then the rows exchanged and aggregated are the narrow ones).
+  // infer_transform(x, t): t [B, out_dim] = the rows x [B, in_dim] through the weight that
+  // precedes the aggregation (GCN: W; GraphSAGE: W_neigh). infer_transformed(self_rows, out):
+  // `out` [B, out_dim] holds the aggregation (with infer_norm()) of transformed rows; adds the
+  // rest in place: GraphSAGE's self_rows [B, in_dim] W_self, then the bias; no ReLU. Each row's
+  // result depends on its own rows and the block's row count only. GAT refuses.
+  bool infer_transforms_first() const { return out_dim() < in_dim(); }
+  virtual void infer_transform(const Tensor& x, Tensor& transformed);
+  virtual void infer_transformed(const Tensor& self_rows, Tensor& out);
   virtual std::vector<Parameter*> parameters() = 0;
   virtual std::int64_t in_dim() const = 0;
   virtual std::int64_t out_dim() const = 0;
@@ -111,6 +121,8 @@ public:
                       std::int64_t block_rows) override;
   Norm infer_norm() const override;
   void infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out) override;
+  void infer_transform(const Tensor& x, Tensor& transformed) override;
+  void infer_transformed(const Tensor& self_rows, Tensor& out) override;
   std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
   std::int64_t in_dim() const override { return weight_.value.rows(); }
   std::int64_t out_dim() const override { return weight_.value.cols(); }
@@ -137,6 +149,8 @@ public:
                       std::int64_t block_rows) override;
   Norm infer_norm() const override;
   void infer_aggregated(const Tensor& aggregated, const Tensor& self_rows, Tensor& out) override;
+  void infer_transform(const Tensor& x, Tensor& transformed) override;
+  void infer_transformed(const Tensor& self_rows, Tensor& out) override;
   std::vector<Parameter*> parameters() override { return {&self_weight_, &neigh_weight_, &bias_}; }
   std::int64_t in_dim() const override { return self_weight_.value.rows(); }
   std::int64_t out_dim() const override { return self_weight_.value.cols(); }

@@ -40,14 +40,16 @@ class GraphModeTrainer : public Trainer {
   // The input of whole-part inference: features_, or every row read from the part file.
   Tensor eval_features();
   // Whole-part inference (evaluation, predictions, embeddings). Sampled mode on the CPU with a
-  // GCN or GraphSAGE model reads layer 0's input in row blocks (nn::Model::infer_blocks), in
-  // memory and out of core alike; the rest infers from eval_features().
+  // GCN or GraphSAGE model runs every layer in row blocks (infer_in_blocks), in memory and out of
+  // core alike; the rest infers from eval_features().
   bool infers_in_blocks() const;
   bool blocks_inference_ = false;  // set by a mode that infers in blocks (sampled)
   Tensor infer_logits(Tensor* last_hidden);
   // Whole-part inference over row blocks, every layer (see common.cpp): the last layer's rows
-  // and, when asked, the last hidden layer's. A layer's rows go to a scratch file when the
-  // features are out of core and [num_owned, width] of them exceeds the features' budget.
+  // and, when asked, the last hidden layer's. A layer whose output is narrower than its input
+  // transforms first (its owners' rows, before the halo exchange), the others aggregate first.
+  // A layer's rows (and transformed rows) go to a scratch file when the features are out of
+  // core and [num_owned, width] of them exceeds the features' budget.
   struct BlockOutputs;
   BlockOutputs infer_in_blocks(bool keep_hidden);
   bool scratch_noted_ = false;  // the log line on the first layer written to a scratch file
