@@ -215,6 +215,24 @@ def test_a_tiny_store_reads_back_and_passes_tessel_info(tmp_path):
     assert info["num_labeled"] == 3
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sixteen_bit_stores_read_as_float32_with_the_rounded_values(tmp_path, cora_store, dtype):
+    # convert --feature-dtype rounds to nearest even; read_store hands out float32 either way.
+    path = tmp_path / f"cora-{dtype}.h5"
+    cli("convert", "ogb", CORA, path, "--feature-dtype", dtype)
+    full = tessel.read_store(cora_store).x
+    small = tessel.read_store(path).x
+    assert small.dtype == numpy.float32 and small.shape == full.shape
+    if dtype == "float16":
+        expected = full.astype(numpy.float16).astype(numpy.float32)
+    else:  # round to nearest even on the top 16 bits
+        bits = full.view(numpy.uint32).astype(numpy.uint64)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+        expected = bits.astype(numpy.uint32).view(numpy.float32)
+    assert numpy.array_equal(small, expected)
+    assert os.path.getsize(path) < os.path.getsize(cora_store)
+
+
 def test_the_program_refuses_what_it_cannot_train(tmp_path):
     # write_store checks what a store must hold; what training needs is the trainer's to say,
     # and its one-line message comes back as the exception's.
