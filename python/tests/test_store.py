@@ -216,12 +216,13 @@ def test_a_tiny_store_reads_back_and_passes_tessel_info(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_sixteen_bit_stores_read_as_float32_with_the_rounded_values(tmp_path, cora_store, dtype):
+def test_sixteen_bit_stores_read_as_float32_with_the_rounded_values(tmp_path, dtype):
     # convert --feature-dtype rounds to nearest even; read_store hands out float32 either way.
-    path = tmp_path / f"cora-{dtype}.h5"
-    cli("convert", "ogb", CORA, path, "--feature-dtype", dtype)
-    full = tessel.read_store(cora_store).x
-    small = tessel.read_store(path).x
+    args = ["convert", "synthetic", "--nodes", "300", "--feat-dim", "16", "--seed", "4"]
+    cli(*args, tmp_path / "f32.h5")
+    cli(*args, "--feature-dtype", dtype, tmp_path / "small.h5")
+    full = tessel.read_store(tmp_path / "f32.h5").x
+    small = tessel.read_store(tmp_path / "small.h5").x
     assert small.dtype == numpy.float32 and small.shape == full.shape
     if dtype == "float16":
         expected = full.astype(numpy.float16).astype(numpy.float32)
@@ -229,8 +230,10 @@ def test_sixteen_bit_stores_read_as_float32_with_the_rounded_values(tmp_path, co
         bits = full.view(numpy.uint32).astype(numpy.uint64)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
         expected = bits.astype(numpy.uint32).view(numpy.float32)
+    assert not numpy.array_equal(expected, full)  # the rounding is seen
     assert numpy.array_equal(small, expected)
-    assert os.path.getsize(path) < os.path.getsize(cora_store)
+    assert os.path.getsize(tmp_path / "small.h5") < os.path.getsize(tmp_path / "f32.h5")
+    assert cli("info", tmp_path / "small.h5", "--json").summary["feature_dtype"] == dtype
 
 
 def test_the_program_refuses_what_it_cannot_train(tmp_path):

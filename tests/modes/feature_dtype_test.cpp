@@ -133,7 +133,7 @@ TEST_F(FeatureDtypes, FullBatchReadsSixteenBitPartsToo) {
   const fs::path out = scratch("full");
   fs::create_directories(out);
   for (const std::string store : {"float16", "rounded-float16"})
-    run_ok(tessel_bin() + " train " + parts(store, 2).string() +
+    run_ok(tessel_bin() + " train " + parts(store, 1).string() +
            " --mode full --epochs 2 --hidden 8 --seed 3 --quiet --metrics " +
            (out / (store + ".jsonl")).string());
   const auto a = epochs_of(out / "float16.jsonl"), b = epochs_of(out / "rounded-float16.jsonl");
