@@ -570,7 +570,7 @@ PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
     return Checksum{std::move(value), "file", watch.seconds()};
   });
   // Parts keep the store's feature dtype (16-bit rows round-trip through float exactly).
-  StoreFeatures features(store, data.feature_dim, feature_dtype);
+  StoreFeatures features(store, data.feature_dim, std::int64_t{32} << 20, feature_dtype);
   return run_pipeline(std::move(data), features, std::move(checksum), store.filename().string(),
                       out, options, times, total);
 }

@@ -189,8 +189,8 @@ private:
 class StoreFeatures final : public FeatureSource {
 public:
   StoreFeatures(std::filesystem::path store, std::int64_t dim,
-                datasets::FeatureDtype dtype = datasets::FeatureDtype::float32,
-                std::int64_t block_bytes = std::int64_t{32} << 20)
+                std::int64_t block_bytes = std::int64_t{32} << 20,
+                datasets::FeatureDtype dtype = datasets::FeatureDtype::float32)
       : store_(std::move(store)), dim_(dim), dtype_(dtype),
         block_rows_(std::max<std::int64_t>(1, block_bytes / std::max<std::int64_t>(4 * dim, 1))) {}
   std::int64_t dim() const override { return dim_; }
