@@ -400,6 +400,12 @@ class Store:
                                        shape=(self.num_nodes, self.num_nodes))
 
 
+def _features(dataset):
+    """/node/feat as float32: a float16 store (`tessel convert --feature-dtype float16`) reads as
+    numpy float16 and a bfloat16 one as float32 through h5py; both widen exactly."""
+    return numpy.asarray(dataset[()], dtype=numpy.float32)
+
+
 def read_store(path):
     """Reads a dataset store (written by `tessel convert` or write_store) into numpy."""
     with h5py.File(path, "r") as f:
@@ -413,6 +419,7 @@ def read_store(path):
         return Store(name=str(attrs.get("name", "")), num_nodes=int(attrs["num_nodes"]),
                      num_classes=int(attrs["num_classes"]), directed=bool(attrs["directed"]),
                      indptr=f["graph/indptr"][()], indices=f["graph/indices"][()],
-                     x=f["node/feat"][()], y=f["node/label"][()], train=f["split/train"][()],
+                     x=_features(f["node/feat"]), y=f["node/label"][()],
+                     train=f["split/train"][()],
                      valid=f["split/valid"][()], test=f["split/test"][()], attrs=attrs,
                      link=_link.read_link(f))

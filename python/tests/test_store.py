@@ -215,6 +215,27 @@ def test_a_tiny_store_reads_back_and_passes_tessel_info(tmp_path):
     assert info["num_labeled"] == 3
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sixteen_bit_stores_read_as_float32_with_the_rounded_values(tmp_path, dtype):
+    # convert --feature-dtype rounds to nearest even; read_store hands out float32 either way.
+    args = ["convert", "synthetic", "--nodes", "300", "--feat-dim", "16", "--seed", "4"]
+    cli(*args, tmp_path / "f32.h5")
+    cli(*args, "--feature-dtype", dtype, tmp_path / "small.h5")
+    full = tessel.read_store(tmp_path / "f32.h5").x
+    small = tessel.read_store(tmp_path / "small.h5").x
+    assert small.dtype == numpy.float32 and small.shape == full.shape
+    if dtype == "float16":
+        expected = full.astype(numpy.float16).astype(numpy.float32)
+    else:  # round to nearest even on the top 16 bits
+        bits = full.view(numpy.uint32).astype(numpy.uint64)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+        expected = bits.astype(numpy.uint32).view(numpy.float32)
+    assert not numpy.array_equal(expected, full)  # the rounding is seen
+    assert numpy.array_equal(small, expected)
+    assert os.path.getsize(tmp_path / "small.h5") < os.path.getsize(tmp_path / "f32.h5")
+    assert cli("info", tmp_path / "small.h5", "--json").summary["feature_dtype"] == dtype
+
+
 def test_the_program_refuses_what_it_cannot_train(tmp_path):
     # write_store checks what a store must hold; what training needs is the trainer's to say,
     # and its one-line message comes back as the exception's.

@@ -18,6 +18,8 @@
 #   BATCH       --batch-size                        (default 1024)
 #   REPEATS     rounds of the runs                  (default 2)
 #   RUNS        which runs, in this order           (default "all quarter hdf5 keepcache static")
+#               f16: the quarter budget on a float16 copy of the store (convert --feature-dtype
+#               float16, its own parts); the same budget, since the reader holds float32 rows
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/bench/common.sh
@@ -38,6 +40,14 @@ mkdir -p "$work"
 store="$work/synthetic-n${nodes}-d${avg_degree}-f${feat_dim}.h5"
 bench_synthetic "$tessel" "$store" "$nodes" "$avg_degree" "$classes" "$feat_dim"
 bench_parts "$tessel" "$store" 1 "$work/p1"
+if [[ "$runs" == *" f16 "* ]]; then
+  store16="$work/synthetic-n${nodes}-d${avg_degree}-f${feat_dim}-float16.h5"
+  [ -f "$store16" ] || "$tessel" convert synthetic --nodes "$nodes" --avg-degree "$avg_degree" \
+    --classes "$classes" --feat-dim "$feat_dim" --seed 1 --feature-dtype float16 "$store16"
+  bench_parts "$tessel" "$store16" 1 "$work/p1-f16"
+  echo "disk: store $(stat -c %s "$store") bytes float32, $(stat -c %s "$store16") float16;" \
+    "part file $(stat -c %s "$work/p1/part-0.h5") float32, $(stat -c %s "$work/p1-f16/part-0.h5") float16"
+fi
 
 feature_bytes=$(( nodes * feat_dim * 4 ))
 budget=$(( feature_bytes / 4 ))
@@ -59,13 +69,16 @@ if [ "$(id -u)" = 0 ] && [ -w /sys/fs/cgroup/cgroup.subtree_control ] &&
 fi
 [ -n "$cgroup" ] || echo "note: no memory cgroup (needs root and a writable cgroup v2); runs are not capped"
 
-# run NAME MEMORY CAP_BYTES [ENV...]: one training run; prints its row.
+# run NAME MEMORY CAP_BYTES [F16] [ENV...]: one training run (F16: on the float16 parts); prints
+# its row.
 run() {
   local name=$1 memory=$2 cap=$3
   shift 3
   local metrics="$work/$name.jsonl" log="$work/$name.log"
   rm -f "$metrics"
-  local cmd=(env "$@" "$tessel" train "$work/p1" --mode sampled --model sage --layers 3
+  local parts="$work/p1"
+  if [ "${1:-}" = F16 ]; then parts="$work/p1-f16"; shift; fi
+  local cmd=(env "$@" "$tessel" train "$parts" --mode sampled --model sage --layers 3
              --hidden 128 --fanouts 10,10,5 --batch-size "$batch" --epochs 2 --eval-every 1000
              --max-batches "$steps" --threads 2 --seed 1 --quiet --feature-memory "$memory"
              --metrics "$metrics")
@@ -110,4 +123,5 @@ for round in $(seq 1 "$repeats"); do
   if want hdf5; then run "hdf5-$round" "$budget" "$cap" TESSEL_FEATURE_IO=hdf5; fi
   if want keepcache; then run "keepcache-$round" "$budget" 0 TESSEL_FEATURE_PAGE_CACHE=keep; fi
   if want static; then run "static-$round" "$budget" "$cap" TESSEL_FEATURE_RECENT=0; fi
+  if want f16; then run "f16-$round" "$budget" "$cap" F16; fi
 done

@@ -56,6 +56,19 @@ std::string link_summary(const datasets::Dataset& data) {
                      datasets::LinkSplits::rows(l.test_neg), l.seed);
 }
 
+// --feature-dtype float32|float16|bfloat16: how the store keeps /node/feat.
+constexpr const char* kFeatureDtypeHelp =
+    "How the store keeps /node/feat: float32, or float16 / bfloat16 (2 bytes a value: half the "
+    "disk and the out-of-core reads; values rounded to nearest even, training still computes in "
+    "float32). float16 keeps 11 significant bits up to 65504 (a larger value is refused); "
+    "bfloat16 keeps float32's range with 8 significant bits (docs/data.md)";
+
+void add_feature_dtype_flag(CLI::App& cmd, std::string& dtype) {
+  cmd.add_option("--feature-dtype", dtype, kFeatureDtypeHelp)
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}))
+      ->capture_default_str();
+}
+
 struct OgbArgs {
   std::string dir;
   std::string out;
@@ -63,6 +76,7 @@ struct OgbArgs {
   datasets::OgbLinkOptions link;
   bool json = false;
   EdgeSplitArgs edge_split;
+  std::string feature_dtype = "float32";
 };
 
 struct SyntheticArgs {
@@ -73,6 +87,7 @@ struct SyntheticArgs {
   double scale = 1.0;  // with a preset: its node count times this
   std::string preset;  // a named shape (datasets::synthetic_preset); explicit flags override it
   EdgeSplitArgs edge_split;
+  std::string feature_dtype = "float32";
 };
 
 // Fills the options a preset sets, except those given on the command line.
@@ -80,6 +95,11 @@ void apply_preset(SyntheticArgs& args, const CLI::App& cmd) {
   TESSEL_EXPECTS(!args.preset.empty() || cmd.get_option("--scale")->count() == 0,
                  "convert synthetic: --scale needs --preset (it scales a named shape)");
   TESSEL_EXPECTS(args.ogb || !args.npz, "convert synthetic: --npz needs --ogb");
+  TESSEL_EXPECTS(!args.ogb || args.feature_dtype == "float32",
+                 "convert synthetic: --feature-dtype is for stores; --ogb writes an OGB folder "
+                 "(convert it with `convert ogb --feature-dtype {}`)",
+                 args.feature_dtype);
+  args.options.feature_dtype = datasets::parse_feature_dtype(args.feature_dtype);
   if (args.preset.empty()) return;
   const datasets::SyntheticOptions preset = datasets::synthetic_preset(args.preset, args.scale);
   auto& o = args.options;
@@ -116,7 +136,7 @@ void run_ogb_edge_split(const OgbArgs& args) {
   }
   {
     const ScopedActivity activity("writing " + args.out);
-    datasets::write_store(data, args.out);
+    datasets::write_store(data, args.out, args.options.feature_dtype);
   }
   fmt::print("{}: {} nodes, {} message-passing edges, {} features, {} classes{}; in {:.2f} s\n",
              args.out, data.num_nodes, data.num_edges(), data.feature_dim, data.num_classes,
@@ -276,7 +296,7 @@ void run_synthetic(const SyntheticArgs& args) {
     options.npz = args.npz;
     datasets::write_ogb_folder(data, args.out, options);
   } else {
-    datasets::write_store(data, args.out);
+    datasets::write_store(data, args.out, args.options.feature_dtype);
   }
   fmt::print("{}: {} nodes, {} edges ({}), {} features, {} classes, split {}/{}/{}{}; generated "
              "in {:.2f} s, written in {:.2f} s, peak memory {}\n",
@@ -325,6 +345,7 @@ const Registrar registrar{Command{
       ogb_cmd->add_flag("--json", ogb->json,
                         "Print one JSON object (counts, seconds, MB/s, peak memory, phases)");
       add_edge_split_flags(*ogb_cmd, ogb->edge_split, true);
+      add_feature_dtype_flag(*ogb_cmd, ogb->feature_dtype);
 
       auto syn = std::make_shared<SyntheticArgs>();
       auto& o = syn->options;
@@ -395,13 +416,17 @@ const Registrar registrar{Command{
                         "Write an OGB raw folder (gzip CSV) at OUT instead of a store, e.g. to "
                         "benchmark `convert ogb`");
       add_edge_split_flags(*syn_cmd, syn->edge_split, false);  // seeded by --seed
+      add_feature_dtype_flag(*syn_cmd, syn->feature_dtype);
       syn_cmd->add_flag("--npz", syn->npz,
                         "With --ogb: papers100M's layout (raw/data.npz, raw/node-label.npz) "
                         "instead of gzip CSV");
       auto run_temporal = add_temporal_convert_commands(sub);
       return [ogb_cmd, syn_cmd, ogb, syn, run_temporal] {
         run_temporal();
-        if (ogb_cmd->parsed()) run_ogb(*ogb);
+        if (ogb_cmd->parsed()) {
+          ogb->options.feature_dtype = datasets::parse_feature_dtype(ogb->feature_dtype);
+          run_ogb(*ogb);
+        }
         if (syn_cmd->parsed()) {
           apply_preset(*syn, *syn_cmd);
           run_synthetic(*syn);

@@ -61,6 +61,7 @@ void run_info(const InfoArgs& args) {
     j["num_edges"] = info.num_edges;
     j["directed"] = info.directed;
     j["feature_dim"] = info.feature_dim;
+    j["feature_dtype"] = datasets::to_string(info.feature_dtype);
     j["num_classes"] = info.num_classes;
     j["num_labeled"] = labeled;
     j["split"] = {{"train", info.num_train}, {"valid", info.num_valid}, {"test", info.num_test}};
@@ -83,7 +84,7 @@ void run_info(const InfoArgs& args) {
   if (args.degrees)
     fmt::print("  symmetrized   {} directed edges (both directions, no self-loops or duplicates)\n",
                sym_edges);
-  fmt::print("  features      {} (float32)\n", info.feature_dim);
+  fmt::print("  features      {} ({})\n", info.feature_dim, datasets::to_string(info.feature_dtype));
   fmt::print("  classes       {} ({} labeled nodes)\n", info.num_classes, labeled);
   fmt::print("  split         train {}, valid {}, test {}\n", info.num_train, info.num_valid,
              info.num_test);

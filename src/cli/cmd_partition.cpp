@@ -103,7 +103,8 @@ void run_partition(const PartitionArgs& args, bool parts_given) {
 const Registrar registrar{Command{
     "partition",
     "Split a dataset store into K parts (METIS k-way or random) with 1-hop halos, one HDF5 file "
-    "per part plus partition.json; or verify a partition folder with --check. On a temporal "
+    "per part plus partition.json (parts keep the store's feature dtype: float32, float16 or "
+    "bfloat16); or verify a partition folder with --check. On a temporal "
     "store: vertex ranges (METIS on the union of the snapshots) and the relabeled store for "
     "`train --mode dynamic` (which chooses the snapshot blocks itself)",
     false,

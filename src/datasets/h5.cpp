@@ -358,6 +358,19 @@ double File::attr_double(const std::string& name, const std::string& object) con
 template <class T>
 void File::create_dataset(const std::string& name, std::vector<std::int64_t> dims,
                           const std::string& description, std::int64_t chunk_rows, int deflate) {
+  create_typed(name, dims, file_type<T>(), description, chunk_rows, deflate);
+}
+
+void File::create_feature_dataset(const std::string& name, std::vector<std::int64_t> dims,
+                                  datasets::FeatureDtype dtype, const std::string& description,
+                                  std::int64_t chunk_rows) {
+  const Handle type = feature_file_type(dtype);
+  create_typed(name, dims, type.get(), description, chunk_rows, 0);
+}
+
+void File::create_typed(const std::string& name, const std::vector<std::int64_t>& dims,
+                        hid_t type, const std::string& description, std::int64_t chunk_rows,
+                        int deflate) {
   TESSEL_ASSERT(dims.size() == 1 || dims.size() == 2, "{}: dataset {} must be 1-D or 2-D",
                 path_.string(), name);
   for (auto d : dims)
@@ -379,8 +392,8 @@ void File::create_dataset(const std::string& name, std::vector<std::int64_t> dim
       TESSEL_CHECK_HDF5(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate)));
     }
   }
-  const hid_t d = H5Dcreate2(id(), name.c_str(), file_type<T>(), space.get(), H5P_DEFAULT,
-                             dcpl.get(), H5P_DEFAULT);
+  const hid_t d =
+      H5Dcreate2(id(), name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT);
   if (d < 0)
     TESSEL_FAIL("cannot write {}: creating dataset {} {} failed (disk full?)",
                 datasets::output_name(path_).string(), name, dims_string(dims));
@@ -516,6 +529,15 @@ template <class T> void File::read_into(const std::string& name, T* out, std::in
   TESSEL_EXPECTS(product(shape) == count, "{}: dataset {} has {} elements, expected {}",
                  path_.string(), name, product(shape), count);
   if (count == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    Handle type(read_check(H5Dget_type(dataset), path_, "the type of dataset " + name));
+    const auto dtype = float_dtype_of(type.get());
+    if (dtype != datasets::FeatureDtype::float32) {
+      const std::int64_t cols = shape.size() == 2 ? shape[1] : 1;
+      read_widened(name, dataset, dtype, 0, shape.empty() ? 0 : shape[0], cols, out);
+      return;
+    }
+  }
   if (H5Dread(dataset, native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
     TESSEL_FAIL("{}: reading dataset {} failed (truncated or corrupt file?)", path_.string(), name);
 }
@@ -534,6 +556,14 @@ void File::read_rows(const std::string& name, std::int64_t begin, std::int64_t e
   const std::int64_t cols = shape.size() == 2 ? shape[1] : 1;
   out.resize(static_cast<std::size_t>((end - begin) * cols));
   if (out.empty()) return;
+  if constexpr (std::is_same_v<T, float>) {
+    Handle type(read_check(H5Dget_type(dataset), path_, "the type of dataset " + name));
+    const auto dtype = float_dtype_of(type.get());
+    if (dtype != datasets::FeatureDtype::float32) {
+      read_widened(name, dataset, dtype, begin, end, cols, out.data());
+      return;
+    }
+  }
   std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
   start[0] = static_cast<hsize_t>(begin);
   count[0] = static_cast<hsize_t>(end - begin);
@@ -546,6 +576,119 @@ void File::read_rows(const std::string& name, std::int64_t begin, std::int64_t e
               out.data()) < 0)
     TESSEL_FAIL("{}: reading rows [{}, {}) of {} failed (truncated or corrupt file?)",
                 path_.string(), begin, end, name);
+}
+
+namespace {
+
+// The 16-bit layouts: sign bit 15, then the exponent, then the mantissa.
+struct Float16Layout {
+  std::size_t exponent_pos, exponent_bits, mantissa_bits, bias;
+};
+constexpr Float16Layout kHalf{10, 5, 10, 15};
+constexpr Float16Layout kBfloat{7, 8, 7, 127};
+
+bool has_layout(hid_t type, const Float16Layout& l) {
+  std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+  if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
+  return H5Tget_size(type) == 2 && H5Tget_order(type) == H5T_ORDER_LE &&
+         H5Tget_precision(type) == 16 && H5Tget_offset(type) == 0 && spos == 15 &&
+         epos == l.exponent_pos && esize == l.exponent_bits && mpos == 0 &&
+         msize == l.mantissa_bits && H5Tget_ebias(type) == l.bias &&
+         H5Tget_norm(type) == H5T_NORM_IMPLIED;
+}
+
+// Rows per block when widening: about 4 MiB of stored values.
+std::int64_t widen_block_rows(std::int64_t cols) {
+  return std::max<std::int64_t>(1, (std::int64_t{2} << 20) / std::max<std::int64_t>(cols, 1));
+}
+
+} // namespace
+
+Handle feature_file_type(datasets::FeatureDtype dtype) {
+  Handle type(TESSEL_CHECK_HDF5(H5Tcopy(H5T_IEEE_F32LE)));
+  if (dtype == datasets::FeatureDtype::float32) return type;
+  const Float16Layout& l = dtype == datasets::FeatureDtype::float16 ? kHalf : kBfloat;
+  // Fields first (they must fit the precision being set), then precision and size.
+  TESSEL_CHECK_HDF5(H5Tset_fields(type.get(), 15, l.exponent_pos, l.exponent_bits, 0,
+                                  l.mantissa_bits));
+  TESSEL_CHECK_HDF5(H5Tset_offset(type.get(), 0));
+  TESSEL_CHECK_HDF5(H5Tset_precision(type.get(), 16));
+  TESSEL_CHECK_HDF5(H5Tset_size(type.get(), 2));
+  TESSEL_CHECK_HDF5(H5Tset_ebias(type.get(), l.bias));
+  return type;
+}
+
+datasets::FeatureDtype float_dtype_of(hid_t type) {
+  if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 2)
+    return datasets::FeatureDtype::float32;
+  if (has_layout(type, kHalf)) return datasets::FeatureDtype::float16;
+  if (has_layout(type, kBfloat)) return datasets::FeatureDtype::bfloat16;
+  return datasets::FeatureDtype::float32;
+}
+
+datasets::FeatureDtype File::feature_dtype(const std::string& name) const {
+  const hid_t dataset = open_dataset(name);
+  Handle type(read_check(H5Dget_type(dataset), path_, "the type of dataset " + name));
+  return float_dtype_of(type.get());
+}
+
+void File::write_rows_stored(const std::string& name, std::int64_t begin, const std::uint16_t* data,
+                             std::int64_t rows) {
+  if (rows == 0) return;
+  const hid_t dataset = open_dataset(name);
+  const auto dims = dataset_dims(*this, name, dataset);
+  TESSEL_ASSERT(dims.size() == 2 && begin >= 0 && begin + rows <= dims[0],
+                "{}: rows [{}, {}) outside dataset {} {}", path_.string(), begin, begin + rows,
+                name, dims_string(dims));
+  Handle type(TESSEL_CHECK_HDF5(H5Dget_type(dataset)));
+  TESSEL_ASSERT(float_dtype_of(type.get()) != datasets::FeatureDtype::float32,
+                "{}: {} is not a 16-bit float dataset", path_.string(), name);
+  hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
+  hsize_t count[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(dims[1])};
+  Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
+  TESSEL_CHECK_HDF5(
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr));
+  Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(2, count, nullptr)));
+  if (H5Dwrite(dataset, type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, data) < 0)
+    TESSEL_FAIL("cannot write {}: writing rows [{}, {}) of {} failed (disk full?)",
+                datasets::output_name(path_).string(), begin, begin + rows, name);
+}
+
+void File::read_rows_stored(const std::string& name, std::int64_t begin, std::int64_t end,
+                            std::vector<std::uint16_t>& out) const {
+  const hid_t dataset = open_dataset(name);
+  const auto shape = stored_dims(*this, name, dataset);
+  Handle type(read_check(H5Dget_type(dataset), path_, "the type of dataset " + name));
+  TESSEL_EXPECTS(shape.size() == 2 && float_dtype_of(type.get()) != datasets::FeatureDtype::float32,
+                 "{}: dataset {} is not a 2-D 16-bit float dataset", path_.string(), name);
+  TESSEL_EXPECTS(begin >= 0 && begin <= end && end <= shape[0],
+                 "{}: rows [{}, {}) are outside dataset {} with {} rows", path_.string(), begin,
+                 end, name, shape[0]);
+  out.resize(static_cast<std::size_t>((end - begin) * shape[1]));
+  if (out.empty()) return;
+  hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
+  hsize_t count[2] = {static_cast<hsize_t>(end - begin), static_cast<hsize_t>(shape[1])};
+  Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset)));
+  TESSEL_CHECK_HDF5(
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr));
+  Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(2, count, nullptr)));
+  if (H5Dread(dataset, type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, out.data()) < 0)
+    TESSEL_FAIL("{}: reading rows [{}, {}) of {} failed (truncated or corrupt file?)",
+                path_.string(), begin, end, name);
+}
+
+void File::read_widened(const std::string& name, hid_t dataset, datasets::FeatureDtype dtype,
+                        std::int64_t begin, std::int64_t end, std::int64_t cols, float* out) const {
+  (void)dataset;
+  TESSEL_EXPECTS(cols > 0, "{}: dataset {} is a 16-bit float dataset that is not 2-D",
+                 path_.string(), name);
+  std::vector<std::uint16_t> stored;
+  const std::int64_t block = widen_block_rows(cols);
+  for (std::int64_t r = begin; r < end; r += block) {
+    const std::int64_t stop = std::min(end, r + block);
+    read_rows_stored(name, r, stop, stored);
+    datasets::widen_features(stored.data(), out + (r - begin) * cols, (stop - r) * cols, dtype);
+  }
 }
 
 #define TESSEL_H5_INSTANTIATE(T)                                                                   \

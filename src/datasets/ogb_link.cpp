@@ -324,7 +324,7 @@ OgbLinkReport convert_ogb_link_folder(const fs::path& dir, const fs::path& out,
   check_metric(result.metric, per_source);
   end_phase("splits");
 
-  detail::StoreWriter writer(out);
+  detail::StoreWriter writer(out, options.feature_dtype);
   {
     ScopedActivity activity("reading " + in.edge.string());
     Csr graph = detail::ogb_read_edges_csv(in, n, m, report);

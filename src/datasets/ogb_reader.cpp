@@ -682,7 +682,7 @@ ConvertReport convert_ogb_folder(const fs::path& dir, const fs::path& out,
                                  const OgbOptions& options) {
   Stopwatch total;
   const OgbInputs in = locate(dir, options);
-  detail::StoreWriter writer(out);
+  detail::StoreWriter writer(out, options.feature_dtype);
   StoreSink sink(writer);
   ConvertReport report = read_into(in, options, sink);
   Stopwatch commit;

@@ -95,6 +95,7 @@ DatasetInfo read_header(const h5::File& f) {
   TESSEL_EXPECTS(info.feature_dim >= 0 && info.feature_dim < (std::int64_t{1} << 24),
                  "{}: feature_dim = {} is invalid", file, info.feature_dim);
   check_num_classes(file, info.num_classes, info.num_nodes);
+  if (f.exists("/node/feat")) info.feature_dtype = f.feature_dtype("/node/feat");
   std::error_code ec;
   info.file_bytes = static_cast<std::int64_t>(std::filesystem::file_size(f.path(), ec));
   return info;
@@ -142,15 +143,16 @@ void check_labels(const std::string& file, const std::string& which,
 
 } // namespace
 
-std::int64_t feature_chunk_rows(std::int64_t feature_dim) {
-  const std::int64_t row_bytes = std::max<std::int64_t>(feature_dim, 1) * 4;
+std::int64_t feature_chunk_rows(std::int64_t feature_dim, std::int64_t value_bytes) {
+  const std::int64_t row_bytes = std::max<std::int64_t>(feature_dim, 1) * value_bytes;
   return std::max<std::int64_t>(1, (std::int64_t{1} << 20) / row_bytes);
 }
 
 namespace detail {
 
-StoreWriter::StoreWriter(const std::filesystem::path& target)
-    : output_(target), file_(h5::File::create(output_.temp_path())) {}
+StoreWriter::StoreWriter(const std::filesystem::path& target, FeatureDtype feature_dtype)
+    : output_(target), file_(h5::File::create(output_.temp_path())),
+      feature_dtype_(feature_dtype) {}
 
 void StoreWriter::write_graph(const Csr& graph) {
   file_.create_group("/graph");
@@ -162,12 +164,34 @@ void StoreWriter::write_graph(const Csr& graph) {
 void StoreWriter::begin_features(std::int64_t num_nodes, std::int64_t feature_dim) {
   feature_dim_ = feature_dim;
   file_.create_group("/node");
-  file_.create_dataset<float>("/node/feat", {num_nodes, feature_dim}, kFeatDescription,
-                              feature_chunk_rows(feature_dim));
+  if (feature_dtype_ == FeatureDtype::float32) {
+    file_.create_dataset<float>("/node/feat", {num_nodes, feature_dim}, kFeatDescription,
+                                feature_chunk_rows(feature_dim));
+  } else {
+    file_.create_feature_dataset(
+        "/node/feat", {num_nodes, feature_dim}, feature_dtype_,
+        fmt::format("Node features, {} [num_nodes, feature_dim] (rounded to nearest even from "
+                    "float32; readers widen them to float32); row v belongs to node v. Chunked "
+                    "by rows so a row range can be read alone.",
+                    to_string(feature_dtype_)),
+        feature_chunk_rows(feature_dim, stored_bytes(feature_dtype_)));
+  }
 }
 
 void StoreWriter::write_feature_rows(std::int64_t begin, const float* rows, std::int64_t count) {
-  if (feature_dim_ > 0) file_.write_rows("/node/feat", begin, rows, count);
+  if (feature_dim_ == 0 || count == 0) return;
+  if (feature_dtype_ == FeatureDtype::float32) {
+    file_.write_rows("/node/feat", begin, rows, count);
+    return;
+  }
+  const std::int64_t values = count * feature_dim_;
+  narrowed_.resize(static_cast<std::size_t>(values));
+  const std::int64_t bad = narrow_features(rows, narrowed_.data(), values, feature_dtype_);
+  if (bad >= 0)
+    fail_not_representable(output_name(output_.temp_path()).string() + ": /node/feat",
+                           begin + bad / feature_dim_, bad % feature_dim_,
+                           rows[static_cast<std::size_t>(bad)], feature_dtype_);
+  file_.write_rows_stored("/node/feat", begin, narrowed_.data(), count);
 }
 
 void StoreWriter::write_labels(const std::vector<std::int64_t>& labels) {
@@ -221,11 +245,12 @@ void Dataset::validate(const std::string& what) const {
   if (link.present()) check_link_splits(what, link, graph, directed, num_nodes);
 }
 
-void write_store(const Dataset& data, const std::filesystem::path& path) {
+void write_store(const Dataset& data, const std::filesystem::path& path,
+                 FeatureDtype feature_dtype) {
   data.validate("dataset " + data.name);
   TESSEL_EXPECTS(!data.features.empty() || data.feature_dim == 0 || data.num_nodes == 0,
                  "write_store: dataset {} has no features loaded", data.name);
-  detail::StoreWriter writer(path);
+  detail::StoreWriter writer(path, feature_dtype);
   writer.write_graph(data.graph);
   writer.write_labels(data.labels);
   writer.begin_features(data.num_nodes, data.feature_dim);

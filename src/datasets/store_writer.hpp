@@ -13,7 +13,9 @@ namespace tessel::datasets::detail {
 
 class StoreWriter {
 public:
-  explicit StoreWriter(const std::filesystem::path& target);
+  // feature_dtype: how /node/feat is stored; rows still arrive as float.
+  explicit StoreWriter(const std::filesystem::path& target,
+                       FeatureDtype feature_dtype = FeatureDtype::float32);
 
   void write_graph(const Csr& graph);
   // Creates /node/feat [num_nodes, feature_dim]; rows then arrive in blocks, in any order.
@@ -35,6 +37,8 @@ private:
   AtomicOutput output_;
   h5::File file_;
   std::int64_t feature_dim_ = 0;
+  FeatureDtype feature_dtype_ = FeatureDtype::float32;
+  std::vector<std::uint16_t> narrowed_; // one block of 16-bit rows
 };
 
 // The /link group of an open store (an empty LinkSplits when it has none); shapes checked,

@@ -506,7 +506,7 @@ SyntheticStoreSummary write_synthetic_store(const SyntheticOptions& o,
     for (std::int64_t v = 0; v < n; ++v)
       source[static_cast<std::size_t>(perm[static_cast<std::size_t>(v)])] = v;
   }
-  detail::StoreWriter writer(path);
+  detail::StoreWriter writer(path, o.feature_dtype);
   writer.write_graph(data.graph);
   summary.num_edges = data.num_edges();
   data.graph = Csr();

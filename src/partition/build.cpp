@@ -195,6 +195,26 @@ const float* StoreFeatures::rows(std::int64_t begin, std::int64_t end) {
 
 namespace {
 
+// Writes rows [begin, begin + count) of a part's /node/feat as the file stores them (16-bit
+// rows narrowed: exact for rows that came from a 16-bit store) and adds the stored bytes to the
+// part's CRC.
+void write_feature_block(h5::File& file, std::int64_t begin, const float* rows, std::int64_t count,
+                         std::int64_t d, Crc32& crc, std::vector<std::uint16_t>& narrowed) {
+  const auto dtype = file.feature_dtype("/node/feat");
+  if (dtype == datasets::FeatureDtype::float32) {
+    file.write_rows("/node/feat", begin, rows, count);
+    crc.update(rows, static_cast<std::size_t>(count * d) * sizeof(float));
+    return;
+  }
+  narrowed.resize(static_cast<std::size_t>(count * d));
+  const std::int64_t bad = datasets::narrow_features(rows, narrowed.data(), count * d, dtype);
+  if (bad >= 0)
+    datasets::fail_not_representable(file.path().filename().string() + ": /node/feat",
+                                     begin + bad / d, bad % d, rows[bad], dtype);
+  file.write_rows_stored("/node/feat", begin, narrowed.data(), count);
+  crc.update(narrowed.data(), narrowed.size() * sizeof(std::uint16_t));
+}
+
 // Reordered parts: local rows [a, a + window) of every part per pass over the source.
 void write_windows(FeatureSource& features, const Relabeling& r, std::vector<h5::File>& files,
                    std::vector<Crc32>& crcs, std::int64_t window_bytes) {
@@ -208,6 +228,7 @@ void write_windows(FeatureSource& features, const Relabeling& r, std::vector<h5:
     most_owned = std::max<std::int64_t>(most_owned, r.offsets[p + 1] - r.offsets[p]);
   const std::int64_t block = features.block_rows();
   std::vector<float> staging;
+  std::vector<std::uint16_t> narrowed;
   std::vector<std::int64_t> count(static_cast<std::size_t>(k)), at(static_cast<std::size_t>(k));
   for (std::int64_t a = 0; a < most_owned; a += window) {
     std::int64_t total = 0;
@@ -233,8 +254,7 @@ void write_windows(FeatureSource& features, const Relabeling& r, std::vector<h5:
     for (int p = 0; p < k; ++p) {
       if (count[p] == 0) continue;
       const float* part_rows = staging.data() + at[p] * d;
-      files[p].write_rows("/node/feat", a, part_rows, count[p]);
-      crcs[p].update(part_rows, static_cast<std::size_t>(count[p] * row_bytes));
+      write_feature_block(files[p], a, part_rows, count[p], d, crcs[p], narrowed);
     }
   }
 }
@@ -268,6 +288,7 @@ std::vector<std::string> write_part_features(FeatureSource& features, const Rela
   // those inside one source block are the next rows of its feature matrix.
   std::vector<std::int64_t> written(static_cast<std::size_t>(k), 0);
   std::vector<float> staging;
+  std::vector<std::uint16_t> narrowed;
   for (std::int64_t begin = 0; begin < n; begin += block) {
     const std::int64_t end = std::min(n, begin + block);
     const float* rows = features.rows(begin, end);
@@ -284,8 +305,7 @@ std::vector<std::string> write_part_features(FeatureSource& features, const Rela
       for (std::int64_t x = 0; x < count; ++x)
         std::memcpy(staging.data() + x * d, rows + (ids[x] - begin) * d,
                     static_cast<std::size_t>(d) * sizeof(float));
-      files[p].write_rows("/node/feat", written[p], staging.data(), count);
-      crcs[p].update(staging.data(), staging.size() * sizeof(float));
+      write_feature_block(files[p], written[p], staging.data(), count, d, crcs[p], narrowed);
       written[p] = stop;
     }
   }

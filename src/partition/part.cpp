@@ -57,12 +57,17 @@ public:
 
   template <class T> void verify(const std::string& dataset, const std::vector<T>& values) {
     if (recorded_ == nullptr) return;
+    Crc32 crc;
+    crc.update(values);
+    verify_crc(dataset, crc.str());
+  }
+
+  // `actual`: the CRC-32 of the dataset's values as stored.
+  void verify_crc(const std::string& dataset, const std::string& actual) {
+    if (recorded_ == nullptr) return;
     const auto it = recorded_->find(dataset);
     TESSEL_EXPECTS(it != recorded_->end() && it->is_string(),
                    "partition.json: {} has no checksum for {} of {}", where_, dataset, file_);
-    Crc32 crc;
-    crc.update(values);
-    const std::string actual = crc.str();
     if (actual == it->template get<std::string>()) return;
     const std::string message =
         fmt::format("{}: {} has checksum {}, partition.json records {} (the part file was "
@@ -114,7 +119,14 @@ PartChecksums part_checksums(const Part& part, bool with_features) {
                         {"/split/train", of(part.train)},
                         {"/split/valid", of(part.valid)},
                         {"/split/test", of(part.test)}};
-  if (with_features) sums["/node/feat"] = of(part.features);
+  if (with_features && part.feature_dtype == datasets::FeatureDtype::float32) {
+    sums["/node/feat"] = of(part.features);
+  } else if (with_features) {
+    std::vector<std::uint16_t> narrowed(part.features.size());
+    datasets::narrow_features(part.features.data(), narrowed.data(),
+                              static_cast<std::int64_t>(narrowed.size()), part.feature_dtype);
+    sums["/node/feat"] = of(narrowed);
+  }
   if (part.link.present)
     for (int s = 0; s < 3; ++s) {
       const std::string base = std::string("/link/") + kLinkSplitNames[s];
@@ -342,6 +354,27 @@ void read_features(const h5::File& file, const std::string& name, const Manifest
   TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({owned, manifest.feature_dim}),
                  "{}: /node/feat has shape {}, expected [{}, {}]", name,
                  fmt::format("[{}]", fmt::join(feat_dims, ", ")), owned, manifest.feature_dim);
+  part.feature_dtype =
+      manifest.feature_dim > 0 ? file.feature_dtype("/node/feat") : datasets::FeatureDtype::float32;
+  if (part.feature_dtype != datasets::FeatureDtype::float32) {
+    // 16-bit rows: widened into the float32 matrix block by block, the CRC over the stored
+    // values (what partition.json records).
+    const std::int64_t d = manifest.feature_dim;
+    part.features.resize(static_cast<std::size_t>(owned * d));
+    const std::int64_t block = std::max<std::int64_t>(1, (std::int64_t{4} << 20) / (2 * d));
+    std::vector<std::uint16_t> stored;
+    Crc32 crc;
+    for (std::int64_t r = 0; r < owned; r += block) {
+      const std::int64_t end = std::min(owned, r + block);
+      file.read_rows_stored("/node/feat", r, end, stored);
+      crc.update(stored);
+      datasets::widen_features(stored.data(), part.features.data() + r * d, (end - r) * d,
+                               part.feature_dtype);
+    }
+    datasets::check_feature_values(name, part.features.data(), 0, owned, part.feature_dim);
+    checksums.verify_crc("/node/feat", crc.str());
+    return;
+  }
   if (manifest.feature_dim > 0)
     part.features = file.read<float>("/node/feat", {owned, manifest.feature_dim});
   // NaN or Inf in an input feature turns every loss into nan: refuse the row at load.
@@ -459,6 +492,7 @@ Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest
   TESSEL_EXPECTS(feat_dims == std::vector<std::int64_t>({owned, manifest.feature_dim}),
                  "{}: /node/feat has shape {}, expected [{}, {}]", name,
                  fmt::format("[{}]", fmt::join(feat_dims, ", ")), owned, manifest.feature_dim);
+  if (manifest.feature_dim > 0) part.feature_dtype = file.feature_dtype("/node/feat");
   if (options.features) read_features(file, name, manifest, part, checksums);
   return part;
 }
@@ -538,10 +572,19 @@ void write_part_layout(h5::File& file, const Part& part, const std::string& data
     }
   }
   // Row chunks of about 1 MiB, like the dataset store, so a reader can fetch a row range.
-  file.create_dataset<float>(
-      "/node/feat", {owned, part.feature_dim}, "[owned, feature_dim] f32: features of owned nodes",
-      std::max<std::int64_t>(1, (std::int64_t{1} << 20) /
-                                    (4 * std::max<std::int64_t>(part.feature_dim, 1))));
+  const std::int64_t chunk_rows = std::max<std::int64_t>(
+      1, (std::int64_t{1} << 20) / (datasets::stored_bytes(part.feature_dtype) *
+                                    std::max<std::int64_t>(part.feature_dim, 1)));
+  if (part.feature_dtype == datasets::FeatureDtype::float32)
+    file.create_dataset<float>("/node/feat", {owned, part.feature_dim},
+                               "[owned, feature_dim] f32: features of owned nodes", chunk_rows);
+  else
+    file.create_feature_dataset(
+        "/node/feat", {owned, part.feature_dim}, part.feature_dtype,
+        fmt::format("[owned, feature_dim] {}: features of owned nodes (readers widen them to "
+                    "float32)",
+                    datasets::to_string(part.feature_dtype)),
+        chunk_rows);
 }
 
 } // namespace detail
@@ -553,7 +596,20 @@ void write_part(const Part& part, const std::string& dataset, const std::filesys
                 part.feature_dim);
   auto file = h5::File::create(path);
   detail::write_part_layout(file, part, dataset);
-  if (part.feature_dim > 0) file.write_rows("/node/feat", 0, part.features.data(), part.num_owned);
+  if (part.feature_dim > 0 && part.feature_dtype == datasets::FeatureDtype::float32) {
+    file.write_rows("/node/feat", 0, part.features.data(), part.num_owned);
+  } else if (part.feature_dim > 0) {
+    std::vector<std::uint16_t> narrowed(part.features.size());
+    const std::int64_t bad = datasets::narrow_features(
+        part.features.data(), narrowed.data(), static_cast<std::int64_t>(narrowed.size()),
+        part.feature_dtype);
+    if (bad >= 0)
+      datasets::fail_not_representable(path.filename().string() + ": /node/feat",
+                                       bad / part.feature_dim, bad % part.feature_dim,
+                                       part.features[static_cast<std::size_t>(bad)],
+                                       part.feature_dtype);
+    file.write_rows_stored("/node/feat", 0, narrowed.data(), part.num_owned);
+  }
   file.close();
 }
 

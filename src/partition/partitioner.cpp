@@ -284,7 +284,8 @@ std::vector<std::int32_t> assign_parts(const datasets::Dataset& data, const Grap
 // source features has written every part's rows.
 std::vector<h5::File> build_and_write_parts(const GraphCsr& training, const Relabeling& relabeling,
                                             const datasets::Dataset& data, OutputDir& out,
-                                            PartitionStats& stats, PhaseTimes& times) {
+                                            PartitionStats& stats, PhaseTimes& times,
+                                            datasets::FeatureDtype feature_dtype) {
   const int k = stats.num_parts;
   BuildScratch scratch;
   std::vector<h5::File> files;
@@ -295,6 +296,7 @@ std::vector<h5::File> build_and_write_parts(const GraphCsr& training, const Rela
     {
       ScopedPhase phase(times, "build");
       part = build_part(p, training, relabeling, data, scratch);
+      part.feature_dtype = feature_dtype;
     }
     {
       ScopedPhase phase(times, "write");
@@ -363,7 +365,7 @@ PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
 
   const ScopedActivity activity("building and writing the part files in " + out.temp().string());
   std::vector<h5::File> files =
-      build_and_write_parts(training, relabeling, data, out, stats, times);
+      build_and_write_parts(training, relabeling, data, out, stats, times, features.dtype());
   training = GraphCsr{};
   mark_peak(stats, "build");
   {
@@ -548,9 +550,11 @@ PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
   if (options.force) out.check_not_inside(store);
   PhaseTimes times;
   datasets::Dataset data;
+  datasets::FeatureDtype feature_dtype = datasets::FeatureDtype::float32;
   {
     ScopedPhase phase(times, "read");
     const auto info = datasets::read_store_info(store);
+    feature_dtype = info.feature_dtype;
     check_num_parts(options, info.num_nodes);
     log::info("partition: reading {} ({} nodes, {} edges)", store.string(), info.num_nodes,
               info.num_edges);
@@ -565,7 +569,8 @@ PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
     std::string value = file_checksum(store);
     return Checksum{std::move(value), "file", watch.seconds()};
   });
-  StoreFeatures features(store, data.feature_dim);
+  // Parts keep the store's feature dtype (16-bit rows round-trip through float exactly).
+  StoreFeatures features(store, data.feature_dim, std::int64_t{32} << 20, feature_dtype);
   return run_pipeline(std::move(data), features, std::move(checksum), store.filename().string(),
                       out, options, times, total);
 }

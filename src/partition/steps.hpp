@@ -163,6 +163,8 @@ public:
   virtual std::int64_t block_rows() const = 0;
   // Rows [begin, end), row-major; valid until the next call.
   virtual const float* rows(std::int64_t begin, std::int64_t end) = 0;
+  // How the source stores the rows; the parts store them the same way.
+  virtual datasets::FeatureDtype dtype() const { return datasets::FeatureDtype::float32; }
   // Rows ids[0], ids[1], ... (ascending) into out, row-major [ids.size(), dim()].
   void gather(std::span<const std::int32_t> ids, float* out);
 };
@@ -187,16 +189,19 @@ private:
 class StoreFeatures final : public FeatureSource {
 public:
   StoreFeatures(std::filesystem::path store, std::int64_t dim,
-                std::int64_t block_bytes = std::int64_t{32} << 20)
-      : store_(std::move(store)), dim_(dim),
+                std::int64_t block_bytes = std::int64_t{32} << 20,
+                datasets::FeatureDtype dtype = datasets::FeatureDtype::float32)
+      : store_(std::move(store)), dim_(dim), dtype_(dtype),
         block_rows_(std::max<std::int64_t>(1, block_bytes / std::max<std::int64_t>(4 * dim, 1))) {}
   std::int64_t dim() const override { return dim_; }
+  datasets::FeatureDtype dtype() const override { return dtype_; }
   std::int64_t block_rows() const override { return block_rows_; }
   const float* rows(std::int64_t begin, std::int64_t end) override;
 
 private:
   std::filesystem::path store_;
   std::int64_t dim_;
+  datasets::FeatureDtype dtype_;
   std::int64_t block_rows_;
   std::vector<float> buffer_;
 };

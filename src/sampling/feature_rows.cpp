@@ -88,6 +88,8 @@ public:
       : name_(path.string()), num_rows_(num_rows), feature_dim_(feature_dim),
         row_bytes_(feature_dim * static_cast<std::int64_t>(sizeof(float))), options_(options),
         file_(h5::File::open_read(path)) {
+    dtype_ = feature_dim > 0 ? file_.feature_dtype(kFeat) : datasets::FeatureDtype::float32;
+    stored_row_bytes_ = feature_dim * datasets::stored_bytes(dtype_);
     TESSEL_EXPECTS(options.budget_bytes >= 0, "--feature-memory: a budget of {} bytes",
                    options.budget_bytes);
     TESSEL_EXPECTS(static_cast<std::int64_t>(degree.size()) == num_rows,
@@ -251,7 +253,8 @@ private:
     const H5D_layout_t layout = H5Pget_layout(dcpl.get());
     h5::Handle type(TESSEL_CHECK_HDF5(H5Dget_type(dataset_.get())));
     const bool native_f32 = H5Tequal(type.get(), H5T_NATIVE_FLOAT) > 0;
-    if (!native_f32 || num_rows_ == 0 || feature_dim_ == 0) return;
+    const bool sixteen = dtype_ != datasets::FeatureDtype::float32;
+    if (!(native_f32 || sixteen) || num_rows_ == 0 || feature_dim_ == 0) return;
     if (layout == H5D_CONTIGUOUS) {
       const haddr_t base = H5Dget_offset(dataset_.get());
       if (base == HADDR_UNDEF) return;
@@ -277,7 +280,7 @@ private:
             H5Dget_chunk_info(dataset_.get(), space.get(), c, offset, &mask, &addr, &size));
         const auto index = static_cast<std::int64_t>(offset[0]) / chunk_rows_;
         if (addr == HADDR_UNDEF || mask != 0 || index >= chunks ||
-            size != static_cast<hsize_t>(chunk_rows_ * row_bytes_))
+            size != static_cast<hsize_t>(chunk_rows_ * stored_row_bytes_))
           return;
         chunk_addr_[static_cast<std::size_t>(index)] = static_cast<std::int64_t>(addr);
       }
@@ -292,7 +295,7 @@ private:
     for (std::size_t c = 0; c < chunk_addr_.size(); ++c) {
       const std::int64_t first = static_cast<std::int64_t>(c) * chunk_rows_;
       const std::int64_t rows = std::min(chunk_rows_, num_rows_ - first);
-      TESSEL_EXPECTS(!ec && chunk_addr_[c] + rows * row_bytes_ <= file_size,
+      TESSEL_EXPECTS(!ec && chunk_addr_[c] + rows * stored_row_bytes_ <= file_size,
                      "{}: {} row {} lies past the end of the file ({} bytes; truncated?)", name_,
                      kFeat, first + rows - 1, file_size);
     }
@@ -315,12 +318,11 @@ private:
     H5Pclose(fcpl);
     if (rc < 0) return false;
     if (user_block == 0) return true;
-    const auto width = static_cast<std::size_t>(feature_dim_);
-    std::vector<float> expected(width), plain(width), shifted(width);
-    read_run_hdf5(Run{0, 1, 0}, expected.data());
+    const auto bytes = static_cast<std::size_t>(stored_row_bytes_);
+    std::vector<char> expected(bytes), plain(bytes), shifted(bytes);
+    read_run_hdf5(Run{0, 1, 0}, expected.data(), /*as_stored=*/true);
     const int fd = ::open(name_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
-    const auto bytes = static_cast<std::size_t>(row_bytes_);
     const auto at = static_cast<off_t>(chunk_addr_[0]);
     const bool plain_ok = ::pread(fd, plain.data(), bytes, at) == static_cast<ssize_t>(bytes) &&
                           std::memcmp(plain.data(), expected.data(), bytes) == 0;
@@ -337,7 +339,7 @@ private:
 
   std::int64_t offset_of(std::int64_t row) const {
     return chunk_addr_[static_cast<std::size_t>(row / chunk_rows_)] +
-           (row % chunk_rows_) * row_bytes_;
+           (row % chunk_rows_) * stored_row_bytes_;
   }
 
   void size_tiers(std::span<const std::int64_t> degree) {
@@ -369,12 +371,23 @@ private:
     const std::int64_t block_rows =
         std::max<std::int64_t>(1, (std::int64_t{8} << 20) / std::max<std::int64_t>(row_bytes_, 1));
     std::vector<float> block;
+    std::vector<std::uint16_t> stored;
     partition::Crc32 crc;
     for (std::int64_t begin = 0; begin < num_rows_; begin += block_rows) {
       const std::int64_t end = std::min(num_rows_, begin + block_rows);
       block.resize(static_cast<std::size_t>((end - begin) * feature_dim_));
-      read_range(begin, end, block.data());
-      crc.update(block);
+      if (dtype_ == datasets::FeatureDtype::float32) {
+        read_range(begin, end, block.data());
+        crc.update(block);
+      } else {
+        // The checksum covers the values as stored; the rows are widened after it.
+        stored.resize(static_cast<std::size_t>((end - begin) * feature_dim_));
+        read_runs(runs_of(begin, end), stored.data(), /*as_stored=*/true);
+        check_unchanged(begin, end - 1);
+        crc.update(stored);
+        datasets::widen_features(stored.data(), block.data(),
+                                 static_cast<std::int64_t>(stored.size()), dtype_);
+      }
       datasets::check_feature_values(name_, block.data(), begin, end - begin, feature_dim_);
       if (options_.normalize_rows && !block.empty()) {
         Tensor t = Tensor::from_vector(block, {end - begin, feature_dim_});
@@ -398,14 +411,19 @@ private:
 
   // Rows [begin, end) in order into out.
   void read_range(std::int64_t begin, std::int64_t end, float* out) {
+    read_runs(runs_of(begin, end), out);
+    check_unchanged(begin, end - 1);
+  }
+
+  // Rows [begin, end) as runs that never cross a chunk (where chunks are read directly).
+  std::vector<Run> runs_of(std::int64_t begin, std::int64_t end) const {
     std::vector<Run> runs;
     for (std::int64_t r = begin; r < end;) {
       const std::int64_t stop = direct_ ? std::min(end, (r / chunk_rows_ + 1) * chunk_rows_) : end;
       runs.push_back({r, stop - r, r - begin});
       r = stop;
     }
-    read_runs(runs, out);
-    check_unchanged(begin, end - 1);
+    return runs;
   }
 
   // Sorted distinct rows into out, row k of out = rows[k]: one run per stretch of consecutive
@@ -443,14 +461,16 @@ private:
         drop_cached(run.begin, run.begin + run.count);
     }
     stats.rows_read += static_cast<std::int64_t>(rows.size());
-    stats.bytes_read += static_cast<std::int64_t>(rows.size()) * row_bytes_;
+    stats.bytes_read += static_cast<std::int64_t>(rows.size()) * stored_row_bytes_;
     stats.read_s += watch.seconds();
   }
 
-  void read_runs(const std::vector<Run>& runs, float* out) {
+  // as_stored: out receives the rows as the file stores them (16-bit values not widened), row k
+  // of a run at out_row + k of stored_row_bytes_ each; else float32 rows.
+  void read_runs(const std::vector<Run>& runs, void* out, bool as_stored = false) {
     if (io_ == FeatureIo::hdf5) {
       for (const Run& run : runs)
-        read_run_hdf5(run, out);
+        read_run_hdf5(run, out, as_stored);
       return;
     }
     // pread is thread-safe on one descriptor; a few threads keep several requests in flight.
@@ -459,7 +479,8 @@ private:
 #pragma omp parallel for schedule(dynamic, 16)                                                     \
     num_threads(std::max(1, options_.io_threads)) if (n >= 8)
     for (std::int64_t i = 0; i < n; ++i) {
-      const std::string failed = read_run_pread(runs[static_cast<std::size_t>(i)], out);
+      const std::string failed =
+          read_run_pread(runs[static_cast<std::size_t>(i)], out, as_stored);
       if (!failed.empty()) {
 #pragma omp critical(tessel_feature_rows_error)
         if (error.empty()) error = failed;
@@ -469,16 +490,25 @@ private:
   }
 
   // Empty, or the error message (threads of the pool must not throw).
-  std::string read_run_pread(const Run& run, float* out) const {
-    auto* dst = reinterpret_cast<char*>(out + run.out_row * feature_dim_);
-    std::int64_t want = run.count * row_bytes_;
+  std::string read_run_pread(const Run& run, void* out, bool as_stored) const {
+    float* rows = static_cast<float*>(out) + run.out_row * feature_dim_;
+    auto* dst = as_stored ? static_cast<char*>(out) + run.out_row * stored_row_bytes_
+                          : reinterpret_cast<char*>(rows);
+    const bool widen = !as_stored && dtype_ != datasets::FeatureDtype::float32;
+    // 16-bit rows land in a buffer of this thread's and are widened into place after the read.
+    thread_local std::vector<std::uint16_t> stored;
+    if (widen) {
+      stored.resize(static_cast<std::size_t>(run.count * feature_dim_));
+      dst = reinterpret_cast<char*>(stored.data());
+    }
+    std::int64_t want = run.count * stored_row_bytes_;
     std::int64_t at = offset_of(run.begin);
     std::int64_t done = 0;
     while (done < want) {
       const ssize_t got = ::pread(fd_->get(), dst + done, static_cast<std::size_t>(want - done),
                                   static_cast<off_t>(at + done));
       if (got < 0 && errno == EINTR) continue;
-      const std::int64_t row = run.begin + done / row_bytes_;
+      const std::int64_t row = run.begin + done / stored_row_bytes_;
       if (got < 0)
         return fmt::format("{}: reading {} row {} failed: {}", name_, kFeat, row,
                            std::strerror(errno));
@@ -488,20 +518,38 @@ private:
                            name_, kFeat, row);
       done += got;
     }
+    if (widen) datasets::widen_features(stored.data(), rows, run.count * feature_dim_, dtype_);
     return {};
   }
 
-  void read_run_hdf5(const Run& run, float* out) const {
+  void read_run_hdf5(const Run& run, void* out, bool as_stored = false) const {
     hsize_t start[2] = {static_cast<hsize_t>(run.begin), 0};
     hsize_t count[2] = {static_cast<hsize_t>(run.count), static_cast<hsize_t>(feature_dim_)};
     h5::Handle file_space(TESSEL_CHECK_HDF5(H5Dget_space(dataset_.get())));
     TESSEL_CHECK_HDF5(
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr));
     h5::Handle mem_space(TESSEL_CHECK_HDF5(H5Screate_simple(2, count, nullptr)));
-    if (H5Dread(dataset_.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT,
-                out + run.out_row * feature_dim_) < 0)
-      TESSEL_FAIL("{}: reading {} rows {} to {} failed (truncated or changed while the job ran?)",
-                  name_, kFeat, run.begin, run.begin + run.count - 1);
+    float* rows = static_cast<float*>(out) + run.out_row * feature_dim_;
+    if (as_stored) {
+      h5::Handle type(TESSEL_CHECK_HDF5(H5Dget_type(dataset_.get())));
+      if (H5Dread(dataset_.get(), type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT,
+                  static_cast<char*>(out) + run.out_row * stored_row_bytes_) >= 0)
+        return;
+    } else if (dtype_ != datasets::FeatureDtype::float32) {
+      // Read as stored, widened here (the same conversion as the pread path's).
+      std::vector<std::uint16_t> stored(static_cast<std::size_t>(run.count * feature_dim_));
+      h5::Handle type(TESSEL_CHECK_HDF5(H5Dget_type(dataset_.get())));
+      if (H5Dread(dataset_.get(), type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT,
+                  stored.data()) >= 0) {
+        datasets::widen_features(stored.data(), rows, run.count * feature_dim_, dtype_);
+        return;
+      }
+    } else if (H5Dread(dataset_.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(),
+                       H5P_DEFAULT, rows) >= 0) {
+      return;
+    }
+    TESSEL_FAIL("{}: reading {} rows {} to {} failed (truncated or changed while the job ran?)",
+                name_, kFeat, run.begin, run.begin + run.count - 1);
   }
 
   // Rows first..last were just read: the file must still be the one opened and scanned. A write
@@ -530,7 +578,7 @@ private:
       for (std::int64_t r = begin; r < end;) {
         const std::int64_t stop = std::min(end, (r / chunk_rows_ + 1) * chunk_rows_);
         ::posix_fadvise(fd_->get(), static_cast<off_t>(offset_of(r)),
-                        static_cast<off_t>((stop - r) * row_bytes_), POSIX_FADV_DONTNEED);
+                        static_cast<off_t>((stop - r) * stored_row_bytes_), POSIX_FADV_DONTNEED);
         r = stop;
       }
     } else {
@@ -571,7 +619,9 @@ private:
   std::string name_;
   std::int64_t num_rows_;
   std::int64_t feature_dim_;
-  std::int64_t row_bytes_;
+  std::int64_t row_bytes_;        // a float32 row, as the cache tiers hold it
+  std::int64_t stored_row_bytes_; // a row as the file stores it (float32 or 16-bit)
+  datasets::FeatureDtype dtype_ = datasets::FeatureDtype::float32;
   OutOfCoreOptions options_;
   h5::File file_;
   h5::Handle dataset_;

@@ -226,11 +226,15 @@ void place_features(comm::Communicator& comm, const TrainOptions& options, bool 
     return;
   }
   log::info("features: out of core on {}: rank 0 holds {} of its {} in a budget of {} ({}); "
-            "the rest is read from its part file",
+            "the rest is read from its part file{}",
             choice == comm.size() ? std::string("every rank")
                                   : fmt::format("{} of {} ranks", choice, comm.size()),
             format_mib(loaded.feature_rows ? loaded.feature_rows->held_bytes() : 0),
-            format_mib(feature_bytes), format_mib(budget), why);
+            format_mib(feature_bytes), format_mib(budget), why,
+            part.feature_dtype == datasets::FeatureDtype::float32
+                ? std::string()
+                : fmt::format(" (stored as {}, widened to float32 as read)",
+                              datasets::to_string(part.feature_dtype)));
 }
 
 LoadedPart load_part_with(comm::Communicator& comm, TrainOptions& options, bool out_of_core_ok) {

@@ -1,6 +1,7 @@
 // The in-memory dataset (graph, features, labels, splits) and the HDF5 dataset store API.
 #pragma once
 
+#include "tessel/datasets/feature_dtype.hpp"
 #include "tessel/core/csr.hpp"
 
 #include <cstdint>
@@ -82,6 +83,7 @@ struct DatasetInfo {
   std::int64_t num_train = 0, num_valid = 0, num_test = 0;
   int version = 0;
   std::int64_t file_bytes = 0; // size of the store file
+  FeatureDtype feature_dtype = FeatureDtype::float32; // how /node/feat is stored
 };
 
 // Row-length statistics of a CSR: for the in-neighbor CSR, in-degrees; for a symmetrized
@@ -96,7 +98,10 @@ DegreeStats degree_stats(const Csr& graph);
 
 // Writes `data` to `path` atomically (a temporary file in the same folder, renamed at the end;
 // removed on any error).
-void write_store(const Dataset& data, const std::filesystem::path& path);
+// feature_dtype: how /node/feat is stored (16-bit: rounded to nearest even; a value beyond the
+// dtype's range is an InputError naming the row, and no file is left).
+void write_store(const Dataset& data, const std::filesystem::path& path,
+                 FeatureDtype feature_dtype = FeatureDtype::float32);
 
 struct ReadOptions {
   bool features = true; // false: leave Dataset::features empty
@@ -126,6 +131,6 @@ void check_feature_values(const std::string& what, const float* rows, std::int64
 Csr symmetrize(const Csr& graph);
 
 // Chunk height of /node/feat: rows per HDF5 chunk (about 1 MiB per chunk).
-std::int64_t feature_chunk_rows(std::int64_t feature_dim);
+std::int64_t feature_chunk_rows(std::int64_t feature_dim, std::int64_t value_bytes = 4);
 
 } // namespace tessel::datasets

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/feature_dtype.hpp"
 
 #include <hdf5.h>
 
@@ -54,6 +55,14 @@ private:
 
 template <class T> hid_t native_type();
 
+// The HDF5 file type of a feature dtype: IEEE float32 little-endian, or a 16-bit IEEE-style float
+// type built from it (HDF5 1.10 has no predefined 16-bit float; h5py reads the float16 layout
+// as numpy float16 and the bfloat16 layout as float32).
+Handle feature_file_type(datasets::FeatureDtype dtype);
+// float16 or bfloat16 when a float type has exactly that 16-bit layout, else float32 (any other
+// float type is read through HDF5's own conversion).
+datasets::FeatureDtype float_dtype_of(hid_t type);
+
 // An open HDF5 file. Errors name the file and the object.
 class File {
 public:
@@ -98,6 +107,20 @@ public:
   template <class T>
   void create_dataset(const std::string& name, std::vector<std::int64_t> dims,
                       const std::string& description, std::int64_t chunk_rows = 0, int deflate = 0);
+  // A 2-D float dataset stored as `dtype` (feature_file_type), for write_rows (float32) or
+  // write_rows_stored (16-bit).
+  void create_feature_dataset(const std::string& name, std::vector<std::int64_t> dims,
+                              datasets::FeatureDtype dtype, const std::string& description,
+                              std::int64_t chunk_rows);
+  // Writes 16-bit values as they are stored (narrow_features made them).
+  void write_rows_stored(const std::string& name, std::int64_t begin, const std::uint16_t* data,
+                         std::int64_t rows);
+  // The dtype a float dataset is stored as (float_dtype_of). Reading a 16-bit dataset as float
+  // (read, read_into, read_rows) widens it in row blocks, exactly.
+  datasets::FeatureDtype feature_dtype(const std::string& name) const;
+  // Rows [begin, end) of a 16-bit dataset as stored (for checksums over the stored values).
+  void read_rows_stored(const std::string& name, std::int64_t begin, std::int64_t end,
+                        std::vector<std::uint16_t>& out) const;
   // Writes rows [begin, begin + rows) of a dataset made by create_dataset (or write); data
   // holds rows * (columns) elements, row-major.
   template <class T>
@@ -121,6 +144,11 @@ private:
   // Opens a dataset, reusing the one write_rows used last so its chunk cache survives
   // between row blocks.
   hid_t open_dataset(const std::string& name) const;
+  void create_typed(const std::string& name, const std::vector<std::int64_t>& dims, hid_t type,
+                    const std::string& description, std::int64_t chunk_rows, int deflate);
+  // Rows [begin, end) of a 16-bit dataset (cols values each) widened into out, in blocks.
+  void read_widened(const std::string& name, hid_t dataset, datasets::FeatureDtype dtype,
+                    std::int64_t begin, std::int64_t end, std::int64_t cols, float* out) const;
 
   std::filesystem::path path_;
   Handle handle_;

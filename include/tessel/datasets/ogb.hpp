@@ -26,6 +26,7 @@ struct OgbOptions {
   bool symmetrize = false; // store both directions of every edge (no self-loops, no duplicates)
   bool directed = false;   // the edges are directed (ogbn-arxiv); ignored with symmetrize
   std::string name;        // dataset name; empty: the folder's name
+  FeatureDtype feature_dtype = FeatureDtype::float32; // how the store keeps /node/feat
 };
 
 // What a conversion did, for `tessel convert` and the benchmark.

@@ -34,6 +34,7 @@ namespace tessel::datasets {
 // homophily, a uniformly chosen node of v's class, else a uniformly chosen node; self-loops are
 // redrawn, repeats kept. Degrees, classes, features and splits then follow the rules above.
 struct SyntheticOptions {
+  FeatureDtype feature_dtype = FeatureDtype::float32; // how the store keeps /node/feat
   std::int64_t num_nodes = 100000;
   double avg_degree = 16; // mean degree once symmetrized (about num_nodes * avg_degree / 2 edges)
   std::int64_t num_classes = 16;

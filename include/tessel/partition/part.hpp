@@ -4,6 +4,7 @@
 
 #include "tessel/core/csr.hpp"
 #include "tessel/core/option_words.hpp"
+#include "tessel/datasets/feature_dtype.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,8 @@ struct Part {
   std::vector<std::int32_t> halo_owner_local;  // [halo]
   LocalCsr graph;  // rows: owned; cols: owned + halo; row v = in-neighbors of v
   std::vector<float> features;          // [owned, feature_dim], empty if not loaded
+  // How the part file stores /node/feat (features above are float32 either way).
+  datasets::FeatureDtype feature_dtype = datasets::FeatureDtype::float32;
   std::vector<std::int64_t> labels;     // [owned], -1 = unlabeled
   std::vector<LocalId> train, valid, test;
   PartLinks link;
