@@ -39,7 +39,7 @@ protected:
       datasets::round_features(data.features.data(),
                                static_cast<std::int64_t>(data.features.size()), dtype);
       datasets::write_store(data, dir_->path() / ("rounded-" + name + ".h5"));
-      for (const std::string store : {name, "rounded-" + name})
+      for (const std::string& store : {name, "rounded-" + name})
         for (int p : {1, 2})
           run_ok(tessel_bin() + " partition " + (dir_->path() / (store + ".h5")).string() +
                  " --parts " + std::to_string(p) + " --out " + parts(store, p).string());
