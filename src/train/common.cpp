@@ -262,7 +262,8 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
   std::unique_ptr<LayerRows> previous;
   LayerRows* input_rows = nullptr; // what `input` reads, from layer 1 on
   const std::int64_t halo_count = part_.num_halo;
-  std::vector<LocalId> columns, owned_columns;
+  std::vector<LocalId> columns, owned_columns, halo_columns;
+  std::vector<LocalId> slot_of;  // a column's slot in the block's gathered rows, -1 elsewhere
   std::vector<const float*> pointers;
   std::vector<EdgeId> sub_indptr;
   std::vector<LocalId> sub_indices;
@@ -271,7 +272,11 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
       self_buffer, result_buffer;
   // The aggregation of destination rows [begin, end) of `a` (whose indptr rows are in
   // sub.indptr already) over rows of `width` columns: owned ones read through `source`, halo
-  // ones from `halo`, each distinct row gathered once (in column order) for the block.
+  // ones from `halo`, each distinct row gathered once for the block, owned ones first. The
+  // order of the gathered rows changes no row's sum, which follows the matrix's own order of
+  // nonzeros. In memory the columns are numbered in order of first appearance through slot_of
+  // (4 bytes a column, marked for the block and cleared after: linear in its nonzeros); out
+  // of core, where that array would sit outside the budget, by sorting them.
   auto aggregate_gathered = [&](std::int64_t begin, std::int64_t end, std::int64_t width,
                                 sampling::OwnedFeatureRows* source, const Tensor& halo,
                                 const kernels::SparseMatrix& a, kernels::SparseMatrix& sub,
@@ -279,25 +284,50 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
     const auto* indptr = a.indptr.data<EdgeId>();
     const auto* indices = a.indices.data<LocalId>();
     const auto* values = a.values.data<float>();
-    columns.assign(indices + indptr[begin], indices + indptr[end]);
-    std::sort(columns.begin(), columns.end());
-    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
-    const auto owned_count =
-        std::lower_bound(columns.begin(), columns.end(), static_cast<LocalId>(n)) - columns.begin();
-    const auto count = static_cast<std::int64_t>(columns.size());
-    Tensor gathered = grown_rows(gather_buffer, count, width, DType::f32);
-    float* g = gathered.data<float>();
-    owned_columns.assign(columns.begin(), columns.begin() + owned_count);
-    source->resolve(owned_columns, pointers);
-    for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], width, g + k * width);
-    for (std::int64_t k = owned_count; k < count; ++k)
-      std::copy_n(halo.data<float>() + (columns[k] - n) * width, width, g + k * width);
     const EdgeId first = indptr[begin];
     const EdgeId nnz = indptr[end] - first;
+    owned_columns.clear();
+    halo_columns.clear();
     sub_indices.resize(static_cast<std::size_t>(nnz));
-    for (EdgeId e = 0; e < nnz; ++e)
-      sub_indices[e] = static_cast<LocalId>(
-          std::lower_bound(columns.begin(), columns.end(), indices[first + e]) - columns.begin());
+    if (!out_of_core) {
+      if (slot_of.size() < static_cast<std::size_t>(a.num_cols)) slot_of.assign(a.num_cols, -1);
+      for (EdgeId e = first; e < first + nnz; ++e) {
+        const LocalId c = indices[e];
+        if (slot_of[c] >= 0) continue;
+        if (c < n) {
+          slot_of[c] = static_cast<LocalId>(owned_columns.size());
+          owned_columns.push_back(c);
+        } else {
+          slot_of[c] = 0; // seen; numbered after the owned ones below
+          halo_columns.push_back(c);
+        }
+      }
+      const auto owned = static_cast<LocalId>(owned_columns.size());
+      for (std::size_t k = 0; k < halo_columns.size(); ++k)
+        slot_of[halo_columns[k]] = owned + static_cast<LocalId>(k);
+      for (EdgeId e = 0; e < nnz; ++e) sub_indices[e] = slot_of[indices[first + e]];
+      for (const LocalId c : owned_columns) slot_of[c] = -1;
+      for (const LocalId c : halo_columns) slot_of[c] = -1;
+    } else {
+      columns.assign(indices + first, indices + first + nnz);
+      std::sort(columns.begin(), columns.end());
+      columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+      const auto split = std::lower_bound(columns.begin(), columns.end(), static_cast<LocalId>(n));
+      owned_columns.assign(columns.begin(), split);
+      halo_columns.assign(split, columns.end());
+      for (EdgeId e = 0; e < nnz; ++e)
+        sub_indices[e] = static_cast<LocalId>(
+            std::lower_bound(columns.begin(), columns.end(), indices[first + e]) - columns.begin());
+    }
+    const auto owned_count = static_cast<std::int64_t>(owned_columns.size());
+    const std::int64_t count = owned_count + static_cast<std::int64_t>(halo_columns.size());
+    Tensor gathered = grown_rows(gather_buffer, count, width, DType::f32);
+    float* g = gathered.data<float>();
+    source->resolve(owned_columns, pointers);
+    for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], width, g + k * width);
+    for (std::size_t k = 0; k < halo_columns.size(); ++k)
+      std::copy_n(halo.data<float>() + (halo_columns[k] - n) * width, width,
+                  g + (owned_count + static_cast<std::int64_t>(k)) * width);
     sub_values.assign(values + first, values + first + nnz);
     sub.num_cols = count;
     sub.indices = grown_copy(indices_buffer, sub_indices, DType::i32);
@@ -344,8 +374,11 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
     // lands after them and each block aggregates straight from [owned + halo, width]. Else
     // (the features, rows on disk) each block gathers the rows it reads.
     LayerRows* source_rows = transform_first ? transformed.get() : input_rows;
+    // Layer 0's features in memory without a halo (one rank) are such rows too.
     const Tensor whole_x =
-        source_rows != nullptr && !source_rows->on_disk() ? source_rows->with_halo() : Tensor();
+        source_rows != nullptr && !source_rows->on_disk() ? source_rows->with_halo()
+        : l == 0 && !transform_first && !feature_rows_ && halo_count == 0 ? features_
+                                                                          : Tensor();
     Tensor halo = whole_x.defined() ? whole_x.rows_slice(n, n + halo_count) : Tensor();
     aggregator_.halo().forward_halo(
         [&](std::span<const LocalId> ids, Tensor& rows) {
