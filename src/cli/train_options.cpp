@@ -109,8 +109,9 @@ void add_common_flags(CLI::App& app, train::TrainOptions& o) {
              "data plane for tensors on GPUs: auto (NCCL with one GPU per rank, else MPI "
              "staged through pinned host memory), nccl or mpi");
   add_checked(app, "--eval-every", o.eval_every,
-              "evaluate valid/test accuracy every N >= 1 epochs (and always after the last)",
-              CLI::Range(1, 1000000));
+              "evaluate valid/test accuracy every N >= 1 epochs (and always after the last); 0: "
+              "never (training only, e.g. to time it on a graph whose evaluation is long)",
+              CLI::Range(0, 1000000));
 }
 
 } // namespace

@@ -151,8 +151,15 @@ void write_run_outputs(comm::Communicator& comm, Trainer& trainer, const TrainOp
 void check_run_options(const TrainOptions& options) {
   TESSEL_EXPECTS(options.epochs >= 1 && options.epochs <= kMaxEpochs,
                  "epochs = {} is outside [1, {}]", options.epochs, kMaxEpochs);
-  TESSEL_EXPECTS(options.eval_every >= 1, "--eval-every must be >= 1, got {}",
+  TESSEL_EXPECTS(options.eval_every >= 0, "--eval-every must be >= 0, got {}",
                  options.eval_every);
+  // Without evaluation there is no validation metric to stop on or to reach.
+  TESSEL_EXPECTS(options.eval_every > 0 || options.patience <= 0,
+                 "--patience {} needs evaluation, and --eval-every 0 never evaluates",
+                 options.patience);
+  TESSEL_EXPECTS(options.eval_every > 0 || options.target_acc <= 0,
+                 "--target-acc {} needs evaluation, and --eval-every 0 never evaluates",
+                 options.target_acc);
   TESSEL_EXPECTS(options.checkpoint_every >= 0, "--checkpoint-every must be >= 1, got {}",
                  options.checkpoint_every);
   TESSEL_EXPECTS(std::isfinite(options.time_budget_s) && options.time_budget_s >= 0,
@@ -341,7 +348,8 @@ public:
 
     // --save best: the best epoch's model is kept as training goes, for the outputs written
     // after the last epoch (not when nothing picks a best epoch: then the last one is written).
-    keep_best_ = options_.save == SaveChoice::best && metric_.picks_best && writes_outputs();
+    keep_best_ = options_.save == SaveChoice::best && metric_.picks_best && writes_outputs() &&
+                 options_.eval_every > 0;
     // Whether any rank has a peer on another host: then the epoch lines split the bytes sent.
     several_hosts_ =
         comm_.allreduce_value<int>(comm_.peers_on_other_hosts(), comm::ReduceOp::max) > 0;
@@ -440,7 +448,7 @@ private:
     const bool last = epoch == options_.epochs ||
                       (options_.time_budget_s > 0 && wall.seconds() >= options_.time_budget_s);
     Accuracy values;
-    if (epoch % options_.eval_every == 0 || last) {
+    if (options_.eval_every > 0 && (epoch % options_.eval_every == 0 || last)) {
       values = evaluate(phases, m);
       host_blocks_.keep();
     }

@@ -328,19 +328,29 @@ TEST(DynamicTraining, StopsWhenTheLossIsNoLongerFinite) {
 }
 
 // train_dynamic() is called as a library function too: it refuses the options every mode
-// refuses, with the command line's message, before any setup (--eval-every 0 would divide by
-// zero in the epoch loop).
+// refuses, with the command line's message, before any setup (a negative --eval-every, or
+// --patience without evaluation).
 TEST(DynamicTraining, RefusesTheOptionsEveryModeRefuses) {
   auto comm = world();
   log::set_level(log::Level::warn);
   const Stores s = make_stores(*comm);
   auto o = options(s.regression_p, "gcn-gru", "snapshot");
-  o.eval_every = 0;
+  o.eval_every = -1;
   try {
     train::train_dynamic(*comm, o);
-    ADD_FAILURE() << "--eval-every 0 was accepted";
+    ADD_FAILURE() << "--eval-every -1 was accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--eval-every must be >= 1"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--eval-every must be >= 0"), std::string::npos)
+        << e.what();
+  }
+  o = options(s.regression_p, "gcn-gru", "snapshot");
+  o.eval_every = 0;
+  o.patience = 5;
+  try {
+    train::train_dynamic(*comm, o);
+    ADD_FAILURE() << "--eval-every 0 with --patience 5 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--patience 5 needs evaluation"), std::string::npos)
         << e.what();
   }
   o = options(s.regression_p, "gcn-gru", "snapshot");

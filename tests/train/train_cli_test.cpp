@@ -195,6 +195,33 @@ TEST_F(TrainCli, ResultsOnStdoutAndOnlyEvaluatedEpochs) {
   EXPECT_NE(verbose.find("not evaluated"), std::string::npos) << verbose;
 }
 
+// --eval-every 0: training alone. The losses are those of an evaluated run (evaluation changes
+// no state training reads), no epoch is evaluated, and the outputs are still written.
+TEST_F(TrainCli, EvalEveryZeroTrainsTheSameLossesWithoutEvaluating) {
+  const fs::path none = scratch("eval0.jsonl"), every = scratch("eval1.jsonl");
+  const fs::path predictions = scratch("eval0-pred.h5");
+  for (const char* mode : {"full", "sampled"}) {
+    const std::string train = tessel_bin() + " train " + parts(1).string() +
+                              " --epochs 3 --threads 1 --quiet --mode " + mode + " --metrics ";
+    ASSERT_EQ(test::run_command(train + none.string() + " --eval-every 0 --predictions " +
+                                predictions.string()),
+              0);
+    ASSERT_EQ(test::run_command(train + every.string()), 0);
+    const auto a = test::epochs_of(none), b = test::epochs_of(every);
+    ASSERT_EQ(a.size(), b.size()) << mode;
+    int epochs = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      ++epochs;
+      EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << mode << " line " << i;
+      EXPECT_FALSE(a[i]["evaluated"].get<bool>()) << mode << " line " << i;
+      EXPECT_TRUE(b[i]["evaluated"].get<bool>()) << mode << " line " << i;
+    }
+    EXPECT_EQ(epochs, 3) << mode;
+    EXPECT_TRUE(fs::exists(predictions)) << mode;
+    fs::remove(predictions);
+  }
+}
+
 TEST_F(TrainCli, FailingRankTakesTheJobDownQuickly) {
   std::string output;
   const auto start = std::chrono::steady_clock::now();

@@ -140,7 +140,7 @@ TEST_F(TrainRefusals, UsageErrorsAreOneLineFromRankZeroWithExitCodeTwo) {
       {"train " + dir + " --mode sampled --cache-size-mb -5", "--cache-size-mb"},
       {"train " + dir + " --mode sampled --cache-size-mb 10 --cache-ratio 0.5", "--cache-"},
       {"train " + dir + " --mode sampled --fanouts 5,x", "--fanouts"},
-      {"train " + dir + " --eval-every 0", "--eval-every"},
+      {"train " + dir + " --eval-every 0 --patience 3", "--patience 3 needs evaluation"},
       {"train " + dir + " --eval-every -1", "--eval-every"},
       {"train " + dir + " --checkpoint " + ck + " --checkpoint-every 0", "--checkpoint-every"},
       {"train " + dir + " --checkpoint " + ck + " --checkpoint-every -3", "--checkpoint-every"},

@@ -235,7 +235,8 @@ void dynamic_defaults(TrainOptions& options,
   if (!given("--layers")) options.model.layers = 1;
   if (!given("--dropout")) options.model.dropout = 0.0f;
   if (!given("--weight-decay")) options.optimizer.weight_decay = kDynamicWeightDecay;
-  if (!given("--epochs") && !given("--patience")) options.patience = kDynamicPatience;
+  if (!given("--epochs") && !given("--patience") && options.eval_every > 0)
+    options.patience = kDynamicPatience;
   if (!given("--epochs")) options.epochs = kDynamicEpochs;
 }
 

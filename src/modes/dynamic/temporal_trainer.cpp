@@ -76,10 +76,12 @@ TemporalTrainer::TemporalTrainer(comm::Communicator& comm, const TrainOptions& o
                  "{}: the store does not match partition.json", manifest_.store.string());
   // Snapshot blocks balanced for the work of an epoch: the training range forward and
   // backward, plus the evaluations' share of a forward over all snapshots.
+  // (--eval-every 0: no evaluation at all.)
   const int evaluated_epochs = std::max(1, std::min(options.eval_every, options.epochs));
   layout_ = {manifest_.vertex_offsets,
              partition::balanced_snapshot_blocks(T_, info_.train.end, comm.size(),
-                                                 1.0 / evaluated_epochs)};
+                                                 options.eval_every > 0 ? 1.0 / evaluated_epochs
+                                                                        : 0.0)};
   const int r = comm.rank();
   phase_ = {.by_vertex = node_phase_by_vertex(),
             .first_snapshot = layout_.snapshot_offsets[r],
