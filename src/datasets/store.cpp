@@ -285,9 +285,13 @@ Dataset read_store(const std::filesystem::path& path, const ReadOptions& options
   data.feature_dim = info.feature_dim;
   data.directed = info.directed;
   data.graph.num_rows = data.graph.num_cols = info.num_nodes;
-  data.graph.indptr = f.read<EdgeId>("/graph/indptr", {info.num_nodes + 1});
-  data.graph.indices = f.read<NodeId>("/graph/indices", {info.num_edges});
-  data.graph.validate(file + " /graph");
+  if (options.graph || f.exists("/link")) {
+    data.graph.indptr = f.read<EdgeId>("/graph/indptr", {info.num_nodes + 1});
+    data.graph.indices = f.read<NodeId>("/graph/indices", {info.num_edges});
+    data.graph.validate(file + " /graph");
+  } else {
+    data.graph.indptr.clear(); // left on disk: no offsets at all
+  }
   data.labels = f.read<std::int64_t>("/node/label", {info.num_nodes});
   check_labels(file, "/node/label", data.labels, info.num_classes);
   check_feature_shape(f, info);

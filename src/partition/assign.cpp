@@ -5,11 +5,13 @@
 #include "tessel/core/log.hpp"
 #include "tessel/core/progress.hpp"
 #include "tessel/core/rng.hpp"
+#include "tessel/core/usable_memory.hpp"
 
 #include <metis.h>
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 #include <type_traits>
 
 namespace tessel::partition::detail {
@@ -158,8 +160,19 @@ MetisResult assign_metis(const GraphCsr& symmetric, const GraphCsr& training,
   if (m > budget) {
     log::info("partition: {} directed edges is more than METIS is given ({}); coarsening first", m,
               budget);
+    // Coarse levels are built (faster to visit than through the fine graph) within half the
+    // memory this process may still take; the partition is the same either way.
+    const MemoryHeadroom room = memory_headroom();
+    const double fine_bytes = static_cast<double>(n) * sizeof(EdgeId) +
+                              static_cast<double>(m) * sizeof(std::int32_t);
+    const double share = room.bytes < 0 ? 0.5 : 0.5 * static_cast<double>(room.bytes) / fine_bytes;
+    log::info("partition: coarse levels built within {:.0f} MiB ({})", share * fine_bytes / 1048576.0,
+              room.bytes < 0 ? std::string("free memory unknown: half the graph's size")
+                             : fmt::format("half the {:.0f} MiB of {}",
+                                           static_cast<double>(room.bytes) / 1048576.0,
+                                           room.source));
     result = partition_multilevel(symmetric, weights, num_parts, seed, imbalance, budget,
-                                  max_index);
+                                  max_index, share);
   } else {
     result.part =
         run_metis(n, symmetric.indptr.data(), symmetric.indices.data(), nullptr,

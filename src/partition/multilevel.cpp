@@ -32,8 +32,16 @@ namespace tessel::partition::detail {
 
 namespace {
 
-// A read-only view of one level: the fine graph (int64 offsets, unit edge weights) or a coarse
-// WeightedGraph.
+// Edges ahead whose endpoint's entry is prefetched (the per-node arrays are far larger than L2).
+constexpr EdgeId kPrefetch = 16;
+
+// A read-only view of one level: the fine graph (int64 offsets, unit edge weights), a coarse
+// WeightedGraph, or a coarse level that is not built (implicit): its node v stands for the fine
+// nodes members[first[v], first[v + 1]), and each fine edge (m, u) of those with level_of[u] != v
+// is an edge (v, level_of[u]) of weight 1. An implicit level's edges are its fine edges mapped on
+// the fly, so that no coarse level but the coarsest is ever held: on a graph with little
+// clustering the coarse levels keep most of the fine graph's edges (with a weight each), and
+// holding them would take several times the fine graph's memory.
 struct LevelView {
   std::int64_t n = 0;
   const EdgeId* xadj = nullptr;
@@ -41,10 +49,52 @@ struct LevelView {
   const std::int32_t* adjwgt = nullptr; // null: every edge weighs 1
   const std::int32_t* vwgt = nullptr;   // [n * ncon]
   int ncon = 1;
+  // Implicit levels only.
+  const EdgeId* first = nullptr;
+  const std::int32_t* members = nullptr;
+  const std::int32_t* level_of = nullptr;
+  const EdgeId* fine_xadj = nullptr;     // the base level's (the fine graph or a built level)
+  const std::int32_t* fine_adjncy = nullptr;
+  const std::int32_t* fine_adjwgt = nullptr; // null: every base edge weighs 1
+  std::int64_t implicit_edges = 0; // its directed edges, once contracted
 
-  std::int64_t edges() const { return xadj[n]; }
-  std::int32_t weight(EdgeId e) const { return adjwgt ? adjwgt[e] : 1; }
+  bool implicit() const { return members != nullptr; }
+  std::int64_t edges() const { return implicit() ? implicit_edges : xadj[n]; }
   const std::int32_t* node_weight(std::int64_t v) const { return vwgt + v * ncon; }
+  // At least the number of distinct neighbors of v (sizes a rating table).
+  std::int64_t degree_bound(std::int64_t v) const {
+    if (!implicit()) return xadj[v + 1] - xadj[v];
+    std::int64_t d = 0;
+    for (EdgeId i = first[v]; i < first[v + 1]; ++i)
+      d += fine_xadj[members[i] + 1] - fine_xadj[members[i]];
+    return std::min(d, n);
+  }
+  // fn(u, w) for every edge (v, u) of weight w; an implicit level gives a coarse edge once per
+  // fine edge under it (weight 1 each), in the order a built level's first-seen adjacency has.
+  // ahead(u) is called for the edge kPrefetch ahead (a prefetch of u's entries).
+  template <class Fn, class Ahead>
+  void for_each_edge(std::int64_t v, Fn&& fn, Ahead&& ahead) const {
+    if (!implicit()) {
+      const EdgeId end = xadj[v + 1];
+      for (EdgeId e = xadj[v]; e < end; ++e) {
+        if (e + kPrefetch < end) ahead(adjncy[e + kPrefetch]);
+        fn(adjncy[e], adjwgt ? adjwgt[e] : 1);
+      }
+      return;
+    }
+    for (EdgeId i = first[v]; i < first[v + 1]; ++i) {
+      const std::int32_t m = members[i];
+      const EdgeId end = fine_xadj[m + 1];
+      for (EdgeId e = fine_xadj[m]; e < end; ++e) {
+        if (e + kPrefetch < end) __builtin_prefetch(&level_of[fine_adjncy[e + kPrefetch]]);
+        const std::int32_t u = level_of[fine_adjncy[e]];
+        if (u != v) fn(u, fine_adjwgt ? fine_adjwgt[e] : 1);
+      }
+    }
+  }
+  template <class Fn> void for_each_edge(std::int64_t v, Fn&& fn) const {
+    for_each_edge(v, fn, [](std::int32_t) {});
+  }
 };
 
 LevelView view_of(const WeightedGraph& g) {
@@ -82,16 +132,19 @@ std::uint32_t tie_key(std::int32_t candidate, std::uint32_t salt) {
   return rng::Key::mix(static_cast<std::uint32_t>(candidate) ^ salt);
 }
 
-bool fits(const std::int64_t* weight, const std::int32_t* add, const std::int64_t* limit,
-          int ncon) {
+// Weight tables are int64 for parts and int32 for clusters (a cluster never holds more than its
+// limit, which fits in 32 bits, or one node): the sums are made in 64 bits either way.
+template <class W>
+bool fits(const W* weight, const std::int32_t* add, const std::int64_t* limit, int ncon) {
   for (int c = 0; c < ncon; ++c)
-    if (weight[c] + add[c] > limit[c]) return false;
+    if (static_cast<std::int64_t>(weight[c]) + add[c] > limit[c]) return false;
   return true;
 }
 
 // Moves a node's weight w from group `from` to group `to` of a [groups x ncon] weight table.
-void transfer(std::vector<std::int64_t>& weight, std::int32_t from, std::int32_t to,
-              const std::int32_t* w, int ncon) {
+template <class W>
+void transfer(std::vector<W>& weight, std::int32_t from, std::int32_t to, const std::int32_t* w,
+              int ncon) {
   for (int c = 0; c < ncon; ++c) {
     weight[static_cast<std::size_t>(from) * ncon + c] -= w[c];
     weight[static_cast<std::size_t>(to) * ncon + c] += w[c];
@@ -101,14 +154,17 @@ void transfer(std::vector<std::int64_t>& weight, std::int32_t from, std::int32_t
 // Per-thread scratch: ratings (sums of edge weights) of candidates at one node, with the list of
 // candidates in first-seen order. A node with few neighbors uses a small open-addressing table
 // that stays in L1 (a dense array over millions of clusters would cost a cache miss per edge); a
-// node with many uses the dense array.
+// node with many uses a dense array over the candidates where there are few of them (parts), and
+// a table sized to its degree where there are many (clusters: a dense array per thread would be
+// 8 bytes a node of the graph). The ratings and their order are the same either way.
 class Ratings {
 public:
-  explicit Ratings(std::int64_t size) : dense_(static_cast<std::size_t>(size), 0) {}
+  explicit Ratings(std::int64_t size)
+      : dense_(size <= kMaxDense ? static_cast<std::size_t>(size) : 0, 0) {}
 
   // Prepares for a node with `degree` edges.
   void start(std::int64_t degree) {
-    small_ = degree <= kMaxSmall;
+    small_ = degree <= kMaxSmall || dense_.empty();
     if (!small_) return;
     bits_ = 4;
     while ((std::int64_t{1} << bits_) < 2 * degree)
@@ -161,6 +217,7 @@ public:
 
 private:
   static constexpr std::int64_t kMaxSmall = 1024;
+  static constexpr std::int64_t kMaxDense = std::int64_t{1} << 16;
   std::uint32_t hash(std::int32_t c) const {
     return (static_cast<std::uint32_t>(c) * 0x9E3779B1u) >> (32 - bits_);
   }
@@ -217,8 +274,6 @@ std::vector<Ratings> thread_scratch(std::int64_t size) {
 // ---- Size-constrained label propagation clustering ------------------------------------------
 
 constexpr int kClusterPasses = 3;
-// Edges ahead whose endpoint's cluster is prefetched (the cluster array is far larger than L2).
-constexpr EdgeId kPrefetch = 16;
 // Target node-count reduction per coarsening level.
 constexpr std::int64_t kCoarsenShrink = 16;
 
@@ -228,7 +283,10 @@ std::vector<std::int32_t> cluster_level(const LevelView& g, std::span<const std:
   const int ncon = g.ncon;
   std::vector<std::int32_t> cluster(static_cast<std::size_t>(n));
   std::iota(cluster.begin(), cluster.end(), 0);
-  std::vector<std::int64_t> cweight(static_cast<std::size_t>(n) * ncon);
+  for (int c = 0; c < ncon; ++c)
+    TESSEL_ASSERT(limit[c] <= std::numeric_limits<std::int32_t>::max(),
+                  "cluster_level: weight limit {} does not fit in 32 bits", limit[c]);
+  std::vector<std::int32_t> cweight(static_cast<std::size_t>(n) * ncon);
   std::vector<std::int32_t> csize(static_cast<std::size_t>(n), 1);
   for (std::int64_t v = 0; v < n; ++v)
     for (int c = 0; c < ncon; ++c)
@@ -243,12 +301,10 @@ std::vector<std::int32_t> cluster_level(const LevelView& g, std::span<const std:
     const std::uint32_t pass_salt = salt ^ static_cast<std::uint32_t>(pass);
     const auto choose = [&](std::int32_t v, Ratings& r) {
       const std::int32_t own = cluster[v];
-      const EdgeId row_end = g.xadj[v + 1];
-      r.start(row_end - g.xadj[v]);
-      for (EdgeId e = g.xadj[v]; e < row_end; ++e) {
-        if (e + kPrefetch < row_end) __builtin_prefetch(&cluster[g.adjncy[e + kPrefetch]]);
-        r.add(cluster[g.adjncy[e]], g.weight(e));
-      }
+      r.start(g.degree_bound(v));
+      g.for_each_edge(
+          v, [&](std::int32_t u, std::int32_t w) { r.add(cluster[u], w); },
+          [&](std::int32_t u) { __builtin_prefetch(&cluster[u]); });
       Move best{own, r.rating(own)};
       std::uint32_t best_tie = 0;
       for (const std::int32_t c : r.touched()) {
@@ -296,9 +352,8 @@ std::vector<std::int32_t> cluster_level(const LevelView& g, std::span<const std:
     for (std::int64_t v = 0; v < n; ++v) {
       if (csize[cluster[v]] != 1) continue;
       const std::int32_t own = cluster[v];
-      r.start(g.xadj[v + 1] - g.xadj[v]);
-      for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e)
-        r.add(cluster[g.adjncy[e]], g.weight(e));
+      r.start(g.degree_bound(v));
+      g.for_each_edge(v, [&](std::int32_t u, std::int32_t w) { r.add(cluster[u], w); });
       std::int32_t best = -1;
       std::int64_t best_rating = 0;
       for (const std::int32_t c : r.touched()) {
@@ -334,7 +389,13 @@ std::vector<std::int32_t> cluster_level(const LevelView& g, std::span<const std:
 
 // ---- Contraction ----------------------------------------------------------------------------
 
-WeightedGraph contract_level(const LevelView& g, std::vector<std::int32_t>& cluster) {
+// Contracts g by `cluster` (rewritten to coarse ids in order of each cluster's first node). The
+// result always has the coarse nodes, their weights and the offsets of their rows (so xadj[cn]
+// is the coarse edge count); its edges and their weights only when keep_edges(nodes, edges) says
+// so, after the counting pass.
+template <class KeepEdges>
+WeightedGraph contract_level(const LevelView& g, std::vector<std::int32_t>& cluster,
+                             KeepEdges&& keep_edges) {
   const std::int64_t n = g.n;
   const int ncon = g.ncon;
   // Coarse ids in order of each cluster's first node: deterministic.
@@ -390,20 +451,19 @@ WeightedGraph contract_level(const LevelView& g, std::vector<std::int32_t>& clus
 #pragma omp for schedule(dynamic, 64)
     for (std::int32_t c = 0; c < cn; ++c) {
       std::int64_t count = 0;
-      for (EdgeId i = first[c]; i < first[c + 1]; ++i) {
-        const std::int32_t u = members[i];
-        for (EdgeId e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
-          const std::int32_t d = cluster[g.adjncy[e]];
-          if (d == c || slot[d] == c) continue;
+      for (EdgeId i = first[c]; i < first[c + 1]; ++i)
+        g.for_each_edge(members[i], [&](std::int32_t x, std::int32_t) {
+          const std::int32_t d = cluster[x];
+          if (d == c || slot[d] == c) return;
           slot[d] = c; // marks d as seen in row c
           ++count;
-        }
-      }
+        });
       out.xadj[static_cast<std::size_t>(c) + 1] = count;
     }
   }
   for (std::int32_t c = 0; c < cn; ++c)
     out.xadj[c + 1] += out.xadj[c];
+  if (!keep_edges(static_cast<std::int64_t>(cn), out.xadj[cn])) return out;
   out.adjncy.resize(static_cast<std::size_t>(out.xadj[cn]));
   out.adjwgt.resize(static_cast<std::size_t>(out.xadj[cn]));
   bool overflow = false;
@@ -417,19 +477,17 @@ WeightedGraph contract_level(const LevelView& g, std::vector<std::int32_t>& clus
       const EdgeId row = out.xadj[c];
       std::int64_t len = 0;
       sum.clear();
-      for (EdgeId i = first[c]; i < first[c + 1]; ++i) {
-        const std::int32_t u = members[i];
-        for (EdgeId e = g.xadj[u]; e < g.xadj[u + 1]; ++e) {
-          const std::int32_t d = cluster[g.adjncy[e]];
-          if (d == c) continue;
+      for (EdgeId i = first[c]; i < first[c + 1]; ++i)
+        g.for_each_edge(members[i], [&](std::int32_t x, std::int32_t w) {
+          const std::int32_t d = cluster[x];
+          if (d == c) return;
           if (slot[d] < 0) {
             slot[d] = len++;
             out.adjncy[row + slot[d]] = d;
             sum.push_back(0);
           }
-          sum[static_cast<std::size_t>(slot[d])] += g.weight(e);
-        }
-      }
+          sum[static_cast<std::size_t>(slot[d])] += w;
+        });
       for (std::int64_t j = 0; j < len; ++j) {
         slot[out.adjncy[row + j]] = -1;
         overflow = overflow || sum[j] > std::numeric_limits<std::int32_t>::max();
@@ -450,8 +508,9 @@ std::int64_t cut_of(const LevelView& g, const std::vector<std::int32_t>& part) {
   std::int64_t cut = 0;
 #pragma omp parallel for schedule(dynamic, 4096) reduction(+ : cut)
   for (std::int64_t v = 0; v < g.n; ++v)
-    for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e)
-      if (part[g.adjncy[e]] != part[v]) cut += g.weight(e);
+    g.for_each_edge(v, [&](std::int32_t u, std::int32_t w) {
+      if (part[u] != part[v]) cut += w;
+    });
   return cut / 2;
 }
 
@@ -513,11 +572,11 @@ std::int64_t refine_level(const LevelView& g, std::vector<std::int32_t>& part, i
       const std::int32_t* w = g.node_weight(v);
       bool boundary = false;
       r.start(std::numeric_limits<std::int64_t>::max()); // num_parts entries: dense
-      for (EdgeId e = g.xadj[v]; e < g.xadj[v + 1]; ++e) {
-        const std::int32_t q = part[g.adjncy[e]];
+      g.for_each_edge(v, [&](std::int32_t u, std::int32_t weight) {
+        const std::int32_t q = part[u];
         boundary = boundary || q != own;
-        r.add(q, g.weight(e));
-      }
+        r.add(q, weight);
+      });
       Move best;
       double best_load = 0;
       std::uint32_t best_tie = 0;
@@ -582,6 +641,79 @@ std::vector<std::int64_t> part_limits(const LevelView& g, int num_parts, double 
   return limit;
 }
 
+// The base level's nodes grouped by the nodes of a coarser level that is not built (LevelView's
+// implicit form); the base is the fine graph (level 0) or the nearest built level below. For each
+// base node its node at that level, and the base nodes listed by that node, in the order a built
+// level's rows would visit them (each coarser grouping a stable regrouping of the finer one).
+// Three int32 and one int64 per base node at most, while a built level holds two int32 per
+// coarse edge.
+class ImplicitLevel {
+public:
+  int level() const { return level_; }
+  int base() const { return base_; }
+  bool active() const { return level_ > base_; }
+  LevelView view(const WeightedGraph& coarse, const LevelView& base) const {
+    TESSEL_ASSERT(!base.implicit() && active(), "an implicit level needs a built base level");
+    LevelView v;
+    v.n = coarse.num_nodes;
+    v.vwgt = coarse.vwgt.data();
+    v.ncon = coarse.ncon;
+    v.first = first_.data();
+    v.members = members_.data();
+    v.level_of = level_of_.data();
+    v.fine_xadj = base.xadj;
+    v.fine_adjncy = base.adjncy;
+    v.fine_adjwgt = base.adjwgt;
+    v.implicit_edges = coarse.xadj.back();
+    return v;
+  }
+  // No grouping: the current level is the built level `base`.
+  void reset(int base) {
+    *this = {};
+    base_ = level_ = base;
+  }
+  // One level up: map takes the current level's nodes (at the base, the base's nodes) to the
+  // coarse_nodes nodes of the next.
+  void advance(const std::vector<std::int32_t>& map, std::int64_t coarse_nodes) {
+    const bool at_base = level_ == base_;
+    const auto n = at_base ? static_cast<std::int64_t>(map.size())
+                           : static_cast<std::int64_t>(level_of_.size());
+    if (at_base) {
+      level_of_ = map;
+    } else {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t u = 0; u < n; ++u)
+        level_of_[u] = map[level_of_[u]];
+    }
+    // Stable counting sort of the previous order (the base ids at the base) by the new node.
+    first_.assign(static_cast<std::size_t>(coarse_nodes) + 1, 0);
+    for (std::int64_t u = 0; u < n; ++u)
+      ++first_[static_cast<std::size_t>(level_of_[u]) + 1];
+    for (std::int64_t c = 0; c < coarse_nodes; ++c)
+      first_[c + 1] += first_[c];
+    std::vector<std::int32_t> regrouped(static_cast<std::size_t>(n));
+    std::vector<EdgeId> cursor(first_.begin(), first_.end() - 1);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto u = at_base ? static_cast<std::int32_t>(i) : members_[i];
+      regrouped[cursor[level_of_[u]]++] = u;
+    }
+    members_ = std::move(regrouped);
+    ++level_;
+  }
+  // The grouping of level `level` over the built level `base` again, from the maps between.
+  void rebuild(const std::vector<std::vector<std::int32_t>>& maps,
+               const std::vector<WeightedGraph>& levels, int base, int level) {
+    reset(base);
+    for (int l = base; l < level; ++l)
+      advance(maps[l], levels[l].num_nodes);
+  }
+
+private:
+  int base_ = 0, level_ = 0;
+  std::vector<std::int32_t> level_of_, members_;
+  std::vector<EdgeId> first_;
+};
+
 } // namespace
 
 // ---- Public steps ---------------------------------------------------------------------------
@@ -626,7 +758,7 @@ std::vector<std::int32_t> cluster_label_propagation(const WeightedGraph& graph,
 }
 
 WeightedGraph contract(const WeightedGraph& graph, std::vector<std::int32_t>& cluster) {
-  return contract_level(view_of(graph), cluster);
+  return contract_level(view_of(graph), cluster, [](std::int64_t, std::int64_t) { return true; });
 }
 
 std::int64_t refine_kway(const WeightedGraph& graph, std::vector<std::int32_t>& part, int num_parts,
@@ -641,7 +773,8 @@ std::int64_t weighted_cut(const WeightedGraph& graph, const std::vector<std::int
 
 MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights& weights,
                                  int num_parts, std::uint64_t seed, double imbalance,
-                                 std::int64_t metis_max_edges, std::int64_t max_index) {
+                                 std::int64_t metis_max_edges, std::int64_t max_index,
+                                 double built_share) {
   const std::int64_t n = symmetric.num_rows;
   const int ncon = weights.ncon;
   const LevelView fine{n,       symmetric.indptr.data(), symmetric.indices.data(),
@@ -658,17 +791,38 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
       heaviest[c] = std::max<std::int64_t>(heaviest[c], weights.values[v * ncon + c]);
     }
 
-  // Coarsening: levels[i] is level i + 1; maps[i] takes level i's nodes to level i + 1's.
+  // Coarsening: levels[i] is level i + 1; maps[i] takes level i's nodes to level i + 1's. A
+  // level is built (its edges held) when it is the coarsest (METIS's input), or while the built
+  // levels stay within built_share of the fine graph's bytes; the others are implicit: visited
+  // through the nearest built level below (the base) and the grouping of its nodes.
   std::vector<WeightedGraph> levels;
   std::vector<std::vector<std::int32_t>> maps;
+  const auto is_built = [&](std::size_t level) { // level >= 1
+    const WeightedGraph& g = levels[level - 1];
+    return !g.adjncy.empty() || g.xadj.back() == 0;
+  };
+  const double fine_bytes = static_cast<double>(n) * sizeof(EdgeId) +
+                            static_cast<double>(fine.edges()) * sizeof(std::int32_t);
+  double built_bytes = 0;
+  ImplicitLevel grouping;
+  const auto view_at = [&](int level) {
+    if (level == 0) return fine;
+    const WeightedGraph& g = levels[static_cast<std::size_t>(level) - 1];
+    if (is_built(static_cast<std::size_t>(level))) return view_of(g);
+    TESSEL_ASSERT(grouping.level() == level, "level {} has no grouping", level);
+    return grouping.view(g, grouping.base() == 0 ? fine : view_of(levels[grouping.base() - 1]));
+  };
+  const auto current = [&] { return view_at(static_cast<int>(levels.size())); };
   const std::int64_t min_nodes = std::max<std::int64_t>(64, 32 * std::int64_t{num_parts});
-  const auto current = [&] { return levels.empty() ? fine : view_of(levels.back()); };
+  // Whether coarsening goes on from a level of n nodes and m directed edges: below min_nodes
+  // it stops (METIS balances better with more, smaller nodes) unless METIS could not take the
+  // graph at all.
+  const auto goes_on = [&](std::int64_t nodes, std::int64_t edges) {
+    return edges > metis_max_edges && (nodes > min_nodes || edges > max_index);
+  };
   std::optional<ProgressLine> coarsen_progress;
-  if (current().edges() > metis_max_edges) coarsen_progress.emplace("partition: coarsen", 0);
-  // Below min_nodes coarsening stops (METIS balances better with more, smaller nodes) unless
-  // METIS could not take the graph at all.
-  while (current().edges() > metis_max_edges &&
-         (current().n > min_nodes || current().edges() > max_index)) {
+  if (goes_on(fine.n, fine.edges())) coarsen_progress.emplace("partition: coarsen", 0);
+  while (goes_on(current().n, current().edges())) {
     const LevelView g = current();
     const std::int64_t target = std::max(min_nodes, g.n / kCoarsenShrink);
     std::vector<std::int64_t> limit(static_cast<std::size_t>(ncon));
@@ -681,21 +835,37 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
           std::max(heaviest[c], static_cast<std::int64_t>(std::ceil(std::min(average, cap))));
     }
     auto cluster = cluster_level(g, limit, seed, static_cast<int>(levels.size()));
-    WeightedGraph coarse = contract_level(g, cluster);
-    log::info("partition: coarsened level {}: {} nodes, {} edges -> {} nodes, {} edges",
-              levels.size(), g.n, g.edges(), coarse.num_nodes, coarse.num_edges());
-    const bool stalled = coarse.num_nodes * 10 > g.n * 9; // less than 10% fewer nodes
+    bool stalled = false;
+    WeightedGraph coarse =
+        contract_level(g, cluster, [&](std::int64_t nodes, std::int64_t edges) {
+          stalled = nodes * 10 > g.n * 9; // less than 10% fewer nodes
+          const double bytes = static_cast<double>(nodes + 1) * sizeof(EdgeId) +
+                               2.0 * static_cast<double>(edges) * sizeof(std::int32_t);
+          if (stalled || !goes_on(nodes, edges)) return true;
+          if (built_bytes + bytes > built_share * fine_bytes) return false;
+          built_bytes += bytes;
+          return true;
+        });
+    log::info("partition: coarsened level {}: {} nodes, {} edges -> {} nodes, {} edges ({})",
+              levels.size(), g.n, g.edges(), coarse.num_nodes, coarse.xadj.back(),
+              !coarse.adjncy.empty() || coarse.xadj.back() == 0 ? "built" : "implicit");
+    // The level below is not needed any more but for its map (and its weights, when built:
+    // the refinement's); a built level is the base of the levels above it.
     levels.push_back(std::move(coarse));
     maps.push_back(std::move(cluster));
+    if (is_built(levels.size()))
+      grouping.reset(static_cast<int>(levels.size()));
+    else
+      grouping.advance(maps.back(), levels.back().num_nodes);
     if (stalled) {
       log::warn("partition: coarsening stalled at {} nodes, {} edges", levels.back().num_nodes,
-                levels.back().num_edges());
+                levels.back().xadj.back());
       break;
     }
   }
   coarsen_progress.reset();
-  for (const auto& level : levels)
-    result.levels.push_back({level.num_nodes, level.num_edges()});
+  for (std::size_t l = 1; l <= levels.size(); ++l)
+    result.levels.push_back({levels[l - 1].num_nodes, levels[l - 1].xadj.back(), is_built(l)});
   result.coarsen_seconds = watch.seconds();
 
   // METIS on the coarsest level.
@@ -731,18 +901,25 @@ MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights&
   ProgressLine refine_progress("partition: refine levels",
                                static_cast<std::int64_t>(levels.size()) + 1);
   for (std::int64_t i = static_cast<std::int64_t>(levels.size()); i >= 0; --i) {
-    const LevelView g = i == 0 ? fine : view_of(levels[i - 1]);
     if (i < static_cast<std::int64_t>(levels.size())) {
       // Project level i + 1's partition onto level i, then free level i + 1.
       const auto& map = maps[i];
-      std::vector<std::int32_t> finer(static_cast<std::size_t>(g.n));
+      std::vector<std::int32_t> finer(map.size());
 #pragma omp parallel for schedule(static)
-      for (std::int64_t v = 0; v < g.n; ++v)
+      for (std::int64_t v = 0; v < static_cast<std::int64_t>(map.size()); ++v)
         finer[v] = part[map[v]];
       part = std::move(finer);
       maps[i] = {};
       levels.resize(static_cast<std::size_t>(i));
     }
+    // A level that was not built gets its grouping of its base's nodes again, from the maps.
+    if (i > 0 && !is_built(static_cast<std::size_t>(i)) && grouping.level() != i) {
+      int base = static_cast<int>(i) - 1;
+      while (base > 0 && !is_built(static_cast<std::size_t>(base)))
+        --base;
+      grouping.rebuild(maps, levels, base, static_cast<int>(i));
+    }
+    const LevelView g = view_at(static_cast<int>(i));
     const auto limit = part_limits(g, num_parts, imbalance);
     result.moved += refine_level(g, part, num_parts, limit, seed, static_cast<int>(i));
     refine_progress.update(static_cast<std::int64_t>(levels.size()) + 1 - i);

@@ -137,7 +137,8 @@ void check_dataset(const datasets::Dataset& data, bool features_in_memory) {
   TESSEL_EXPECTS(data.graph.num_rows == n && data.graph.num_cols == n,
                  "dataset {}: graph is {}x{} for {} nodes", data.name, data.graph.num_rows,
                  data.graph.num_cols, n);
-  data.graph.validate("dataset " + data.name + ": graph");
+  // A store's graph left on disk (ReadOptions::graph) is checked as it is streamed.
+  if (!data.graph.indptr.empty()) data.graph.validate("dataset " + data.name + ": graph");
   TESSEL_EXPECTS(data.labels.empty() || static_cast<std::int64_t>(data.labels.size()) == n,
                  "dataset {}: {} labels for {} nodes", data.name, data.labels.size(), n);
   for (const auto* split : {&data.train, &data.valid, &data.test})
@@ -204,8 +205,15 @@ void mark_peak(PartitionStats& stats, const std::string& phase) {
 // Training graph: symmetrized unless the dataset is directed and --no-symmetrize was given. The
 // source graph is released; `metis_input` is the symmetrized copy METIS needs of a directed
 // training graph (left empty otherwise).
-GraphCsr training_graph(datasets::Dataset& data, const PartitionOptions& o, PartitionStats& stats,
-                        PhaseTimes& times, GraphCsr& metis_input) {
+// Where a graph not held in `data` is read from (partition_store leaves it on disk).
+struct StoredGraph {
+  fs::path store;
+  std::int64_t num_edges = 0;
+};
+
+GraphCsr training_graph(datasets::Dataset& data, const StoredGraph& stored,
+                        const PartitionOptions& o, PartitionStats& stats, PhaseTimes& times,
+                        GraphCsr& metis_input) {
   const bool store_symmetric = o.symmetrize || !data.directed;
   if (!o.symmetrize && !data.directed)
     log::info("partition: {} is undirected (each edge stored once); symmetrizing it anyway",
@@ -215,7 +223,12 @@ GraphCsr training_graph(datasets::Dataset& data, const PartitionOptions& o, Part
   {
     ScopedPhase phase(times, "symmetrize");
     const ScopedActivity activity("symmetrizing the graph");
-    training = clean_graph(data.graph, store_symmetric, o.max_index);
+    // A store's graph is read in blocks: the source graph (64-bit ids) is never held beside
+    // the training graph.
+    training = data.graph.indptr.empty()
+                   ? clean_store_graph(stored.store, data.num_nodes, stored.num_edges,
+                                       store_symmetric, o.max_index)
+                   : clean_graph(data.graph, store_symmetric, o.max_index);
     data.graph = Csr{}; // the source graph is no longer needed
     if (o.method == Method::metis && o.num_parts > 1 && !store_symmetric)
       metis_input = clean_graph(training, true, o.max_index);
@@ -336,14 +349,15 @@ void record_totals(PartitionStats& stats, const PhaseTimes& times, const Stopwat
   stats.peak_rss_bytes = peak_rss_bytes();
 }
 
-PartitionStats run_pipeline(datasets::Dataset data, FeatureSource& features,
-                            std::future<Checksum> checksum, std::string source_name, OutputDir& out,
-                            const PartitionOptions& o, PhaseTimes& times, Stopwatch& total) {
+PartitionStats run_pipeline(datasets::Dataset data, const StoredGraph& stored,
+                            FeatureSource& features, std::future<Checksum> checksum,
+                            std::string source_name, OutputDir& out, const PartitionOptions& o,
+                            PhaseTimes& times, Stopwatch& total) {
   PartitionStats stats = source_stats(data, std::move(source_name), o);
   const int k = o.num_parts;
   mark_peak(stats, "read");
   GraphCsr metis_input; // only when the training graph is directed and METIS runs
-  GraphCsr training = training_graph(data, o, stats, times, metis_input);
+  GraphCsr training = training_graph(data, stored, o, stats, times, metis_input);
   std::vector<std::int32_t> assignment = assign_parts(data, training, metis_input, o, stats, times);
 
   Relabeling relabeling;
@@ -538,8 +552,8 @@ PartitionStats partition_dataset(datasets::Dataset data, const fs::path& out_dir
   std::vector<float> feature_rows = std::move(data.features);
   data.features = {};
   MemoryFeatures features(feature_rows, data.feature_dim);
-  return run_pipeline(std::move(data), features, checksum.get_future(), "", out, options, times,
-                      total);
+  return run_pipeline(std::move(data), {}, features, checksum.get_future(), "", out, options,
+                      times, total);
 }
 
 PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
@@ -551,6 +565,7 @@ PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
   PhaseTimes times;
   datasets::Dataset data;
   datasets::FeatureDtype feature_dtype = datasets::FeatureDtype::float32;
+  StoredGraph stored{store, 0};
   {
     ScopedPhase phase(times, "read");
     const auto info = datasets::read_store_info(store);
@@ -560,7 +575,9 @@ PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
               info.num_edges);
     datasets::ReadOptions read;
     read.features = false;
+    read.graph = false; // streamed by the symmetrize step
     data = datasets::read_store(store, read);
+    stored.num_edges = info.num_edges;
     check_dataset(data, false);
   }
   // The file checksum runs beside the partitioning (METIS is single-threaded).
@@ -571,8 +588,8 @@ PartitionStats partition_store(const fs::path& store, const fs::path& out_dir,
   });
   // Parts keep the store's feature dtype (16-bit rows round-trip through float exactly).
   StoreFeatures features(store, data.feature_dim, std::int64_t{32} << 20, feature_dtype);
-  return run_pipeline(std::move(data), features, std::move(checksum), store.filename().string(),
-                      out, options, times, total);
+  return run_pipeline(std::move(data), stored, features, std::move(checksum),
+                      store.filename().string(), out, options, times, total);
 }
 
 } // namespace tessel::partition

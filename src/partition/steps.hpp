@@ -29,6 +29,14 @@ template <class Index>
 GraphCsr clean_graph(const CsrT<Index>& graph, bool symmetrize,
                      std::int64_t max_nodes = std::numeric_limits<std::int32_t>::max());
 
+// clean_graph of a store's /graph read in blocks of at most block_edges edges (each offset and
+// column checked as read: InputError naming the file and row), so that only the result is held
+// beside one cursor per node.
+GraphCsr clean_store_graph(const std::filesystem::path& store, std::int64_t num_nodes,
+                           std::int64_t num_edges, bool symmetrize,
+                           std::int64_t max_nodes = std::numeric_limits<std::int32_t>::max(),
+                           std::int64_t block_edges = std::int64_t{1} << 23);
+
 // Balanced random assignment: a seeded permutation cut into num_parts near-equal blocks.
 std::vector<std::int32_t> assign_random(std::int64_t num_nodes, int num_parts, std::uint64_t seed);
 
@@ -46,6 +54,7 @@ VertexWeights vertex_weights(const GraphCsr& training, const std::vector<std::ui
 
 struct LevelSize {
   std::int64_t nodes = 0, edges = 0;
+  bool built = false; // its edges were held (else visited through a finer built level)
 };
 
 struct MetisResult {
@@ -88,13 +97,17 @@ struct WeightedGraph {
 };
 
 // Multilevel partitioning (multilevel.cpp): coarsen by size-constrained label propagation
-// until at most metis_max_edges directed edges remain (keeping each level), METIS k-way on the
-// coarsest level (weights scaled down where their totals would overflow METIS's 32-bit sums),
-// then project back and refine at every level. Deterministic for a seed, whatever the thread
-// count. Throws InputError if the coarsest level still has more than max_index edges.
+// until at most metis_max_edges directed edges remain, METIS k-way on the coarsest level
+// (weights scaled down where their totals would overflow METIS's 32-bit sums), then project back
+// and refine at every level. The coarsest level is built; a finer one only while the built
+// levels hold at most built_share of the fine graph's bytes: the others are visited through the
+// nearest built level below and a map per level (slower: each pass reads the finer graph's
+// edges). The result does not depend on built_share. Deterministic for a seed, whatever the
+// thread count. Throws InputError if the coarsest level still has more than max_index edges.
 MetisResult partition_multilevel(const GraphCsr& symmetric, const VertexWeights& weights,
                                  int num_parts, std::uint64_t seed, double imbalance,
-                                 std::int64_t metis_max_edges, std::int64_t max_index);
+                                 std::int64_t metis_max_edges, std::int64_t max_index,
+                                 double built_share = 0.5);
 
 // The steps of partition_multilevel, on a WeightedGraph (for tests).
 // Cluster label per node (a node id in the cluster); no cluster exceeds max_weight[c] in any

@@ -271,6 +271,48 @@ TEST(FitWeightColumn, ScalesTotalsUnderTheLimitKeepingOrderAndZeros) {
   EXPECT_EQ(small, (std::vector<std::int32_t>{1, 2, 3}));
 }
 
+// A coarse level is built only within a share of the fine graph's memory; the others are visited
+// through the nearest built level below and the maps. Every share gives the same coarse sizes,
+// METIS input and partition, node for node: none built, some built (over a built base), all.
+TEST(PartitionMultilevel, ImplicitLevelsGiveTheBuiltLevelsResult) {
+  const auto p = planted(80000, 16, 12, 0.9, 8);
+  const auto weights = detail::vertex_weights(p.graph, p.is_train, Balance{});
+  for (int k : {2, 5}) {
+    const auto built =
+        detail::partition_multilevel(p.graph, weights, k, 3, 0.03, 5000, 1 << 30, 1e300);
+    ASSERT_GE(built.levels.size(), 3u) << "k = " << k;
+    for (const auto& level : built.levels)
+      EXPECT_TRUE(level.built);
+    // Shares that hold one level: the first (the second is then visited through it, with its
+    // edge weights) or the second (the first is then visited through the fine graph).
+    const double fine_bytes = static_cast<double>(p.graph.num_rows) * 8 +
+                              static_cast<double>(p.graph.num_edges()) * 4;
+    const auto level_bytes = [&](std::size_t l) {
+      return static_cast<double>(built.levels[l].nodes + 1) * 8 +
+             static_cast<double>(built.levels[l].edges) * 8;
+    };
+    ASSERT_LT(level_bytes(1) + 1, level_bytes(0));
+    const std::pair<double, int> cases[] = {
+        {0.0, -1}, {(level_bytes(0) + 1) / fine_bytes, 0}, {(level_bytes(1) + 1) / fine_bytes, 1}};
+    for (const auto& [share, held] : cases) {
+      const auto r = detail::partition_multilevel(p.graph, weights, k, 3, 0.03, 5000, 1 << 30,
+                                                  share);
+      ASSERT_EQ(r.levels.size(), built.levels.size()) << "share " << share;
+      for (std::size_t l = 0; l < built.levels.size(); ++l) {
+        EXPECT_EQ(r.levels[l].nodes, built.levels[l].nodes) << "level " << l;
+        EXPECT_EQ(r.levels[l].edges, built.levels[l].edges) << "level " << l;
+        const bool last = l + 1 == built.levels.size();
+        EXPECT_EQ(r.levels[l].built, last || static_cast<int>(l) == held)
+            << "level " << l << ", share " << share;
+      }
+      EXPECT_EQ(r.objval, built.objval) << "k = " << k << ", share " << share;
+      EXPECT_EQ(r.moved, built.moved) << "k = " << k << ", share " << share;
+      EXPECT_EQ(r.refined_cut, built.refined_cut) << "k = " << k << ", share " << share;
+      EXPECT_EQ(r.part, built.part) << "k = " << k << ", share " << share;
+    }
+  }
+}
+
 TEST(PartitionMultilevel, CloseToMetisBalancedAndDeterministic) {
   const auto p = planted(20000, 16, 12, 0.9, 8);
   const auto weights = detail::vertex_weights(p.graph, p.is_train, Balance{});

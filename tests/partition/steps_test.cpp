@@ -4,12 +4,15 @@
 
 #include "partition_testing.hpp"
 #include "tessel/core/error.hpp"
+#include "tessel/datasets/dataset.hpp"
 #include "test_support.hpp"
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <numeric>
 #include <set>
 
@@ -69,6 +72,71 @@ TEST(CleanGraph, RefusesTooManyNodes) {
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("10 nodes"), std::string::npos) << e.what();
+  }
+}
+
+// partition_store's path: the store's graph read in blocks of a few edges gives the graph that
+// cleaning the whole graph in memory gives, row for row (blocks of 1 edge: one row per block).
+TEST(CleanStoreGraph, BlocksOfAnySizeGiveTheInMemoryResult) {
+  test::PlantedOptions o;
+  o.num_nodes = 2000;
+  o.avg_degree = 9;
+  const auto data = test::planted_dataset(o);
+  const test::TempDir dir("clean-store");
+  const auto store = dir / "g.h5";
+  datasets::write_store(data, store);
+  for (bool symmetrize : {true, false}) {
+    const GraphCsr want = detail::clean_graph(data.graph, symmetrize);
+    for (std::int64_t block_edges : {std::int64_t{1}, std::int64_t{7}, std::int64_t{1} << 23}) {
+      const GraphCsr got = detail::clean_store_graph(store, data.num_nodes, data.num_edges(),
+                                                     symmetrize, 1 << 30, block_edges);
+      EXPECT_EQ(got.num_rows, want.num_rows);
+      EXPECT_EQ(got.indptr, want.indptr) << "symmetrize " << symmetrize << ", " << block_edges;
+      EXPECT_EQ(got.indices, want.indices) << "symmetrize " << symmetrize << ", " << block_edges;
+    }
+  }
+}
+
+// A column out of range in the file stops the read with the file, the row and the value.
+TEST(CleanStoreGraph, ABadColumnInTheFileNamesItsRow) {
+  const Csr g = test::symmetric_csr(10, test::path_edges(10));
+  datasets::Dataset data = test::planted_dataset({.num_nodes = 10});
+  data.graph = g;
+  const test::TempDir dir("clean-store-bad");
+  const auto store = dir / "g.h5";
+  datasets::write_store(data, store);
+  // Row 4's first in-neighbor (position indptr[4]) becomes node 99 of 10, in place.
+  {
+    const hid_t f = H5Fopen(store.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t d = H5Dopen2(f, "/graph/indices", H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    const hid_t space = H5Dget_space(d);
+    const hsize_t at = static_cast<hsize_t>(g.indptr[4]), one = 1;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &at, nullptr, &one, nullptr);
+    const hid_t mem = H5Screate_simple(1, &one, nullptr);
+    const std::int64_t bad = 99;
+    EXPECT_GE(H5Dwrite(d, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &bad), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  // As a file of another writer (no checksum header: its magic blanked), so that what stops the
+  // read is the graph's own check, not the whole-file checksum.
+  {
+    std::fstream file(store, std::ios::in | std::ios::out | std::ios::binary);
+    const char zeros[8] = {};
+    file.write(zeros, sizeof zeros);
+  }
+  for (std::int64_t block_edges : {std::int64_t{3}, std::int64_t{1} << 23}) {
+    try {
+      detail::clean_store_graph(store, 10, g.num_edges(), true, 1 << 30, block_edges);
+      FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("g.h5 /graph: row 4: index 99"), std::string::npos) << what;
+    }
   }
 }
 

@@ -105,6 +105,9 @@ void write_store(const Dataset& data, const std::filesystem::path& path,
 
 struct ReadOptions {
   bool features = true; // false: leave Dataset::features empty
+  // false: leave Dataset::graph's indptr and indices empty (its shape set) for a reader that
+  // streams /graph itself; a store with link splits is read whole (their checks need the graph)
+  bool graph = true;
 };
 // Reads and validates a whole store.
 Dataset read_store(const std::filesystem::path& path, const ReadOptions& options = {});

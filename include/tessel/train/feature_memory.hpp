@@ -2,6 +2,8 @@
 // between holding them all and reading them from the part file (out of core).
 #pragma once
 
+#include "tessel/core/usable_memory.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -18,16 +20,10 @@ struct FeatureMemory {
 // 64K, 2G, 1.5M. Throws InputError naming the flag and what it expects.
 FeatureMemory parse_feature_memory(const std::string& text);
 
-// How much more memory this process may take: the tightest cgroup limit less its usage over
-// the process's cgroup and their ancestors where one is set (cgroup v2 memory.max less
-// memory.current; cgroup v1 memory.limit_in_bytes less memory.usage_in_bytes), else the
-// kernel's MemAvailable. `source` names which ("cgroup memory.max", "cgroup v1
-// memory.limit_in_bytes" or "MemAvailable"); bytes < 0 when none could be read.
-struct MemoryHeadroom {
-  std::int64_t bytes = -1;
-  std::string source;
-};
-MemoryHeadroom memory_headroom();
+// memory_headroom() (tessel/core/usable_memory.hpp) says how much more memory the process
+// may take.
+using tessel::memory_headroom;
+using tessel::MemoryHeadroom;
 
 // "2.0 MiB" and the like, for the setup line and the refusals.
 std::string format_mib(std::int64_t bytes);
