@@ -13,8 +13,8 @@ a numpy memory map), on the graph Tessel trains.
       them), features/feat.npy (float32, copied from /node/feat in row blocks; `in_memory:
       false`), set/{train,validation,test}_{seeds,labels}.npy, and dataset_hash_value.txt (the
       MD5 of each file, keyed by DIR as spelled here, which `gb.OnDiskDataset(DIR)` checks).
-      Peak memory: the symmetrized graph, the store's row pointers and labels, and one block;
-      never the features. DIR must be empty or hold only an earlier export's preprocessed/;
+      Peak memory: the symmetrized graph, the store's row pointers, a cursor per node and one
+      block; never the features. DIR must be empty or hold only an earlier export's preprocessed/;
       it is written to a temporary folder and renamed, so a failed export leaves nothing.
   ooc_peers.py export --ogb DIR --out DIR
       DIR is papers100M's raw layout (raw/data.npz, raw/node-label.npz, split/<name>/*.csv.gz),
@@ -28,10 +28,11 @@ a numpy memory map), on the graph Tessel trains.
       CSC graph (64-bit ids; CSC only), every feature row read into memory first.
   ooc_peers.py graphbolt --data DIR [--threads 2 --epochs 2 ...]
       gb.OnDiskDataset(DIR, force_preprocess=False).load() (the folder is used as preprocessed:
-      GraphBolt's check would hash every file, the features included, at each load), ItemSampler -> sample_neighbor -> fetch_feature ->
-      gb.DataLoader (num_workers=0); the features stay a memory map of the .npy file. Before the
-      first epoch the file's pages are dropped from the page cache (posix_fadvise DONTNEED), so
-      the first epoch reads them from disk.
+      GraphBolt's check would hash every file, the features included, at each load),
+      ItemSampler -> sample_neighbor -> fetch_feature -> gb.DataLoader (num_workers=0); the
+      features stay a memory map of the .npy file. Before the first epoch the file's pages are
+      dropped from the page cache (posix_fadvise DONTNEED), so the first epoch reads them from
+      disk.
 
 Both train the model Tessel trains (peer_gnn.py's: SAGEConv mean, dropout on every layer's
 input, ReLU between layers, Adam) over the training nodes in batches of --batch-size, one

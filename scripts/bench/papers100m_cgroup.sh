@@ -7,15 +7,17 @@
 # cgroup v1 (memory.limit_in_bytes); it says which, and exits when it can make neither (set
 # NO_CGROUP=1 to run uncapped).
 #
-# The peers (scripts/bench/ooc_peers.py, with DGL 2.1 in PEER_PYTHON), on the same graph, the same
-# model and batches, one process with PEER_THREADS threads: DGL's sampled SAGE with every feature
+# The peers (scripts/bench/ooc_peers.py, with DGL 2.1 and h5py in PEER_PYTHON), on the same graph,
+# the same model and batches, one process with PEER_THREADS threads: DGL's sampled SAGE with every feature
 # row in memory (outside the cgroup: the in-memory comparison), and DGL's GraphBolt with its
 # features left on disk (OnDiskDataset, `in_memory: false`: a numpy memory map of the .npy file,
-# its pages dropped before the first epoch) inside the same cgroup. Their graph comes from `convert
-# synthetic ... --ogb --npz` (papers100M's raw layout; the same seed, so the same graph), exported
-# to GraphBolt's folder layout in row blocks and preprocessed by GraphBolt once, outside the cgroup
-# (that writer holds every feature row: about 1.5x the features in memory, some 21 GB at the
-# quarter size; PEERS=0 where the machine lacks it).
+# its pages dropped before the first epoch) inside the same cgroup. Their data is written from the
+# same store by `ooc_peers.py export --store`, outside the cgroup, straight in GraphBolt's
+# preprocessed layout: the graph symmetrized as `partition` does (32-bit ids), the features copied
+# in row blocks. Its peak memory is about the symmetrized graph, never the features; on disk it
+# adds one copy of the features (GraphBolt's own preprocessing, which would copy them again, does
+# not run). DGL in memory holds the features and the graph in 64-bit ids (PEER_RUNS=graphbolt
+# where the machine lacks that memory).
 # DISK_TEST=1 first measures the disk under WORK with fio: random reads of 4 KiB and 512 B,
 # O_DIRECT, one job at queue depth 1 (psync) and at 32 (io_uring), 10 s each, on the store file.
 #
@@ -30,11 +32,13 @@
 #   BUDGET     --feature-memory per rank               (default: an eighth of a part's features)
 #   HIDDEN, FANOUTS, BATCH                             (default 256, 15,10,5, 1024)
 #   STEPS      --max-batches of the one epoch          (default 50)
+#   EVAL=0     no closing evaluation (--eval-every 0): at the quarter size the evaluation over
+#              every node takes longer than the steps     (default 1)
 #   KEEP=1     keep the store and the parts afterwards (default: removed)
 #   PREPARED=1 train only, on the parts a KEEP=1 run left in WORK (timed runs apart from the
 #              preparation); BUDGET=all with NO_CGROUP=1 is the in-memory, uncapped comparison
 #   PREPARE_ONLY=1  convert, partition and export for the peers, then stop (with KEEP=1)
-#   PEERS      auto: the peers too when PEER_PYTHON imports dgl.graphbolt; 0: not;
+#   PEERS      auto: the peers too when PEER_PYTHON imports dgl.graphbolt (and h5py); 0: not;
 #              only: the peers alone (Tessel's training skipped)          (default auto)
 #   PEER_PYTHON, PEER_THREADS, PEER_EPOCHS                (default python3, 2, 2)
 #   PEER_RUNS  which peers                                (default "dgl graphbolt")
@@ -64,20 +68,22 @@ bench_require papers100m_cgroup.sh "$tessel" jq mpirun /usr/bin/time
 mkdir -p "$work"
 store="$work/papers100m-x$scale.h5"
 partdir="$work/p$parts"
-peer_ogb="$work/ogb-x$scale"
 peer_data="$work/graphbolt-x$scale"
-[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$store" "$partdir" "$peer_ogb" "$peer_data"' EXIT
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$store" "$partdir" "$peer_data"' EXIT
+# The peers need DGL 2.1 (dgl.graphbolt), and h5py to export the store unless PREPARED=1.
+peer_modules=dgl.graphbolt
+[ "${PREPARED:-0}" = 1 ] || peer_modules="$peer_modules, h5py"
 if [ "$peers" = auto ]; then
-  if "$peer_python" -c 'import dgl.graphbolt' >/dev/null 2>&1; then
+  if "$peer_python" -c "import $peer_modules" >/dev/null 2>&1; then
     peers=1
   else
     peers=0
-    echo "note: $peer_python does not import dgl.graphbolt; the DGL and GraphBolt peers are not run" \
-      "(PEER_PYTHON names a Python with DGL 2.1)"
+    echo "note: $peer_python does not import $peer_modules; the DGL and GraphBolt peers are not" \
+      "run (PEER_PYTHON names a Python with DGL 2.1 and h5py)"
   fi
 elif [ "$peers" != 0 ]; then
-  "$peer_python" -c 'import dgl.graphbolt' || {
-    echo "papers100m_cgroup.sh: PEERS=$peers but $peer_python does not import dgl.graphbolt" >&2
+  "$peer_python" -c "import $peer_modules" || {
+    echo "papers100m_cgroup.sh: PEERS=$peers but $peer_python does not import $peer_modules" >&2
     exit 1
   }
 fi
@@ -100,7 +106,7 @@ if [ "${NO_CGROUP:-0}" != 1 ]; then
   fi
   # A rank the OOM killer took may leave the cgroup a moment later: retry the removal.
   trap 'for _ in 1 2 3 4 5; do rmdir "$cgroup" 2>/dev/null && break; sleep 1; done
-        [ "${KEEP:-0}" = 1 ] || rm -rf "$store" "$partdir" "$peer_ogb" "$peer_data"' EXIT
+        [ "${KEEP:-0}" = 1 ] || rm -rf "$store" "$partdir" "$peer_data"' EXIT
 fi
 
 # The cgroup's peak usage since the last reset, in MiB, and the OOM kills so far.
@@ -168,13 +174,10 @@ else
   step partition "$tessel" partition "$store" --parts "$parts" --method "$method" --out "$partdir" --force
   grep -E "^edge cut|^time" "$work/partition.log" || true
   if [ "$peers" != 0 ]; then
-    rm -rf "$peer_ogb" "$peer_data"
-    UNCAPPED=1 step peer-npz "$tessel" convert synthetic --preset papers100m --scale "$scale" \
-      --ogb --npz "$peer_ogb"
-    UNCAPPED=1 step peer-export "$peer_python" scripts/bench/ooc_peers.py export --ogb "$peer_ogb" \
+    rm -rf "$peer_data"
+    UNCAPPED=1 step peer-export "$peer_python" scripts/bench/ooc_peers.py export --store "$store" \
       --out "$peer_data"
     tail -1 "$work/peer-export.log"
-    rm -rf "$peer_ogb"
   fi
 fi
 if [ "${DISK_TEST:-0}" = 1 ]; then
@@ -211,7 +214,7 @@ if [ "$peers" != only ]; then
     "$work/ranks.rss" "$tessel" train "$partdir" --mode sampled --model sage \
     --layers 3 --hidden "$hidden" --fanouts "$fanouts" --batch-size "$batch" --epochs 1 \
     --max-batches "$steps" --threads "$threads" --seed 1 --feature-memory "$budget" \
-    --metrics "$metrics"
+    --eval-every "$([ "${EVAL:-1}" = 0 ] && echo 0 || echo 1)" --metrics "$metrics"
   grep -E "^features:|^epoch|^evaluate:" "$work/train.log" || true
   sort "$work/ranks.rss" | awk '{printf "%s %s peak RSS %d MiB\n", $1, $2, $5 / 1024}'
   # Training seconds without the closing evaluation; seeds (each rank's training nodes, at most
