@@ -59,6 +59,14 @@ class HostBlockCache {
     limit_ = bytes;
     trim();
   }
+  std::size_t release_idle() {
+    std::lock_guard lock(mutex_);
+    const std::size_t freed = cached_;
+    for (const auto& [bytes, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+    return freed;
+  }
   void keep(std::size_t bytes) {
     std::lock_guard lock(mutex_);
     if (limit_ > 0) limit_ = std::max(limit_, bytes);
@@ -141,6 +149,7 @@ DeviceMemoryStats host_stats() {
 std::size_t host_cache_limit() { return host_cache().limit(); }
 void host_cache_set_limit(std::size_t bytes) { host_cache().set_limit(bytes); }
 void host_cache_keep(std::size_t bytes) { host_cache().keep(bytes); }
+std::size_t host_cache_release_idle() { return host_cache().release_idle(); }
 
 void host_reset_peak() {
   HostCounters& c = host_counters();

@@ -210,6 +210,20 @@ TemporaryPath::TemporaryPath(const fs::path& path) {
   r.paths.emplace(id_, path);
 }
 
+TemporaryPath::TemporaryPath(const fs::path& path, const std::function<void()>& create) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const std::uint64_t id = r.next_id++;
+  r.paths.emplace(id, path);
+  try {
+    create();
+  } catch (...) {
+    r.paths.erase(id);
+    throw;
+  }
+  id_ = id;
+}
+
 TemporaryPath::~TemporaryPath() {
   release();
 }

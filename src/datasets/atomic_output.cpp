@@ -276,22 +276,29 @@ AtomicOutput::AtomicOutput(std::filesystem::path target, bool is_directory, Fold
     for (int attempt = 0;; ++attempt) {
       temp_name_ = temporary_name(kept);
       temp_ = folder / temp_name_;
-      // Registered before it exists, so no moment is left where an interrupt would miss it.
-      registration_ = interrupt::TemporaryPath(temp_);
+      // Registered and made in one step under the interrupt registry's lock, so no moment is
+      // left where an interrupt would miss it or find nothing yet and let it appear after.
+      bool made = false;
+      int err = 0;
+      registration_ = interrupt::TemporaryPath(temp_, [&] {
+        if (is_directory)
+          made = ::mkdirat(folder_fd_, temp_name_.c_str(), 0700) == 0;
+        else
+          temp_fd_ = ::openat(folder_fd_, temp_name_.c_str(),
+                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        err = errno;
+      });
       if (is_directory) {
-        if (::mkdirat(folder_fd_, temp_name_.c_str(), 0700) == 0) {
+        if (made) {
           temp_fd_ = ::openat(folder_fd_, temp_name_.c_str(),
                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
           TESSEL_EXPECTS(temp_fd_ >= 0, "cannot open folder {}: {}", temp_.string(),
                          std::strerror(errno));
           break;
         }
-      } else {
-        temp_fd_ = ::openat(folder_fd_, temp_name_.c_str(),
-                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (temp_fd_ >= 0) break;
+      } else if (temp_fd_ >= 0) {
+        break;
       }
-      const int err = errno;
       registration_ = interrupt::TemporaryPath(); // the name is not ours: never remove it
       TESSEL_EXPECTS(err == EEXIST && attempt < 8, "cannot create {} in {}: {}", temp_name_,
                      folder.string(), std::strerror(err));

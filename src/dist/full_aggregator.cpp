@@ -1,11 +1,42 @@
-// The full-batch aggregator's boundary-node sampling (the epoch's graph, degrees and exchange)
-// and halo pre-aggregation.
+// The part's aggregation pattern, and the full-batch aggregator's boundary-node sampling (the
+// epoch's graph, degrees and exchange) and halo pre-aggregation.
 #include "tessel/dist/full_aggregator.hpp"
 
 #include "tessel/core/error.hpp"
 #include "tessel/kernels/attention.hpp"
 
+#include <algorithm>
+
 namespace tessel::dist {
+
+LocalCsr part_pattern(const partition::Part& part, bool ascending) {
+  const LocalCsr& graph = part.graph;
+  LocalCsr pattern;
+  pattern.num_rows = graph.num_rows;
+  pattern.num_cols = graph.num_cols;
+  pattern.indptr = graph.indptr;
+  pattern.indices = graph.indices;
+  if (ascending) {
+#pragma omp parallel for schedule(dynamic, 4096)
+    for (std::int64_t r = 0; r < pattern.num_rows; ++r) {
+      const auto first = pattern.indices.begin() + pattern.indptr[r];
+      const auto last = pattern.indices.begin() + pattern.indptr[r + 1];
+      if (!std::is_sorted(first, last)) std::sort(first, last);
+    }
+  }
+  return pattern;
+}
+
+nn::AggregationMatrices part_matrices(const partition::Part& part, Device device,
+                                      bool ascending) {
+  const std::vector<std::int64_t> degree(
+      part.degree.begin(), part.degree.begin() + static_cast<std::ptrdiff_t>(part.graph.num_cols));
+  nn::AggregationMatrices matrices;
+  kernels::SparseMatrix pattern = kernels::SparseMatrix::from_csr(part_pattern(part, ascending),
+                                                                  device);
+  matrices.reset(std::move(pattern), Tensor::from_vector(degree).to(device));
+  return matrices;
+}
 
 void FullAggregator::sample_boundary(const rng::Key& key, double p, nn::Norm norm) {
   TESSEL_EXPECTS(!halo_.combined(), "boundary sampling: the halos are pre-aggregated");
@@ -83,9 +114,8 @@ const kernels::SparseMatrix& FullAggregator::attention_graph(Device device) {
   TESSEL_EXPECTS(device == device_, "attention: the part's graph is on {}, not {}", device_.str(),
                  device.str());
   if (!attention_graph_.indptr.defined()) {
-    LocalCsr pattern = part_.graph;
-    pattern.values.clear();
-    attention_graph_ = kernels::add_self_loops(kernels::SparseMatrix::from_csr(pattern, device_));
+    attention_graph_ = kernels::add_self_loops(
+        kernels::SparseMatrix::from_csr(part_pattern(part_, ascending_rows_), device_));
   }
   return attention_graph_;
 }

@@ -10,9 +10,11 @@ SparseMatrix SparseMatrix::from_csr(const LocalCsr& csr, Device device) {
   SparseMatrix a;
   a.num_rows = csr.num_rows;
   a.num_cols = csr.num_cols;
-  a.indptr = Tensor::from_vector(csr.indptr).to(device);
-  a.indices = Tensor::from_vector(csr.indices).to(device);
-  if (!csr.values.empty()) a.values = Tensor::from_vector(csr.values).to(device);
+  // from_vector makes the host copy; Tensor::to would copy it again even to the CPU.
+  const auto place = [&](Tensor t) { return device.is_cpu() ? t : t.to(device); };
+  a.indptr = place(Tensor::from_vector(csr.indptr));
+  a.indices = place(Tensor::from_vector(csr.indices));
+  if (!csr.values.empty()) a.values = place(Tensor::from_vector(csr.values));
   return a;
 }
 

@@ -69,15 +69,13 @@ void allreduce_gradients(comm::Communicator& comm, nn::Model& model) {
   comm.allreduce(model.flat_gradients(), DeviceStream::main());
 }
 
-GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)
+GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx, bool aggregator_on_first_use)
     : comm_(ctx.comm),
       data_(ctx.runtime.data ? *ctx.runtime.data : ctx.comm),
       device_(ctx.runtime.device),
       options_(ctx.options),
       manifest_(ctx.manifest),
       part_(ctx.part),
-      aggregator_(ctx.part, ctx.comm, &data_, ctx.runtime.device),
-      layer_aggregators_(static_cast<std::size_t>(ctx.options.model.layers), &aggregator_),
       model_([&] {
         nn::ModelConfig config = ctx.options.model;
         config.device = ctx.runtime.device;
@@ -85,6 +83,15 @@ GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)
       }()),
       optimizer_(nn::make_optimizer(ctx.options.optimizer)),
       split_labels_(split_labels(ctx.part)) {
+  const LocalCsr& graph = part_.graph;
+  bool ascending = true;
+#pragma omp parallel for reduction(&& : ascending) schedule(static, 4096)
+  for (std::int64_t r = 0; r < graph.num_rows; ++r)
+    ascending = ascending && std::is_sorted(graph.indices.begin() + graph.indptr[r],
+                                            graph.indices.begin() + graph.indptr[r + 1]);
+  rows_ascending_ = ascending;
+  // Built now unless the mode asks for it on first use (see aggregator()).
+  if (!rows_ascending_ || !aggregator_on_first_use) (void)aggregator();
   // Features go to the device once; every epoch step then stays there. Read from the part file
   // (out of core), they are read for each evaluation instead (eval_features()).
   feature_rows_ = ctx.loaded.feature_rows;
@@ -92,6 +99,20 @@ GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx)
   features_ = Tensor::empty({part_.num_owned, part_.feature_dim}, DType::f32);
   std::copy(part_.features.begin(), part_.features.end(), features_.data<float>());
   if (device_.is_cuda()) features_ = features_.to(device_);
+}
+
+dist::FullAggregator& GraphModeTrainer::aggregator() {
+  if (!aggregator_) {
+    // The first build after the sampler sorted the rows by source id reads them ascending again.
+    aggregator_.emplace(part_, comm_, &data_, device_, rows_ascending_);
+    layer_aggregators_.assign(static_cast<std::size_t>(options_.model.layers), &*aggregator_);
+  }
+  return *aggregator_;
+}
+
+const std::vector<nn::Aggregator*>& GraphModeTrainer::layer_aggregators() {
+  (void)aggregator();
+  return layer_aggregators_;
 }
 
 bool GraphModeTrainer::infers_in_blocks() const {
@@ -122,12 +143,18 @@ class LayerRows {
     }
     const fs::path folder = scratch_folder();
     path_ = folder / ("tessel-infer-" + datasets::random_name_suffix() + ".h5");
-    const int fd =
-        ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    // Registered and made in one step under the registry's lock: an interrupt at any moment
+    // either removes it or ends the process before it is made.
+    int fd = -1;
+    int err = 0;
+    registration_ = interrupt::TemporaryPath(path_, [&] {
+      fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      err = errno;
+    });
+    if (fd < 0) registration_ = interrupt::TemporaryPath(); // not ours: never remove it
     TESSEL_EXPECTS(fd >= 0, "layer-wise inference: cannot create a scratch file in {} ({})",
-                   folder.string(), std::strerror(errno));
+                   folder.string(), std::strerror(err));
     ::close(fd);
-    registration_ = interrupt::TemporaryPath(path_);
     file_.emplace(h5::File::create(path_));
     file_->create_group("/node");
     file_->create_dataset<float>("/node/feat", {rows, cols},
@@ -380,7 +407,7 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
         : l == 0 && !transform_first && !feature_rows_ && halo_count == 0 ? features_
                                                                           : Tensor();
     Tensor halo = whole_x.defined() ? whole_x.rows_slice(n, n + halo_count) : Tensor();
-    aggregator_.halo().forward_halo(
+    aggregator().halo().forward_halo(
         [&](std::span<const LocalId> ids, Tensor& rows) {
           source->resolve(ids, pointers);
           for (std::size_t i = 0; i < ids.size(); ++i)
@@ -390,7 +417,7 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
         // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
         width, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(width, 1)),
         halo);
-    const kernels::SparseMatrix& a = aggregator_.weighted_matrix(norm);
+    const kernels::SparseMatrix& a = aggregator().weighted_matrix(norm);
     const auto* indptr = a.indptr.data<EdgeId>();
     TESSEL_EXPECTS(a.num_cols == n + halo_count, "layer {}: {} matrix columns for {} + {} rows", l,
                    a.num_cols, n, halo_count);
@@ -453,7 +480,7 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
 
 Tensor GraphModeTrainer::infer_logits(Tensor* last_hidden) {
   if (!infers_in_blocks())
-    return infer_all_nodes(model_, eval_features(), layer_aggregators_, last_hidden);
+    return infer_all_nodes(model_, eval_features(), layer_aggregators(), last_hidden);
   BlockOutputs outputs = infer_in_blocks(last_hidden != nullptr && model_.num_layers() >= 2);
   if (last_hidden && outputs.hidden) *last_hidden = outputs.hidden->whole();
   return outputs.logits->whole();
@@ -475,7 +502,7 @@ Tensor GraphModeTrainer::eval_features() {
 Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
   // The aggregation's phases are not the epoch's: evaluation counts as "eval" as a whole.
   PhaseTimes eval_phases;
-  aggregator_.set_phases(&eval_phases);
+  aggregator().set_phases(&eval_phases);
   Stopwatch watch;
   Accuracy accuracy;
   if (infers_in_blocks()) {
@@ -526,7 +553,7 @@ Accuracy GraphModeTrainer::evaluate(PhaseTimes& phases) {
 
 void GraphModeTrainer::write_outputs(const OutputFiles& files) {
   PhaseTimes ignored;
-  aggregator_.set_phases(&ignored);
+  aggregator().set_phases(&ignored);
   const std::string hidden_layer = fmt::format("GNN layer {} (layers 0..{}), after its ReLU",
                                                options_.model.layers - 2,
                                                options_.model.layers - 1);

@@ -244,6 +244,14 @@ TrainResult run_mode(comm::Communicator& comm, const TrainOptions& options_in,
     const ScopedActivity activity(loaded.activity);
     trainer = mode.make(context);
   }
+  // Out of core the rank's memory is budgeted: the tensors the setup freed go back to the
+  // system instead of waiting idle in the host block cache for sizes the steps may never ask
+  // for.
+  if (loaded.feature_rows) {
+    const std::size_t freed = device_memory::host_cache_release_idle();
+    log::debug("released {:.0f} MiB of idle host blocks after the setup",
+               static_cast<double>(freed) / 1048576.0);
+  }
   RunInfo info = mode.describe(*trainer, context);
   info.runtime_line = runtime.placement.empty()
                           ? runtime.description

@@ -114,6 +114,41 @@ TEST(Interrupt, CreationNeverRemakesARemovedTemporary) {
   EXPECT_FALSE(fs::exists(slow));
 }
 
+// An output's temporary is registered and made in one step (AtomicOutput, inference scratch
+// files): made after a registration outside the lock, it could appear in the moment between a
+// cleanup that found nothing yet and the process's end (a checkpoint's temporary was once left
+// behind so under mpirun). Started while a cleanup runs, the step waits for it, which ends the
+// process: the file is never made.
+TEST(Interrupt, RegisteringAndMakingATemporaryIsOneStep) {
+  test::TempDir dir;
+  const auto temp = dir / ".checkpoint.h5.tmp-2";
+  const auto slow = dir / ".parts.partial-2";
+  const int code = in_child([&] {
+    interrupt::install();
+    fs::create_directories(slow);
+    for (int i = 0; i < 4000; ++i) std::ofstream(slow / ("part-" + std::to_string(i) + ".h5"));
+    const fs::path first = fs::directory_iterator(slow)->path();
+    interrupt::TemporaryPath folder(slow);
+    ::kill(getpid(), SIGTERM);
+    while (fs::exists(first)) {
+    }
+    interrupt::TemporaryPath file(temp, [&] { std::ofstream(temp) << "made"; });
+    _exit(3);  // not reached: the cleanup ends the process
+  });
+  EXPECT_EQ(code, 128 + SIGTERM);
+  EXPECT_FALSE(fs::exists(temp)) << "the temporary was made after the cleanup started";
+  EXPECT_FALSE(fs::exists(slow));
+  // Outside an interrupt: registered while it lives, and not when `create` throws.
+  {
+    const std::size_t before = interrupt::registered_count();
+    interrupt::TemporaryPath made(dir / "a", [] {});
+    EXPECT_EQ(interrupt::registered_count(), before + 1);
+    EXPECT_THROW(interrupt::TemporaryPath(dir / "b", [] { throw std::runtime_error("no"); }),
+                 std::runtime_error);
+    EXPECT_EQ(interrupt::registered_count(), before + 1);
+  }
+}
+
 // After publish() the output is no longer the interrupt's to remove; a leftover given to it is.
 TEST(Interrupt, PublishHandsOverToTheLeftover) {
   test::TempDir dir;

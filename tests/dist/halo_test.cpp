@@ -3,8 +3,10 @@
 #include "tessel/comm/mpi_communicator.hpp"
 #include "tessel/core/rng.hpp"
 #include "tessel/kernels/sparse.hpp"
+#include "tessel/dist/full_aggregator.hpp"
 #include "tessel/dist/halo.hpp"
 #include "tessel/dist/halo_aggregation.hpp"
+#include "tessel/sampling/neighbor_sampler.hpp"
 
 #include <gtest/gtest.h>
 
@@ -307,4 +309,40 @@ TEST(HaloExchange, StaleEpochReadsThePreviousEpoch) {
     for (std::int64_t h = 0; h < part.num_halo; ++h)
       EXPECT_EQ(full.data<float>()[(part.num_owned + h) * f], halo_value(part, h, 0, 7.0f));
   }
+}
+
+// Sampled mode builds its evaluation aggregator at the first evaluation, after the sampler has
+// sorted every row of the part's graph by its columns' original ids: read with `ascending_rows`,
+// the part gives back the pattern the partitioner wrote (columns in ascending local id) and the
+// aggregator sums as one built before the sort, bit for bit.
+TEST(FullAggregator, AscendingRowsReadTheLoadedOrderAfterTheSamplerSortedThem) {
+  auto comm = comm::make_mpi_communicator();
+  const std::int64_t n = 40, f = 3;
+  partition::Part part = ring_part(comm->rank(), comm->size(), n);
+  for (std::int64_t v = 0; v < part.num_owned; ++v)
+    std::sort(part.graph.indices.begin() + part.graph.indptr[v],
+              part.graph.indices.begin() + part.graph.indptr[v + 1]);
+  // Original ids that run against the local ids, so the sort by them reverses every row.
+  for (NodeId& id : part.orig_id) id = n - 1 - id;
+  part.degree.assign(static_cast<std::size_t>(part.num_local()), 3);
+  const LocalCsr loaded = part.graph;
+  const Tensor x = owned_rows(part, f, 0.5f);
+  Tensor want;
+  {
+    dist::FullAggregator before(part, *comm);
+    want = before.aggregate(x, nn::Norm::gcn);
+  }
+  sampling::sort_rows_by_key(part.graph, part.orig_id);
+  ASSERT_NE(part.graph.indices, loaded.indices) << "the sort by original id changed no row";
+  const LocalCsr pattern = dist::part_pattern(part, true);
+  EXPECT_EQ(pattern.indptr, loaded.indptr);
+  EXPECT_EQ(pattern.indices, loaded.indices);
+  EXPECT_EQ(pattern.num_cols, loaded.num_cols);
+  dist::FullAggregator after(part, *comm, nullptr, Device::cpu(), true);
+  const Tensor got = after.aggregate(x, nn::Norm::gcn);
+  ASSERT_EQ(got.numel(), want.numel());
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(got.data<float>()[i]),
+              std::bit_cast<std::uint32_t>(want.data<float>()[i]))
+        << "element " << i;
 }

@@ -34,6 +34,14 @@ class TemporaryPath {
  public:
   TemporaryPath() = default;
   explicit TemporaryPath(const std::filesystem::path& path);
+  // Registers `path` and runs `create` (what makes the file or folder by that name) in one step
+  // under the registry's lock, as create_registered() runs it: an interrupt's cleanup comes
+  // wholly before (the process ends before anything is registered or made) or wholly after (the
+  // cleanup removes what was made). Registered first and made outside the lock, a file could be
+  // made in the moment between a cleanup that found nothing to remove and the process's end,
+  // and stay behind. If `create` throws, nothing stays registered. `create` must not register
+  // paths.
+  TemporaryPath(const std::filesystem::path& path, const std::function<void()>& create);
   ~TemporaryPath();
   TemporaryPath(TemporaryPath&& other) noexcept : id_(other.id_) { other.id_ = 0; }
   TemporaryPath& operator=(TemporaryPath&& other) noexcept;

@@ -160,6 +160,9 @@ void host_release(void* ptr, std::size_t bytes) noexcept;
 std::size_t host_cache_limit();
 void host_cache_keep(std::size_t bytes);
 void host_cache_set_limit(std::size_t bytes);
+// Frees every idle block now (the cap stays) and returns their bytes: what a setup left idle
+// that the loop after it may never ask for again (a run whose memory is budgeted).
+std::size_t host_cache_release_idle();
 // Counters of host_allocate (what stats(Device::cpu()) returns) and their reset_peak.
 DeviceMemoryStats host_stats();
 void host_reset_peak();

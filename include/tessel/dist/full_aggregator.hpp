@@ -15,20 +15,16 @@
 
 namespace tessel::dist {
 
-// The aggregation matrices of a part: its in-neighbor pattern over owned + halo columns and the
-// whole-graph in-degrees of those columns, on `device` (the weights and the transpose are then
-// built there by kernel ops).
-inline nn::AggregationMatrices part_matrices(const partition::Part& part,
-                                             Device device = Device::cpu()) {
-  const std::vector<std::int64_t> degree(
-      part.degree.begin(), part.degree.begin() + static_cast<std::ptrdiff_t>(part.graph.num_cols));
-  LocalCsr pattern = part.graph;
-  pattern.values.clear();
-  nn::AggregationMatrices matrices;
-  matrices.reset(kernels::SparseMatrix::from_csr(pattern, device),
-                 Tensor::from_vector(degree).to(device));
-  return matrices;
-}
+// The part's in-neighbour pattern (no values) over owned + halo columns. With `ascending`, each
+// row's columns in ascending local id: the order the partitioner writes, which a sampler that
+// has since sorted the rows by source id (sampling::sort_rows_by_key) no longer shows.
+LocalCsr part_pattern(const partition::Part& part, bool ascending = false);
+
+// The aggregation matrices of a part: its in-neighbor pattern over owned + halo columns (see
+// part_pattern) and the whole-graph in-degrees of those columns, on `device` (the weights and
+// the transpose are then built there by kernel ops).
+nn::AggregationMatrices part_matrices(const partition::Part& part, Device device = Device::cpu(),
+                                      bool ascending = false);
 
 // Aggregation over owned rows with owned + halo columns. The matrices (nn::AggregationMatrices)
 // are built once per normalization from the part's graph and whole-graph degrees.
@@ -36,10 +32,13 @@ class FullAggregator final : public nn::Aggregator {
  public:
   // Aggregates tensors on `device` (activations and matrices stay there); halo rows travel
   // through `data` (the control communicator `comm` when null).
+  // With `ascending_rows`, the part's rows are read with their columns in ascending local id
+  // (part_pattern): for an aggregator built after a sampler reordered them.
   FullAggregator(const partition::Part& part, comm::Communicator& comm,
-                 comm::Communicator* data = nullptr, Device device = Device::cpu())
-      : part_(part), halo_(part, comm, data), device_(device),
-        matrices_(part_matrices(part, device)) {}
+                 comm::Communicator* data = nullptr, Device device = Device::cpu(),
+                 bool ascending_rows = false)
+      : part_(part), halo_(part, comm, data), device_(device), ascending_rows_(ascending_rows),
+        matrices_(part_matrices(part, device, ascending_rows)) {}
   FullAggregator(const FullAggregator&) = delete;
   FullAggregator& operator=(const FullAggregator&) = delete;
 
@@ -176,6 +175,7 @@ private:
   HaloExchange halo_;
   ExchangeArgs exchange_;  // see exchange_with
   Device device_;
+  bool ascending_rows_ = false;
   PhaseTimes own_phases_;
   PhaseTimes* phases_ = &own_phases_;
   nn::AggregationMatrices matrices_;

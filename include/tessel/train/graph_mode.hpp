@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace tessel::train {
@@ -23,7 +24,9 @@ class GraphModeTrainer : public Trainer {
   void write_outputs(const OutputFiles& files) override;
 
  protected:
-  explicit GraphModeTrainer(const TrainerContext& ctx);
+  // `aggregator_on_first_use`: build aggregator() when first used rather than now (sampled mode
+  // on the CPU: its steps never use it).
+  explicit GraphModeTrainer(const TrainerContext& ctx, bool aggregator_on_first_use = false);
 
   comm::Communicator& comm_;
   comm::Communicator& data_;
@@ -31,8 +34,13 @@ class GraphModeTrainer : public Trainer {
   const TrainOptions& options_;
   const partition::Manifest& manifest_;
   partition::Part& part_;
-  dist::FullAggregator aggregator_;
-  std::vector<nn::Aggregator*> layer_aggregators_;  // aggregator_, once per layer
+  // The whole-part aggregator: built with the trainer, or on first use when the mode asks (the
+  // first evaluation or output of sampled mode on the CPU, whose steps never use it: a run that
+  // does not evaluate never holds its matrices and halo exchange, a second copy of the graph).
+  // All ranks reach the first use together: building it is collective.
+  dist::FullAggregator& aggregator();
+  // aggregator(), once per layer.
+  const std::vector<nn::Aggregator*>& layer_aggregators();
   nn::Model model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   Tensor features_;  // undefined when feature_rows_ reads them from the part file
@@ -63,6 +71,15 @@ class GraphModeTrainer : public Trainer {
 
  protected:
   std::vector<std::vector<std::int64_t>> split_labels_;
+
+ private:
+  std::optional<dist::FullAggregator> aggregator_;
+  std::vector<nn::Aggregator*> layer_aggregators_;
+  // Every row of the part's graph lists its columns in ascending local id as loaded (the
+  // partitioner's order): an aggregator built after the sampler sorted them by source id reads
+  // them in that order again, so it aggregates as one built before would, bit for bit. When
+  // the file's rows are in another order the aggregator is built at once instead.
+  bool rows_ascending_ = false;
 };
 
 }  // namespace tessel::train

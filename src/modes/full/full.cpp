@@ -21,10 +21,10 @@ class FullTrainer final : public GraphModeTrainer {
     // device's memory during training is what a step holds (the peaks restart here).
     if (options_.model.kind == nn::ModelKind::gat) {
       // Attention reads the pattern itself (with self loops), built now for the same reason.
-      (void)aggregator_.attention_graph(device_);
+      (void)aggregator().attention_graph(device_);
     } else {
-      aggregator_.prepare(norm());
-      aggregator_.aggregate_halos(full().halo_aggregation, norm(), comm_);
+      aggregator().prepare(norm());
+      aggregator().aggregate_halos(full().halo_aggregation, norm(), comm_);
     }
     if (device_.is_cuda()) {
       kernels::default_context(device_).synchronize();
@@ -35,28 +35,28 @@ class FullTrainer final : public GraphModeTrainer {
   }
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
-    aggregator_.set_phases(&phases);
+    aggregator().set_phases(&phases);
     // Training exchanges halos in --halo-dtype, counting their bytes; evaluation and inference
     // (which share the aggregator, outside this scope) in f32, so predictions do not depend on
     // the wire.
     dist::HaloBytes halo_bytes;
     const auto exchange =
-        aggregator_.exchange_with({.codec = full().halo_dtype, .bytes = &halo_bytes});
-    dist::HaloExchange& halo = aggregator_.halo();
+        aggregator().exchange_with({.codec = full().halo_dtype, .bytes = &halo_bytes});
+    dist::HaloExchange& halo = aggregator().halo();
     halo.set_stale(full().stale_halo, static_cast<float>(full().stale_smoothing));
     halo.begin_epoch();
-    aggregator_.reset_halo_seconds();
+    aggregator().reset_halo_seconds();
     // --boundary-sampling: the epoch's graph keeps a fraction of the boundary nodes.
     const double boundary = full().boundary_sampling;
     if (boundary > 0)
-      aggregator_.sample_boundary(
+      aggregator().sample_boundary(
           rng::Key{options_.seed, rng::Stream::boundary, static_cast<std::uint32_t>(epoch), 0, 0},
           boundary, norm());
     Stopwatch compute;
     model_.zero_grad();
     const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
                                static_cast<std::uint32_t>(epoch), 0, 0};
-    Tensor logits = model_.forward(features_, layer_aggregators_, dropout_key, true);
+    Tensor logits = model_.forward(features_, layer_aggregators(), dropout_key, true);
     const nn::LossResult loss =
         nn::softmax_cross_entropy(logits, part_.train, split_labels_[0],
                                   1.0 / static_cast<double>(manifest_.num_train));
@@ -77,16 +77,16 @@ class FullTrainer final : public GraphModeTrainer {
     HaloEpoch& h = halo_epoch_;
     h.rows_sent = comm_.allreduce_value<std::int64_t>(halo.rows_sent());
     h.boundary_sampling = boundary;
-    if (boundary > 0) aggregator_.use_full_graph();
+    if (boundary > 0) aggregator().use_full_graph();
     halo.set_stale(false);
     h.dtype = full().halo_dtype;
     h.aggregation = full().halo_aggregation;
     if (full().halo_aggregation != dist::HaloAggregation::post)
-      h.pre_rows = comm_.allreduce_value<std::int64_t>(aggregator_.pre_rows());
+      h.pre_rows = comm_.allreduce_value<std::int64_t>(aggregator().pre_rows());
     h.stale = full().stale_halo;
     h.stale_smoothing = full().stale_smoothing;
     // The slowest rank's seconds in the halo exchange (what it did not hide behind compute).
-    h.exposed_s = comm_.allreduce_value(aggregator_.halo_seconds(), comm::ReduceOp::max);
+    h.exposed_s = comm_.allreduce_value(aggregator().halo_seconds(), comm::ReduceOp::max);
     // The epoch's halo traffic by kind, all ranks: rows forward, gradients backward.
     h.bytes = comm_.allreduce_value<std::int64_t>(halo_bytes.rows);
     h.grad_bytes = comm_.allreduce_value<std::int64_t>(halo_bytes.grads);

@@ -154,10 +154,10 @@ class LinkTrainer final : public GraphModeTrainer {
   explicit LinkTrainer(TrainerContext ctx)
       : GraphModeTrainer(ctx), scorer_(ctx.comm, ctx.options, ctx.manifest, ctx.part) {
     if (options_.model.kind == nn::ModelKind::gat) {
-      (void)aggregator_.attention_graph(device_);
+      (void)aggregator().attention_graph(device_);
     } else {
-      aggregator_.prepare(norm());
-      aggregator_.aggregate_halos(full().halo_aggregation, norm(), comm_);
+      aggregator().prepare(norm());
+      aggregator().aggregate_halos(full().halo_aggregation, norm(), comm_);
     }
   }
 
@@ -169,16 +169,16 @@ class LinkTrainer final : public GraphModeTrainer {
   }
 
   double train_epoch(int epoch, PhaseTimes& phases, nlohmann::json& extra) override {
-    aggregator_.set_phases(&phases);
+    aggregator().set_phases(&phases);
     // Training exchanges halos in --halo-dtype; evaluation (outside this scope) in f32.
-    const auto exchange = aggregator_.exchange_with({.codec = full().halo_dtype});
-    dist::HaloExchange& halo = aggregator_.halo();
+    const auto exchange = aggregator().exchange_with({.codec = full().halo_dtype});
+    dist::HaloExchange& halo = aggregator().halo();
     halo.begin_epoch();
     Stopwatch compute;
     zero_grad();
     const rng::Key dropout_key{options_.seed, rng::Stream::dropout,
                                static_cast<std::uint32_t>(epoch), 0, 0};
-    Tensor z_owned = model_.forward(features_, layer_aggregators_, dropout_key, true);
+    Tensor z_owned = model_.forward(features_, layer_aggregators(), dropout_key, true);
     Tensor table = scorer_.embedding_table(z_owned, phases);
     // This rank's training pairs: its positives, then K corruptions of each (src kept, dst
     // drawn by the negative sampler), drawn by the edge's id so that the draws do not depend on
@@ -225,9 +225,9 @@ class LinkTrainer final : public GraphModeTrainer {
 
   Accuracy evaluate(PhaseTimes& phases) override {
     PhaseTimes eval_phases;
-    aggregator_.set_phases(&eval_phases);
+    aggregator().set_phases(&eval_phases);
     Stopwatch watch;
-    const Tensor z_owned = infer_all_nodes(model_, eval_features(), layer_aggregators_);
+    const Tensor z_owned = infer_all_nodes(model_, eval_features(), layer_aggregators());
     const Accuracy accuracy = scorer_.evaluate(z_owned, eval_phases);
     phases.add("eval", watch.seconds());
     return accuracy;
@@ -243,8 +243,8 @@ class LinkTrainer final : public GraphModeTrainer {
   void write_outputs(const OutputFiles& files) override {
     if (files.predictions.empty() && files.embeddings.empty()) return;
     PhaseTimes ignored;
-    aggregator_.set_phases(&ignored);
-    scorer_.write_outputs(files, infer_all_nodes(model_, eval_features(), layer_aggregators_));
+    aggregator().set_phases(&ignored);
+    scorer_.write_outputs(files, infer_all_nodes(model_, eval_features(), layer_aggregators()));
   }
 
  private:

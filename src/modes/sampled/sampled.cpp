@@ -33,7 +33,7 @@ void check_cache_admission(const SampledOptions& options, bool device_store) {
 }
 
 SampledTrainer::SampledTrainer(TrainerContext ctx)
-    : GraphModeTrainer(ctx),
+    : GraphModeTrainer(ctx, ctx.runtime.device.is_cpu()),
       path_(choose_path(ctx)),
       depth_(own(ctx).prefetch >= 0 ? own(ctx).prefetch
                                     : (ctx.runtime.device.is_cuda() ? 1 : 0)),
@@ -178,7 +178,7 @@ std::vector<nn::Parameter*> SampledTrainer::parameters() {
 Accuracy SampledTrainer::evaluate(PhaseTimes& phases) {
   if (!link_) return GraphModeTrainer::evaluate(phases);
   PhaseTimes eval_phases;
-  aggregator_.set_phases(&eval_phases);
+  aggregator().set_phases(&eval_phases);
   Stopwatch watch;
   const Accuracy accuracy = link_->evaluate(infer_logits(nullptr), eval_phases);
   phases.add("eval", watch.seconds());
@@ -199,7 +199,7 @@ void SampledTrainer::write_outputs(const OutputFiles& files) {
   if (!link_) return GraphModeTrainer::write_outputs(files);
   if (files.predictions.empty() && files.embeddings.empty()) return;
   PhaseTimes ignored;
-  aggregator_.set_phases(&ignored);
+  aggregator().set_phases(&ignored);
   link_->write_outputs(files, infer_logits(nullptr));
 }
 
