@@ -276,15 +276,40 @@ void HaloExchange::forward(const Tensor& x_owned, Tensor& x_full, const Exchange
 
 void HaloExchange::forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
                                 std::int64_t f, std::int64_t chunk_rows, Tensor& halo) {
+  ensure_rows(halo, num_halo_, f, Device::cpu());
+  // Without the halo in arrival order the rows arrive whole first (as forward() does).
+  Tensor arrived_all;
+  if (!recv_in_halo_order_) arrived_all = Tensor::empty({rows_received_ + 1, f}, DType::f32);
+  Tensor& landing = recv_in_halo_order_ ? halo : arrived_all;
+  forward_halo_rounds(pack, f, chunk_rows, [&](std::int64_t at, const Tensor& rows) {
+    landing.rows_slice(at, at + rows.rows()).copy_from(rows);
+  });
+  if (!recv_in_halo_order_) {
+    arrived_all.rows_slice(rows_received_, rows_received_ + 1).fill_zero();
+    kernels::gather_rows(arrived_all, halo_to_recv_, halo);
+  }
+}
+
+void HaloExchange::forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
+                                std::int64_t f, std::int64_t chunk_rows,
+                                const std::function<void(std::int64_t, const Tensor&)>& land) {
+  TESSEL_EXPECTS(recv_in_halo_order_,
+                 "halo forward into row blocks: the halo rows do not arrive in halo order (a "
+                 "part not in the partitioner's layout)");
+  forward_halo_rounds(pack, f, chunk_rows, land);
+}
+
+// Rounds of at most `chunk_rows` rows per peer, so what travels at once is bounded, not the
+// halo: every rank makes the same number of rounds (the most any pair needs). land(at, rows)
+// gets the rows of one peer in one round, `at` their place in arrival order.
+void HaloExchange::forward_halo_rounds(
+    const std::function<void(std::span<const LocalId>, Tensor&)>& pack, std::int64_t f,
+    std::int64_t chunk_rows, const std::function<void(std::int64_t, const Tensor&)>& land) {
   TESSEL_EXPECTS(!combined_ && !stale_,
                  "halo forward over row blocks: needs the plain exchange (no --halo-aggregation, "
                  "no --stale-halo)");
-  const Device device = Device::cpu();
-  indices_on(device);
-  ensure_rows(halo, num_halo_, f, device);
+  indices_on(Device::cpu());
   const auto peers = send_rows_per_peer_.size();
-  // Rounds of at most `chunk` rows per peer, so what travels at once is bounded, not the halo:
-  // every rank makes the same number of rounds (the most any pair needs).
   const std::int64_t chunk = std::max<std::int64_t>(1, chunk_rows);
   std::int64_t most = 0;
   for (std::size_t p = 0; p < peers; ++p)
@@ -296,10 +321,6 @@ void HaloExchange::forward_halo(const std::function<void(std::span<const LocalId
     send_at[p] = send_at[p - 1] + send_rows_per_peer_[p - 1];
     recv_at[p] = recv_at[p - 1] + recv_rows_per_peer_[p - 1];
   }
-  // Without the halo in arrival order the rows arrive whole first (as forward() does).
-  Tensor arrived_all;
-  if (!recv_in_halo_order_) arrived_all = Tensor::empty({rows_received_ + 1, f}, DType::f32);
-  Tensor& landing = recv_in_halo_order_ ? halo : arrived_all;
   std::vector<std::int64_t> send_count(peers), recv_count(peers);
   std::vector<LocalId> ids;
   for (std::int64_t r = 0; r < rounds; ++r) {
@@ -319,14 +340,9 @@ void HaloExchange::forward_halo(const std::function<void(std::span<const LocalId
     std::int64_t k = 0;
     for (std::size_t p = 0; p < peers; ++p) {
       if (recv_count[p] == 0) continue;
-      const std::int64_t at = recv_at[p] + r * chunk;
-      landing.rows_slice(at, at + recv_count[p]).copy_from(recv.rows_slice(k, k + recv_count[p]));
+      land(recv_at[p] + r * chunk, recv.rows_slice(k, k + recv_count[p]));
       k += recv_count[p];
     }
-  }
-  if (!recv_in_halo_order_) {
-    arrived_all.rows_slice(rows_received_, rows_received_ + 1).fill_zero();
-    kernels::gather_rows(arrived_all, halo_to_recv_, halo);
   }
 }
 

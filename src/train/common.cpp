@@ -299,13 +299,15 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
       self_buffer, result_buffer;
   // The aggregation of destination rows [begin, end) of `a` (whose indptr rows are in
   // sub.indptr already) over rows of `width` columns: owned ones read through `source`, halo
-  // ones from `halo`, each distinct row gathered once for the block, owned ones first. The
+  // ones from `halo` or, when the halo is on disk, through `halo_source` (halo row h as its row
+  // h), each distinct row gathered once for the block, owned ones first. The
   // order of the gathered rows changes no row's sum, which follows the matrix's own order of
   // nonzeros. In memory the columns are numbered in order of first appearance through slot_of
   // (4 bytes a column, marked for the block and cleared after: linear in its nonzeros); out
   // of core, where that array would sit outside the budget, by sorting them.
   auto aggregate_gathered = [&](std::int64_t begin, std::int64_t end, std::int64_t width,
                                 sampling::OwnedFeatureRows* source, const Tensor& halo,
+                                sampling::OwnedFeatureRows* halo_source,
                                 const kernels::SparseMatrix& a, kernels::SparseMatrix& sub,
                                 Tensor& target) {
     const auto* indptr = a.indptr.data<EdgeId>();
@@ -352,9 +354,17 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
     float* g = gathered.data<float>();
     source->resolve(owned_columns, pointers);
     for (std::int64_t k = 0; k < owned_count; ++k) std::copy_n(pointers[k], width, g + k * width);
-    for (std::size_t k = 0; k < halo_columns.size(); ++k)
-      std::copy_n(halo.data<float>() + (halo_columns[k] - n) * width, width,
-                  g + (owned_count + static_cast<std::int64_t>(k)) * width);
+    float* halo_at = g + owned_count * width;
+    if (halo_source != nullptr) {
+      for (LocalId& c : halo_columns) c -= static_cast<LocalId>(n);  // halo row ids
+      halo_source->resolve(halo_columns, pointers);
+      for (std::size_t k = 0; k < halo_columns.size(); ++k)
+        std::copy_n(pointers[k], width, halo_at + static_cast<std::int64_t>(k) * width);
+    } else {
+      for (std::size_t k = 0; k < halo_columns.size(); ++k)
+        std::copy_n(halo.data<float>() + (halo_columns[k] - n) * width, width,
+                    halo_at + static_cast<std::int64_t>(k) * width);
+    }
     sub_values.assign(values + first, values + first + nnz);
     sub.num_cols = count;
     sub.indices = grown_copy(indices_buffer, sub_indices, DType::i32);
@@ -407,16 +417,40 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
         : l == 0 && !transform_first && !feature_rows_ && halo_count == 0 ? features_
                                                                           : Tensor();
     Tensor halo = whole_x.defined() ? whole_x.rows_slice(n, n + halo_count) : Tensor();
-    aggregator().halo().forward_halo(
-        [&](std::span<const LocalId> ids, Tensor& rows) {
-          source->resolve(ids, pointers);
-          for (std::size_t i = 0; i < ids.size(); ++i)
-            std::copy_n(pointers[i], width,
-                        rows.data<float>() + static_cast<std::int64_t>(i) * width);
-        },
-        // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
-        width, std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(width, 1)),
-        halo);
+    const auto pack = [&](std::span<const LocalId> ids, Tensor& rows) {
+      source->resolve(ids, pointers);
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        std::copy_n(pointers[i], width, rows.data<float>() + static_cast<std::int64_t>(i) * width);
+    };
+    // Rounds of 8 blocks' worth of rows (32 MiB) per peer.
+    const std::int64_t round_rows =
+        std::max<std::int64_t>(1, 8 * infer_block_elements() / std::max<std::int64_t>(width, 1));
+    // Out of core, halo rows over the budget go to a scratch file as they arrive and are read
+    // back like the owned ones: a hidden layer's halo, [halo nodes, width], can be several
+    // times the budget (on a power-law graph a part's halo is about as large as the part).
+    std::unique_ptr<LayerRows> halo_rows;
+    sampling::OwnedFeatureRows* halo_source = nullptr;
+    if (!whole_x.defined() && out_of_core && halo_count > 0 &&
+        halo_count * width * static_cast<std::int64_t>(sizeof(float)) > budget &&
+        aggregator().halo().lands_in_halo_order()) {
+      if (!halo_noted_) {
+        log::info("evaluate: layer {}'s halo rows ({} rows x {}) exceed the feature budget ({}): "
+                  "each layer's halo over it goes to a scratch file in {} as it arrives",
+                  l, halo_count, width, format_mib(budget), scratch_folder().string());
+        halo_noted_ = true;
+      }
+      halo_rows = std::make_unique<LayerRows>(
+          halo_count, width, true, budget,
+          std::span<const std::int64_t>(part_.degree.data() + n,
+                                        static_cast<std::size_t>(halo_count)),
+          std::max<std::int64_t>(1, infer_block_elements() / std::max<std::int64_t>(width, 1)));
+      aggregator().halo().forward_halo(
+          pack, width, round_rows,
+          [&](std::int64_t first, const Tensor& rows) { halo_rows->write(first, rows); });
+      halo_source = &halo_rows->reader();
+    } else {
+      aggregator().halo().forward_halo(pack, width, round_rows, halo);
+    }
     const kernels::SparseMatrix& a = aggregator().weighted_matrix(norm);
     const auto* indptr = a.indptr.data<EdgeId>();
     TESSEL_EXPECTS(a.num_cols == n + halo_count, "layer {}: {} matrix columns for {} + {} rows", l,
@@ -446,7 +480,7 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
         sub.values = a.values.rows_slice(first, first + nnz);
         kernels::spmm(sub, whole_x, aggregated);
       } else {
-        aggregate_gathered(begin, end, width, source, halo, a, sub, aggregated);
+        aggregate_gathered(begin, end, width, source, halo, halo_source, a, sub, aggregated);
       }
       Tensor self;
       if (norm == nn::Norm::mean) {
@@ -461,6 +495,7 @@ GraphModeTrainer::BlockOutputs GraphModeTrainer::infer_in_blocks(bool keep_hidde
       next->write(begin, result);
     }
     halo = Tensor();
+    halo_rows.reset();
     transformed.reset();
     // This layer's input is dropped now, unless it is the kept hidden layer.
     if (keep_hidden && l + 2 == layers) {

@@ -250,8 +250,9 @@ TEST_F(OutOfCore, PredictWithABudgetGivesTheInMemoryOutputs) {
 }
 
 // A budget below one layer's [nodes, hidden] output: layer-wise inference writes each layer's
-// rows to a scratch file in TMPDIR and reads them back through the out-of-core reader (the
-// results are those of the in-memory run: the tests above), and removes the files after.
+// rows, and the halo rows it receives, to scratch files in TMPDIR and reads them back through
+// the out-of-core reader (the results are those of the in-memory run: the tests above), and
+// removes the files after.
 TEST_F(OutOfCore, LayerOutputsOverTheBudgetGoToScratchFilesThatAreRemoved) {
   const fs::path out = scratch("scratch");
   const fs::path tmp = out / "tmp";
@@ -274,6 +275,11 @@ TEST_F(OutOfCore, LayerOutputsOverTheBudgetGoToScratchFilesThatAreRemoved) {
         << output;
     const bool noted = output.find("goes to a scratch file in " + tmp.string()) != std::string::npos;
     EXPECT_EQ(noted, memory == "0") << output;
+    // A layer's halo rows too, as they arrive (read back like the owned ones: the results are
+    // the in-memory run's, TinyBudgetsGiveTheInMemoryRunBitForBit at 2 ranks).
+    const bool halo_noted = output.find("each layer's halo over it goes to a scratch file in " +
+                                        tmp.string()) != std::string::npos;
+    EXPECT_EQ(halo_noted, memory == "0") << output;
   }
   for (const auto& entry : fs::recursive_directory_iterator(tmp))
     EXPECT_EQ(entry.path().filename().string().rfind("tessel-infer-", 0), std::string::npos)

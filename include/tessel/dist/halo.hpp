@@ -85,6 +85,15 @@ class HaloExchange {
   // the plain exchange (not combined, not stale). Collective (the same chunk_rows everywhere).
   void forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
                     std::int64_t f, std::int64_t chunk_rows, Tensor& halo);
+  // forward_halo() without the halo held whole either: each round's rows from each peer go to
+  // land(first, rows), rows [first, first + rows.rows()) of the halo (every halo row once, in
+  // no particular order of rounds). Needs every halo row exchanged in halo order, which the
+  // plain exchange of a part as the partitioner writes it is. Collective.
+  void forward_halo(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
+                    std::int64_t f, std::int64_t chunk_rows,
+                    const std::function<void(std::int64_t, const Tensor&)>& land);
+  // Whether forward_halo() can land the rows as they arrive (see above).
+  bool lands_in_halo_order() const { return recv_in_halo_order_; }
   std::span<const LocalId> send_rows() const { return send_rows_; }
 
   // From now on only the rows of nodes `kept` accepts travel (its argument: the node's id in
@@ -126,6 +135,9 @@ class HaloExchange {
   const std::vector<LocalId>& received_halo_rows() const { return recv_slots_; }
 
  private:
+  void forward_halo_rounds(const std::function<void(std::span<const LocalId>, Tensor&)>& pack,
+                           std::int64_t f, std::int64_t chunk_rows,
+                           const std::function<void(std::int64_t, const Tensor&)>& land);
   // One call's stale exchange: its own buffers (they travel while the epoch goes on), the
   // rows the aggregation reads, and the exchange in flight.
   struct StaleSlot {

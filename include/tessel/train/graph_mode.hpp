@@ -61,6 +61,7 @@ class GraphModeTrainer : public Trainer {
   struct BlockOutputs;
   BlockOutputs infer_in_blocks(bool keep_hidden);
   bool scratch_noted_ = false;  // the log line on the first layer written to a scratch file
+  bool halo_noted_ = false;     // and on the first halo written to one
 
  public:
   // Elements of one block of a layer's input in inference over row blocks (4 MiB of f32):
