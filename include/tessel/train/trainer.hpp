@@ -111,6 +111,10 @@ struct RunInfo {
   // Communicators of the mode's own beside the runtime's control and data ones: the driver
   // resets their bytes sent at each epoch's start and counts them with the epoch's.
   std::vector<comm::Communicator*> own_comms;
+  // Features read from the part file within --feature-memory: the rank's memory is budgeted,
+  // so the driver keeps no more idle host blocks than the cache's default cap between the
+  // training pass and the evaluation (see drive_training).
+  bool memory_budgeted = false;
 };
 
 // Refuses options no mode can run with (epochs, --eval-every, --checkpoint-every, --time-budget,
