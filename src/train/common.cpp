@@ -83,15 +83,18 @@ GraphModeTrainer::GraphModeTrainer(const TrainerContext& ctx, bool aggregator_on
       }()),
       optimizer_(nn::make_optimizer(ctx.options.optimizer)),
       split_labels_(split_labels(ctx.part)) {
-  const LocalCsr& graph = part_.graph;
-  bool ascending = true;
+  // Built now unless the mode asks for it on first use (see aggregator()), which needs every
+  // loaded row ascending (the partitioner's order) to restore that order later.
+  if (aggregator_on_first_use) {
+    const LocalCsr& graph = part_.graph;
+    bool ascending = true;
 #pragma omp parallel for reduction(&& : ascending) schedule(static, 4096)
-  for (std::int64_t r = 0; r < graph.num_rows; ++r)
-    ascending = ascending && std::is_sorted(graph.indices.begin() + graph.indptr[r],
-                                            graph.indices.begin() + graph.indptr[r + 1]);
-  rows_ascending_ = ascending;
-  // Built now unless the mode asks for it on first use (see aggregator()).
-  if (!rows_ascending_ || !aggregator_on_first_use) (void)aggregator();
+    for (std::int64_t r = 0; r < graph.num_rows; ++r)
+      ascending = ascending && std::is_sorted(graph.indices.begin() + graph.indptr[r],
+                                              graph.indices.begin() + graph.indptr[r + 1]);
+    rows_ascending_ = ascending;
+  }
+  if (!rows_ascending_) (void)aggregator();
   // Features go to the device once; every epoch step then stays there. Read from the part file
   // (out of core), they are read for each evaluation instead (eval_features()).
   feature_rows_ = ctx.loaded.feature_rows;

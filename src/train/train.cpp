@@ -247,13 +247,13 @@ TrainResult run_mode(comm::Communicator& comm, const TrainOptions& options_in,
   // Out of core the rank's memory is budgeted: the tensors the setup freed go back to the
   // system instead of waiting idle in the host block cache for sizes the steps may never ask
   // for.
-  if (loaded.feature_rows) {
+  if (loaded.feature_rows && !loaded.feature_rows->in_memory()) {
     const std::size_t freed = device_memory::host_cache_release_idle();
     log::debug("released {:.0f} MiB of idle host blocks after the setup",
                static_cast<double>(freed) / 1048576.0);
   }
   RunInfo info = mode.describe(*trainer, context);
-  info.memory_budgeted = loaded.feature_rows != nullptr;
+  info.memory_budgeted = loaded.feature_rows != nullptr && !loaded.feature_rows->in_memory();
   info.runtime_line = runtime.placement.empty()
                           ? runtime.description
                           : runtime.description + "\n" + runtime.placement;
@@ -451,8 +451,8 @@ private:
     // them and between epochs: past its default cap (a 1M-node full-batch step holds more)
     // the cache would free them and every epoch would fault 400-500 MiB in again. Not when the
     // memory is budgeted (out of core): there the training pass's idle blocks, kept beside an
-    // evaluation whose blocks have other sizes, took a rank from 3.0 to 5.1 GB at scale 0.03 of
-    // papers100M's shape; an evaluation starts with none of them.
+    // evaluation whose blocks have other sizes, took a rank from 2,990 to 5,132 MiB at scale
+    // 0.03 of papers100M's shape; an evaluation starts with none of them.
     if (!info_.memory_budgeted) host_blocks_.keep();
     // The loss is all-reduced and the parameters are the same on every rank, so every rank
     // stops here together.
