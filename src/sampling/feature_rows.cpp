@@ -5,6 +5,7 @@
 #include "tessel/sampling/feature_rows.hpp"
 
 #include "tessel/core/error.hpp"
+#include "tessel/core/log.hpp"
 #include "tessel/core/tensor.hpp"
 #include "tessel/core/timer.hpp"
 #include "tessel/datasets/dataset.hpp"
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -27,6 +29,10 @@
 
 namespace tessel::sampling {
 namespace {
+
+// Whether this HDF5 library's chunk addresses leave a file's user block out (1) or count it
+// (2), once a file has shown it; 0 until then. See chunk_addresses_include_user_block().
+std::atomic<int> g_user_block_layout{0};
 
 constexpr const char* kFeat = "/node/feat";
 
@@ -112,6 +118,10 @@ public:
       io_ = FeatureIo::hdf5;
     else
       io_ = options_.io;
+    log::debug("{}: {} rows of {} read {}", name_, num_rows_, feature_dim_,
+               io_ == FeatureIo::pread ? "with pread at located offsets"
+               : direct_               ? "through HDF5 (asked)"
+                                       : "through HDF5 (offsets not located)");
     size_tiers(degree);
     scan_and_fill();
   }
@@ -125,6 +135,7 @@ public:
   bool in_memory() const override { return false; }
   FeatureReadStats stats() const override { return stats_; }
   void reset_stats() override { stats_ = {}; }
+  bool reads_at_offsets() const override { return io_ == FeatureIo::pread; }
   std::int64_t held_bytes() const override {
     return static_cast<std::int64_t>((static_rows_.size() + recent_rows_.size()) * sizeof(float) +
                                      where_.size() * sizeof(std::int32_t));
@@ -304,9 +315,11 @@ private:
 
   // H5Dget_chunk_info leaves the user block (Tessel's files carry a 512-byte one: the
   // whole-file checksum) out of a chunk's address in HDF5 1.10 and counts it in later versions,
-  // where H5Dget_offset always counts it. Row 0 is read through HDF5 and at both places; the
-  // one that matches decides. Neither or both (a row equal at both places): reads go through
-  // HDF5, which is always right.
+  // where H5Dget_offset always counts it. A chunk is read through HDF5 and at both places; the
+  // one that matches decides. A chunk equal at both places (bytes repeating every 512, as a
+  // chunk of zero rows does: a layer's outputs after a dead ReLU) decides nothing, so the next
+  // chunk is tried, and the answer, the library's and the same for every file, is remembered
+  // for the process. Undecided: reads go through HDF5, which is always right.
   bool chunk_addresses_include_user_block() {
     hsize_t user_block = 0;
     const hid_t file = H5Iget_file_id(dataset_.get());
@@ -318,21 +331,42 @@ private:
     H5Pclose(fcpl);
     if (rc < 0) return false;
     if (user_block == 0) return true;
-    const auto bytes = static_cast<std::size_t>(stored_row_bytes_);
-    std::vector<char> expected(bytes), plain(bytes), shifted(bytes);
-    read_run_hdf5(Run{0, 1, 0}, expected.data(), /*as_stored=*/true);
     const int fd = ::open(name_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
-    const auto at = static_cast<off_t>(chunk_addr_[0]);
-    const bool plain_ok = ::pread(fd, plain.data(), bytes, at) == static_cast<ssize_t>(bytes) &&
-                          std::memcmp(plain.data(), expected.data(), bytes) == 0;
-    const bool shifted_ok =
-        ::pread(fd, shifted.data(), bytes, at + static_cast<off_t>(user_block)) ==
-            static_cast<ssize_t>(bytes) &&
-        std::memcmp(shifted.data(), expected.data(), bytes) == 0;
+    constexpr std::int64_t kMostBytes = std::int64_t{8} << 20;
+    const std::int64_t rows_per_probe =
+        std::max<std::int64_t>(1, std::min(chunk_rows_, kMostBytes / stored_row_bytes_));
+    // A few chunks, and at least 1 MiB of them: the bytes before the first chunk may be zeros
+    // too, so small chunks of zero rows take more than 512 bytes past the zeros to decide.
+    int decided = 0;
+    std::int64_t probed = 0;
+    for (std::size_t c = 0;
+         c < chunk_addr_.size() && (c < 4 || probed < (std::int64_t{1} << 20)) && decided == 0;
+         ++c) {
+      const std::int64_t first = static_cast<std::int64_t>(c) * chunk_rows_;
+      const std::int64_t rows = std::min(rows_per_probe, num_rows_ - first);
+      const auto bytes = static_cast<std::size_t>(rows * stored_row_bytes_);
+      probed += static_cast<std::int64_t>(bytes);
+      std::vector<char> expected(bytes), found(bytes + user_block);
+      read_run_hdf5(Run{first, rows, 0}, expected.data(), /*as_stored=*/true);
+      const auto got = ::pread(fd, found.data(), found.size(), static_cast<off_t>(chunk_addr_[c]));
+      const bool plain_ok = got >= static_cast<ssize_t>(bytes) &&
+                            std::memcmp(found.data(), expected.data(), bytes) == 0;
+      const bool whole = got == static_cast<ssize_t>(found.size());
+      const bool shifted_ok =
+          whole && std::memcmp(found.data() + user_block, expected.data(), bytes) == 0;
+      if (!plain_ok && !shifted_ok) {
+        decided = -1; // at neither place: not a layout this reader knows
+      } else if (whole && plain_ok != shifted_ok) {
+        decided = shifted_ok ? 1 : 2;
+      }
+    }
     ::close(fd);
-    if (plain_ok == shifted_ok) return false;
-    if (shifted_ok)
+    if (decided < 0) return false;
+    if (decided == 0) decided = g_user_block_layout.load();
+    if (decided == 0) return false;
+    g_user_block_layout.store(decided);
+    if (decided == 1)
       for (auto& address : chunk_addr_) address += static_cast<std::int64_t>(user_block);
     return true;
   }
@@ -675,5 +709,7 @@ std::unique_ptr<OwnedFeatureRows> open_rows_out_of_core(const std::filesystem::p
                                                         const OutOfCoreOptions& options) {
   return std::make_unique<RowsOutOfCore>(part_file, num_rows, feature_dim, degree, options);
 }
+
+void forget_user_block_layout() { g_user_block_layout.store(0); }
 
 } // namespace tessel::sampling

@@ -58,6 +58,10 @@ public:
   // go through HDF5 (which is not thread-safe).
   virtual void read_ahead(std::span<const LocalId> locals) {}
 
+  // Whether rows not held are read with pread at their file offsets (else through HDF5, for a
+  // filtered dataset or one whose chunks could not be located).
+  virtual bool reads_at_offsets() const { return false; }
+
   virtual FeatureReadStats stats() const { return {}; }
   virtual void reset_stats() {}
   // Bytes of memory the rows and their cache hold (the budget's side of the ledger).
@@ -107,5 +111,9 @@ std::unique_ptr<OwnedFeatureRows> open_rows_out_of_core(const std::filesystem::p
 inline std::int64_t out_of_core_index_bytes(std::int64_t num_rows) {
   return num_rows * static_cast<std::int64_t>(sizeof(std::int32_t));
 }
+
+// What the readers learned of the HDF5 library's chunk addresses (whether they count a file's
+// user block) is kept for the process; this forgets it (tests of how a file decides it).
+void forget_user_block_layout();
 
 } // namespace tessel::sampling
