@@ -156,7 +156,8 @@ void host_release(void* ptr, std::size_t bytes) noexcept;
 // keeps none); past it the largest idle blocks go back to the system. host_cache_keep raises the
 // cap to at least `bytes` (never lowers it; nothing while caching is off): a loop that holds the
 // same blocks every iteration keeps them all idle in between, instead of the cache freeing the
-// largest and the next iteration faulting them in again. host_cache_set_limit sets it (tests).
+// largest and the next iteration faulting them in again. host_cache_set_limit sets it (tests,
+// and an out-of-core run, which lowers it to 64 MiB).
 std::size_t host_cache_limit();
 void host_cache_keep(std::size_t bytes);
 void host_cache_set_limit(std::size_t bytes);
