@@ -36,10 +36,7 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
     local_global_[part_.num_owned + h] =
         manifest_.offsets[part_.halo_owner[h]] + part_.halo_owner_local[h];
   // Halo nodes' original ids and degrees are in the part: requests for them carry no flag.
-  halo_local_.reset(part_.num_halo);
-  bool inserted = false;
-  for (std::int64_t h = part_.num_owned; h < part_.num_local(); ++h)
-    halo_local_.insert(local_global_[h], static_cast<std::int32_t>(h), inserted);
+  halo_local_.build(local_global_.data(), part_.num_owned, part_.num_local());
   cache_ = sampling::FeatureCache({}, part_.feature_dim);
   cache_.reset_stats();
   host_route_ = std::make_unique<HostRoute>(*this);

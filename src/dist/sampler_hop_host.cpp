@@ -112,7 +112,7 @@ void DistributedSampler::route_requests(HopExchange& x, std::vector<NodeId>& fro
     for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k) {
       const auto i = static_cast<std::size_t>(order[k]);
       const std::int32_t halo = halo_local_.find(x.frontier[i]);
-      if (halo != sampling::IdHashMap::kAbsent) {
+      if (halo != sampling::PositionIndex::kAbsent) {
         frontier_orig[i] = part_.orig_id[halo];
         frontier_degree[i] = part_.degree[halo];
         if (!x.draws) continue;

@@ -37,6 +37,26 @@ TEST(IdHashMap, InsertFindGrowAndReset) {
   EXPECT_EQ(map.find(42), 7);
 }
 
+// Positions [first, end) of an id array: every indexed id finds its position, ids outside the
+// range or absent (including neighbours of indexed ones, which share probe chains) find none.
+TEST(PositionIndex, FindsEveryIndexedPositionAndNothingElse) {
+  std::vector<NodeId> ids;
+  for (NodeId k = 0; k < 5000; ++k) ids.push_back(k * 7919 % 1000003 + (k % 3 == 0 ? 1 << 30 : 0));
+  PositionIndex index;
+  EXPECT_EQ(index.find(ids[0]), PositionIndex::kAbsent);  // not built
+  index.build(ids.data(), 1000, 4000);
+  for (std::int64_t p = 0; p < static_cast<std::int64_t>(ids.size()); ++p)
+    ASSERT_EQ(index.find(ids[static_cast<std::size_t>(p)]),
+              p >= 1000 && p < 4000 ? static_cast<std::int32_t>(p) : PositionIndex::kAbsent)
+        << "position " << p;
+  for (NodeId id : {NodeId{1000004}, NodeId{999999937}, NodeId{1} << 40})
+    EXPECT_EQ(index.find(id), PositionIndex::kAbsent);
+  EXPECT_EQ(index.bytes(), 8192 * 4);  // 3,000 keys: a table of 8,192 int32 slots
+  PositionIndex empty;
+  empty.build(ids.data(), 10, 10);
+  EXPECT_EQ(empty.find(ids[10]), PositionIndex::kAbsent);
+}
+
 TEST(BlockBuilder, DestinationsFirstThenSourcesInFirstSeenOrder) {
   const std::vector<NodeId> dst{50, 10, 30};
   const std::vector<EdgeId> offsets{0, 3, 3, 6};

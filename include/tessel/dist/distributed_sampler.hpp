@@ -274,7 +274,8 @@ private:
   // are blocks_.back().src's first entries, filled by the next hop).
   std::vector<NodeId> seed_orig_;
   std::vector<std::int64_t> seed_degree_;
-  sampling::IdHashMap halo_local_;  // global id -> local id of the part's halo nodes
+  // global id -> local id of the part's halo nodes (through local_global_)
+  sampling::PositionIndex halo_local_;
   // Per request, served and received: the draw count (with draws), then the original id and
   // degree where the request was flagged.
   std::vector<std::int64_t> replies_, back_replies_;
