@@ -252,7 +252,8 @@ TrainResult run_mode(comm::Communicator& comm, const TrainOptions& options_in,
   // for, and the cache keeps at most 64 MiB of idle blocks (not 1 GiB): at scale 0.03 of
   // papers100M's shape, 2 ranks, 30 steps, a rank's peak fell from 2,354 to 1,641 MiB with the
   // same losses and no slower steps (A B A B, docs/performance-scale.md).
-  if (loaded.feature_rows && !loaded.feature_rows->in_memory()) {
+  const bool memory_budgeted = loaded.feature_rows && !loaded.feature_rows->in_memory();
+  if (memory_budgeted) {
     const std::size_t freed = device_memory::host_cache_release_idle();
     device_memory::host_cache_set_limit(
         std::min(device_memory::host_cache_limit(), kBudgetedHostCacheBytes));
@@ -260,7 +261,7 @@ TrainResult run_mode(comm::Communicator& comm, const TrainOptions& options_in,
                static_cast<double>(freed) / 1048576.0);
   }
   RunInfo info = mode.describe(*trainer, context);
-  info.memory_budgeted = loaded.feature_rows != nullptr && !loaded.feature_rows->in_memory();
+  info.memory_budgeted = memory_budgeted;
   info.runtime_line = runtime.placement.empty()
                           ? runtime.description
                           : runtime.description + "\n" + runtime.placement;

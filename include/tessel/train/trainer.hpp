@@ -112,8 +112,8 @@ struct RunInfo {
   // resets their bytes sent at each epoch's start and counts them with the epoch's.
   std::vector<comm::Communicator*> own_comms;
   // Features read from the part file within --feature-memory: the rank's memory is budgeted,
-  // so the driver keeps no more idle host blocks than the cache's default cap between the
-  // training pass and the evaluation (see drive_training).
+  // so the host block cache keeps at most 64 MiB of idle blocks and the driver frees them
+  // before and after each evaluation (see run_mode and drive_training).
   bool memory_budgeted = false;
 };
 
