@@ -510,15 +510,19 @@ std::vector<std::int64_t> File::dims(const std::string& name) const {
   return stored_dims(*this, name, open_dataset(name));
 }
 
-template <class T>
-std::vector<T> File::read(const std::string& name, std::vector<std::int64_t> expect_dims) const {
-  const hid_t dataset = open_dataset(name);
-  const auto shape = stored_dims(*this, name, dataset);
+std::int64_t File::elements(const std::string& name,
+                            const std::vector<std::int64_t>& expect_dims) const {
+  const auto shape = stored_dims(*this, name, open_dataset(name));
   if (!expect_dims.empty())
     TESSEL_EXPECTS(shape == expect_dims, "{}: dataset {} has shape {}, expected {}", path_.string(),
                    name, dims_string(shape), dims_string(expect_dims));
-  std::vector<T> out(static_cast<std::size_t>(product(shape)));
-  read_into<T>(name, out.data(), static_cast<std::int64_t>(out.size()));
+  return product(shape);
+}
+
+template <class T>
+std::vector<T> File::read(const std::string& name, std::vector<std::int64_t> expect_dims) const {
+  std::vector<T> out;
+  read_to(name, out, expect_dims);
   return out;
 }
 

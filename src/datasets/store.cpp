@@ -287,7 +287,7 @@ Dataset read_store(const std::filesystem::path& path, const ReadOptions& options
   data.graph.num_rows = data.graph.num_cols = info.num_nodes;
   if (options.graph || f.exists("/link")) {
     data.graph.indptr = f.read<EdgeId>("/graph/indptr", {info.num_nodes + 1});
-    data.graph.indices = f.read<NodeId>("/graph/indices", {info.num_edges});
+    f.read_to("/graph/indices", data.graph.indices, {info.num_edges});
     data.graph.validate(file + " /graph");
   } else {
     data.graph.indptr.clear(); // left on disk: no offsets at all

@@ -413,7 +413,7 @@ std::vector<Csr> TemporalStoreReader::rebuild_snapshots(std::int64_t begin, std:
   } else {
     current.num_rows = current.num_cols = N;
     current.indptr = f.read<std::int64_t>("/base/indptr", {N + 1});
-    current.indices = f.read<std::int64_t>("/base/indices");
+    f.read_to("/base/indices", current.indices);
     current.values = f.read<float>("/base/weight", {info_.base_edges});
     check_snapshot(current, file + " /base");
     for (std::int64_t v = 0; v < N; ++v)
@@ -463,7 +463,9 @@ std::vector<Csr> TemporalStoreReader::snapshots(std::int64_t begin, std::int64_t
     std::vector<std::int64_t> ptr;
     f.read_rows("/full/indptr", t, t + 1, ptr);
     s.indptr = std::move(ptr);
-    f.read_rows("/full/indices", off[t], off[t + 1], s.indices);
+    std::vector<std::int64_t> indices;
+    f.read_rows("/full/indices", off[t], off[t + 1], indices);
+    s.indices.assign(indices.begin(), indices.end());
     f.read_rows("/full/weight", off[t], off[t + 1], s.values);
     check_snapshot(s, path_.string() + " /full snapshot " + std::to_string(t));
     out.push_back(std::move(s));

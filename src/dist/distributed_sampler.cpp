@@ -6,6 +6,7 @@
 #include "sample_phase.hpp"
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
+#include "tessel/core/spill.hpp"
 #include "tessel/kernels/context.hpp"
 #include "tessel/sampling/neighbor_sampler.hpp"
 
@@ -28,8 +29,12 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
   TESSEL_EXPECTS(!fanouts_.empty(), "sampled mode needs one fanout per layer");
   TESSEL_EXPECTS(batch_size_ > 0, "--batch-size must be positive, got {}", batch_size_);
   // Canonical row order makes every rank draw the same neighbors for a node.
-  if (!sampling::rows_sorted_by_key(part_.graph, part_.orig_id))
+  if (!sampling::rows_sorted_by_key(part_.graph, part_.orig_id)) {
     sampling::sort_rows_by_key(part_.graph, part_.orig_id);
+    // Column ids in a scratch-file mapping (out of core): start writing the reordered pages
+    // back, so the kernel can drop them without waiting.
+    (void)spill::write_back(part_.graph.indices.data());
+  }
   local_global_.resize(static_cast<std::size_t>(part_.num_local()));
   for (std::int64_t l = 0; l < part_.num_owned; ++l) local_global_[l] = part_.offset + l;
   for (std::int64_t h = 0; h < part_.num_halo; ++h)

@@ -328,7 +328,7 @@ void crc_update(uLong& crc, const void* data, std::size_t bytes) {
   }
 }
 
-template <class T> void crc_vector(uLong& crc, const std::vector<T>& v) {
+template <class T, class A> void crc_vector(uLong& crc, const std::vector<T, A>& v) {
   crc_update(crc, v.data(), v.size() * sizeof(T));
 }
 

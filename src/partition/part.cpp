@@ -55,7 +55,8 @@ public:
     where_ = fmt::format("parts[{}].checksums", p);
   }
 
-  template <class T> void verify(const std::string& dataset, const std::vector<T>& values) {
+  template <class T, class A>
+  void verify(const std::string& dataset, const std::vector<T, A>& values) {
     if (recorded_ == nullptr) return;
     Crc32 crc;
     crc.update(values);
@@ -468,7 +469,9 @@ Part load_part(const std::filesystem::path& dir, int p, const Manifest& manifest
   graph.indptr = file.read<EdgeId>("/graph/indptr", {owned + 1});
   const auto nnz = file.dims("/graph/indices");
   TESSEL_EXPECTS(nnz.size() == 1, "{}: /graph/indices has rank {}, expected 1", name, nnz.size());
-  graph.indices = file.read<LocalId>("/graph/indices", {nnz[0]});
+  // Read in place: an out-of-core run makes indices in a scratch-file mapping (spill::Scope).
+  graph.indices.resize(static_cast<std::size_t>(nnz[0]));
+  file.read_into<LocalId>("/graph/indices", graph.indices.data(), nnz[0]);
   graph.validate(name + ": /graph");
   checksums.verify("/graph/indptr", graph.indptr);
   checksums.verify("/graph/indices", graph.indices);

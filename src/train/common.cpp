@@ -122,8 +122,6 @@ bool GraphModeTrainer::infers_in_blocks() const {
   return blocks_inference_ && device_.is_cpu() && model_.infer_blocks_possible();
 }
 
-static fs::path scratch_folder();
-
 namespace {
 
 // One layer's output rows in whole-part inference over row blocks, written block by block in
@@ -257,11 +255,6 @@ Tensor grown_copy(Tensor& buffer, const std::vector<T>& values, DType dtype) {
 } // namespace
 
 // The folder of layer-wise inference's scratch files: TMPDIR, else /tmp.
-static fs::path scratch_folder() {
-  const char* env = std::getenv("TMPDIR");
-  return fs::path(env != nullptr && *env != '\0' ? env : "/tmp");
-}
-
 struct GraphModeTrainer::BlockOutputs {
   std::unique_ptr<LayerRows> logits, hidden;
 };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 
 namespace tessel::train {
 
@@ -48,6 +49,11 @@ FeatureMemory parse_feature_memory(const std::string& text) {
 
 std::string format_mib(std::int64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0);
+}
+
+std::filesystem::path scratch_folder() {
+  const char* env = std::getenv("TMPDIR");
+  return std::filesystem::path(env != nullptr && *env != '\0' ? env : "/tmp");
 }
 
 } // namespace tessel::train

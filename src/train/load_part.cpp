@@ -8,6 +8,7 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
+#include "tessel/core/spill.hpp"
 #include "tessel/kernels/dense.hpp"
 #include "tessel/sampling/feature_rows.hpp"
 
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -86,7 +88,9 @@ void read_on_every_rank(comm::Communicator& comm, const std::string& hint, F&& r
 
 }  // namespace
 
-RankPartition read_rank_partition(comm::Communicator& comm, const fs::path& dir, bool features) {
+RankPartition read_rank_partition(
+    comm::Communicator& comm, const fs::path& dir, bool features,
+    const std::function<bool(const partition::Manifest&)>& spill_graph) {
   const std::string hint =
       fmt::format(" (each rank reads partition.json and part-<rank>.h5 from {} on its own host)",
                   dir.string());
@@ -115,7 +119,10 @@ RankPartition read_rank_partition(comm::Communicator& comm, const fs::path& dir,
             "{} holds a partition into {} parts, but {} ranks are running: run mpirun -np {}",
             dir.string(), out.manifest.num_parts, comm.size(), out.manifest.num_parts),
         "");
+  const bool spill = spill_graph && spill_graph(out.manifest);
   read_on_every_rank(comm, hint, [&] {
+    std::optional<spill::Scope> scope;
+    if (spill) scope.emplace(scratch_folder());
     partition::LoadOptions load;
     load.features = features;
     out.part = partition::load_part(dir, comm.rank(), out.manifest, load);
@@ -159,15 +166,26 @@ void open_feature_rows(const TrainOptions& options, int rank, std::int64_t budge
       loaded.manifest.feature_dim, degree, ooc);
 }
 
-// --feature-memory for a part loaded without its features: either they are read whole into
-// part.features, or (sampled mode, a budget that does not hold them) loaded.feature_rows reads
-// them from the part file. Logs the choice and why. Collective.
-void place_features(comm::Communicator& comm, const TrainOptions& options, bool out_of_core_ok,
-                    LoadedPart& loaded) {
-  const partition::Manifest& manifest = loaded.manifest;
-  partition::Part& part = loaded.part;
+// Where this rank's feature rows go (--feature-memory), decided from the manifest alone, before
+// the part is read: an out-of-core rank reads its graph's column ids into a scratch-file mapping
+// too (read_rank_partition's spill_graph).
+struct FeaturePlacement {
+  bool out_of_core = false;
+  std::int64_t budget = 0;
+  std::int64_t feature_bytes = 0;  // this rank's, float32
+  std::int64_t choice = 0;         // ranks out of core
+  std::string why;
+};
+
+// --feature-memory for a part to be loaded without its features: either they are read whole
+// into part.features, or (sampled mode, a budget that does not hold them) read from the part
+// file (place_features). Collective.
+FeaturePlacement decide_features(comm::Communicator& comm, const TrainOptions& options,
+                                 bool out_of_core_ok, const partition::Manifest& manifest) {
   const FeatureMemory& memory = options.feature_memory;
-  const std::int64_t feature_bytes = part.num_owned * manifest.feature_dim *
+  const auto rank = static_cast<std::size_t>(comm.rank());
+  const std::int64_t num_owned = manifest.offsets[rank + 1] - manifest.offsets[rank];
+  const std::int64_t feature_bytes = num_owned * manifest.feature_dim *
                                      static_cast<std::int64_t>(sizeof(float));
   const std::int64_t largest = comm.allreduce_value(feature_bytes, comm::ReduceOp::max);
   if (!out_of_core_ok && memory.kind == FeatureMemory::Kind::bytes && memory.bytes < largest)
@@ -211,6 +229,16 @@ void place_features(comm::Communicator& comm, const TrainOptions& options, bool 
     }
   }
   const auto choice = comm.allreduce_value<std::int64_t>(out_of_core ? 1 : 0);
+  return {out_of_core, budget, feature_bytes, choice, why};
+}
+
+// Reads the features of a part loaded without them as decided (decide_features): whole into
+// part.features, or through loaded.feature_rows. Logs the choice and why. Collective.
+void place_features(comm::Communicator& comm, const TrainOptions& options,
+                    const FeaturePlacement& placement, LoadedPart& loaded) {
+  const partition::Manifest& manifest = loaded.manifest;
+  partition::Part& part = loaded.part;
+  const auto& [out_of_core, budget, feature_bytes, choice, why] = placement;
   read_on_every_rank(comm, "", [&] {
     if (!out_of_core) {
       partition::load_part_features(options.part_dir, comm.rank(), manifest, part);
@@ -239,7 +267,13 @@ void place_features(comm::Communicator& comm, const TrainOptions& options, bool 
 
 LoadedPart load_part_with(comm::Communicator& comm, TrainOptions& options, bool out_of_core_ok) {
   const bool decide = options.feature_memory.kind != FeatureMemory::Kind::all;
-  RankPartition read = read_rank_partition(comm, options.part_dir, !decide);
+  FeaturePlacement placement;
+  RankPartition read = read_rank_partition(
+      comm, options.part_dir, !decide, [&](const partition::Manifest& manifest) {
+        if (!decide) return false;
+        placement = decide_features(comm, options, out_of_core_ok, manifest);
+        return placement.out_of_core;
+      });
   LoadedPart loaded;
   loaded.manifest = std::move(read.manifest);
   loaded.part = std::move(read.part);
@@ -261,7 +295,14 @@ LoadedPart load_part_with(comm::Communicator& comm, TrainOptions& options, bool 
     TESSEL_EXPECTS(manifest.num_train > 0, "{}: the dataset has no training nodes",
                    options.part_dir.string());
   }
-  if (decide) place_features(comm, options, out_of_core_ok, loaded);
+  if (decide) {
+    place_features(comm, options, placement, loaded);
+    if (placement.out_of_core && spill::write_back(part.graph.indices.data()))
+      log::info("graph: rank 0's {} of column ids in a scratch file in {} that the kernel "
+                "pages in and out (out of core)",
+                format_mib(static_cast<std::int64_t>(part.graph.indices.size() * sizeof(LocalId))),
+                scratch_folder().string());
+  }
   if (options.normalize_features == FeatureNormalization::row && !part.features.empty()) {
     // The kernel op (L1: each row divided by the sum of its absolute values), then back into
     // the part's rows, which every mode reads its features from.

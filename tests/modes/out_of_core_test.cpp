@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <iterator>
 
 using namespace tessel;
@@ -100,10 +101,16 @@ TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
   for (int p : {1, 2}) {
     const fs::path out = scratch("bits" + std::to_string(p));
     ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, "all", out, "all"));
+    std::ifstream manifest(parts(p) / "partition.json");
+    const auto edges = nlohmann::json::parse(manifest).at("num_edges").get<std::int64_t>();
+    ASSERT_GT(edges, 0);
     // The index takes 4 bytes a row (2400 at one part): 0 holds no row, 3K about 14 rows (a few in
-    // the recency tier), 4K about 35.
+    // the recency tier), 4K about 35. With no row held, the graph's column ids are read into
+    // scratch-file mappings too (spill::Scope; arrays this small only when the threshold is 0).
     for (const std::string budget : {"0", "3K", "4K"}) {
-      ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, budget, out, "ooc" + budget));
+      const bool spilled = budget == "0";
+      ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, budget, out, "ooc" + budget,
+                                          spilled ? "TESSEL_SPILL_MIN_BYTES=0 " : ""));
       ASSERT_NO_FATAL_FAILURE(expect_same_run(out, "all", "ooc" + budget));
       const auto epochs = epochs_of(out / ("ooc" + budget + ".jsonl"));
       for (const auto& e : epochs) {
@@ -115,6 +122,12 @@ TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
           EXPECT_EQ(e.at("feature_hit_rate").get<double>(), 0.0);
         else
           EXPECT_GT(e.at("feature_hit_rate").get<double>(), 0.0) << budget;
+        // Every rank's column ids: 4 bytes an edge, in a mapping only where spilled.
+        const auto scratch = e.at("graph_scratch_bytes").get<std::int64_t>();
+        if (spilled)
+          EXPECT_EQ(scratch, 4 * edges) << p;
+        else
+          EXPECT_EQ(scratch, 0) << budget;
       }
     }
     // In memory, the epoch line carries none of the reader's figures.

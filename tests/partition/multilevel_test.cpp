@@ -48,7 +48,7 @@ WeightedGraph weighted(const Planted& p) {
   g.num_nodes = p.graph.num_rows;
   g.ncon = w.ncon;
   g.xadj = p.graph.indptr;
-  g.adjncy = p.graph.indices;
+  g.adjncy.assign(p.graph.indices.begin(), p.graph.indices.end());
   g.adjwgt.assign(g.adjncy.size(), 1);
   g.vwgt = w.values;
   return g;

@@ -1,6 +1,7 @@
 // Compressed sparse row graph: row v lists the in-neighbors of v (sources of edges u -> v).
 #pragma once
 
+#include "tessel/core/spill.hpp"
 #include "tessel/core/types.hpp"
 
 #include <cstdint>
@@ -10,13 +11,14 @@
 namespace tessel {
 
 // indptr has num_rows + 1 monotone entries starting at 0; indices[indptr[v]..indptr[v+1])
-// are the in-neighbors of v, each < num_cols. values is empty or one weight per edge.
+// are the in-neighbors of v, each < num_cols. values is empty or one weight per edge. indices
+// takes a scratch-file mapping when made under a spill::Scope (out-of-core runs), else the heap.
 template <class Index>
 struct CsrT {
   std::int64_t num_rows = 0;
   std::int64_t num_cols = 0;
   std::vector<EdgeId> indptr{0};
-  std::vector<Index> indices;
+  std::vector<Index, spill::Allocator<Index>> indices;
   std::vector<float> values;
 
   std::int64_t num_edges() const { return static_cast<std::int64_t>(indices.size()); }

@@ -65,8 +65,8 @@ class Tensor {
 
   static Tensor empty(std::vector<std::int64_t> shape, DType dtype, Device device = Device::cpu());
   static Tensor zeros(std::vector<std::int64_t> shape, DType dtype, Device device = Device::cpu());
-  template <class T>
-  static Tensor from_vector(const std::vector<T>& values, std::vector<std::int64_t> shape = {});
+  template <class T, class A = std::allocator<T>>
+  static Tensor from_vector(const std::vector<T, A>& values, std::vector<std::int64_t> shape = {});
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -119,8 +119,8 @@ class Tensor {
   Device device_;
 };
 
-template <class T>
-Tensor Tensor::from_vector(const std::vector<T>& values, std::vector<std::int64_t> shape) {
+template <class T, class A>
+Tensor Tensor::from_vector(const std::vector<T, A>& values, std::vector<std::int64_t> shape) {
   if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
   Tensor t = empty(std::move(shape), dtype_of<T>());
   TESSEL_EXPECTS(static_cast<std::size_t>(t.numel()) == values.size(),

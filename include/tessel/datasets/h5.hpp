@@ -97,8 +97,8 @@ public:
   template <class T>
   void write(const std::string& name, const T* data, std::vector<std::int64_t> dims,
              const std::string& description, std::int64_t chunk_rows = 0, int deflate = 0);
-  template <class T>
-  void write(const std::string& name, const std::vector<T>& data, const std::string& description) {
+  template <class T, class A>
+  void write(const std::string& name, const std::vector<T, A>& data, const std::string& description) {
     write(name, data.data(), {static_cast<std::int64_t>(data.size())}, description);
   }
 
@@ -135,6 +135,16 @@ public:
   std::vector<T> read(const std::string& name, std::vector<std::int64_t> expect_dims = {}) const;
   // Like read, into caller memory of exactly the dataset's size (no temporary copy).
   template <class T> void read_into(const std::string& name, T* out, std::int64_t count) const;
+  // Like read, into `out` (resized; any allocator, no temporary copy).
+  template <class T, class A>
+  void read_to(const std::string& name, std::vector<T, A>& out,
+               const std::vector<std::int64_t>& expect_dims = {}) const {
+    out.resize(static_cast<std::size_t>(elements(name, expect_dims)));
+    read_into<T>(name, out.data(), static_cast<std::int64_t>(out.size()));
+  }
+  // Elements of a dataset, checking its shape against expect_dims when that is non-empty (as
+  // read does).
+  std::int64_t elements(const std::string& name, const std::vector<std::int64_t>& expect_dims) const;
   // Reads rows [begin, end) of a 1-D or 2-D dataset into out (resized).
   template <class T>
   void read_rows(const std::string& name, std::int64_t begin, std::int64_t end,

@@ -129,7 +129,7 @@ class Crc32 {
 public:
   Crc32();
   void update(const void* data, std::size_t bytes);
-  template <class T> void update(const std::vector<T>& values) {
+  template <class T, class A> void update(const std::vector<T, A>& values) {
     update(values.data(), values.size() * sizeof(T));
   }
   std::string str() const;

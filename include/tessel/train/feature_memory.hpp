@@ -5,6 +5,7 @@
 #include "tessel/core/usable_memory.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 namespace tessel::train {
@@ -27,5 +28,8 @@ using tessel::MemoryHeadroom;
 
 // "2.0 MiB" and the like, for the setup line and the refusals.
 std::string format_mib(std::int64_t bytes);
+
+// Where an out-of-core run's scratch files go: TMPDIR, else /tmp.
+std::filesystem::path scratch_folder();
 
 } // namespace tessel::train

@@ -209,8 +209,13 @@ struct RankPartition {
 // that differs between hosts, or a part count other than the rank count stops every rank with
 // one AgreedInputError that names each failing rank, its host and its file. Collective.
 // features = false: the part without /node/feat (its shape is still checked).
-RankPartition read_rank_partition(comm::Communicator& comm, const std::filesystem::path& dir,
-                                  bool features = true);
+// spill_graph, when given, is called with the agreed manifest before the part is read (on every
+// rank: it may be collective); where it returns true, the part's column ids are read into a
+// scratch-file mapping in TMPDIR (spill::Scope), which the kernel can write back and drop under
+// memory pressure, instead of anonymous memory.
+RankPartition read_rank_partition(
+    comm::Communicator& comm, const std::filesystem::path& dir, bool features = true,
+    const std::function<bool(const partition::Manifest&)>& spill_graph = nullptr);
 
 // What the command line and other callers need to know of a mode; the table that holds these
 // lives with the modes (one entry per mode), so no caller compares mode names.

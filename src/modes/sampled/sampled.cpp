@@ -11,6 +11,7 @@
 #include "tessel/core/log.hpp"
 #include "tessel/core/mpi.hpp"
 #include "tessel/core/progress.hpp"
+#include "tessel/core/spill.hpp"
 #include "tessel/kernels/sparse.hpp"
 #include "tessel/nn/aggregation_matrices.hpp"
 #include "tessel/nn/loss.hpp"
@@ -582,6 +583,8 @@ void SampledTrainer::report_feature_reads(nlohmann::json& extra, std::int64_t st
   extra["feature_ahead_hits"] = comm_.allreduce_value(k.ahead_hits);
   extra["feature_ahead_wait_s"] = comm_.allreduce_value(k.ahead_wait_s, comm::ReduceOp::max);
   extra["feature_memory_bytes"] = comm_.allreduce_value(owned_rows_->held_bytes());
+  // The graph's column ids in scratch-file mappings (spill::Scope at load), over the ranks.
+  extra["graph_scratch_bytes"] = comm_.allreduce_value(spill::mapped_bytes());
 }
 
 // Per-tier counters of the GPU feature store, summed over ranks: requests, hits, misses, bytes
