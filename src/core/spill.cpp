@@ -4,6 +4,8 @@
 #include "tessel/core/error.hpp"
 #include "tessel/core/log.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,6 +48,23 @@ int reserve(int fd, std::size_t bytes) {
   do rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   while (rc == EINTR);
   return rc;
+}
+
+// Logs the first case of large arrays staying on the heap; later ones are alike.
+void warn_once(const std::string& message) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.warned) log::warn("{}", message);
+  s.warned = true;
+}
+
+// The live mapping that starts at p, if any.
+std::optional<Mapping> find(const void* p) noexcept {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.mappings.find(p);
+  if (it == s.mappings.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace
@@ -83,23 +103,17 @@ void* try_map(std::size_t bytes) {
   }
   // A folder in memory (tmpfs) gains nothing: its pages could only go to swap.
   if (struct statfs fs; ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
-    std::lock_guard lock(s.mutex);
-    if (!s.warned)
-      log::warn("{} is in memory (tmpfs); large arrays stay in anonymous memory (point TMPDIR at "
-                "a disk to let the kernel page them)",
-                dir.string());
-    s.warned = true;
+    warn_once(fmt::format("{} is in memory (tmpfs); large arrays stay in anonymous memory (point "
+                          "TMPDIR at a disk to let the kernel page them)",
+                          dir.string()));
     return nullptr;
   }
   std::string name = (dir / "tessel-spill-XXXXXX").string();
   const int fd = ::mkostemp(name.data(), O_CLOEXEC);  // mode 0600, created exclusively
   if (fd < 0) {
     const int err = errno;
-    std::lock_guard lock(s.mutex);
-    if (!s.warned)
-      log::warn("cannot make a scratch file in {} ({}); large arrays stay in memory",
-                dir.string(), std::strerror(err));
-    s.warned = true;
+    warn_once(fmt::format("cannot make a scratch file in {} ({}); large arrays stay in memory",
+                          dir.string(), std::strerror(err)));
     return nullptr;
   }
   ::unlink(name.c_str());
@@ -109,22 +123,16 @@ void* try_map(std::size_t bytes) {
       TESSEL_FAIL("{}: no room for a scratch file of {} MiB (the graph's arrays of an out-of-core "
                   "run live there); free disk space or point TMPDIR elsewhere",
                   dir.string(), bytes >> 20);
-    std::lock_guard lock(s.mutex);
-    if (!s.warned)
-      log::warn("cannot reserve a scratch file in {} ({}); large arrays stay in memory",
-                dir.string(), std::strerror(rc));
-    s.warned = true;
+    warn_once(fmt::format("cannot reserve a scratch file in {} ({}); large arrays stay in memory",
+                          dir.string(), std::strerror(rc)));
     return nullptr;
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     ::close(fd);
-    std::lock_guard lock(s.mutex);
-    if (!s.warned)
-      log::warn("cannot map a scratch file in {} ({}); large arrays stay in memory", dir.string(),
-                std::strerror(err));
-    s.warned = true;
+    warn_once(fmt::format("cannot map a scratch file in {} ({}); large arrays stay in memory",
+                          dir.string(), std::strerror(err)));
     return nullptr;
   }
   std::lock_guard lock(s.mutex);
@@ -151,24 +159,19 @@ bool unmap(void* p, std::size_t bytes) noexcept {
 }
 
 bool write_back(const void* p) noexcept {
-  State& s = state();
-  Mapping m;
-  {
-    std::lock_guard lock(s.mutex);
-    auto it = s.mappings.find(p);
-    if (it == s.mappings.end()) return false;
-    m = it->second;
-  }
+  const std::optional<Mapping> m = find(p);
   // Asynchronous: the pages stay readable and writable; clean ones can then be dropped at once.
-  (void)::sync_file_range(m.fd, 0, static_cast<off_t>(m.bytes), SYNC_FILE_RANGE_WRITE);
-  return true;
+  if (m) (void)::sync_file_range(m->fd, 0, static_cast<off_t>(m->bytes), SYNC_FILE_RANGE_WRITE);
+  return m.has_value();
 }
 
-bool is_mapped(const void* p) noexcept {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  return s.mappings.count(p) != 0;
+bool advise_random(const void* p) noexcept {
+  const std::optional<Mapping> m = find(p);
+  if (m) (void)::madvise(const_cast<void*>(p), m->bytes, MADV_RANDOM);
+  return m.has_value();
 }
+
+bool is_mapped(const void* p) noexcept { return find(p).has_value(); }
 
 std::int64_t mapped_bytes() noexcept {
   State& s = state();

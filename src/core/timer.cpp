@@ -50,4 +50,18 @@ std::int64_t current_rss_bytes() {
   return static_cast<std::int64_t>(resident) * sysconf(_SC_PAGESIZE);
 }
 
+RssSplit current_rss_split() {
+  RssSplit out;
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return out;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    long long kib = 0;
+    if (std::sscanf(line, "RssAnon: %lld kB", &kib) == 1) out.anon_bytes = kib * 1024;
+    if (std::sscanf(line, "RssFile: %lld kB", &kib) == 1) out.file_bytes = kib * 1024;
+  }
+  std::fclose(f);
+  return out;
+}
+
 }  // namespace tessel

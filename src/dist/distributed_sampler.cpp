@@ -35,6 +35,8 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
     // back, so the kernel can drop them without waiting.
     (void)spill::write_back(part_.graph.indices.data());
   }
+  // Sampling reads a few rows here and there: a fault on a paged-out row reads its page alone.
+  (void)spill::advise_random(part_.graph.indices.data());
   local_global_.resize(static_cast<std::size_t>(part_.num_local()));
   for (std::int64_t l = 0; l < part_.num_owned; ++l) local_global_[l] = part_.offset + l;
   for (std::int64_t h = 0; h < part_.num_halo; ++h)

@@ -215,16 +215,33 @@ FeaturePlacement decide_features(comm::Communicator& comm, const TrainOptions& o
          std::max(0, options.model.layers - 2) * static_cast<double>(options.model.hidden));
     const auto model_bytes = static_cast<std::int64_t>(16.0 * weights);
     const std::int64_t need = 2 * feature_bytes + model_bytes;
+    // The part is not read yet: its graph comes out of the same room (partition.json's counts:
+    // 4-byte column ids; 8-byte row offsets, ids, degrees and labels; halo owners).
+    const auto r = static_cast<std::size_t>(comm.rank());
+    const nlohmann::json* counts =
+        manifest.raw.contains("parts") && manifest.raw["parts"].is_array() &&
+                manifest.raw["parts"].size() > r
+            ? &manifest.raw["parts"][r]
+            : nullptr;
+    auto count = [&](const char* key, std::int64_t otherwise) {
+      return counts != nullptr && counts->contains(key) && (*counts)[key].is_number_integer()
+                 ? (*counts)[key].get<std::int64_t>()
+                 : otherwise;
+    };
+    const std::int64_t edges = count("edges", manifest.num_edges / std::max(manifest.num_parts, 1));
+    const std::int64_t halo = count("halo", 0);
+    const std::int64_t graph_bytes = 4 * edges + 32 * num_owned + 24 * halo;
     if (room.bytes < 0) {
       why = "auto, no memory limit could be read";
     } else {
-      const std::int64_t share = room.bytes / std::max(sharing, 1);
+      const std::int64_t share = room.bytes / std::max(sharing, 1) - graph_bytes;
       out_of_core = need > share;
       // A quarter of the share: evaluation still reads every row for its duration.
       budget = std::max<std::int64_t>(0, share - model_bytes) / 4;
-      why = fmt::format("auto: {} of features and model {} this rank's {} of {}{}",
+      why = fmt::format("auto: {} of features and model {} this rank's {} of {} after its "
+                        "graph's {}{}",
                         format_mib(need), out_of_core ? "exceed" : "fit in",
-                        format_mib(share), room.source,
+                        format_mib(share), room.source, format_mib(graph_bytes),
                         sharing > 1 ? fmt::format(" ({} ranks share the host)", sharing) : "");
     }
   }

@@ -34,6 +34,7 @@ TEST(Spill, OutsideAScopeLargeArraysTakeTheHeap) {
   Spilled v(large(), 7);
   EXPECT_FALSE(spill::is_mapped(v.data()));
   EXPECT_FALSE(spill::write_back(v.data()));
+  EXPECT_FALSE(spill::advise_random(v.data()));
   EXPECT_EQ(spill::mapped_bytes(), before);
 }
 
@@ -48,6 +49,7 @@ TEST(Spill, InsideAScopeLargeArraysMapAnUnlinkedFile) {
               static_cast<std::int64_t>(v.size() * sizeof(std::int32_t)));
     std::iota(v.begin(), v.end(), 0);
     EXPECT_TRUE(spill::write_back(v.data()));
+    EXPECT_TRUE(spill::advise_random(v.data()));
     for (std::size_t i = 0; i < v.size(); i += 4099) ASSERT_EQ(v[i], static_cast<std::int32_t>(i));
     EXPECT_EQ(v.back(), static_cast<std::int32_t>(v.size() - 1));
     // The file was unlinked as soon as it was made: nothing to leave behind.

@@ -42,6 +42,10 @@ bool unmap(void* p, std::size_t bytes) noexcept;
 // reordered), so the kernel can drop them without waiting on writeback; false when p is not a
 // mapping from try_map.
 bool write_back(const void* p) noexcept;
+// Tells the kernel the mapping that holds p is read at random (MADV_RANDOM): a page fault then
+// reads that page alone, not the read-ahead window around it. False when p is not a mapping
+// from try_map.
+bool advise_random(const void* p) noexcept;
 // Whether p is the start of a mapping from try_map.
 bool is_mapped(const void* p) noexcept;
 // Bytes of all live mappings from try_map.

@@ -54,6 +54,14 @@ class ScopedPhase {
 std::int64_t peak_rss_bytes();
 // Current resident set size in bytes (/proc/self/statm), 0 where unknown.
 std::int64_t current_rss_bytes();
+// This process's resident memory now, split as /proc/self/status does: anonymous (the heap,
+// which only swap can take back) and file-backed (mapped files, spill's scratch mappings
+// included: the kernel may drop those pages). Zeros where it cannot be read.
+struct RssSplit {
+  std::int64_t anon_bytes = 0;
+  std::int64_t file_bytes = 0;
+};
+RssSplit current_rss_split();
 // Minor page faults of this process so far (getrusage): pages the kernel mapped in on first
 // touch, e.g. of host blocks freshly allocated instead of reused.
 std::int64_t process_minor_faults();

@@ -558,6 +558,11 @@ void SampledTrainer::report(nlohmann::json& extra, std::int64_t steps_run,
   // layer outputs, and every feature row even out of core): what training itself needs.
   extra["peak_rss_before_eval_bytes"] =
       comm_.allreduce_value<std::int64_t>(peak_rss_bytes(), comm::ReduceOp::max);
+  // Now, on the largest rank: anonymous memory and resident file pages (mapped part and
+  // scratch files), which the kernel may drop under a memory limit.
+  const RssSplit rss = current_rss_split();
+  extra["rss_anon_bytes"] = comm_.allreduce_value<std::int64_t>(rss.anon_bytes, comm::ReduceOp::max);
+  extra["rss_file_bytes"] = comm_.allreduce_value<std::int64_t>(rss.file_bytes, comm::ReduceOp::max);
   extra["data_centric_sample_bytes"] = dc_sample_bytes;
   extra["answer_ids"] = c[2];
   extra["model_centric_adjacency_bytes"] = mc_adjacency_bytes;
