@@ -37,9 +37,10 @@ struct State {
   bool warned = false;
 };
 
+// Never destroyed: a static container freed after this one would still deallocate through it.
 State& state() {
-  static State s;
-  return s;
+  static State* s = new State;
+  return *s;
 }
 
 // Reserves the file's blocks: posix_fallocate returns the error instead of setting errno.
@@ -102,8 +103,9 @@ void* try_map(std::size_t bytes) {
     dir = s.scopes.back();
   }
   // A folder in memory (tmpfs) gains nothing: its pages could only go to swap.
-  if (struct statfs fs; ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
-    warn_once(fmt::format("{} is in memory (tmpfs); large arrays stay in anonymous memory (point "
+  if (struct statfs fs; ::statfs(dir.c_str(), &fs) == 0 &&
+                        (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC)) {
+    warn_once(fmt::format("{} is in memory (tmpfs or ramfs); large arrays stay in anonymous memory (point "
                           "TMPDIR at a disk to let the kernel page them)",
                           dir.string()));
     return nullptr;
@@ -116,13 +118,19 @@ void* try_map(std::size_t bytes) {
                           dir.string(), std::strerror(err)));
     return nullptr;
   }
-  ::unlink(name.c_str());
+  if (::unlink(name.c_str()) != 0) {
+    const int err = errno;
+    ::close(fd);
+    warn_once(fmt::format("cannot unlink a scratch file in {} ({}); large arrays stay in memory",
+                          dir.string(), std::strerror(err)));
+    return nullptr;
+  }
   if (const int rc = reserve(fd, bytes); rc != 0) {
     ::close(fd);
     if (rc == ENOSPC || rc == EDQUOT)
-      TESSEL_FAIL("{}: no room for a scratch file of {} MiB (the graph's arrays of an out-of-core "
-                  "run live there); free disk space or point TMPDIR elsewhere",
-                  dir.string(), bytes >> 20);
+      TESSEL_FAIL("{}: no room for a scratch file of {} bytes (the graph's arrays of an "
+                  "out-of-core run live there); free disk space or point TMPDIR elsewhere",
+                  dir.string(), bytes);
     warn_once(fmt::format("cannot reserve a scratch file in {} ({}); large arrays stay in memory",
                           dir.string(), std::strerror(rc)));
     return nullptr;
@@ -135,9 +143,15 @@ void* try_map(std::size_t bytes) {
                           dir.string(), std::strerror(err)));
     return nullptr;
   }
-  std::lock_guard lock(s.mutex);
-  s.mappings.emplace(p, Mapping{bytes, fd});
-  s.mapped += static_cast<std::int64_t>(bytes);
+  try {
+    std::lock_guard lock(s.mutex);
+    s.mappings.emplace(p, Mapping{bytes, fd});
+    s.mapped += static_cast<std::int64_t>(bytes);
+  } catch (...) {
+    ::munmap(p, bytes);
+    ::close(fd);
+    throw;
+  }
   return p;
 }
 

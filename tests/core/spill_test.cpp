@@ -121,7 +121,10 @@ TEST(Spill, AGraphsIndicesSpillAndSortInPlace) {
   }
   ASSERT_TRUE(spill::is_mapped(g.indices.data()));
   for (std::int64_t i = 0; i < n; ++i) g.indices[static_cast<std::size_t>(i)] = static_cast<LocalId>(n - 1 - i);
+  const LocalId* at = g.indices.data();
   g.sort_rows();
+  EXPECT_EQ(g.indices.data(), at);
+  EXPECT_TRUE(spill::is_mapped(g.indices.data()));
   EXPECT_NO_THROW(g.validate("spilled"));
   for (std::int64_t i = 0; i < n; i += 997) ASSERT_EQ(g.indices[static_cast<std::size_t>(i)], i);
 }

@@ -109,8 +109,10 @@ TEST_F(OutOfCore, TinyBudgetsGiveTheInMemoryRunBitForBit) {
     // scratch-file mappings too (spill::Scope; arrays this small only when the threshold is 0).
     for (const std::string budget : {"0", "3K", "4K"}) {
       const bool spilled = budget == "0";
-      ASSERT_NO_FATAL_FAILURE(run_sampled(parts(p), p, budget, out, "ooc" + budget,
-                                          spilled ? "TESSEL_SPILL_MIN_BYTES=0 " : ""));
+      // TMPDIR on this disk (not a tmpfs, where the ids would stay on the heap).
+      ASSERT_NO_FATAL_FAILURE(run_sampled(
+          parts(p), p, budget, out, "ooc" + budget,
+          spilled ? "TESSEL_SPILL_MIN_BYTES=0 TMPDIR=" + out.string() + " " : ""));
       ASSERT_NO_FATAL_FAILURE(expect_same_run(out, "all", "ooc" + budget));
       const auto epochs = epochs_of(out / ("ooc" + budget + ".jsonl"));
       for (const auto& e : epochs) {

@@ -20,8 +20,9 @@ std::size_t min_bytes() noexcept;
 // allocation through spill::Allocator of min_bytes() or more is a MAP_SHARED mapping of its own
 // file in `dir`, created exclusively (mode 0600) and unlinked at once, so nothing is left behind
 // however the process ends; its blocks are reserved up front (posix_fallocate), so a full disk
-// is an error here, not a SIGBUS later. Where the file cannot be made, or `dir` is in memory
-// (tmpfs), the array takes the heap and the first such case is logged once. The mappings
+// is an error here, not a SIGBUS later (on file systems that keep reserved blocks: ext4, xfs;
+// not copy-on-write ones). Where the file cannot be made, or `dir` is in memory (tmpfs, ramfs),
+// the array takes the heap and the first such case is logged once. The mappings
 // outlive the Scope: the scope decides where arrays are made, not how long they live. Scopes
 // nest.
 class Scope {

@@ -210,7 +210,8 @@ struct RankPartition {
 // one AgreedInputError that names each failing rank, its host and its file. Collective.
 // features = false: the part without /node/feat (its shape is still checked).
 // spill_graph, when given, is called with the agreed manifest before the part is read (on every
-// rank: it may be collective); where it returns true, the part's column ids are read into a
+// rank: it may be collective, and any error it throws must be thrown alike on every rank, as an
+// AgreedInputError); where it returns true, the part's column ids are read into a
 // scratch-file mapping in TMPDIR (spill::Scope), which the kernel can write back and drop under
 // memory pressure, instead of anonymous memory.
 RankPartition read_rank_partition(
