@@ -255,7 +255,12 @@ void place_features(comm::Communicator& comm, const TrainOptions& options,
                     const FeaturePlacement& placement, LoadedPart& loaded) {
   const partition::Manifest& manifest = loaded.manifest;
   partition::Part& part = loaded.part;
-  const auto& [out_of_core, budget, feature_bytes, choice, why] = placement;
+  // Plain references, not a structured binding: lambdas below capture them (clang 14 cannot
+  // capture a binding).
+  const bool out_of_core = placement.out_of_core;
+  const std::int64_t budget = placement.budget, feature_bytes = placement.feature_bytes;
+  const std::int64_t choice = placement.choice;
+  const std::string& why = placement.why;
   read_on_every_rank(comm, "", [&] {
     if (!out_of_core) {
       partition::load_part_features(options.part_dir, comm.rank(), manifest, part);
