@@ -178,19 +178,22 @@ Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
   }
   counters_.input_rows += n;
   counters_.remote_input_rows += static_cast<std::int64_t>(remote_ids.size());
-  // Cached rows land in `staged`; the misses are fetched from their owners.
-  std::vector<float> staged(remote_ids.size() * static_cast<std::size_t>(f));
+  // Cached rows are read where the cache holds them, the misses where they arrive from their
+  // owners: a step's remote rows are not copied again before the gather into x.
   std::vector<std::int64_t> misses;
-  cache_.gather(remote_ids, staged, misses);
+  cache_.locate(remote_ids, rows, remote_pos, misses);
   counters_.cache_hits += static_cast<std::int64_t>(remote_ids.size() - misses.size());
   std::vector<NodeId> miss_ids(misses.size());
   for (std::size_t k = 0; k < misses.size(); ++k) miss_ids[k] = remote_ids[misses[k]];
   // The owners' exchange reads owned_rows for the rows other ranks ask for, so this rank's own
   // rows are resolved after it (the pointers hold until the next read).
-  fetch_remote_rows(miss_ids, owned_rows, staged.data(), misses);
+  std::vector<float> received;
+  std::vector<std::int64_t> row_of;
+  fetch_remote_rows(miss_ids, owned_rows, received, row_of);
   counters_.fetched_rows += static_cast<std::int64_t>(misses.size());
-  for (std::size_t k = 0; k < remote_ids.size(); ++k)
-    rows[static_cast<std::size_t>(remote_pos[k])] = staged.data() + k * static_cast<std::size_t>(f);
+  for (std::size_t k = 0; k < misses.size(); ++k)
+    rows[static_cast<std::size_t>(remote_pos[static_cast<std::size_t>(misses[k])])] =
+        received.data() + row_of[k] * f;
   std::vector<const float*> owned_ptrs;
   owned_rows.resolve(owned_locals, owned_ptrs);
   for (std::size_t k = 0; k < owned_pos.size(); ++k)
@@ -227,8 +230,9 @@ bool DistributedSampler::gather_sorted() {
 }
 
 void DistributedSampler::fetch_remote_rows(std::span<const NodeId> ids,
-                                           sampling::OwnedFeatureRows& owned_rows, float* out,
-                                           std::span<const std::int64_t> out_row) {
+                                           sampling::OwnedFeatureRows& owned_rows,
+                                           std::vector<float>& received,
+                                           std::vector<std::int64_t>& row_of) {
   const int num_ranks = comm_.size();
   const std::int64_t f = part_.feature_dim;
   const auto row_bytes = static_cast<std::size_t>(f) * sizeof(float);
@@ -241,27 +245,27 @@ void DistributedSampler::fetch_remote_rows(std::span<const NodeId> ids,
   std::vector<std::int64_t> incoming_counts;
   const auto incoming = comm_.alltoallv<NodeId>(requests, routing.counts, &incoming_counts);
   std::vector<float> reply(incoming.size() * static_cast<std::size_t>(f));
-  std::vector<LocalId> asked(incoming.size());
-  for (std::size_t i = 0; i < incoming.size(); ++i) {
-    const NodeId l = incoming[i] - part_.offset;
-    TESSEL_ASSERT(l >= 0 && l < part_.num_owned, "feature request for node {} not owned here",
-                  incoming[i]);
-    asked[i] = static_cast<LocalId>(l);
+  {
+    std::vector<LocalId> asked(incoming.size());
+    for (std::size_t i = 0; i < incoming.size(); ++i) {
+      const NodeId l = incoming[i] - part_.offset;
+      TESSEL_ASSERT(l >= 0 && l < part_.num_owned, "feature request for node {} not owned here",
+                    incoming[i]);
+      asked[i] = static_cast<LocalId>(l);
+    }
+    std::vector<const float*> asked_rows;
+    owned_rows.resolve(asked, asked_rows);
+    for (std::size_t i = 0; i < incoming.size(); ++i)
+      std::memcpy(&reply[i * f], asked_rows[i], row_bytes);
   }
-  std::vector<const float*> asked_rows;
-  owned_rows.resolve(asked, asked_rows);
-  for (std::size_t i = 0; i < incoming.size(); ++i)
-    std::memcpy(&reply[i * f], asked_rows[i], row_bytes);
   std::vector<std::int64_t> reply_counts(incoming_counts), back_counts(routing.counts);
   for (auto& c : reply_counts) c *= f;
   for (auto& c : back_counts) c *= f;
-  std::vector<float> back(requests.size() * static_cast<std::size_t>(f));
-  comm_.alltoallv(reply.data(), reply_counts, back.data(), back_counts, DType::f32);
-  for (std::size_t k = 0; k < routing.order.size(); ++k) {
-    const auto i = static_cast<std::size_t>(routing.order[k]);
-    const std::int64_t row = out_row.empty() ? static_cast<std::int64_t>(i) : out_row[i];
-    std::memcpy(out + row * f, &back[k * f], row_bytes);
-  }
+  received.resize(requests.size() * static_cast<std::size_t>(f));
+  comm_.alltoallv(reply.data(), reply_counts, received.data(), back_counts, DType::f32);
+  row_of.resize(ids.size());
+  for (std::size_t k = 0; k < routing.order.size(); ++k)
+    row_of[static_cast<std::size_t>(routing.order[k])] = static_cast<std::int64_t>(k);
 }
 
 void DistributedSampler::presampled_inputs(bool remote_only, std::vector<NodeId>& candidates,
@@ -311,10 +315,13 @@ void DistributedSampler::setup_cache(sampling::CachePolicy policy,
     presampled_inputs(true, candidates, score);
   }
   cache_ = sampling::FeatureCache::build(candidates, score, budget, part_.feature_dim);
-  std::vector<float> rows(static_cast<std::size_t>(cache_.size()) *
-                         static_cast<std::size_t>(part_.feature_dim));
-  fetch_remote_rows(cache_.ids(), owned_rows, rows.data(), {});
-  cache_.fill(rows);
+  std::vector<float> received;
+  std::vector<std::int64_t> row_of;
+  fetch_remote_rows(cache_.ids(), owned_rows, received, row_of);
+  const auto f = static_cast<std::size_t>(part_.feature_dim);
+  for (std::int64_t s = 0; s < cache_.size(); ++s)
+    cache_.set_row(static_cast<std::int32_t>(s),
+                   {received.data() + static_cast<std::size_t>(row_of[s]) * f, f});
   cache_.reset_stats();
   const auto total_rows = comm_.allreduce_value<std::int64_t>(cache_.size());
   log::info("feature cache ({}): {} remote rows on all ranks, {:.1f} MiB on rank 0", policy,

@@ -163,4 +163,27 @@ void FeatureCache::gather(std::span<const NodeId> ids, std::span<float> out,
   stats_.misses += misses;
 }
 
+void FeatureCache::locate(std::span<const NodeId> ids, std::span<const float*> rows,
+                          std::span<const std::int64_t> at,
+                          std::vector<std::int64_t>& miss_positions) {
+  const auto n = static_cast<std::int64_t>(ids.size());
+  TESSEL_EXPECTS(at.size() == ids.size(), "FeatureCache::locate: {} positions for {} ids",
+                 at.size(), ids.size());
+  miss_positions.clear();
+  const auto dim = static_cast<std::size_t>(feature_dim_);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t slot = ids_.empty() ? IdHashMap::kAbsent : index_.find(ids[i]);
+    if (slot == IdHashMap::kAbsent) {
+      miss_positions.push_back(i);
+      continue;
+    }
+    const auto to = static_cast<std::size_t>(at[static_cast<std::size_t>(i)]);
+    TESSEL_ASSERT(to < rows.size(), "FeatureCache::locate: position {} of {}", to, rows.size());
+    rows[to] = rows_.data() + static_cast<std::size_t>(slot) * dim;
+  }
+  const auto misses = static_cast<std::int64_t>(miss_positions.size());
+  stats_.hits += n - misses;
+  stats_.misses += misses;
+}
+
 } // namespace tessel::sampling

@@ -196,29 +196,18 @@ public:
     std::sort(misses_.begin(), misses_.end());
     misses_.erase(std::unique(misses_.begin(), misses_.end()), misses_.end());
     const auto count = static_cast<std::int64_t>(misses_.size());
-    // A buffer of this reader's own, kept between steps: step-sized tensors of varying sizes
-    // would each stay in the host block cache.
-    float* out = nullptr;
-    if (options_.normalize_rows) {
-      staging_ = Tensor::empty({count, feature_dim_}, DType::f32);
-      out = staging_.data<float>();
-    } else {
-      const auto need = static_cast<std::size_t>(count * feature_dim_);
-      if (staging_rows_.size() < need) staging_rows_.resize(need);
-      out = staging_rows_.data();
-    }
-    if (ahead_ids_.empty()) {
-      read_sorted(misses_, out, stats_);
-    } else {
-      // Rows the read-ahead holds are copied from there, the rest read now.
+    const auto width = static_cast<std::size_t>(feature_dim_);
+    miss_rows_.resize(misses_.size());
+    if (!ahead_ids_.empty() && !options_.normalize_rows) {
+      // Rows the read-ahead holds are pointed at where they are; only the rest is read now,
+      // into a buffer of their size. A step's rows are thus held once, not also copied.
       rest_.clear();
       rest_pos_.clear();
-      const auto width = static_cast<std::size_t>(feature_dim_);
       for (std::size_t k = 0; k < misses_.size(); ++k) {
         const auto it = std::lower_bound(ahead_ids_.begin(), ahead_ids_.end(), misses_[k]);
         if (it != ahead_ids_.end() && *it == misses_[k]) {
-          std::copy_n(ahead_rows_.data() + static_cast<std::size_t>(it - ahead_ids_.begin()) * width,
-                      width, out + k * width);
+          miss_rows_[k] =
+              ahead_rows_.data() + static_cast<std::size_t>(it - ahead_ids_.begin()) * width;
           ++stats_.ahead_hits;
         } else {
           rest_.push_back(misses_[k]);
@@ -226,19 +215,57 @@ public:
         }
       }
       if (!rest_.empty()) {
-        rest_rows_.resize(rest_.size() * width);
-        read_sorted(rest_, rest_rows_.data(), stats_);
+        if (staging_rows_.size() < rest_.size() * width) staging_rows_.resize(rest_.size() * width);
+        read_sorted(rest_, staging_rows_.data(), stats_);
         for (std::size_t j = 0; j < rest_.size(); ++j)
-          std::copy_n(rest_rows_.data() + j * width, width,
-                      out + static_cast<std::size_t>(rest_pos_[j]) * width);
+          miss_rows_[static_cast<std::size_t>(rest_pos_[j])] = staging_rows_.data() + j * width;
       }
+    } else {
+      // A buffer of this reader's own, kept between steps: step-sized tensors of varying sizes
+      // would each stay in the host block cache.
+      float* out = nullptr;
+      if (options_.normalize_rows) {
+        staging_ = Tensor::empty({count, feature_dim_}, DType::f32);
+        out = staging_.data<float>();
+      } else {
+        const auto need = static_cast<std::size_t>(count) * width;
+        if (staging_rows_.size() < need) staging_rows_.resize(need);
+        out = staging_rows_.data();
+      }
+      if (ahead_ids_.empty()) {
+        read_sorted(misses_, out, stats_);
+      } else {
+        // Rows the read-ahead holds are copied from there (to be normalized), the rest read now.
+        rest_.clear();
+        rest_pos_.clear();
+        for (std::size_t k = 0; k < misses_.size(); ++k) {
+          const auto it = std::lower_bound(ahead_ids_.begin(), ahead_ids_.end(), misses_[k]);
+          if (it != ahead_ids_.end() && *it == misses_[k]) {
+            std::copy_n(
+                ahead_rows_.data() + static_cast<std::size_t>(it - ahead_ids_.begin()) * width,
+                width, out + k * width);
+            ++stats_.ahead_hits;
+          } else {
+            rest_.push_back(misses_[k]);
+            rest_pos_.push_back(static_cast<std::int64_t>(k));
+          }
+        }
+        if (!rest_.empty()) {
+          rest_rows_.resize(rest_.size() * width);
+          read_sorted(rest_, rest_rows_.data(), stats_);
+          for (std::size_t j = 0; j < rest_.size(); ++j)
+            std::copy_n(rest_rows_.data() + j * width, width,
+                        out + static_cast<std::size_t>(rest_pos_[j]) * width);
+        }
+      }
+      if (options_.normalize_rows) kernels::normalize_rows(staging_);
+      for (std::size_t k = 0; k < misses_.size(); ++k) miss_rows_[k] = out + k * width;
     }
-    if (options_.normalize_rows) kernels::normalize_rows(staging_);
     for (const std::int64_t i : miss_pos_) {
       const auto k = std::lower_bound(misses_.begin(), misses_.end(), locals[i]) - misses_.begin();
-      rows[static_cast<std::size_t>(i)] = out + k * feature_dim_;
+      rows[static_cast<std::size_t>(i)] = miss_rows_[static_cast<std::size_t>(k)];
     }
-    admit(out);
+    admit();
   }
 
   void read_block(std::int64_t begin, std::int64_t end, float* out) override {
@@ -622,7 +649,7 @@ private:
 
   // The rows just read go into the recency tier (CLOCK: a hit marks a row; the hand clears marks
   // and replaces the first unmarked row). Rows pointed at in this call are never replaced.
-  void admit(const float* read) {
+  void admit() {
     const auto capacity = static_cast<std::int64_t>(recent_id_.size());
     if (capacity == 0) return;
     for (std::size_t k = 0; k < misses_.size(); ++k) {
@@ -645,8 +672,7 @@ private:
       recent_ref_[s] = 0;
       recent_pin_[s] = call_;
       where_[static_cast<std::size_t>(misses_[k])] = -static_cast<std::int32_t>(s) - 2;
-      std::copy_n(read + static_cast<std::int64_t>(k) * feature_dim_, feature_dim_,
-                  recent_rows_.data() + victim * feature_dim_);
+      std::copy_n(miss_rows_[k], feature_dim_, recent_rows_.data() + victim * feature_dim_);
     }
   }
 
@@ -679,8 +705,9 @@ private:
 
   std::vector<std::int64_t> miss_pos_;
   std::vector<LocalId> misses_;
+  std::vector<const float*> miss_rows_; // where the last resolve() left each of misses_
   Tensor staging_;                  // the rows read by the last resolve(), normalized
-  std::vector<float> staging_rows_; // the same, not normalized
+  std::vector<float> staging_rows_; // the same, not normalized (without a read-ahead's rows)
   FeatureReadStats stats_;
 
   // The read-ahead: its thread, the sorted rows it reads (valid until the next read_ahead()),

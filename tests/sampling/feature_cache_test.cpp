@@ -123,6 +123,31 @@ TEST(FeatureCache, GatherCopiesHitsReportsMissesAndCounts) {
   EXPECT_THROW(FeatureCache({1, 1}, 2), InputError);
 }
 
+// locate() points at the cached rows where gather() would copy them: same hits, same misses.
+TEST(FeatureCache, LocatePointsAtTheRowsGatherCopies) {
+  FeatureCache cache({100, 200, 300}, 2);
+  cache.fill(std::vector<float>{1, 2, 3, 4, 5, 6});
+  const std::vector<NodeId> needed{300, 5, 100, 6, 200};
+  const std::vector<std::int64_t> at{4, 0, 2, 1, 3};  // where each lands among the rows
+  std::vector<const float*> rows(6, nullptr);
+  std::vector<std::int64_t> misses;
+  cache.locate(needed, rows, at, misses);
+  EXPECT_EQ(misses, (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(rows[4], cache.row(2).data());
+  EXPECT_EQ(rows[2], cache.row(0).data());
+  EXPECT_EQ(rows[3], cache.row(1).data());
+  EXPECT_EQ(rows[0], nullptr);
+  EXPECT_EQ(rows[1], nullptr);
+  EXPECT_EQ(rows[5], nullptr);
+  EXPECT_EQ(cache.stats().hits, 3);
+  EXPECT_EQ(cache.stats().misses, 2);
+  EXPECT_THROW(cache.locate(needed, rows, std::vector<std::int64_t>{0}, misses), InputError);
+  // An empty cache misses everything.
+  FeatureCache none({}, 2);
+  none.locate(needed, rows, at, misses);
+  EXPECT_EQ(misses.size(), needed.size());
+}
+
 TEST(FeatureCache, PresampleCountsFavourFrequentInputsAndBeatNothing) {
   // Presample a few "epochs" of batches; remote candidates = the upper half of the ids. The most
   // counted candidate must be a frequently drawn (high-degree) node, and a cache ranked by the

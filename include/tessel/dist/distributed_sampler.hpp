@@ -248,10 +248,10 @@ private:
   // (at one rank, ids must be empty).
   Tensor exchange_rows(std::span<const NodeId> ids, std::vector<std::int64_t>& row_of,
                        DeviceStream stream);
-  // Feature rows of remote nodes from their owners: the row of ids[k] lands at row out_row[k] of
-  // out (row k when out_row is empty), each row copied once from the receive buffer.
+  // Feature rows of remote nodes from their owners, left where they arrive: ids[k]'s row is
+  // row row_of[k] of `received` ([ids.size(), feature_dim], in routed order). Collective.
   void fetch_remote_rows(std::span<const NodeId> ids, sampling::OwnedFeatureRows& owned_rows,
-                         float* out, std::span<const std::int64_t> out_row);
+                         std::vector<float>& received, std::vector<std::int64_t>& row_of);
 
   partition::Part& part_;
   const partition::Manifest& manifest_;

@@ -131,6 +131,12 @@ public:
   void gather(std::span<const NodeId> ids, std::span<float> out,
               std::vector<std::int64_t>& miss_positions);
 
+  // The same without copying: for each cached ids[i], rows[at[i]] points at its row here (valid
+  // while the cache lives and is not refilled); the positions i that missed go to
+  // miss_positions (ascending). Counts hits and misses.
+  void locate(std::span<const NodeId> ids, std::span<const float*> rows,
+              std::span<const std::int64_t> at, std::vector<std::int64_t>& miss_positions);
+
   const CacheStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {0, 0, row_bytes()}; }
 

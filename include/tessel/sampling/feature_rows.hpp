@@ -47,7 +47,8 @@ public:
 
   // Makes the rows of `locals` (owned local ids, any order, repeats allowed) readable:
   // rows[i] points at the feature_dim floats of locals[i]. The pointers stay valid until the
-  // next call of resolve() or read_block().
+  // next call of resolve(), read_block() or read_ahead() (rows a read-ahead brought in are
+  // pointed at in its buffer, not copied).
   virtual void resolve(std::span<const LocalId> locals, std::vector<const float*>& rows) = 0;
   // Copies rows [begin, end) into out ([end - begin, feature_dim] row-major).
   virtual void read_block(std::int64_t begin, std::int64_t end, float* out) = 0;

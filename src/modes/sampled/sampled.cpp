@@ -267,19 +267,25 @@ double SampledTrainer::train_steps_reading_ahead(
     batch.input = nn::Model::Input::dropped;
   };
   std::vector<LocalId> owned;
+  auto read_ahead = [&](const Batch& batch) {
+    ScopedPhase t(phases, "fetch");
+    owned.clear();
+    const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
+    for (const NodeId g : batch.blocks[0].src)
+      if (g >= begin && g < end) owned.push_back(static_cast<LocalId>(g - begin));
+    owned_rows_->read_ahead(owned);
+  };
   sample(0, current);
+  // The first step's rows come through the read-ahead too, so every step's rows are held once,
+  // in the read-ahead's buffer (the reader's own buffer only takes what it did not cover).
+  read_ahead(current);
   gather(current);
   for (std::size_t k = 0; k < steps.size(); ++k) {
     if (progress.enabled()) progress.update(static_cast<std::int64_t>(k), sampling_rate(phases));
     const bool more = k + 1 < steps.size();
     if (more) {
       sample(k + 1, next);
-      ScopedPhase t(phases, "fetch");
-      owned.clear();
-      const NodeId begin = part_.offset, end = part_.offset + part_.num_owned;
-      for (const NodeId g : next.blocks[0].src)
-        if (g >= begin && g < end) owned.push_back(static_cast<LocalId>(g - begin));
-      owned_rows_->read_ahead(owned);
+      read_ahead(next);
     }
     std::vector<std::span<const NodeId>> orig(static_cast<std::size_t>(layers));
     std::vector<std::span<const std::int64_t>> degree(static_cast<std::size_t>(layers));
