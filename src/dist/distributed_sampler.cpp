@@ -37,13 +37,14 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
   }
   // Sampling reads a few rows here and there: a fault on a paged-out row reads its page alone.
   (void)spill::advise_random(part_.graph.indices.data());
-  local_global_.resize(static_cast<std::size_t>(part_.num_local()));
-  for (std::int64_t l = 0; l < part_.num_owned; ++l) local_global_[l] = part_.offset + l;
+  num_owned_ = part_.num_owned;
+  offset_ = part_.offset;
+  halo_global_.resize(static_cast<std::size_t>(part_.num_halo));
   for (std::int64_t h = 0; h < part_.num_halo; ++h)
-    local_global_[part_.num_owned + h] =
+    halo_global_[static_cast<std::size_t>(h)] =
         manifest_.offsets[part_.halo_owner[h]] + part_.halo_owner_local[h];
   // Halo nodes' original ids and degrees are in the part: requests for them carry no flag.
-  halo_local_.build(local_global_.data(), part_.num_owned, part_.num_local());
+  halo_local_.build(halo_global_.data(), 0, part_.num_halo);
   cache_ = sampling::FeatureCache({}, part_.feature_dim);
   cache_.reset_stats();
   host_route_ = std::make_unique<HostRoute>(*this);
@@ -51,14 +52,22 @@ DistributedSampler::DistributedSampler(partition::Part& part, const partition::M
 
 DistributedSampler::~DistributedSampler() = default;
 
+std::vector<NodeId> DistributedSampler::local_globals() const {
+  std::vector<NodeId> ids(static_cast<std::size_t>(part_.num_local()));
+  for (std::int64_t l = 0; l < part_.num_owned; ++l) ids[static_cast<std::size_t>(l)] = offset_ + l;
+  std::copy(halo_global_.begin(), halo_global_.end(), ids.begin() + part_.num_owned);
+  return ids;
+}
+
 void DistributedSampler::sample_on_device(Device device, sampling::GraphPlacement placement) {
   std::vector<NodeId> owned_keys(part_.orig_id.begin(), part_.orig_id.begin() + part_.num_owned);
   std::vector<std::int64_t> owned_degrees(part_.degree.begin(),
                                           part_.degree.begin() + part_.num_owned);
   const LocalCsr& owned = part_.graph;  // rows: the owned nodes, in canonical order
+  const std::vector<NodeId> local_global = local_globals();
   const std::int64_t bytes = static_cast<std::int64_t>(
       owned.indptr.size() * sizeof(EdgeId) + owned.indices.size() * sizeof(LocalId) +
-      (owned_keys.size() + owned_degrees.size() + local_global_.size()) * sizeof(NodeId));
+      (owned_keys.size() + owned_degrees.size() + local_global.size()) * sizeof(NodeId));
   std::string reason;
   sampling::GraphPlacement where = sampling::GraphPlacement::device;
   if (device.is_cpu()) {
@@ -69,18 +78,18 @@ void DistributedSampler::sample_on_device(Device device, sampling::GraphPlacemen
     where = sampling::choose_graph_placement(placement, bytes, device, reason);
   }
   device_graph_ = std::make_unique<sampling::DeviceGraph>(owned, owned_keys, owned_degrees,
-                                                          local_global_, device, where);
+                                                          local_global, device, where);
   // What sample_device's routing reads on the device: the parts' id ranges, and the nodes this
   // part knows (owned and halo) sorted by global id with their original ids and degrees.
   owner_offsets_ = device_graph_->upload(manifest_.offsets);
-  std::vector<std::int64_t> by_id(local_global_.size());
+  std::vector<std::int64_t> by_id(local_global.size());
   std::iota(by_id.begin(), by_id.end(), std::int64_t{0});
   std::sort(by_id.begin(), by_id.end(),
-            [&](std::int64_t a, std::int64_t b) { return local_global_[a] < local_global_[b]; });
+            [&](std::int64_t a, std::int64_t b) { return local_global[a] < local_global[b]; });
   std::vector<NodeId> known_ids(by_id.size()), known_orig(by_id.size()),
       known_degree(by_id.size());
   for (std::size_t k = 0; k < by_id.size(); ++k) {
-    known_ids[k] = local_global_[by_id[k]];
+    known_ids[k] = local_global[by_id[k]];
     known_orig[k] = part_.orig_id[by_id[k]];
     known_degree[k] = part_.degree[by_id[k]];
   }

@@ -28,7 +28,7 @@ void DistributedSampler::setup_device_store(sampling::CachePolicy policy,
     std::vector<std::int64_t> score;
     if (policy == sampling::CachePolicy::degree) {
       // Every row a step may need, owned or halo: hubs are drawn most often.
-      candidates = local_global_;
+      candidates = local_globals();
       score.assign(part_.degree.begin(), part_.degree.begin() + part_.num_local());
     } else {
       presampled_inputs(false, candidates, score);
@@ -308,7 +308,7 @@ void DistributedSampler::setup_cache(sampling::CachePolicy policy,
   if (policy == sampling::CachePolicy::degree) {
     // The halo: remote in-neighbors of owned nodes, hubs first.
     for (std::int64_t h = 0; h < part_.num_halo; ++h) {
-      candidates.push_back(local_global_[part_.num_owned + h]);
+      candidates.push_back(halo_global_[static_cast<std::size_t>(h)]);
       score.push_back(part_.degree[part_.num_owned + h]);
     }
   } else {

@@ -111,8 +111,9 @@ void DistributedSampler::route_requests(HopExchange& x, std::vector<NodeId>& fro
     if (r == x.me) continue;
     for (std::int64_t k = routing_.displs[r]; k < routing_.displs[r + 1]; ++k) {
       const auto i = static_cast<std::size_t>(order[k]);
-      const std::int32_t halo = halo_local_.find(x.frontier[i]);
-      if (halo != sampling::PositionIndex::kAbsent) {
+      const std::int32_t h = halo_local_.find(x.frontier[i]);
+      if (h != sampling::PositionIndex::kAbsent) {
+        const auto halo = static_cast<std::size_t>(part_.num_owned + h);
         frontier_orig[i] = part_.orig_id[halo];
         frontier_degree[i] = part_.degree[halo];
         if (!x.draws) continue;
@@ -195,12 +196,11 @@ void DistributedSampler::draw_rows(HopExchange& x, std::span<const LocalId> rows
   const std::int64_t num_incoming = x.num_incoming;
   const auto num_answer_ids = static_cast<std::size_t>(row_offsets[num_incoming]);
   if (answer_ids_.size() < num_answer_ids) answer_ids_.resize(num_answer_ids);
-  const NodeId* global_of = local_global_.data();
 #pragma omp parallel for schedule(dynamic, 256) if (row_offsets[num_incoming] >= kParallelDraws)
   for (std::int64_t request = 0; request < num_incoming; ++request) {
     NodeId* out = answer_ids_.data() + row_offsets[request];
     for (const LocalId u : sampled_.of(request))
-      *out++ = global_of[u];
+      *out++ = global_of(u);
   }
 }
 
@@ -311,15 +311,14 @@ void DistributedSampler::merge_draws(const HopExchange& x) {
   const auto num_draws = static_cast<std::size_t>(offsets[n]);
   std::vector<NodeId>& ids_out = x.draws->ids;
   if (ids_out.size() < num_draws) ids_out.resize(num_draws);
-  // Own draws are local ids (global ids from local_global_) on the CPU, global ids where the GPU
+  // Own draws are local ids (global ids from global_of) on the CPU, global ids where the GPU
   // answered them; answers are copied whole.
-  const NodeId* global_of = local_global_.data();
 #pragma omp parallel for schedule(dynamic, 256) if (num_draws >= kParallelDraws)
   for (std::int64_t k = 0; k < n; ++k) {
     NodeId* ids = ids_out.data() + offsets[order[k]];
     if (k >= own_begin && k < own_end && !device_graph_) {
       for (const LocalId u : sampled_.of(num_incoming + k - own_begin))
-        *ids++ = global_of[u];
+        *ids++ = global_of(u);
       continue;
     }
     const NodeId* in = nullptr;

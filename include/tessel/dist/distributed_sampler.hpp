@@ -262,7 +262,16 @@ private:
   std::uint64_t seed_;
   std::vector<int> fanouts_;
   std::int64_t batch_size_;
-  std::vector<NodeId> local_global_;  // local id -> relabeled global id
+  // Halo node h (local id num_owned + h) -> its relabeled global id; owned local id l is
+  // offset + l, so only the halo's are held.
+  std::vector<NodeId> halo_global_;
+  NodeId global_of(LocalId l) const {
+    return l < num_owned_ ? offset_ + l : halo_global_[static_cast<std::size_t>(l - num_owned_)];
+  }
+  // Every local id's global id [owned + halo] (the device graph's table, the cache's candidates).
+  std::vector<NodeId> local_globals() const;
+  std::int64_t num_owned_ = 0;
+  NodeId offset_ = 0;
   std::vector<sampling::Block> blocks_;
   sampling::BlockBuilder builder_;
   sampling::OwnerRouting routing_;
@@ -274,7 +283,7 @@ private:
   // are blocks_.back().src's first entries, filled by the next hop).
   std::vector<NodeId> seed_orig_;
   std::vector<std::int64_t> seed_degree_;
-  // global id -> local id of the part's halo nodes (through local_global_)
+  // global id -> halo index h of the part's halo nodes (through halo_global_)
   sampling::PositionIndex halo_local_;
   // Per request, served and received: the draw count (with draws), then the original id and
   // degree where the request was flagged.
