@@ -551,6 +551,10 @@ def train_epochs(args, torch, model, batches, framework, extra):
             steps += 1
             seeds += int(y.shape[0])
             edges += sum(int(b.num_edges()) for b in blocks)
+            # Each step on stderr, so a run stopped early (a slow peer under a time limit)
+            # still shows its rate so far.
+            print(f"{framework} epoch {epoch} step {steps}: {time.perf_counter() - t:.1f} s, "
+                  f"{seeds} seeds, {edges} sampled edges", file=sys.stderr, flush=True)
             if args.max_steps and steps >= args.max_steps:
                 break
         s = time.perf_counter() - t

@@ -42,6 +42,8 @@
 #              only: the peers alone (Tessel's training skipped)          (default auto)
 #   PEER_PYTHON, PEER_THREADS, PEER_EPOCHS                (default python3, 2, 2)
 #   PEER_RUNS  which peers                                (default "dgl graphbolt")
+#   PEER_TIMEOUT  seconds after which the GraphBolt run is stopped (its steps so far are shown;
+#              each step is logged as it ends)        (default: none)
 #   PEER_LIMIT  the cgroup's limit for the GraphBolt run only, e.g. to scale the memory left for
 #              its page cache with the graph at small SCALE   (default LIMIT)
 #   DISK_TEST=1  the fio read test above                  (default 0)
@@ -153,6 +155,10 @@ step() {
     "$seconds" $(( $(tail -1 "$work/$name.rss" | grep -Eo '^[0-9]+$' || echo 0) >> 10 )) \
     "$([ "${UNCAPPED:-0}" = 1 ] && echo - || cgroup_peak_mib)" \
     "$([ "${UNCAPPED:-0}" = 1 ] && echo - || cgroup_ooms)" "$rc"
+  if [ "$rc" = 124 ] && [ "${ALLOW_TIMEOUT:-0}" = 1 ]; then
+    echo "$name: stopped at its time limit; its last step: $(grep ' step ' "$work/$name.log" | tail -1)"
+    return 0
+  fi
   if [ "$rc" != 0 ]; then
     tail -3 "$work/$name.log" >&2
     echo "papers100m_cgroup.sh: $name failed (exit $rc); stopping" >&2
@@ -247,8 +253,10 @@ if [ "$peers" != 0 ]; then
       cgroup_limit "$(numfmt --from=iec "$PEER_LIMIT")"
       echo "memory cgroup: limit $PEER_LIMIT for the GraphBolt run"
     fi
-    step graphbolt env OMP_NUM_THREADS="$peer_threads" "$peer_python" \
-      scripts/bench/ooc_peers.py graphbolt "${peer_args[@]}"
+    peer_timeout=()
+    [ -z "${PEER_TIMEOUT:-}" ] || peer_timeout=(timeout "$PEER_TIMEOUT")
+    ALLOW_TIMEOUT=1 step graphbolt "${peer_timeout[@]}" env OMP_NUM_THREADS="$peer_threads" \
+      "$peer_python" scripts/bench/ooc_peers.py graphbolt "${peer_args[@]}"
     [ -z "$cgroup" ] || cgroup_limit "$limit_bytes"
   fi
   for name in $peer_runs; do

@@ -75,8 +75,16 @@ std::size_t min_bytes() noexcept {
     const char* env = std::getenv("TESSEL_SPILL_MIN_BYTES");
     if (env == nullptr || *env == '\0') return std::size_t{16} << 20;
     char* end = nullptr;
+    errno = 0;
     const unsigned long long v = std::strtoull(env, &end, 10);
-    return end != nullptr && *end == '\0' ? static_cast<std::size_t>(v) : std::size_t{16} << 20;
+    if (end != nullptr && *end == '\0' && errno == 0 && env[0] != '-')
+      return static_cast<std::size_t>(v);
+    try {
+      log::warn("TESSEL_SPILL_MIN_BYTES={}: expected a byte count (digits only); using 16 MiB",
+                env);
+    } catch (...) {
+    }
+    return std::size_t{16} << 20;
   }();
   return bytes;
 }
