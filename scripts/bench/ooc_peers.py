@@ -643,6 +643,7 @@ def run_graphbolt(args):
     classes = int(dataset.tasks[0].metadata["num_classes"])
     feature_dim = int(features.size("node", None, "feat")[0])
     load_s = time.perf_counter() - t0
+    print(f"graphbolt: dataset loaded in {load_s:.1f} s", file=sys.stderr, flush=True)
     # The memory-mapped file: drop its pages so that the first epoch reads from disk, and check
     # that it is mapped, not read into memory.
     path = os.path.abspath(next(f["path"] for f in preprocessed(args.data)["feature_data"]
