@@ -12,6 +12,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -74,11 +75,12 @@ std::size_t min_bytes() noexcept {
   static const std::size_t bytes = [] {
     const char* env = std::getenv("TESSEL_SPILL_MIN_BYTES");
     if (env == nullptr || *env == '\0') return std::size_t{16} << 20;
+    const bool digits = std::all_of(env, env + std::strlen(env),
+                                    [](char c) { return c >= '0' && c <= '9'; });
     char* end = nullptr;
     errno = 0;
     const unsigned long long v = std::strtoull(env, &end, 10);
-    if (end != nullptr && *end == '\0' && errno == 0 && env[0] != '-')
-      return static_cast<std::size_t>(v);
+    if (digits && end != nullptr && *end == '\0' && errno == 0) return static_cast<std::size_t>(v);
     try {
       log::warn("TESSEL_SPILL_MIN_BYTES={}: expected a byte count (digits only); using 16 MiB",
                 env);

@@ -160,7 +160,7 @@ Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
   const std::int64_t f = part_.feature_dim;
   const auto n = static_cast<std::int64_t>(nodes.size());
   // Where each row is read: owned rows through owned_rows, remote ones (listed in row order for
-  // the cache and the owners) in `staged`.
+  // the cache and the owners) in the cache or where they arrive from their owners.
   std::vector<const float*> rows(static_cast<std::size_t>(n));
   std::vector<NodeId> remote_ids;
   std::vector<std::int64_t> remote_pos;
@@ -201,7 +201,7 @@ Tensor DistributedSampler::fetch_features(std::span<const NodeId> nodes,
   Tensor x = Tensor::empty({n, f}, DType::f32);
   if (gather_sorted()) {
     // The rows read in ascending windows of where they lie (owned rows by local id, then the
-    // staged remote rows): the order of the reads, never the result (x keeps the step's order).
+    // remote rows): the order of the reads, never the result (x keeps the step's order).
     std::vector<std::int64_t> keys(static_cast<std::size_t>(n));
     for (std::size_t k = 0; k < owned_pos.size(); ++k)
       keys[static_cast<std::size_t>(owned_pos[k])] = owned_locals[k];
